@@ -1,0 +1,28 @@
+/* Matrix products of f32 activations with weights in their stored type (F32, F16, BF16,
+ * Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), never dequantizing whole matrices. Quantized weights
+ * take activations quantized per row the way llama.cpp does (Q8_0 / Q8_1 / Q8_K blocks)
+ * and integer dot products; AVX2 when the CPU has it (checked at run time), scalar otherwise.
+ * Called from one rank's compute thread; spreads rows over the thread pool. */
+#ifndef TPD_CPU_MATMUL_H
+#define TPD_CPU_MATMUL_H
+
+#include <stdint.h>
+
+#include "../../util/dtype.h"
+#include "threadpool.h"
+
+/* y[t*ldy + r] = sum_k W[r][k] * x[t*ldx + k]   for t < T, r < rows, k < cols.
+ * W holds `rows` rows of `cols` elements of type wt, each row dtype_row_bytes(wt, cols)
+ * bytes, back to back. cols must be a multiple of the type's block size. */
+void cpu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int T, const void *W,
+                enum dtype wt, int rows, int cols, struct threadpool *tp);
+
+/* Dequantize n elements (a multiple of the block size) of type t into f32. */
+void cpu_dequant_row(enum dtype t, const void *src, float *dst, int64_t n);
+
+/* 1 if the AVX2 path is in use (for logs and benchmarks). */
+int cpu_matmul_has_avx2(void);
+/* Force the scalar path (tests compare the two). */
+void cpu_matmul_force_scalar(int on);
+
+#endif

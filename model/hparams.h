@@ -1,0 +1,38 @@
+/* Model hyperparameters, architecture-independent: what the forward pass needs to know,
+ * filled from GGUF metadata or an HF config.json. Read-only after loading, on every rank. */
+#ifndef TPD_HPARAMS_H
+#define TPD_HPARAMS_H
+
+enum model_arch {
+    ARCH_LLAMA = 0, /* Llama 2/3/3.1, Mistral, SmolLM2 */
+    ARCH_QWEN2 = 1, /* Qwen2/2.5: QKV bias */
+    ARCH_QWEN3 = 2, /* Qwen3: per-head RMSNorm on q and k */
+};
+
+struct model_hparams {
+    enum model_arch arch;
+    int n_layers;
+    int dim;          /* hidden size */
+    int n_heads;      /* query heads */
+    int n_kv_heads;
+    int head_dim;     /* usually dim / n_heads; Qwen3 may differ */
+    int ffn_dim;      /* MLP intermediate size */
+    int vocab_size;
+    int max_ctx;      /* trained context length */
+    float norm_eps;
+    float rope_theta;
+    /* Rotary pairing: 1 = NEOX/HF rotate_half (x[i], x[i+d/2]); 0 = interleaved pairs
+     * (x[2i], x[2i+1]), which llama-arch GGUF files use because their converter permutes
+     * the Q/K rows. */
+    int rope_neox;
+    /* llama3 rope scaling; rope_scaling_llama3 == 0 means none. */
+    int rope_scaling_llama3;
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_orig_ctx;
+    int tied_embeddings; /* LM head reuses token_embd */
+    int qkv_bias;        /* attn_q/k/v.bias present */
+    int qk_norm;         /* attn_q_norm / attn_k_norm present */
+    int bos_id, eos_id;  /* -1 if unknown */
+};
+
+#endif

@@ -1,0 +1,49 @@
+/* A model on disk, GGUF file or Hugging Face directory, opened as untrusted input: the
+ * hyperparameters plus a directory of tensors (name, type, shape, byte range) with
+ * GGUF-style names. Every rank opens it and reads only the byte ranges it needs. */
+#ifndef TPD_MODELFILE_H
+#define TPD_MODELFILE_H
+
+#include <stdint.h>
+
+#include "../util/dtype.h"
+#include "hparams.h"
+
+struct gguf_file;
+
+/* One tensor. Names follow GGUF ("token_embd.weight", "blk.3.attn_q.weight", ...);
+ * HF names are mapped on open. ne[0] is the innermost (contiguous) dimension, so a
+ * weight matrix of `rows` outputs by `cols` inputs has ne[0] = cols, ne[1] = rows,
+ * stored row after row. */
+struct mf_tensor {
+    char *name;
+    enum dtype type;
+    int n_dims;
+    int64_t ne[4];    /* unused dims are 1 */
+    int file;         /* index into model_file.paths */
+    uint64_t offset;  /* absolute byte offset of the data in that file */
+    uint64_t nbytes;
+};
+
+struct model_file {
+    struct model_hparams hp;
+    int n_tensors;
+    struct mf_tensor *tensors;
+    int n_files;
+    char **paths;
+    int *fds;
+    struct gguf_file *gguf; /* non-NULL when opened from a GGUF file (metadata for the tokenizer) */
+    char *hf_dir;           /* non-NULL when opened from an HF directory */
+};
+
+/* path: a .gguf file, or a directory with config.json and *.safetensors. */
+int modelfile_open(struct model_file *m, const char *path, char *err);
+void modelfile_close(struct model_file *m);
+/* NULL if absent. */
+const struct mf_tensor *modelfile_find(const struct model_file *m, const char *name);
+/* Reads len bytes starting off bytes into tensor t; -1 (with err) if outside the tensor
+ * or on a short read. */
+int modelfile_read(const struct model_file *m, const struct mf_tensor *t, uint64_t off,
+                   uint64_t len, void *dst, char *err);
+
+#endif

@@ -1,0 +1,27 @@
+/* Element types of tensors as stored in model files (GGML numbering, so GGUF type ids
+ * map directly). Block size and bytes per block for every supported type. */
+#ifndef TPD_DTYPE_H
+#define TPD_DTYPE_H
+
+#include <stdint.h>
+
+enum dtype {
+    DT_F32 = 0,
+    DT_F16 = 1,
+    DT_Q4_0 = 2,
+    DT_Q4_1 = 3,
+    DT_Q8_0 = 8,
+    DT_Q4_K = 12,
+    DT_Q6_K = 14,
+    DT_BF16 = 30,
+};
+
+/* 1 for supported types, 0 otherwise (the value came from an untrusted file). */
+int dtype_valid(uint32_t t);
+const char *dtype_name(enum dtype t);
+int dtype_block_elems(enum dtype t);  /* elements per block: 1, 32 or 256 */
+int dtype_block_bytes(enum dtype t);  /* bytes per block */
+/* Bytes of a row of n elements; -1 if n is not a whole number of blocks or overflows. */
+int64_t dtype_row_bytes(enum dtype t, int64_t n);
+
+#endif
