@@ -1,0 +1,33 @@
+/* Communicators between the ranks of one tpd job: MPI bootstrap, the collectives the
+ * forward pass needs (all-reduce after row-parallel matmuls, gather of vocab shards,
+ * broadcast of the step plan) and startup agreement so no rank is left hanging.
+ * Every rank's compute thread owns its comm; calls are collective and in the same order
+ * on every rank. The CPU backend uses MPI; GPU backends (NCCL, IPC) plug in behind this. */
+#ifndef TPD_COMM_H
+#define TPD_COMM_H
+
+#include <stddef.h>
+
+struct comm {
+    int rank;
+    int size;
+};
+
+/* MPI_Init and a fatal hook that aborts the whole job. Fatal on failure. */
+void comm_init(struct comm *c, int *argc, char ***argv);
+/* Collective: ends MPI. */
+void comm_finalize(struct comm *c);
+/* Ends every rank of the job now (for fatal errors on one rank). */
+void comm_abort(int code) __attribute__((noreturn));
+
+/* Sum of buf over all ranks, in place. */
+void comm_allreduce_sum(struct comm *c, float *buf, size_t n);
+void comm_bcast(struct comm *c, void *buf, size_t bytes, int root);
+/* Rank 0 receives, for each rank r, counts[r] floats into out + displs[r]. */
+void comm_gatherv(struct comm *c, const float *send, int count, float *out, const int *counts,
+                  const int *displs);
+/* Collective: 1 if ok is non-zero on every rank. Lets ranks fail together at startup. */
+int comm_all_ok(struct comm *c, int ok);
+void comm_barrier(struct comm *c);
+
+#endif

@@ -1,0 +1,349 @@
+#include "cmd_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../comm/comm.h"
+#include "../parallel/engine.h"
+#include "../util/err.h"
+#include "../util/fatal.h"
+#include "../util/log.h"
+#include "../util/parse.h"
+#include "sampler.h"
+
+#define MAX_IDS (1 << 20)
+
+/* Options both commands take. Every rank parses the same argv, so every rank reaches
+ * the same verdict and no collective is left half-entered. */
+struct run_opts {
+    struct engine_opts eng;
+    int chunk; /* most prompt tokens of one sequence per step */
+    const char *prompt_ids, *prompt;
+    long n_predict;
+    float temperature, top_p;
+    long top_k, seed;
+    int print_ids, ignore_eos;
+    const char *seqs, *out;
+    int separate;
+};
+
+static int opt_value(int argc, char **argv, int *i, const char **val, char *err) {
+    if (*i + 1 >= argc) return err_set(err, "option %s needs a value", argv[*i]);
+    *val = argv[++*i];
+    return 0;
+}
+
+static int parse_run_opts(int argc, char **argv, struct run_opts *o, char *err) {
+    *o = (struct run_opts){.eng = {.threads = 0, .kv_type = DT_F16, .block_size = 16}, .chunk = 512,
+                           .n_predict = 32, .temperature = 0, .top_p = 1, .top_k = 0, .seed = 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        long l;
+#define VAL() \
+    if (opt_value(argc, argv, &i, &v, err)) return -1
+        if (!strcmp(a, "--model")) {
+            VAL();
+            o->eng.model_path = v;
+        } else if (!strcmp(a, "--threads")) {
+            VAL();
+            if (parse_long(v, 0, 1024, &l)) return err_set(err, "--threads: '%s' is not a number in 0..1024", v);
+            o->eng.threads = (int)l;
+        } else if (!strcmp(a, "--kv-type")) {
+            VAL();
+            if (!strcmp(v, "f16")) o->eng.kv_type = DT_F16;
+            else if (!strcmp(v, "f32")) o->eng.kv_type = DT_F32;
+            else return err_set(err, "--kv-type: '%s' is not f16 or f32", v);
+        } else if (!strcmp(a, "--block-size")) {
+            VAL();
+            if (parse_long(v, 1, 4096, &l)) return err_set(err, "--block-size: '%s' is not in 1..4096", v);
+            o->eng.block_size = (int)l;
+        } else if (!strcmp(a, "--ctx")) {
+            VAL();
+            if (parse_long(v, 1, 1 << 24, &l)) return err_set(err, "--ctx: '%s' is not in 1..16777216", v);
+            o->eng.max_ctx = (int)l;
+        } else if (!strcmp(a, "--chunk")) {
+            VAL();
+            if (parse_long(v, 1, 1 << 20, &l)) return err_set(err, "--chunk: '%s' is not in 1..1048576", v);
+            o->chunk = (int)l;
+        } else if (!strcmp(a, "--prompt-ids")) {
+            VAL();
+            o->prompt_ids = v;
+        } else if (!strcmp(a, "--prompt")) {
+            VAL();
+            o->prompt = v;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            VAL();
+            if (parse_long(v, 0, 1 << 24, &l)) return err_set(err, "-n: '%s' is not in 0..16777216", v);
+            o->n_predict = l;
+        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--temp")) {
+            VAL();
+            if (parse_float(v, 0, 100, &o->temperature)) return err_set(err, "--temperature: '%s' is not in 0..100", v);
+        } else if (!strcmp(a, "--top-p")) {
+            VAL();
+            if (parse_float(v, 0, 1, &o->top_p) || o->top_p <= 0) return err_set(err, "--top-p: '%s' is not in (0, 1]", v);
+        } else if (!strcmp(a, "--top-k")) {
+            VAL();
+            if (parse_long(v, 0, 1 << 24, &o->top_k)) return err_set(err, "--top-k: '%s' is not a count", v);
+        } else if (!strcmp(a, "--seed")) {
+            VAL();
+            if (parse_long(v, 0, 0x7fffffffffffffffL, &o->seed)) return err_set(err, "--seed: '%s' is not a non-negative integer", v);
+        } else if (!strcmp(a, "--ids")) {
+            o->print_ids = 1;
+        } else if (!strcmp(a, "--ignore-eos")) {
+            o->ignore_eos = 1;
+        } else if (!strcmp(a, "--seqs")) {
+            VAL();
+            o->seqs = v;
+        } else if (!strcmp(a, "--out")) {
+            VAL();
+            o->out = v;
+        } else if (!strcmp(a, "--separate")) {
+            o->separate = 1;
+        } else {
+            return err_set(err, "unknown option '%s'", a);
+        }
+#undef VAL
+    }
+    if (!o->eng.model_path) return err_set(err, "--model PATH is required");
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int blocks_for(int tokens, int bs) { return (tokens + bs - 1) / bs; }
+
+/* Opens the engine on every rank; on failure each rank that failed says why. */
+static int open_engine(struct engine *e, struct comm *c, const struct engine_opts *eo) {
+    char err[ERR_LEN] = "";
+    if (engine_open(e, c, eo, err) == 0) return 0;
+    fprintf(stderr, "tpd: rank %d: %s\n", c->rank, err);
+    return -1;
+}
+
+static int check_ids(const int32_t *ids, int n, int vocab, char *err) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= vocab) return err_set(err, "token id %d is outside the vocabulary (size %d)", ids[i], vocab);
+    return 0;
+}
+
+int cmd_generate(struct comm *c, int argc, char **argv) {
+    struct run_opts o;
+    char err[ERR_LEN];
+    if (parse_run_opts(argc, argv, &o, err)) {
+        if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
+        return 2;
+    }
+    if (!o.prompt_ids) {
+        if (c->rank == 0)
+            fprintf(stderr, "tpd generate: %s\n", o.prompt ? "--prompt needs the tokenizer, which this build lacks; use --prompt-ids"
+                                                            : "--prompt-ids 1,2,3 is required");
+        return 2;
+    }
+    int32_t *prompt = NULL;
+    int n_prompt = 0;
+    if (parse_ids(o.prompt_ids, MAX_IDS, &prompt, &n_prompt, err)) {
+        if (c->rank == 0) fprintf(stderr, "tpd generate: --prompt-ids: %s\n", err);
+        return 2;
+    }
+    int total = n_prompt + (int)o.n_predict;
+    o.eng.n_blocks = blocks_for(total, o.eng.block_size);
+    if (!o.eng.max_ctx) o.eng.max_ctx = total;
+    struct engine e;
+    if (open_engine(&e, c, &o.eng)) {
+        free(prompt);
+        return 1;
+    }
+    int rc = 0;
+    const struct model_hparams *hp = &e.model.hp;
+    if (check_ids(prompt, n_prompt, hp->vocab_size, err) || total > e.max_ctx) {
+        if (!err[0] || total > e.max_ctx)
+            err_set(err, "prompt (%d tokens) + %ld new tokens exceeds the context of %d", n_prompt, o.n_predict, e.max_ctx);
+        if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
+        rc = 2;
+    } else if (c->rank != 0) {
+        engine_follow(&e);
+    } else {
+        int32_t *blocks = xmalloc(sizeof(int32_t) * (size_t)o.eng.n_blocks);
+        if (kvcache_take(&e.kv, o.eng.n_blocks, blocks)) FATAL("KV cache smaller than planned");
+        float *logits = xmalloc(sizeof(float) * (size_t)hp->vocab_size);
+        struct sampler smp;
+        sampler_init(&smp, o.temperature, (int)o.top_k, o.top_p, (uint64_t)o.seed);
+        double t0 = now_s();
+        int tok = -1;
+        // prefill in chunks of at most --chunk tokens
+        for (int at = 0; at < n_prompt; at += o.chunk) {
+            int n = n_prompt - at < o.chunk ? n_prompt - at : o.chunk;
+            plan_clear(&e.plan);
+            plan_add(&e.plan, prompt + at, n, at, blocks, blocks_for(at + n, o.eng.block_size), 0);
+            engine_step(&e, logits);
+        }
+        double t1 = now_s();
+        int n_gen = 0, pos = n_prompt;
+        for (; n_gen < o.n_predict; n_gen++) {
+            tok = sampler_sample(&smp, logits, hp->vocab_size);
+            printf(n_gen ? ",%d" : "%d", tok);
+            fflush(stdout);
+            if (!o.ignore_eos && tok == hp->eos_id) {
+                n_gen++;
+                break;
+            }
+            if (n_gen + 1 == o.n_predict) {
+                n_gen++;
+                break;
+            }
+            plan_clear(&e.plan);
+            plan_add(&e.plan, &tok, 1, pos, blocks, blocks_for(pos + 1, o.eng.block_size), 0);
+            engine_step(&e, logits);
+            pos++;
+        }
+        printf("\n");
+        double t2 = now_s();
+        engine_stop(&e);
+        /* decode steps = generated tokens after the first, which came from the prefill */
+        fprintf(stderr, "timing: prefill_tokens=%d prefill_s=%.6f decode_tokens=%d decode_s=%.6f\n", n_prompt, t1 - t0,
+                n_gen > 0 ? n_gen - 1 : 0, t2 - t1);
+        sampler_free(&smp);
+        free(logits);
+        free(blocks);
+    }
+    engine_close(&e);
+    free(prompt);
+    return rc;
+}
+
+struct seq {
+    int32_t *ids;
+    int n, done;
+    int32_t *blocks;
+    size_t out_at; /* first row of this sequence in the output */
+};
+
+static int parse_seqs(const char *s, struct seq **out, int *n_out, char *err) {
+    int n = 1;
+    for (const char *p = s; *p; p++) n += *p == ';';
+    struct seq *seqs = xcalloc((unsigned long)n, sizeof *seqs);
+    char *copy = strdup(s), *save = NULL, *part = copy;
+    for (int i = 0; i < n; i++) {
+        char *semi = strchr(part, ';');
+        if (semi) *semi = 0;
+        if (parse_ids(part, MAX_IDS, &seqs[i].ids, &seqs[i].n, err)) {
+            err_set(err, "sequence %d: invalid id list", i + 1);
+            for (int j = 0; j < i; j++) free(seqs[j].ids);
+            free(seqs);
+            free(copy);
+            return -1;
+        }
+        part = semi ? semi + 1 : part;
+    }
+    (void)save;
+    free(copy);
+    *out = seqs;
+    *n_out = n;
+    return 0;
+}
+
+/* Runs the given sequences together, each fed `chunk` tokens per step; stores the
+ * logits of every token at its row of `all`. */
+static void eval_group(struct engine *e, struct seq *seqs, int n, int chunk, float *all, float *step_logits) {
+    int vocab = e->model.hp.vocab_size, bs = e->kv.block_size;
+    for (int i = 0; i < n; i++) {
+        seqs[i].done = 0;
+        seqs[i].blocks = xmalloc(sizeof(int32_t) * (size_t)blocks_for(seqs[i].n, bs) + 1);
+        if (kvcache_take(&e->kv, blocks_for(seqs[i].n, bs), seqs[i].blocks)) FATAL("KV cache smaller than planned");
+    }
+    for (;;) {
+        plan_clear(&e->plan);
+        for (int i = 0; i < n; i++) {
+            struct seq *s = &seqs[i];
+            if (s->done >= s->n) continue;
+            int k = s->n - s->done < chunk ? s->n - s->done : chunk;
+            plan_add(&e->plan, s->ids + s->done, k, s->done, s->blocks, blocks_for(s->done + k, bs), 1);
+        }
+        if (e->plan.n_seqs == 0) break;
+        engine_step(e, step_logits);
+        int row = 0;
+        for (int i = 0; i < n; i++) {
+            struct seq *s = &seqs[i];
+            if (s->done >= s->n) continue;
+            int k = s->n - s->done < chunk ? s->n - s->done : chunk;
+            memcpy(all + (s->out_at + (size_t)s->done) * (size_t)vocab, step_logits + (size_t)row * vocab,
+                   sizeof(float) * (size_t)k * (size_t)vocab);
+            row += k;
+            s->done += k;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        kvcache_give(&e->kv, blocks_for(seqs[i].n, bs), seqs[i].blocks);
+        free(seqs[i].blocks);
+    }
+}
+
+int cmd_eval(struct comm *c, int argc, char **argv) {
+    struct run_opts o;
+    char err[ERR_LEN] = "";
+    if (parse_run_opts(argc, argv, &o, err) || (!o.seqs && !err_set(err, "--seqs \"1,2;3\" is required")) ||
+        (!o.out && !err_set(err, "--out FILE is required"))) {
+        if (c->rank == 0) fprintf(stderr, "tpd eval: %s\n", err);
+        return 2;
+    }
+    struct seq *seqs;
+    int n_seqs;
+    if (parse_seqs(o.seqs, &seqs, &n_seqs, err)) {
+        if (c->rank == 0) fprintf(stderr, "tpd eval: --seqs: %s\n", err);
+        return 2;
+    }
+    size_t total = 0;
+    int longest = 0;
+    o.eng.n_blocks = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        seqs[i].out_at = total;
+        total += (size_t)seqs[i].n;
+        if (seqs[i].n > longest) longest = seqs[i].n;
+        o.eng.n_blocks += blocks_for(seqs[i].n, o.eng.block_size);
+    }
+    if (!o.eng.max_ctx) o.eng.max_ctx = longest;
+    struct engine e;
+    int rc = 0;
+    if (open_engine(&e, c, &o.eng)) {
+        rc = 1;
+        goto out;
+    }
+    int vocab = e.model.hp.vocab_size;
+    for (int i = 0; i < n_seqs && !rc; i++)
+        if (check_ids(seqs[i].ids, seqs[i].n, vocab, err) ||
+            (seqs[i].n > e.max_ctx && !err_set(err, "sequence %d is longer than the context %d", i + 1, e.max_ctx))) {
+            if (c->rank == 0) fprintf(stderr, "tpd eval: %s\n", err);
+            rc = 2;
+        }
+    if (!rc && c->rank != 0) {
+        engine_follow(&e);
+    } else if (!rc) {
+        float *all = xmalloc(sizeof(float) * total * (size_t)vocab);
+        int step_cap = o.separate ? longest : (int)total;
+        float *step = xmalloc(sizeof(float) * (size_t)(step_cap < o.chunk * n_seqs ? step_cap : o.chunk * n_seqs) * (size_t)vocab + 4);
+        if (o.separate)
+            for (int i = 0; i < n_seqs; i++) eval_group(&e, &seqs[i], 1, o.chunk, all, step);
+        else
+            eval_group(&e, seqs, n_seqs, o.chunk, all, step);
+        engine_stop(&e);
+        FILE *f = fopen(o.out, "wb");
+        if (!f || fwrite(all, sizeof(float) * (size_t)vocab, total, f) != total) {
+            fprintf(stderr, "tpd eval: cannot write %s\n", o.out);
+            rc = 1;
+        }
+        if (f && fclose(f)) rc = 1;
+        free(step);
+        free(all);
+    }
+    engine_close(&e);
+out:
+    for (int i = 0; i < n_seqs; i++) free(seqs[i].ids);
+    free(seqs);
+    return rc;
+}

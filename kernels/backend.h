@@ -1,0 +1,77 @@
+/* The compute backend op table: the forward pass (parallel/forward.c) is written once
+ * against these operations; kernels/cpu implements them on the host, kernels/cuda on a
+ * GPU. All pointers are backend memory. One backend per rank, used by its compute thread. */
+#ifndef TPD_BACKEND_H
+#define TPD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/dtype.h"
+
+/* A weight matrix of `rows` outputs by `cols` inputs in its stored type. */
+struct bweight {
+    void *data;
+    enum dtype type;
+    int rows, cols;
+};
+
+/* Where each token of a ragged step sits, for attention over the paged KV cache. */
+struct attn_batch {
+    int n_tokens, n_seqs;
+    const int32_t *seq_of;     /* [n_tokens] sequence index of each token */
+    const int32_t *pos;        /* [n_tokens] absolute position of each token */
+    const int32_t *block_off;  /* [n_seqs + 1] start of each sequence's blocks in `blocks` */
+    const int32_t *blocks;     /* KV block ids, concatenated per sequence */
+    int block_size;            /* tokens per KV block */
+};
+
+/* One layer's KV cache on this rank: [n_blocks][block_size][n_kv][head_dim] of kv_type
+ * (F32 or F16) for K and for V. */
+struct kv_layer {
+    void *k, *v;
+};
+
+struct backend {
+    const char *name;
+    void *ctx;
+    void *(*alloc)(void *ctx, size_t bytes); /* zero-filled; fatal on failure */
+    void (*free)(void *ctx, void *p);
+    void (*upload)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*download)(void *ctx, void *dst, const void *src, size_t bytes);
+
+    /* y[t][r] = sum_k W[r][k] x[t][k] */
+    void (*matmul)(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                   const struct bweight *w);
+    /* x[t] = row (tok[t] - row0) of table when inside [row0, row0 + table->rows), else 0 */
+    void (*embed)(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table, int row0);
+    /* y[t] = x[t] / rms(x[t]) * w, rows of n, contiguous */
+    void (*rmsnorm)(void *ctx, float *y, const float *x, const float *w, int T, int n, float eps);
+    /* the same per head, in place: T rows of ld floats holding n_heads heads of hd */
+    void (*head_rmsnorm)(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd,
+                         const float *w, float eps);
+    void (*add_bias)(void *ctx, float *x, int64_t ld, int T, int n, const float *b);
+    /* rotary embedding in place; inv_freq[hd/2]; neox: pairs (i, i+hd/2), else (2i, 2i+1) */
+    void (*rope)(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd, const int32_t *pos,
+                 const float *inv_freq, int neox);
+    /* stores k and v rows of each token into the cache at its position */
+    void (*kv_store)(void *ctx, struct kv_layer *kv, enum dtype kv_type, const float *k,
+                     const float *v, int64_t ld, int n_kv, int hd, const struct attn_batch *b);
+    /* causal attention of each token's query heads over its sequence's cached positions
+     * 0..pos. Query head h uses KV head h / group - kv_head0 (group = query heads per KV
+     * head, globally); out[t] + h*hd receives the result. */
+    void (*attention)(void *ctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q,
+                      int q_head0, int group, int kv_head0, const struct kv_layer *kv,
+                      enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b);
+    /* out[t][i] = silu(g[t][i]) * u[t][i] */
+    void (*silu_mul)(void *ctx, float *out, int64_t ldo, const float *g, const float *u,
+                     int64_t ld, int T, int n);
+    /* dst[i] = src[idx[i]], rows of n floats */
+    void (*gather_rows)(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n);
+    void (*zero)(void *ctx, void *p, size_t bytes);
+    /* x += y, n floats */
+    void (*add)(void *ctx, float *x, const float *y, size_t n);
+    void (*sync)(void *ctx); /* wait for queued work (no-op on the CPU) */
+};
+
+#endif

@@ -1,0 +1,77 @@
+#include "engine.h"
+
+#include <string.h>
+
+#include "../kernels/cpu/backend_cpu.h"
+#include "../util/err.h"
+#include "../util/log.h"
+
+int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, char *err) {
+    memset(e, 0, sizeof *e);
+    e->comm = c;
+    plan_init(&e->plan);
+    forward_state_init(&e->fs);
+    int ok = 1;
+    /* the backend's attention scratch needs the context length, known after the model */
+    backend_cpu_init(&e->be, o->threads, 1);
+    if (model_load(&e->model, o->model_path, &e->be, c->size, c->rank, err)) ok = 0;
+    if (!comm_all_ok(c, ok)) {
+        if (ok) {
+            err_set(err, "another rank failed to load the model");
+            model_free(&e->model);
+        }
+        goto fail;
+    }
+    const struct model_hparams *hp = &e->model.hp;
+    e->max_ctx = o->max_ctx > 0 ? o->max_ctx : hp->max_ctx;
+    if (e->max_ctx > hp->max_ctx) {
+        err_set(err, "context %d is longer than the model's trained context %d", e->max_ctx, hp->max_ctx);
+        ok = 0;
+    }
+    backend_cpu_free(&e->be);
+    backend_cpu_init(&e->be, o->threads, e->max_ctx);
+    if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, hp->n_layers, o->n_blocks, o->block_size, e->model.sp.n_kv,
+                           hp->head_dim, err))
+        ok = 0;
+    if (!comm_all_ok(c, ok)) {
+        if (ok) err_set(err, "another rank failed to set up its KV cache");
+        kvcache_free(&e->kv);
+        model_free(&e->model);
+        goto fail;
+    }
+    LOG(LOG_INFO, "model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; tp %d; rank 0 holds %.1f MiB of weights, "
+        "KV cache %.1f MiB (%d blocks of %d)", o->model_path, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads,
+        hp->ffn_dim, hp->vocab_size, c->size, e->model.weight_bytes / 1048576.0, e->kv.bytes / 1048576.0,
+        o->n_blocks, o->block_size);
+    return 0;
+fail:
+    backend_cpu_free(&e->be);
+    plan_free(&e->plan);
+    return -1;
+}
+
+void engine_close(struct engine *e) {
+    forward_state_free(&e->fs, &e->be);
+    kvcache_free(&e->kv);
+    model_free(&e->model);
+    backend_cpu_free(&e->be);
+    plan_free(&e->plan);
+}
+
+void engine_step(struct engine *e, float *logits) {
+    plan_bcast(e->comm, &e->plan);
+    forward(&e->model, &e->kv, &e->fs, &e->plan, e->comm, logits);
+}
+
+void engine_stop(struct engine *e) {
+    plan_clear(&e->plan);
+    plan_bcast(e->comm, &e->plan);
+}
+
+void engine_follow(struct engine *e) {
+    for (;;) {
+        plan_bcast(e->comm, &e->plan);
+        if (e->plan.n_seqs == 0) return;
+        forward(&e->model, &e->kv, &e->fs, &e->plan, e->comm, NULL);
+    }
+}

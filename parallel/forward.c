@@ -1,0 +1,171 @@
+#include "forward.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/fatal.h"
+
+void forward_state_init(struct forward_state *fs) { memset(fs, 0, sizeof *fs); }
+
+static void bfree(struct backend *be, void *p) {
+    if (p) be->free(be->ctx, p);
+}
+
+void forward_state_free(struct forward_state *fs, struct backend *be) {
+    void *bufs[] = {fs->x, fs->xb, fs->qkv, fs->att, fs->y, fs->gu, fs->hb, fs->tokens, fs->seq_of, fs->pos,
+                    fs->block_off, fs->blocks, fs->out_rows, fs->xo, fs->logits_local};
+    for (unsigned i = 0; i < sizeof bufs / sizeof *bufs; i++) bfree(be, bufs[i]);
+    free(fs->host_local);
+    free(fs->host_gather);
+    memset(fs, 0, sizeof *fs);
+}
+
+static void *regrow(struct backend *be, void *p, size_t bytes) {
+    bfree(be, p);
+    return be->alloc(be->ctx, bytes);
+}
+
+static int qkv_rows(const struct model *m) { return (m->sp.n_q + 2 * m->sp.n_kv) * m->hp.head_dim; }
+
+/* Sizes every activation buffer for the plan (regrowing only when a step is larger than
+ * any before) and copies the plan's index arrays to the backend. */
+static void forward_prepare(struct model *m, struct forward_state *fs, const struct step_plan *p) {
+    struct backend *be = m->be;
+    const struct model_hparams *hp = &m->hp;
+    const struct shard_plan *sp = &m->sp;
+    size_t f = sizeof(float), i4 = sizeof(int32_t);
+    if (p->n_tokens > fs->cap_tokens) {
+        size_t T = (size_t)p->n_tokens;
+        fs->x = regrow(be, fs->x, T * (size_t)hp->dim * f);
+        fs->xb = regrow(be, fs->xb, T * (size_t)hp->dim * f);
+        fs->y = regrow(be, fs->y, T * (size_t)hp->dim * f);
+        fs->qkv = regrow(be, fs->qkv, T * (size_t)qkv_rows(m) * f);
+        /* zeroed once: the padding columns around this rank's heads stay zero */
+        fs->att = regrow(be, fs->att, T * (size_t)sp->wo_ncols * f);
+        fs->gu = regrow(be, fs->gu, T * 2 * (size_t)sp->n_ffn * f);
+        fs->hb = regrow(be, fs->hb, T * (size_t)sp->n_ffn * f);
+        fs->tokens = regrow(be, fs->tokens, T * i4);
+        fs->seq_of = regrow(be, fs->seq_of, T * i4);
+        fs->pos = regrow(be, fs->pos, T * i4);
+        fs->out_rows = regrow(be, fs->out_rows, T * i4);
+        fs->cap_tokens = p->n_tokens;
+    }
+    if (p->n_out > fs->cap_out) {
+        size_t n = (size_t)p->n_out;
+        fs->xo = regrow(be, fs->xo, n * (size_t)hp->dim * f);
+        fs->logits_local = regrow(be, fs->logits_local, n * (size_t)sp->n_vocab * f);
+        free(fs->host_local);
+        free(fs->host_gather);
+        fs->host_local = xmalloc(n * (size_t)sp->n_vocab * f);
+        fs->host_gather = xmalloc(n * (size_t)hp->vocab_size * f);
+        fs->cap_out = p->n_out;
+    }
+    if (p->n_seqs + 1 > fs->cap_seqs) {
+        fs->block_off = regrow(be, fs->block_off, (size_t)(p->n_seqs + 1) * i4);
+        fs->cap_seqs = p->n_seqs + 1;
+    }
+    if (p->n_blocks > fs->cap_blocks) {
+        fs->blocks = regrow(be, fs->blocks, (size_t)p->n_blocks * i4);
+        fs->cap_blocks = p->n_blocks;
+    }
+    be->upload(be->ctx, fs->tokens, p->tokens, (size_t)p->n_tokens * i4);
+    be->upload(be->ctx, fs->seq_of, p->seq_of, (size_t)p->n_tokens * i4);
+    be->upload(be->ctx, fs->pos, p->pos, (size_t)p->n_tokens * i4);
+    be->upload(be->ctx, fs->block_off, p->block_off, (size_t)(p->n_seqs + 1) * i4);
+    be->upload(be->ctx, fs->blocks, p->blocks, (size_t)p->n_blocks * i4);
+    be->upload(be->ctx, fs->out_rows, p->out_rows, (size_t)p->n_out * i4);
+}
+
+/* Matrices stored fused (one matmul) or as parts written side by side into y. */
+static void matmul_parts(struct backend *be, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                         const struct bweight *w, int n_parts, int fused) {
+    if (fused) {
+        be->matmul(be->ctx, y, ldy, x, ldx, T, &w[0]);
+        return;
+    }
+    for (int i = 0, col = 0; i < n_parts; col += w[i].rows, i++) be->matmul(be->ctx, y + col, ldy, x, ldx, T, &w[i]);
+}
+
+void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, const struct step_plan *p,
+             struct comm *c, float *logits) {
+    struct backend *be = m->be;
+    void *bc = be->ctx;
+    const struct model_hparams *hp = &m->hp;
+    const struct shard_plan *sp = &m->sp;
+    const int T = p->n_tokens, dim = hp->dim, hd = hp->head_dim;
+    const int nq = sp->n_q, nkv = sp->n_kv, ldqkv = qkv_rows(m), nffn = sp->n_ffn;
+    forward_prepare(m, fs, p);
+    struct attn_batch ab = {T, p->n_seqs, fs->seq_of, fs->pos, fs->block_off, fs->blocks, kv->block_size};
+    float *x = fs->x, *xb = fs->xb, *y = fs->y, *qkv = fs->qkv;
+    float *q = qkv, *k = qkv + nq * hd, *v = qkv + (nq + nkv) * hd;
+
+    // token embedding: each rank looks up the ids in its vocab rows, zeros elsewhere
+    be->embed(bc, x, fs->tokens, T, &m->tok_embd, sp->vocab0);
+    comm_allreduce_sum(c, x, (size_t)T * dim); // after vocab-parallel embedding
+
+    for (int il = 0; il < hp->n_layers; il++) {
+        const struct layer_weights *lw = &m->layers[il];
+        // attention rmsnorm
+        be->rmsnorm(bc, xb, x, lw->attn_norm, T, dim, hp->norm_eps);
+        // q, k, v for this rank's heads (column-parallel)
+        matmul_parts(be, qkv, ldqkv, xb, dim, T, lw->qkv, 3, lw->qkv_fused);
+        if (lw->qkv_bias) be->add_bias(bc, qkv, ldqkv, T, ldqkv, lw->qkv_bias);
+        if (lw->q_norm) { // Qwen3: per-head RMSNorm before rotary
+            be->head_rmsnorm(bc, q, ldqkv, T, nq, hd, lw->q_norm, hp->norm_eps);
+            be->head_rmsnorm(bc, k, ldqkv, T, nkv, hd, lw->k_norm, hp->norm_eps);
+        }
+        // rotary embedding of q and k at each token's position
+        be->rope(bc, q, ldqkv, T, nq, hd, fs->pos, m->inv_freq, hp->rope_neox);
+        be->rope(bc, k, ldqkv, T, nkv, hd, fs->pos, m->inv_freq, hp->rope_neox);
+        // k, v into the paged cache, then attention over each sequence's cached positions
+        be->kv_store(bc, &kv->layers[il], kv->type, k, v, ldqkv, nkv, hd, &ab);
+        be->attention(bc, fs->att + sp->wo_pad, sp->wo_ncols, q, ldqkv, nq, sp->q_head0,
+                      hp->n_heads / hp->n_kv_heads, sp->kv_head0, &kv->layers[il], kv->type, nkv, hd, &ab);
+        // output projection on this rank's columns (row-parallel), then sum over ranks
+        be->matmul(bc, y, dim, fs->att, sp->wo_ncols, T, &lw->wo);
+        comm_allreduce_sum(c, y, (size_t)T * dim); // after row-parallel Wo
+        be->add(bc, x, y, (size_t)T * dim);
+
+        // MLP rmsnorm
+        be->rmsnorm(bc, xb, x, lw->ffn_norm, T, dim, hp->norm_eps);
+        if (nffn > 0) {
+            // gate and up on this rank's MLP columns (column-parallel), SwiGLU
+            matmul_parts(be, fs->gu, 2 * nffn, xb, dim, T, lw->gate_up, 2, lw->gate_up_fused);
+            be->silu_mul(bc, fs->hb, nffn, fs->gu, fs->gu + nffn, 2 * nffn, T, nffn);
+            // down projection (row-parallel)
+            be->matmul(bc, y, dim, fs->hb, nffn, T, &lw->down);
+        } else {
+            be->zero(bc, y, sizeof(float) * (size_t)T * dim); /* this rank holds no MLP columns */
+        }
+        comm_allreduce_sum(c, y, (size_t)T * dim); // after row-parallel W_down
+        be->add(bc, x, y, (size_t)T * dim);
+    }
+
+    // final norm of the rows whose logits are wanted, LM head on this rank's vocab rows
+    be->gather_rows(bc, fs->xo, x, fs->out_rows, p->n_out, dim);
+    be->rmsnorm(bc, fs->xo, fs->xo, m->output_norm, p->n_out, dim, hp->norm_eps);
+    be->matmul(bc, fs->logits_local, sp->n_vocab, fs->xo, dim, p->n_out, &m->output);
+    be->sync(bc);
+
+    // gather the vocab shards on rank 0: rank-major, then transposed into token-major rows
+    size_t local = (size_t)p->n_out * sp->n_vocab;
+    be->download(bc, fs->host_local, fs->logits_local, local * sizeof(float));
+    int counts[c->size], displs[c->size];
+    for (int r = 0, at = 0; r < c->size; r++) {
+        int v0, nv;
+        shard_split(hp->vocab_size, c->size, r, &v0, &nv);
+        counts[r] = p->n_out * nv;
+        displs[r] = at;
+        at += counts[r];
+    }
+    comm_gatherv(c, fs->host_local, (int)local, fs->host_gather, counts, displs);
+    if (c->rank == 0 && logits) {
+        for (int r = 0; r < c->size; r++) {
+            int v0, nv;
+            shard_split(hp->vocab_size, c->size, r, &v0, &nv);
+            const float *src = fs->host_gather + displs[r];
+            for (int i = 0; i < p->n_out; i++)
+                memcpy(logits + (size_t)i * hp->vocab_size + v0, src + (size_t)i * nv, sizeof(float) * (size_t)nv);
+        }
+    }
+}

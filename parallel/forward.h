@@ -1,0 +1,29 @@
+/* forward(plan): one step of the model on this rank's shards, written once against the
+ * backend op table. Every rank calls it with the same plan; the collectives (all-reduce
+ * after the embedding, after row-parallel Wo and W_down, gather of the vocab shards) are
+ * visible here. Rank 0 receives the logits. */
+#ifndef TPD_FORWARD_H
+#define TPD_FORWARD_H
+
+#include "../comm/comm.h"
+#include "kvcache.h"
+#include "model.h"
+#include "plan.h"
+
+/* Activation buffers, grown to the largest step seen. */
+struct forward_state {
+    int cap_tokens, cap_out;
+    float *x, *xb, *qkv, *att, *y, *gu, *hb; /* backend memory */
+    int32_t *tokens, *seq_of, *pos, *block_off, *blocks, *out_rows;
+    int cap_seqs, cap_blocks;
+    float *xo, *logits_local;                /* [n_out][dim], [n_out][n_vocab local] */
+    float *host_local, *host_gather;         /* host staging for the vocab gather */
+};
+
+void forward_state_init(struct forward_state *fs);
+void forward_state_free(struct forward_state *fs, struct backend *be);
+/* logits (rank 0 only, may be NULL elsewhere): [plan->n_out][vocab] on the host. */
+void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, const struct step_plan *plan,
+             struct comm *c, float *logits);
+
+#endif

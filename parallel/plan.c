@@ -1,0 +1,102 @@
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/fatal.h"
+
+void plan_init(struct step_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->block_off = xcalloc(1, sizeof(int32_t));
+    p->cap_seqs = 0;
+}
+
+void plan_free(struct step_plan *p) {
+    free(p->tokens);
+    free(p->seq_of);
+    free(p->pos);
+    free(p->block_off);
+    free(p->blocks);
+    free(p->out_rows);
+    memset(p, 0, sizeof *p);
+}
+
+void plan_clear(struct step_plan *p) {
+    p->n_seqs = p->n_tokens = p->n_blocks = p->n_out = 0;
+    p->block_off[0] = 0;
+}
+
+static void *grow(void *ptr, int *cap, int need, size_t elem) {
+    if (need <= *cap) return ptr;
+    int c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *q = realloc(ptr, (size_t)c * elem);
+    if (!q) FATAL("out of memory growing the step plan");
+    *cap = c;
+    return q;
+}
+
+static void reserve(struct step_plan *p, int tokens, int seqs, int blocks) {
+    int ct = p->cap_tokens, cs = p->cap_seqs;
+    p->tokens = grow(p->tokens, &ct, tokens, sizeof(int32_t));
+    ct = p->cap_tokens;
+    p->seq_of = grow(p->seq_of, &ct, tokens, sizeof(int32_t));
+    ct = p->cap_tokens;
+    p->pos = grow(p->pos, &ct, tokens, sizeof(int32_t));
+    ct = p->cap_tokens;
+    p->out_rows = grow(p->out_rows, &ct, tokens, sizeof(int32_t));
+    p->cap_tokens = ct;
+    p->block_off = grow(p->block_off, &cs, seqs + 1, sizeof(int32_t));
+    p->cap_seqs = cs;
+    p->blocks = grow(p->blocks, &p->cap_blocks, blocks, sizeof(int32_t));
+}
+
+void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const int32_t *blocks, int n_blocks,
+              int logits_all) {
+    reserve(p, p->n_tokens + n, p->n_seqs + 1, p->n_blocks + n_blocks);
+    int s = p->n_seqs;
+    for (int i = 0; i < n; i++) {
+        int t = p->n_tokens + i;
+        p->tokens[t] = tokens[i];
+        p->seq_of[t] = s;
+        p->pos[t] = pos0 + i;
+        if (logits_all || i == n - 1) p->out_rows[p->n_out++] = t;
+    }
+    if (n_blocks) memcpy(p->blocks + p->n_blocks, blocks, sizeof(int32_t) * (size_t)n_blocks);
+    p->n_blocks += n_blocks;
+    p->n_tokens += n;
+    p->n_seqs++;
+    p->block_off[p->n_seqs] = p->n_blocks;
+}
+
+/* Two broadcasts: the four counts, then every array packed into one buffer. */
+void plan_bcast(struct comm *c, struct step_plan *p) {
+    if (c->size == 1) return;
+    int32_t hdr[4] = {p->n_seqs, p->n_tokens, p->n_blocks, p->n_out};
+    comm_bcast(c, hdr, sizeof hdr, 0);
+    if (c->rank != 0) {
+        reserve(p, hdr[1], hdr[0], hdr[2]);
+        p->n_seqs = hdr[0];
+        p->n_tokens = hdr[1];
+        p->n_blocks = hdr[2];
+        p->n_out = hdr[3];
+    }
+    size_t n = (size_t)p->n_tokens * 3 + (size_t)p->n_seqs + 1 + (size_t)p->n_blocks + (size_t)p->n_out;
+    int32_t *buf = xmalloc(n * sizeof(int32_t));
+    int32_t *arrays[] = {p->tokens, p->seq_of, p->pos, p->block_off, p->blocks, p->out_rows};
+    size_t lens[] = {(size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_seqs + 1,
+                     (size_t)p->n_blocks, (size_t)p->n_out};
+    size_t at = 0;
+    if (c->rank == 0)
+        for (int i = 0; i < 6; i++) {
+            memcpy(buf + at, arrays[i], lens[i] * sizeof(int32_t));
+            at += lens[i];
+        }
+    comm_bcast(c, buf, n * sizeof(int32_t), 0);
+    if (c->rank != 0)
+        for (int i = 0, a = 0; i < 6; i++) {
+            memcpy(arrays[i], buf + a, lens[i] * sizeof(int32_t));
+            a += (int)lens[i];
+        }
+    free(buf);
+}

@@ -1,0 +1,33 @@
+/* The step plan: what one forward step computes, as a ragged batch. For each sequence,
+ * its new tokens, the position of the first, its KV block table, and whether logits are
+ * wanted for all its tokens or only the last. Rank 0 builds it and broadcasts it; every
+ * rank runs forward() on the same plan. A plan with no sequences tells ranks to stop. */
+#ifndef TPD_PLAN_H
+#define TPD_PLAN_H
+
+#include <stdint.h>
+
+#include "../comm/comm.h"
+
+struct step_plan {
+    int n_seqs, n_tokens, n_blocks, n_out;
+    int32_t *tokens;    /* [n_tokens] */
+    int32_t *seq_of;    /* [n_tokens] */
+    int32_t *pos;       /* [n_tokens] */
+    int32_t *block_off; /* [n_seqs + 1] */
+    int32_t *blocks;    /* [n_blocks] */
+    int32_t *out_rows;  /* [n_out] indices of the tokens whose logits are returned */
+    int cap_tokens, cap_seqs, cap_blocks;
+};
+
+void plan_init(struct step_plan *p);
+void plan_free(struct step_plan *p);
+void plan_clear(struct step_plan *p);
+/* Appends a sequence: n tokens starting at position pos0, whose KV block table is
+ * blocks[0..n_blocks) (covering positions up to pos0 + n - 1). */
+void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const int32_t *blocks, int n_blocks,
+              int logits_all);
+/* Collective: rank 0's plan replaces every other rank's. */
+void plan_bcast(struct comm *c, struct step_plan *p);
+
+#endif

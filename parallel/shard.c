@@ -1,0 +1,48 @@
+#include "shard.h"
+
+#include "../util/err.h"
+
+void shard_split(int n, int tp, int r, int *start, int *count) {
+    int a = (int)((long long)n * r / tp), b = (int)((long long)n * (r + 1) / tp);
+    *start = a;
+    *count = b - a;
+}
+
+int shard_plan_make(struct shard_plan *sp, const struct model_hparams *hp, int tp, int rank,
+                    int wo_block, int down_block, char *err) {
+    if (tp < 1 || tp > hp->n_heads)
+        return err_set(err, "tensor-parallel size %d cannot serve this model: it has %d query heads, "
+                       "so tp must be one of 1..%d", tp, hp->n_heads, hp->n_heads);
+    if (rank < 0 || rank >= tp) return err_set(err, "rank %d outside tp %d", rank, tp);
+    if (wo_block < 1 || down_block < 1 || hp->ffn_dim % down_block)
+        return err_set(err, "ffn_down block size %d does not divide the MLP size %d", down_block, hp->ffn_dim);
+    sp->tp = tp;
+    sp->rank = rank;
+    shard_split(hp->n_heads, tp, rank, &sp->q_head0, &sp->n_q);
+
+    int group = hp->n_heads / hp->n_kv_heads;
+    int kv_last = (sp->q_head0 + sp->n_q - 1) / group;
+    sp->kv_head0 = sp->q_head0 / group;
+    sp->n_kv = kv_last - sp->kv_head0 + 1;
+
+    /* MLP: split in whole blocks of ffn_down's type so each rank's column slice of the
+     * row-parallel down projection is a run of whole blocks. A rank may get none when the
+     * MLP has fewer blocks than ranks; it then contributes zeros to the all-reduce. */
+    int units, u0, un;
+    units = hp->ffn_dim / down_block;
+    shard_split(units, tp, rank, &u0, &un);
+    sp->ffn0 = u0 * down_block;
+    sp->n_ffn = un * down_block;
+
+    shard_split(hp->vocab_size, tp, rank, &sp->vocab0, &sp->n_vocab);
+
+    int c0 = sp->q_head0 * hp->head_dim, c1 = (sp->q_head0 + sp->n_q) * hp->head_dim;
+    int width = hp->n_heads * hp->head_dim;
+    if (width % wo_block)
+        return err_set(err, "attn_output row length %d is not a multiple of its block size %d", width, wo_block);
+    sp->wo_col0 = c0 / wo_block * wo_block;
+    int end = (c1 + wo_block - 1) / wo_block * wo_block;
+    sp->wo_ncols = end - sp->wo_col0;
+    sp->wo_pad = c0 - sp->wo_col0;
+    return 0;
+}

@@ -1,0 +1,32 @@
+/* The tensor-parallel sharding plan: which query heads, KV heads, MLP columns and
+ * vocabulary rows one rank holds (Megatron style). Any tp from 1 to n_heads works: heads
+ * go out in contiguous near-even ranges, a rank holds every KV head its query heads use
+ * (replicated where a GQA group straddles ranks), and row-parallel splits of quantized
+ * weights are widened to block boundaries with zero-padded inputs (see wo_col0).
+ * Computed identically on every rank from the hyperparameters. */
+#ifndef TPD_SHARD_H
+#define TPD_SHARD_H
+
+#include "../model/hparams.h"
+
+struct shard_plan {
+    int tp, rank;
+    int q_head0, n_q;   /* local query heads [q_head0, q_head0 + n_q) */
+    int kv_head0, n_kv; /* local KV heads [kv_head0, kv_head0 + n_kv) */
+    int ffn0, n_ffn;    /* local MLP intermediate columns */
+    int vocab0, n_vocab;/* local vocabulary rows (embedding and LM head) */
+    /* Columns of Wo this rank multiplies: the block-aligned span around its heads. The
+     * attention output is written at wo_pad inside a zeroed row of wo_ncols, so columns
+     * that belong to neighbouring ranks meet zeros and add nothing. */
+    int wo_col0, wo_ncols, wo_pad;
+};
+
+/* Part r of n items split into tp contiguous near-even parts (sizes differ by at most 1). */
+void shard_split(int n, int tp, int r, int *start, int *count);
+
+/* wo_block / down_block: block sizes (elements) of attn_output and ffn_down's type.
+ * Returns -1 with a message listing the tp values that work when tp cannot be served. */
+int shard_plan_make(struct shard_plan *sp, const struct model_hparams *hp, int tp, int rank,
+                    int wo_block, int down_block, char *err);
+
+#endif
