@@ -48,9 +48,32 @@ int gguf_get_f32(const struct gguf_file *f, const char *key, float *out);
 int gguf_get_bool(const struct gguf_file *f, const char *key, int *out);
 /* Returns the string or NULL. */
 const struct gguf_str *gguf_get_str(const struct gguf_file *f, const char *key);
-/* Arrays: *elem_type, *n and *data. Numeric elements are contiguous little-endian values;
- * for GGUF_STRING elements, data points to n struct gguf_str. */
+/* Arrays: *elem_type, *n and *data. Numeric elements are contiguous little-endian values
+ * (a heap copy, aligned for the element type; BOOL elements are one byte each); for
+ * GGUF_STRING elements, data points to n struct gguf_str. Strings point into the file's
+ * mapping: all of it stays valid until gguf_close. */
 int gguf_get_arr(const struct gguf_file *f, const char *key, enum gguf_vtype *elem_type,
                  uint64_t *n, const void **data);
+
+/* Extensions (modelfiles): */
+
+/* Parses a GGUF image already in memory (fuzzing, tests). data must outlive the handle;
+ * name is used in error messages; gguf_fd() returns -1. */
+int gguf_open_buf(struct gguf_file **out, const void *data, size_t size, const char *name,
+                  char *err);
+const char *gguf_path(const struct gguf_file *f);
+uint32_t gguf_alignment(const struct gguf_file *f);
+uint64_t gguf_data_offset(const struct gguf_file *f); /* absolute start of the data section */
+/* NULL if absent. */
+const struct gguf_tensor_info *gguf_find_tensor(const struct gguf_file *f, const char *name);
+
+/* Metadata iteration, in file order. */
+uint64_t gguf_n_kv(const struct gguf_file *f);
+const struct gguf_str *gguf_kv_key(const struct gguf_file *f, uint64_t i);
+enum gguf_vtype gguf_kv_type(const struct gguf_file *f, uint64_t i);
+int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out);
+int gguf_get_f64(const struct gguf_file *f, const char *key, double *out);
+/* Type of a key's value, or -1 when absent. */
+int gguf_key_type(const struct gguf_file *f, const char *key);
 
 #endif

@@ -23,6 +23,7 @@ struct mf_tensor {
     int file;         /* index into model_file.paths */
     uint64_t offset;  /* absolute byte offset of the data in that file */
     uint64_t nbytes;
+    char *src_name;   /* name in the source file when it differs (HF), else NULL */
 };
 
 struct model_file {
@@ -34,9 +35,16 @@ struct model_file {
     int *fds;
     struct gguf_file *gguf; /* non-NULL when opened from a GGUF file (metadata for the tokenizer) */
     char *hf_dir;           /* non-NULL when opened from an HF directory */
+    int *by_name;           /* tensor indices sorted by name, for modelfile_find */
 };
 
-/* path: a .gguf file, or a directory with config.json and *.safetensors. */
+/* path: a .gguf file, or a directory with config.json and *.safetensors. On success the
+ * hyperparameters are validated and every tensor the forward pass needs exists with the
+ * expected shape and a supported type (see modelfile.c: validate). When
+ * hp.tied_embeddings is set the LM head is token_embd.weight (an output.weight may still
+ * be listed); otherwise output.weight exists. A GGUF llama3 model carries its rope scaling
+ * as the optional F32 tensor "rope_freqs.weight" (head_dim/2 frequency divisors). On
+ * failure m is left zeroed and needs no close. */
 int modelfile_open(struct model_file *m, const char *path, char *err);
 void modelfile_close(struct model_file *m);
 /* NULL if absent. */
