@@ -11,6 +11,7 @@
 #include "../util/fatal.h"
 #include "../util/log.h"
 #include "../util/parse.h"
+#include "request.h"
 #include "sampler.h"
 
 #define MAX_IDS (1 << 20)
@@ -172,8 +173,9 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
         int32_t *blocks = xmalloc(sizeof(int32_t) * (size_t)o.eng.n_blocks);
         if (kvcache_take(&e.kv, o.eng.n_blocks, blocks)) FATAL("KV cache smaller than planned");
         float *logits = xmalloc(sizeof(float) * (size_t)hp->vocab_size);
-        struct sampler smp;
-        sampler_init(&smp, o.temperature, (int)o.top_k, o.top_p, (uint64_t)o.seed);
+        struct sampling_params sp = {.temperature = o.temperature, .top_k = (int)o.top_k, .top_p = o.top_p,
+                                     .repetition_penalty = 1, .seed = (uint64_t)o.seed, .has_seed = 1};
+        struct sampler *smp = sampler_new(&sp, hp->vocab_size, prompt, n_prompt);
         double t0 = now_s();
         int tok = -1;
         // prefill in chunks of at most --chunk tokens
@@ -186,7 +188,7 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
         double t1 = now_s();
         int n_gen = 0, pos = n_prompt;
         for (; n_gen < o.n_predict; n_gen++) {
-            tok = sampler_sample(&smp, logits, hp->vocab_size);
+            tok = sampler_next(smp, logits, NULL);
             printf(n_gen ? ",%d" : "%d", tok);
             fflush(stdout);
             if (!o.ignore_eos && tok == hp->eos_id) {
@@ -208,7 +210,7 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
         /* decode steps = generated tokens after the first, which came from the prefill */
         fprintf(stderr, "timing: prefill_tokens=%d prefill_s=%.6f decode_tokens=%d decode_s=%.6f\n", n_prompt, t1 - t0,
                 n_gen > 0 ? n_gen - 1 : 0, t2 - t1);
-        sampler_free(&smp);
+        sampler_delete(smp);
         free(logits);
         free(blocks);
     }

@@ -7,6 +7,11 @@
 #include "../comm/comm.h"
 #include "../util/log.h"
 #include "cmd_run.h"
+#include "cmd_serve.h"
+#include "cmd_tokenize.h"
+
+/* tokenize needs no ranks: only rank 0 runs it */
+static int run_tokenize(struct comm *c, int argc, char **argv) { return c->rank == 0 ? cmd_tokenize(argc, argv) : 0; }
 
 struct command {
     const char *name;
@@ -16,6 +21,9 @@ struct command {
 
 static const struct command commands[] = {
     {"generate", cmd_generate, "--model PATH --prompt-ids 1,2,3 [-n 32] [--temperature 0] [--seed S] [--ids]"},
+    {"serve", cmd_serve, "[--config FILE] [--model PATH] [--socket PATH] [--threads N] [--section.key VALUE ...]"},
+    {"config", cmd_config, "--config FILE [--get section.key]: print the effective configuration"},
+    {"tokenize", run_tokenize, "--tokenizer PATH (--text T | --file F) [--no-special]: ids as JSON"},
     {"eval", cmd_eval, "--model PATH --seqs \"1,2;3,4\" --out FILE [--chunk N] [--separate] [--kv-type f32|f16]"},
 };
 

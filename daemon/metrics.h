@@ -1,0 +1,28 @@
+/* Prometheus metrics of the daemon on rank 0: counters and latency histograms updated
+ * from any thread (atomics / a mutex), rendered as text for GET /metrics together with
+ * the scheduler's gauges. */
+#ifndef TPD_METRICS_H
+#define TPD_METRICS_H
+
+#include <stddef.h>
+
+struct sched_stats;
+struct metrics;
+
+enum metric_hist {
+    HIST_TTFT,        /* submit -> first token, seconds */
+    HIST_ITL,         /* between consecutive tokens of one request, seconds */
+    HIST_E2E,         /* submit -> finish, seconds */
+    HIST_COUNT
+};
+
+struct metrics *metrics_new(void);
+void metrics_free(struct metrics *m);
+void metrics_request(struct metrics *m, int http_status); /* one finished HTTP request */
+void metrics_tokens(struct metrics *m, long prompt_tokens, long generated_tokens);
+void metrics_preemption(struct metrics *m);
+void metrics_observe(struct metrics *m, enum metric_hist h, double seconds);
+/* Prometheus text exposition format; *out malloc'ed. */
+int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, size_t *len);
+
+#endif

@@ -1,0 +1,83 @@
+#include "request.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../util/fatal.h"
+
+struct gen_request *req_new(void) {
+    struct gen_request *r = xcalloc(1, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&r->refs, 1);
+    r->sp.top_p = 1;
+    r->sp.repetition_penalty = 1;
+    return r;
+}
+
+void req_ref(struct gen_request *r) { atomic_fetch_add(&r->refs, 1); }
+
+void req_unref(struct gen_request *r) {
+    if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r->prompt);
+    free(r->sp.logit_bias_ids);
+    free(r->sp.logit_bias);
+    free(r->events);
+    free(r);
+}
+
+void req_push(struct gen_request *r, const struct token_event *ev) {
+    pthread_mutex_lock(&r->mu);
+    if (r->n_events == r->cap_events) {
+        int cap = r->cap_events ? 2 * r->cap_events : 16;
+        struct token_event *e = realloc(r->events, sizeof *e * (size_t)cap);
+        if (!e) FATAL("out of memory for request events");
+        r->events = e;
+        r->cap_events = cap;
+    }
+    r->events[r->n_events++] = *ev;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void req_finish(struct gen_request *r, enum finish_reason why) {
+    pthread_mutex_lock(&r->mu);
+    if (r->finish == FINISH_NONE) r->finish = why;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+int req_wait(struct gen_request *r, int seen, struct token_event *out, int max, double timeout_s,
+             enum finish_reason *finish) {
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    double whole = floor(timeout_s);
+    dl.tv_sec += (time_t)whole;
+    dl.tv_nsec += (long)((timeout_s - whole) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->mu);
+    while (r->n_events <= seen && r->finish == FINISH_NONE)
+        if (pthread_cond_timedwait(&r->cv, &r->mu, &dl) == ETIMEDOUT) break;
+    int n = r->n_events - seen;
+    if (n < 0) n = 0;
+    if (n > max) n = max;
+    if (n) memcpy(out, r->events + seen, sizeof *out * (size_t)n);
+    /* the finish reason only counts once every event before it has been handed out */
+    *finish = seen + n == r->n_events ? r->finish : FINISH_NONE;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+void req_cancel(struct gen_request *r) { atomic_store(&r->cancelled, 1); }

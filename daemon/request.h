@@ -1,0 +1,83 @@
+/* A generation request as it passes between an HTTP thread and the step loop on rank 0.
+ * The frontend fills the prompt and parameters and submits it; the step loop appends one
+ * event per sampled token; the frontend reads events, detokenizes, matches stop strings
+ * and may cancel. Both sides hold a reference; the last req_unref frees it. */
+#ifndef TPD_REQUEST_H
+#define TPD_REQUEST_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define REQ_MAX_TOP_LOGPROBS 20
+
+struct sampling_params {
+    float temperature;        /* 0: greedy */
+    int top_k;                /* 0: off */
+    float top_p;              /* 1: off */
+    float min_p;              /* 0: off */
+    float repetition_penalty; /* 1: off; HF/llama.cpp style, over prompt + output */
+    float presence_penalty;   /* 0: off; OpenAI style, over output tokens */
+    float frequency_penalty;  /* 0: off */
+    uint64_t seed;            /* used when has_seed; else drawn by the frontend */
+    int has_seed;
+    int n_logit_bias;
+    int32_t *logit_bias_ids;  /* owned by the request */
+    float *logit_bias;
+    int logprobs;             /* 1: return the chosen token's logprob */
+    int top_logprobs;         /* 0..REQ_MAX_TOP_LOGPROBS alternatives per token */
+};
+
+enum finish_reason {
+    FINISH_NONE = 0,
+    FINISH_LENGTH,    /* max_tokens or the context reached */
+    FINISH_EOS,       /* an end-of-generation token */
+    FINISH_CANCELLED, /* the frontend cancelled (disconnect, stop string matched) */
+    FINISH_ABORTED,   /* the daemon is shutting down */
+};
+
+struct token_event {
+    int32_t token;
+    float logprob;
+    int n_top;
+    int32_t top_ids[REQ_MAX_TOP_LOGPROBS];
+    float top_logprobs[REQ_MAX_TOP_LOGPROBS];
+};
+
+struct gen_request {
+    /* set before submit, read-only afterwards */
+    uint64_t id;
+    int32_t *prompt; /* owned */
+    int n_prompt;
+    int max_tokens;
+    int ignore_eos;
+    struct sampling_params sp;
+    double t_submit;
+
+    /* step loop -> frontend, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct token_event *events;
+    int n_events, cap_events;
+    enum finish_reason finish; /* set once, with the last event */
+    double t_first_token;
+
+    atomic_int cancelled; /* frontend -> step loop */
+    atomic_int refs;
+};
+
+struct gen_request *req_new(void);
+void req_ref(struct gen_request *r);
+void req_unref(struct gen_request *r);
+/* Step loop side. */
+void req_push(struct gen_request *r, const struct token_event *ev);
+void req_finish(struct gen_request *r, enum finish_reason why);
+/* Frontend side: waits until events beyond `seen` exist or the request finished, or until
+ * timeout_s passes; copies up to max new events into out and returns how many (0 on
+ * timeout or when finished with nothing new). *finish receives the finish reason (or
+ * FINISH_NONE while running). */
+int req_wait(struct gen_request *r, int seen, struct token_event *out, int max, double timeout_s,
+             enum finish_reason *finish);
+void req_cancel(struct gen_request *r);
+
+#endif

@@ -1,0 +1,395 @@
+#include "scheduler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../util/err.h"
+#include "../util/fatal.h"
+#include "../util/log.h"
+#include "sampler.h"
+
+/* One request while the step loop owns it. tokens holds the prompt and then every
+ * sampled token; the first n_cached of them have their K/V in the cache. */
+struct seq {
+    struct gen_request *req;
+    int32_t *tokens;
+    int n_tokens, cap_tokens;
+    int n_cached;
+    int n_generated;
+    int32_t *blocks;
+    int n_blocks, cap_blocks;
+    struct sampler *smp;
+    double t_last;
+    int in_step; /* tokens fed this step */
+};
+
+struct scheduler {
+    struct engine *e;
+    struct sched_opts o;
+    struct metrics *m;
+    int vocab, block_size, max_ctx;
+
+    /* shared with HTTP threads, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct gen_request **queue; /* ring of max_queue */
+    int q_head, q_len;
+    int draining;
+    int n_running_pub, kv_free_pub;
+    long preemptions;
+    double last_step;
+
+    /* step loop only */
+    struct seq **running;
+    int n_running;
+    struct seq **preempted; /* waiting to be resumed, oldest first; ahead of the queue */
+    int n_preempted;
+    float *logits;
+};
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct metrics *m) {
+    struct scheduler *s = xcalloc(1, sizeof *s);
+    s->e = e;
+    s->o = *o;
+    s->m = m;
+    s->vocab = e->model.hp.vocab_size;
+    s->block_size = e->kv.block_size;
+    s->max_ctx = e->max_ctx;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->queue = xcalloc((unsigned long)o->max_queue, sizeof *s->queue);
+    s->running = xcalloc((unsigned long)o->max_running, sizeof *s->running);
+    s->preempted = xcalloc((unsigned long)o->max_running, sizeof *s->preempted);
+    s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->vocab);
+    s->kv_free_pub = e->kv.n_free;
+    s->last_step = mono_now();
+    return s;
+}
+
+static void seq_free(struct scheduler *s, struct seq *q) {
+    if (q->n_blocks) kvcache_give(&s->e->kv, q->n_blocks, q->blocks);
+    free(q->blocks);
+    free(q->tokens);
+    if (q->smp) sampler_delete(q->smp);
+    req_unref(q->req);
+    free(q);
+}
+
+void sched_free(struct scheduler *s) {
+    if (!s) return;
+    sched_abort_all(s);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->queue);
+    free(s->running);
+    free(s->preempted);
+    free(s->logits);
+    free(s);
+}
+
+int sched_submit(struct scheduler *s, struct gen_request *r, char *err) {
+    if (r->n_prompt < 1) {
+        err_set(err, "the prompt is empty");
+        return SUBMIT_TOO_LONG;
+    }
+    if ((long)r->n_prompt + r->max_tokens > s->max_ctx) {
+        err_set(err, "this model's context is %d tokens; the prompt has %d and max_tokens asks for %d more",
+                s->max_ctx, r->n_prompt, r->max_tokens);
+        return SUBMIT_TOO_LONG;
+    }
+    pthread_mutex_lock(&s->mu);
+    int rc = SUBMIT_OK;
+    if (s->draining) {
+        rc = SUBMIT_DRAINING;
+        err_set(err, "the server is shutting down");
+    } else if (s->q_len >= s->o.max_queue) {
+        rc = SUBMIT_QUEUE_FULL;
+        err_set(err, "the request queue is full (%d waiting); retry later", s->q_len);
+    } else {
+        req_ref(r);
+        r->t_submit = mono_now();
+        s->queue[(s->q_head + s->q_len++) % s->o.max_queue] = r;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void sched_drain(struct scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    s->draining = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_stats(struct scheduler *s, struct sched_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    out->queued = s->q_len;
+    out->running = s->n_running_pub;
+    out->kv_blocks_free = s->kv_free_pub;
+    out->kv_blocks_used = s->e->kv.n_blocks - s->kv_free_pub;
+    out->max_ctx = s->max_ctx;
+    out->draining = s->draining;
+    out->preemptions = s->preemptions;
+    out->last_step = s->last_step;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void publish(struct scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    s->n_running_pub = s->n_running + s->n_preempted;
+    s->kv_free_pub = s->e->kv.n_free;
+    s->last_step = mono_now();
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void finish_seq(struct scheduler *s, struct seq *q, enum finish_reason why) {
+    req_finish(q->req, why);
+    metrics_observe(s->m, HIST_E2E, mono_now() - q->req->t_submit);
+    metrics_tokens(s->m, q->req->n_prompt, q->n_generated);
+    seq_free(s, q);
+}
+
+static struct seq *seq_from_request(struct scheduler *s, struct gen_request *r) {
+    struct seq *q = xcalloc(1, sizeof *q);
+    q->req = r;
+    q->cap_tokens = r->n_prompt + r->max_tokens + 1;
+    q->tokens = xmalloc(sizeof(int32_t) * (size_t)q->cap_tokens);
+    memcpy(q->tokens, r->prompt, sizeof(int32_t) * (size_t)r->n_prompt);
+    q->n_tokens = r->n_prompt;
+    q->cap_blocks = (q->cap_tokens + s->block_size - 1) / s->block_size;
+    q->blocks = xmalloc(sizeof(int32_t) * (size_t)q->cap_blocks);
+    q->smp = sampler_new(&r->sp, s->vocab, r->prompt, r->n_prompt);
+    return q;
+}
+
+/* Blocks a sequence needs to cache `tokens` tokens. */
+static int blocks_needed(struct scheduler *s, int tokens) { return (tokens + s->block_size - 1) / s->block_size; }
+
+/* Preemption by recompute: the sequence gives back every block and will prefill its
+ * prompt and generated tokens again; its sampler state is kept, so it continues exactly
+ * as it would have. The most recently admitted sequence goes first (vLLM's policy). */
+static void preempt_last(struct scheduler *s) {
+    struct seq *q = s->running[--s->n_running];
+    kvcache_give(&s->e->kv, q->n_blocks, q->blocks);
+    q->n_blocks = 0;
+    q->n_cached = 0;
+    q->in_step = 0;
+    /* resumed before anything preempted later, and before the queue */
+    memmove(s->preempted + 1, s->preempted, sizeof *s->preempted * (size_t)s->n_preempted);
+    s->preempted[0] = q;
+    s->n_preempted++;
+    metrics_preemption(s->m);
+    pthread_mutex_lock(&s->mu);
+    s->preemptions++;
+    pthread_mutex_unlock(&s->mu);
+    LOG(LOG_DEBUG, "preempted request %llu (%d tokens)", (unsigned long long)q->req->id, q->n_tokens);
+}
+
+/* Makes sure q has blocks for `tokens` cached tokens, preempting the lowest-priority
+ * (last admitted) sequences while blocks are short. Returns -1 when q itself had to be
+ * preempted, or when q runs alone and the cache still cannot hold it. */
+static int grow_blocks(struct scheduler *s, struct seq *q, int tokens) {
+    int need = blocks_needed(s, tokens) - q->n_blocks;
+    while (need > 0 && s->e->kv.n_free < need) {
+        if (s->n_running == 1) return -1;
+        struct seq *last = s->running[s->n_running - 1];
+        preempt_last(s);
+        if (last == q) return -1;
+    }
+    if (need > 0) {
+        if (kvcache_take(&s->e->kv, need, q->blocks + q->n_blocks)) return -1;
+        q->n_blocks += need;
+    }
+    return 0;
+}
+
+static void drop_cancelled(struct scheduler *s) {
+    for (int i = 0; i < s->n_running;) {
+        struct seq *q = s->running[i];
+        if (atomic_load(&q->req->cancelled)) {
+            memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
+            s->n_running--;
+            finish_seq(s, q, FINISH_CANCELLED);
+        } else {
+            i++;
+        }
+    }
+    for (int i = 0; i < s->n_preempted;) {
+        struct seq *q = s->preempted[i];
+        if (atomic_load(&q->req->cancelled)) {
+            memmove(s->preempted + i, s->preempted + i + 1, sizeof *s->preempted * (size_t)(s->n_preempted - i - 1));
+            s->n_preempted--;
+            finish_seq(s, q, FINISH_CANCELLED);
+        } else {
+            i++;
+        }
+    }
+}
+
+/* Moves waiting work into the running set while there is room: preempted sequences first,
+ * then the queue in arrival order (FCFS). A sequence is admitted only when the blocks for
+ * all of its known tokens are free, so admission itself never forces a preemption. */
+static void admit(struct scheduler *s) {
+    while (s->n_running < s->o.max_running) {
+        struct seq *q = NULL;
+        if (s->n_preempted) {
+            q = s->preempted[0];
+            if (blocks_needed(s, q->n_tokens + 1) > s->e->kv.n_free) return;
+            memmove(s->preempted, s->preempted + 1, sizeof *s->preempted * (size_t)--s->n_preempted);
+        } else {
+            pthread_mutex_lock(&s->mu);
+            struct gen_request *r = NULL;
+            while (s->q_len && !r) {
+                r = s->queue[s->q_head];
+                if (atomic_load(&r->cancelled)) { /* never started: finish it here */
+                    s->q_head = (s->q_head + 1) % s->o.max_queue;
+                    s->q_len--;
+                    req_finish(r, FINISH_CANCELLED);
+                    req_unref(r);
+                    r = NULL;
+                    continue;
+                }
+                if (blocks_needed(s, r->n_prompt + 1) > s->e->kv.n_free) {
+                    pthread_mutex_unlock(&s->mu);
+                    return;
+                }
+                s->q_head = (s->q_head + 1) % s->o.max_queue;
+                s->q_len--;
+            }
+            pthread_mutex_unlock(&s->mu);
+            if (!r) return;
+            q = seq_from_request(s, r);
+        }
+        s->running[s->n_running++] = q;
+    }
+}
+
+/* Fills the plan: first one decode token for every sequence whose tokens are all cached
+ * but the last, then prefill chunks in running order, all within the token budget. */
+static void build_plan(struct scheduler *s) {
+    struct step_plan *p = &s->e->plan;
+    plan_clear(p);
+    int budget = s->o.step_tokens;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s->n_running && budget > 0; i++) {
+            struct seq *q = s->running[i];
+            int pending = q->n_tokens - q->n_cached;
+            int is_decode = pending == 1;
+            if (pass == 0 ? !is_decode : is_decode) continue;
+            int n = pending < budget ? pending : budget;
+            if (grow_blocks(s, q, q->n_cached + n)) continue; /* q preempted, or alone and too long */
+            q->in_step = n;
+            budget -= n;
+        }
+    /* preemption may have removed sequences already given tokens; build from survivors */
+    for (int i = 0; i < s->n_running; i++) {
+        struct seq *q = s->running[i];
+        if (!q->in_step) continue;
+        plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, 0);
+    }
+}
+
+/* After a step: every sequence whose fed tokens reached its last known token samples. */
+static void sample_all(struct scheduler *s) {
+    int row = 0;
+    double now = mono_now();
+    for (int i = 0; i < s->n_running;) {
+        struct seq *q = s->running[i];
+        if (!q->in_step) {
+            i++;
+            continue;
+        }
+        q->n_cached += q->in_step;
+        q->in_step = 0;
+        float *lg = s->logits + (size_t)row++ * (size_t)s->vocab;
+        if (q->n_cached < q->n_tokens) { /* mid-prompt chunk */
+            i++;
+            continue;
+        }
+        struct token_event ev;
+        memset(&ev, 0, sizeof ev);
+        int32_t tok = sampler_next(q->smp, lg, &ev);
+        q->tokens[q->n_tokens++] = tok;
+        q->n_generated++;
+        if (q->n_generated == 1) {
+            q->req->t_first_token = now;
+            metrics_observe(s->m, HIST_TTFT, now - q->req->t_submit);
+        } else {
+            metrics_observe(s->m, HIST_ITL, now - q->t_last);
+        }
+        q->t_last = now;
+        req_push(q->req, &ev);
+        enum finish_reason why = FINISH_NONE;
+        if (!q->req->ignore_eos && tok == s->e->model.hp.eos_id) why = FINISH_EOS;
+        else if (q->n_generated >= q->req->max_tokens || q->n_tokens >= s->max_ctx) why = FINISH_LENGTH;
+        if (why != FINISH_NONE) {
+            memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
+            s->n_running--;
+            finish_seq(s, q, why);
+        } else {
+            i++;
+        }
+    }
+}
+
+int sched_step(struct scheduler *s, double idle_s) {
+    drop_cancelled(s);
+    admit(s);
+    if (s->n_running == 0) {
+        publish(s);
+        pthread_mutex_lock(&s->mu);
+        if (s->q_len == 0 && idle_s > 0) {
+            struct timespec dl;
+            clock_gettime(CLOCK_MONOTONIC, &dl);
+            long ns = dl.tv_nsec + (long)(idle_s * 1e9);
+            dl.tv_sec += ns / 1000000000L;
+            dl.tv_nsec = ns % 1000000000L;
+            pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+        }
+        int n = s->q_len + s->n_preempted;
+        pthread_mutex_unlock(&s->mu);
+        return n;
+    }
+    build_plan(s);
+    if (s->e->plan.n_seqs > 0) {
+        engine_step(s->e, s->logits);
+        sample_all(s);
+    } else if (s->n_running == 1) {
+        /* a lone sequence that cannot get a block: the cache is too small for it */
+        struct seq *q = s->running[--s->n_running];
+        LOG(LOG_WARN, "request %llu needs more KV blocks than the cache holds", (unsigned long long)q->req->id);
+        finish_seq(s, q, FINISH_LENGTH);
+    }
+    publish(s);
+    pthread_mutex_lock(&s->mu);
+    int n = s->q_len + s->n_running + s->n_preempted;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void sched_abort_all(struct scheduler *s) {
+    while (s->n_running) finish_seq(s, s->running[--s->n_running], FINISH_ABORTED);
+    while (s->n_preempted) finish_seq(s, s->preempted[--s->n_preempted], FINISH_ABORTED);
+    pthread_mutex_lock(&s->mu);
+    while (s->q_len) {
+        struct gen_request *r = s->queue[s->q_head];
+        s->q_head = (s->q_head + 1) % s->o.max_queue;
+        s->q_len--;
+        req_finish(r, FINISH_ABORTED);
+        req_unref(r);
+    }
+    pthread_mutex_unlock(&s->mu);
+    publish(s);
+}

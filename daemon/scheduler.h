@@ -1,0 +1,45 @@
+/* The scheduler on rank 0: a bounded FCFS queue of requests, continuous (iteration-level)
+ * batching over the paged KV cache, chunked prefill under a per-step token budget, and
+ * preemption by recompute when blocks run out. HTTP threads call sched_submit() and
+ * sched_stats(); only the step-loop thread calls sched_step(). */
+#ifndef TPD_SCHEDULER_H
+#define TPD_SCHEDULER_H
+
+#include "../parallel/engine.h"
+#include "metrics.h"
+#include "request.h"
+
+struct sched_opts {
+    int max_running;  /* sequences in one step */
+    int max_queue;    /* waiting requests before submit refuses */
+    int step_tokens;  /* token budget of one step (decode tokens + prefill chunks) */
+};
+
+struct sched_stats {
+    int queued, running;
+    int kv_blocks_used, kv_blocks_free;
+    int max_ctx;
+    int draining;
+    long preemptions;
+    double last_step; /* monotonic time the loop last ran (stepping or idle) */
+};
+
+enum sched_submit_result { SUBMIT_OK = 0, SUBMIT_QUEUE_FULL = -1, SUBMIT_DRAINING = -2, SUBMIT_TOO_LONG = -3 };
+
+struct scheduler;
+
+struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct metrics *m);
+void sched_free(struct scheduler *s);
+/* Thread-safe. Takes a reference on success. SUBMIT_TOO_LONG: prompt + max_tokens does
+ * not fit the context (err says the limits). */
+int sched_submit(struct scheduler *s, struct gen_request *r, char *err);
+/* Thread-safe: stop accepting new requests. */
+void sched_drain(struct scheduler *s);
+void sched_stats(struct scheduler *s, struct sched_stats *out);
+/* Step-loop thread: runs at most one step; waits up to idle_s for work when there is
+ * none. Returns the number of requests queued or running afterwards. */
+int sched_step(struct scheduler *s, double idle_s);
+/* Step-loop thread: finishes every request with FINISH_ABORTED. */
+void sched_abort_all(struct scheduler *s);
+
+#endif
