@@ -11,6 +11,11 @@
 struct comm {
     int rank;
     int size;
+    int local_rank; /* rank among those on this node: picks the GPU */
+    /* The all-reduce of the forward pass works on backend memory: MPI on host buffers by
+     * default; a GPU backend installs its own (NCCL, IPC) with comm_set_allreduce. */
+    void (*allreduce)(void *impl, float *buf, size_t n);
+    void *allreduce_impl;
 };
 
 /* MPI_Init and a fatal hook that aborts the whole job. Fatal on failure. */
@@ -20,8 +25,10 @@ void comm_finalize(struct comm *c);
 /* Ends every rank of the job now (for fatal errors on one rank). */
 void comm_abort(int code) __attribute__((noreturn));
 
-/* Sum of buf over all ranks, in place. */
+/* Sum of buf (backend memory) over all ranks, in place. */
 void comm_allreduce_sum(struct comm *c, float *buf, size_t n);
+/* Routes comm_allreduce_sum to fn (NULL: back to MPI on host memory). */
+void comm_set_allreduce(struct comm *c, void (*fn)(void *impl, float *buf, size_t n), void *impl);
 void comm_bcast(struct comm *c, void *buf, size_t bytes, int root);
 /* Rank 0 receives, for each rank r, counts[r] floats into out + displs[r]. */
 void comm_gatherv(struct comm *c, const float *send, int count, float *out, const int *counts,

@@ -51,6 +51,9 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o, char *err) 
             VAL();
             if (parse_long(v, 0, 1024, &l)) return err_set(err, "--threads: '%s' is not a number in 0..1024", v);
             o->eng.threads = (int)l;
+        } else if (!strcmp(a, "--backend")) {
+            VAL();
+            o->eng.backend = v;
         } else if (!strcmp(a, "--kv-type")) {
             VAL();
             if (!strcmp(v, "f16")) o->eng.kv_type = DT_F16;
@@ -120,8 +123,9 @@ static double now_s(void) {
 static int blocks_for(int tokens, int bs) { return (tokens + bs - 1) / bs; }
 
 /* Opens the engine on every rank; on failure each rank that failed says why. */
-static int open_engine(struct engine *e, struct comm *c, const struct engine_opts *eo) {
+static int open_engine(struct engine *e, struct comm *c, struct engine_opts *eo) {
     char err[ERR_LEN] = "";
+    eo->local_rank = c->local_rank;
     if (engine_open(e, c, eo, err) == 0) return 0;
     fprintf(stderr, "tpd: rank %d: %s\n", c->rank, err);
     return -1;

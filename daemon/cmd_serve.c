@@ -174,11 +174,6 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
         config_free(&cfg);
         return 2;
     }
-    if (!strcmp(cfg.backend, "cuda")) { /* "auto" falls back to the CPU */
-        if (c->rank == 0) fprintf(stderr, "tpd serve: parallel.backend \"cuda\": this build has no CUDA backend yet; use \"cpu\"\n");
-        config_free(&cfg);
-        return 2;
-    }
     enum log_level lvl;
     if (!log_parse_level(cfg.log_level, &lvl)) log_init(c->rank, lvl, cfg.log_all_ranks);
     /* SIGTERM/SIGINT: rank 0 drains; the other ranks keep following its plans until it
@@ -191,7 +186,8 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     struct engine_opts eo = {
-        .model_path = cfg.model_path, .threads = (int)cfg.threads,
+        .model_path = cfg.model_path, .backend = cfg.backend, .local_rank = c->local_rank,
+        .threads = (int)cfg.threads,
         .kv_type = strcmp(cfg.kv_type, "f32") ? DT_F16 : DT_F32, .block_size = (int)cfg.block_size,
         .n_blocks = (int)(cfg.kv_tokens / cfg.block_size), .max_ctx = (int)cfg.max_ctx,
     };

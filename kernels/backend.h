@@ -72,6 +72,13 @@ struct backend {
     /* x += y, n floats */
     void (*add)(void *ctx, float *x, const float *y, size_t n);
     void (*sync)(void *ctx); /* wait for queued work (no-op on the CPU) */
+    void (*destroy)(struct backend *b);
 };
+
+/* Opens the backend a config names: "cpu", "cuda" (device = local_rank % devices) or
+ * "auto" (CUDA when this build has it and a GPU is visible, else CPU). Returns 0, or -1
+ * with err. */
+int backend_open(struct backend *b, const char *kind, int threads, int local_rank, char *err);
+void backend_close(struct backend *b);
 
 #endif

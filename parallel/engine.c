@@ -2,7 +2,6 @@
 
 #include <string.h>
 
-#include "../kernels/cpu/backend_cpu.h"
 #include "../util/err.h"
 #include "../util/log.h"
 
@@ -12,9 +11,8 @@ int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, c
     plan_init(&e->plan);
     forward_state_init(&e->fs);
     int ok = 1;
-    /* the backend's attention scratch needs the context length, known after the model */
-    backend_cpu_init(&e->be, o->threads, 1);
-    if (model_load(&e->model, o->model_path, &e->be, c->size, c->rank, err)) ok = 0;
+    if (backend_open(&e->be, o->backend, o->threads, o->local_rank, err)) ok = 0;
+    if (ok && model_load(&e->model, o->model_path, &e->be, c->size, c->rank, err)) ok = 0;
     if (!comm_all_ok(c, ok)) {
         if (ok) {
             err_set(err, "another rank failed to load the model");
@@ -28,8 +26,6 @@ int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, c
         err_set(err, "context %d is longer than the model's trained context %d", e->max_ctx, hp->max_ctx);
         ok = 0;
     }
-    backend_cpu_free(&e->be);
-    backend_cpu_init(&e->be, o->threads, e->max_ctx);
     if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, hp->n_layers, o->n_blocks, o->block_size, e->model.sp.n_kv,
                            hp->head_dim, err))
         ok = 0;
@@ -45,7 +41,7 @@ int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, c
         o->n_blocks, o->block_size);
     return 0;
 fail:
-    backend_cpu_free(&e->be);
+    backend_close(&e->be);
     plan_free(&e->plan);
     return -1;
 }
@@ -54,7 +50,7 @@ void engine_close(struct engine *e) {
     forward_state_free(&e->fs, &e->be);
     kvcache_free(&e->kv);
     model_free(&e->model);
-    backend_cpu_free(&e->be);
+    backend_close(&e->be);
     plan_free(&e->plan);
 }
 

@@ -12,6 +12,8 @@
 
 struct engine_opts {
     const char *model_path;
+    const char *backend; /* "cpu", "cuda", "auto" (NULL: auto) */
+    int local_rank;      /* rank on this node: picks the GPU */
     int threads;        /* per rank; < 1: all online CPUs */
     enum dtype kv_type; /* DT_F16 (default) or DT_F32 */
     int block_size;     /* tokens per KV block */

@@ -13,7 +13,7 @@
 struct cpu_ctx {
     struct threadpool *tp;
     int n_threads;
-    int max_ctx;
+    int max_ctx;   /* positions the attention scratch holds; grown on demand */
     float *scores; /* [n_threads][max_ctx] attention scratch */
 };
 
@@ -197,8 +197,14 @@ static void cpu_attention(void *vctx, float *out, int64_t ldo, const float *q, i
                           int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
                           const struct attn_batch *b) {
     struct cpu_ctx *c = vctx;
+    int need = 0;
     for (int t = 0; t < b->n_tokens; t++)
-        if (b->pos[t] >= c->max_ctx) FATAL("position %d beyond the attention scratch (%d)", b->pos[t], c->max_ctx);
+        if (b->pos[t] + 1 > need) need = b->pos[t] + 1;
+    if (need > c->max_ctx) { /* grown here, before the threads start */
+        free(c->scores);
+        c->max_ctx = need > 2 * c->max_ctx ? need : 2 * c->max_ctx;
+        c->scores = xmalloc(sizeof(float) * (size_t)c->n_threads * (size_t)c->max_ctx);
+    }
     struct attn_args a = {c, out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv, hd, b};
     threadpool_run(c->tp, attn_task, &a);
 }
@@ -230,7 +236,9 @@ static void cpu_zero(void *vctx, void *p, size_t bytes) {
 
 static void cpu_sync(void *vctx) { (void)vctx; }
 
-void backend_cpu_init(struct backend *b, int n_threads, int max_ctx) {
+static void cpu_destroy(struct backend *b) { backend_cpu_free(b); }
+
+void backend_cpu_init(struct backend *b, int n_threads) {
     struct cpu_ctx *c = xcalloc(1, sizeof *c);
     if (n_threads < 1) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -238,14 +246,15 @@ void backend_cpu_init(struct backend *b, int n_threads, int max_ctx) {
     }
     c->n_threads = n_threads;
     c->tp = threadpool_create(n_threads);
-    c->max_ctx = max_ctx;
-    c->scores = xmalloc(sizeof(float) * (size_t)n_threads * (size_t)max_ctx);
+    c->max_ctx = 256;
+    c->scores = xmalloc(sizeof(float) * (size_t)n_threads * (size_t)c->max_ctx);
     *b = (struct backend){
         .name = "cpu", .ctx = c, .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy,
         .download = cpu_copy, .matmul = cpu_matmul_op, .embed = cpu_embed, .rmsnorm = cpu_rmsnorm,
         .head_rmsnorm = cpu_head_rmsnorm, .add_bias = cpu_add_bias, .rope = cpu_rope,
         .kv_store = cpu_kv_store, .attention = cpu_attention, .silu_mul = cpu_silu_mul,
         .gather_rows = cpu_gather_rows, .zero = cpu_zero, .add = cpu_add, .sync = cpu_sync,
+        .destroy = cpu_destroy,
     };
 }
 

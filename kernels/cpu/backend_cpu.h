@@ -5,8 +5,8 @@
 
 #include "../backend.h"
 
-/* n_threads < 1 picks the number of online CPUs. max_ctx sizes attention scratch. */
-void backend_cpu_init(struct backend *b, int n_threads, int max_ctx);
+/* n_threads < 1 picks the number of online CPUs. */
+void backend_cpu_init(struct backend *b, int n_threads);
 void backend_cpu_free(struct backend *b);
 
 #endif
