@@ -16,7 +16,7 @@ int backend_open(struct backend *b, const char *kind, int threads, int local_ran
         return backend_cuda_init(b, local_rank, err);
 #else
     (void)local_rank;
-    if (!strcmp(kind, "cuda")) return err_set(err, "backend \"cuda\": this build has no CUDA support (nvcc was not found)");
+    if (!strcmp(kind, "cuda")) return err_set(err, "backend \"cuda\": this build has no CUDA backend (built without nvcc or without kernels/cuda sources)");
 #endif
     if (strcmp(kind, "cpu") && strcmp(kind, "auto") && strcmp(kind, "cuda"))
         return err_set(err, "unknown backend \"%s\" (cpu, cuda, auto)", kind);
