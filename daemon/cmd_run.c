@@ -5,8 +5,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "../comm/comm.h"
 #include "../parallel/engine.h"
+#include "../tokenizer/chat.h"
+#include "../tokenizer/detok.h"
+#include "../tokenizer/tokenizer.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/log.h"
@@ -21,7 +26,8 @@
 struct run_opts {
     struct engine_opts eng;
     int chunk; /* most prompt tokens of one sequence per step */
-    const char *prompt_ids, *prompt;
+    const char *prompt_ids, *prompt, *system, *tokenizer;
+    int chat;
     long n_predict;
     float temperature, top_p;
     long top_k, seed;
@@ -77,6 +83,14 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o, char *err) 
         } else if (!strcmp(a, "--prompt")) {
             VAL();
             o->prompt = v;
+        } else if (!strcmp(a, "--system")) {
+            VAL();
+            o->system = v;
+        } else if (!strcmp(a, "--tokenizer")) {
+            VAL();
+            o->tokenizer = v;
+        } else if (!strcmp(a, "--chat")) {
+            o->chat = 1;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             VAL();
             if (parse_long(v, 0, 1 << 24, &l)) return err_set(err, "-n: '%s' is not in 0..16777216", v);
@@ -137,23 +151,81 @@ static int check_ids(const int32_t *ids, int n, int vocab, char *err) {
     return 0;
 }
 
+/* --prompt TEXT [--chat]: rank 0 loads the tokenizer, renders the chat template when
+ * asked, encodes, and broadcasts the ids; every rank returns the same verdict. Rank 0
+ * keeps the tokenizer (*tok) to print the completion as text. */
+static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tokenizer **tok, int32_t **ids, int *n,
+                            char *err) {
+    int32_t status[2] = {0, 0}; /* ok, count */
+    int32_t *out = NULL;
+    if (c->rank == 0) {
+        char *text = NULL;
+        size_t text_len = strlen(o->prompt), n_ids = 0;
+        int flags = TOK_ADD_SPECIAL;
+        if (tokenizer_load(tok, o->tokenizer ? o->tokenizer : o->eng.model_path, err)) goto done;
+        if (o->chat) { /* the template writes BOS and the role markers itself */
+            struct chat_template ct;
+            cJSON *msgs = cJSON_CreateArray();
+            if (o->system) {
+                cJSON *m = cJSON_CreateObject();
+                cJSON_AddStringToObject(m, "role", "system");
+                cJSON_AddStringToObject(m, "content", o->system);
+                cJSON_AddItemToArray(msgs, m);
+            }
+            cJSON *m = cJSON_CreateObject();
+            cJSON_AddStringToObject(m, "role", "user");
+            cJSON_AddStringToObject(m, "content", o->prompt);
+            cJSON_AddItemToArray(msgs, m);
+            char *json = cJSON_PrintUnformatted(msgs);
+            cJSON_Delete(msgs);
+            int r = chat_template_load(&ct, *tok, NULL, err);
+            if (!r) {
+                r = chat_template_render(&ct, json, 1, NULL, &text, &text_len, err);
+                chat_template_free(&ct);
+            }
+            free(json);
+            if (r) goto done;
+            flags = TOK_PARSE_SPECIAL;
+        }
+        if (!tokenizer_encode(*tok, text ? text : o->prompt, text_len, flags, &out, &n_ids, err)) {
+            if (n_ids == 0 || n_ids > MAX_IDS) err_set(err, "the prompt encodes to %zu tokens (1..%d allowed)", n_ids, MAX_IDS);
+            else status[0] = 1, status[1] = (int32_t)n_ids;
+        }
+    done:
+        free(text);
+    }
+    comm_bcast(c, status, sizeof status, 0);
+    if (!status[0]) {
+        if (c->rank != 0) err_set(err, "rank 0 could not tokenize the prompt");
+        free(out);
+        tokenizer_free(*tok);
+        *tok = NULL;
+        return -1;
+    }
+    if (c->rank != 0) out = xmalloc(sizeof(int32_t) * (size_t)status[1]);
+    comm_bcast(c, out, sizeof(int32_t) * (size_t)status[1], 0);
+    *ids = out;
+    *n = status[1];
+    return 0;
+}
+
 int cmd_generate(struct comm *c, int argc, char **argv) {
     struct run_opts o;
-    char err[ERR_LEN];
+    char err[ERR_LEN] = "";
     if (parse_run_opts(argc, argv, &o, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
         return 2;
     }
-    if (!o.prompt_ids) {
-        if (c->rank == 0)
-            fprintf(stderr, "tpd generate: %s\n", o.prompt ? "--prompt needs the tokenizer, which this build lacks; use --prompt-ids"
-                                                            : "--prompt-ids 1,2,3 is required");
+    if (!o.prompt_ids == !o.prompt) {
+        if (c->rank == 0) fprintf(stderr, "tpd generate: give exactly one of --prompt TEXT and --prompt-ids 1,2,3\n");
         return 2;
     }
     int32_t *prompt = NULL;
     int n_prompt = 0;
-    if (parse_ids(o.prompt_ids, MAX_IDS, &prompt, &n_prompt, err)) {
-        if (c->rank == 0) fprintf(stderr, "tpd generate: --prompt-ids: %s\n", err);
+    struct tokenizer *tok = NULL;
+    if (o.prompt_ids ? parse_ids(o.prompt_ids, MAX_IDS, &prompt, &n_prompt, err)
+                     : prompt_from_text(c, &o, &tok, &prompt, &n_prompt, err)) {
+        if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
         return 2;
     }
     int total = n_prompt + (int)o.n_predict;
@@ -162,13 +234,14 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
     struct engine e;
     if (open_engine(&e, c, &o.eng)) {
         free(prompt);
+        tokenizer_free(tok);
         return 1;
     }
     int rc = 0;
     const struct model_hparams *hp = &e.model.hp;
-    if (check_ids(prompt, n_prompt, hp->vocab_size, err) || total > e.max_ctx) {
-        if (!err[0] || total > e.max_ctx)
-            err_set(err, "prompt (%d tokens) + %ld new tokens exceeds the context of %d", n_prompt, o.n_predict, e.max_ctx);
+    if (check_ids(prompt, n_prompt, hp->vocab_size, err) ||
+        (total > e.max_ctx &&
+         !err_set(err, "prompt (%d tokens) + %ld new tokens exceeds the context of %d", n_prompt, o.n_predict, e.max_ctx))) {
         if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
         rc = 2;
     } else if (c->rank != 0) {
@@ -181,7 +254,7 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
                                      .repetition_penalty = 1, .seed = (uint64_t)o.seed, .has_seed = 1};
         struct sampler *smp = sampler_new(&sp, hp->vocab_size, prompt, n_prompt);
         double t0 = now_s();
-        int tok = -1;
+        int32_t next = -1;
         // prefill in chunks of at most --chunk tokens
         for (int at = 0; at < n_prompt; at += o.chunk) {
             int n = n_prompt - at < o.chunk ? n_prompt - at : o.chunk;
@@ -191,11 +264,21 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
         }
         double t1 = now_s();
         int n_gen = 0, pos = n_prompt;
+        struct detok dt;
+        int as_text = tok != NULL && !o.print_ids;
+        if (as_text) detok_init(&dt, tok, TOK_SKIP_SPECIAL);
         for (; n_gen < o.n_predict; n_gen++) {
-            tok = sampler_next(smp, logits, NULL);
-            printf(n_gen ? ",%d" : "%d", tok);
+            next = sampler_next(smp, logits, NULL);
+            if (as_text) {
+                size_t len;
+                const char *piece = detok_push(&dt, next, &len);
+                if (piece) fwrite(piece, 1, len, stdout);
+            } else {
+                printf(n_gen ? ",%d" : "%d", next);
+            }
             fflush(stdout);
-            if (!o.ignore_eos && tok == hp->eos_id) {
+            int eog = tok ? tokenizer_is_eog(tok, next) : next == hp->eos_id;
+            if (!o.ignore_eos && eog) {
                 n_gen++;
                 break;
             }
@@ -204,9 +287,15 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
                 break;
             }
             plan_clear(&e.plan);
-            plan_add(&e.plan, &tok, 1, pos, blocks, blocks_for(pos + 1, o.eng.block_size), 0);
+            plan_add(&e.plan, &next, 1, pos, blocks, blocks_for(pos + 1, o.eng.block_size), 0);
             engine_step(&e, logits);
             pos++;
+        }
+        if (as_text) {
+            size_t len;
+            const char *rest = detok_flush(&dt, &len);
+            if (rest) fwrite(rest, 1, len, stdout);
+            detok_free(&dt);
         }
         printf("\n");
         double t2 = now_s();
@@ -220,6 +309,7 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
     }
     engine_close(&e);
     free(prompt);
+    tokenizer_free(tok);
     return rc;
 }
 

@@ -20,7 +20,7 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"generate", cmd_generate, "--model PATH --prompt-ids 1,2,3 [-n 32] [--temperature 0] [--seed S] [--ids]"},
+    {"generate", cmd_generate, "--model PATH (--prompt TEXT [--chat] [--system S] | --prompt-ids 1,2,3) [-n 32] [--temperature 0] [--top-k K] [--top-p P] [--seed S] [--ids] [--ignore-eos]"},
     {"serve", cmd_serve, "[--config FILE] [--model PATH] [--socket PATH] [--threads N] [--section.key VALUE ...]"},
     {"config", cmd_config, "--config FILE [--get section.key]: print the effective configuration"},
     {"tokenize", run_tokenize, "--tokenizer PATH (--text T | --file F) [--no-special]: ids as JSON"},
