@@ -13,9 +13,26 @@
 
 /* y[t*ldy + r] = sum_k W[r][k] * x[t*ldx + k]   for t < T, r < rows, k < cols.
  * W holds `rows` rows of `cols` elements of type wt, each row dtype_row_bytes(wt, cols)
- * bytes, back to back. cols must be a multiple of the type's block size. */
+ * bytes, back to back. cols must be a multiple of the type's block size.
+ * Thread safety: the quantized activations live in a scratch buffer owned by the calling
+ * thread (grown on demand, freed when that thread exits), so concurrent calls from different
+ * threads are fine as long as each uses its own pool (a pool is not re-entrant). */
 void cpu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int T, const void *W,
                 enum dtype wt, int rows, int cols, struct threadpool *tp);
+
+/* Several products sharing x (q/k/v, gate/up): x is prepared once per activation type and
+ * one pass over the pool computes them all; each thread takes its share of every matrix.
+ * Same semantics as cpu_matmul for each op, all with `cols` columns. */
+#define CPU_MATMUL_MAX_OPS 8
+struct cpu_matmul_op {
+    float *y;      /* y[t*ldy + r] */
+    int64_t ldy;
+    const void *W; /* rows x cols of type wt */
+    enum dtype wt;
+    int rows;
+};
+void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, int64_t ldx, int T,
+                      int cols, struct threadpool *tp);
 
 /* Dequantize n elements (a multiple of the block size) of type t into f32. */
 void cpu_dequant_row(enum dtype t, const void *src, float *dst, int64_t n);

@@ -1,0 +1,92 @@
+/* Weight block layouts as in GGUF files, fp16/bf16 conversion, activation quantization the
+ * way ggml's CPU backend does it (Q8_0, Q8_1, Q8_K) and the portable scalar dot products.
+ * Internal to kernels/cpu (matmul.c, matmul_avx2.c and their tests); pure functions. */
+#ifndef TPD_CPU_QUANT_H
+#define TPD_CPU_QUANT_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* Block layouts (byte offsets; blocks are packed back to back and only 2-byte aligned, so
+ * the code reads them through these offsets and memcpy, never through struct casts):
+ *   Q4_0  18 B: f16 d | 16 B nibbles; low nibble of byte j = element j, high = element j+16;
+ *               value (q - 8) * d
+ *   Q4_1  20 B: f16 d | f16 m | 16 B nibbles as Q4_0; value q * d + m
+ *   Q8_0  34 B: f16 d | 32 x int8; value q * d
+ *   Q4_K 144 B: f16 d | f16 dmin | 12 B packed 6-bit (scale, min) x 8 | 128 B nibbles. Sub-block
+ *               s (32 elements) = nibbles of bytes 32*(s/2).. : low for even s, high for odd;
+ *               value d * sc[s] * q - dmin * m[s]
+ *   Q6_K 210 B: 128 B ql (low 4 bits) | 64 B qh (high 2 bits) | 16 x int8 scales | f16 d;
+ *               value d * scales[e/16] * (q - 32) */
+enum {
+    QK = 32,    /* elements per Q4_0 / Q4_1 / Q8_0 block and per Q8_0 / Q8_1 activation block */
+    QK_K = 256, /* elements per K-quant super-block */
+};
+
+static inline uint16_t load_u16(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* ---- fp16 / bf16 ---- */
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);        /* round to nearest even, like F16C with imm 0 */
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+uint16_t f32_to_bf16(float f);       /* round to nearest even, NaN kept quiet (ggml's rule) */
+
+/* ---- activations prepared for one cpu_matmul call ----
+ * Token t's values start at qs + t*cols, d + t*nb*dstride, bsums + t*nb*16 and xr + t*cols,
+ * where nb = cols / block and dstride is 2 for Q8_1 (d, s pairs) and 1 otherwise. */
+enum act_kind {
+    ACT_F32,  /* F32 weights: the caller's x is used as is */
+    ACT_F16,  /* F16 weights: x rounded to fp16 (kept as f32 in xr) */
+    ACT_BF16, /* BF16 weights: x rounded to bf16 (kept as f32 in xr) */
+    ACT_Q8_0, /* Q4_0 / Q8_0 weights: 32-blocks, d = fp16(amax/127) */
+    ACT_Q8_1, /* Q4_1 weights: Q8_0 plus s = fp16(d * sum q) */
+    ACT_Q8_K, /* Q4_K / Q6_K weights: 256-blocks, f32 d, int16 sums of 16 quants */
+};
+
+struct act {
+    enum act_kind kind;
+    int T, cols, nb;
+    const float *x;  /* ACT_F32: caller's activations, row stride ldx */
+    int64_t ldx;
+    float *xr;       /* ACT_F16 / ACT_BF16: T*cols rounded values */
+    int8_t *qs;      /* ACT_Q8_*: T*cols quants */
+    float *d;        /* ACT_Q8_0 / ACT_Q8_K: T*nb scales; ACT_Q8_1: T*nb (d, s) pairs */
+    int16_t *bsums;  /* ACT_Q8_K: T*nb*16 */
+};
+
+/* Row quantizers (n a multiple of the block). The Q8_0 / Q8_1 rule is that of ggml's AVX2
+ * quantize_row_q8_0 / q8_1 (the kernels llama.cpp runs on x86): d = amax/127 stored as
+ * fp16, q = round-half-even(x * (127/amax)), s = fp16(d * sum q). matmul_avx2.c has
+ * vector versions that give the same bits. Q8_K is ggml's quantize_row_q8_K_ref. */
+void quant_row_q8_0(const float *x, int n, int8_t *qs, float *d);
+void quant_row_q8_1(const float *x, int n, int8_t *qs, float *ds);
+void quant_row_q8_K(const float *x, int n, int8_t *qs, float *d, int16_t *bsums);
+void round_row_f16(const float *x, int n, float *out);
+void round_row_bf16(const float *x, int n, float *out);
+
+/* Dot product of one weight row (nb blocks) with one prepared activation row, scalar,
+ * block by block in the order and rounding of ggml's reference vec_dot. */
+float dot_q4_0_q8_0(const uint8_t *w, const int8_t *qs, const float *d, int nb);
+float dot_q4_1_q8_1(const uint8_t *w, const int8_t *qs, const float *ds, int nb);
+float dot_q8_0_q8_0(const uint8_t *w, const int8_t *qs, const float *d, int nb);
+float dot_q4_K_q8_K(const uint8_t *w, const int8_t *qs, const float *d, const int16_t *bsums,
+                    int nb);
+float dot_q6_K_q8_K(const uint8_t *w, const int8_t *qs, const float *d, const int16_t *bsums,
+                    int nb);
+float dot_f32(const float *w, const float *x, int n);
+float dot_f16(const uint8_t *w, const float *xr, int n);
+float dot_bf16(const uint8_t *w, const float *xr, int n);
+
+/* Q4_K's 6-bit packed scales: sc[8] and mn[8] from the 12 scale bytes. */
+void q4_K_scales(const uint8_t *packed, uint8_t *sc, uint8_t *mn);
+
+#endif
