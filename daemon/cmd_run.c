@@ -57,6 +57,12 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o, char *err) 
             VAL();
             if (parse_long(v, 0, 1024, &l)) return err_set(err, "--threads: '%s' is not a number in 0..1024", v);
             o->eng.threads = (int)l;
+        } else if (!strcmp(a, "--comm")) {
+            VAL();
+            o->eng.comm = v;
+        } else if (!strcmp(a, "--synthetic")) {
+            VAL();
+            o->eng.synthetic = v;
         } else if (!strcmp(a, "--backend")) {
             VAL();
             o->eng.backend = v;
@@ -124,7 +130,8 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o, char *err) 
         }
 #undef VAL
     }
-    if (!o->eng.model_path) return err_set(err, "--model PATH is required");
+    if (!o->eng.model_path && !o->eng.synthetic) return err_set(err, "--model PATH (or --synthetic GEOMETRY) is required");
+    if (!o->eng.model_path) o->eng.model_path = o->eng.synthetic;
     return 0;
 }
 

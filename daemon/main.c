@@ -31,7 +31,7 @@ static void usage(void) {
     fprintf(stderr, "usage: mpirun -np N tpd COMMAND [options]\ncommands:\n");
     for (unsigned i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(stderr, "  %-9s %s\n", commands[i].name, commands[i].help);
-    fprintf(stderr, "common: [--backend cpu|cuda|auto] [--threads N] [--kv-type f16|f32] [--block-size 16] [--ctx N] [--chunk 512]\n"
+    fprintf(stderr, "common: [--backend cpu|cuda|auto] [--comm auto|nccl|ipc|mpi] [--synthetic llama3-8b[:bf16]] [--threads N] [--kv-type f16|f32] [--block-size 16] [--ctx N] [--chunk 512]\n"
                     "environment: TPD_LOG=debug|info|warn|error\n");
 }
 

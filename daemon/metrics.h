@@ -18,7 +18,9 @@ enum metric_hist {
 
 struct metrics *metrics_new(void);
 void metrics_free(struct metrics *m);
-void metrics_request(struct metrics *m, int http_status); /* one finished HTTP request */
+/* One finished HTTP request, counted by the frontend (499: the client left before any
+ * answer). Tokens, latencies and preemptions are counted by the step loop. */
+void metrics_request(struct metrics *m, int http_status);
 void metrics_tokens(struct metrics *m, long prompt_tokens, long generated_tokens);
 void metrics_preemption(struct metrics *m);
 void metrics_observe(struct metrics *m, enum metric_hist h, double seconds);

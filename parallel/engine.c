@@ -2,8 +2,10 @@
 
 #include <string.h>
 
+#include "../comm/comm_nccl.h"
 #include "../util/err.h"
 #include "../util/log.h"
+#include "synthetic.h"
 
 int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, char *err) {
     memset(e, 0, sizeof *e);
@@ -12,7 +14,15 @@ int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, c
     forward_state_init(&e->fs);
     int ok = 1;
     if (backend_open(&e->be, o->backend, o->threads, o->local_rank, err)) ok = 0;
-    if (ok && model_load(&e->model, o->model_path, &e->be, c->size, c->rank, err)) ok = 0;
+    if (!comm_all_ok(c, ok)) {
+        if (ok) err_set(err, "another rank failed to open its backend");
+        goto fail;
+    }
+    /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging) */
+    if (comm_nccl_init(c, &e->be, o->comm, err)) goto fail;
+    if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->size, c->rank, err)
+                     : model_load(&e->model, o->model_path, &e->be, c->size, c->rank, err))
+        ok = 0;
     if (!comm_all_ok(c, ok)) {
         if (ok) {
             err_set(err, "another rank failed to load the model");
@@ -35,12 +45,18 @@ int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, c
         model_free(&e->model);
         goto fail;
     }
+    struct mem_plan mp;
+    char line[512];
+    synthetic_mem_plan(&e->model, o->kv_type, (long long)o->n_blocks * o->block_size, e->max_ctx, 0, &mp);
+    synthetic_mem_plan_format(&mp, line, sizeof line);
+    LOG(LOG_INFO, "backend %s, all-reduce %s; %s", e->be.name, comm_nccl_describe(c), line);
     LOG(LOG_INFO, "model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; tp %d; rank 0 holds %.1f MiB of weights, "
         "KV cache %.1f MiB (%d blocks of %d)", o->model_path, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads,
         hp->ffn_dim, hp->vocab_size, c->size, e->model.weight_bytes / 1048576.0, e->kv.bytes / 1048576.0,
         o->n_blocks, o->block_size);
     return 0;
 fail:
+    comm_nccl_free(c);
     backend_close(&e->be);
     plan_free(&e->plan);
     return -1;
@@ -50,6 +66,7 @@ void engine_close(struct engine *e) {
     forward_state_free(&e->fs, &e->be);
     kvcache_free(&e->kv);
     model_free(&e->model);
+    comm_nccl_free(e->comm);
     backend_close(&e->be);
     plan_free(&e->plan);
 }

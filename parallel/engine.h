@@ -19,6 +19,8 @@ struct engine_opts {
     int block_size;     /* tokens per KV block */
     int n_blocks;       /* KV blocks per rank */
     int max_ctx;        /* longest sequence served; 0: the model's trained context */
+    const char *comm;      /* GPU all-reduce: "auto", "nccl", "ipc", "mpi" (NULL: $TPD_COMM, else auto) */
+    const char *synthetic; /* random weights of a geometry ("llama3-8b[:bf16]"), no file; NULL: model_path */
 };
 
 struct engine {

@@ -89,13 +89,13 @@ void plan_bcast(struct comm *c, struct step_plan *p) {
     size_t at = 0;
     if (c->rank == 0)
         for (int i = 0; i < 6; i++) {
-            memcpy(buf + at, arrays[i], lens[i] * sizeof(int32_t));
+            if (lens[i]) memcpy(buf + at, arrays[i], lens[i] * sizeof(int32_t));
             at += lens[i];
         }
     comm_bcast(c, buf, n * sizeof(int32_t), 0);
     if (c->rank != 0)
         for (int i = 0, a = 0; i < 6; i++) {
-            memcpy(arrays[i], buf + a, lens[i] * sizeof(int32_t));
+            if (lens[i]) memcpy(arrays[i], buf + a, lens[i] * sizeof(int32_t));
             a += (int)lens[i];
         }
     free(buf);

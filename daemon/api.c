@@ -1,0 +1,627 @@
+#include "api.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "../tokenizer/tokenizer.h"
+#include "../util/fatal.h"
+#include "../tokenizer/chat.h"
+
+/* ---- small pieces ---- */
+
+void sbuf_add(struct sbuf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) FATAL("out of memory for a response buffer");
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+void sbuf_adds(struct sbuf *b, const char *s) { sbuf_add(b, s, strlen(s)); }
+
+void sbuf_free(struct sbuf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+int api_err(struct api_error *e, int status, const char *param, const char *fmt, ...) {
+    e->status = status;
+    e->code = NULL;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *error_type(int status) {
+    switch (status) {
+    case 400: case 405: case 413: return "invalid_request_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 503: return "service_unavailable_error";
+    default: return "server_error";
+    }
+}
+
+char *api_error_json(const struct api_error *e, size_t *len) {
+    cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(o, "message", e->message);
+    cJSON_AddStringToObject(o, "type", error_type(e->status));
+    if (e->param[0]) cJSON_AddStringToObject(o, "param", e->param);
+    else cJSON_AddNullToObject(o, "param");
+    if (e->code) cJSON_AddStringToObject(o, "code", e->code);
+    else cJSON_AddNumberToObject(o, "code", e->status);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!s) FATAL("out of memory for an error body");
+    *len = strlen(s);
+    return s;
+}
+
+/* Strict UTF-8 (RFC 3629): JSON text must be it, and the tokenizer is then never handed
+ * bytes a client could not have meant. */
+int api_utf8_valid(const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) { i++; continue; }
+        size_t k;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) k = 1;
+        else if (c == 0xE0) { k = 2; lo = 0xA0; }
+        else if (c == 0xED) { k = 2; hi = 0x9F; } /* no surrogates */
+        else if (c >= 0xE1 && c <= 0xEF) k = 2;
+        else if (c == 0xF0) { k = 3; lo = 0x90; }
+        else if (c >= 0xF1 && c <= 0xF3) k = 3;
+        else if (c == 0xF4) { k = 3; hi = 0x8F; }
+        else return 0;
+        if (n - i <= k) return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+/* ---- field readers: 1 present, 0 absent or null, -1 error (e filled) ---- */
+
+static cJSON *field(const cJSON *o, const char *name) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int read_bool(const cJSON *o, const char *name, int *out, struct api_error *e) {
+    cJSON *v = field(o, name);
+    if (!v) return 0;
+    if (!cJSON_IsBool(v)) return api_err(e, 400, name, "%s: must be a boolean", name);
+    *out = cJSON_IsTrue(v);
+    return 1;
+}
+
+/* A finite number in [lo, hi] (or (lo, hi] with lo_open). */
+static int read_num(const cJSON *o, const char *name, double lo, double hi, int lo_open,
+                    double *out, struct api_error *e) {
+    cJSON *v = field(o, name);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return api_err(e, 400, name, "%s: must be a number", name);
+    double x = v->valuedouble;
+    if (x > hi || (lo_open ? x <= lo : x < lo))
+        return api_err(e, 400, name, "%s: must be in %c%g, %g], got %g", name, lo_open ? '(' : '[',
+                       lo, hi, x);
+    *out = x;
+    return 1;
+}
+
+static int is_integral(const cJSON *v) {
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble);
+}
+
+static int read_int(const cJSON *o, const char *name, long lo, long hi, long *out,
+                    struct api_error *e) {
+    cJSON *v = field(o, name);
+    if (!v) return 0;
+    if (!is_integral(v)) return api_err(e, 400, name, "%s: must be an integer", name);
+    double x = v->valuedouble;
+    if (x < (double)lo || x > (double)hi)
+        return api_err(e, 400, name, "%s: must be in [%ld, %ld], got %.0f", name, lo, hi, x);
+    *out = (long)x;
+    return 1;
+}
+
+/* ---- prompts ---- */
+
+static int check_ids(const struct api_ctx *c, const cJSON *arr, const char *name, int32_t **ids,
+                     int *n, struct api_error *e) {
+    uint32_t nv = tokenizer_n_vocab(c->tok);
+    int cnt = cJSON_GetArraySize(arr);
+    int32_t *v = xmalloc(sizeof *v * (size_t)(cnt ? cnt : 1));
+    int i = 0;
+    for (const cJSON *x = arr->child; x; x = x->next, i++) {
+        if (!is_integral(x) || x->valuedouble < 0 || x->valuedouble >= (double)nv) {
+            free(v);
+            if (!cJSON_IsNumber(x))
+                return api_err(e, 400, name, "%s[%d]: must be a token id (an integer)", name, i);
+            return api_err(e, 400, name, "%s[%d]: token id %g is outside the vocabulary [0, %u)",
+                           name, i, x->valuedouble, nv);
+        }
+        v[i] = (int32_t)x->valuedouble;
+    }
+    *ids = v;
+    *n = cnt;
+    return 0;
+}
+
+static int encode(const struct api_ctx *c, const char *s, size_t len, int flags, const char *name,
+                  int32_t **ids, int *n, struct api_error *e) {
+    char err[ERR_LEN];
+    size_t nid;
+    if (tokenizer_encode(c->tok, s, len, flags, ids, &nid, err))
+        return api_err(e, 400, name, "%s: cannot be tokenized: %s", name, err);
+    if (nid > INT32_MAX) {
+        free(*ids);
+        return api_err(e, 400, name, "%s: too long", name);
+    }
+    *n = (int)nid;
+    return 0;
+}
+
+/* "prompt": a string, an array of token ids, or an array holding one of those. */
+static int read_prompt(const struct api_ctx *c, const cJSON *o, int add_special, int32_t **ids,
+                       int *n, char **text, size_t *text_len, struct api_error *e) {
+    cJSON *v = field(o, "prompt");
+    if (!v) return api_err(e, 400, "prompt", "prompt: required");
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 &&
+        (cJSON_IsString(v->child) || cJSON_IsArray(v->child))) {
+        if (cJSON_GetArraySize(v) > 1)
+            return api_err(e, 400, "prompt",
+                           "prompt: batches of %d prompts are not supported; send one prompt per request",
+                           cJSON_GetArraySize(v));
+        v = v->child;
+    }
+    if (cJSON_IsString(v)) {
+        size_t len = strlen(v->valuestring);
+        if (!len) return api_err(e, 400, "prompt", "prompt: must not be empty");
+        int flags = TOK_PARSE_SPECIAL | (add_special ? TOK_ADD_SPECIAL : 0);
+        if (encode(c, v->valuestring, len, flags, "prompt", ids, n, e)) return -1;
+        if (text) {
+            *text = xmalloc(len + 1);
+            memcpy(*text, v->valuestring, len + 1);
+            *text_len = len;
+        }
+    } else if (cJSON_IsArray(v)) {
+        if (!cJSON_GetArraySize(v)) return api_err(e, 400, "prompt", "prompt: must not be empty");
+        if (check_ids(c, v, "prompt", ids, n, e)) return -1;
+        if (text) {
+            char err[ERR_LEN];
+            if (tokenizer_decode(c->tok, *ids, (size_t)*n, 0, text, text_len, err)) {
+                free(*ids);
+                return api_err(e, 400, "prompt", "prompt: %s", err);
+            }
+        }
+    } else {
+        return api_err(e, 400, "prompt",
+                       "prompt: must be a string, an array of token ids, or an array of one string");
+    }
+    if (*n == 0) { /* a non-empty string that tokenizes to nothing (all characters dropped) */
+        free(*ids);
+        if (text) free(*text);
+        return api_err(e, 400, "prompt", "prompt: tokenizes to zero tokens");
+    }
+    return 0;
+}
+
+static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
+
+/* "messages" -> the JSON array the chat template sees: each message as the client sent it
+ * (extra keys such as "name" pass through), with content as one string (text parts joined
+ * with "\n", as vLLM does for string-content templates). */
+static int read_messages(const cJSON *o, cJSON **out, struct api_error *e) {
+    cJSON *v = field(o, "messages");
+    if (!v) return api_err(e, 400, "messages", "messages: required");
+    if (!cJSON_IsArray(v)) return api_err(e, 400, "messages", "messages: must be an array");
+    int n = cJSON_GetArraySize(v);
+    if (n == 0) return api_err(e, 400, "messages", "messages: must not be empty");
+    if (n > API_MAX_MESSAGES)
+        return api_err(e, 400, "messages", "messages: at most %d messages", API_MAX_MESSAGES);
+    cJSON *arr = cJSON_CreateArray();
+    char name[96];
+    int i = 0;
+    for (const cJSON *x = v->child; x; x = x->next, i++) {
+        if (!cJSON_IsObject(x)) {
+            snprintf(name, sizeof name, "messages[%d]", i);
+            cJSON_Delete(arr);
+            return api_err(e, 400, name, "%s: must be an object", name);
+        }
+        snprintf(name, sizeof name, "messages[%d].role", i);
+        cJSON *role = cJSON_GetObjectItemCaseSensitive(x, "role");
+        const char *known = NULL;
+        for (unsigned k = 0; cJSON_IsString(role) && k < sizeof roles / sizeof *roles; k++)
+            if (!strcmp(role->valuestring, roles[k])) known = roles[k];
+        if (!known) {
+            cJSON_Delete(arr);
+            if (!cJSON_IsString(role)) return api_err(e, 400, name, "%s: required, a string", name);
+            return api_err(e, 400, name, "%s: must be one of system, user, assistant, tool, developer", name);
+        }
+        snprintf(name, sizeof name, "messages[%d].content", i);
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(x, "content");
+        cJSON *text = NULL;
+        if (cJSON_IsString(content)) {
+            text = cJSON_CreateString(content->valuestring);
+        } else if (cJSON_IsArray(content)) {
+            struct sbuf b = {0};
+            sbuf_add(&b, "", 0);
+            int j = 0;
+            for (const cJSON *part = content->child; part; part = part->next, j++) {
+                cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+                cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+                if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") ||
+                    !cJSON_IsString(t)) {
+                    snprintf(name, sizeof name, "messages[%d].content[%d]", i, j);
+                    sbuf_free(&b);
+                    cJSON_Delete(arr);
+                    return api_err(e, 400, name,
+                                   "%s: only {\"type\": \"text\", \"text\": string} parts are supported", name);
+                }
+                if (j) sbuf_add(&b, "\n", 1);
+                sbuf_adds(&b, t->valuestring);
+            }
+            text = cJSON_CreateString(b.p);
+            sbuf_free(&b);
+        } else if ((content && !cJSON_IsNull(content)) || strcmp(known, "assistant")) {
+            /* only an assistant turn (one that made tool calls) may come without content */
+            cJSON_Delete(arr);
+            return api_err(e, 400, name, "%s: must be a string or an array of text parts", name);
+        } else {
+            text = cJSON_CreateNull();
+        }
+        cJSON *m = cJSON_Duplicate(x, 1);
+        if (!m || !text) FATAL("out of memory for messages");
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "content");
+        cJSON_AddItemToObject(m, "content", text);
+        cJSON_AddItemToArray(arr, m);
+    }
+    *out = arr;
+    return 0;
+}
+
+static int render_chat(const struct api_ctx *c, const cJSON *o, int add_gen, int32_t **ids, int *n,
+                       struct api_error *e) {
+    cJSON *msgs = NULL;
+    if (read_messages(o, &msgs, e)) return -1;
+    if (!c->chat) {
+        cJSON_Delete(msgs);
+        return api_err(e, 400, "messages", "messages: cannot render a chat prompt: %s; use /v1/completions",
+                       c->chat_err ? c->chat_err : "the model has no chat template");
+    }
+    char *js = cJSON_PrintUnformatted(msgs);
+    cJSON_Delete(msgs);
+    if (!js) FATAL("out of memory for messages");
+    char err[ERR_LEN], *text;
+    size_t len;
+    int rc = chat_template_render(c->chat, js, add_gen, NULL, &text, &len, err);
+    free(js);
+    /* a template may refuse a conversation (raise_exception: roles must alternate, ...) */
+    if (rc) return api_err(e, 400, "messages", "messages: the chat template refused them: %s", err);
+    /* the template writes BOS and the turn markers itself; they are special tokens */
+    rc = encode(c, text, len, TOK_PARSE_SPECIAL, "messages", ids, n, e);
+    free(text);
+    return rc;
+}
+
+/* ---- the generation request ---- */
+
+static uint64_t random_seed(void) {
+    uint64_t s;
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) == (ssize_t)sizeof s) return s;
+    static atomic_ulong ctr;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (atomic_fetch_add(&ctr, 1) * 0x9E3779B97F4A7C15ull);
+    return s;
+}
+
+static int read_stops(const cJSON *o, struct api_params *p, struct api_error *e) {
+    cJSON *v = field(o, "stop");
+    if (!v) return 0;
+    const cJSON *one = cJSON_IsString(v) ? v : NULL;
+    if (!one && !cJSON_IsArray(v))
+        return api_err(e, 400, "stop", "stop: must be a string or an array of strings");
+    int n = one ? 1 : cJSON_GetArraySize(v);
+    if (n > API_MAX_STOPS) return api_err(e, 400, "stop", "stop: at most %d strings", API_MAX_STOPS);
+    const cJSON *x = one ? one : v->child;
+    for (int i = 0; i < n; i++, x = x->next) {
+        if (!cJSON_IsString(x)) return api_err(e, 400, "stop", "stop[%d]: must be a string", i);
+        size_t len = strlen(x->valuestring);
+        if (!len) return api_err(e, 400, "stop", "stop[%d]: must not be empty", i);
+        if (len > API_MAX_STOP_LEN)
+            return api_err(e, 400, "stop", "stop[%d]: longer than %d bytes", i, API_MAX_STOP_LEN);
+        p->stops[p->n_stops] = xmalloc(len + 1);
+        memcpy(p->stops[p->n_stops++], x->valuestring, len + 1);
+    }
+    return 0;
+}
+
+static int read_logit_bias(const struct api_ctx *c, const cJSON *o, struct sampling_params *sp,
+                           struct api_error *e) {
+    cJSON *v = field(o, "logit_bias");
+    if (!v) return 0;
+    if (!cJSON_IsObject(v))
+        return api_err(e, 400, "logit_bias", "logit_bias: must be an object of token id -> bias");
+    int n = cJSON_GetArraySize(v);
+    if (n > API_MAX_LOGIT_BIAS)
+        return api_err(e, 400, "logit_bias", "logit_bias: at most %d entries", API_MAX_LOGIT_BIAS);
+    if (!n) return 0;
+    sp->logit_bias_ids = xmalloc(sizeof(int32_t) * (size_t)n);
+    sp->logit_bias = xmalloc(sizeof(float) * (size_t)n);
+    uint32_t nv = tokenizer_n_vocab(c->tok);
+    for (const cJSON *x = v->child; x; x = x->next) {
+        const char *k = x->string;
+        char *end;
+        long id = (k[0] >= '0' && k[0] <= '9') ? strtol(k, &end, 10) : -1;
+        if (id < 0 || *end || id >= (long)nv || strlen(k) > 10)
+            return api_err(e, 400, "logit_bias",
+                           "logit_bias: key \"%.32s\" is not a token id in [0, %u)", k, nv);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -100 ||
+            x->valuedouble > 100)
+            return api_err(e, 400, "logit_bias", "logit_bias[\"%s\"]: must be a number in [-100, 100]", k);
+        sp->logit_bias_ids[sp->n_logit_bias] = (int32_t)id;
+        sp->logit_bias[sp->n_logit_bias++] = (float)x->valuedouble;
+    }
+    return 0;
+}
+
+static int read_sampling(const struct api_ctx *c, const cJSON *o, struct api_params *p,
+                         struct api_error *e) {
+    struct sampling_params *sp = &p->sp;
+    double x;
+    long i;
+    int r;
+    sp->temperature = 1;
+    if ((r = read_num(o, "temperature", 0, 2, 0, &x, e)) < 0) return -1;
+    if (r) sp->temperature = (float)x;
+    if ((r = read_num(o, "top_p", 0, 1, 1, &x, e)) < 0) return -1;
+    if (r) sp->top_p = (float)x;
+    if ((r = read_int(o, "top_k", -1, INT32_MAX, &i, e)) < 0) return -1;
+    if (r) {
+        uint32_t nv = tokenizer_n_vocab(c->tok);
+        sp->top_k = i <= 0 ? 0 : i > (long)nv ? (int)nv : (int)i;
+    }
+    if ((r = read_num(o, "min_p", 0, 1, 0, &x, e)) < 0) return -1;
+    if (r) sp->min_p = (float)x;
+    if ((r = read_num(o, "repetition_penalty", 0, 2, 1, &x, e)) < 0) return -1;
+    if (r) sp->repetition_penalty = (float)x;
+    if ((r = read_num(o, "presence_penalty", -2, 2, 0, &x, e)) < 0) return -1;
+    if (r) sp->presence_penalty = (float)x;
+    if ((r = read_num(o, "frequency_penalty", -2, 2, 0, &x, e)) < 0) return -1;
+    if (r) sp->frequency_penalty = (float)x;
+    cJSON *seed = field(o, "seed");
+    if (seed) {
+        /* any 64-bit integer; negative seeds wrap as two's complement */
+        if (!is_integral(seed) || seed->valuedouble < -9223372036854775808.0 ||
+            seed->valuedouble >= 18446744073709551616.0)
+            return api_err(e, 400, "seed", "seed: must be a 64-bit integer");
+        double d = seed->valuedouble;
+        sp->seed = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
+    } else {
+        sp->seed = random_seed();
+    }
+    sp->has_seed = 1;
+    return read_logit_bias(c, o, sp, e);
+}
+
+static int read_logprobs(const cJSON *o, struct api_params *p, struct api_error *e) {
+    long i;
+    int r;
+    if (p->kind == API_COMPLETION) {
+        /* legacy completions: "logprobs": k asks for the chosen token and k alternatives */
+        if ((r = read_int(o, "logprobs", 0, REQ_MAX_TOP_LOGPROBS, &i, e)) < 0) return -1;
+        if (r) {
+            p->logprobs = 1;
+            p->top_logprobs = (int)i;
+        }
+        return 0;
+    }
+    int want = 0;
+    if (read_bool(o, "logprobs", &want, e) < 0) return -1;
+    p->logprobs = want;
+    if ((r = read_int(o, "top_logprobs", 0, REQ_MAX_TOP_LOGPROBS, &i, e)) < 0) return -1;
+    if (r && i > 0 && !want)
+        return api_err(e, 400, "top_logprobs", "top_logprobs: needs \"logprobs\": true");
+    if (r) p->top_logprobs = (int)i;
+    return 0;
+}
+
+static int check_model(const struct api_ctx *c, const cJSON *o, struct api_error *e) {
+    cJSON *m = field(o, "model");
+    if (!m) return 0; /* optional, as in vLLM */
+    if (!cJSON_IsString(m)) return api_err(e, 400, "model", "model: must be a string");
+    if (c->model_name && strcmp(m->valuestring, c->model_name)) {
+        api_err(e, 404, "model", "model: the model `%.200s` does not exist; this server serves `%.200s`",
+                m->valuestring, c->model_name);
+        e->code = "model_not_found";
+        return -1;
+    }
+    return 0;
+}
+
+/* Body -> root object; the JSON and UTF-8 checks every endpoint shares. */
+static cJSON *parse_body(const char *body, size_t len, struct api_error *e) {
+    if (!api_utf8_valid(body, len)) {
+        api_err(e, 400, "", "request body is not valid UTF-8");
+        return NULL;
+    }
+    if (memchr(body, 0, len)) {
+        api_err(e, 400, "", "request body holds a NUL byte");
+        return NULL;
+    }
+    /* body[len] is the NUL: requiring it makes trailing bytes after the value an error */
+    const char *at = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len + 1, &at, 1);
+    if (!root) {
+        long off = at && at >= body && at <= body + len ? (long)(at - body) : -1;
+        api_err(e, 400, "", "request body is not valid JSON (near byte %ld)", off);
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        api_err(e, 400, "", "request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *body, size_t len,
+                       struct api_params *p, struct api_error *e) {
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    p->sp.top_p = 1;
+    p->sp.repetition_penalty = 1;
+    cJSON *o = parse_body(body, len, e);
+    if (!o) return -1;
+    long i;
+    int r, rc = -1;
+    char *echo_text = NULL;
+    size_t echo_len = 0;
+    if (check_model(c, o, e)) goto out;
+    if (read_bool(o, "stream", &p->stream, e) < 0) goto out;
+    cJSON *so = field(o, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so)) {
+            api_err(e, 400, "stream_options", "stream_options: must be an object");
+            goto out;
+        }
+        if (!p->stream) {
+            api_err(e, 400, "stream_options", "stream_options: only allowed when \"stream\" is true");
+            goto out;
+        }
+        cJSON *iu = field(so, "include_usage");
+        if (iu && !cJSON_IsBool(iu)) {
+            api_err(e, 400, "stream_options.include_usage", "stream_options.include_usage: must be a boolean");
+            goto out;
+        }
+        p->include_usage = iu && cJSON_IsTrue(iu);
+    }
+    if (kind == API_COMPLETION && read_bool(o, "echo", &p->echo, e) < 0) goto out;
+    if (read_bool(o, "ignore_eos", &p->ignore_eos, e) < 0) goto out;
+    p->n = 1;
+    if ((r = read_int(o, "n", 1, API_MAX_N, &i, e)) < 0) goto out;
+    if (r) p->n = (int)i;
+    if (read_sampling(c, o, p, e) || read_logprobs(o, p, e) || read_stops(o, p, e)) goto out;
+    if (p->echo && p->logprobs) {
+        api_err(e, 400, "echo", "echo: cannot be combined with logprobs (prompt logprobs are not computed)");
+        goto out;
+    }
+    /* max_completion_tokens is the newer name; it wins when both are given */
+    long max_tokens = -1;
+    const char *mt_name = field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if ((r = read_int(o, mt_name, 1, INT32_MAX, &max_tokens, e)) < 0) goto out;
+    if (!r) max_tokens = -1;
+
+    if (kind == API_COMPLETION) {
+        int add_special = 1;
+        if (read_prompt(c, o, add_special, &p->prompt, &p->n_prompt, p->echo ? &echo_text : NULL,
+                        &echo_len, e))
+            goto out;
+    } else {
+        int add_gen = 1;
+        if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
+        if (render_chat(c, o, add_gen, &p->prompt, &p->n_prompt, e)) goto out;
+    }
+    const char *pname = kind == API_COMPLETION ? "prompt" : "messages";
+    if (p->n_prompt >= c->max_ctx) {
+        api_err(e, 400, pname,
+                "%s: this model's maximum context length is %d tokens, but the prompt has %d tokens",
+                pname, c->max_ctx, p->n_prompt);
+        goto out;
+    }
+    int room = c->max_ctx - p->n_prompt;
+    if (max_tokens < 0) {
+        /* OpenAI's defaults: 16 for completions, the rest of the context for chat */
+        max_tokens = kind == API_COMPLETION && room > 16 ? 16 : room;
+    } else if (max_tokens > room) {
+        api_err(e, 400, mt_name,
+                "%s: this model's maximum context length is %d tokens; the prompt has %d tokens and "
+                "%s is %ld (%ld in all)",
+                mt_name, c->max_ctx, p->n_prompt, mt_name, max_tokens, max_tokens + p->n_prompt);
+        goto out;
+    }
+    p->max_tokens = (int)max_tokens;
+    p->sp.logprobs = p->logprobs;
+    p->sp.top_logprobs = p->top_logprobs;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    if (rc) {
+        free(echo_text);
+        api_params_free(p);
+        return -1;
+    }
+    p->echo_text = echo_text;
+    p->echo_len = echo_len;
+    return 0;
+}
+
+void api_params_free(struct api_params *p) {
+    free(p->prompt);
+    free(p->sp.logit_bias_ids);
+    free(p->sp.logit_bias);
+    free(p->echo_text);
+    for (int i = 0; i < p->n_stops; i++) free(p->stops[i]);
+    memset(p, 0, sizeof *p);
+}
+
+int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, int32_t **ids, int *n,
+                       struct api_error *e) {
+    cJSON *o = parse_body(body, len, e);
+    if (!o) return -1;
+    int rc = -1;
+    if (check_model(c, o, e)) goto out;
+    if (field(o, "messages")) {
+        int add_gen = 1;
+        if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
+        rc = render_chat(c, o, add_gen, ids, n, e);
+    } else if (field(o, "prompt")) {
+        int add_special = 1;
+        if (read_bool(o, "add_special_tokens", &add_special, e) < 0) goto out;
+        rc = read_prompt(c, o, add_special, ids, n, NULL, NULL, e);
+    } else {
+        api_err(e, 400, "prompt", "prompt: required (or messages)");
+    }
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int api_parse_detokenize(const struct api_ctx *c, const char *body, size_t len, int32_t **ids,
+                         int *n, struct api_error *e) {
+    cJSON *o = parse_body(body, len, e);
+    if (!o) return -1;
+    int rc = -1;
+    cJSON *t = field(o, "tokens");
+    if (check_model(c, o, e)) goto out;
+    if (!t) api_err(e, 400, "tokens", "tokens: required");
+    else if (!cJSON_IsArray(t)) api_err(e, 400, "tokens", "tokens: must be an array of token ids");
+    else rc = check_ids(c, t, "tokens", ids, n, e);
+out:
+    cJSON_Delete(o);
+    return rc;
+}

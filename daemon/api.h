@@ -1,0 +1,94 @@
+/* The OpenAI-compatible request layer of the HTTP frontend (rank 0, any HTTP thread):
+ * parses and bounds-checks request bodies into generation parameters and formats errors
+ * in OpenAI's shape. Pure functions of the body and an api_ctx; no sockets, no scheduler. */
+#ifndef TPD_API_H
+#define TPD_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/err.h"
+#include "request.h"
+
+#define API_MAX_N 16            /* choices per request */
+#define API_MAX_STOPS 16        /* stop strings per request */
+#define API_MAX_STOP_LEN 1024   /* bytes per stop string */
+#define API_MAX_LOGIT_BIAS 1024 /* logit_bias entries */
+#define API_MAX_MESSAGES 4096
+
+struct tokenizer;
+struct chat_template;
+
+/* What a request is validated against; http.c fills max_ctx from sched_stats(). */
+struct api_ctx {
+    struct tokenizer *tok;
+    const char *model_name;
+    int max_ctx; /* prompt + generated tokens of one sequence */
+    const struct chat_template *chat; /* NULL: chat requests fail with chat_err */
+    const char *chat_err;
+};
+
+/* A client-visible error: the HTTP status and OpenAI's {"error": {...}} fields. */
+struct api_error {
+    int status;
+    char message[ERR_LEN];
+    char param[96]; /* the offending field ("messages[2].role"), or "" */
+    const char *code; /* NULL or a short machine-readable code */
+};
+
+enum api_kind { API_COMPLETION, API_CHAT };
+
+/* A validated generation request (one prompt, n choices). */
+struct api_params {
+    enum api_kind kind;
+    int32_t *prompt; /* owned */
+    int n_prompt;
+    int max_tokens;
+    int n;
+    int stream, include_usage;
+    int echo;        /* completions: prepend the prompt text to the output */
+    char *echo_text; /* owned: the prompt as text, when echo */
+    size_t echo_len;
+    int ignore_eos;
+    int logprobs;    /* return the chosen tokens' logprobs */
+    int top_logprobs;
+    struct sampling_params sp; /* has_seed is always set: drawn when the client gave none */
+    char *stops[API_MAX_STOPS]; /* owned */
+    int n_stops;
+};
+
+/* Fills e and returns -1, so validators can `return api_err(...)`. */
+int api_err(struct api_error *e, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* {"error": {"message", "type", "param", "code"}}; malloc'ed, NUL-terminated. */
+char *api_error_json(const struct api_error *e, size_t *len);
+
+/* Every body handed to the parsers is NUL-terminated at body[len]. */
+
+/* Body of POST /v1/completions or /v1/chat/completions -> p. 0, or -1 with e (status 400,
+ * or 404 for an unknown model). */
+int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *body,
+                       size_t len, struct api_params *p, struct api_error *e);
+void api_params_free(struct api_params *p);
+
+/* POST /tokenize: {"prompt": str, "add_special_tokens"?} or {"messages": [...],
+ * "add_generation_prompt"?} -> malloc'ed ids. */
+int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, int32_t **ids,
+                       int *n, struct api_error *e);
+/* POST /detokenize: {"tokens": [ids]} -> malloc'ed ids. */
+int api_parse_detokenize(const struct api_ctx *c, const char *body, size_t len, int32_t **ids,
+                         int *n, struct api_error *e);
+
+/* Whole buffer is strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+int api_utf8_valid(const char *s, size_t n);
+
+/* Growing byte buffer for response bodies and SSE events; always NUL-terminated. */
+struct sbuf {
+    char *p;
+    size_t len, cap;
+};
+void sbuf_add(struct sbuf *b, const char *s, size_t n);
+void sbuf_adds(struct sbuf *b, const char *s);
+void sbuf_free(struct sbuf *b);
+
+#endif

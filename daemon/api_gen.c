@@ -1,0 +1,427 @@
+#include "api_gen.h"
+
+#include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "../tokenizer/detok.h"
+#include "../tokenizer/tokenizer.h"
+#include "../util/fatal.h"
+#include "api_stop.h"
+#include "scheduler.h"
+
+#define EVENTS_PER_WAIT 64
+
+struct gen_choice {
+    struct gen_request *r;
+    int seen;                /* events consumed */
+    int n_tokens;            /* completion tokens counted (up to and with a stop match) */
+    struct detok dt;
+    struct stop_matcher sm;
+    size_t text_pos;         /* bytes of text produced so far (completions' text_offset) */
+    const char *finish;      /* "stop", "length", "abort"; NULL while running */
+    int aborted;
+    /* non-streaming: the whole output */
+    struct sbuf text;
+    cJSON *lp;               /* logprobs object, or NULL */
+};
+
+struct api_gen {
+    atomic_int refs;
+    const struct tokenizer *tok;
+    char id[64];
+    char *model;
+    long created;
+    struct api_params p;
+    int started;             /* streaming: the opening events were written */
+    int finished;            /* every choice done, and (streaming) [DONE] written */
+    int n;
+    struct gen_choice c[API_MAX_N];
+};
+
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void make_id(char *out, size_t n, const char *prefix) {
+    uint64_t r[2];
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        static atomic_ulong ctr;
+        r[0] = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
+        r[1] = atomic_fetch_add(&ctr, 1) + (uint64_t)now_mono();
+    }
+    snprintf(out, n, "%s-%016llx%016llx", prefix, (unsigned long long)r[0], (unsigned long long)r[1]);
+}
+
+static void free_choice(struct gen_choice *c) {
+    if (c->r) {
+        if (!c->finish) req_cancel(c->r);
+        req_unref(c->r);
+    }
+    detok_free(&c->dt);
+    stop_free(&c->sm);
+    sbuf_free(&c->text);
+    cJSON_Delete(c->lp);
+}
+
+static void gen_free(struct api_gen *g) {
+    for (int i = 0; i < g->n; i++) free_choice(&g->c[i]);
+    api_params_free(&g->p);
+    free(g->model);
+    free(g);
+}
+
+void gen_ref(struct api_gen *g) { atomic_fetch_add(&g->refs, 1); }
+
+void gen_unref(struct api_gen *g) {
+    if (g && atomic_fetch_sub(&g->refs, 1) == 1) gen_free(g);
+}
+
+void gen_cancel(struct api_gen *g) {
+    for (int i = 0; i < g->n; i++)
+        if (g->c[i].r && !g->c[i].finish) req_cancel(g->c[i].r);
+}
+
+int gen_done(const struct api_gen *g) { return g->finished; }
+int gen_streaming(const struct api_gen *g) { return g->p.stream; }
+
+static struct gen_request *make_request(const struct api_params *p, int i) {
+    struct gen_request *r = req_new();
+    r->prompt = xmalloc(sizeof *r->prompt * (size_t)p->n_prompt);
+    memcpy(r->prompt, p->prompt, sizeof *r->prompt * (size_t)p->n_prompt);
+    r->n_prompt = p->n_prompt;
+    r->max_tokens = p->max_tokens;
+    r->ignore_eos = p->ignore_eos;
+    r->sp = p->sp;
+    r->sp.seed = p->sp.seed + (uint64_t)i; /* n choices: n different streams */
+    r->sp.logit_bias_ids = NULL;
+    r->sp.logit_bias = NULL;
+    if (p->sp.n_logit_bias) {
+        size_t k = (size_t)p->sp.n_logit_bias;
+        r->sp.logit_bias_ids = xmalloc(sizeof(int32_t) * k);
+        r->sp.logit_bias = xmalloc(sizeof(float) * k);
+        memcpy(r->sp.logit_bias_ids, p->sp.logit_bias_ids, sizeof(int32_t) * k);
+        memcpy(r->sp.logit_bias, p->sp.logit_bias, sizeof(float) * k);
+    }
+    r->t_submit = now_mono();
+    return r;
+}
+
+int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer *tok,
+              const char *model_name, struct api_params *p, struct api_error *e) {
+    static atomic_ullong next_id = 1;
+    struct api_gen *g = xcalloc(1, sizeof *g);
+    atomic_init(&g->refs, 1);
+    g->tok = tok;
+    g->p = *p;
+    memset(p, 0, sizeof *p);
+    g->model = strdup(model_name ? model_name : "tpd");
+    if (!g->model) FATAL("out of memory");
+    g->created = (long)time(NULL);
+    make_id(g->id, sizeof g->id, g->p.kind == API_CHAT ? "chatcmpl" : "cmpl");
+    for (int i = 0; i < g->p.n; i++) {
+        struct gen_choice *c = &g->c[i];
+        detok_init(&c->dt, tok, TOK_SKIP_SPECIAL);
+        stop_init(&c->sm, (const char *const *)g->p.stops, g->p.n_stops);
+        c->text_pos = g->p.echo ? g->p.echo_len : 0;
+        if (g->p.echo) sbuf_add(&c->text, g->p.echo_text, g->p.echo_len);
+        g->n = i + 1;
+        struct gen_request *r = make_request(&g->p, i);
+        r->id = atomic_fetch_add(&next_id, 1);
+        char err[ERR_LEN] = "";
+        int rc = sched_submit(s, r, err);
+        if (rc != SUBMIT_OK) {
+            req_unref(r);
+            if (rc == SUBMIT_QUEUE_FULL) {
+                api_err(e, 429, "", "the request queue is full; retry later");
+                e->code = "queue_full";
+            } else if (rc == SUBMIT_DRAINING) {
+                api_err(e, 503, "", "the server is shutting down");
+                e->code = "draining";
+            } else if (rc == SUBMIT_TOO_LONG) {
+                api_err(e, 400, "max_tokens", "max_tokens: %s", err[0] ? err : "prompt + max_tokens exceed the context");
+            } else {
+                api_err(e, 503, "", "the request was refused: %s", err);
+            }
+            gen_unref(g); /* cancels the choices already submitted */
+            return -1;
+        }
+        c->r = r;
+    }
+    *out = g;
+    return 0;
+}
+
+/* ---- logprobs ---- */
+
+static cJSON *token_string(const struct tokenizer *t, int32_t id) {
+    size_t n = 0, len = 0, cap = 0;
+    const char *b = tokenizer_token_bytes(t, id, &n);
+    char *s = NULL;
+    if (!b || utf8_lossy_append((const uint8_t *)b, n, &s, &len, &cap)) {
+        free(s);
+        return cJSON_CreateString("");
+    }
+    cJSON *j = cJSON_CreateString(s ? s : "");
+    free(s);
+    return j;
+}
+
+static cJSON *token_bytes(const struct tokenizer *t, int32_t id) {
+    size_t n = 0;
+    const char *b = tokenizer_token_bytes(t, id, &n);
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; b && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)b[i]));
+    return a;
+}
+
+static cJSON *lp_new(enum api_kind kind) {
+    cJSON *o = cJSON_CreateObject();
+    if (kind == API_CHAT) {
+        cJSON_AddArrayToObject(o, "content");
+    } else {
+        cJSON_AddArrayToObject(o, "tokens");
+        cJSON_AddArrayToObject(o, "token_logprobs");
+        cJSON_AddArrayToObject(o, "top_logprobs");
+        cJSON_AddArrayToObject(o, "text_offset");
+    }
+    return o;
+}
+
+static void lp_add(const struct api_gen *g, cJSON *lp, const struct token_event *ev, size_t pos) {
+    const struct tokenizer *t = g->tok;
+    int ntop = ev->n_top < g->p.top_logprobs ? ev->n_top : g->p.top_logprobs;
+    if (g->p.kind == API_CHAT) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "token", token_string(t, ev->token));
+        cJSON_AddNumberToObject(e, "logprob", ev->logprob);
+        cJSON_AddItemToObject(e, "bytes", token_bytes(t, ev->token));
+        cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
+        for (int k = 0; k < ntop; k++) {
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddItemToObject(x, "token", token_string(t, ev->top_ids[k]));
+            cJSON_AddNumberToObject(x, "logprob", ev->top_logprobs[k]);
+            cJSON_AddItemToObject(x, "bytes", token_bytes(t, ev->top_ids[k]));
+            cJSON_AddItemToArray(top, x);
+        }
+        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "content"), e);
+        return;
+    }
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"), token_string(t, ev->token));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNumber(ev->logprob));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "text_offset"), cJSON_CreateNumber((double)pos));
+    cJSON *top = cJSON_CreateObject();
+    for (int k = 0; k < ntop; k++) {
+        cJSON *s = token_string(t, ev->top_ids[k]);
+        /* two ids can decode to one string; the object keeps the first (most likely) */
+        if (!cJSON_GetObjectItemCaseSensitive(top, s->valuestring))
+            cJSON_AddNumberToObject(top, s->valuestring, ev->top_logprobs[k]);
+        cJSON_Delete(s);
+    }
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), top);
+}
+
+/* ---- SSE ---- */
+
+static cJSON *chunk_new(const struct api_gen *g) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", g->id);
+    cJSON_AddStringToObject(o, "object", g->p.kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)g->created);
+    cJSON_AddStringToObject(o, "model", g->model);
+    return o;
+}
+
+static void sse_emit(struct sbuf *out, cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) FATAL("out of memory for an event");
+    sbuf_adds(out, "data: ");
+    sbuf_adds(out, s);
+    sbuf_adds(out, "\n\n");
+    free(s);
+}
+
+/* One event for choice i: text (may be empty), its tokens' logprobs, and finish. */
+static void sse_choice(const struct api_gen *g, struct sbuf *out, int i, const char *text,
+                       size_t len, cJSON *lp, const char *finish, int role) {
+    cJSON *o = chunk_new(g);
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", i);
+    char *t = xmalloc(len + 1);
+    memcpy(t, text, len);
+    t[len] = 0;
+    if (g->p.kind == API_CHAT) {
+        cJSON *d = cJSON_AddObjectToObject(ch, "delta");
+        if (role) cJSON_AddStringToObject(d, "role", "assistant");
+        if (len || role) cJSON_AddStringToObject(d, "content", t);
+    } else {
+        cJSON_AddStringToObject(ch, "text", t);
+    }
+    free(t);
+    if (lp) cJSON_AddItemToObject(ch, "logprobs", lp);
+    else cJSON_AddNullToObject(ch, "logprobs");
+    if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
+    else cJSON_AddNullToObject(ch, "finish_reason");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), ch);
+    if (g->p.include_usage) cJSON_AddNullToObject(o, "usage");
+    sse_emit(out, o);
+}
+
+static cJSON *usage(const struct api_gen *g) {
+    long gen = 0;
+    for (int i = 0; i < g->n; i++) gen += g->c[i].n_tokens;
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", g->p.n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)gen);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(gen + g->p.n_prompt));
+    return u;
+}
+
+static const char *finish_name(enum finish_reason f) {
+    switch (f) {
+    case FINISH_LENGTH: return "length";
+    case FINISH_EOS: return "stop";
+    default: return "abort";
+    }
+}
+
+/* Takes what choice c has ready (waiting up to timeout_s). Returns how many events or
+ * finishes it handled. */
+static int step_choice(struct api_gen *g, int i, double timeout_s, struct sbuf *out) {
+    struct gen_choice *c = &g->c[i];
+    struct token_event ev[EVENTS_PER_WAIT];
+    enum finish_reason fin;
+    int n = req_wait(c->r, c->seen, ev, EVENTS_PER_WAIT, timeout_s, &fin);
+    if (n == 0 && fin == FINISH_NONE) return 0;
+    struct sbuf text = {0};
+    sbuf_add(&text, "", 0);
+    cJSON *lp = NULL;
+    if (g->p.logprobs) lp = g->p.stream ? lp_new(g->p.kind) : (c->lp ? c->lp : (c->lp = lp_new(g->p.kind)));
+    for (int k = 0; k < n && !c->finish; k++) {
+        c->seen++;
+        c->n_tokens++;
+        size_t plen;
+        const char *piece = detok_push(&c->dt, ev[k].token, &plen);
+        if (!piece) piece = "", plen = 0; /* an id past the tokenizer: nothing to show */
+        if (lp) lp_add(g, lp, &ev[k], c->text_pos);
+        c->text_pos += plen;
+        if (stop_feed(&c->sm, piece, plen, &text)) {
+            req_cancel(c->r);
+            c->finish = "stop";
+        }
+    }
+    if (!c->finish && fin != FINISH_NONE) {
+        size_t plen;
+        const char *piece = detok_flush(&c->dt, &plen);
+        if (piece && stop_feed(&c->sm, piece, plen, &text)) c->finish = "stop";
+        else stop_flush(&c->sm, &text);
+        if (!c->finish) c->finish = finish_name(fin);
+        c->aborted = fin == FINISH_ABORTED;
+    }
+    if (g->p.stream) {
+        if (text.len || c->finish || (lp && cJSON_GetArraySize(cJSON_GetObjectItem(lp, g->p.kind == API_CHAT ? "content" : "tokens"))))
+            sse_choice(g, out, i, text.p, text.len, lp, c->finish, 0);
+        else
+            cJSON_Delete(lp);
+    } else {
+        sbuf_add(&c->text, text.p, text.len);
+    }
+    sbuf_free(&text);
+    return n + (c->finish != NULL);
+}
+
+int gen_poll(struct api_gen *g, struct sbuf *out, double timeout_s) {
+    if (g->finished) return 1;
+    if (g->p.stream && !g->started) {
+        /* the opening events go out at once: the client sees its stream start (chat: the
+         * role) before the prompt is even processed */
+        g->started = 1;
+        for (int i = 0; i < g->n; i++) {
+            if (g->p.kind == API_CHAT)
+                sse_choice(g, out, i, "", 0, NULL, NULL, 1);
+            else if (g->p.echo)
+                sse_choice(g, out, i, g->p.echo_text, g->p.echo_len, NULL, NULL, 0);
+        }
+        if (out->len) return 0;
+    }
+    /* all choices step together, so blocking on the first unfinished one and then
+     * collecting the others without waiting keeps every stream moving */
+    int got = 0;
+    for (int pass = 0; pass < 2 && !got; pass++) {
+        int blocked = 0;
+        for (int i = 0; i < g->n; i++) {
+            if (g->c[i].finish) continue;
+            double t = pass == 1 && !blocked ? timeout_s : 0;
+            blocked = 1;
+            got += step_choice(g, i, t, out);
+        }
+        if (!blocked) break;
+    }
+    for (int i = 0; i < g->n; i++)
+        if (!g->c[i].finish) return 0;
+    if (g->p.stream) {
+        if (g->p.include_usage) {
+            cJSON *o = chunk_new(g);
+            cJSON_AddArrayToObject(o, "choices");
+            cJSON_AddItemToObject(o, "usage", usage(g));
+            sse_emit(out, o);
+        }
+        sbuf_adds(out, "data: [DONE]\n\n");
+    }
+    g->finished = 1;
+    return 1;
+}
+
+int gen_body(struct api_gen *g, struct sbuf *out) {
+    for (int i = 0; i < g->n; i++)
+        if (g->c[i].aborted) {
+            struct api_error e;
+            api_err(&e, 503, "", "the server is shutting down; the request was aborted");
+            e.code = "aborted";
+            size_t len;
+            char *s = api_error_json(&e, &len);
+            sbuf_add(out, s, len);
+            free(s);
+            return 503;
+        }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", g->id);
+    cJSON_AddStringToObject(o, "object", g->p.kind == API_CHAT ? "chat.completion" : "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)g->created);
+    cJSON_AddStringToObject(o, "model", g->model);
+    cJSON *arr = cJSON_AddArrayToObject(o, "choices");
+    for (int i = 0; i < g->n; i++) {
+        struct gen_choice *c = &g->c[i];
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ch, "index", i);
+        if (g->p.kind == API_CHAT) {
+            cJSON *m = cJSON_AddObjectToObject(ch, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            cJSON_AddStringToObject(m, "content", c->text.p ? c->text.p : "");
+        } else {
+            cJSON_AddStringToObject(ch, "text", c->text.p ? c->text.p : "");
+        }
+        if (c->lp) {
+            cJSON_AddItemToObject(ch, "logprobs", c->lp);
+            c->lp = NULL;
+        } else {
+            cJSON_AddNullToObject(ch, "logprobs");
+        }
+        cJSON_AddStringToObject(ch, "finish_reason", c->finish ? c->finish : "abort");
+        cJSON_AddItemToArray(arr, ch);
+    }
+    cJSON_AddItemToObject(o, "usage", usage(g));
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) FATAL("out of memory for a response");
+    sbuf_adds(out, s);
+    free(s);
+    return 200;
+}

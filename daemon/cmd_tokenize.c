@@ -1,0 +1,241 @@
+/* tpd tokenize --tokenizer PATH (--text T | --file F) [--no-special] [--no-parse-special]
+ * Prints the ids as a JSON array. Special tokens are added as HF's tokenizer.encode(text)
+ * adds them unless --no-special; special tokens written in the text are recognized unless
+ * --no-parse-special.
+ * --chat MESSAGES.json [--add-generation-prompt] [--print-prompt]: renders the model's chat
+ * template first (then tokenizes it as apply_chat_template(tokenize=True) does, without
+ * adding special tokens), or prints the prompt.
+ * For the tests: --batch F (one hex-encoded text per line) prints one JSON object per line
+ * with the ids, the decoded text and the streamed text (hex); --render-batch F (no
+ * tokenizer; JSON lines {"template", "context"}) prints {"ok", "text"|"error"} lines. */
+#include "cmd_tokenize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "../tokenizer/chat.h"
+#include "../tokenizer/detok.h"
+#include "../tokenizer/tokenizer.h"
+#include "../util/err.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tpd tokenize --tokenizer PATH (--text T | --file F | --chat MESSAGES.json)\n"
+            "                    [--no-special] [--no-parse-special]\n"
+            "                    [--add-generation-prompt] [--print-prompt]\n"
+            "  PATH: tokenizer.json, a directory holding one, or a GGUF file\n");
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t r = fread(b + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+        if (n + 1 == cap) {
+            char *p = realloc(b, cap *= 2);
+            if (!p) { free(b); b = NULL; }
+            else b = p;
+        }
+    }
+    fclose(f);
+    if (b) { b[n] = 0; *len = n; }
+    return b;
+}
+
+static void print_ids(const int32_t *ids, size_t n) {
+    putchar('[');
+    for (size_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", ids[i]);
+    putchar(']');
+}
+
+static void print_hex(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) printf("%02x", (unsigned char)s[i]);
+}
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int run_batch(struct tokenizer *t, const char *path, int flags) {
+    size_t len;
+    char *data = slurp(path, &len);
+    if (!data) { fprintf(stderr, "tokenize: cannot read %s\n", path); return 1; }
+    char err[ERR_LEN];
+    char *line = data;
+    int rc = 0;
+    while (line < data + len) {
+        char *nl = memchr(line, '\n', (size_t)(data + len - line));
+        size_t ll = nl ? (size_t)(nl - line) : (size_t)(data + len - line);
+        size_t n = 0;
+        if (ll % 2) rc = 1;
+        for (size_t i = 0; !rc && i < ll; i += 2) {
+            int hi = hexval(line[i]), lo = hexval(line[i + 1]);
+            if (hi < 0 || lo < 0) rc = 1;
+            else line[n++] = (char)(hi * 16 + lo);
+        }
+        if (rc) { fprintf(stderr, "tokenize: bad hex line\n"); break; }
+        int32_t *ids;
+        size_t nid;
+        if (tokenizer_encode(t, line, n, flags, &ids, &nid, err)) {
+            fprintf(stderr, "tokenize: %s\n", err);
+            rc = 1;
+            break;
+        }
+        char *dec;
+        size_t dl;
+        if (tokenizer_decode(t, ids, nid, 0, &dec, &dl, err)) {
+            fprintf(stderr, "tokenize: %s\n", err);
+            free(ids);
+            rc = 1;
+            break;
+        }
+        printf("{\"ids\": ");
+        print_ids(ids, nid);
+        printf(", \"dec\": \"");
+        print_hex(dec, dl);
+        printf("\", \"stream\": \"");
+        struct detok d;
+        detok_init(&d, t, 0);
+        for (size_t i = 0; i < nid; i++) {
+            size_t ol;
+            const char *o = detok_push(&d, ids[i], &ol);
+            if (o) print_hex(o, ol);
+        }
+        size_t ol;
+        const char *o = detok_flush(&d, &ol);
+        if (o) print_hex(o, ol);
+        detok_free(&d);
+        printf("\"}\n");
+        free(dec);
+        free(ids);
+        line = nl ? nl + 1 : data + len;
+    }
+    free(data);
+    return rc;
+}
+
+static int run_render_batch(const char *path) {
+    size_t len;
+    char *data = slurp(path, &len);
+    if (!data) { fprintf(stderr, "tokenize: cannot read %s\n", path); return 1; }
+    char err[ERR_LEN];
+    for (char *line = data; line < data + len;) {
+        char *nl = memchr(line, '\n', (size_t)(data + len - line));
+        if (nl) *nl = 0;
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(j, "template");
+        const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(j, "context");
+        cJSON *res = cJSON_CreateObject();
+        if (!cJSON_IsString(tpl) || !cJSON_IsObject(ctx)) {
+            cJSON_AddBoolToObject(res, "ok", 0);
+            cJSON_AddStringToObject(res, "error", "bad batch line");
+        } else {
+            char *cs = cJSON_PrintUnformatted(ctx), *out = NULL;
+            size_t ol;
+            if (cs && chat_render_json(tpl->valuestring, strlen(tpl->valuestring), cs, &out, &ol, err) == 0) {
+                cJSON_AddBoolToObject(res, "ok", 1);
+                cJSON_AddStringToObject(res, "text", out);
+            } else {
+                cJSON_AddBoolToObject(res, "ok", 0);
+                cJSON_AddStringToObject(res, "error", cs ? err : "out of memory");
+            }
+            free(out);
+            free(cs);
+        }
+        char *o = cJSON_PrintUnformatted(res);
+        if (o) puts(o);
+        free(o);
+        cJSON_Delete(res);
+        cJSON_Delete(j);
+        line = nl ? nl + 1 : data + len;
+    }
+    free(data);
+    return 0;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *path = NULL, *text = NULL, *file = NULL, *batch = NULL, *chat = NULL;
+    int flags = TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, add_gen = 0, print_prompt = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--tokenizer") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(a, "--text") && i + 1 < argc) text = argv[++i];
+        else if (!strcmp(a, "--file") && i + 1 < argc) file = argv[++i];
+        else if (!strcmp(a, "--batch") && i + 1 < argc) batch = argv[++i];
+        else if (!strcmp(a, "--render-batch") && i + 1 < argc) return run_render_batch(argv[++i]);
+        else if (!strcmp(a, "--chat") && i + 1 < argc) chat = argv[++i];
+        else if (!strcmp(a, "--add-generation-prompt")) add_gen = 1;
+        else if (!strcmp(a, "--print-prompt")) print_prompt = 1;
+        else if (!strcmp(a, "--no-special")) flags &= ~TOK_ADD_SPECIAL;
+        else if (!strcmp(a, "--no-parse-special")) flags &= ~TOK_PARSE_SPECIAL;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else { fprintf(stderr, "tokenize: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
+    }
+    if (!path || (!!text + !!file + !!batch + !!chat) != 1) { usage(stderr); return 2; }
+
+    char err[ERR_LEN];
+    struct tokenizer *t;
+    if (tokenizer_load(&t, path, err)) {
+        fprintf(stderr, "tokenize: %s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    char *prompt = NULL;
+    if (chat) {
+        size_t ml;
+        char *msgs = slurp(chat, &ml);
+        struct chat_template ct;
+        if (!msgs) { fprintf(stderr, "tokenize: cannot read %s\n", chat); rc = 1; }
+        else if (chat_template_load(&ct, t, NULL, err)) { fprintf(stderr, "tokenize: %s\n", err); rc = 1; }
+        else {
+            size_t pl;
+            if (chat_template_render(&ct, msgs, add_gen, NULL, &prompt, &pl, err)) {
+                fprintf(stderr, "tokenize: %s\n", err);
+                rc = 1;
+            }
+            chat_template_free(&ct);
+        }
+        free(msgs);
+        if (rc == 0 && print_prompt) { fputs(prompt, stdout); free(prompt); tokenizer_free(t); return 0; }
+        text = prompt;
+        flags = TOK_PARSE_SPECIAL; /* apply_chat_template(tokenize=True): no added specials */
+        if (rc) { free(prompt); tokenizer_free(t); return rc; }
+    }
+    if (batch) {
+        rc = run_batch(t, batch, flags);
+    } else {
+        size_t len;
+        char *owned = NULL;
+        if (file) {
+            owned = slurp(file, &len);
+            if (!owned) { fprintf(stderr, "tokenize: cannot read %s\n", file); tokenizer_free(t); return 1; }
+            text = owned;
+        } else {
+            len = strlen(text);
+        }
+        int32_t *ids;
+        size_t n;
+        if (tokenizer_encode(t, text, len, flags, &ids, &n, err)) {
+            fprintf(stderr, "tokenize: %s\n", err);
+            rc = 1;
+        } else {
+            print_ids(ids, n);
+            putchar('\n');
+            free(ids);
+        }
+        free(owned);
+    }
+    free(prompt);
+    tokenizer_free(t);
+    return rc;
+}

@@ -1,0 +1,699 @@
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <grp.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../tokenizer/chat.h"
+#include "../tokenizer/tokenizer.h"
+#include "../util/err.h"
+#include "../util/fatal.h"
+#include "../util/log.h"
+#include "api.h"
+#include "api_gen.h"
+#include "metrics.h"
+#include "scheduler.h"
+
+#define DEFAULT_SOCKET "/tmp/tpd/tpd.sock"
+#define DEFAULT_BODY (1u << 20)
+#define DEFAULT_CONNECTIONS 512
+#define IDLE_TIMEOUT_S 120  /* a connection with no traffic (outside a generation) closes */
+#define POLL_S 0.25         /* how often a waiting handler looks at its client */
+#define HEALTH_STALE_S 5.0  /* /health fails when the step loop has not run for this long */
+#define FLUSH_GRACE_S 5.0   /* at shutdown, how long finished answers may take to be sent */
+
+struct http_server {
+    struct scheduler *sched;
+    struct tokenizer *tok;
+    struct metrics *m;
+    char *socket_path;
+    char *model_name;
+    unsigned *uids;
+    int n_uids;
+    size_t max_body;
+    struct chat_template chat; /* loaded once; has_chat = 0 when the model's cannot be */
+    int has_chat;
+    char chat_err[ERR_LEN];
+    struct MHD_Daemon *unix_d, *tcp_d;
+    dev_t sock_dev;
+    ino_t sock_ino;
+    int accepting;
+    atomic_int stopping;
+    atomic_int active;     /* generation requests whose answer is not completely sent */
+    long created;
+};
+
+/* One HTTP request (MHD's per-request context). */
+struct conn {
+    struct http_server *h;
+    const struct route *route;
+    struct sbuf body;
+    int too_large;
+    int status;           /* what was answered, for the metrics; 0 = nothing yet */
+    int fd;
+    struct api_gen *gen;  /* a generation this request started (a reference) */
+};
+
+/* A streamed response: the SSE bytes produced but not yet handed to MHD. */
+struct stream {
+    struct http_server *h;
+    struct api_gen *gen;
+    struct sbuf out;
+    size_t off;
+    int fd;
+};
+
+typedef enum MHD_Result (*handler_fn)(struct conn *c, struct MHD_Connection *mc);
+
+struct route {
+    const char *method; /* GET routes answer HEAD too */
+    const char *path;
+    handler_fn fn;
+};
+
+/* ---------------------------------------------------------------- socket file */
+
+/* mkdir -p with mode 0700 for the components that are missing. */
+static int make_dirs(const char *dir, char *err) {
+    char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1;; p++) {
+        int end = *p == 0;
+        if (*p == '/' || end) {
+            *p = 0;
+            if (mkdir(buf, 0700) && errno != EEXIST)
+                return err_set(err, "cannot create directory %s: %s", buf, strerror(errno));
+            if (end) break;
+            *p = '/';
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return err_set(err, "%s is not a directory", dir);
+    return 0;
+}
+
+/* A file already at path: a stale socket (nobody accepts) is removed; a live one means
+ * another daemon serves there; anything that is not a socket is left alone. */
+static int clear_path(const char *path, const struct sockaddr_un *sa, char *err) {
+    struct stat st;
+    if (lstat(path, &st)) {
+        if (errno == ENOENT) return 0;
+        return err_set(err, "cannot stat %s: %s", path, strerror(errno));
+    }
+    if (!S_ISSOCK(st.st_mode))
+        return err_set(err, "%s exists and is not a socket; not removing it (choose another server.socket)", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return err_set(err, "socket: %s", strerror(errno));
+    int rc = connect(fd, (const struct sockaddr *)sa, sizeof *sa);
+    int e = errno;
+    close(fd);
+    if (rc == 0)
+        return err_set(err, "another daemon is already listening on %s; stop it or choose another server.socket", path);
+    if (e != ECONNREFUSED)
+        return err_set(err, "cannot probe the existing socket %s: %s", path, strerror(e));
+    if (unlink(path) && errno != ENOENT)
+        return err_set(err, "cannot remove the stale socket %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static int unix_listen(struct http_server *h, const struct server_config *cfg, int *out, char *err) {
+    const char *path = h->socket_path;
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (!path[0] || strlen(path) >= sizeof sa.sun_path)
+        return err_set(err, "socket path \"%s\" is empty or longer than %zu bytes", path, sizeof sa.sun_path - 1);
+    memcpy(sa.sun_path, path, strlen(path));
+    const char *slash = strrchr(path, '/');
+    if (slash && slash != path) {
+        char dir[sizeof sa.sun_path];
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+        if (make_dirs(dir, err)) return -1;
+    }
+    if (clear_path(path, &sa, err)) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return err_set(err, "socket: %s", strerror(errno));
+    /* born 0600: nobody else can connect between bind and chmod */
+    mode_t old = umask(0177);
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    int e = errno;
+    umask(old);
+    if (rc) {
+        close(fd);
+        if (e == EADDRINUSE) return err_set(err, "another daemon is already listening on %s", path);
+        return err_set(err, "cannot bind %s: %s", path, strerror(e));
+    }
+    unsigned mode = cfg->socket_mode ? cfg->socket_mode : 0600;
+    if (cfg->socket_group && cfg->socket_group[0]) {
+        struct group gr, *res = NULL;
+        char buf[4096];
+        if (getgrnam_r(cfg->socket_group, &gr, buf, sizeof buf, &res) || !res) {
+            err_set(err, "socket group \"%s\" does not exist", cfg->socket_group);
+            goto fail;
+        }
+        if (chown(path, (uid_t)-1, gr.gr_gid)) {
+            err_set(err, "cannot give %s to group %s: %s", path, cfg->socket_group, strerror(errno));
+            goto fail;
+        }
+    }
+    if (chmod(path, (mode_t)(mode & 0777))) {
+        err_set(err, "cannot chmod %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct stat st;
+    if (stat(path, &st)) {
+        err_set(err, "cannot stat %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    h->sock_dev = st.st_dev;
+    h->sock_ino = st.st_ino;
+    if (listen(fd, 128)) {
+        err_set(err, "listen on %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    *out = fd;
+    return 0;
+fail:
+    close(fd);
+    unlink(path);
+    return -1;
+}
+
+static int tcp_listen(int port, int *out, char *err) {
+    if (port < 1 || port > 65535) return err_set(err, "tcp port %d out of range", port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return err_set(err, "socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK); /* loopback only, by design */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 128)) {
+        int e = errno;
+        close(fd);
+        return err_set(err, "cannot listen on 127.0.0.1:%d: %s", port, strerror(e));
+    }
+    *out = fd;
+    return 0;
+}
+
+/* Removes the socket file only if it is still ours (another daemon may own the path now). */
+static void unlink_ours(struct http_server *h) {
+    struct stat st;
+    if (!lstat(h->socket_path, &st) && S_ISSOCK(st.st_mode) && st.st_dev == h->sock_dev &&
+        st.st_ino == h->sock_ino)
+        unlink(h->socket_path);
+}
+
+/* ---------------------------------------------------------------- replies */
+
+static enum MHD_Result reply(struct conn *c, struct MHD_Connection *mc, int status,
+                             const char *type, const char *body, size_t len) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (c->route && !strcmp(c->route->method, "GET") && status == 405)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    else if (status == 405)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
+    enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (rc == MHD_YES) c->status = status;
+    return rc;
+}
+
+static enum MHD_Result reply_json(struct conn *c, struct MHD_Connection *mc, int status, cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) FATAL("out of memory for a response");
+    enum MHD_Result rc = reply(c, mc, status, "application/json", s, strlen(s));
+    free(s);
+    return rc;
+}
+
+static enum MHD_Result reply_api_error(struct conn *c, struct MHD_Connection *mc, const struct api_error *e) {
+    size_t len;
+    char *s = api_error_json(e, &len);
+    enum MHD_Result rc = reply(c, mc, e->status, "application/json", s, len);
+    free(s);
+    return rc;
+}
+
+static enum MHD_Result reply_error(struct conn *c, struct MHD_Connection *mc, int status,
+                                   const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static enum MHD_Result reply_error(struct conn *c, struct MHD_Connection *mc, int status,
+                                   const char *param, const char *fmt, ...) {
+    struct api_error e;
+    char msg[ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_err(&e, status, param, "%s", msg);
+    return reply_api_error(c, mc, &e);
+}
+
+/* The peer hung up (or the socket broke): nothing we write will be read. */
+static int client_gone(int fd) {
+    if (fd < 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* ---------------------------------------------------------------- handlers */
+
+static struct api_ctx make_ctx(struct http_server *h, struct sched_stats *st) {
+    sched_stats(h->sched, st);
+    struct api_ctx ctx = {h->tok, h->model_name, st->max_ctx, h->has_chat ? &h->chat : NULL, h->chat_err};
+    return ctx;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct stream *s = cls;
+    while (s->off == s->out.len) {
+        if (gen_done(s->gen)) return MHD_CONTENT_READER_END_OF_STREAM;
+        s->out.len = 0;
+        s->off = 0;
+        gen_poll(s->gen, &s->out, POLL_S);
+        if (s->out.len == 0 && (client_gone(s->fd) || atomic_load(&s->h->stopping))) {
+            gen_cancel(s->gen);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+    size_t n = s->out.len - s->off;
+    if (n > max) n = max;
+    memcpy(buf, s->out.p + s->off, n);
+    s->off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) {
+    struct stream *s = cls;
+    gen_unref(s->gen);
+    sbuf_free(&s->out);
+    free(s);
+}
+
+static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind) {
+    struct http_server *h = c->h;
+    struct sched_stats st;
+    struct api_ctx ctx = make_ctx(h, &st);
+    if (st.draining) return reply_error(c, mc, 503, "", "the server is shutting down");
+    struct api_params p;
+    struct api_error e;
+    if (api_parse_generate(&ctx, kind, c->body.p ? c->body.p : "", c->body.len, &p, &e))
+        return reply_api_error(c, mc, &e);
+    struct api_gen *g;
+    if (gen_start(&g, h->sched, h->tok, h->model_name, &p, &e)) {
+        api_params_free(&p);
+        return reply_api_error(c, mc, &e);
+    }
+    /* a generation may wait long for its first token: no idle timeout while it runs
+     * (the handler watches the client itself); on_completed restores it */
+    MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    c->gen = g; /* the request's reference: on_completed cancels on a broken connection */
+    atomic_fetch_add(&h->active, 1);
+    if (gen_streaming(g)) {
+        struct stream *s = xcalloc(1, sizeof *s);
+        s->h = h;
+        s->gen = g;
+        s->fd = c->fd;
+        gen_ref(g);
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, s, stream_free);
+        if (!r) {
+            stream_free(s);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        if (rc == MHD_YES) c->status = 200;
+        return rc;
+    }
+    struct sbuf scratch = {0};
+    while (!gen_poll(g, &scratch, POLL_S)) {
+        if (client_gone(c->fd) || atomic_load(&h->stopping)) {
+            gen_cancel(g);
+            return MHD_NO; /* closes the connection */
+        }
+    }
+    sbuf_free(&scratch);
+    struct sbuf body = {0};
+    int status = gen_body(g, &body);
+    enum MHD_Result rc = reply(c, mc, status, "application/json", body.p, body.len);
+    sbuf_free(&body);
+    return rc;
+}
+
+static enum MHD_Result h_completions(struct conn *c, struct MHD_Connection *mc) {
+    return h_generate(c, mc, API_COMPLETION);
+}
+
+static enum MHD_Result h_chat(struct conn *c, struct MHD_Connection *mc) {
+    return h_generate(c, mc, API_CHAT);
+}
+
+static enum MHD_Result h_models(struct conn *c, struct MHD_Connection *mc) {
+    struct sched_stats st;
+    sched_stats(c->h->sched, &st);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", c->h->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)c->h->created);
+    cJSON_AddStringToObject(m, "owned_by", "tpd");
+    cJSON_AddNumberToObject(m, "max_model_len", st.max_ctx);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
+    return reply_json(c, mc, 200, o);
+}
+
+static enum MHD_Result h_tokenize(struct conn *c, struct MHD_Connection *mc) {
+    struct sched_stats st;
+    struct api_ctx ctx = make_ctx(c->h, &st);
+    struct api_error e;
+    int32_t *ids;
+    int n;
+    if (api_parse_tokenize(&ctx, c->body.p ? c->body.p : "", c->body.len, &ids, &n, &e))
+        return reply_api_error(c, mc, &e);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *a = cJSON_AddArrayToObject(o, "tokens");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+    free(ids);
+    cJSON_AddNumberToObject(o, "count", n);
+    cJSON_AddNumberToObject(o, "max_model_len", st.max_ctx);
+    return reply_json(c, mc, 200, o);
+}
+
+static enum MHD_Result h_detokenize(struct conn *c, struct MHD_Connection *mc) {
+    struct sched_stats st;
+    struct api_ctx ctx = make_ctx(c->h, &st);
+    struct api_error e;
+    int32_t *ids;
+    int n;
+    if (api_parse_detokenize(&ctx, c->body.p ? c->body.p : "", c->body.len, &ids, &n, &e))
+        return reply_api_error(c, mc, &e);
+    char err[ERR_LEN], *text;
+    size_t len;
+    int rc = tokenizer_decode(c->h->tok, ids, (size_t)n, 0, &text, &len, err);
+    free(ids);
+    if (rc) return reply_error(c, mc, 400, "tokens", "tokens: %s", err);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "prompt", text);
+    free(text);
+    return reply_json(c, mc, 200, o);
+}
+
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Healthy means the engine steps: the loop ran recently and is not draining. */
+static enum MHD_Result h_health(struct conn *c, struct MHD_Connection *mc) {
+    struct sched_stats st;
+    sched_stats(c->h->sched, &st);
+    double age = now_mono() - st.last_step;
+    if (st.draining) return reply_error(c, mc, 503, "", "draining: the server is shutting down");
+    if (age > HEALTH_STALE_S)
+        return reply_error(c, mc, 503, "", "the step loop has not run for %.1f s", age);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", "ok");
+    return reply_json(c, mc, 200, o);
+}
+
+static enum MHD_Result h_metrics(struct conn *c, struct MHD_Connection *mc) {
+    struct sched_stats st;
+    sched_stats(c->h->sched, &st);
+    char *text;
+    size_t len;
+    if (metrics_render(c->h->m, &st, &text, &len))
+        return reply_error(c, mc, 500, "", "cannot render the metrics");
+    enum MHD_Result rc = reply(c, mc, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    free(text);
+    return rc;
+}
+
+static const struct route routes[] = {
+    {"POST", "/v1/completions", h_completions},
+    {"POST", "/v1/chat/completions", h_chat},
+    {"GET", "/v1/models", h_models},
+    {"POST", "/tokenize", h_tokenize},
+    {"POST", "/detokenize", h_detokenize},
+    {"GET", "/health", h_health},
+    {"GET", "/metrics", h_metrics},
+};
+
+/* ---------------------------------------------------------------- MHD callbacks */
+
+struct framing {
+    int n_te, n_cl;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    (void)value;
+    struct framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) f->n_te++;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) f->n_cl++;
+    return MHD_YES;
+}
+
+static int peer_allowed(struct http_server *h, int fd, unsigned *uid) {
+    if (h->n_uids == 0) return 1;
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) return 0;
+    *uid = cr.uid;
+    for (int i = 0; i < h->n_uids; i++)
+        if (h->uids[i] == (unsigned)cr.uid) return 1;
+    return 0;
+}
+
+/* First call for a request: everything decidable from the request line and headers. */
+static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, const char *url,
+                                  const char *method) {
+    struct http_server *h = c->h;
+    unsigned uid = (unsigned)-1;
+    if (!peer_allowed(h, c->fd, &uid))
+        return reply_error(c, mc, 403, "", "peer uid %d is not allowed to use this server", (int)uid);
+    int path_known = 0;
+    for (unsigned i = 0; i < sizeof routes / sizeof *routes; i++) {
+        if (strcmp(url, routes[i].path)) continue;
+        path_known = 1;
+        c->route = &routes[i];
+        if (!strcmp(method, routes[i].method) || (!strcmp(routes[i].method, "GET") && !strcmp(method, "HEAD"))) {
+            path_known = 2;
+            break;
+        }
+    }
+    if (!path_known) return reply_error(c, mc, 404, "", "no such endpoint: %.200s", url);
+    if (path_known == 1)
+        return reply_error(c, mc, 405, "", "method %.16s is not allowed on %s", method, c->route->path);
+    /* request smuggling guards: one framing, and only the one we understand */
+    struct framing f = {0, 0};
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, count_framing, &f);
+    const char *te = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (f.n_te > 1 || f.n_cl > 1 || (f.n_te && f.n_cl))
+        return reply_error(c, mc, 400, "", "conflicting Transfer-Encoding / Content-Length headers");
+    if (te && strcasecmp(te, "chunked"))
+        return reply_error(c, mc, 400, "", "unsupported Transfer-Encoding \"%.64s\"", te);
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno || end == cl || *end || cl[0] == '-')
+            return reply_error(c, mc, 400, "", "malformed Content-Length");
+        if (n > h->max_body)
+            return reply_error(c, mc, 413, "", "request body of %llu bytes exceeds the limit of %zu bytes", n, h->max_body);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls) {
+    (void)version;
+    struct http_server *h = cls;
+    struct conn *c = *con_cls;
+    if (!c) {
+        c = xcalloc(1, sizeof *c);
+        c->h = h;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        c->fd = ci ? ci->connect_fd : -1;
+        *con_cls = c;
+        return on_headers(c, mc, url, method);
+    }
+    if (*upload_size) {
+        /* past the limit the rest is read and dropped, then answered 413 (a chunked body
+         * announces no length up front) */
+        if (!c->too_large && c->body.len + *upload_size <= h->max_body) sbuf_add(&c->body, upload, *upload_size);
+        else c->too_large = 1;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (c->status) return MHD_YES; /* answered on the first call */
+    if (c->too_large)
+        return reply_error(c, mc, 413, "", "request body exceeds the limit of %zu bytes", h->max_body);
+    return c->route->fn(c, mc);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    struct http_server *h = cls;
+    struct conn *c = *con_cls;
+    if (!c) return;
+    if (c->gen) {
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) gen_cancel(c->gen);
+        gen_unref(c->gen);
+        MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S);
+        atomic_fetch_sub(&h->active, 1);
+    }
+    /* 499: the client left before any answer (nginx's convention) */
+    metrics_request(h->m, c->status ? c->status : 499);
+    sbuf_free(&c->body);
+    free(c);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n') msg[--n] = 0;
+    LOG(LOG_DEBUG, "libmicrohttpd: %s", msg);
+}
+
+static struct MHD_Daemon *start_mhd(struct http_server *h, int fd, int max_conn) {
+    return MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+            MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_request, h,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* first, so that every message goes to it */
+        MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_END);
+}
+
+/* ---------------------------------------------------------------- lifetime */
+
+static void server_free(struct http_server *h) {
+    if (h->has_chat) chat_template_free(&h->chat);
+    free(h->socket_path);
+    free(h->model_name);
+    free(h->uids);
+    free(h);
+}
+
+int http_start(struct http_server **out, const struct server_config *cfg, struct scheduler *s,
+               struct tokenizer *tok, struct metrics *m, char *err) {
+    if (cfg->n_allowed_uids > 0 && cfg->tcp_port)
+        return err_set(err, "an allow-list of peer uids cannot be enforced on TCP; leave the TCP port off");
+    if (cfg->n_allowed_uids < 0) return err_set(err, "negative uid count");
+    struct http_server *h = xcalloc(1, sizeof *h);
+    h->sched = s;
+    h->tok = tok;
+    h->m = m;
+    h->socket_path = strdup(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET);
+    h->model_name = strdup(cfg->model_name && cfg->model_name[0] ? cfg->model_name : "tpd");
+    if (!h->socket_path || !h->model_name) FATAL("out of memory");
+    if (cfg->n_allowed_uids) {
+        h->uids = xmalloc(sizeof *h->uids * (size_t)cfg->n_allowed_uids);
+        memcpy(h->uids, cfg->allowed_uids, sizeof *h->uids * (size_t)cfg->n_allowed_uids);
+        h->n_uids = cfg->n_allowed_uids;
+    }
+    h->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_BODY;
+    int max_conn = cfg->max_connections > 0 ? cfg->max_connections : DEFAULT_CONNECTIONS;
+    h->created = (long)time(NULL);
+    /* a model without a usable chat template still serves completions; chat requests are
+     * answered 400 with the reason */
+    if (tok) {
+        if (chat_template_load(&h->chat, tok, NULL, h->chat_err)) LOG(LOG_WARN, "chat: %s", h->chat_err);
+        else h->has_chat = 1;
+    } else {
+        snprintf(h->chat_err, sizeof h->chat_err, "no tokenizer");
+    }
+    int ufd = -1, tfd = -1;
+    if (unix_listen(h, cfg, &ufd, err)) {
+        server_free(h);
+        return -1;
+    }
+    if (cfg->tcp_port && tcp_listen(cfg->tcp_port, &tfd, err)) {
+        close(ufd);
+        unlink_ours(h);
+        server_free(h);
+        return -1;
+    }
+    h->unix_d = start_mhd(h, ufd, max_conn);
+    if (h->unix_d && tfd >= 0) h->tcp_d = start_mhd(h, tfd, max_conn);
+    if (!h->unix_d || (tfd >= 0 && !h->tcp_d)) {
+        if (h->unix_d) MHD_stop_daemon(h->unix_d); /* closes ufd */
+        else close(ufd);
+        if (tfd >= 0) close(tfd);
+        unlink_ours(h);
+        server_free(h);
+        return err_set(err, "libmicrohttpd failed to start");
+    }
+    h->accepting = 1;
+    *out = h;
+    return 0;
+}
+
+void http_stop_accepting(struct http_server *h) {
+    if (!h || !h->accepting) return;
+    h->accepting = 0;
+    struct MHD_Daemon *ds[2] = {h->unix_d, h->tcp_d};
+    for (int i = 0; i < 2; i++) {
+        if (!ds[i]) continue;
+        MHD_socket fd = MHD_quiesce_daemon(ds[i]);
+        /* shutdown first: MHD's polling thread may still hold the file in poll(), and
+         * close alone would leave it listening until that returns */
+        if (fd != MHD_INVALID_SOCKET) {
+            shutdown(fd, SHUT_RDWR);
+            close(fd);
+        }
+    }
+    unlink_ours(h);
+}
+
+void http_free(struct http_server *h) {
+    if (!h) return;
+    http_stop_accepting(h);
+    /* the scheduler has finished every request, but the last events (finish_reason,
+     * usage, [DONE]) or a whole non-streamed body may still be on their way out: let
+     * them go before connections are cut */
+    double deadline = now_mono() + FLUSH_GRACE_S;
+    while (atomic_load(&h->active) > 0 && now_mono() < deadline) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&h->stopping, 1); /* waiting handlers give up within POLL_S */
+    if (h->unix_d) MHD_stop_daemon(h->unix_d);
+    if (h->tcp_d) MHD_stop_daemon(h->tcp_d);
+    server_free(h);
+}

@@ -1,0 +1,37 @@
+/* The HTTP frontend on rank 0: an OpenAI-compatible API served by libmicrohttpd over a
+ * Unix socket (and optionally loopback TCP), one thread per connection so that a handler
+ * may block waiting for tokens. Owns the socket file: creation, permissions, stale-file
+ * detection and removal. Routes to api.c (parsing) and api_gen.c (generation). */
+#ifndef TPD_HTTP_H
+#define TPD_HTTP_H
+
+#include <stddef.h>
+
+struct scheduler;
+struct tokenizer;
+struct metrics;
+struct http_server;
+
+struct server_config {
+    const char *socket_path;   /* default "/tmp/tpd/tpd.sock"; its directory is created 0700 if missing */
+    unsigned socket_mode;      /* default 0600 (0 = default) */
+    const char *socket_group;  /* optional: chgrp the socket (then mode typically 0660) */
+    unsigned *allowed_uids;    /* optional SO_PEERCRED allow-list; empty = any */
+    int n_allowed_uids;
+    int tcp_port;              /* 0 = off (default); when set, listens on 127.0.0.1 only */
+    size_t max_body_bytes;     /* default 1 MiB (0 = default) -> 413 beyond */
+    int max_connections;       /* default 512 (0 = default) */
+    const char *model_name;    /* served model id for /v1/models and validation of "model" */
+};
+
+/* Creates the socket and starts serving. The config's strings are copied. 0, or -1 with
+ * err (a live daemon on the path, a non-socket file there, permissions, ...). */
+int http_start(struct http_server **out, const struct server_config *cfg, struct scheduler *s,
+               struct tokenizer *tok, struct metrics *m, char *err);
+/* Closes the listeners and unlinks the socket; in-flight requests go on. */
+void http_stop_accepting(struct http_server *h);
+/* After in-flight requests ended (or were aborted by the scheduler): stops the
+ * connection threads and frees everything. */
+void http_free(struct http_server *h);
+
+#endif

@@ -1,0 +1,165 @@
+#include "metrics.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/fatal.h"
+#include "api.h"
+#include "scheduler.h"
+
+#define MAX_CODES 32
+#define MAX_BUCKETS 24
+
+/* Bucket bounds in seconds, vLLM-like: TTFT spans queueing and long prefills, inter-token
+ * latency one decode step, end-to-end whole generations. */
+static const double ttft_le[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, -1};
+static const double itl_le[] = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+                                0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, -1};
+static const double e2e_le[] = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
+                                30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, -1};
+
+static const struct {
+    const char *name, *help;
+    const double *le;
+} hist_def[HIST_COUNT] = {
+    [HIST_TTFT] = {"tpd_time_to_first_token_seconds", "Time from submission to the first generated token.", ttft_le},
+    [HIST_ITL] = {"tpd_inter_token_latency_seconds", "Time between consecutive generated tokens of one request.", itl_le},
+    [HIST_E2E] = {"tpd_e2e_request_latency_seconds", "Time from submission to the end of a request.", e2e_le},
+};
+
+struct hist {
+    unsigned long bucket[MAX_BUCKETS]; /* not cumulative; summed when rendered */
+    unsigned long count;
+    double sum;
+};
+
+struct counts {
+    int codes[MAX_CODES];
+    unsigned long code_count[MAX_CODES];
+    int n_codes;
+    unsigned long prompt_tokens, generated_tokens, preemptions;
+    struct hist h[HIST_COUNT];
+};
+
+struct metrics {
+    pthread_mutex_t mu;
+    struct counts c;
+};
+
+struct metrics *metrics_new(void) {
+    struct metrics *m = xcalloc(1, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    return m;
+}
+
+void metrics_free(struct metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+void metrics_request(struct metrics *m, int http_status) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    int i = 0;
+    while (i < m->c.n_codes && m->c.codes[i] != http_status) i++;
+    if (i == m->c.n_codes && m->c.n_codes < MAX_CODES) m->c.codes[m->c.n_codes++] = http_status;
+    if (i < m->c.n_codes) m->c.code_count[i]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_tokens(struct metrics *m, long prompt_tokens, long generated_tokens) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    if (prompt_tokens > 0) m->c.prompt_tokens += (unsigned long)prompt_tokens;
+    if (generated_tokens > 0) m->c.generated_tokens += (unsigned long)generated_tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_preemption(struct metrics *m) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->c.preemptions++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_observe(struct metrics *m, enum metric_hist h, double seconds) {
+    if (!m || (unsigned)h >= HIST_COUNT || !isfinite(seconds)) return;
+    if (seconds < 0) seconds = 0;
+    const double *le = hist_def[h].le;
+    int b = 0;
+    while (le[b] >= 0 && seconds > le[b]) b++; /* le[b] < 0 is +Inf */
+    pthread_mutex_lock(&m->mu);
+    m->c.h[h].bucket[b]++;
+    m->c.h[h].count++;
+    m->c.h[h].sum += seconds;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(struct sbuf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    sbuf_add(b, tmp, n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static void head(struct sbuf *b, const char *name, const char *type, const char *help) {
+    addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, size_t *len) {
+    struct sbuf b = {0};
+    sbuf_add(&b, "", 0);
+    pthread_mutex_lock(&m->mu);
+    struct counts snap = m->c; /* render from a copy: the lock is held only briefly */
+    pthread_mutex_unlock(&m->mu);
+
+    head(&b, "tpd_requests_total", "counter", "HTTP requests answered, by status code.");
+    for (int i = 0; i < snap.n_codes; i++)
+        addf(&b, "tpd_requests_total{code=\"%d\"} %lu\n", snap.codes[i], snap.code_count[i]);
+    if (st) {
+        head(&b, "tpd_queue_depth", "gauge", "Requests waiting for admission.");
+        addf(&b, "tpd_queue_depth %d\n", st->queued);
+        head(&b, "tpd_running_sequences", "gauge", "Sequences in the running batch (preempted ones included).");
+        addf(&b, "tpd_running_sequences %d\n", st->running);
+        head(&b, "tpd_kv_blocks_used", "gauge", "KV cache blocks in use.");
+        addf(&b, "tpd_kv_blocks_used %d\n", st->kv_blocks_used);
+        head(&b, "tpd_kv_blocks_free", "gauge", "KV cache blocks free.");
+        addf(&b, "tpd_kv_blocks_free %d\n", st->kv_blocks_free);
+        head(&b, "tpd_max_context_tokens", "gauge", "Longest sequence (prompt + generated) served.");
+        addf(&b, "tpd_max_context_tokens %d\n", st->max_ctx);
+        head(&b, "tpd_draining", "gauge", "1 while the server finishes in-flight requests before exiting.");
+        addf(&b, "tpd_draining %d\n", st->draining ? 1 : 0);
+    }
+    head(&b, "tpd_prompt_tokens_total", "counter", "Prompt tokens of finished requests.");
+    addf(&b, "tpd_prompt_tokens_total %lu\n", snap.prompt_tokens);
+    head(&b, "tpd_generation_tokens_total", "counter", "Tokens generated by finished requests.");
+    addf(&b, "tpd_generation_tokens_total %lu\n", snap.generated_tokens);
+    head(&b, "tpd_preemptions_total", "counter", "Sequences preempted (KV blocks given back, recomputed later).");
+    addf(&b, "tpd_preemptions_total %lu\n", snap.preemptions);
+    for (int h = 0; h < HIST_COUNT; h++) {
+        const char *name = hist_def[h].name;
+        head(&b, name, "histogram", hist_def[h].help);
+        unsigned long cum = 0;
+        int k = 0;
+        for (; hist_def[h].le[k] >= 0; k++) {
+            cum += snap.h[h].bucket[k];
+            addf(&b, "%s_bucket{le=\"%g\"} %lu\n", name, hist_def[h].le[k], cum);
+        }
+        cum += snap.h[h].bucket[k];
+        addf(&b, "%s_bucket{le=\"+Inf\"} %lu\n", name, cum);
+        addf(&b, "%s_sum %.9g\n", name, snap.h[h].sum);
+        addf(&b, "%s_count %lu\n", name, snap.h[h].count);
+    }
+    *out = b.p;
+    *len = b.len;
+    return 0;
+}

@@ -1,0 +1,278 @@
+/* The CUDA backend's context and op table: memory (zero-filled cudaMalloc, copies on the
+ * rank's stream), the ops wired to their launchers in the other .cu files, device choice. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.cuh"
+
+extern "C" {
+#include "../../util/err.h"
+#include "backend_cuda.h"
+}
+
+static int launch_sync = -1; /* TPD_CUDA_SYNC=1: synchronize after every kernel (debugging) */
+
+void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        fatal_exit(file, line, "launch of %s failed: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
+    if (launch_sync < 0) {
+        const char *v = getenv("TPD_CUDA_SYNC");
+        launch_sync = v && *v && strcmp(v, "0") != 0;
+    }
+    if (launch_sync) {
+        e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess)
+            fatal_exit(file, line, "%s failed while running: %s (%s)", kernel, cudaGetErrorString(e),
+                       cudaGetErrorName(e));
+    }
+}
+
+/* Makes the context's device current for the calling thread (cheap; the ops may be called
+ * from a thread other than the one that opened the backend). */
+static struct cuda_ctx *bind(void *ctx) {
+    struct cuda_ctx *c = (struct cuda_ctx *)ctx;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    return c;
+}
+
+void *cuda_ws(struct cuda_ctx *c, size_t bytes) {
+    if (bytes <= c->ws_bytes) return c->ws;
+    size_t want = bytes > 2 * c->ws_bytes ? bytes : 2 * c->ws_bytes;
+    want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    if (c->ws) {
+        CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* queued work may still use the old one */
+        CUDA_CHECK(cudaFree(c->ws));
+    }
+    c->ws = NULL;
+    CUDA_CHECK(cudaMalloc(&c->ws, want));
+    c->ws_bytes = want;
+    return c->ws;
+}
+
+void *cuda_host_scratch(struct cuda_ctx *c, size_t bytes) {
+    if (bytes <= c->host_pinned_bytes) return c->host_pinned;
+    if (c->host_pinned) {
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        CUDA_CHECK(cudaFreeHost(c->host_pinned));
+    }
+    c->host_pinned = NULL;
+    CUDA_CHECK(cudaMallocHost(&c->host_pinned, bytes));
+    c->host_pinned_bytes = bytes;
+    return c->host_pinned;
+}
+
+/* ---- memory ---- */
+
+static void *cu_alloc(void *ctx, size_t bytes) {
+    struct cuda_ctx *c = bind(ctx);
+    void *p = NULL;
+    size_t n = bytes ? bytes : 256;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        FATAL("cudaMalloc of %zu bytes on device %d failed: %s (%s); %.1f of %.1f GiB free", n, c->device,
+              cudaGetErrorString(e), cudaGetErrorName(e), free_b / 1073741824.0, total_b / 1073741824.0);
+    }
+    CUDA_CHECK(cudaMemsetAsync(p, 0, n, c->stream));
+    return p;
+}
+
+static void cu_free(void *ctx, void *p) {
+    struct cuda_ctx *c = bind(ctx);
+    if (!p) return;
+    CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* queued kernels may still read it */
+    CUDA_CHECK(cudaFree(p));
+}
+
+/* The source is pageable host memory the caller may free or reuse at once (the loader
+ * does), and CUDA does not promise that an asynchronous copy from pageable memory has read
+ * it on return: so wait. Uploads come at load time and a few small ones at the start of a
+ * step, when the stream is idle anyway. */
+static void cu_upload(void *ctx, void *dst, const void *src, size_t bytes) {
+    struct cuda_ctx *c = bind(ctx);
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+static void cu_download(void *ctx, void *dst, const void *src, size_t bytes) {
+    struct cuda_ctx *c = bind(ctx);
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+static void cu_zero(void *ctx, void *p, size_t bytes) {
+    struct cuda_ctx *c = bind(ctx);
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, c->stream));
+}
+
+static void cu_sync(void *ctx) {
+    struct cuda_ctx *c = bind(ctx);
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+/* ---- ops ---- */
+
+static void cu_matmul(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T, const struct bweight *w) {
+    cuda_matmul(bind(ctx), y, ldy, x, ldx, T, w);
+}
+
+static void cu_embed(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table, int row0) {
+    cuda_embed(bind(ctx), x, tok, T, table, row0);
+}
+
+static void cu_rmsnorm(void *ctx, float *y, const float *x, const float *w, int T, int n, float eps) {
+    cuda_rmsnorm(bind(ctx), y, x, w, T, n, eps);
+}
+
+static void cu_head_rmsnorm(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd, const float *w, float eps) {
+    cuda_head_rmsnorm(bind(ctx), x, ld, T, n_heads, hd, w, eps);
+}
+
+static void cu_add_bias(void *ctx, float *x, int64_t ld, int T, int n, const float *b) {
+    cuda_add_bias(bind(ctx), x, ld, T, n, b);
+}
+
+static void cu_rope(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd, const int32_t *pos,
+                    const float *inv_freq, int neox) {
+    cuda_rope(bind(ctx), x, ld, T, n_heads, hd, pos, inv_freq, neox);
+}
+
+static void cu_kv_store(void *ctx, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v, int64_t ld,
+                        int n_kv, int hd, const struct attn_batch *b) {
+    cuda_kv_store(bind(ctx), kv, kv_type, k, v, ld, n_kv, hd, b);
+}
+
+static void cu_attention(void *ctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
+                         int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
+                         const struct attn_batch *b) {
+    cuda_attention(bind(ctx), out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv, hd, b);
+}
+
+static void cu_silu_mul(void *ctx, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T, int n) {
+    cuda_silu_mul(bind(ctx), out, ldo, g, u, ld, T, n);
+}
+
+static void cu_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n) {
+    cuda_gather_rows(bind(ctx), dst, src, idx, n_rows, n);
+}
+
+static void cu_add(void *ctx, float *x, const float *y, size_t n) { cuda_add(bind(ctx), x, y, n); }
+
+static void cu_destroy(struct backend *b) {
+    struct cuda_ctx *c = (struct cuda_ctx *)b->ctx;
+    if (!c) return;
+    bind(c);
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    if (c->ws) CUDA_CHECK(cudaFree(c->ws));
+    if (c->host_pinned) CUDA_CHECK(cudaFreeHost(c->host_pinned));
+    CUBLAS_CHECK(cublasDestroy(c->cublas));
+    CUDA_CHECK(cudaStreamDestroy(c->stream));
+    free(c);
+    b->ctx = NULL;
+}
+
+/* ---- opening ---- */
+
+extern "C" int backend_cuda_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* no driver or no device: not an error for "auto" */
+        return 0;
+    }
+    return n > 0;
+}
+
+extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return err_set(err, "backend \"cuda\": no usable GPU: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    if (n < 1) return err_set(err, "backend \"cuda\": no CUDA device visible");
+    const int dev = (local_rank < 0 ? 0 : local_rank) % n;
+    struct cuda_ctx *c = (struct cuda_ctx *)calloc(1, sizeof *c);
+    if (!c) return err_set(err, "backend \"cuda\": out of host memory");
+    c->device = dev;
+    cudaDeviceProp prop;
+    if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        cudaGetLastError();
+        free(c);
+        return err_set(err, "backend \"cuda\": device %d: %s (%s)", dev, cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    if (prop.major < 8) {
+        cudaStreamDestroy(c->stream);
+        free(c);
+        return err_set(err, "backend \"cuda\": device %d (%s) is compute capability %d.%d; tpd is built for 8.0 and 9.0",
+                       dev, prop.name, prop.major, prop.minor);
+    }
+    c->n_sm = prop.multiProcessorCount;
+    cublasStatus_t s = cublasCreate(&c->cublas);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->cublas, c->stream);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH); /* no TF32 for F32 */
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cudaStreamDestroy(c->stream);
+        free(c);
+        return err_set(err, "backend \"cuda\": cuBLAS: %s", cublasGetStatusString(s));
+    }
+    memset(b, 0, sizeof *b);
+    b->name = "cuda";
+    b->ctx = c;
+    b->alloc = cu_alloc;
+    b->free = cu_free;
+    b->upload = cu_upload;
+    b->download = cu_download;
+    b->matmul = cu_matmul;
+    b->embed = cu_embed;
+    b->rmsnorm = cu_rmsnorm;
+    b->head_rmsnorm = cu_head_rmsnorm;
+    b->add_bias = cu_add_bias;
+    b->rope = cu_rope;
+    b->kv_store = cu_kv_store;
+    b->attention = cu_attention;
+    b->silu_mul = cu_silu_mul;
+    b->gather_rows = cu_gather_rows;
+    b->zero = cu_zero;
+    b->add = cu_add;
+    b->sync = cu_sync;
+    b->destroy = cu_destroy;
+    return 0;
+}
+
+extern "C" void *backend_cuda_stream(const struct backend *b) {
+    if (!b || !b->name || strcmp(b->name, "cuda") != 0 || !b->ctx) return NULL;
+    return (void *)((struct cuda_ctx *)b->ctx)->stream;
+}
+
+extern "C" int backend_cuda_device(const struct backend *b) {
+    if (!b || !b->name || strcmp(b->name, "cuda") != 0 || !b->ctx) return -1;
+    return ((struct cuda_ctx *)b->ctx)->device;
+}
+
+/* ---- sampling helpers ---- */
+
+extern "C" void backend_cuda_argmax(struct backend *b, const float *logits, int n_rows, int n, int32_t *out_idx) {
+    backend_cuda_topk(b, logits, n_rows, n, 1, out_idx, NULL);
+}
+
+extern "C" void backend_cuda_topk(struct backend *b, const float *logits, int n_rows, int n, int k, int32_t *out_idx,
+                                  float *out_val) {
+    struct cuda_ctx *c = bind(b->ctx);
+    if (n_rows <= 0) return;
+    const size_t cnt = (size_t)n_rows * (size_t)k;
+    char *dev = (char *)cuda_ws(c, cnt * 8);
+    int32_t *d_idx = (int32_t *)dev;
+    float *d_val = (float *)(dev + cnt * 4);
+    cuda_topk(c, logits, n_rows, n, k, d_idx, out_val ? d_val : NULL);
+    char *host = (char *)cuda_host_scratch(c, cnt * 8);
+    CUDA_CHECK(cudaMemcpyAsync(host, dev, cnt * 8, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    memcpy(out_idx, host, cnt * 4);
+    if (out_val) memcpy(out_val, host + cnt * 4, cnt * 4);
+}

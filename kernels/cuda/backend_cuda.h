@@ -1,0 +1,37 @@
+/* The CUDA backend: the op table of kernels/backend.h on one GPU, all work queued on one
+ * stream per rank (cuBLAS for large 16-bit products, own kernels elsewhere). One per rank,
+ * used by that rank's compute thread; the communicator (comm/comm_nccl.c) shares its stream. */
+#ifndef TPD_BACKEND_CUDA_H
+#define TPD_BACKEND_CUDA_H
+
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when a CUDA driver and at least one device are usable, else 0 (never prints, never
+ * fails: a machine without a GPU or driver simply answers 0). */
+int backend_cuda_available(void);
+/* Opens device local_rank % devices: stream, cuBLAS handle, op table. 0, or -1 with err. */
+int backend_cuda_init(struct backend *b, int local_rank, char *err);
+
+/* For the communicator and benchmarks: the backend's stream (a cudaStream_t) and device.
+ * NULL / -1 when b is not a CUDA backend. */
+void *backend_cuda_stream(const struct backend *b);
+int backend_cuda_device(const struct backend *b);
+
+/* Device-side logits helpers, so a sampler need not copy the whole vocabulary each step.
+ * logits: backend memory [n_rows][n]. Results land in host arrays; the call waits for them.
+ * argmax: out_idx[r] = first index of the largest value of row r.
+ * top-k (1 <= k <= 64): out_idx[r*k + i], out_val[r*k + i] the k largest values of row r,
+ * largest first, ties by lower index. */
+void backend_cuda_argmax(struct backend *b, const float *logits, int n_rows, int n, int32_t *out_idx);
+void backend_cuda_topk(struct backend *b, const float *logits, int n_rows, int n, int k, int32_t *out_idx,
+                       float *out_val);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,99 @@
+/* Internal to kernels/cuda: the per-rank context, the check macros every CUDA / cuBLAS call
+ * goes through (statement, file:line and the library's own error string, then the job ends),
+ * the launch check each launcher ends with, and small device helpers. */
+#ifndef TPD_CUDA_COMMON_CUH
+#define TPD_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../../util/dtype.h"
+#include "../../util/fatal.h"
+}
+
+#define CUDA_CHECK(call)                                                                          \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess)                                                                    \
+            fatal_exit(__FILE__, __LINE__, "%s failed: %s (%s)", #call, cudaGetErrorString(e_),   \
+                       cudaGetErrorName(e_));                                                     \
+    } while (0)
+
+#define CUBLAS_CHECK(call)                                                                        \
+    do {                                                                                          \
+        cublasStatus_t s_ = (call);                                                               \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
+            fatal_exit(__FILE__, __LINE__, "%s failed: %s (%s)", #call, cublasGetStatusString(s_), \
+                       cublasGetStatusName(s_));                                                  \
+    } while (0)
+
+/* After every <<<>>>: a bad configuration shows here; with TPD_CUDA_SYNC=1 in the
+ * environment the stream is also synchronized so a fault names the kernel that made it. */
+void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int line);
+#define CUDA_LAUNCH_CHECK(stream, name) cuda_launch_check((stream), (name), __FILE__, __LINE__)
+
+/* One rank's device state. Work is queued on `stream` only, so the ops need no other
+ * synchronization; `ws` is scratch that any op may use for the length of its own work
+ * (stream order keeps users apart), grown on demand. */
+struct cuda_ctx {
+    int device;
+    int n_sm;
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    void *ws;
+    size_t ws_bytes;
+    void *host_pinned; /* small pinned staging for results the host waits on */
+    size_t host_pinned_bytes;
+};
+
+/* Scratch of at least `bytes` on the device, valid until the next call. */
+void *cuda_ws(struct cuda_ctx *c, size_t bytes);
+/* Pinned host scratch of at least `bytes`. */
+void *cuda_host_scratch(struct cuda_ctx *c, size_t bytes);
+
+static inline unsigned cuda_blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
+
+/* ---- device helpers ---- */
+
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+static __device__ __forceinline__ int warp_sum_int(int v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024); every thread
+ * gets the result. `red` is 32 floats of shared memory. */
+static __device__ __forceinline__ float block_sum(float v, float *red) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); /* red may still be read by a previous call */
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+static __device__ __forceinline__ float ld_f16(const void *p, int64_t i) {
+    return __half2float(((const __half *)p)[i]);
+}
+static __device__ __forceinline__ float ld_bf16(const void *p, int64_t i) {
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+
+#endif

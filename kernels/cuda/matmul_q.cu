@@ -1,0 +1,185 @@
+/* Products with GGUF-quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): the activations are
+ * first quantized the way the CPU backend quantizes them (Q8_0 / Q8_1 / Q8_K, same rounding),
+ * then each warp takes one weight row, decodes its blocks in registers and forms int8 dot
+ * products (dp4a) with up to MMV_T tokens at a time. Bandwidth-bound: every weight byte is
+ * read once per MMV_T tokens. */
+#include "ops.cuh"
+#include "quant_dev.cuh"
+
+enum { MMV_T = 8, MMV_WARPS = 4 };
+
+/* ---- activation quantization (kernels/cpu/quant.c, rule for rule) ---- */
+
+/* Q8_0 / Q8_1: one warp per 32-block; d = fp16(amax/127), q = round-half-even(x * 127/amax),
+ * Q8_1 adds s = fp16(d * sum q). ds holds d per block (Q8_0) or (d, s) pairs (Q8_1). */
+template <bool Q81>
+static __global__ void quant_q8_32_kernel(const float *__restrict__ x, int64_t ldx, int cols, int T,
+                                          int8_t *__restrict__ qs, float *__restrict__ ds) {
+    const int nb = cols / 32, lane = threadIdx.x & 31;
+    const int64_t n = (int64_t)T * nb;
+    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n; g += nwarps) {
+        const int t = (int)(g / nb), b = (int)(g % nb);
+        const float v = x[t * ldx + 32 * b + lane];
+        const float amax = warp_max(fabsf(v));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const int q = __float2int_rn(v * id);
+        qs[(int64_t)t * cols + 32 * b + lane] = (int8_t)q;
+        const int sum = warp_sum_int(q);
+        if (lane == 0) {
+            if (Q81) {
+                ds[(int64_t)t * 2 * nb + 2 * b] = qd_f16_round(d);
+                ds[(int64_t)t * 2 * nb + 2 * b + 1] = qd_f16_round(d * (float)sum);
+            } else {
+                ds[(int64_t)t * nb + b] = qd_f16_round(d);
+            }
+        }
+    }
+}
+
+/* Q8_K: one 256-thread block per 256-block. max = the value of largest magnitude (the
+ * first such), iscale = -127/max, q = min(round-half-even(iscale * x), 127), d = 1/iscale. */
+static __global__ void __launch_bounds__(256) quant_q8_K_kernel(const float *__restrict__ x, int64_t ldx, int cols,
+                                                                int T, int8_t *__restrict__ qs,
+                                                                float *__restrict__ d) {
+    __shared__ float s_ax[8];
+    __shared__ int s_idx[8];
+    __shared__ float s_max, s_amax;
+    const int nb = cols / 256, i = threadIdx.x, lane = i & 31, warp = i >> 5;
+    for (int64_t g = blockIdx.x; g < (int64_t)T * nb; g += gridDim.x) {
+        const int t = (int)(g / nb), b = (int)(g % nb);
+        const float *xb = x + t * ldx + 256 * b;
+        const float v = xb[i];
+        float ax = fabsf(v);
+        int idx = i;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float oa = __shfl_xor_sync(0xffffffffu, ax, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (oa > ax || (oa == ax && oi < idx)) {
+                ax = oa;
+                idx = oi;
+            }
+        }
+        if (lane == 0) {
+            s_ax[warp] = ax;
+            s_idx[warp] = idx;
+        }
+        __syncthreads();
+        if (i == 0) {
+            float best = s_ax[0];
+            int bi = s_idx[0];
+            for (int w = 1; w < 8; w++)
+                if (s_ax[w] > best || (s_ax[w] == best && s_idx[w] < bi)) {
+                    best = s_ax[w];
+                    bi = s_idx[w];
+                }
+            s_amax = best;
+            s_max = xb[bi];
+        }
+        __syncthreads();
+        const float amax = s_amax, mx = s_max;
+        int8_t q = 0;
+        if (amax != 0.0f) {
+            const float iscale = -127.f / mx;
+            const int vq = __float2int_rn(iscale * v);
+            q = (int8_t)(vq < 127 ? vq : 127);
+            if (i == 0) d[(int64_t)t * nb + b] = 1 / iscale;
+        } else if (i == 0) {
+            d[(int64_t)t * nb + b] = 0.0f;
+        }
+        qs[(int64_t)t * cols + 256 * b + i] = q;
+        __syncthreads(); /* the shared values are rewritten by the next block */
+    }
+}
+
+/* ---- the product ---- */
+
+template <int TYPE>
+static __device__ __forceinline__ float unit_dot(const uint8_t *row, int u, const int8_t *a, const float *ad) {
+    if (TYPE == DT_Q4_0) return qd_dot_q4_0(row, u, a, ad);
+    if (TYPE == DT_Q4_1) return qd_dot_q4_1(row, u, a, ad);
+    if (TYPE == DT_Q8_0) return qd_dot_q8_0(row, u, a, ad);
+    if (TYPE == DT_Q4_K) return qd_dot_q4_K(row, u, a, ad);
+    return qd_dot_q6_K(row, u, a, ad);
+}
+
+/* Warp per row, tokens [blockIdx.y * NT, + NT). aq: [T][cols] quants; ad: T rows of sstride
+ * scales. */
+template <int TYPE, int NT>
+static __global__ void __launch_bounds__(MMV_WARPS * 32)
+    mmv_q_kernel(float *__restrict__ y, int64_t ldy, const uint8_t *__restrict__ W, int64_t row_bytes, int rows,
+                 int cols, const int8_t *__restrict__ aq, const float *__restrict__ ad, int sstride, int T) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r = blockIdx.x * MMV_WARPS + warp;
+    if (r >= rows) return; /* a whole warp leaves; no block-wide sync below */
+    const int t0 = blockIdx.y * NT;
+    const int nt = min(NT, T - t0);
+    const int nu = cols / 32;
+    const uint8_t *row = W + r * row_bytes;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int u = lane; u < nu; u += 32) {
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+            if (t < nt)
+                acc[t] += unit_dot<TYPE>(row, u, aq + (int64_t)(t0 + t) * cols, ad + (int64_t)(t0 + t) * sstride);
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const float v = warp_sum(acc[t]);
+        if (lane == 0 && t < nt) y[(int64_t)(t0 + t) * ldy + r] = v;
+    }
+}
+
+template <int TYPE>
+static void launch_mmv_q(struct cuda_ctx *c, float *y, int64_t ldy, const struct bweight *w, const int8_t *aq,
+                         const float *ad, int sstride, int T) {
+    const int64_t rb = dtype_row_bytes(w->type, w->cols);
+    const uint8_t *W = (const uint8_t *)w->data;
+    if (T <= 1) {
+        dim3 grid(cuda_blocks(w->rows, MMV_WARPS), 1);
+        mmv_q_kernel<TYPE, 1><<<grid, MMV_WARPS * 32, 0, c->stream>>>(y, ldy, W, rb, w->rows, w->cols, aq, ad, sstride, T);
+    } else {
+        dim3 grid(cuda_blocks(w->rows, MMV_WARPS), cuda_blocks(T, MMV_T));
+        mmv_q_kernel<TYPE, MMV_T><<<grid, MMV_WARPS * 32, 0, c->stream>>>(y, ldy, W, rb, w->rows, w->cols, aq, ad,
+                                                                          sstride, T);
+    }
+    CUDA_LAUNCH_CHECK(c->stream, "mmv_q_kernel");
+}
+
+void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                   const struct bweight *w) {
+    const int cols = w->cols;
+    const int kblock = (w->type == DT_Q4_K || w->type == DT_Q6_K) ? 256 : 32;
+    if (cols % kblock) FATAL("cuda_matmul_q: %d columns of %s are not whole blocks", cols, dtype_name(w->type));
+    const int nb = cols / kblock;
+    const int sstride = w->type == DT_Q4_1 ? 2 * nb : nb;
+    /* quants first (16-byte aligned), then the scales */
+    const size_t qbytes = ((size_t)T * (size_t)cols + 255) & ~(size_t)255;
+    char *ws = (char *)cuda_ws(c, qbytes + sizeof(float) * (size_t)T * (size_t)sstride);
+    int8_t *aq = (int8_t *)ws;
+    float *ad = (float *)(ws + qbytes);
+    if (kblock == 256) {
+        const int64_t n = (int64_t)T * nb;
+        quant_q8_K_kernel<<<(unsigned)(n < 65535 ? n : 65535), 256, 0, c->stream>>>(x, ldx, cols, T, aq, ad);
+        CUDA_LAUNCH_CHECK(c->stream, "quant_q8_K_kernel");
+    } else {
+        const int64_t warps = (int64_t)T * nb;
+        const unsigned blocks = cuda_blocks(warps < 65535 * 8 ? warps : 65535 * 8, 8);
+        if (w->type == DT_Q4_1)
+            quant_q8_32_kernel<true><<<blocks, 256, 0, c->stream>>>(x, ldx, cols, T, aq, ad);
+        else
+            quant_q8_32_kernel<false><<<blocks, 256, 0, c->stream>>>(x, ldx, cols, T, aq, ad);
+        CUDA_LAUNCH_CHECK(c->stream, "quant_q8_32_kernel");
+    }
+    switch (w->type) {
+    case DT_Q4_0: launch_mmv_q<DT_Q4_0>(c, y, ldy, w, aq, ad, sstride, T); break;
+    case DT_Q4_1: launch_mmv_q<DT_Q4_1>(c, y, ldy, w, aq, ad, sstride, T); break;
+    case DT_Q8_0: launch_mmv_q<DT_Q8_0>(c, y, ldy, w, aq, ad, sstride, T); break;
+    case DT_Q4_K: launch_mmv_q<DT_Q4_K>(c, y, ldy, w, aq, ad, sstride, T); break;
+    case DT_Q6_K: launch_mmv_q<DT_Q6_K>(c, y, ldy, w, aq, ad, sstride, T); break;
+    default: FATAL("cuda_matmul_q: weight type %s is not quantized", dtype_name(w->type));
+    }
+}

@@ -1,0 +1,43 @@
+/* Internal to kernels/cuda: the launchers each .cu file exports to backend_cuda.cu, which
+ * wires them into the op table. Every launcher queues work on c->stream and returns. */
+#ifndef TPD_CUDA_OPS_CUH
+#define TPD_CUDA_OPS_CUH
+
+#include "cuda_common.cuh"
+
+extern "C" {
+#include "../backend.h"
+}
+
+/* matmul.cu: y[t*ldy + r] = sum_k W[r][k] x[t*ldx + k], every weight type */
+void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                 const struct bweight *w);
+/* matmul_q.cu: the quantized types (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) */
+void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                   const struct bweight *w);
+
+/* elementwise.cu: the ops of kernels/backend.h with the same names and meaning */
+void cuda_embed(struct cuda_ctx *c, float *x, const int32_t *tok, int T, const struct bweight *table, int row0);
+void cuda_rmsnorm(struct cuda_ctx *c, float *y, const float *x, const float *w, int T, int n, float eps);
+void cuda_head_rmsnorm(struct cuda_ctx *c, float *x, int64_t ld, int T, int n_heads, int hd, const float *w,
+                       float eps);
+void cuda_add_bias(struct cuda_ctx *c, float *x, int64_t ld, int T, int n, const float *b);
+void cuda_rope(struct cuda_ctx *c, float *x, int64_t ld, int T, int n_heads, int hd, const int32_t *pos,
+               const float *inv_freq, int neox);
+void cuda_kv_store(struct cuda_ctx *c, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v,
+                   int64_t ld, int n_kv, int hd, const struct attn_batch *b);
+void cuda_silu_mul(struct cuda_ctx *c, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T,
+                   int n);
+void cuda_gather_rows(struct cuda_ctx *c, float *dst, const float *src, const int32_t *idx, int n_rows, int n);
+void cuda_add(struct cuda_ctx *c, float *x, const float *y, size_t n);
+
+/* attention.cu */
+void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
+                    int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
+                    const struct attn_batch *b);
+
+/* sampling.cu: results written to device arrays */
+void cuda_argmax(struct cuda_ctx *c, const float *logits, int n_rows, int n, int32_t *idx);
+void cuda_topk(struct cuda_ctx *c, const float *logits, int n_rows, int n, int k, int32_t *idx, float *val);
+
+#endif

@@ -1,0 +1,264 @@
+#include "synthetic.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/err.h"
+#include "../util/fatal.h"
+#include "../util/half.h"
+
+struct geometry {
+    const char *name;
+    struct model_hparams hp;
+};
+
+/* The published configurations (config.json of each model). */
+static const struct geometry GEOMETRIES[] = {
+    {"llama3-8b",
+     {.arch = ARCH_LLAMA, .n_layers = 32, .dim = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
+      .ffn_dim = 14336, .vocab_size = 128256, .max_ctx = 131072, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
+      .rope_neox = 1, .rope_scaling_llama3 = 1, .rope_factor = 8.0f, .rope_low_freq_factor = 1.0f,
+      .rope_high_freq_factor = 4.0f, .rope_orig_ctx = 8192, .bos_id = -1, .eos_id = -1}},
+    {"llama3-70b",
+     {.arch = ARCH_LLAMA, .n_layers = 80, .dim = 8192, .n_heads = 64, .n_kv_heads = 8, .head_dim = 128,
+      .ffn_dim = 28672, .vocab_size = 128256, .max_ctx = 131072, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
+      .rope_neox = 1, .rope_scaling_llama3 = 1, .rope_factor = 8.0f, .rope_low_freq_factor = 1.0f,
+      .rope_high_freq_factor = 4.0f, .rope_orig_ctx = 8192, .bos_id = -1, .eos_id = -1}},
+    {"qwen2.5-72b",
+     {.arch = ARCH_QWEN2, .n_layers = 80, .dim = 8192, .n_heads = 64, .n_kv_heads = 8, .head_dim = 128,
+      .ffn_dim = 29568, .vocab_size = 152064, .max_ctx = 32768, .norm_eps = 1e-6f, .rope_theta = 1000000.0f,
+      .rope_neox = 1, .qkv_bias = 1, .bos_id = -1, .eos_id = -1}},
+    /* small enough for the CPU backend and the tests */
+    {"tiny",
+     {.arch = ARCH_LLAMA, .n_layers = 2, .dim = 256, .n_heads = 4, .n_kv_heads = 2, .head_dim = 64, .ffn_dim = 512,
+      .vocab_size = 1000, .max_ctx = 4096, .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_neox = 1, .bos_id = -1,
+      .eos_id = -1}},
+};
+
+/* A host pool of random values in one type, uploaded slice after slice: every matrix gets
+ * data of the right distribution (uniform, variance 1/cols, so activations keep their scale
+ * through the layers) without generating gigabytes on the host. */
+struct pool {
+    enum dtype type;
+    int cols;
+    size_t bytes;
+    unsigned char *data;
+    size_t at;
+};
+
+enum { POOL_BYTES = 16 << 20, N_POOLS = 4 };
+
+struct synth {
+    struct model *m;
+    enum dtype type;
+    struct pool pools[N_POOLS];
+    uint64_t rng;
+};
+
+static uint32_t rnd(struct synth *s) {
+    s->rng ^= s->rng << 13;
+    s->rng ^= s->rng >> 7;
+    s->rng ^= s->rng << 17;
+    return (uint32_t)(s->rng >> 16);
+}
+
+static float rnd_uniform(struct synth *s, float a) { return a * ((float)(rnd(s) & 0xffffff) / 8388608.0f - 1.0f); }
+
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+static struct pool *pool_for(struct synth *s, int cols) {
+    for (int i = 0; i < N_POOLS; i++)
+        if (s->pools[i].data && s->pools[i].cols == cols) return &s->pools[i];
+    struct pool *p = NULL;
+    for (int i = 0; i < N_POOLS && !p; i++)
+        if (!s->pools[i].data) p = &s->pools[i];
+    if (!p) FATAL("synthetic: more than %d distinct row lengths", N_POOLS);
+    const float a = sqrtf(3.0f / (float)cols); /* uniform(-a, a) has variance 1/cols */
+    p->type = s->type;
+    p->cols = cols;
+    p->bytes = POOL_BYTES;
+    p->data = xmalloc(p->bytes);
+    p->at = 0;
+    if (s->type == DT_Q8_0) { /* 34-byte blocks: f16 scale, 32 int8 */
+        size_t nb = p->bytes / 34;
+        p->bytes = nb * 34;
+        for (size_t b = 0; b < nb; b++) {
+            unsigned char *w = p->data + b * 34;
+            uint16_t d = f32_to_half(a / 127.0f);
+            memcpy(w, &d, 2);
+            for (int j = 0; j < 32; j++) w[2 + j] = (unsigned char)(int8_t)((int)(rnd(s) % 255) - 127);
+        }
+    } else if (s->type == DT_F32) {
+        for (size_t i = 0; i < p->bytes / 4; i++) {
+            float v = rnd_uniform(s, a);
+            memcpy(p->data + 4 * i, &v, 4);
+        }
+    } else {
+        for (size_t i = 0; i < p->bytes / 2; i++) {
+            float v = rnd_uniform(s, a);
+            uint16_t h = s->type == DT_F16 ? f32_to_half(v) : to_bf16(v);
+            memcpy(p->data + 2 * i, &h, 2);
+        }
+    }
+    return p;
+}
+
+/* rows x cols of the synthetic type, filled from the pool for that row length. */
+static void make_matrix(struct synth *s, struct bweight *w, int rows, int cols) {
+    struct backend *be = s->m->be;
+    int64_t rb = dtype_row_bytes(s->type, cols);
+    size_t bytes = (size_t)rb * (size_t)rows;
+    *w = (struct bweight){be->alloc(be->ctx, bytes ? bytes : 1), s->type, rows, cols};
+    s->m->weight_bytes += bytes;
+    struct pool *p = pool_for(s, cols);
+    /* whole blocks per piece: the pool is a whole number of blocks, and so is every offset */
+    const size_t unit = (size_t)dtype_block_bytes(s->type);
+    for (size_t done = 0; done < bytes;) {
+        size_t n = p->bytes - p->at;
+        if (n > bytes - done) n = bytes - done;
+        be->upload(be->ctx, (char *)w->data + done, p->data + p->at, n);
+        done += n;
+        /* move on by an odd number of blocks so that matrices do not repeat each other */
+        p->at = (p->at + n + 7 * unit) % p->bytes;
+        p->at -= p->at % unit;
+    }
+}
+
+static float *make_vec(struct synth *s, int n, float value, float jitter) {
+    struct backend *be = s->m->be;
+    float *h = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) h[i] = value + (jitter > 0 ? rnd_uniform(s, jitter) : 0.0f);
+    float *d = be->alloc(be->ctx, sizeof(float) * (size_t)(n ? n : 1));
+    be->upload(be->ctx, d, h, sizeof(float) * (size_t)n);
+    s->m->weight_bytes += sizeof(float) * (size_t)n;
+    free(h);
+    return d;
+}
+
+/* The rotary table of model.c's load_inv_freq, llama3 rule included. */
+static float *make_inv_freq(struct synth *s) {
+    const struct model_hparams *hp = &s->m->hp;
+    int half = hp->head_dim / 2;
+    float *f = xmalloc(sizeof(float) * (size_t)half);
+    for (int i = 0; i < half; i++) {
+        double inv = pow((double)hp->rope_theta, -2.0 * i / hp->head_dim);
+        if (hp->rope_scaling_llama3) {
+            double lo_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
+            double hi_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
+            double wl = 2 * M_PI / inv;
+            if (wl > lo_wl) {
+                inv /= hp->rope_factor;
+            } else if (wl >= hi_wl) {
+                double smooth = (hp->rope_orig_ctx / wl - hp->rope_low_freq_factor) /
+                                (hp->rope_high_freq_factor - hp->rope_low_freq_factor);
+                inv = (1 - smooth) * inv / hp->rope_factor + smooth * inv;
+            }
+        }
+        f[i] = (float)inv;
+    }
+    struct backend *be = s->m->be;
+    float *d = be->alloc(be->ctx, sizeof(float) * (size_t)half);
+    be->upload(be->ctx, d, f, sizeof(float) * (size_t)half);
+    free(f);
+    return d;
+}
+
+static int parse_geometry(const char *spec, const struct geometry **g, enum dtype *type, char *err) {
+    char name[64];
+    const char *colon = strchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (len >= sizeof name) return err_set(err, "synthetic model \"%s\": name too long", spec);
+    memcpy(name, spec, len);
+    name[len] = 0;
+    *g = NULL;
+    for (size_t i = 0; i < sizeof GEOMETRIES / sizeof *GEOMETRIES; i++)
+        if (!strcmp(GEOMETRIES[i].name, name)) *g = &GEOMETRIES[i];
+    if (!*g) return err_set(err, "synthetic model \"%s\": expected llama3-8b, llama3-70b, qwen2.5-72b or tiny", name);
+    *type = DT_BF16;
+    if (colon) {
+        const char *t = colon + 1;
+        if (!strcmp(t, "bf16")) *type = DT_BF16;
+        else if (!strcmp(t, "f16")) *type = DT_F16;
+        else if (!strcmp(t, "f32")) *type = DT_F32;
+        else if (!strcmp(t, "q8_0")) *type = DT_Q8_0;
+        else return err_set(err, "synthetic model \"%s\": weight type \"%s\" (bf16, f16, f32 or q8_0)", spec, t);
+    }
+    return 0;
+}
+
+int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank, char *err) {
+    memset(m, 0, sizeof *m);
+    const struct geometry *g = NULL;
+    enum dtype type = DT_BF16;
+    if (parse_geometry(geometry, &g, &type, err)) return -1;
+    m->be = be;
+    m->hp = g->hp;
+    const struct model_hparams *hp = &m->hp;
+    const int blk = dtype_block_elems(type);
+    if (hp->dim % blk || hp->ffn_dim % blk || (hp->n_heads * hp->head_dim) % blk)
+        return err_set(err, "synthetic model \"%s\": rows are not whole %s blocks", geometry, dtype_name(type));
+    if (shard_plan_make(&m->sp, hp, tp, rank, blk, blk, err)) return -1;
+    const struct shard_plan *sp = &m->sp;
+    struct synth s = {.m = m, .type = type, .rng = 0x2545f4914f6cdd1dull ^ (uint64_t)(rank + 1)};
+    const int hd = hp->head_dim;
+
+    make_matrix(&s, &m->tok_embd, sp->n_vocab, hp->dim);
+    make_matrix(&s, &m->output, sp->n_vocab, hp->dim);
+    m->output_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
+    m->inv_freq = make_inv_freq(&s);
+    m->layers = xcalloc((unsigned long)hp->n_layers, sizeof *m->layers);
+    for (int il = 0; il < hp->n_layers; il++) {
+        struct layer_weights *lw = &m->layers[il];
+        lw->attn_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
+        lw->ffn_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
+        lw->qkv_fused = 1;
+        make_matrix(&s, &lw->qkv[0], (sp->n_q + 2 * sp->n_kv) * hd, hp->dim);
+        if (hp->qkv_bias) lw->qkv_bias = make_vec(&s, (sp->n_q + 2 * sp->n_kv) * hd, 0.0f, 0.1f);
+        make_matrix(&s, &lw->wo, hp->dim, sp->wo_ncols);
+        lw->gate_up_fused = 1;
+        make_matrix(&s, &lw->gate_up[0], 2 * sp->n_ffn, hp->dim);
+        make_matrix(&s, &lw->down, hp->dim, sp->n_ffn);
+    }
+    be->sync(be->ctx); /* before the pools go: a backend may still be reading them */
+    for (int i = 0; i < N_POOLS; i++) free(s.pools[i].data);
+    return 0;
+}
+
+void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_tokens, int max_tokens,
+                        size_t mem_bytes, struct mem_plan *out) {
+    const struct model_hparams *hp = &m->hp;
+    const struct shard_plan *sp = &m->sp;
+    memset(out, 0, sizeof *out);
+    const size_t f = sizeof(float), T = (size_t)(max_tokens > 0 ? max_tokens : 1);
+    out->weights = m->weight_bytes;
+    out->kv_per_token = 2 * (size_t)hp->n_layers * (size_t)sp->n_kv * (size_t)hp->head_dim * (kv_type == DT_F32 ? 4 : 2);
+    out->kv = out->kv_per_token * (size_t)(kv_tokens > 0 ? kv_tokens : 0);
+    const size_t qkv = (size_t)(sp->n_q + 2 * sp->n_kv) * (size_t)hp->head_dim;
+    out->activations = T * f * (3 * (size_t)hp->dim + qkv + (size_t)sp->wo_ncols + 3 * (size_t)sp->n_ffn) +
+                       T * f * ((size_t)hp->dim + (size_t)sp->n_vocab) + T * 6 * sizeof(int32_t);
+    /* the largest scratch an op asks for: 16-bit activations of the widest matrix input, or
+     * the decode attention's split partials; plus what cuBLAS keeps for itself */
+    size_t widest = (size_t)hp->dim > (size_t)sp->n_ffn ? (size_t)hp->dim : (size_t)sp->n_ffn;
+    if ((size_t)sp->wo_ncols > widest) widest = (size_t)sp->wo_ncols;
+    size_t ws = T * widest * 2;
+    size_t att = 64 * (size_t)sp->n_q * 32 * ((size_t)hp->head_dim + 2) * f;
+    out->workspace = (ws > att ? ws : att) + ((size_t)64 << 20);
+    out->total = out->weights + out->kv + out->activations + out->workspace;
+    size_t rest = out->weights + out->activations + out->workspace;
+    out->kv_tokens_fit = mem_bytes > rest && out->kv_per_token ? (long long)((mem_bytes - rest) / out->kv_per_token) : 0;
+}
+
+void synthetic_mem_plan_format(const struct mem_plan *p, char *buf, size_t len) {
+    const double G = 1073741824.0;
+    snprintf(buf, len,
+             "memory plan per rank: weights %.2f GiB, KV cache %.2f GiB (%.1f KiB per token), activations %.2f GiB, "
+             "workspace %.2f GiB, total %.2f GiB; KV tokens that fit: %lld",
+             p->weights / G, p->kv / G, p->kv_per_token / 1024.0, p->activations / G, p->workspace / G, p->total / G,
+             p->kv_tokens_fit);
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The short table tests/gpu/run prints last: every check's status (from the JSON lines of
+the checks) and every benchmark as a ratio to the floors measured in the same run
+(streaming-read bandwidth, D2D copy, cuBLAS BF16 GEMM), from the BENCH lines of the logs.
+
+Usage: table.py RESULTS.jsonl LOG...      Exit status 1 if a check failed."""
+import json
+import re
+import sys
+
+
+def bench_lines(paths):
+    out = []
+    for p in paths:
+        try:
+            for line in open(p, errors="replace"):
+                m = re.match(r"BENCH (\S+) (.*)", line.strip())
+                if m:
+                    kv = dict(re.findall(r"(\w+)=(\S+)", m.group(2)))
+                    out.append((m.group(1), kv))
+        except OSError:
+            pass
+    return out
+
+
+def main():
+    results = []
+    if len(sys.argv) > 1:
+        try:
+            results = [json.loads(ln) for ln in open(sys.argv[1]) if ln.strip()]
+        except OSError:
+            pass
+    benches = bench_lines(sys.argv[2:])
+    rows = [(r["name"], r["status"], r.get("detail", "")) for r in results]
+    floor = {}
+    for kind, kv in benches:
+        if kind == "stream_read":
+            floor["read"] = float(kv["GBps"])
+        elif kind == "d2d_copy":
+            floor["copy"] = float(kv["GBps"])
+        elif kind == "gemm_bf16":
+            floor["gemm"] = float(kv["TFLOPs"])
+    if "read" in floor:
+        rows.append(("floor: streaming read", "", f"{floor['read']:.0f} GB/s"))
+    if "copy" in floor:
+        rows.append(("floor: D2D copy (read+write)", "", f"{floor['copy']:.0f} GB/s"))
+    if "gemm" in floor:
+        rows.append(("floor: cuBLAS BF16 GEMM", "", f"{floor['gemm']:.0f} TFLOP/s"))
+    for kind, kv in benches:
+        if kind == "decode":
+            bw = float(kv["stream_GBps"])
+            ratio = f", {100 * bw / floor['read']:.0f}% of streaming read" if "read" in floor else ""
+            status = ""
+            if kv["batch"] == "1" and "read" in floor:
+                status = "PASS" if bw >= 0.75 * floor["read"] else "BELOW"
+            rows.append((f"decode {kv['model']} tp{kv['tp']} batch {kv['batch']} ctx {kv['ctx']}", status,
+                         f"{float(kv['tok_s']):.1f} tok/s, {kv['ms_step']} ms/step, {bw:.0f} GB/s{ratio}"))
+        elif kind == "prefill":
+            tf = float(kv["TFLOPs"])
+            ratio = f", {100 * tf / floor['gemm']:.0f}% of GEMM peak" if "gemm" in floor else ""
+            rows.append((f"prefill {kv['model']} tp{kv['tp']} {kv['tokens']} tokens", "",
+                         f"{float(kv['tok_s']):.0f} tok/s, {tf:.0f} TFLOP/s{ratio}"))
+        elif kind == "allreduce":
+            rows.append((f"all-reduce {kv['comm']} {kv['ranks']} ranks {int(kv['bytes']) // 1024} KiB",
+                         "PASS" if kv.get("check") == "ok" else "FAIL",
+                         f"{float(kv['us']):.1f} us, bus {float(kv['busbw_GBps']):.1f} GB/s"))
+    w = max([len(r[0]) for r in rows] + [10])
+    print("\n" + "=" * 100)
+    print(f"{'check / benchmark':<{w}}  {'status':<6}  detail")
+    print("-" * 100)
+    for name, status, detail in rows:
+        print(f"{name:<{w}}  {status:<6}  {detail[:200]}")
+    n_fail = sum(1 for r in results if r["status"] == "FAIL")
+    n_pass = sum(1 for r in results if r["status"] == "PASS")
+    print("-" * 100)
+    print(f"{n_pass} passed, {n_fail} failed, {sum(1 for r in results if r['status'] == 'SKIP')} skipped")
+    return 1 if n_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

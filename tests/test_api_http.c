@@ -1,0 +1,347 @@
+// link: tpd_daemon
+/* The HTTP server's socket hygiene and request limits, with raw HTTP/1.1 over the Unix
+ * socket: the socket is born 0600 in a 0700 directory (or the configured mode and group);
+ * a live daemon on the path makes a second start fail; a stale socket file is replaced;
+ * a file that is not a socket is never removed; stopping unlinks the socket; the uid
+ * allow-list answers 403 to others; optional loopback TCP; and the answers that need no
+ * engine (404, 405, 413, conflicting framing) come in OpenAI's error shape. The generation endpoints are tested
+ * end to end by tests/py/test_server_*.py. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <arpa/inet.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "daemon/http.h"
+#include "daemon/metrics.h"
+#include "util/err.h"
+
+static char dir[64], sock[100];
+
+static int connect_unix(const char *path) {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, path, strlen(path) < sizeof sa.sun_path ? strlen(path) : sizeof sa.sun_path - 1);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Sends raw bytes, reads the whole answer (the request asks to close). Returns the
+ * status code; *body gets the answer (static buffer). */
+static int http_raw(const char *path, const char *req, size_t len, const char **body) {
+    static char buf[65536];
+    int fd = connect_unix(path);
+    assert_true(fd >= 0);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0) break; /* the server may answer and close before reading all */
+        off += (size_t)w;
+    }
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = recv(fd, buf + n, sizeof buf - 1 - n, 0)) > 0) n += (size_t)r;
+    buf[n] = 0;
+    close(fd);
+    int status = 0;
+    sscanf(buf, "HTTP/1.1 %d", &status);
+    const char *b = strstr(buf, "\r\n\r\n");
+    *body = b ? b + 4 : "";
+    return status;
+}
+
+static int http_req(const char *path, const char *req, const char **body) {
+    return http_raw(path, req, strlen(req), body);
+}
+
+static void fresh_paths(void) {
+    snprintf(dir, sizeof dir, "/tmp/tpd-test-http-%d", (int)getpid());
+    snprintf(sock, sizeof sock, "%s/sub/tpd.sock", dir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static struct server_config config(void) {
+    struct server_config c;
+    memset(&c, 0, sizeof c);
+    c.socket_path = sock;
+    c.model_name = "m";
+    c.max_body_bytes = 1000;
+    return c;
+}
+
+static void test_socket_created_private(void **state) {
+    (void)state;
+    fresh_paths();
+    struct server_config c = config();
+    struct http_server *h;
+    char err[ERR_LEN];
+    assert_int_equal(http_start(&h, &c, NULL, NULL, NULL, err), 0);
+    struct stat st;
+    char sub[100];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    assert_int_equal(stat(sub, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_int_equal(lstat(sock, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0600);
+
+    /* a second daemon on the same path refuses to start, and leaves the first alone */
+    struct http_server *h2;
+    assert_int_equal(http_start(&h2, &c, NULL, NULL, NULL, err), -1);
+    assert_non_null(strstr(err, "already listening"));
+    const char *body;
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+
+    /* stop accepting: the socket file goes, connections are refused */
+    http_stop_accepting(h);
+    assert_int_equal(lstat(sock, &st), -1);
+    assert_int_equal(connect_unix(sock), -1);
+    http_free(h);
+}
+
+static void test_stale_socket_replaced(void **state) {
+    (void)state;
+    fresh_paths();
+    char sub[100];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    /* what a crashed daemon leaves: a socket file nobody listens on */
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, sock, strlen(sock));
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    close(fd);
+    struct stat after;
+    assert_int_equal(lstat(sock, &after), 0);
+    assert_int_equal(connect_unix(sock), -1);
+    assert_int_equal(errno, ECONNREFUSED);
+    struct server_config c = config();
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    assert_int_equal(lstat(sock, &after), 0);
+    const char *body; /* a live socket in its place */
+    assert_int_equal(http_req(sock, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    http_free(h); /* also unlinks */
+    assert_int_equal(lstat(sock, &after), -1);
+}
+
+static void test_non_socket_never_removed(void **state) {
+    (void)state;
+    fresh_paths();
+    char sub[100];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    FILE *f = fopen(sock, "w");
+    fputs("precious", f);
+    fclose(f);
+    struct server_config c = config();
+    struct http_server *h;
+    char err[ERR_LEN];
+    assert_int_equal(http_start(&h, &c, NULL, NULL, NULL, err), -1);
+    assert_non_null(strstr(err, "not a socket"));
+    char buf[32] = "";
+    f = fopen(sock, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "precious");
+    /* nor a directory */
+    unlink(sock);
+    assert_int_equal(mkdir(sock, 0700), 0);
+    assert_int_equal(http_start(&h, &c, NULL, NULL, NULL, err), -1);
+    assert_non_null(strstr(err, "not a socket"));
+    struct stat st;
+    assert_int_equal(stat(sock, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+}
+
+static void test_mode_group_and_bad_configs(void **state) {
+    (void)state;
+    fresh_paths();
+    struct group *g = getgrgid(getgid());
+    assert_non_null(g);
+    struct server_config c = config();
+    c.socket_mode = 0660;
+    c.socket_group = g->gr_name;
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    struct stat st;
+    assert_int_equal(lstat(sock, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0660);
+    assert_int_equal(st.st_gid, getgid());
+    http_free(h);
+
+    c = config();
+    c.socket_group = "no-such-group-tpd";
+    assert_int_equal(http_start(&h, &c, NULL, NULL, NULL, err), -1);
+    assert_non_null(strstr(err, "no-such-group-tpd"));
+    assert_int_equal(lstat(sock, &st), -1); /* nothing left behind */
+
+    char longp[200];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[0] = '/';
+    longp[sizeof longp - 1] = 0;
+    c = config();
+    c.socket_path = longp;
+    assert_int_equal(http_start(&h, &c, NULL, NULL, NULL, err), -1);
+    assert_non_null(strstr(err, "longer than"));
+
+    unsigned uid = (unsigned)getuid();
+    c = config();
+    c.allowed_uids = &uid;
+    c.n_allowed_uids = 1;
+    c.tcp_port = 18123;
+    assert_int_equal(http_start(&h, &c, NULL, NULL, NULL, err), -1);
+    assert_non_null(strstr(err, "TCP"));
+}
+
+static void test_peer_uid_allow_list(void **state) {
+    (void)state;
+    fresh_paths();
+    struct metrics *m = metrics_new();
+    unsigned other = (unsigned)getuid() + 4242, mine = (unsigned)getuid();
+    struct server_config c = config();
+    c.allowed_uids = &other;
+    c.n_allowed_uids = 1;
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, m, err)) fail_msg("%s", err);
+    const char *body;
+    assert_int_equal(http_req(sock, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 403);
+    assert_non_null(strstr(body, "\"type\":\"permission_error\""));
+    http_free(h);
+
+    unsigned list[2] = {other, mine};
+    c.allowed_uids = list;
+    c.n_allowed_uids = 2;
+    if (http_start(&h, &c, NULL, NULL, m, err)) fail_msg("%s", err);
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    http_free(h);
+    char *text;
+    size_t len;
+    assert_int_equal(metrics_render(m, NULL, &text, &len), 0);
+    assert_non_null(strstr(text, "tpd_requests_total{code=\"403\"} 1\n"));
+    assert_non_null(strstr(text, "tpd_requests_total{code=\"404\"} 1\n"));
+    free(text);
+    metrics_free(m);
+}
+
+static void test_limits_and_framing(void **state) {
+    (void)state;
+    fresh_paths();
+    struct server_config c = config(); /* max body 1000 bytes */
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    const char *body;
+    int st = http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body);
+    assert_int_equal(st, 404);
+    assert_non_null(strstr(body, "{\"error\":{\"message\":\"no such endpoint: /nope\",\"type\":\"not_found_error\""));
+    st = http_req(sock, "GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body);
+    assert_int_equal(st, 405);
+    st = http_req(sock, "DELETE /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body);
+    assert_int_equal(st, 405);
+    /* a declared length over the limit is refused before any of the body is read */
+    st = http_req(sock, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\nConnection: close\r\n\r\n", &body);
+    assert_int_equal(st, 413);
+    assert_non_null(strstr(body, "1000"));
+    /* a chunked body that grows past it */
+    char big[8192];
+    int n = snprintf(big, sizeof big, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    for (int i = 0; i < 3; i++) {
+        n += snprintf(big + n, sizeof big - (size_t)n, "258\r\n");
+        memset(big + n, 'a', 600);
+        n += 600;
+        n += snprintf(big + n, sizeof big - (size_t)n, "\r\n");
+    }
+    n += snprintf(big + n, sizeof big - (size_t)n, "0\r\n\r\n");
+    assert_int_equal(http_raw(sock, big, (size_t)n, &body), 413);
+    /* request smuggling shapes */
+    st = http_req(sock, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", &body);
+    assert_int_equal(st, 400);
+    assert_non_null(strstr(body, "Transfer-Encoding"));
+    st = http_req(sock, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", &body);
+    assert_int_equal(st, 400);
+    st = http_req(sock, "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\nConnection: close\r\n\r\n{}", &body);
+    assert_int_equal(st, 400);
+    /* still serving after all that */
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    http_free(h);
+}
+
+/* Loopback TCP, off by default: when a port is given it serves there too, on 127.0.0.1. */
+static void test_loopback_tcp(void **state) {
+    (void)state;
+    fresh_paths();
+    /* a free port: bind to 0, read it back, release it */
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    assert_int_equal(bind(probe, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(getsockname(probe, (struct sockaddr *)&sa, &sl), 0);
+    int port = ntohs(sa.sin_port);
+    close(probe);
+    struct server_config c = config();
+    c.tcp_port = port;
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    const char *req = "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_int_equal(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+    char buf[4096];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = recv(fd, buf + n, sizeof buf - 1 - n, 0)) > 0) n += (size_t)r;
+    buf[n] = 0;
+    close(fd);
+    assert_non_null(strstr(buf, "HTTP/1.1 404"));
+    const char *body;
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    http_stop_accepting(h); /* both listeners close */
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_not_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    close(fd);
+    http_free(h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_socket_created_private),
+        cmocka_unit_test(test_stale_socket_replaced),
+        cmocka_unit_test(test_non_socket_never_removed),
+        cmocka_unit_test(test_mode_group_and_bad_configs),
+        cmocka_unit_test(test_peer_uid_allow_list),
+        cmocka_unit_test(test_limits_and_framing),
+        cmocka_unit_test(test_loopback_tcp),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) rc = 1;
+    return rc;
+}

@@ -1,0 +1,34 @@
+/* Chat prompts: renders a model's chat template (tokenizer_config.json / GGUF
+ * tokenizer.chat_template) with messages, add_generation_prompt, bos_token and eos_token,
+ * the way HF's apply_chat_template does. Load once (a template the engine cannot handle
+ * fails here, not at request time); render from any thread. */
+#ifndef TPD_TOK_CHAT_H
+#define TPD_TOK_CHAT_H
+
+#include <stddef.h>
+
+struct tokenizer;
+struct jtemplate;
+
+struct chat_template {
+    struct jtemplate *tpl;
+    char *bos, *eos; /* token texts, "" when the model has none */
+};
+
+/* src NULL: the tokenizer's own template (error if it has none). */
+int chat_template_load(struct chat_template *ct, const struct tokenizer *t, const char *src,
+                       char *err);
+void chat_template_free(struct chat_template *ct);
+
+/* messages_json: a JSON array of {"role": ..., "content": ...} objects (any extra keys are
+ * passed through). extra_json: NULL or a JSON object of more template variables. *out is
+ * malloc'd and NUL-terminated. Returns 0, or -1 with err. */
+int chat_template_render(const struct chat_template *ct, const char *messages_json,
+                         int add_generation_prompt, const char *extra_json, char **out,
+                         size_t *out_len, char *err);
+
+/* Renders a template source against a JSON object of variables (tests, tools). */
+int chat_render_json(const char *src, size_t src_len, const char *context_json, char **out,
+                     size_t *out_len, char *err);
+
+#endif

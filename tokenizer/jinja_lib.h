@@ -1,0 +1,43 @@
+/* The chat-template engine's library: str/dict methods, globals (range, namespace,
+ * raise_exception, strftime_now), loop objects and string helpers with Python's semantics;
+ * filters and tests are in jinja_filters.c. */
+#ifndef TPD_TOK_JINJA_LIB_H
+#define TPD_TOK_JINJA_LIB_H
+
+#include "jinja.h"
+
+int64_t jl_int(struct jv v);
+double jl_num(struct jv v);
+int64_t jl_strlen(struct jv s);              /* in codepoints */
+struct jv jl_str_slice(struct rs *r, struct jv s, int64_t start, int64_t stop, int64_t step);
+int jl_contains(struct rs *r, struct jv container, struct jv item);
+/* A list to iterate over (dict -> keys, str -> chars, undefined -> empty). */
+struct jv jl_iterable(struct rs *r, struct jv v);
+struct jv jl_loop_object(struct rs *r, struct jv items, size_t i);
+/* Bound method value for obj.name, or undefined when obj has no such method. */
+struct jv jl_method(struct rs *r, struct jv obj, const char *name);
+struct jv jl_global(struct rs *r, const char *name);
+struct jv jl_call_builtin(struct rs *r, struct jfunc *f, struct jv *args, size_t n,
+                          struct jv *kwn, struct jv *kwv, size_t nkw);
+struct jv jl_filter(struct rs *r, const char *name, struct jv v, struct jv *args, size_t n,
+                    struct jv *kwn, struct jv *kwv, size_t nkw);
+/* markupsafe.escape: Markup stays, anything else is escaped into Markup. */
+struct jv jl_escape(struct rs *r, struct jv v);
+int jl_test(struct rs *r, const char *name, struct jv v, struct jv *args, size_t n);
+
+/* ---- helpers shared with jinja_filters.c ---- */
+struct cps { uint32_t *v; size_t n; };  /* a string as codepoints, in the render arena */
+int jl_to_cps(struct rs *r, struct jv s, struct cps *c);
+struct jv jl_from_cps(struct rs *r, const uint32_t *v, size_t n);
+int jl_py_space(uint32_t c);                 /* Python's str.isspace */
+struct jv jl_strip(struct rs *r, struct jv s, struct jv chars, int left, int right);
+/* mode 0 lower, 1 upper, 2 capitalize, 3 jinja2's title */
+struct jv jl_map_case(struct rs *r, struct jv s, int mode);
+struct jv jl_split(struct rs *r, struct jv s, struct jv sep, int64_t maxsplit);
+struct jv jl_replace(struct rs *r, struct jv s, struct jv old, struct jv new, int64_t count);
+struct jv jl_items_of(struct rs *r, struct jv d);  /* dict -> list of [key, value] */
+/* positional-or-keyword argument pos/name, or def */
+struct jv jl_arg(struct jv *args, size_t n, struct jv *kwn, struct jv *kwv, size_t nkw,
+                 size_t pos, const char *name, struct jv def);
+
+#endif

@@ -1,0 +1,522 @@
+#include "tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "../util/err.h"
+
+struct tokenizer *tokenizer_alloc(char *err) {
+    struct tokenizer *t = calloc(1, sizeof(*t));
+    if (!t) { err_set(err, "out of memory"); return NULL; }
+    t->bos = t->eos = t->eot = t->unk = t->pad = -1;
+    t->bpe.unk = -1;
+    pthread_mutex_init(&t->cache_lock, NULL);
+    return t;
+}
+
+void tokenizer_free(struct tokenizer *t) {
+    if (!t) return;
+    if (t->dec)
+        for (uint32_t i = 0; i < t->v.n; i++) free(t->dec[i]);
+    free(t->dec);
+    free(t->dec_len);
+    for (size_t i = 0; i < t->n_added; i++) free(t->added[i].s);
+    free(t->added);
+    free(t->trie);
+    free(t->prefix_ids);
+    free(t->suffix_ids);
+    free(t->eog);
+    free(t->chat_template);
+    free(t->bos_text);
+    free(t->eos_text);
+    vocab_free(&t->v);
+    pretok_free(&t->pt);
+    bpe_cache_free(t->cache);
+    pthread_mutex_destroy(&t->cache_lock);
+    free(t);
+}
+
+int tokenizer_add_token(struct tokenizer *t, int32_t id, const char *s, size_t len, int special,
+                        int lstrip, int rstrip, int single_word, char *err) {
+    if (id < 0 || (uint32_t)id >= t->v.n) return err_set(err, "added token id %d out of range", id);
+    if (len == 0 || len > 4096) return err_set(err, "added token %d has length %zu", id, len);
+    struct added_tok *a = realloc(t->added, (t->n_added + 1) * sizeof(*a));
+    if (!a) return err_set(err, "out of memory");
+    t->added = a;
+    char *c = malloc(len + 1);
+    if (!c) return err_set(err, "out of memory");
+    memcpy(c, s, len);
+    c[len] = 0;
+    a[t->n_added++] = (struct added_tok){id, c, (uint32_t)len, (uint8_t)!!special, (uint8_t)!!lstrip,
+                                          (uint8_t)!!rstrip, (uint8_t)!!single_word};
+    return 0;
+}
+
+/* ---- added-token trie: leftmost-longest match at each position ---- */
+
+static int trie_insert(struct tokenizer *t, size_t *cap, size_t idx, char *err) {
+    const struct added_tok *a = &t->added[idx];
+    uint32_t node = 0;
+    for (uint32_t i = 0; i < a->len; i++) {
+        uint8_t b = (uint8_t)a->s[i];
+        uint32_t c = t->trie[node].child, last = 0;
+        while (c && t->trie[c].byte != b) { last = c; c = t->trie[c].sibling; }
+        if (!c) {
+            if (t->n_trie == *cap) {
+                size_t nc = *cap * 2;
+                struct trie_node *p = realloc(t->trie, nc * sizeof(*p));
+                if (!p) return err_set(err, "out of memory");
+                t->trie = p;
+                *cap = nc;
+            }
+            c = (uint32_t)t->n_trie++;
+            t->trie[c] = (struct trie_node){-1, 0, 0, b};
+            if (last) t->trie[last].sibling = c;
+            else t->trie[node].child = c;
+        }
+        node = c;
+    }
+    /* the same text twice: the first entry wins, as in the references */
+    if (t->trie[node].tok < 0) t->trie[node].tok = (int32_t)idx;
+    return 0;
+}
+
+/* Texts that end generation when they are control tokens (llama.cpp's list). */
+static const char *const eog_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>", "<｜end▁of▁sentence｜>", NULL,
+};
+
+static int add_eog(struct tokenizer *t, int32_t id) {
+    if (id < 0) return 0;
+    for (size_t i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) return 0;
+    int32_t *p = realloc(t->eog, (t->n_eog + 1) * sizeof(*p));
+    if (!p) return -1;
+    t->eog = p;
+    t->eog[t->n_eog++] = id;
+    return 0;
+}
+
+/* Bytes a token stands for: byte-level tokens map back through the GPT-2 alphabet (raw
+ * UTF-8 when a character is outside it), SentencePiece tokens turn U+2581 into a space and
+ * <0xNN> into the byte; added tokens are their text. */
+static int decode_entry(struct tokenizer *t, uint32_t id, int is_added, char *err) {
+    const char *s = t->v.str[id];
+    size_t n = t->v.len[id];
+    char *o = malloc(n + 1);
+    if (!o) return err_set(err, "out of memory");
+    size_t k = 0;
+    int byte_tok = t->v.attr[id] == TOK_BYTE ||
+                   (!t->bpe.byte_level && n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' &&
+                    t->v.byte_fallback[strtol(s + 3, NULL, 16) & 0xFF] == (int32_t)id);
+    if (is_added) {
+        memcpy(o, s, n);
+        k = n;
+    } else if (byte_tok && n == 6) {
+        o[k++] = (char)strtol(s + 3, NULL, 16);
+    } else if (t->bpe.byte_level) {
+        int ok = 1;
+        for (size_t i = 0; i < n;) {
+            size_t l = utf8_valid_len((const uint8_t *)s + i, n - i);
+            int b = l ? utf8_cp_to_byte(utf8_decode((const uint8_t *)s + i, l)) : -1;
+            if (b < 0) { ok = 0; break; }
+            o[k++] = (char)b;
+            i += l;
+        }
+        if (!ok) { memcpy(o, s, n); k = n; }
+    } else {
+        for (size_t i = 0; i < n;) {
+            if (i + 3 <= n && !memcmp(s + i, "\xe2\x96\x81", 3)) { o[k++] = ' '; i += 3; }
+            else o[k++] = s[i++];
+        }
+    }
+    o[k] = 0;
+    t->dec[id] = o;
+    t->dec_len[id] = (uint32_t)k;
+    return 0;
+}
+
+int tokenizer_finish(struct tokenizer *t, char *err) {
+    size_t cap = 256;
+    t->trie = calloc(cap, sizeof(*t->trie));
+    if (!t->trie) return err_set(err, "out of memory");
+    t->trie[0] = (struct trie_node){-1, 0, 0, 0};
+    t->n_trie = 1;
+    for (size_t i = 0; i < t->n_added; i++)
+        if (trie_insert(t, &cap, i, err)) return -1;
+    for (uint32_t c = t->trie[0].child; c; c = t->trie[c].sibling) t->trie_root[t->trie[c].byte] = c;
+
+    t->dec = calloc(t->v.n, sizeof(*t->dec));
+    t->dec_len = calloc(t->v.n, sizeof(*t->dec_len));
+    if (!t->dec || !t->dec_len) return err_set(err, "out of memory");
+    uint8_t *is_added = calloc(t->v.n, 1);
+    if (!is_added) return err_set(err, "out of memory");
+    for (size_t i = 0; i < t->n_added; i++) is_added[t->added[i].id] = 1;
+    for (uint32_t id = 0; id < t->v.n; id++) {
+        int a = is_added[id] || t->v.attr[id] == TOK_CONTROL || t->v.attr[id] == TOK_USER_DEFINED;
+        if (decode_entry(t, id, a, err)) { free(is_added); return -1; }
+    }
+    free(is_added);
+
+    if (add_eog(t, t->eos) || add_eog(t, t->eot)) return err_set(err, "out of memory");
+    for (int i = 0; eog_texts[i]; i++) {
+        int32_t id = vocab_find(&t->v, eog_texts[i], strlen(eog_texts[i]));
+        if (id >= 0 && tokenizer_is_special(t, id) && add_eog(t, id)) return err_set(err, "out of memory");
+    }
+    t->cache = bpe_cache_new();
+    if (!t->cache) return err_set(err, "out of memory");
+    return 0;
+}
+
+uint32_t tokenizer_n_vocab(const struct tokenizer *t) { return t->v.n; }
+
+int tokenizer_is_eog(const struct tokenizer *t, int32_t id) {
+    for (size_t i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) return 1;
+    return 0;
+}
+
+int tokenizer_is_special(const struct tokenizer *t, int32_t id) {
+    if (id < 0 || (uint32_t)id >= t->v.n) return 0;
+    return t->v.attr[id] == TOK_CONTROL;
+}
+
+int32_t tokenizer_find(const struct tokenizer *t, const char *text, size_t len) {
+    return vocab_find(&t->v, text, len);
+}
+
+const char *tokenizer_token_bytes(const struct tokenizer *t, int32_t id, size_t *len) {
+    if (id < 0 || (uint32_t)id >= t->v.n) { *len = 0; return ""; }
+    *len = t->dec_len[id];
+    return t->dec[id];
+}
+
+/* ---- encode ---- */
+
+static int is_word_char(const char *s, size_t n, size_t at, int before) {
+    /* HF single_word: the neighbouring character is alphanumeric or '_' */
+    size_t i = at;
+    if (before) {
+        if (at == 0) return 0;
+        i = at - 1;
+        while (i > 0 && ((uint8_t)s[i] & 0xC0) == 0x80) i--;
+    } else if (at >= n) {
+        return 0;
+    }
+    size_t l = utf8_valid_len((const uint8_t *)s + i, n - i);
+    if (!l) return 0;
+    uint32_t c = utf8_decode((const uint8_t *)s + i, l);
+    if (c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        return 1;
+    if (c < 128) return 0;
+    /* non-ASCII: letters and digits by Unicode category */
+    utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)c);
+    return (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+           (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
+}
+
+static int is_space_byte(char c) { return c == ' ' || (c >= 9 && c <= 13); }
+
+/* Finds the next added token at or after pos. Returns 1 with [*a, *b) the span to replace
+ * (grown by lstrip/rstrip) and *tok its index, or 0. */
+static int next_added(const struct tokenizer *t, const char *s, size_t n, size_t pos, int parse_special,
+                      size_t *a, size_t *b, int32_t *tok) {
+    if (t->n_added == 0) return 0;
+    for (size_t i = pos; i < n; i++) {
+        uint32_t node = t->trie_root[(uint8_t)s[i]];
+        if (!node) continue;
+        int32_t best = -1;
+        size_t best_end = 0;
+        for (size_t j = i; j < n; j++) {
+            if (j > i) {
+                uint32_t c = t->trie[node].child;
+                while (c && t->trie[c].byte != (uint8_t)s[j]) c = t->trie[c].sibling;
+                if (!c) break;
+                node = c;
+            }
+            int32_t k = t->trie[node].tok;
+            if (k < 0) continue;
+            const struct added_tok *at = &t->added[k];
+            /* llama.cpp leaves control tokens out of the search entirely when not parsing
+             * special tokens; HF finds them and then skips the match. */
+            if (t->from_gguf && at->special && !parse_special) continue;
+            best = k;
+            best_end = j + 1;
+        }
+        if (best < 0) continue;
+        const struct added_tok *at = &t->added[best];
+        if (at->special && !parse_special) { /* HF: the match is consumed, text stays text */
+            i = best_end - 1;
+            continue;
+        }
+        if (at->single_word && (is_word_char(s, n, i, 1) || is_word_char(s, n, best_end, 0))) continue;
+        size_t sa = i, sb = best_end;
+        if (at->lstrip) while (sa > pos && is_space_byte(s[sa - 1])) sa--;
+        if (at->rstrip) while (sb < n && is_space_byte(s[sb])) sb++;
+        *a = sa;
+        *b = sb;
+        *tok = best;
+        return 1;
+    }
+    return 0;
+}
+
+static int encode_text(struct tokenizer *t, struct pt_work *w, struct bpe_cache *cache,
+                       const char *s, size_t n, int at_start, int after_special, struct idbuf *out,
+                       char *err) {
+    if (t->spm_escape) {
+        /* llama.cpp SentencePiece: optional " " prefix, spaces escaped, no pre-tokenizer */
+        size_t extra = t->spm_space_prefix && after_special ? 1 : 0;
+        size_t cap = (n + extra) * 3 + 1;
+        char *e = malloc(cap);
+        if (!e) return err_set(err, "out of memory");
+        size_t k = 0;
+        for (size_t i = 0; i < n + extra; i++) {
+            char c = i < extra ? ' ' : s[i - extra];
+            if (c == ' ') { memcpy(e + k, "\xe2\x96\x81", 3); k += 3; }
+            else e[k++] = c;
+        }
+        int rc = bpe_encode(&t->v, &t->bpe, NULL, e, k, out);
+        free(e);
+        return rc ? err_set(err, "out of memory") : 0;
+    }
+    /* llama.cpp lets UTF-8-encoded surrogates through; the regexes run on a copy where
+     * they are masked, the model on the original bytes (no normalizer: same offsets). */
+    const char *src = NULL;
+    if (t->utf8 == UTF8_LLAMA && t->pt.n_nm == 0 && memmem(s, n, "\xed", 1)) {
+        char *m = malloc(n ? n : 1);
+        if (!m) return err_set(err, "out of memory");
+        memcpy(m, s, n);
+        if (utf8_mask_surrogates(m, n)) src = s;
+        int rc = pretok_run(&t->pt, w, m, n, at_start, err);
+        free(m);
+        if (rc) return -1;
+    } else if (pretok_run(&t->pt, w, s, n, at_start, err)) {
+        return -1;
+    }
+    const char *base = src ? src : w->buf;
+    for (size_t i = 0; i < w->n; i++)
+        if (bpe_encode(&t->v, &t->bpe, cache, base + w->p[i].off, w->p[i].len, out))
+            return err_set(err, "out of memory");
+    return 0;
+}
+
+int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flags,
+                     int32_t **ids, size_t *n_ids, char *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    char *s;
+    size_t n;
+    if (utf8_sanitize((const uint8_t *)text, len, t->utf8, &s, &n)) return err_set(err, "out of memory");
+    struct idbuf out = {0};
+    struct pt_work w = {0};
+    int rc = -1;
+    /* The word cache is shared; a thread that finds it busy simply runs without it. */
+    struct bpe_cache *cache = pthread_mutex_trylock(&t->cache_lock) == 0 ? t->cache : NULL;
+
+    if (flags & TOK_ADD_SPECIAL)
+        for (size_t i = 0; i < t->n_prefix; i++)
+            if (idbuf_push(&out, t->prefix_ids[i])) goto oom;
+
+    size_t pos = 0;
+    int after_special = 1; /* llama.cpp SPM: text at the very start counts as after a special */
+    while (pos < n) {
+        size_t a, b;
+        int32_t k;
+        int found = next_added(t, s, n, pos, flags & TOK_PARSE_SPECIAL, &a, &b, &k);
+        size_t end = found ? a : n;
+        if (end > pos) {
+            if (encode_text(t, &w, cache, s + pos, end - pos, pos == 0, after_special, &out, err)) goto done;
+            after_special = 0;
+        }
+        if (!found) break;
+        if (idbuf_push(&out, t->added[k].id)) goto oom;
+        after_special = 1;
+        pos = b;
+    }
+
+    if (flags & TOK_ADD_SPECIAL)
+        for (size_t i = 0; i < t->n_suffix; i++)
+            if (idbuf_push(&out, t->suffix_ids[i])) goto oom;
+    rc = 0;
+    *ids = out.v;
+    *n_ids = out.n;
+    out.v = NULL;
+    goto done;
+oom:
+    err_set(err, "out of memory");
+done:
+    if (cache) pthread_mutex_unlock(&t->cache_lock);
+    idbuf_free(&out);
+    pt_work_free(&w);
+    free(s);
+    return rc;
+}
+
+/* ---- decode ---- */
+
+int tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int flags,
+                     char **text, size_t *len, char *err) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || (uint32_t)ids[i] >= t->v.n)
+            return err_set(err, "token id %d out of range (vocabulary %u)", ids[i], t->v.n);
+        total += t->dec_len[ids[i]];
+    }
+    char *raw = malloc(total + 1);
+    if (!raw) return err_set(err, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((flags & TOK_SKIP_SPECIAL) && t->v.attr[ids[i]] == TOK_CONTROL) continue;
+        memcpy(raw + k, t->dec[ids[i]], t->dec_len[ids[i]]);
+        k += t->dec_len[ids[i]];
+    }
+    size_t skip = t->dec_strip_space && k > 0 && raw[0] == ' ' ? 1 : 0;
+    char *o = NULL;
+    size_t ol = 0, oc = 0;
+    if (utf8_lossy_append((const uint8_t *)raw + skip, k - skip, &o, &ol, &oc)) {
+        free(raw);
+        return err_set(err, "out of memory");
+    }
+    free(raw);
+    if (!o && !(o = calloc(1, 1))) return err_set(err, "out of memory");
+    *text = o;
+    *len = ol;
+    return 0;
+}
+
+/* ---- loading ---- */
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../model/gguf.h"
+#include "tokgguf.h"
+#include "tokjson.h"
+
+#define MAX_JSON_BYTES (1u << 30)
+
+static char *read_file(const char *path, size_t *len, int optional, char *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (!optional) err_set(err, "%s: cannot open", path);
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? cap * 2 : 1 << 20;
+            if (cap > MAX_JSON_BYTES) { err_set(err, "%s: too large", path); free(buf); fclose(f); return NULL; }
+            char *p = realloc(buf, cap);
+            if (!p) { err_set(err, "out of memory"); free(buf); fclose(f); return NULL; }
+            buf = p;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { err_set(err, "%s: read error", path); free(buf); return NULL; }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+int tokenizer_load_json(struct tokenizer **out, const char *json, size_t len,
+                        const char *config_json, size_t config_len, char *err) {
+    struct tokenizer *t = tokenizer_alloc(err);
+    if (!t) return -1;
+    if (tokjson_load(t, json, len, config_json, config_len, err) || tokenizer_finish(t, err)) {
+        tokenizer_free(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+int tokenizer_load_gguf(struct tokenizer **out, const struct gguf_file *g, char *err) {
+    struct tokenizer *t = tokenizer_alloc(err);
+    if (!t) return -1;
+    if (tokgguf_load(t, g, err) || tokenizer_finish(t, err)) {
+        tokenizer_free(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+/* The tokenizer needs the metadata only. The file is mapped privately and its tensor
+ * count patched to zero in the (copy-on-write) header, so that a model whose tensor types
+ * this build cannot run still yields its tokenizer. */
+static int load_gguf_path(struct tokenizer **out, const char *path, char *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return err_set(err, "%s: cannot open", path);
+    struct stat st;
+    if (fstat(fd, &st) || st.st_size < 24) {
+        close(fd);
+        return err_set(err, "%s: not a GGUF file", path);
+    }
+    size_t size = (size_t)st.st_size;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return err_set(err, "%s: mmap failed", path);
+    memset((char *)p + 8, 0, 8); /* tensor count (GGUF v2/v3) */
+    struct gguf_file *g;
+    int rc = gguf_open_buf(&g, p, size, path, err);
+    if (rc == 0) {
+        rc = tokenizer_load_gguf(out, g, err);
+        gguf_close(g);
+    }
+    munmap(p, size);
+    return rc;
+}
+
+int tokenizer_load(struct tokenizer **out, const char *path, char *err) {
+    struct stat st;
+    if (stat(path, &st)) return err_set(err, "%s: no such file or directory", path);
+    char dir[4096];
+    char p[4200];
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(dir, sizeof(dir), "%s", path);
+        snprintf(p, sizeof(p), "%s/tokenizer.json", dir);
+    } else {
+        FILE *f = fopen(path, "rb");
+        char magic[4] = {0};
+        if (!f) return err_set(err, "%s: cannot open", path);
+        size_t r = fread(magic, 1, 4, f);
+        fclose(f);
+        if (r == 4 && !memcmp(magic, "GGUF", 4)) return load_gguf_path(out, path, err);
+        snprintf(p, sizeof(p), "%s", path);
+        snprintf(dir, sizeof(dir), "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, sizeof(dir), ".");
+    }
+    size_t jl, cl = 0, tl = 0;
+    char *json = read_file(p, &jl, 0, err);
+    if (!json) return -1;
+    char cp[4200], tp[4200];
+    snprintf(cp, sizeof(cp), "%s/tokenizer_config.json", dir);
+    snprintf(tp, sizeof(tp), "%s/chat_template.jinja", dir);
+    char *cfg = read_file(cp, &cl, 1, err);
+    int rc = tokenizer_load_json(out, json, jl, cfg, cl, err);
+    free(json);
+    free(cfg);
+    if (rc == 0) {
+        /* newer checkpoints keep the template in its own file, which then wins */
+        char *tpl = read_file(tp, &tl, 1, err);
+        if (tpl) {
+            free((*out)->chat_template);
+            (*out)->chat_template = tpl;
+        }
+    }
+    return rc;
+}
