@@ -301,6 +301,13 @@ static void build_plan(struct scheduler *s) {
     }
 }
 
+static int is_eog(const struct scheduler *s, int32_t tok) {
+    if (!s->o.eog_ids) return tok == s->e->model.hp.eos_id;
+    for (int i = 0; i < s->o.n_eog; i++)
+        if (s->o.eog_ids[i] == tok) return 1;
+    return 0;
+}
+
 /* After a step: every sequence whose fed tokens reached its last known token samples. */
 static void sample_all(struct scheduler *s) {
     int row = 0;
@@ -332,7 +339,7 @@ static void sample_all(struct scheduler *s) {
         q->t_last = now;
         req_push(q->req, &ev);
         enum finish_reason why = FINISH_NONE;
-        if (!q->req->ignore_eos && tok == s->e->model.hp.eos_id) why = FINISH_EOS;
+        if (!q->req->ignore_eos && is_eog(s, tok)) why = FINISH_EOS;
         else if (q->n_generated >= q->req->max_tokens || q->n_tokens >= s->max_ctx) why = FINISH_LENGTH;
         if (why != FINISH_NONE) {
             memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));

@@ -13,6 +13,8 @@ struct sched_opts {
     int max_running;  /* sequences in one step */
     int max_queue;    /* waiting requests before submit refuses */
     int step_tokens;  /* token budget of one step (decode tokens + prefill chunks) */
+    const int32_t *eog_ids; /* tokens that end generation (the tokenizer's list); NULL: the model's EOS */
+    int n_eog;
 };
 
 struct sched_stats {
