@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../comm/comm.h"
 #include "../parallel/engine.h"
@@ -73,8 +74,6 @@ static int load_config(struct comm *c, int argc, char **argv, struct config *cfg
     else if (path && config_apply_toml(cfg, text, (size_t)len, path, err)) rc = -1;
     else if (config_apply_args(cfg, n_rest, rest, err)) rc = -1;
     else if (config_validate(cfg, err)) rc = -1;
-    else if (cfg->tp && cfg->tp != c->size)
-        rc = err_set(err, "parallel.tp = %ld but mpirun started %d ranks", cfg->tp, c->size);
     free(text);
     free(rest);
     return rc;
@@ -150,8 +149,19 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         fprintf(stderr, "tpd serve: %s\n", err);
         rc = 1;
     } else {
+        /* rank 0's pid beside the socket: SIGTERM goes to it (launch/tpd-launch forwards) */
+        char pid_path[4200];
+        snprintf(pid_path, sizeof pid_path, "%s.pid", cfg->socket);
+        FILE *pf = fopen(pid_path, "w");
+        if (pf) {
+            fprintf(pf, "%ld\n", (long)getpid());
+            fclose(pf);
+        } else {
+            LOG(LOG_WARN, "cannot write %s", pid_path);
+        }
         LOG(LOG_INFO, "serving %s on %s (tp %d)", sc.model_name, cfg->socket, e->comm->size);
         while (!stop_requested) sched_step(s, 0.05);
+        unlink(pid_path);
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
         http_stop_accepting(h);
         sched_drain(s);
@@ -170,7 +180,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
 int cmd_serve(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
-    if (load_config(c, argc, argv, &cfg, err)) {
+    if (load_config(c, argc, argv, &cfg, err) ||
+        (cfg.tp && cfg.tp != c->size && !err_set(err, "parallel.tp = %ld but mpirun started %d ranks", cfg.tp, c->size))) {
         if (c->rank == 0) fprintf(stderr, "tpd serve: %s\n", err);
         config_free(&cfg);
         return 2;
