@@ -1,6 +1,7 @@
 #include "backend_cpu.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -141,8 +142,20 @@ struct attn_args {
     const struct attn_batch *b;
 };
 
-static inline float kv_get(const void *base, enum dtype t, int64_t i) {
-    return t == DT_F32 ? ((const float *)base)[i] : half_to_f32(((const uint16_t *)base)[i]);
+/* half -> float by table: the attention loops convert every cached K and V element of
+ * every step, and the bit-twiddling conversion would cost more than the math */
+static float half_table[65536];
+static pthread_once_t half_once = PTHREAD_ONCE_INIT;
+static void half_table_init(void) {
+    for (uint32_t h = 0; h < 65536; h++) half_table[h] = half_to_f32((uint16_t)h);
+}
+
+/* One head's row of the cache as f32: in place for an F32 cache, converted into buf else. */
+static inline const float *kv_row(const void *base, enum dtype t, int64_t at, int hd, float *buf) {
+    if (t == DT_F32) return (const float *)base + at;
+    const uint16_t *h = (const uint16_t *)base + at;
+    for (int i = 0; i < hd; i++) buf[i] = half_table[h[i]];
+    return buf;
 }
 
 /* One (token, head) pair per task, spread round-robin over threads: decode steps have
@@ -159,15 +172,12 @@ static void attn_task(void *p, int ith, int nth) {
         int kvh = (a->q_head0 + h) / a->group - a->kv_head0;
         const float *q = a->q + t * a->ldq + (int64_t)h * hd;
         float mx = -INFINITY;
+        float row[1024]; /* head_dim <= 1024 (checked when the model loads) */
         for (int j = 0; j <= pos; j++) {
             int64_t at = kv_index(b, seq, j, a->n_kv, hd) + (int64_t)kvh * hd;
+            const float *k = kv_row(a->kv->k, a->kv_type, at, hd, row);
             float s = 0;
-            if (a->kv_type == DT_F32) {
-                const float *k = (const float *)a->kv->k + at;
-                for (int i = 0; i < hd; i++) s += q[i] * k[i];
-            } else {
-                for (int i = 0; i < hd; i++) s += q[i] * kv_get(a->kv->k, a->kv_type, at + i);
-            }
+            for (int i = 0; i < hd; i++) s += q[i] * k[i];
             s *= scale;
             sc[j] = s;
             if (s > mx) mx = s;
@@ -182,13 +192,9 @@ static void attn_task(void *p, int ith, int nth) {
         memset(o, 0, sizeof(float) * (size_t)hd);
         for (int j = 0; j <= pos; j++) {
             int64_t at = kv_index(b, seq, j, a->n_kv, hd) + (int64_t)kvh * hd;
+            const float *v = kv_row(a->kv->v, a->kv_type, at, hd, row);
             float w = sc[j] * inv;
-            if (a->kv_type == DT_F32) {
-                const float *v = (const float *)a->kv->v + at;
-                for (int i = 0; i < hd; i++) o[i] += w * v[i];
-            } else {
-                for (int i = 0; i < hd; i++) o[i] += w * kv_get(a->kv->v, a->kv_type, at + i);
-            }
+            for (int i = 0; i < hd; i++) o[i] += w * v[i];
         }
     }
 }
@@ -239,6 +245,7 @@ static void cpu_sync(void *vctx) { (void)vctx; }
 static void cpu_destroy(struct backend *b) { backend_cpu_free(b); }
 
 void backend_cpu_init(struct backend *b, int n_threads) {
+    pthread_once(&half_once, half_table_init);
     struct cpu_ctx *c = xcalloc(1, sizeof *c);
     if (n_threads < 1) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
