@@ -263,6 +263,9 @@ static int load_model(struct tokenizer *t, const cJSON *m, const cJSON *added, c
         if (id->valuedouble > max_id) max_id = id->valuedouble;
     }
     if (max_id < 0) return err_set(err, "empty vocabulary");
+    /* ids are dense in real files; a huge id with few tokens would only allocate holes */
+    double entries = cJSON_GetArraySize(vocab) + cJSON_GetArraySize(added);
+    if (max_id >= entries + 65536) return err_set(err, "token id %.0f is far beyond the %.0f tokens defined", max_id, entries);
     uint32_t n = (uint32_t)max_id + 1;
     if (vocab_init(&t->v, n, err)) return -1;
     cJSON_ArrayForEach(x, vocab)
