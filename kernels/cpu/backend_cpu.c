@@ -1,6 +1,7 @@
 #include "backend_cpu.h"
 
 #include <math.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include "../../util/fatal.h"
 #include "../../util/half.h"
+#include "../../util/log.h"
 #include "matmul.h"
 #include "threadpool.h"
 
@@ -247,10 +249,15 @@ static void cpu_destroy(struct backend *b) { backend_cpu_free(b); }
 void backend_cpu_init(struct backend *b, int n_threads) {
     pthread_once(&half_once, half_table_init);
     struct cpu_ctx *c = xcalloc(1, sizeof *c);
-    if (n_threads < 1) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = n > 0 ? (int)n : 1;
-    }
+    /* mpirun binds each rank (to one core when np <= 2): count the cores this rank may use,
+     * since threads sharing a core spin against each other */
+    cpu_set_t set;
+    int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (usable < 1) usable = 1;
+    if (n_threads < 1) n_threads = usable;
+    else if (n_threads > usable)
+        LOG(LOG_WARN, "%d compute threads on %d usable core(s): start mpirun with --bind-to none (or fewer threads)",
+            n_threads, usable);
     c->n_threads = n_threads;
     c->tp = threadpool_create(n_threads);
     c->max_ctx = 256;

@@ -48,7 +48,8 @@ def mpirun_cmd(tp, args, binary=None):
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise RuntimeError("mpirun not found")
-    cmd = [mpirun, "--oversubscribe"]
+    # no binding: a rank bound to one core would run its threads on that core alone
+    cmd = [mpirun, "--oversubscribe", "--bind-to", "none"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     cmd += ["-np", str(tp), binary or tpd_bin()]
