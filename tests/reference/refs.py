@@ -7,7 +7,7 @@ Policy (error = max|ours - ref| / max|ref| over all tokens of all sequences):
   with each matmul's input rounded as llama.cpp's CPU dot products round it (Q8_0 blocks
   of 32 for Q4_0/Q8_0, Q8_1 with its f16 block sums for Q4_1, Q8_K blocks of 256 for
   K-quants, including how a tp-way row split rounds the attention output projection's
-  input); 3e-2 with an F32 KV cache. This emulation matches llama.cpp to ~1e-7 except
+  input); 2e-2 with an F32 KV cache (the issue's bound; measured max 1.35e-2). This emulation matches llama.cpp to ~1e-7 except
   where an activation lands on a rounding boundary: two correct implementations whose
   float32 sums differ in the last bit round a few such activations differently, and one
   such flip moves these random models' logits by up to ~1.5e-2 (measured: reference vs
@@ -54,7 +54,7 @@ def tolerance(name, kv_type="f32"):
     kind = weight_kind(name)
     if kind == "quant" and kv_type != "f32":
         return QUANT_F16KV_TOL
-    return {"f32": 1e-4, "f16": 5e-3, "bf16": 2e-2, "quant": 3e-2}[kind]
+    return {"f32": 1e-4, "f16": 5e-3, "bf16": 2e-2, "quant": 2e-2}[kind]
 
 
 def kv_type_for(name):
