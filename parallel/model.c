@@ -116,7 +116,7 @@ static int read_vec(struct loader *L, const struct mf_tensor *t, int expect_len,
         for (int i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, raw + 2 * i, 2);
-            dst[i] = t->type == DT_F32 ? ((float *)raw)[i] : t->type == DT_F16 ? half_to_f32(h) : bf16_to_f32(h);
+            dst[i] = t->type == DT_F32 ? ((float *)raw)[i] : t->type == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h);
         }
     free(raw);
     return rc;

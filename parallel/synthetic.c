@@ -90,7 +90,7 @@ static struct pool *pool_for(struct synth *s, int cols) {
         p->bytes = nb * 34;
         for (size_t b = 0; b < nb; b++) {
             unsigned char *w = p->data + b * 34;
-            uint16_t d = f32_to_half(a / 127.0f);
+            uint16_t d = f32_to_f16(a / 127.0f);
             memcpy(w, &d, 2);
             for (int j = 0; j < 32; j++) w[2 + j] = (unsigned char)(int8_t)((int)(rnd(s) % 255) - 127);
         }
@@ -102,7 +102,7 @@ static struct pool *pool_for(struct synth *s, int cols) {
     } else {
         for (size_t i = 0; i < p->bytes / 2; i++) {
             float v = rnd_uniform(s, a);
-            uint16_t h = s->type == DT_F16 ? f32_to_half(v) : to_bf16(v);
+            uint16_t h = s->type == DT_F16 ? f32_to_f16(v) : to_bf16(v);
             memcpy(p->data + 2 * i, &h, 2);
         }
     }

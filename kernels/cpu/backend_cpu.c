@@ -124,8 +124,8 @@ static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, co
         } else {
             uint16_t *kd = (uint16_t *)kv->k + at, *vd = (uint16_t *)kv->v + at;
             for (int i = 0; i < n; i++) {
-                kd[i] = f32_to_half(ks[i]);
-                vd[i] = f32_to_half(vs[i]);
+                kd[i] = f32_to_f16(ks[i]);
+                vd[i] = f32_to_f16(vs[i]);
             }
         }
     }
@@ -149,7 +149,7 @@ struct attn_args {
 static float half_table[65536];
 static pthread_once_t half_once = PTHREAD_ONCE_INIT;
 static void half_table_init(void) {
-    for (uint32_t h = 0; h < 65536; h++) half_table[h] = half_to_f32((uint16_t)h);
+    for (uint32_t h = 0; h < 65536; h++) half_table[h] = f16_to_f32((uint16_t)h);
 }
 
 /* One head's row of the cache as f32: in place for an F32 cache, converted into buf else. */

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include "../../util/half.h"
 
 /* Block layouts (byte offsets; blocks are packed back to back and only 2-byte aligned, so
  * the code reads them through these offsets and memcpy, never through struct casts):
@@ -29,16 +30,7 @@ static inline uint16_t load_u16(const void *p) {
     return v;
 }
 
-/* ---- fp16 / bf16 ---- */
-float f16_to_f32(uint16_t h);
-uint16_t f32_to_f16(float f);        /* round to nearest even, like F16C with imm 0 */
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-uint16_t f32_to_bf16(float f);       /* round to nearest even, NaN kept quiet (ggml's rule) */
+/* fp16 / bf16 conversions: util/half.h */
 
 /* ---- activations prepared for one cpu_matmul call ----
  * Token t's values start at qs + t*cols, d + t*nb*dstride, bsums + t*nb*16 and xr + t*cols,

@@ -33,7 +33,7 @@ static QD float qd_h2f(uint16_t u) {
     r.x = u;
     return __half2float(__half(r));
 #else
-    return half_to_f32(u);
+    return f16_to_f32(u);
 #endif
 }
 
@@ -50,7 +50,7 @@ static QD float qd_f16_round(float x) {
 #ifdef __CUDA_ARCH__
     return __half2float(__float2half_rn(x));
 #else
-    return half_to_f32(f32_to_half(x));
+    return f16_to_f32(f32_to_f16(x));
 #endif
 }
 

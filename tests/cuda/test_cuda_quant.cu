@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "../../util/dtype.h"
+#include "../../util/half.h" /* at global scope: quant.h below sees it already included */
 }
 namespace cpu {
 extern "C" {
@@ -28,7 +29,7 @@ static uint32_t next_u32(void) {
 static float uniform(float lo, float hi) { return lo + (hi - lo) * (float)(next_u32() & 0xffffff) / 16777216.0f; }
 
 static void put_f16(uint8_t *p, float v) {
-    uint16_t h = cpu::f32_to_f16(v);
+    uint16_t h = f32_to_f16(v);
     memcpy(p, &h, 2);
 }
 
