@@ -331,7 +331,7 @@ static int parse_seqs(const char *s, struct seq **out, int *n_out, char *err) {
     int n = 1;
     for (const char *p = s; *p; p++) n += *p == ';';
     struct seq *seqs = xcalloc((unsigned long)n, sizeof *seqs);
-    char *copy = strdup(s), *save = NULL, *part = copy;
+    char *copy = strdup(s), *part = copy;
     for (int i = 0; i < n; i++) {
         char *semi = strchr(part, ';');
         if (semi) *semi = 0;
@@ -344,7 +344,6 @@ static int parse_seqs(const char *s, struct seq **out, int *n_out, char *err) {
         }
         part = semi ? semi + 1 : part;
     }
-    (void)save;
     free(copy);
     *out = seqs;
     *n_out = n;

@@ -8,7 +8,7 @@
 void plan_init(struct step_plan *p) {
     memset(p, 0, sizeof *p);
     p->block_off = xcalloc(1, sizeof(int32_t));
-    p->cap_seqs = 0;
+    p->cap_seqs = 1;
 }
 
 void plan_free(struct step_plan *p) {
@@ -26,29 +26,38 @@ void plan_clear(struct step_plan *p) {
     p->block_off[0] = 0;
 }
 
-static void *grow(void *ptr, int *cap, int need, size_t elem) {
-    if (need <= *cap) return ptr;
-    int c = *cap ? *cap : 16;
+/* Doubling capacity of at least need (16 at the start). */
+static int next_cap(int cap, int need) {
+    int c = cap ? cap : 16;
     while (c < need) c *= 2;
-    void *q = realloc(ptr, (size_t)c * elem);
+    return c;
+}
+
+static void *resize(void *ptr, int n, size_t elem) {
+    void *q = realloc(ptr, (size_t)n * elem);
     if (!q) FATAL("out of memory growing the step plan");
-    *cap = c;
     return q;
 }
 
+/* Room for `tokens` tokens, `seqs` sequences and `blocks` block-table entries. The four
+ * per-token arrays share cap_tokens. */
 static void reserve(struct step_plan *p, int tokens, int seqs, int blocks) {
-    int ct = p->cap_tokens, cs = p->cap_seqs;
-    p->tokens = grow(p->tokens, &ct, tokens, sizeof(int32_t));
-    ct = p->cap_tokens;
-    p->seq_of = grow(p->seq_of, &ct, tokens, sizeof(int32_t));
-    ct = p->cap_tokens;
-    p->pos = grow(p->pos, &ct, tokens, sizeof(int32_t));
-    ct = p->cap_tokens;
-    p->out_rows = grow(p->out_rows, &ct, tokens, sizeof(int32_t));
-    p->cap_tokens = ct;
-    p->block_off = grow(p->block_off, &cs, seqs + 1, sizeof(int32_t));
-    p->cap_seqs = cs;
-    p->blocks = grow(p->blocks, &p->cap_blocks, blocks, sizeof(int32_t));
+    if (tokens > p->cap_tokens) {
+        int c = next_cap(p->cap_tokens, tokens);
+        p->tokens = resize(p->tokens, c, sizeof(int32_t));
+        p->seq_of = resize(p->seq_of, c, sizeof(int32_t));
+        p->pos = resize(p->pos, c, sizeof(int32_t));
+        p->out_rows = resize(p->out_rows, c, sizeof(int32_t));
+        p->cap_tokens = c;
+    }
+    if (seqs + 1 > p->cap_seqs) {
+        p->cap_seqs = next_cap(p->cap_seqs, seqs + 1);
+        p->block_off = resize(p->block_off, p->cap_seqs, sizeof(int32_t));
+    }
+    if (blocks > p->cap_blocks) {
+        p->cap_blocks = next_cap(p->cap_blocks, blocks);
+        p->blocks = resize(p->blocks, p->cap_blocks, sizeof(int32_t));
+    }
 }
 
 void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const int32_t *blocks, int n_blocks,
