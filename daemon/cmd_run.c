@@ -16,8 +16,8 @@
 #include "../util/fatal.h"
 #include "../util/log.h"
 #include "../util/parse.h"
-#include "request.h"
-#include "sampler.h"
+#include "../sched/request.h"
+#include "../sched/sampler.h"
 
 #define MAX_IDS (1 << 20)
 

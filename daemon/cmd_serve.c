@@ -13,9 +13,9 @@
 #include "../util/err.h"
 #include "../util/log.h"
 #include "config.h"
-#include "http.h"
-#include "metrics.h"
-#include "scheduler.h"
+#include "../server/http.h"
+#include "../sched/metrics.h"
+#include "../sched/scheduler.h"
 
 static volatile sig_atomic_t stop_requested;
 

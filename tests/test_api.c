@@ -15,10 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/api.h"
-#include "daemon/api_stop.h"
-#include "daemon/metrics.h"
-#include "daemon/scheduler.h"
+#include "server/api.h"
+#include "server/api_stop.h"
+#include "sched/metrics.h"
+#include "sched/scheduler.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -179,7 +179,7 @@ static void test_bad_requests(void **state) {
         size_t len;
         char *js = api_error_json(&e, &len);
         assert_non_null(strstr(js, "{\"error\":{\"message\":"));
-        assert_true(api_utf8_valid(js, len));
+        assert_true(utf8_valid(js, len));
         free(js);
     }
 }
@@ -214,7 +214,7 @@ static void test_utf8_validator(void **state) {
         {"\x80", 0}, {"\xc3", 0}, {"\xe2\x82", 0}, {"\xf8\x88\x80\x80\x80", 0}, {"\xfe", 0},
     };
     for (unsigned i = 0; i < sizeof t / sizeof *t; i++)
-        if (api_utf8_valid(t[i].s, strlen(t[i].s)) != t[i].ok) fail_msg("case %u", i);
+        if (utf8_valid(t[i].s, strlen(t[i].s)) != t[i].ok) fail_msg("case %u", i);
 }
 
 /* ---- good requests ---- */

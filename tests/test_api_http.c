@@ -24,8 +24,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "daemon/http.h"
-#include "daemon/metrics.h"
+#include "server/http.h"
+#include "sched/metrics.h"
 #include "util/err.h"
 
 static char dir[64], sock[100];

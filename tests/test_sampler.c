@@ -1,5 +1,5 @@
 // link: tpd_daemon
-/* daemon/sampler: greedy and ties, seeds, top-k = greedy, logit_bias bans and forces,
+/* sched/sampler: greedy and ties, seeds, top-k = greedy, logit_bias bans and forces,
  * penalties against hand-computed logits, top-k / top-p / min-p kept sets against sorts
  * written here (also on a 150k vocabulary, where the quickselect paths run), logprobs,
  * and the empirical distribution of 100k draws against softmax (chi-square). */
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/sampler.h"
+#include "sched/sampler.h"
 
 #define BIG_V 151936
 

@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "comm/comm.h"
-#include "daemon/metrics.h"
-#include "daemon/request.h"
-#include "daemon/scheduler.h"
+#include "sched/metrics.h"
+#include "sched/request.h"
+#include "sched/scheduler.h"
 #include "parallel/engine.h"
 
 #define N_REQ 32

@@ -16,7 +16,7 @@
 
 #include "tokenizer/chat.h"
 #include "tokenizer/detok.h"
-#include "tokenizer/jinja.h"
+#include "jinja/jinja.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
 

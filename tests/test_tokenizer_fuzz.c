@@ -15,7 +15,7 @@
 #include "model/gguf.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/detok.h"
-#include "tokenizer/jinja.h"
+#include "jinja/jinja.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "../util/utf8.h"
 
 int idbuf_push(struct idbuf *b, int32_t id) {
     if (b->n == b->cap) {

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "../util/err.h"
-#include "jinja.h"
-#include "jinja_parse.h"
+#include "../jinja/jinja.h"
+#include "../jinja/jinja_parse.h"
 #include "tokenizer.h"
 
 #define ARENA_LIMIT (256u << 20)

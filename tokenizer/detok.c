@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "tokenizer.h"
-#include "utf8.h"
+#include "../util/utf8.h"
 
 void detok_init(struct detok *d, const struct tokenizer *t, int flags) {
     memset(d, 0, sizeof(*d));

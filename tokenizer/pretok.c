@@ -7,7 +7,7 @@
 #include <utf8proc.h>
 
 #include "../util/err.h"
-#include "utf8.h"
+#include "../util/utf8.h"
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return 0;

@@ -11,7 +11,7 @@
 
 #include "bpe.h"
 #include "pretok.h"
-#include "utf8.h"
+#include "../util/utf8.h"
 #include "vocab.h"
 
 struct gguf_file;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../util/err.h"
-#include "utf8.h"
+#include "../util/utf8.h"
 
 uint64_t vocab_hash(const void *p, size_t n) {
     /* FNV-1a, then a final mix so the low bits used for the slot index are well spread. */

@@ -1,4 +1,4 @@
-/* Test driver for daemon/sampler (built by tests/py/test_sampler_ref.py). Reads cases from
+/* Test driver for sched/sampler (built by tests/py/test_sampler_ref.py). Reads cases from
  * stdin, all numbers whitespace-separated:
  *   n_cases
  *   per case: V n_steps
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/sampler.h"
+#include "sched/sampler.h"
 
 static int rd_int(int *x) { return scanf("%d", x) == 1 ? 0 : -1; }
 static int rd_float(float *x) { return scanf("%f", x) == 1 ? 0 : -1; }

@@ -1,9 +1,9 @@
-"""daemon/sampler against a numpy reference written here from the semantics in
-daemon/sampler.h (vLLM's order): the distribution each draw uses, for many parameter
+"""sched/sampler against a numpy reference written here from the semantics in
+sched/sampler.h (vLLM's order): the distribution each draw uses, for many parameter
 combinations over several steps (so the penalties see the tokens actually drawn), must
 match within 1e-5; the chosen token must have weight there; the logprobs and top logprobs
 must match numpy's log_softmax of the raw logits. The C side is a small driver
-(sampler_driver.c) compiled here against daemon/sampler.c, daemon/request.c and the
+(sampler_driver.c) compiled here against sched/sampler.c, sched/request.c and the
 build's libtpd_util.a, with the sanitizers when the build is the Asan one."""
 import glob
 import itertools
@@ -50,7 +50,7 @@ def driver(request, tmp_path_factory):
         flags += ["-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
                   "-fno-sanitize-recover=undefined"]
     cmd = (["cc"] + flags + ["-I", src, os.path.join(HERE, "sampler_driver.c"),
-                             os.path.join(src, "daemon", "sampler.c"), os.path.join(src, "daemon", "request.c"),
+                             os.path.join(src, "sched", "sampler.c"), os.path.join(src, "sched", "request.c"),
                              libs[0], "-lm", "-lpthread", "-o", out])
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"driver build failed:\n{' '.join(cmd)}\n{r.stderr}"

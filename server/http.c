@@ -26,8 +26,8 @@
 #include "../util/log.h"
 #include "api.h"
 #include "api_gen.h"
-#include "metrics.h"
-#include "scheduler.h"
+#include "../sched/metrics.h"
+#include "../sched/scheduler.h"
 
 #define DEFAULT_SOCKET "/tmp/tpd/tpd.sock"
 #define DEFAULT_BODY (1u << 20)

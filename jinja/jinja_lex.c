@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../util/err.h"
-#include "utf8.h"
+#include "../util/utf8.h"
 
 static int lex_fail(struct lexer *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int lex_fail(struct lexer *L, const char *fmt, ...) {

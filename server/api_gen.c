@@ -12,7 +12,7 @@
 #include "../tokenizer/tokenizer.h"
 #include "../util/fatal.h"
 #include "api_stop.h"
-#include "scheduler.h"
+#include "../sched/scheduler.h"
 
 #define EVENTS_PER_WAIT 64
 

@@ -24,6 +24,13 @@ size_t utf8_valid_len(const uint8_t *s, size_t n) {
     return len;
 }
 
+int utf8_valid(const char *str, size_t n) {
+    const uint8_t *s = (const uint8_t *)str;
+    for (size_t i = 0, k; i < n; i += k)
+        if (!(k = utf8_valid_len(s + i, n - i))) return 0;
+    return 1;
+}
+
 /* Number of bytes of the maximal subpart at s (>= 1): the lead byte plus the continuation
  * bytes that could still belong to a valid sequence. */
 static size_t utf8_subpart_len(const uint8_t *s, size_t n) {

@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 #include "../util/err.h"
-#include "request.h"
+#include "../util/sbuf.h"
+#include "../sched/request.h"
 
 #define API_MAX_N 16            /* choices per request */
 #define API_MAX_STOPS 16        /* stop strings per request */
@@ -78,17 +79,5 @@ int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, in
 /* POST /detokenize: {"tokens": [ids]} -> malloc'ed ids. */
 int api_parse_detokenize(const struct api_ctx *c, const char *body, size_t len, int32_t **ids,
                          int *n, struct api_error *e);
-
-/* Whole buffer is strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
-int api_utf8_valid(const char *s, size_t n);
-
-/* Growing byte buffer for response bodies and SSE events; always NUL-terminated. */
-struct sbuf {
-    char *p;
-    size_t len, cap;
-};
-void sbuf_add(struct sbuf *b, const char *s, size_t n);
-void sbuf_adds(struct sbuf *b, const char *s);
-void sbuf_free(struct sbuf *b);
 
 #endif

@@ -1,4 +1,4 @@
-/* UTF-8 helpers for the tokenizer: strict decoding, the invalid-input replacement policies
+/* UTF-8 helpers (tokenizer, chat templates, request validation): strict decoding, the invalid-input replacement policies
  * the reference tokenizers follow, and GPT-2's byte <-> printable codepoint mapping.
  * Pure functions; any thread. */
 #ifndef TPD_TOK_UTF8_H
@@ -16,6 +16,9 @@ enum utf8_policy {
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if s does not start one. */
 size_t utf8_valid_len(const uint8_t *s, size_t n);
+/* 1 if the whole buffer is strict UTF-8 (RFC 3629: no overlongs, surrogates or code
+ * points past U+10FFFF), else 0. */
+int utf8_valid(const char *s, size_t n);
 /* Decodes one valid sequence (caller checked with utf8_valid_len). */
 uint32_t utf8_decode(const uint8_t *s, size_t len);
 /* Writes cp (<= 0x10FFFF) as UTF-8 into out (4 bytes room); returns the length. */

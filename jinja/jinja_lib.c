@@ -6,7 +6,7 @@
 #include <time.h>
 #include <utf8proc.h>
 
-#include "utf8.h"
+#include "../util/utf8.h"
 
 int64_t jl_int(struct jv v) {
     return v.t == JV_INT ? v.u.i : v.t == JV_BOOL ? v.u.b : v.t == JV_FLOAT ? (int64_t)v.u.f : 0;

@@ -12,30 +12,10 @@
 
 #include "../tokenizer/tokenizer.h"
 #include "../util/fatal.h"
+#include "../util/utf8.h"
 #include "../tokenizer/chat.h"
 
 /* ---- small pieces ---- */
-
-void sbuf_add(struct sbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) FATAL("out of memory for a response buffer");
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-void sbuf_adds(struct sbuf *b, const char *s) { sbuf_add(b, s, strlen(s)); }
-
-void sbuf_free(struct sbuf *b) {
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
 
 int api_err(struct api_error *e, int status, const char *param, const char *fmt, ...) {
     e->status = status;
@@ -72,33 +52,6 @@ char *api_error_json(const struct api_error *e, size_t *len) {
     if (!s) FATAL("out of memory for an error body");
     *len = strlen(s);
     return s;
-}
-
-/* Strict UTF-8 (RFC 3629): JSON text must be it, and the tokenizer is then never handed
- * bytes a client could not have meant. */
-int api_utf8_valid(const char *str, size_t n) {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        if (c < 0x80) { i++; continue; }
-        size_t k;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) k = 1;
-        else if (c == 0xE0) { k = 2; lo = 0xA0; }
-        else if (c == 0xED) { k = 2; hi = 0x9F; } /* no surrogates */
-        else if (c >= 0xE1 && c <= 0xEF) k = 2;
-        else if (c == 0xF0) { k = 3; lo = 0x90; }
-        else if (c >= 0xF1 && c <= 0xF3) k = 3;
-        else if (c == 0xF4) { k = 3; hi = 0x8F; }
-        else return 0;
-        if (n - i <= k) return 0;
-        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return 0;
-        i += k + 1;
-    }
-    return 1;
 }
 
 /* ---- field readers: 1 present, 0 absent or null, -1 error (e filled) ---- */
@@ -465,7 +418,7 @@ static int check_model(const struct api_ctx *c, const cJSON *o, struct api_error
 
 /* Body -> root object; the JSON and UTF-8 checks every endpoint shares. */
 static cJSON *parse_body(const char *body, size_t len, struct api_error *e) {
-    if (!api_utf8_valid(body, len)) {
+    if (!utf8_valid(body, len)) {
         api_err(e, 400, "", "request body is not valid UTF-8");
         return NULL;
     }

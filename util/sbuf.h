@@ -1,0 +1,20 @@
+/* A growable byte buffer, always NUL-terminated (response bodies, SSE events, metrics
+ * text, request bytes). Out of memory is fatal, as everywhere in tpd. Any thread; one
+ * buffer belongs to one thread at a time. */
+#ifndef TPD_SBUF_H
+#define TPD_SBUF_H
+
+#include <stddef.h>
+
+struct sbuf {
+    char *p;
+    size_t len, cap;
+};
+
+void sbuf_add(struct sbuf *b, const char *s, size_t n);
+void sbuf_adds(struct sbuf *b, const char *s);
+/* printf-style append (any length). */
+void sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sbuf_free(struct sbuf *b);
+
+#endif
