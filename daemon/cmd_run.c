@@ -16,8 +16,11 @@
 #include "../util/fatal.h"
 #include "../util/log.h"
 #include "../util/parse.h"
+#include "../sched/block_pool.h"
+#include "../sched/metrics.h"
 #include "../sched/request.h"
-#include "../sched/sampler.h"
+#include "../sched/scheduler.h"
+#include "../util/clock.h"
 
 #define MAX_IDS (1 << 20)
 
@@ -135,21 +138,14 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o, char *err) 
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int blocks_for(int tokens, int bs) { return (tokens + bs - 1) / bs; }
-
 /* Opens the engine on every rank; on failure each rank that failed says why. */
-static int open_engine(struct engine *e, struct comm *c, struct engine_opts *eo) {
+static struct engine *open_engine(struct comm *c, struct engine_opts *eo) {
     char err[ERR_LEN] = "";
+    struct engine *e;
     eo->local_rank = c->local_rank;
-    if (engine_open(e, c, eo, err) == 0) return 0;
+    if (engine_open(&e, c, eo, err) == 0) return e;
     fprintf(stderr, "tpd: rank %d: %s\n", c->rank, err);
-    return -1;
+    return NULL;
 }
 
 static int check_ids(const int32_t *ids, int n, int vocab, char *err) {
@@ -216,6 +212,71 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
     return 0;
 }
 
+/* Rank 0: submits the prompt as one request to the scheduler the daemon uses and runs its
+ * step loop until the request ends, printing tokens as they arrive. */
+static int generate_rank0(struct engine *e, const struct run_opts *o, const struct tokenizer *tok, int32_t *prompt,
+                          int n_prompt) {
+    struct metrics *m = metrics_new();
+    struct sched_opts so = {.max_running = 1, .max_queue = 1, .step_tokens = o->chunk,
+                            .eog_ids = tok ? tok->eog : NULL, .n_eog = tok ? (int)tok->n_eog : 0};
+    struct scheduler *s = sched_new(e, &so, m);
+    struct gen_request *r = req_new();
+    r->prompt = prompt;
+    r->n_prompt = n_prompt;
+    r->max_tokens = (int)o->n_predict;
+    r->ignore_eos = o->ignore_eos;
+    r->sp.temperature = o->temperature;
+    r->sp.top_k = (int)o->top_k;
+    r->sp.top_p = o->top_p;
+    r->sp.seed = (uint64_t)o->seed;
+    r->sp.has_seed = 1;
+    char err[ERR_LEN] = "";
+    int rc = 0;
+    if (sched_submit(s, r, err) != SUBMIT_OK) {
+        fprintf(stderr, "tpd generate: %s\n", err);
+        rc = 2;
+    }
+    struct detok dt;
+    int as_text = tok != NULL && !o->print_ids;
+    if (as_text) detok_init(&dt, tok, TOK_SKIP_SPECIAL);
+    enum finish_reason fin = FINISH_NONE;
+    int n_gen = 0;
+    while (!rc && fin == FINISH_NONE) {
+        sched_step(s, 0);
+        struct token_event ev[64];
+        int n;
+        while ((n = req_wait(r, n_gen, ev, 64, 0, &fin)) > 0)
+            for (int i = 0; i < n; i++, n_gen++) {
+                if (as_text) {
+                    size_t len;
+                    const char *piece = detok_push(&dt, ev[i].token, &len);
+                    if (piece) fwrite(piece, 1, len, stdout);
+                } else {
+                    printf(n_gen ? ",%d" : "%d", ev[i].token);
+                }
+                fflush(stdout);
+            }
+    }
+    double t_end = clock_now();
+    if (as_text) {
+        size_t len;
+        const char *rest = detok_flush(&dt, &len);
+        if (rest) fwrite(rest, 1, len, stdout);
+        detok_free(&dt);
+    }
+    if (!rc) {
+        printf("\n");
+        /* decode steps = generated tokens after the first, which came from the prefill */
+        double t_first = n_gen ? r->t_first_token : t_end;
+        fprintf(stderr, "timing: prefill_tokens=%d prefill_s=%.6f decode_tokens=%d decode_s=%.6f\n", n_prompt,
+                t_first - r->t_submit, n_gen > 0 ? n_gen - 1 : 0, t_end - t_first);
+    }
+    req_unref(r); /* owns the prompt */
+    sched_free(s);
+    metrics_free(m);
+    return rc;
+}
+
 int cmd_generate(struct comm *c, int argc, char **argv) {
     struct run_opts o;
     char err[ERR_LEN] = "";
@@ -235,87 +296,32 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
         if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
         return 2;
     }
+    /* the cache holds exactly this request: prompt + every token it may generate */
     int total = n_prompt + (int)o.n_predict;
-    o.eng.n_blocks = blocks_for(total, o.eng.block_size);
+    o.eng.n_blocks = block_pool_blocks_for(total + 1, o.eng.block_size);
     if (!o.eng.max_ctx) o.eng.max_ctx = total;
-    struct engine e;
-    if (open_engine(&e, c, &o.eng)) {
+    struct engine *e = open_engine(c, &o.eng);
+    if (!e) {
         free(prompt);
         tokenizer_free(tok);
         return 1;
     }
     int rc = 0;
-    const struct model_hparams *hp = &e.model.hp;
-    if (check_ids(prompt, n_prompt, hp->vocab_size, err) ||
-        (total > e.max_ctx &&
-         !err_set(err, "prompt (%d tokens) + %ld new tokens exceeds the context of %d", n_prompt, o.n_predict, e.max_ctx))) {
+    const struct engine_info *info = engine_info(e);
+    if (check_ids(prompt, n_prompt, info->vocab, err) ||
+        (total > info->max_ctx &&
+         !err_set(err, "prompt (%d tokens) + %ld new tokens exceeds the context of %d", n_prompt, o.n_predict, info->max_ctx))) {
         if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
+        free(prompt);
         rc = 2;
     } else if (c->rank != 0) {
-        engine_follow(&e);
+        free(prompt);
+        engine_follow(e);
     } else {
-        int32_t *blocks = xmalloc(sizeof(int32_t) * (size_t)o.eng.n_blocks);
-        if (kvcache_take(&e.kv, o.eng.n_blocks, blocks)) FATAL("KV cache smaller than planned");
-        float *logits = xmalloc(sizeof(float) * (size_t)hp->vocab_size);
-        struct sampling_params sp = {.temperature = o.temperature, .top_k = (int)o.top_k, .top_p = o.top_p,
-                                     .repetition_penalty = 1, .seed = (uint64_t)o.seed, .has_seed = 1};
-        struct sampler *smp = sampler_new(&sp, hp->vocab_size, prompt, n_prompt);
-        double t0 = now_s();
-        int32_t next = -1;
-        // prefill in chunks of at most --chunk tokens
-        for (int at = 0; at < n_prompt; at += o.chunk) {
-            int n = n_prompt - at < o.chunk ? n_prompt - at : o.chunk;
-            plan_clear(&e.plan);
-            plan_add(&e.plan, prompt + at, n, at, blocks, blocks_for(at + n, o.eng.block_size), 0);
-            engine_step(&e, logits);
-        }
-        double t1 = now_s();
-        int n_gen = 0, pos = n_prompt;
-        struct detok dt;
-        int as_text = tok != NULL && !o.print_ids;
-        if (as_text) detok_init(&dt, tok, TOK_SKIP_SPECIAL);
-        for (; n_gen < o.n_predict; n_gen++) {
-            next = sampler_next(smp, logits, NULL);
-            if (as_text) {
-                size_t len;
-                const char *piece = detok_push(&dt, next, &len);
-                if (piece) fwrite(piece, 1, len, stdout);
-            } else {
-                printf(n_gen ? ",%d" : "%d", next);
-            }
-            fflush(stdout);
-            int eog = tok ? tokenizer_is_eog(tok, next) : next == hp->eos_id;
-            if (!o.ignore_eos && eog) {
-                n_gen++;
-                break;
-            }
-            if (n_gen + 1 == o.n_predict) {
-                n_gen++;
-                break;
-            }
-            plan_clear(&e.plan);
-            plan_add(&e.plan, &next, 1, pos, blocks, blocks_for(pos + 1, o.eng.block_size), 0);
-            engine_step(&e, logits);
-            pos++;
-        }
-        if (as_text) {
-            size_t len;
-            const char *rest = detok_flush(&dt, &len);
-            if (rest) fwrite(rest, 1, len, stdout);
-            detok_free(&dt);
-        }
-        printf("\n");
-        double t2 = now_s();
-        engine_stop(&e);
-        /* decode steps = generated tokens after the first, which came from the prefill */
-        fprintf(stderr, "timing: prefill_tokens=%d prefill_s=%.6f decode_tokens=%d decode_s=%.6f\n", n_prompt, t1 - t0,
-                n_gen > 0 ? n_gen - 1 : 0, t2 - t1);
-        sampler_delete(smp);
-        free(logits);
-        free(blocks);
+        rc = generate_rank0(e, &o, tok, prompt, n_prompt);
+        engine_stop(e);
     }
-    engine_close(&e);
-    free(prompt);
+    engine_close(e);
     tokenizer_free(tok);
     return rc;
 }
@@ -352,23 +358,24 @@ static int parse_seqs(const char *s, struct seq **out, int *n_out, char *err) {
 
 /* Runs the given sequences together, each fed `chunk` tokens per step; stores the
  * logits of every token at its row of `all`. */
-static void eval_group(struct engine *e, struct seq *seqs, int n, int chunk, float *all, float *step_logits) {
-    int vocab = e->model.hp.vocab_size, bs = e->kv.block_size;
+static void eval_group(struct engine *e, struct block_pool *pool, struct step_plan *plan, struct seq *seqs, int n,
+                       int chunk, float *all, float *step_logits) {
+    int vocab = engine_info(e)->vocab, bs = engine_info(e)->block_size;
     for (int i = 0; i < n; i++) {
         seqs[i].done = 0;
-        seqs[i].blocks = xmalloc(sizeof(int32_t) * (size_t)blocks_for(seqs[i].n, bs) + 1);
-        if (kvcache_take(&e->kv, blocks_for(seqs[i].n, bs), seqs[i].blocks)) FATAL("KV cache smaller than planned");
+        seqs[i].blocks = xmalloc(sizeof(int32_t) * (size_t)block_pool_blocks_for(seqs[i].n, bs) + 1);
+        if (block_pool_take(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks)) FATAL("KV cache smaller than planned");
     }
     for (;;) {
-        plan_clear(&e->plan);
+        plan_clear(plan);
         for (int i = 0; i < n; i++) {
             struct seq *s = &seqs[i];
             if (s->done >= s->n) continue;
             int k = s->n - s->done < chunk ? s->n - s->done : chunk;
-            plan_add(&e->plan, s->ids + s->done, k, s->done, s->blocks, blocks_for(s->done + k, bs), 1);
+            plan_add(plan, s->ids + s->done, k, s->done, s->blocks, block_pool_blocks_for(s->done + k, bs), 1);
         }
-        if (e->plan.n_seqs == 0) break;
-        engine_step(e, step_logits);
+        if (plan->n_seqs == 0) break;
+        engine_step(e, plan, step_logits);
         int row = 0;
         for (int i = 0; i < n; i++) {
             struct seq *s = &seqs[i];
@@ -381,7 +388,7 @@ static void eval_group(struct engine *e, struct seq *seqs, int n, int chunk, flo
         }
     }
     for (int i = 0; i < n; i++) {
-        kvcache_give(&e->kv, blocks_for(seqs[i].n, bs), seqs[i].blocks);
+        block_pool_give(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks);
         free(seqs[i].blocks);
     }
 }
@@ -407,33 +414,40 @@ int cmd_eval(struct comm *c, int argc, char **argv) {
         seqs[i].out_at = total;
         total += (size_t)seqs[i].n;
         if (seqs[i].n > longest) longest = seqs[i].n;
-        o.eng.n_blocks += blocks_for(seqs[i].n, o.eng.block_size);
+        o.eng.n_blocks += block_pool_blocks_for(seqs[i].n, o.eng.block_size);
     }
     if (!o.eng.max_ctx) o.eng.max_ctx = longest;
-    struct engine e;
     int rc = 0;
-    if (open_engine(&e, c, &o.eng)) {
+    struct engine *e = open_engine(c, &o.eng);
+    if (!e) {
         rc = 1;
         goto out;
     }
-    int vocab = e.model.hp.vocab_size;
+    int vocab = engine_info(e)->vocab, max_ctx = engine_info(e)->max_ctx;
     for (int i = 0; i < n_seqs && !rc; i++)
         if (check_ids(seqs[i].ids, seqs[i].n, vocab, err) ||
-            (seqs[i].n > e.max_ctx && !err_set(err, "sequence %d is longer than the context %d", i + 1, e.max_ctx))) {
+            (seqs[i].n > max_ctx && !err_set(err, "sequence %d is longer than the context %d", i + 1, max_ctx))) {
             if (c->rank == 0) fprintf(stderr, "tpd eval: %s\n", err);
             rc = 2;
         }
     if (!rc && c->rank != 0) {
-        engine_follow(&e);
+        engine_follow(e);
     } else if (!rc) {
+        /* eval tests the engine itself: a plan built here, blocks from its own pool */
+        struct block_pool pool;
+        struct step_plan plan;
+        block_pool_init(&pool, engine_info(e)->n_blocks);
+        plan_init(&plan);
         float *all = xmalloc(sizeof(float) * total * (size_t)vocab);
         int step_cap = o.separate ? longest : (int)total;
         float *step = xmalloc(sizeof(float) * (size_t)(step_cap < o.chunk * n_seqs ? step_cap : o.chunk * n_seqs) * (size_t)vocab + 4);
         if (o.separate)
-            for (int i = 0; i < n_seqs; i++) eval_group(&e, &seqs[i], 1, o.chunk, all, step);
+            for (int i = 0; i < n_seqs; i++) eval_group(e, &pool, &plan, &seqs[i], 1, o.chunk, all, step);
         else
-            eval_group(&e, seqs, n_seqs, o.chunk, all, step);
-        engine_stop(&e);
+            eval_group(e, &pool, &plan, seqs, n_seqs, o.chunk, all, step);
+        engine_stop(e);
+        plan_free(&plan);
+        block_pool_free(&pool);
         FILE *f = fopen(o.out, "wb");
         if (!f || fwrite(all, sizeof(float) * (size_t)vocab, total, f) != total) {
             fprintf(stderr, "tpd eval: cannot write %s\n", o.out);
@@ -443,7 +457,7 @@ int cmd_eval(struct comm *c, int argc, char **argv) {
         free(step);
         free(all);
     }
-    engine_close(&e);
+    engine_close(e);
 out:
     for (int i = 0; i < n_seqs; i++) free(seqs[i].ids);
     free(seqs);

@@ -159,7 +159,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         } else {
             LOG(LOG_WARN, "cannot write %s", pid_path);
         }
-        LOG(LOG_INFO, "serving %s on %s (tp %d)", sc.model_name, cfg->socket, e->comm->size);
+        LOG(LOG_INFO, "serving %s on %s (tp %d)", sc.model_name, cfg->socket, engine_info(e)->tp);
         while (!stop_requested) sched_step(s, 0.05);
         unlink(pid_path);
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
@@ -203,7 +203,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
         .kv_type = strcmp(cfg.kv_type, "f32") ? DT_F16 : DT_F32, .block_size = (int)cfg.block_size,
         .n_blocks = (int)(cfg.kv_tokens / cfg.block_size), .max_ctx = (int)cfg.max_ctx,
     };
-    struct engine e;
+    struct engine *e;
     if (engine_open(&e, c, &eo, err)) {
         fprintf(stderr, "tpd serve: rank %d: %s\n", c->rank, err);
         config_free(&cfg);
@@ -211,12 +211,12 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     }
     int rc = 0;
     if (c->rank == 0) {
-        rc = serve_rank0(&e, &cfg);
-        engine_stop(&e);
+        rc = serve_rank0(e, &cfg);
+        engine_stop(e);
     } else {
-        engine_follow(&e);
+        engine_follow(e);
     }
-    engine_close(&e);
+    engine_close(e);
     config_free(&cfg);
     /* a failure on rank 0 after startup still lets every rank leave the loop and exit;
      * the exit status says it failed */

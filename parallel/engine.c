@@ -1,14 +1,30 @@
 #include "engine.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../comm/comm_nccl.h"
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/log.h"
+#include "forward.h"
+#include "kvcache.h"
+#include "model.h"
 #include "synthetic.h"
 
-int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, char *err) {
-    memset(e, 0, sizeof *e);
+struct engine {
+    struct comm *comm;
+    struct backend be;
+    struct model model;
+    struct kvcache kv;
+    struct forward_state fs;
+    struct step_plan plan; /* followers: the plan rank 0 sent */
+    struct engine_info info;
+};
+
+int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o, char *err) {
+    *out = NULL;
+    struct engine *e = xcalloc(1, sizeof *e);
     e->comm = c;
     plan_init(&e->plan);
     forward_state_init(&e->fs);
@@ -31,9 +47,9 @@ int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, c
         goto fail;
     }
     const struct model_hparams *hp = &e->model.hp;
-    e->max_ctx = o->max_ctx > 0 ? o->max_ctx : hp->max_ctx;
-    if (e->max_ctx > hp->max_ctx) {
-        err_set(err, "context %d is longer than the model's trained context %d", e->max_ctx, hp->max_ctx);
+    int max_ctx = o->max_ctx > 0 ? o->max_ctx : hp->max_ctx;
+    if (max_ctx > hp->max_ctx) {
+        err_set(err, "context %d is longer than the model's trained context %d", max_ctx, hp->max_ctx);
         ok = 0;
     }
     if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, hp->n_layers, o->n_blocks, o->block_size, e->model.sp.n_kv,
@@ -47,43 +63,54 @@ int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, c
     }
     struct mem_plan mp;
     char line[512];
-    synthetic_mem_plan(&e->model, o->kv_type, (long long)o->n_blocks * o->block_size, e->max_ctx, 0, &mp);
+    synthetic_mem_plan(&e->model, o->kv_type, (long long)o->n_blocks * o->block_size, max_ctx, 0, &mp);
     synthetic_mem_plan_format(&mp, line, sizeof line);
     LOG(LOG_INFO, "backend %s, all-reduce %s; %s", e->be.name, comm_nccl_describe(c), line);
     LOG(LOG_INFO, "model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; tp %d; rank 0 holds %.1f MiB of weights, "
         "KV cache %.1f MiB (%d blocks of %d)", o->model_path, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads,
         hp->ffn_dim, hp->vocab_size, c->size, e->model.weight_bytes / 1048576.0, e->kv.bytes / 1048576.0,
         o->n_blocks, o->block_size);
+    e->info = (struct engine_info){.vocab = hp->vocab_size, .eos_id = hp->eos_id, .block_size = o->block_size,
+                                   .n_blocks = o->n_blocks, .max_ctx = max_ctx, .tp = c->size};
+    *out = e;
     return 0;
 fail:
     comm_nccl_free(c);
     backend_close(&e->be);
     plan_free(&e->plan);
+    free(e);
     return -1;
 }
 
 void engine_close(struct engine *e) {
+    if (!e) return;
     forward_state_free(&e->fs, &e->be);
     kvcache_free(&e->kv);
     model_free(&e->model);
     comm_nccl_free(e->comm);
     backend_close(&e->be);
     plan_free(&e->plan);
+    free(e);
 }
 
-void engine_step(struct engine *e, float *logits) {
-    plan_bcast(e->comm, &e->plan);
-    forward(&e->model, &e->kv, &e->fs, &e->plan, e->comm, logits);
+const struct engine_info *engine_info(const struct engine *e) { return &e->info; }
+
+void engine_step(struct engine *e, const struct step_plan *plan, float *logits) {
+    for (int i = 0; i < plan->n_blocks; i++)
+        if (plan->blocks[i] < 0 || plan->blocks[i] >= e->info.n_blocks)
+            FATAL("step plan names KV block %d; the cache has %d", plan->blocks[i], e->info.n_blocks);
+    plan_send(e->comm, plan);
+    forward(&e->model, &e->kv, &e->fs, plan, e->comm, logits);
 }
 
 void engine_stop(struct engine *e) {
     plan_clear(&e->plan);
-    plan_bcast(e->comm, &e->plan);
+    plan_send(e->comm, &e->plan);
 }
 
 void engine_follow(struct engine *e) {
     for (;;) {
-        plan_bcast(e->comm, &e->plan);
+        plan_recv(e->comm, &e->plan);
         if (e->plan.n_seqs == 0) return;
         forward(&e->model, &e->kv, &e->fs, &e->plan, e->comm, NULL);
     }

@@ -1,13 +1,13 @@
-/* The engine on one rank: backend, model shards, KV cache and the step loop every rank
- * runs. Rank 0 fills e->plan and calls engine_step(); the other ranks sit in
- * engine_follow() running whatever plan rank 0 broadcasts, until it sends an empty one. */
+/* The engine: everything one rank needs to run forward steps (backend, model shards, KV
+ * storage, the communicator), behind a small interface. Rank 0 calls engine_step() with
+ * a plan its scheduler built; the other ranks sit in engine_follow() running the plans
+ * rank 0 broadcasts until engine_stop(). Nothing outside parallel/ sees the model or the
+ * cache: callers read engine_info() for the few numbers they need. */
 #ifndef TPD_ENGINE_H
 #define TPD_ENGINE_H
 
 #include "../comm/comm.h"
-#include "forward.h"
-#include "kvcache.h"
-#include "model.h"
+#include "../util/dtype.h"
 #include "plan.h"
 
 struct engine_opts {
@@ -23,25 +23,29 @@ struct engine_opts {
     const char *synthetic; /* random weights of a geometry ("llama3-8b[:bf16]"), no file; NULL: model_path */
 };
 
-struct engine {
-    struct comm *comm;
-    struct backend be;
-    struct model model;
-    struct kvcache kv;
-    struct forward_state fs;
-    struct step_plan plan;
-    int max_ctx;
+/* What a scheduler needs to know of the engine; the same on every rank. */
+struct engine_info {
+    int vocab;      /* length of one logits row */
+    int eos_id;     /* the model's end-of-sequence token (tokenizers may add more) */
+    int block_size; /* tokens per KV block */
+    int n_blocks;   /* KV blocks; ids 0..n_blocks-1 are valid in a plan */
+    int max_ctx;    /* longest sequence (prompt + generated) */
+    int tp;         /* ranks the model is split over */
 };
+
+struct engine;
 
 /* Collective. On failure every rank returns -1: a rank whose own load failed has the
  * reason in err; the others say that another rank failed. */
-int engine_open(struct engine *e, struct comm *c, const struct engine_opts *o, char *err);
+int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o, char *err);
 void engine_close(struct engine *e);
-/* Rank 0: broadcasts e->plan and runs it; logits [plan.n_out][vocab]. */
-void engine_step(struct engine *e, float *logits);
+const struct engine_info *engine_info(const struct engine *e);
+/* Rank 0: broadcasts the plan and runs it on every rank; logits [plan->n_out][vocab].
+ * Every block id in the plan must be below engine_info()->n_blocks. */
+void engine_step(struct engine *e, const struct step_plan *plan, float *logits);
 /* Rank 0: releases the followers from engine_follow(). */
 void engine_stop(struct engine *e);
-/* Ranks other than 0. */
+/* Ranks other than 0: run rank 0's plans until it calls engine_stop(). */
 void engine_follow(struct engine *e);
 
 #endif

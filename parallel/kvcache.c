@@ -23,10 +23,6 @@ int kvcache_init(struct kvcache *kv, struct backend *be, enum dtype type, int n_
         kv->layers[l].v = be->alloc(be->ctx, per);
     }
     kv->bytes = (size_t)per * 2 * (size_t)n_layers;
-    kv->free_ids = xmalloc(sizeof(int32_t) * (size_t)n_blocks);
-    /* lowest ids on top of the stack: handed out first, in order */
-    for (int i = 0; i < n_blocks; i++) kv->free_ids[i] = n_blocks - 1 - i;
-    kv->n_free = n_blocks;
     return 0;
 }
 
@@ -37,19 +33,5 @@ void kvcache_free(struct kvcache *kv) {
         kv->be->free(kv->be->ctx, kv->layers[l].v);
     }
     free(kv->layers);
-    free(kv->free_ids);
     memset(kv, 0, sizeof *kv);
-}
-
-int kvcache_take(struct kvcache *kv, int n, int32_t *out) {
-    if (n > kv->n_free) return -1;
-    for (int i = 0; i < n; i++) out[i] = kv->free_ids[--kv->n_free];
-    return 0;
-}
-
-void kvcache_give(struct kvcache *kv, int n, const int32_t *ids) {
-    for (int i = 0; i < n; i++) {
-        if (kv->n_free >= kv->n_blocks) FATAL("KV block %d returned twice", ids[i]);
-        kv->free_ids[kv->n_free++] = ids[i];
-    }
 }

@@ -1,6 +1,6 @@
-/* The paged KV cache. Storage (this rank's KV heads for every block, per layer) lives on
- * every rank; the block allocator that hands out block ids is used by rank 0 only, which
- * puts the ids in each step plan. */
+/* The paged KV cache's storage on one rank: this rank's KV heads for every block, per
+ * layer. Which block belongs to which sequence is decided on rank 0 (sched/block_pool)
+ * and arrives in each step plan's block tables. */
 #ifndef TPD_KVCACHE_H
 #define TPD_KVCACHE_H
 
@@ -15,16 +15,10 @@ struct kvcache {
     int n_layers, n_blocks, block_size, n_kv, head_dim;
     struct kv_layer *layers;
     size_t bytes;
-    /* rank 0: free block ids (a stack) */
-    int32_t *free_ids;
-    int n_free;
 };
 
 int kvcache_init(struct kvcache *kv, struct backend *be, enum dtype type, int n_layers, int n_blocks,
                  int block_size, int n_kv, int head_dim, char *err);
 void kvcache_free(struct kvcache *kv);
-/* Takes n block ids into out; -1 (nothing taken) if fewer are free. */
-int kvcache_take(struct kvcache *kv, int n, int32_t *out);
-void kvcache_give(struct kvcache *kv, int n, const int32_t *ids);
 
 #endif

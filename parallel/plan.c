@@ -78,34 +78,46 @@ void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const
     p->block_off[p->n_seqs] = p->n_blocks;
 }
 
+/* The arrays in broadcast order with their lengths. */
+static void plan_arrays(const struct step_plan *p, int32_t *arrays[6], size_t lens[6]) {
+    int32_t *a[6] = {p->tokens, p->seq_of, p->pos, p->block_off, p->blocks, p->out_rows};
+    size_t l[6] = {(size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_seqs + 1,
+                   (size_t)p->n_blocks, (size_t)p->n_out};
+    memcpy(arrays, a, sizeof a);
+    memcpy(lens, l, sizeof l);
+}
+
 /* Two broadcasts: the four counts, then every array packed into one buffer. */
-void plan_bcast(struct comm *c, struct step_plan *p) {
+void plan_send(struct comm *c, const struct step_plan *p) {
     if (c->size == 1) return;
     int32_t hdr[4] = {p->n_seqs, p->n_tokens, p->n_blocks, p->n_out};
     comm_bcast(c, hdr, sizeof hdr, 0);
-    if (c->rank != 0) {
-        reserve(p, hdr[1], hdr[0], hdr[2]);
-        p->n_seqs = hdr[0];
-        p->n_tokens = hdr[1];
-        p->n_blocks = hdr[2];
-        p->n_out = hdr[3];
-    }
-    size_t n = (size_t)p->n_tokens * 3 + (size_t)p->n_seqs + 1 + (size_t)p->n_blocks + (size_t)p->n_out;
+    int32_t *arrays[6];
+    size_t lens[6], n = 0;
+    plan_arrays(p, arrays, lens);
+    for (int i = 0; i < 6; i++) n += lens[i];
     int32_t *buf = xmalloc(n * sizeof(int32_t));
-    int32_t *arrays[] = {p->tokens, p->seq_of, p->pos, p->block_off, p->blocks, p->out_rows};
-    size_t lens[] = {(size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_seqs + 1,
-                     (size_t)p->n_blocks, (size_t)p->n_out};
-    size_t at = 0;
-    if (c->rank == 0)
-        for (int i = 0; i < 6; i++) {
-            if (lens[i]) memcpy(buf + at, arrays[i], lens[i] * sizeof(int32_t));
-            at += lens[i];
-        }
+    for (size_t i = 0, at = 0; i < 6; at += lens[i++])
+        if (lens[i]) memcpy(buf + at, arrays[i], lens[i] * sizeof(int32_t));
     comm_bcast(c, buf, n * sizeof(int32_t), 0);
-    if (c->rank != 0)
-        for (int i = 0, a = 0; i < 6; i++) {
-            if (lens[i]) memcpy(arrays[i], buf + a, lens[i] * sizeof(int32_t));
-            a += (int)lens[i];
-        }
+    free(buf);
+}
+
+void plan_recv(struct comm *c, struct step_plan *p) {
+    int32_t hdr[4];
+    comm_bcast(c, hdr, sizeof hdr, 0);
+    reserve(p, hdr[1], hdr[0], hdr[2]);
+    p->n_seqs = hdr[0];
+    p->n_tokens = hdr[1];
+    p->n_blocks = hdr[2];
+    p->n_out = hdr[3];
+    int32_t *arrays[6];
+    size_t lens[6], n = 0;
+    plan_arrays(p, arrays, lens);
+    for (int i = 0; i < 6; i++) n += lens[i];
+    int32_t *buf = xmalloc(n * sizeof(int32_t));
+    comm_bcast(c, buf, n * sizeof(int32_t), 0);
+    for (size_t i = 0, at = 0; i < 6; at += lens[i++])
+        if (lens[i]) memcpy(arrays[i], buf + at, lens[i] * sizeof(int32_t));
     free(buf);
 }

@@ -27,7 +27,9 @@ void plan_clear(struct step_plan *p);
  * blocks[0..n_blocks) (covering positions up to pos0 + n - 1). */
 void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const int32_t *blocks, int n_blocks,
               int logits_all);
-/* Collective: rank 0's plan replaces every other rank's. */
-void plan_bcast(struct comm *c, struct step_plan *p);
+/* Collective: rank 0 sends its plan (plan_send); every other rank's plan is replaced by
+ * it (plan_recv). */
+void plan_send(struct comm *c, const struct step_plan *p);
+void plan_recv(struct comm *c, struct step_plan *p);
 
 #endif

@@ -5,9 +5,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "../util/clock.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/log.h"
+#include "block_pool.h"
 #include "sampler.h"
 
 /* One request while the step loop owns it. tokens holds the prompt and then every
@@ -29,7 +31,7 @@ struct scheduler {
     struct engine *e;
     struct sched_opts o;
     struct metrics *m;
-    int vocab, block_size, max_ctx;
+    int vocab, block_size, max_ctx, eos_id;
 
     /* shared with HTTP threads, under mu */
     pthread_mutex_t mu;
@@ -46,40 +48,36 @@ struct scheduler {
     int n_running;
     struct seq **preempted; /* waiting to be resumed, oldest first; ahead of the queue */
     int n_preempted;
+    struct block_pool pool;
+    struct step_plan plan;
     float *logits;
 };
-
-static double mono_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct metrics *m) {
     struct scheduler *s = xcalloc(1, sizeof *s);
     s->e = e;
     s->o = *o;
     s->m = m;
-    s->vocab = e->model.hp.vocab_size;
-    s->block_size = e->kv.block_size;
-    s->max_ctx = e->max_ctx;
+    const struct engine_info *info = engine_info(e);
+    s->vocab = info->vocab;
+    s->block_size = info->block_size;
+    s->max_ctx = info->max_ctx;
+    s->eos_id = info->eos_id;
+    block_pool_init(&s->pool, info->n_blocks);
+    plan_init(&s->plan);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&s->cv);
     s->queue = xcalloc((unsigned long)o->max_queue, sizeof *s->queue);
     s->running = xcalloc((unsigned long)o->max_running, sizeof *s->running);
     s->preempted = xcalloc((unsigned long)o->max_running, sizeof *s->preempted);
     s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->vocab);
-    s->kv_free_pub = e->kv.n_free;
-    s->last_step = mono_now();
+    s->kv_free_pub = s->pool.n_free;
+    s->last_step = clock_now();
     return s;
 }
 
 static void seq_free(struct scheduler *s, struct seq *q) {
-    if (q->n_blocks) kvcache_give(&s->e->kv, q->n_blocks, q->blocks);
+    if (q->n_blocks) block_pool_give(&s->pool, q->n_blocks, q->blocks);
     free(q->blocks);
     free(q->tokens);
     if (q->smp) sampler_delete(q->smp);
@@ -96,6 +94,8 @@ void sched_free(struct scheduler *s) {
     free(s->running);
     free(s->preempted);
     free(s->logits);
+    plan_free(&s->plan);
+    block_pool_free(&s->pool);
     free(s);
 }
 
@@ -119,7 +119,7 @@ int sched_submit(struct scheduler *s, struct gen_request *r, char *err) {
         err_set(err, "the request queue is full (%d waiting); retry later", s->q_len);
     } else {
         req_ref(r);
-        r->t_submit = mono_now();
+        r->t_submit = clock_now();
         s->queue[(s->q_head + s->q_len++) % s->o.max_queue] = r;
         pthread_cond_signal(&s->cv);
     }
@@ -138,7 +138,7 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
     out->queued = s->q_len;
     out->running = s->n_running_pub;
     out->kv_blocks_free = s->kv_free_pub;
-    out->kv_blocks_used = s->e->kv.n_blocks - s->kv_free_pub;
+    out->kv_blocks_used = s->pool.n_blocks - s->kv_free_pub;
     out->max_ctx = s->max_ctx;
     out->draining = s->draining;
     out->preemptions = s->preemptions;
@@ -149,14 +149,14 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
 static void publish(struct scheduler *s) {
     pthread_mutex_lock(&s->mu);
     s->n_running_pub = s->n_running + s->n_preempted;
-    s->kv_free_pub = s->e->kv.n_free;
-    s->last_step = mono_now();
+    s->kv_free_pub = s->pool.n_free;
+    s->last_step = clock_now();
     pthread_mutex_unlock(&s->mu);
 }
 
 static void finish_seq(struct scheduler *s, struct seq *q, enum finish_reason why) {
     req_finish(q->req, why);
-    metrics_observe(s->m, HIST_E2E, mono_now() - q->req->t_submit);
+    metrics_observe(s->m, HIST_E2E, clock_now() - q->req->t_submit);
     metrics_tokens(s->m, q->req->n_prompt, q->n_generated);
     seq_free(s, q);
 }
@@ -175,14 +175,14 @@ static struct seq *seq_from_request(struct scheduler *s, struct gen_request *r) 
 }
 
 /* Blocks a sequence needs to cache `tokens` tokens. */
-static int blocks_needed(struct scheduler *s, int tokens) { return (tokens + s->block_size - 1) / s->block_size; }
+static int blocks_needed(struct scheduler *s, int tokens) { return block_pool_blocks_for(tokens, s->block_size); }
 
 /* Preemption by recompute: the sequence gives back every block and will prefill its
  * prompt and generated tokens again; its sampler state is kept, so it continues exactly
  * as it would have. The most recently admitted sequence goes first (vLLM's policy). */
 static void preempt_last(struct scheduler *s) {
     struct seq *q = s->running[--s->n_running];
-    kvcache_give(&s->e->kv, q->n_blocks, q->blocks);
+    block_pool_give(&s->pool, q->n_blocks, q->blocks);
     q->n_blocks = 0;
     q->n_cached = 0;
     q->in_step = 0;
@@ -202,14 +202,14 @@ static void preempt_last(struct scheduler *s) {
  * preempted, or when q runs alone and the cache still cannot hold it. */
 static int grow_blocks(struct scheduler *s, struct seq *q, int tokens) {
     int need = blocks_needed(s, tokens) - q->n_blocks;
-    while (need > 0 && s->e->kv.n_free < need) {
+    while (need > 0 && s->pool.n_free < need) {
         if (s->n_running == 1) return -1;
         struct seq *last = s->running[s->n_running - 1];
         preempt_last(s);
         if (last == q) return -1;
     }
     if (need > 0) {
-        if (kvcache_take(&s->e->kv, need, q->blocks + q->n_blocks)) return -1;
+        if (block_pool_take(&s->pool, need, q->blocks + q->n_blocks)) return -1;
         q->n_blocks += need;
     }
     return 0;
@@ -246,7 +246,7 @@ static void admit(struct scheduler *s) {
         struct seq *q = NULL;
         if (s->n_preempted) {
             q = s->preempted[0];
-            if (blocks_needed(s, q->n_tokens + 1) > s->e->kv.n_free) return;
+            if (blocks_needed(s, q->n_tokens + 1) > s->pool.n_free) return;
             memmove(s->preempted, s->preempted + 1, sizeof *s->preempted * (size_t)--s->n_preempted);
         } else {
             pthread_mutex_lock(&s->mu);
@@ -261,7 +261,7 @@ static void admit(struct scheduler *s) {
                     r = NULL;
                     continue;
                 }
-                if (blocks_needed(s, r->n_prompt + 1) > s->e->kv.n_free) {
+                if (blocks_needed(s, r->n_prompt + 1) > s->pool.n_free) {
                     pthread_mutex_unlock(&s->mu);
                     return;
                 }
@@ -279,7 +279,7 @@ static void admit(struct scheduler *s) {
 /* Fills the plan: first one decode token for every sequence whose tokens are all cached
  * but the last, then prefill chunks in running order, all within the token budget. */
 static void build_plan(struct scheduler *s) {
-    struct step_plan *p = &s->e->plan;
+    struct step_plan *p = &s->plan;
     plan_clear(p);
     int budget = s->o.step_tokens;
     for (int pass = 0; pass < 2; pass++)
@@ -302,7 +302,7 @@ static void build_plan(struct scheduler *s) {
 }
 
 static int is_eog(const struct scheduler *s, int32_t tok) {
-    if (!s->o.eog_ids) return tok == s->e->model.hp.eos_id;
+    if (!s->o.eog_ids) return tok == s->eos_id;
     for (int i = 0; i < s->o.n_eog; i++)
         if (s->o.eog_ids[i] == tok) return 1;
     return 0;
@@ -311,7 +311,7 @@ static int is_eog(const struct scheduler *s, int32_t tok) {
 /* After a step: every sequence whose fed tokens reached its last known token samples. */
 static void sample_all(struct scheduler *s) {
     int row = 0;
-    double now = mono_now();
+    double now = clock_now();
     for (int i = 0; i < s->n_running;) {
         struct seq *q = s->running[i];
         if (!q->in_step) {
@@ -323,6 +323,12 @@ static void sample_all(struct scheduler *s) {
         float *lg = s->logits + (size_t)row++ * (size_t)s->vocab;
         if (q->n_cached < q->n_tokens) { /* mid-prompt chunk */
             i++;
+            continue;
+        }
+        if (q->req->max_tokens == 0) { /* prefill only (tpd generate -n 0) */
+            memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
+            s->n_running--;
+            finish_seq(s, q, FINISH_LENGTH);
             continue;
         }
         struct token_event ev;
@@ -358,11 +364,7 @@ int sched_step(struct scheduler *s, double idle_s) {
         publish(s);
         pthread_mutex_lock(&s->mu);
         if (s->q_len == 0 && idle_s > 0) {
-            struct timespec dl;
-            clock_gettime(CLOCK_MONOTONIC, &dl);
-            long ns = dl.tv_nsec + (long)(idle_s * 1e9);
-            dl.tv_sec += ns / 1000000000L;
-            dl.tv_nsec = ns % 1000000000L;
+            struct timespec dl = clock_deadline(idle_s);
             pthread_cond_timedwait(&s->cv, &s->mu, &dl);
         }
         int n = s->q_len + s->n_preempted;
@@ -370,8 +372,8 @@ int sched_step(struct scheduler *s, double idle_s) {
         return n;
     }
     build_plan(s);
-    if (s->e->plan.n_seqs > 0) {
-        engine_step(s->e, s->logits);
+    if (s->plan.n_seqs > 0) {
+        engine_step(s->e, &s->plan, s->logits);
         sample_all(s);
     } else if (s->n_running == 1) {
         /* a lone sequence that cannot get a block: the cache is too small for it */

@@ -26,7 +26,7 @@ static struct comm g_comm;
 static char g_model[4096];
 
 struct run {
-    struct engine e;
+    struct engine *e;
     struct metrics *m;
     struct scheduler *s;
 };
@@ -38,13 +38,13 @@ static void run_open(struct run *r, int kv_tokens, int max_running, int step_tok
     assert_int_equal(engine_open(&r->e, &g_comm, &eo, err), 0);
     r->m = metrics_new();
     struct sched_opts so = {max_running, 64, step_tokens, NULL, 0};
-    r->s = sched_new(&r->e, &so, r->m);
+    r->s = sched_new(r->e, &so, r->m);
 }
 
 static void run_close(struct run *r) {
     sched_free(r->s);
     metrics_free(r->m);
-    engine_close(&r->e);
+    engine_close(r->e);
 }
 
 static struct gen_request *make_req(int i, float temperature) {
