@@ -308,9 +308,7 @@ int cmd_generate(struct comm *c, int argc, char **argv) {
     }
     int rc = 0;
     const struct engine_info *info = engine_info(e);
-    if (check_ids(prompt, n_prompt, info->vocab, err) ||
-        (total > info->max_ctx &&
-         !err_set(err, "prompt (%d tokens) + %ld new tokens exceeds the context of %d", n_prompt, o.n_predict, info->max_ctx))) {
+    if (check_ids(prompt, n_prompt, info->vocab, err)) { /* the context is the scheduler's to check */
         if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
         free(prompt);
         rc = 2;

@@ -13,6 +13,7 @@
 #include "../util/err.h"
 #include "../util/log.h"
 #include "config.h"
+#include "../server/api.h"
 #include "../server/http.h"
 #include "../sched/metrics.h"
 #include "../sched/scheduler.h"
@@ -138,14 +139,15 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .socket_path = cfg->socket, .socket_mode = (unsigned)cfg->socket_mode, .socket_group = cfg->socket_group,
         .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port,
         .max_body_bytes = (size_t)cfg->max_body_bytes, .max_connections = (int)cfg->max_connections,
-        .model_name = cfg->model_name ? cfg->model_name : base_name(cfg->model_path),
     };
+    struct api_ctx api;
+    api_ctx_init(&api, tok, cfg->model_name ? cfg->model_name : base_name(cfg->model_path), engine_info(e)->max_ctx);
     unsigned uids[CONFIG_MAX_UIDS];
     for (int i = 0; i < cfg->n_allowed_uids; i++) uids[i] = (unsigned)cfg->allowed_uids[i];
     sc.allowed_uids = uids;
     struct http_server *h = NULL;
     int rc = 0;
-    if (http_start(&h, &sc, s, tok, m, err)) {
+    if (http_start(&h, &sc, s, &api, m, err)) {
         fprintf(stderr, "tpd serve: %s\n", err);
         rc = 1;
     } else {
@@ -159,7 +161,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         } else {
             LOG(LOG_WARN, "cannot write %s", pid_path);
         }
-        LOG(LOG_INFO, "serving %s on %s (tp %d)", sc.model_name, cfg->socket, engine_info(e)->tp);
+        LOG(LOG_INFO, "serving %s on %s (tp %d)", api.model_name, cfg->socket, engine_info(e)->tp);
         while (!stop_requested) sched_step(s, 0.05);
         unlink(pid_path);
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
@@ -172,6 +174,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     sched_abort_all(s);
     if (h) http_free(h);
     sched_free(s);
+    api_ctx_free(&api);
     metrics_free(m);
     tokenizer_free(tok);
     return rc;

@@ -17,9 +17,12 @@ struct gen_request *req_new(void) {
     pthread_cond_init(&r->cv, &ca);
     pthread_condattr_destroy(&ca);
     atomic_init(&r->refs, 1);
-    r->sp.top_p = 1;
-    r->sp.repetition_penalty = 1;
+    r->sp = sampling_defaults();
     return r;
+}
+
+struct sampling_params sampling_defaults(void) {
+    return (struct sampling_params){.temperature = 1, .top_p = 1, .repetition_penalty = 1};
 }
 
 void req_ref(struct gen_request *r) { atomic_fetch_add(&r->refs, 1); }

@@ -28,6 +28,10 @@ struct sampling_params {
     int top_logprobs;         /* 0..REQ_MAX_TOP_LOGPROBS alternatives per token */
 };
 
+/* The defaults every entry point starts from (the API, tpd generate, req_new): OpenAI's,
+ * temperature 1 with every filter and penalty off and no seed. */
+struct sampling_params sampling_defaults(void);
+
 enum finish_reason {
     FINISH_NONE = 0,
     FINISH_LENGTH,    /* max_tokens or the context reached */

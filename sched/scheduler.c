@@ -104,7 +104,7 @@ int sched_submit(struct scheduler *s, struct gen_request *r, char *err) {
         err_set(err, "the prompt is empty");
         return SUBMIT_TOO_LONG;
     }
-    if ((long)r->n_prompt + r->max_tokens > s->max_ctx) {
+    if (r->max_tokens > sched_room(s->max_ctx, r->n_prompt)) {
         err_set(err, "this model's context is %d tokens; the prompt has %d and max_tokens asks for %d more",
                 s->max_ctx, r->n_prompt, r->max_tokens);
         return SUBMIT_TOO_LONG;

@@ -26,6 +26,11 @@ struct sched_stats {
     double last_step; /* monotonic time the loop last ran (stepping or idle) */
 };
 
+/* The context rule, in one place: how many tokens a sequence whose prompt has n_prompt
+ * tokens may generate within a context of max_ctx (< 1: the prompt alone does not fit).
+ * The API layer defaults and checks max_tokens with it; sched_submit refuses by it. */
+static inline long sched_room(int max_ctx, int n_prompt) { return (long)max_ctx - n_prompt; }
+
 enum sched_submit_result { SUBMIT_OK = 0, SUBMIT_QUEUE_FULL = -1, SUBMIT_DRAINING = -2, SUBMIT_TOO_LONG = -3 };
 
 struct scheduler;

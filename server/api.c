@@ -11,11 +11,42 @@
 #include <time.h>
 
 #include "../tokenizer/tokenizer.h"
+#include "../sched/scheduler.h"
 #include "../util/fatal.h"
+#include "../util/log.h"
 #include "../util/utf8.h"
 #include "../tokenizer/chat.h"
 
 /* ---- small pieces ---- */
+
+void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_name, int max_ctx) {
+    memset(c, 0, sizeof *c);
+    c->tok = tok;
+    c->name_own = xstrdup(model_name && model_name[0] ? model_name : "tpd");
+    c->model_name = c->name_own;
+    c->max_ctx = max_ctx;
+    c->chat_err = c->chat_err_buf;
+    if (!tok) {
+        snprintf(c->chat_err_buf, sizeof c->chat_err_buf, "no tokenizer");
+        return;
+    }
+    c->chat_own = xcalloc(1, sizeof *c->chat_own);
+    if (chat_template_load(c->chat_own, tok, NULL, c->chat_err_buf)) {
+        LOG(LOG_WARN, "chat: %s", c->chat_err_buf);
+        free(c->chat_own);
+        c->chat_own = NULL;
+    }
+    c->chat = c->chat_own;
+}
+
+void api_ctx_free(struct api_ctx *c) {
+    if (c->chat_own) {
+        chat_template_free(c->chat_own);
+        free(c->chat_own);
+    }
+    free(c->name_own);
+    memset(c, 0, sizeof *c);
+}
 
 int api_err(struct api_error *e, int status, const char *param, const char *fmt, ...) {
     e->status = status;
@@ -348,7 +379,6 @@ static int read_sampling(const struct api_ctx *c, const cJSON *o, struct api_par
     double x;
     long i;
     int r;
-    sp->temperature = 1;
     if ((r = read_num(o, "temperature", 0, 2, 0, &x, e)) < 0) return -1;
     if (r) sp->temperature = (float)x;
     if ((r = read_num(o, "top_p", 0, 1, 1, &x, e)) < 0) return -1;
@@ -446,8 +476,7 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
                        struct api_params *p, struct api_error *e) {
     memset(p, 0, sizeof *p);
     p->kind = kind;
-    p->sp.top_p = 1;
-    p->sp.repetition_penalty = 1;
+    p->sp = sampling_defaults();
     cJSON *o = parse_body(body, len, e);
     if (!o) return -1;
     long i;
@@ -500,13 +529,13 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         if (render_chat(c, o, add_gen, &p->prompt, &p->n_prompt, e)) goto out;
     }
     const char *pname = kind == API_COMPLETION ? "prompt" : "messages";
-    if (p->n_prompt >= c->max_ctx) {
+    long room = sched_room(c->max_ctx, p->n_prompt);
+    if (room < 1) {
         api_err(e, 400, pname,
                 "%s: this model's maximum context length is %d tokens, but the prompt has %d tokens",
                 pname, c->max_ctx, p->n_prompt);
         goto out;
     }
-    int room = c->max_ctx - p->n_prompt;
     if (max_tokens < 0) {
         /* OpenAI's defaults: 16 for completions, the rest of the context for chat */
         max_tokens = kind == API_COMPLETION && room > 16 ? 16 : room;

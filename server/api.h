@@ -20,14 +20,24 @@
 struct tokenizer;
 struct chat_template;
 
-/* What a request is validated against; http.c fills max_ctx from sched_stats(). */
+/* What a request is validated against: built once at start by api_ctx_init (the chat
+ * template loaded, the limits known), read-only afterwards by every HTTP thread. */
 struct api_ctx {
     struct tokenizer *tok;
     const char *model_name;
     int max_ctx; /* prompt + generated tokens of one sequence */
     const struct chat_template *chat; /* NULL: chat requests fail with chat_err */
     const char *chat_err;
+    /* owned by api_ctx_init */
+    struct chat_template *chat_own;
+    char *name_own;
+    char chat_err_buf[ERR_LEN];
 };
+
+/* Fills c for a served model: loads tok's chat template (a model without a usable one
+ * still serves completions; chat requests then get 400 with the reason, also logged). */
+void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_name, int max_ctx);
+void api_ctx_free(struct api_ctx *c);
 
 /* A client-visible error: the HTTP status and OpenAI's {"error": {...}} fields. */
 struct api_error {

@@ -39,16 +39,13 @@
 
 struct http_server {
     struct scheduler *sched;
-    struct tokenizer *tok;
+    const struct api_ctx *api; /* built once by the caller; read-only here */
+    struct api_ctx no_api;     /* stands in when there is none (socket-only tests) */
     struct metrics *m;
     char *socket_path;
-    char *model_name;
     unsigned *uids;
     int n_uids;
     size_t max_body;
-    struct chat_template chat; /* loaded once; has_chat = 0 when the model's cannot be */
-    int has_chat;
-    char chat_err[ERR_LEN];
     struct MHD_Daemon *unix_d, *tcp_d;
     dev_t sock_dev;
     ino_t sock_ino;
@@ -280,12 +277,6 @@ static int client_gone(int fd) {
 
 /* ---------------------------------------------------------------- handlers */
 
-static struct api_ctx make_ctx(struct http_server *h, struct sched_stats *st) {
-    sched_stats(h->sched, st);
-    struct api_ctx ctx = {h->tok, h->model_name, st->max_ctx, h->has_chat ? &h->chat : NULL, h->chat_err};
-    return ctx;
-}
-
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     struct stream *s = cls;
@@ -315,15 +306,12 @@ static void stream_free(void *cls) {
 
 static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind) {
     struct http_server *h = c->h;
-    struct sched_stats st;
-    struct api_ctx ctx = make_ctx(h, &st);
-    if (st.draining) return reply_error(c, mc, 503, "", "the server is shutting down");
     struct api_params p;
     struct api_error e;
-    if (api_parse_generate(&ctx, kind, c->body.p ? c->body.p : "", c->body.len, &p, &e))
+    if (api_parse_generate(h->api, kind, c->body.p ? c->body.p : "", c->body.len, &p, &e))
         return reply_api_error(c, mc, &e);
     struct api_gen *g;
-    if (gen_start(&g, h->sched, h->tok, h->model_name, &p, &e)) {
+    if (gen_start(&g, h->sched, h->api->tok, h->api->model_name, &p, &e)) {
         api_params_free(&p);
         return reply_api_error(c, mc, &e);
     }
@@ -374,48 +362,42 @@ static enum MHD_Result h_chat(struct conn *c, struct MHD_Connection *mc) {
 }
 
 static enum MHD_Result h_models(struct conn *c, struct MHD_Connection *mc) {
-    struct sched_stats st;
-    sched_stats(c->h->sched, &st);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", c->h->model_name);
+    cJSON_AddStringToObject(m, "id", c->h->api->model_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)c->h->created);
     cJSON_AddStringToObject(m, "owned_by", "tpd");
-    cJSON_AddNumberToObject(m, "max_model_len", st.max_ctx);
+    cJSON_AddNumberToObject(m, "max_model_len", c->h->api->max_ctx);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
     return reply_json(c, mc, 200, o);
 }
 
 static enum MHD_Result h_tokenize(struct conn *c, struct MHD_Connection *mc) {
-    struct sched_stats st;
-    struct api_ctx ctx = make_ctx(c->h, &st);
     struct api_error e;
     int32_t *ids;
     int n;
-    if (api_parse_tokenize(&ctx, c->body.p ? c->body.p : "", c->body.len, &ids, &n, &e))
+    if (api_parse_tokenize(c->h->api, c->body.p ? c->body.p : "", c->body.len, &ids, &n, &e))
         return reply_api_error(c, mc, &e);
     cJSON *o = cJSON_CreateObject();
     cJSON *a = cJSON_AddArrayToObject(o, "tokens");
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
     free(ids);
     cJSON_AddNumberToObject(o, "count", n);
-    cJSON_AddNumberToObject(o, "max_model_len", st.max_ctx);
+    cJSON_AddNumberToObject(o, "max_model_len", c->h->api->max_ctx);
     return reply_json(c, mc, 200, o);
 }
 
 static enum MHD_Result h_detokenize(struct conn *c, struct MHD_Connection *mc) {
-    struct sched_stats st;
-    struct api_ctx ctx = make_ctx(c->h, &st);
     struct api_error e;
     int32_t *ids;
     int n;
-    if (api_parse_detokenize(&ctx, c->body.p ? c->body.p : "", c->body.len, &ids, &n, &e))
+    if (api_parse_detokenize(c->h->api, c->body.p ? c->body.p : "", c->body.len, &ids, &n, &e))
         return reply_api_error(c, mc, &e);
     char err[ERR_LEN], *text;
     size_t len;
-    int rc = tokenizer_decode(c->h->tok, ids, (size_t)n, 0, &text, &len, err);
+    int rc = tokenizer_decode(c->h->api->tok, ids, (size_t)n, 0, &text, &len, err);
     free(ids);
     if (rc) return reply_error(c, mc, 400, "tokens", "tokens: %s", err);
     cJSON *o = cJSON_CreateObject();
@@ -603,25 +585,23 @@ static struct MHD_Daemon *start_mhd(struct http_server *h, int fd, int max_conn)
 /* ---------------------------------------------------------------- lifetime */
 
 static void server_free(struct http_server *h) {
-    if (h->has_chat) chat_template_free(&h->chat);
+    api_ctx_free(&h->no_api);
     free(h->socket_path);
-    free(h->model_name);
     free(h->uids);
     free(h);
 }
 
 int http_start(struct http_server **out, const struct server_config *cfg, struct scheduler *s,
-               struct tokenizer *tok, struct metrics *m, char *err) {
+               const struct api_ctx *api, struct metrics *m, char *err) {
     if (cfg->n_allowed_uids > 0 && cfg->tcp_port)
         return err_set(err, "an allow-list of peer uids cannot be enforced on TCP; leave the TCP port off");
     if (cfg->n_allowed_uids < 0) return err_set(err, "negative uid count");
     struct http_server *h = xcalloc(1, sizeof *h);
     h->sched = s;
-    h->tok = tok;
+    if (!api) api_ctx_init(&h->no_api, NULL, NULL, 0);
+    h->api = api ? api : &h->no_api;
     h->m = m;
-    h->socket_path = strdup(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET);
-    h->model_name = strdup(cfg->model_name && cfg->model_name[0] ? cfg->model_name : "tpd");
-    if (!h->socket_path || !h->model_name) FATAL("out of memory");
+    h->socket_path = xstrdup(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET);
     if (cfg->n_allowed_uids) {
         h->uids = xmalloc(sizeof *h->uids * (size_t)cfg->n_allowed_uids);
         memcpy(h->uids, cfg->allowed_uids, sizeof *h->uids * (size_t)cfg->n_allowed_uids);
@@ -630,14 +610,6 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
     h->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_BODY;
     int max_conn = cfg->max_connections > 0 ? cfg->max_connections : DEFAULT_CONNECTIONS;
     h->created = (long)time(NULL);
-    /* a model without a usable chat template still serves completions; chat requests are
-     * answered 400 with the reason */
-    if (tok) {
-        if (chat_template_load(&h->chat, tok, NULL, h->chat_err)) LOG(LOG_WARN, "chat: %s", h->chat_err);
-        else h->has_chat = 1;
-    } else {
-        snprintf(h->chat_err, sizeof h->chat_err, "no tokenizer");
-    }
     int ufd = -1, tfd = -1;
     if (unix_listen(h, cfg, &ufd, err)) {
         server_free(h);

@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
+struct api_ctx;
 struct scheduler;
-struct tokenizer;
 struct metrics;
 struct http_server;
 
@@ -21,13 +21,14 @@ struct server_config {
     int tcp_port;              /* 0 = off (default); when set, listens on 127.0.0.1 only */
     size_t max_body_bytes;     /* default 1 MiB (0 = default) -> 413 beyond */
     int max_connections;       /* default 512 (0 = default) */
-    const char *model_name;    /* served model id for /v1/models and validation of "model" */
 };
 
-/* Creates the socket and starts serving. The config's strings are copied. 0, or -1 with
- * err (a live daemon on the path, a non-socket file there, permissions, ...). */
+/* Creates the socket and starts serving: requests are validated against api (built once
+ * by the caller, outliving the server; NULL: every model endpoint fails cleanly), and
+ * generations go to s. The config's strings are copied. 0, or -1 with err (a live daemon
+ * on the path, a non-socket file there, permissions, ...). */
 int http_start(struct http_server **out, const struct server_config *cfg, struct scheduler *s,
-               struct tokenizer *tok, struct metrics *m, char *err);
+               const struct api_ctx *api, struct metrics *m, char *err);
 /* Closes the listeners and unlinks the socket; in-flight requests go on. */
 void http_stop_accepting(struct http_server *h);
 /* After in-flight requests ended (or were aborted by the scheduler): stops the

@@ -29,7 +29,7 @@ static struct tokenizer *tok;
 static struct chat_template chat;
 
 static struct api_ctx ctx(void) {
-    struct api_ctx c = {tok, MODEL, CTX, &chat, NULL};
+    struct api_ctx c = {.tok = tok, .model_name = MODEL, .max_ctx = CTX, .chat = &chat};
     return c;
 }
 

@@ -81,7 +81,6 @@ static struct server_config config(void) {
     struct server_config c;
     memset(&c, 0, sizeof c);
     c.socket_path = sock;
-    c.model_name = "m";
     c.max_body_bytes = 1000;
     return c;
 }

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void (*fatal_hook)(int code);
 
@@ -29,5 +30,11 @@ void *xmalloc(unsigned long n) {
 void *xcalloc(unsigned long n, unsigned long size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) FATAL("out of memory allocating %lu x %lu bytes", n, size);
+    return p;
+}
+
+char *xstrdup(const char *s) {
+    char *p = strdup(s);
+    if (!p) FATAL("out of memory copying a string of %zu bytes", strlen(s));
     return p;
 }

@@ -18,5 +18,6 @@ void fatal_exit(const char *file, int line, const char *fmt, ...)
 /* malloc that cannot return NULL. */
 void *xmalloc(unsigned long n);
 void *xcalloc(unsigned long n, unsigned long size);
+char *xstrdup(const char *s);
 
 #endif
