@@ -1,9 +1,6 @@
-/* GPU all-reduce for the CUDA backend, installed into struct comm (comm_set_allreduce) and
- * run on the backend's stream: NCCL (comm/nccl.c), a one-shot all-reduce over CUDA IPC
- * buffers for small messages and for ranks sharing one GPU, which NCCL refuses
- * (comm/ipc_allreduce.c), or MPI through pinned host buffers (comm/mpi_staging.c), all under a
- * watchdog that ends the job with a message when a collective fails or hangs
- * (comm/watchdog.c). Owned by the rank's compute thread. Callable in every build. */
+/* GPU all-reduce for the CUDA backend, installed into struct comm and run on the backend's
+ * stream: picks NCCL, CUDA IPC or MPI host staging (comm/nccl, ipc_allreduce, mpi_staging) and
+ * runs them under comm/watchdog. Owned by the rank's compute thread; callable in every build. */
 #ifndef TPD_GPU_COMM_H
 #define TPD_GPU_COMM_H
 

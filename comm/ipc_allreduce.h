@@ -1,8 +1,6 @@
-/* The one-shot CUDA-IPC all-reduce of the GPU communicator (comm/gpu_comm.c), for small
- * messages and for ranks that share a GPU (which NCCL refuses): every rank maps every peer's
- * buffer, copies its part in, meets the others at a barrier (a flag kernel on the GPU, or MPI
- * when ranks share a GPU) and sums all parts in rank order, so results are bit-identical on
- * every rank. Used by the rank's compute thread. Builds with CUDA only; ranks on one node. */
+/* One-shot all-reduce over CUDA IPC buffers for ranks on one node (small messages, ranks
+ * sharing a GPU): copy in, barrier, sum in rank order so every rank gets identical bits. Used by
+ * the GPU communicator on the rank's compute thread. CUDA builds (comm/ modules) only. */
 #ifndef TPD_IPC_ALLREDUCE_H
 #define TPD_IPC_ALLREDUCE_H
 

@@ -1,6 +1,6 @@
-/* The GPU communicator's fallback all-reduce (comm/gpu_comm.c): device memory is copied to a
- * pinned host buffer, summed by MPI (comm_allreduce_host), and copied back. Works wherever MPI
- * does; used by the rank's compute thread. Builds with CUDA only. */
+/* The GPU communicator's fallback all-reduce: device memory through a pinned host buffer and
+ * MPI (comm_allreduce_host), wherever MPI works. Used by the rank's compute thread. CUDA builds
+ * (comm/ modules) only. */
 #ifndef TPD_MPI_STAGING_H
 #define TPD_MPI_STAGING_H
 

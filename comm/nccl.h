@@ -1,6 +1,6 @@
-/* NCCL all-reduce for the GPU communicator (comm/gpu_comm.c): one NCCL communicator over all
- * ranks, joined under the watchdog, whose asynchronous errors end the job. Used by the rank's
- * compute thread. Builds with CUDA only; without NCCL every open fails with the reason. */
+/* NCCL all-reduce for the GPU communicator: one NCCL communicator over all ranks, joined and
+ * watched by comm/watchdog. Used by the rank's compute thread. CUDA builds (comm/ modules) only;
+ * a build without NCCL fails nccl_open with the reason. */
 #ifndef TPD_NCCL_H
 #define TPD_NCCL_H
 

@@ -1,8 +1,6 @@
-/* The GPU communicator's watchdog: a thread of its own that ends the job with a message when
- * a blocking step overruns its deadline, a queued all-reduce does not finish in time (or fails
- * on the device), or a probe another module adds reports trouble (NCCL's asynchronous error,
- * the IPC barrier's time-out flag). Started, armed and fed by the rank's compute thread; the
- * thread only observes. Builds with CUDA only: included by comm/ modules inside their guards. */
+/* The GPU communicator's watchdog thread: ends the job with a message when a blocking step or
+ * an all-reduce overruns its time, fails on the device, or a probe reports trouble. Fed by the
+ * rank's compute thread; the watchdog only observes. CUDA builds (comm/ modules) only. */
 #ifndef TPD_WATCHDOG_H
 #define TPD_WATCHDOG_H
 
