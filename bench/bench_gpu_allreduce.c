@@ -1,4 +1,4 @@
-/* Latency of the GPU all-reduce (comm/comm_nccl.c) for the message sizes of a decode step:
+/* Latency of the GPU all-reduce (comm/gpu_comm.c) for the message sizes of a decode step:
  * each size is reduced `iters` times back to back on the backend's stream, then checked.
  * Prints one "BENCH allreduce ..." line per size (tests/gpu/run collects them).
  *
@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
-#include "comm/comm_nccl.h"
+#include "comm/gpu_comm.h"
 #include "kernels/backend.h"
 #include "util/err.h"
 #include "util/fatal.h"
@@ -51,8 +51,8 @@ int main(int argc, char **argv) {
     char err[ERR_LEN] = "";
     struct backend be;
     if (backend_open(&be, "cuda", 0, c.local_rank, err)) FATAL("backend: %s", err);
-    if (comm_nccl_init(&c, &be, mode, err)) FATAL("communicator: %s", err);
-    if (c.rank == 0) printf("%d ranks, %d GPU(s) visible, communicator %s\n", c.size, n_dev, comm_nccl_describe(&c));
+    if (gpu_comm_init(&c, &be, mode, err)) FATAL("communicator: %s", err);
+    if (c.rank == 0) printf("%d ranks, %d GPU(s) visible, communicator %s\n", c.size, n_dev, gpu_comm_describe(&c));
     for (const char *p = sizes_s; *p;) {
         char *end;
         long bytes = strtol(p, &end, 10);
@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
         if (c.rank == 0) {
             char name[64]; /* one word for the BENCH line: "ipc (host sync)" -> "ipc_host_sync" */
             size_t k = 0;
-            for (const char *q = comm_nccl_describe(&c); *q && k + 1 < sizeof name; q++)
+            for (const char *q = gpu_comm_describe(&c); *q && k + 1 < sizeof name; q++)
                 if (*q != '(' && *q != ')') name[k++] = *q == ' ' ? '_' : *q;
             name[k] = 0;
             /* bus bandwidth as nccl-tests defines it: 2 (n-1)/n of the bytes per rank */
@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
         free(h);
         if (!comm_all_ok(&c, bad == 0)) FATAL("all-reduce of %ld bytes returned wrong sums", bytes);
     }
-    comm_nccl_free(&c);
+    gpu_comm_free(&c);
     backend_close(&be);
 #endif
     comm_finalize(&c);

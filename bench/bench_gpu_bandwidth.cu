@@ -11,23 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(call)                                                                                          \
-    do {                                                                                                  \
-        cudaError_t e_ = (call);                                                                          \
-        if (e_ != cudaSuccess) {                                                                          \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_), \
-                    cudaGetErrorName(e_));                                                                \
-            exit(1);                                                                                      \
-        }                                                                                                 \
-    } while (0)
-#define CKB(call)                                                                                         \
-    do {                                                                                                  \
-        cublasStatus_t s_ = (call);                                                                       \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cublasGetStatusString(s_)); \
-            exit(1);                                                                                      \
-        }                                                                                                 \
-    } while (0)
+#include "util/check_cuda.h"
 
 /* Each thread streams 16-byte loads, several in flight, and folds them into one value that
  * is written only if impossible, so the loads cannot be dropped. */
@@ -55,8 +39,8 @@ static __global__ void fill_kernel(__nv_bfloat16 *p, size_t n, float scale) {
 
 static float time_ms(cudaStream_t s, cudaEvent_t a, cudaEvent_t b) {
     float ms = 0;
-    CK(cudaEventSynchronize(b));
-    CK(cudaEventElapsedTime(&ms, a, b));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     (void)s;
     return ms;
 }
@@ -78,70 +62,70 @@ int main(int argc, char **argv) {
         return 0;
     }
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
     cudaStream_t s;
-    CK(cudaStreamCreate(&s));
+    CUDA_CHECK(cudaStreamCreate(&s));
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
 
     const size_t bytes = (size_t)(gib * 1073741824.0) & ~(size_t)4095;
     char *a = NULL, *b = NULL;
     unsigned *sink = NULL;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&b, bytes));
-    CK(cudaMalloc(&sink, sizeof(unsigned)));
-    CK(cudaMemset(a, 1, bytes));
-    CK(cudaMemset(b, 0, bytes));
+    CUDA_CHECK(cudaMalloc(&a, bytes));
+    CUDA_CHECK(cudaMalloc(&b, bytes));
+    CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
+    CUDA_CHECK(cudaMemset(a, 1, bytes));
+    CUDA_CHECK(cudaMemset(b, 0, bytes));
     const int blocks = prop.multiProcessorCount * 8;
     const int reps = 10;
     /* streaming read */
     read_kernel<<<blocks, 512, 0, s>>>((const uint4 *)a, bytes / 16, sink);
-    CK(cudaGetLastError());
-    CK(cudaEventRecord(e0, s));
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaEventRecord(e0, s));
     for (int r = 0; r < reps; r++) read_kernel<<<blocks, 512, 0, s>>>((const uint4 *)a, bytes / 16, sink);
-    CK(cudaGetLastError());
-    CK(cudaEventRecord(e1, s));
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaEventRecord(e1, s));
     float ms = time_ms(s, e0, e1);
     printf("BENCH stream_read GBps=%.1f bytes=%zu\n", (double)bytes * reps / (ms * 1e-3) / 1e9, bytes);
     /* device-to-device copy: bytes read + bytes written */
-    CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
-    CK(cudaEventRecord(e0, s));
-    for (int r = 0; r < reps; r++) CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
-    CK(cudaEventRecord(e1, s));
+    CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
+    CUDA_CHECK(cudaEventRecord(e0, s));
+    for (int r = 0; r < reps; r++) CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
+    CUDA_CHECK(cudaEventRecord(e1, s));
     ms = time_ms(s, e0, e1);
     printf("BENCH d2d_copy GBps=%.1f bytes=%zu (read+write)\n", 2.0 * bytes * reps / (ms * 1e-3) / 1e9, bytes);
-    CK(cudaFree(a));
-    CK(cudaFree(b));
+    CUDA_CHECK(cudaFree(a));
+    CUDA_CHECK(cudaFree(b));
 
     /* cuBLAS BF16 GEMM, f32 accumulation: C (n x n) = A^T B */
     const size_t nn = (size_t)gemm_n * gemm_n;
     __nv_bfloat16 *A = NULL, *B = NULL, *C = NULL;
-    CK(cudaMalloc(&A, nn * 2));
-    CK(cudaMalloc(&B, nn * 2));
-    CK(cudaMalloc(&C, nn * 2));
+    CUDA_CHECK(cudaMalloc(&A, nn * 2));
+    CUDA_CHECK(cudaMalloc(&B, nn * 2));
+    CUDA_CHECK(cudaMalloc(&C, nn * 2));
     fill_kernel<<<1024, 256, 0, s>>>(A, nn, 1.0f);
     fill_kernel<<<1024, 256, 0, s>>>(B, nn, 1.0f);
-    CK(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
     cublasHandle_t h;
-    CKB(cublasCreate(&h));
-    CKB(cublasSetStream(h, s));
+    CUBLAS_CHECK(cublasCreate(&h));
+    CUBLAS_CHECK(cublasSetStream(h, s));
     const float one = 1, zero = 0;
     for (int w = 0; w < 3; w++)
-        CKB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n, &one, A, CUDA_R_16BF, gemm_n, B,
+        CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n, &one, A, CUDA_R_16BF, gemm_n, B,
                          CUDA_R_16BF, gemm_n, &zero, C, CUDA_R_16BF, gemm_n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    CK(cudaEventRecord(e0, s));
+    CUDA_CHECK(cudaEventRecord(e0, s));
     for (int r = 0; r < reps; r++)
-        CKB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n, &one, A, CUDA_R_16BF, gemm_n, B,
+        CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n, &one, A, CUDA_R_16BF, gemm_n, B,
                          CUDA_R_16BF, gemm_n, &zero, C, CUDA_R_16BF, gemm_n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    CK(cudaEventRecord(e1, s));
+    CUDA_CHECK(cudaEventRecord(e1, s));
     ms = time_ms(s, e0, e1);
     printf("BENCH gemm_bf16 TFLOPs=%.1f n=%d\n", 2.0 * gemm_n * (double)nn * reps / (ms * 1e-3) / 1e12, gemm_n);
-    CKB(cublasDestroy(h));
-    CK(cudaFree(A));
-    CK(cudaFree(B));
-    CK(cudaFree(C));
-    CK(cudaFree(sink));
+    CUBLAS_CHECK(cublasDestroy(h));
+    CUDA_CHECK(cudaFree(A));
+    CUDA_CHECK(cudaFree(B));
+    CUDA_CHECK(cudaFree(C));
+    CUDA_CHECK(cudaFree(sink));
     return 0;
 }

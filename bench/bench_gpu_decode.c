@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
-#include "comm/comm_nccl.h"
+#include "comm/gpu_comm.h"
 #include "kernels/backend.h"
 #include "parallel/forward.h"
 #include "parallel/kvcache.h"
@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
     char err[ERR_LEN] = "";
     struct backend be;
     if (backend_open(&be, backend, 0, c.local_rank, err)) FATAL("backend: %s", err);
-    if (comm_nccl_init(&c, &be, comm_mode, err)) FATAL("communicator: %s", err);
+    if (gpu_comm_init(&c, &be, comm_mode, err)) FATAL("communicator: %s", err);
     struct model m;
     double t0 = now_s();
     if (model_synthesize(&m, geometry, &be, c.size, c.rank, err)) FATAL("%s", err);
@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
         size_t total_b = 0; /* device memory, for how many KV positions fit */
 #if TPD_HAVE_CUDA
         size_t free_b = 0;
-        if (!strcmp(be.name, "cuda") && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) total_b = 0;
+        if (be.kind == BACKEND_CUDA && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) total_b = 0;
 #endif
         struct mem_plan mp;
         int max_t = prefill > max_b ? prefill : max_b;
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
         synthetic_mem_plan_format(&mp, line, sizeof line);
         printf("model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, tp %d; built in %.1f s; comm %s\n%s\n",
                geometry, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads, hp->ffn_dim, hp->vocab_size, c.size,
-               now_s() - t0, comm_nccl_describe(&c), line);
+               now_s() - t0, gpu_comm_describe(&c), line);
         fflush(stdout);
     }
     /* bytes one decode step must read: every matrix but the embedding table (only B rows
@@ -177,7 +177,7 @@ int main(int argc, char **argv) {
     forward_state_free(&fs, &be);
     kvcache_free(&kv);
     model_free(&m);
-    comm_nccl_free(&c);
+    gpu_comm_free(&c);
     backend_close(&be);
     comm_finalize(&c);
     return 0;

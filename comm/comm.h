@@ -11,7 +11,10 @@
 struct comm {
     int rank;
     int size;
+    /* This node: the ranks that share memory with this one (MPI_COMM_TYPE_SHARED). */
     int local_rank; /* rank among those on this node: picks the GPU */
+    int local_size; /* ranks on this node; == size when the whole job runs on one node */
+    int node;       /* lowest world rank on this node: equal exactly on ranks of one node */
     /* The all-reduce of the forward pass works on backend memory: MPI on host buffers by
      * default; a GPU backend installs its own (NCCL, IPC) with comm_set_allreduce. */
     void (*allreduce)(void *impl, float *buf, size_t n);
@@ -27,6 +30,9 @@ void comm_abort(int code) __attribute__((noreturn));
 
 /* Sum of buf (backend memory) over all ranks, in place. */
 void comm_allreduce_sum(struct comm *c, float *buf, size_t n);
+/* Sum of buf (host memory) over all ranks through MPI, in place, whatever comm_set_allreduce
+ * installed: the default all-reduce, and the GPU path's host staging. */
+void comm_allreduce_host(struct comm *c, float *buf, size_t n);
 /* Routes comm_allreduce_sum to fn (NULL: back to MPI on host memory). */
 void comm_set_allreduce(struct comm *c, void (*fn)(void *impl, float *buf, size_t n), void *impl);
 void comm_bcast(struct comm *c, void *buf, size_t bytes, int root);
@@ -35,6 +41,9 @@ void comm_gatherv(struct comm *c, const float *send, int count, float *out, cons
                   const int *displs);
 /* Collective: 1 if ok is non-zero on every rank. Lets ranks fail together at startup. */
 int comm_all_ok(struct comm *c, int ok);
+/* Collective: comm_all_ok, and where another rank failed and this one did not, err says
+ * "another rank failed to set up <what>" so every rank can tell why. */
+int comm_agree(struct comm *c, int ok, char *err, const char *what);
 void comm_barrier(struct comm *c);
 
 #endif

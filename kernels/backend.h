@@ -32,8 +32,13 @@ struct kv_layer {
     void *k, *v;
 };
 
+/* Which implementation a backend is, for code that must tell them apart (the communicator
+ * picks the GPU all-reduce only when every rank has a CUDA backend). 0: no backend open. */
+enum backend_kind { BACKEND_NONE = 0, BACKEND_CPU, BACKEND_CUDA };
+
 struct backend {
-    const char *name;
+    enum backend_kind kind;
+    const char *name; /* for logs: "cpu", "cuda" */
     void *ctx;
     void *(*alloc)(void *ctx, size_t bytes); /* zero-filled; fatal on failure */
     void (*free)(void *ctx, void *p);

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../comm/comm_nccl.h"
+#include "../comm/gpu_comm.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/log.h"
@@ -35,7 +35,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         goto fail;
     }
     /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging) */
-    if (comm_nccl_init(c, &e->be, o->comm, err)) goto fail;
+    if (gpu_comm_init(c, &e->be, o->comm, err)) goto fail;
     if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->size, c->rank, err)
                      : model_load(&e->model, o->model_path, &e->be, c->size, c->rank, err))
         ok = 0;
@@ -65,7 +65,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     char line[512];
     synthetic_mem_plan(&e->model, o->kv_type, (long long)o->n_blocks * o->block_size, max_ctx, 0, &mp);
     synthetic_mem_plan_format(&mp, line, sizeof line);
-    LOG(LOG_INFO, "backend %s, all-reduce %s; %s", e->be.name, comm_nccl_describe(c), line);
+    LOG(LOG_INFO, "backend %s, all-reduce %s; %s", e->be.name, gpu_comm_describe(c), line);
     LOG(LOG_INFO, "model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; tp %d; rank 0 holds %.1f MiB of weights, "
         "KV cache %.1f MiB (%d blocks of %d)", o->model_path, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads,
         hp->ffn_dim, hp->vocab_size, c->size, e->model.weight_bytes / 1048576.0, e->kv.bytes / 1048576.0,
@@ -75,7 +75,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     *out = e;
     return 0;
 fail:
-    comm_nccl_free(c);
+    gpu_comm_free(c);
     backend_close(&e->be);
     plan_free(&e->plan);
     free(e);
@@ -87,7 +87,7 @@ void engine_close(struct engine *e) {
     forward_state_free(&e->fs, &e->be);
     kvcache_free(&e->kv);
     model_free(&e->model);
-    comm_nccl_free(e->comm);
+    gpu_comm_free(e->comm);
     backend_close(&e->be);
     plan_free(&e->plan);
     free(e);

@@ -263,12 +263,12 @@ void backend_cpu_init(struct backend *b, int n_threads) {
     c->max_ctx = 256;
     c->scores = xmalloc(sizeof(float) * (size_t)n_threads * (size_t)c->max_ctx);
     *b = (struct backend){
-        .name = "cpu", .ctx = c, .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy,
-        .download = cpu_copy, .matmul = cpu_matmul_op, .embed = cpu_embed, .rmsnorm = cpu_rmsnorm,
-        .head_rmsnorm = cpu_head_rmsnorm, .add_bias = cpu_add_bias, .rope = cpu_rope,
-        .kv_store = cpu_kv_store, .attention = cpu_attention, .silu_mul = cpu_silu_mul,
-        .gather_rows = cpu_gather_rows, .zero = cpu_zero, .add = cpu_add, .sync = cpu_sync,
-        .destroy = cpu_destroy,
+        .kind = BACKEND_CPU, .name = "cpu", .ctx = c, .alloc = cpu_alloc, .free = cpu_free,
+        .upload = cpu_copy, .download = cpu_copy, .matmul = cpu_matmul_op, .embed = cpu_embed,
+        .rmsnorm = cpu_rmsnorm, .head_rmsnorm = cpu_head_rmsnorm, .add_bias = cpu_add_bias,
+        .rope = cpu_rope, .kv_store = cpu_kv_store, .attention = cpu_attention,
+        .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows, .zero = cpu_zero, .add = cpu_add,
+        .sync = cpu_sync, .destroy = cpu_destroy,
     };
 }
 

@@ -222,6 +222,7 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
         return err_set(err, "backend \"cuda\": cuBLAS: %s", cublasGetStatusString(s));
     }
     memset(b, 0, sizeof *b);
+    b->kind = BACKEND_CUDA;
     b->name = "cuda";
     b->ctx = c;
     b->alloc = cu_alloc;
@@ -246,12 +247,12 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
 }
 
 extern "C" void *backend_cuda_stream(const struct backend *b) {
-    if (!b || !b->name || strcmp(b->name, "cuda") != 0 || !b->ctx) return NULL;
+    if (!b || b->kind != BACKEND_CUDA || !b->ctx) return NULL;
     return (void *)((struct cuda_ctx *)b->ctx)->stream;
 }
 
 extern "C" int backend_cuda_device(const struct backend *b) {
-    if (!b || !b->name || strcmp(b->name, "cuda") != 0 || !b->ctx) return -1;
+    if (!b || b->kind != BACKEND_CUDA || !b->ctx) return -1;
     return ((struct cuda_ctx *)b->ctx)->device;
 }
 

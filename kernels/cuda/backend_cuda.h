@@ -1,6 +1,6 @@
 /* The CUDA backend: the op table of kernels/backend.h on one GPU, all work queued on one
  * stream per rank (cuBLAS for large 16-bit products, own kernels elsewhere). One per rank,
- * used by that rank's compute thread; the communicator (comm/comm_nccl.c) shares its stream. */
+ * used by that rank's compute thread; the communicator (comm/gpu_comm.c) shares its stream. */
 #ifndef TPD_BACKEND_CUDA_H
 #define TPD_BACKEND_CUDA_H
 

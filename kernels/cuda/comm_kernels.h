@@ -1,4 +1,4 @@
-/* Device pieces of the one-shot CUDA-IPC all-reduce (comm/comm_nccl.c drives them): a flag
+/* Device pieces of the one-shot CUDA-IPC all-reduce (comm/ipc_allreduce.c drives them): a flag
  * barrier between ranks done on the GPU, and the sum of the ranks' buffers in rank order (so
  * every rank gets bit-identical results). Launched on the caller's stream; C-callable. */
 #ifndef TPD_CUDA_COMM_KERNELS_H

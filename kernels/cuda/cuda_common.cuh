@@ -1,6 +1,6 @@
 /* Internal to kernels/cuda: the per-rank context, the check macros every CUDA / cuBLAS call
- * goes through (statement, file:line and the library's own error string, then the job ends),
- * the launch check each launcher ends with, and small device helpers. */
+ * goes through (util/check_cuda.h), the launch check each launcher ends with, and small
+ * device helpers. */
 #ifndef TPD_CUDA_COMMON_CUH
 #define TPD_CUDA_COMMON_CUH
 
@@ -14,22 +14,7 @@ extern "C" {
 #include "../../util/dtype.h"
 #include "../../util/fatal.h"
 }
-
-#define CUDA_CHECK(call)                                                                          \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess)                                                                    \
-            fatal_exit(__FILE__, __LINE__, "%s failed: %s (%s)", #call, cudaGetErrorString(e_),   \
-                       cudaGetErrorName(e_));                                                     \
-    } while (0)
-
-#define CUBLAS_CHECK(call)                                                                        \
-    do {                                                                                          \
-        cublasStatus_t s_ = (call);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
-            fatal_exit(__FILE__, __LINE__, "%s failed: %s (%s)", #call, cublasGetStatusString(s_), \
-                       cublasGetStatusName(s_));                                                  \
-    } while (0)
+#include "../../util/check_cuda.h"
 
 /* After every <<<>>>: a bad configuration shows here; with TPD_CUDA_SYNC=1 in the
  * environment the stream is also synchronized so a fault names the kernel that made it. */

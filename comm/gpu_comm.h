@@ -1,11 +1,8 @@
-/* GPU all-reduce for the CUDA backend, installed into struct comm (comm_set_allreduce) and
- * run on the backend's stream: NCCL (rank 0 makes the id, MPI broadcasts it), a one-shot
- * all-reduce over CUDA IPC buffers for small messages (also for ranks sharing one GPU, which
- * NCCL refuses), or MPI through pinned host buffers. A watchdog thread ends the job with a
- * message when NCCL reports an error or a collective does not finish in time. Owned by the
- * rank's compute thread; the watchdog only observes. */
-#ifndef TPD_COMM_NCCL_H
-#define TPD_COMM_NCCL_H
+/* GPU all-reduce for the CUDA backend, installed into struct comm and run on the backend's
+ * stream: picks NCCL, CUDA IPC or MPI host staging (comm/nccl, ipc_allreduce, mpi_staging) and
+ * runs them under comm/watchdog. Owned by the rank's compute thread; callable in every build. */
+#ifndef TPD_GPU_COMM_H
+#define TPD_GPU_COMM_H
 
 #include "../kernels/backend.h"
 #include "comm.h"
@@ -19,11 +16,12 @@
  * TPD_COMM_START_TIMEOUT seconds (60) the job ends with the likely causes (P2P, IOMMU,
  * NCCL environment). Later collectives get TPD_COMM_TIMEOUT seconds (300).
  * Returns 0, or -1 with err on every rank. */
-int comm_nccl_init(struct comm *c, struct backend *be, const char *mode, char *err);
+int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *err);
 /* Collective: stops the watchdog, frees the communicators, restores the MPI all-reduce.
  * Call before backend_close. */
-void comm_nccl_free(struct comm *c);
-/* The path in use, for logs: "nccl", "nccl+ipc", "ipc", "mpi (host staging)" or "none". */
-const char *comm_nccl_describe(const struct comm *c);
+void gpu_comm_free(struct comm *c);
+/* The path in use, for logs: "nccl", "nccl+ipc", "ipc", "ipc (host sync)",
+ * "mpi (host staging)" or "none". */
+const char *gpu_comm_describe(const struct comm *c);
 
 #endif

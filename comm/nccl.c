@@ -1,0 +1,86 @@
+#include "nccl.h"
+
+#include "../util/err.h"
+
+#if TPD_HAVE_CUDA && TPD_HAVE_NCCL
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/check_cuda.h"
+#include "../util/check_mpi.h"
+#include "../util/fatal.h"
+
+struct nccl {
+    ncclComm_t comm;
+    struct watchdog *wd;
+};
+
+/* Watchdog probe: an error NCCL found on its own (a peer gone, a network failure). */
+static int async_error(void *arg, char *msg, size_t cap) {
+    struct nccl *n = arg;
+    ncclResult_t st = ncclSuccess;
+    if (ncclCommGetAsyncError(n->comm, &st) != ncclSuccess || st == ncclSuccess || st == ncclInProgress) return 0;
+    snprintf(msg, cap, "NCCL reported an asynchronous error: %s (%s)", ncclGetErrorString(st), ncclGetLastError(n->comm));
+    return 1;
+}
+
+/* Watchdog abort: no rank stays inside a collective once the job ends. */
+static void abort_comm(void *arg) { ncclCommAbort(((struct nccl *)arg)->comm); }
+
+struct nccl *nccl_open(struct comm *c, int device, struct watchdog *wd, double start_timeout_s, char *err) {
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    int ok = 1;
+    if (c->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess) ok = !err_set(err, "ncclGetUniqueId: %s", ncclGetErrorString(r));
+    }
+    if (!comm_agree(c, ok, err, "the NCCL id")) return NULL;
+    MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+    struct nccl *n = xcalloc(1, sizeof *n);
+    n->wd = wd;
+    watchdog_arm(wd, start_timeout_s,
+                 "NCCL initialisation (ncclCommInitRank over %d ranks) did not finish within %.0f s "
+                 "(TPD_COMM_START_TIMEOUT); " HANG_HINTS, c->size, start_timeout_s);
+    ncclResult_t r = ncclCommInitRank(&n->comm, c->size, id, c->rank);
+    watchdog_disarm(wd);
+    if (r != ncclSuccess) ok = !err_set(err, "ncclCommInitRank (rank %d of %d, device %d): %s (%s)", c->rank, c->size,
+                                        device, ncclGetErrorString(r), ncclGetLastError(NULL));
+    if (ok) watchdog_add_probe(wd, async_error, abort_comm, n);
+    if (comm_agree(c, ok, err, "NCCL")) return n;
+    if (ok) nccl_close(n);
+    else free(n);
+    return NULL;
+}
+
+void nccl_allreduce(struct nccl *n, float *buf, size_t count, void *stream) {
+    NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, n->comm, (cudaStream_t)stream));
+}
+
+void nccl_close(struct nccl *n) {
+    if (!n) return;
+    watchdog_remove_probe(n->wd, n);
+    ncclCommDestroy(n->comm);
+    free(n);
+}
+
+#elif TPD_HAVE_CUDA /* CUDA without NCCL: the GPU communicator uses IPC or MPI staging */
+
+struct nccl *nccl_open(struct comm *c, int device, struct watchdog *wd, double start_timeout_s, char *err) {
+    (void)c, (void)device, (void)wd, (void)start_timeout_s;
+    err_set(err, "this build has no NCCL (nccl.h / libnccl not found at configure time)");
+    return NULL;
+}
+
+void nccl_allreduce(struct nccl *n, float *buf, size_t count, void *stream) {
+    (void)n, (void)buf, (void)count, (void)stream;
+}
+
+void nccl_close(struct nccl *n) { (void)n; }
+
+#endif

@@ -1,0 +1,25 @@
+/* NCCL all-reduce for the GPU communicator: one NCCL communicator over all ranks, joined and
+ * watched by comm/watchdog. Used by the rank's compute thread. CUDA builds (comm/ modules) only;
+ * a build without NCCL fails nccl_open with the reason. */
+#ifndef TPD_NCCL_H
+#define TPD_NCCL_H
+
+#include <stddef.h>
+
+#include "comm.h"
+#include "watchdog.h"
+
+struct nccl;
+
+/* Collective: rank 0 makes the id, MPI broadcasts it, every rank joins (ncclCommInitRank),
+ * which must finish within start_timeout_s seconds or the watchdog ends the job. Adds a probe
+ * to wd for NCCL's asynchronous errors. device: this rank's GPU, for messages. NULL with err
+ * on every rank when any rank failed. */
+struct nccl *nccl_open(struct comm *c, int device, struct watchdog *wd, double start_timeout_s, char *err);
+/* Sum of buf (device memory, n floats) over all ranks, in place, queued on stream (a
+ * cudaStream_t). */
+void nccl_allreduce(struct nccl *n, float *buf, size_t count, void *stream);
+/* Removes the probe and destroys the communicator (NULL: nothing to do). */
+void nccl_close(struct nccl *n);
+
+#endif
