@@ -4,8 +4,10 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../util/check_mpi.h"
+#include "../util/clock.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 
@@ -70,6 +72,34 @@ void comm_bcast(struct comm *c, void *buf, size_t bytes, int root) {
         MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, root, MPI_COMM_WORLD));
         p += chunk;
         bytes -= (size_t)chunk;
+    }
+}
+
+/* A follower waits here between steps, possibly for hours. MPI_Bcast would busy-poll a
+ * core all that time, so the broadcast is started non-blocking and polled: spinning for
+ * the first SPIN_S (a busy daemon's next plan arrives within it, at no added latency),
+ * then sleeping between polls, from 20 us doubling up to 1 ms (an idle rank wakes ~1000
+ * times a second for a microsecond; the first step after idling waits at most 1 ms). */
+#define WAIT_SPIN_S 0.002
+#define WAIT_SLEEP_MAX_NS 1000000L
+void comm_bcast_wait(struct comm *c, void *buf, size_t bytes, int root) {
+    if (c->size == 1) return;
+    if (bytes > (size_t)INT_MAX) {
+        comm_bcast(c, buf, bytes, root);
+        return;
+    }
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req));
+    int done = 0;
+    double spin_until = clock_now() + WAIT_SPIN_S;
+    long sleep_ns = 20000;
+    for (;;) {
+        MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        if (clock_now() < spin_until) continue;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < WAIT_SLEEP_MAX_NS) sleep_ns = sleep_ns * 2 < WAIT_SLEEP_MAX_NS ? sleep_ns * 2 : WAIT_SLEEP_MAX_NS;
     }
 }
 

@@ -36,6 +36,11 @@ void comm_allreduce_host(struct comm *c, float *buf, size_t n);
 /* Routes comm_allreduce_sum to fn (NULL: back to MPI on host memory). */
 void comm_set_allreduce(struct comm *c, void (*fn)(void *impl, float *buf, size_t n), void *impl);
 void comm_bcast(struct comm *c, void *buf, size_t bytes, int root);
+/* comm_bcast for a receiver that may wait long (a follower between steps): it does not
+ * keep a core busy while nothing arrives, and adds at most ~1 ms after a long idle.
+ * Every rank, the root included, must use it for that broadcast (MPI matches a
+ * non-blocking collective only with non-blocking ones). */
+void comm_bcast_wait(struct comm *c, void *buf, size_t bytes, int root);
 /* Rank 0 receives, for each rank r, counts[r] floats into out + displs[r]. */
 void comm_gatherv(struct comm *c, const float *send, int count, float *out, const int *counts,
                   const int *displs);

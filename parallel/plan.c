@@ -91,7 +91,7 @@ static void plan_arrays(const struct step_plan *p, int32_t *arrays[6], size_t le
 void plan_send(struct comm *c, const struct step_plan *p) {
     if (c->size == 1) return;
     int32_t hdr[4] = {p->n_seqs, p->n_tokens, p->n_blocks, p->n_out};
-    comm_bcast(c, hdr, sizeof hdr, 0);
+    comm_bcast_wait(c, hdr, sizeof hdr, 0); /* matches plan_recv's: MPI pairs a non-blocking collective only with its like */
     int32_t *arrays[6];
     size_t lens[6], n = 0;
     plan_arrays(p, arrays, lens);
@@ -105,7 +105,7 @@ void plan_send(struct comm *c, const struct step_plan *p) {
 
 void plan_recv(struct comm *c, struct step_plan *p) {
     int32_t hdr[4];
-    comm_bcast(c, hdr, sizeof hdr, 0);
+    comm_bcast_wait(c, hdr, sizeof hdr, 0); /* the next step may be long in coming */
     reserve(p, hdr[1], hdr[0], hdr[2]);
     p->n_seqs = hdr[0];
     p->n_tokens = hdr[1];
