@@ -1,13 +1,11 @@
 #include "jinja.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/err.h"
-#include "jinja_lib.h"
+#include "jinja_filters.h"
 #include "jinja_parse.h"
 
 #define MAX_DEPTH 64
@@ -18,7 +16,7 @@ int jinja_load(struct jtemplate **out, const char *src, size_t len, char *err) {
     struct jtemplate *t = calloc(1, sizeof(*t));
     if (!t) return err_set(err, "out of memory");
     t->arena.limit = 1u << 30;
-    if (jinja_parse_source(t, src, len, err)) {
+    if (jinja_parse_source(t, src, len, jinja_known_filter, jinja_known_test, err)) {
         jinja_free(t);
         return -1;
     }
@@ -34,34 +32,6 @@ void jinja_free(struct jtemplate *t) {
     if (!t) return;
     arena_free(&t->arena);
     free(t);
-}
-
-struct jv rs_fail(struct rs *r, const char *fmt, ...) {
-    if (!r->failed) {
-        char msg[ERR_LEN];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        err_set(r->err, "%s", msg);
-        r->failed = 1;
-    }
-    return jv_undef();
-}
-
-struct jv rs_str(struct rs *r, const char *s, size_t n) {
-    struct jv v = jv_str(r->a, s, n);
-    if (v.t != JV_STR) return rs_fail(r, "out of memory");
-    return v;
-}
-
-struct jv rs_to_str(struct rs *r, struct jv v) {
-    if (v.t == JV_STR) return v;
-    struct buf b = {0};
-    jv_str_append(&b, v);
-    struct jv s = b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-    free(b.p);
-    return s;
 }
 
 /* ---- scopes ---- */
@@ -91,7 +61,19 @@ static struct scope *new_scope(struct rs *r, struct scope *parent) {
 /* ---- expressions ---- */
 
 static struct jv eval(struct rs *r, struct scope *s, const struct jnode *n);
+static struct jv rs_call(struct rs *r, struct jv fn, struct jv *args, size_t n, struct jv *kwn,
+                         struct jv *kwv, size_t nkw);
 static int exec_body(struct rs *r, struct scope *s, const struct jnode *body, struct buf *out);
+
+/* A body rendered into a new string value: {% set %} and filter blocks, macro calls. */
+static struct jv render_to_str(struct rs *r, struct scope *s, const struct jnode *body) {
+    struct buf b = {0};
+    if (exec_body(r, s, body, &b)) {
+        free(b.p);
+        return jv_undef();
+    }
+    return rs_take_buf(r, &b);
+}
 
 static int eval_args(struct rs *r, struct scope *s, const struct jnode *n, struct jv **args,
                      struct jv **kwv) {
@@ -130,8 +112,7 @@ static struct jv arith(struct rs *r, int op, struct jv a, struct jv b) {
             struct buf x = {0};
             buf_put(&x, a.u.s->s, a.u.s->len);
             buf_put(&x, b.u.s->s, b.u.s->len);
-            struct jv v = x.oom ? rs_fail(r, "out of memory") : rs_str(r, x.p ? x.p : "", x.n);
-            free(x.p);
+            struct jv v = rs_take_buf(r, &x);
             if (v.t == JV_STR) v.u.s->markup = markup;
             return v;
         }
@@ -150,9 +131,7 @@ static struct jv arith(struct rs *r, int op, struct jv a, struct jv b) {
         if ((uint64_t)k * s.u.s->len > r->out_limit) return rs_fail(r, "string repetition too large");
         struct buf x = {0};
         for (int64_t i = 0; i < k; i++) buf_put(&x, s.u.s->s, s.u.s->len);
-        struct jv v = x.oom ? rs_fail(r, "out of memory") : rs_str(r, x.p ? x.p : "", x.n);
-        free(x.p);
-        return v;
+        return rs_take_buf(r, &x);
     }
     if (!an || !bn)
         return rs_fail(r, "unsupported operand types for arithmetic: '%s' and '%s'", jv_type_name(a), jv_type_name(b));
@@ -214,9 +193,7 @@ static struct jv binary(struct rs *r, struct scope *s, const struct jnode *n) {
         struct buf x = {0};
         jv_str_append(&x, a);
         jv_str_append(&x, b);
-        struct jv v = x.oom ? rs_fail(r, "out of memory") : rs_str(r, x.p ? x.p : "", x.n);
-        free(x.p);
-        return v;
+        return rs_take_buf(r, &x);
     }
     default:
         if (a.t == JV_UNDEF || b.t == JV_UNDEF) return rs_fail(r, "undefined value in arithmetic");
@@ -398,8 +375,8 @@ static struct jv eval(struct rs *r, struct scope *s, const struct jnode *n) {
 
 /* ---- calls ---- */
 
-struct jv rs_call(struct rs *r, struct jv fn, struct jv *args, size_t n, struct jv *kwn,
-                  struct jv *kwv, size_t nkw) {
+static struct jv rs_call(struct rs *r, struct jv fn, struct jv *args, size_t n, struct jv *kwn,
+                         struct jv *kwv, size_t nkw) {
     if (fn.t != JV_FUNC) {
         if (fn.t == JV_UNDEF) return rs_fail(r, "called an undefined value");
         return rs_fail(r, "'%s' object is not callable", jv_type_name(fn));
@@ -423,12 +400,9 @@ struct jv rs_call(struct rs *r, struct jv fn, struct jv *args, size_t n, struct 
         }
         if (assign(r, s, m->kwnames[i], v)) return jv_undef();
     }
-    struct buf out = {0};
     r->depth++;
-    int rc = exec_body(r, s, m->b, &out);
+    struct jv res = render_to_str(r, s, m->b);
     r->depth--;
-    struct jv res = rc ? jv_undef() : out.oom ? rs_fail(r, "out of memory") : rs_str(r, out.p ? out.p : "", out.n);
-    free(out.p);
     return res;
 }
 
@@ -513,10 +487,7 @@ static int exec_stmt(struct rs *r, struct scope *s, const struct jnode *n, struc
         return set_targets(r, s, n->kwnames, n->n_kw, v);
     }
     case JN_SETBLOCK: {
-        struct buf b = {0};
-        int rc = exec_body(r, s, n->b, &b);
-        struct jv v = rc ? jv_undef() : b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-        free(b.p);
+        struct jv v = render_to_str(r, s, n->b);
         if (r->failed) return -1;
         return assign(r, s, n->kwnames[0], v);
     }
@@ -531,10 +502,7 @@ static int exec_stmt(struct rs *r, struct scope *s, const struct jnode *n, struc
         return assign(r, s, n->lit, v);
     }
     case JN_FILTERBLOCK: {
-        struct buf b = {0};
-        int rc = exec_body(r, s, n->b, &b);
-        struct jv v = rc ? jv_undef() : b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-        free(b.p);
+        struct jv v = render_to_str(r, s, n->b);
         if (r->failed) return -1;
         struct jv *args, *kwv;
         if (eval_args(r, s, n, &args, &kwv)) return -1;

@@ -1,11 +1,8 @@
-/* Jinja filters and tests for the chat-template engine (declared in jinja_lib.h and
- * jinja_parse.h), with jinja2's and Python's semantics. */
+#include "jinja_filters.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "jinja_lib.h"
-#include "jinja_parse.h"
 
 static const char *const filters[] = {
     "trim", "upper", "lower", "title", "capitalize", "length", "count", "tojson", "string",
@@ -153,8 +150,7 @@ struct jv jl_escape(struct rs *r, struct jv v) {
         default: buf_put(&b, &c, 1);
         }
     }
-    struct jv o = b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-    free(b.p);
+    struct jv o = rs_take_buf(r, &b);
     if (o.t == JV_STR) o.u.s->markup = 1;
     return o;
 }
@@ -214,9 +210,7 @@ struct jv jl_filter(struct rs *r, const char *f, struct jv v, struct jv *args, s
         if (has_gen(v, 0)) return rs_fail(r, "Object of type generator is not JSON serializable");
         struct buf b = {0};
         jv_json_append(&b, v, ind.t == JV_INT ? (int)jl_int(ind) : -1, jv_truthy(ARG(3, "sort_keys", jv_bool(0))), 0);
-        struct jv o = b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-        free(b.p);
-        return o;
+        return rs_take_buf(r, &b);
     }
     if (!strcmp(f, "length") || !strcmp(f, "count")) {
         if (v.t == JV_STR) return jv_int(jl_strlen(v));
@@ -325,9 +319,7 @@ struct jv jl_filter(struct rs *r, const char *f, struct jv v, struct jv *args, s
             if (i) jv_str_append(&b, sep);
             jv_str_append(&b, at.t != JV_NONE ? attr_of(r, it.u.l->v[i], at) : it.u.l->v[i]);
         }
-        struct jv o = b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-        free(b.p);
-        return o;
+        return rs_take_buf(r, &b);
     }
     if (!strcmp(f, "map")) {
         struct jv at = ARG(99, "attribute", jv_undef());

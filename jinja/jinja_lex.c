@@ -11,14 +11,19 @@
 
 static int lex_fail(struct lexer *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int lex_fail(struct lexer *L, const char *fmt, ...) {
-    if (L->failed) return -1;
-    char msg[ERR_LEN - 32];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    jinja_lex_vfail(L, L->line, fmt, ap);
     va_end(ap);
+    return -1;
+}
+
+int jinja_lex_vfail(struct lexer *L, int line, const char *fmt, va_list ap) {
+    if (L->failed) return -1;
+    char msg[ERR_LEN - 32];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     L->failed = 1;
-    return err_set(L->err, "template line %d: %s", L->line, msg);
+    return err_set(L->err, "template line %d: %s", line, msg);
 }
 
 static int push_tok(struct lexer *L, struct tok t) {
@@ -85,7 +90,7 @@ static int lex_string(struct lexer *L, char q) {
         i++;
     }
     if (i >= L->len) { free(b.p); return lex_fail(L, "unterminated string"); }
-    struct tok t = {TK_STR, L->src + L->pos, i + 1 - L->pos, jv_str(&L->tpl->arena, b.p ? b.p : "", b.n), 0};
+    struct tok t = {TK_STR, L->src + L->pos, i + 1 - L->pos, jv_str(L->a, b.p ? b.p : "", b.n), 0};
     free(b.p);
     if (b.oom || t.v.t != JV_STR) return lex_fail(L, "out of memory");
     count_lines(L, L->src + L->pos, i + 1 - L->pos);

@@ -1,12 +1,50 @@
 #include "jinja_lib.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <utf8proc.h>
 
+#include "../util/err.h"
 #include "../util/utf8.h"
+
+/* ---- render state ---- */
+
+struct jv rs_fail(struct rs *r, const char *fmt, ...) {
+    if (!r->failed) {
+        char msg[ERR_LEN];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        err_set(r->err, "%s", msg);
+        r->failed = 1;
+    }
+    return jv_undef();
+}
+
+struct jv rs_str(struct rs *r, const char *s, size_t n) {
+    struct jv v = jv_str(r->a, s, n);
+    if (v.t != JV_STR) return rs_fail(r, "out of memory");
+    return v;
+}
+
+struct jv rs_take_buf(struct rs *r, struct buf *b) {
+    struct jv v = b->oom ? rs_fail(r, "out of memory") : rs_str(r, b->p ? b->p : "", b->n);
+    free(b->p);
+    b->p = NULL;
+    return v;
+}
+
+struct jv rs_to_str(struct rs *r, struct jv v) {
+    if (v.t == JV_STR) return v;
+    struct buf b = {0};
+    jv_str_append(&b, v);
+    return rs_take_buf(r, &b);
+}
 
 int64_t jl_int(struct jv v) {
     return v.t == JV_INT ? v.u.i : v.t == JV_BOOL ? v.u.b : v.t == JV_FLOAT ? (int64_t)v.u.f : 0;
@@ -38,9 +76,7 @@ struct jv jl_from_cps(struct rs *r, const uint32_t *v, size_t n) {
         uint8_t u[4];
         buf_put(&b, (const char *)u, utf8_encode(v[i], u));
     }
-    struct jv s = b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-    free(b.p);
-    return s;
+    return rs_take_buf(r, &b);
 }
 
 int64_t jl_strlen(struct jv s) {
@@ -138,9 +174,7 @@ struct jv jl_replace(struct rs *r, struct jv s, struct jv old, struct jv new, in
         }
         buf_put(&b, s.u.s->s + i, s.u.s->len - i);
     }
-    struct jv v = b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-    free(b.p);
-    return v;
+    return rs_take_buf(r, &b);
 }
 
 struct jv jl_split(struct rs *r, struct jv s, struct jv sep, int64_t maxsplit) {
@@ -323,9 +357,7 @@ static struct jv str_format(struct rs *r, struct jv s, struct jv *args, size_t n
         jv_str_append(&b, v);
         i = e;
     }
-    struct jv o = b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-    free(b.p);
-    return o;
+    return rs_take_buf(r, &b);
 }
 
 static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, size_t n,
@@ -396,9 +428,7 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
             if (i) buf_put(&b, s.u.s->s, s.u.s->len);
             buf_put(&b, it.u.l->v[i].u.s->s, it.u.l->v[i].u.s->len);
         }
-        struct jv v = b.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-        free(b.p);
-        return v;
+        return rs_take_buf(r, &b);
     }
     if (!strcmp(m, "splitlines")) {
         struct jv l = jv_list(r->a);

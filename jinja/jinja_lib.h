@@ -1,10 +1,52 @@
-/* The chat-template engine's library: str/dict methods, globals (range, namespace,
- * raise_exception, strftime_now), loop objects and string helpers with Python's semantics;
- * filters and tests are in jinja_filters.c. */
-#ifndef TPD_TOK_JINJA_LIB_H
-#define TPD_TOK_JINJA_LIB_H
+/* The chat-template engine's library: the render state every evaluator layer shares,
+ * str/dict methods, globals (range, namespace, raise_exception, strftime_now), loop objects
+ * and string helpers with Python's semantics. Filters and tests build on it in
+ * jinja_filters.h; jinja.c evaluates the AST with both. Used by the rendering thread only:
+ * one struct rs per render. */
+#ifndef TPD_JINJA_LIB_H
+#define TPD_JINJA_LIB_H
 
-#include "jinja.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jinja_value.h"
+
+struct jnode;
+
+/* A variable scope: a macro call or loop body opens one over its parent. */
+struct scope {
+    struct jv vars; /* JV_DICT */
+    struct scope *parent;
+};
+
+/* The state of one render; every value it makes lives in arena a. */
+struct rs {
+    struct arena *a;
+    struct jv globals;
+    char *err;
+    int failed;
+    int brk;          /* 1 break, 2 continue pending */
+    int depth;
+    size_t steps;
+    size_t out_limit;
+};
+
+enum jfunc_kind { JF_BUILTIN, JF_METHOD, JF_MACRO, JF_CYCLE };
+struct jfunc {
+    enum jfunc_kind kind;
+    const char *name;   /* builtin or method name */
+    struct jv self;     /* bound object for methods / loop for cycle */
+    const struct jnode *macro;
+    struct scope *closure;
+};
+
+/* Sets the render error (first one wins); returns jv_undef() for convenience. */
+struct jv rs_fail(struct rs *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct jv rs_str(struct rs *r, const char *s, size_t n);
+/* The bytes of b as a new string value (a render error if b ran out of memory); frees b. */
+struct jv rs_take_buf(struct rs *r, struct buf *b);
+/* Python str(v) as a new string value. */
+struct jv rs_to_str(struct rs *r, struct jv v);
 
 int64_t jl_int(struct jv v);
 double jl_num(struct jv v);
@@ -19,13 +61,8 @@ struct jv jl_method(struct rs *r, struct jv obj, const char *name);
 struct jv jl_global(struct rs *r, const char *name);
 struct jv jl_call_builtin(struct rs *r, struct jfunc *f, struct jv *args, size_t n,
                           struct jv *kwn, struct jv *kwv, size_t nkw);
-struct jv jl_filter(struct rs *r, const char *name, struct jv v, struct jv *args, size_t n,
-                    struct jv *kwn, struct jv *kwv, size_t nkw);
-/* markupsafe.escape: Markup stays, anything else is escaped into Markup. */
-struct jv jl_escape(struct rs *r, struct jv v);
-int jl_test(struct rs *r, const char *name, struct jv v, struct jv *args, size_t n);
 
-/* ---- helpers shared with jinja_filters.c ---- */
+/* ---- string helpers (also used by jinja_filters.c) ---- */
 struct cps { uint32_t *v; size_t n; };  /* a string as codepoints, in the render arena */
 int jl_to_cps(struct rs *r, struct jv s, struct cps *c);
 struct jv jl_from_cps(struct rs *r, const uint32_t *v, size_t n);

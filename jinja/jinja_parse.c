@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/err.h"
 #include "jinja_lex.h"
 
 /* ---- parser ---- */
@@ -13,8 +12,10 @@
 struct parser {
     struct lexer *L;
     size_t i;
+    struct jtemplate *tpl;
     struct arena *a;
     int depth;      /* recursion guard: nesting of expressions and blocks */
+    jinja_known_fn known_filter, known_test;
 };
 
 #define MAX_NESTING 200
@@ -23,15 +24,11 @@ static struct tok *cur(struct parser *P) { return &P->L->toks[P->i]; }
 
 static int fail(struct parser *P, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(struct parser *P, const char *fmt, ...) {
-    struct lexer *L = P->L;
-    if (L->failed) return -1;
-    char msg[ERR_LEN - 32];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    jinja_lex_vfail(P->L, cur(P)->line, fmt, ap);
     va_end(ap);
-    L->failed = 1;
-    return err_set(L->err, "template line %d: %s", cur(P)->line, msg);
+    return -1;
 }
 
 static int is_op(struct tok *t, const char *op) {
@@ -90,8 +87,8 @@ static struct jv tok_str(struct parser *P, struct tok *t) { return jv_str(P->a, 
 /* jinja2 reports an unknown filter or test only when it runs (it may sit in a branch a
  * plain chat never takes); the first one is remembered so the loader can warn. */
 static void note_unknown(struct parser *P, struct jv name, int known) {
-    if (!known && !P->L->tpl->unsupported[0] && name.t == JV_STR)
-        snprintf(P->L->tpl->unsupported, sizeof(P->L->tpl->unsupported), "%s", name.u.s->s);
+    if (!known && !P->tpl->unsupported[0] && name.t == JV_STR)
+        snprintf(P->tpl->unsupported, sizeof(P->tpl->unsupported), "%s", name.u.s->s);
 }
 
 static struct jnode *parse_expr(struct parser *P);
@@ -197,7 +194,7 @@ static struct jnode *parse_filter_expr(struct parser *P, struct jnode *e) {
             struct jnode *n = node(P, JN_FILTER);
             if (!n) return NULL;
             n->lit = tok_str(P, cur(P));
-            note_unknown(P, n->lit, jinja_known_filter(n->lit.u.s->s));
+            note_unknown(P, n->lit, P->known_filter(n->lit.u.s->s));
             P->i++;
             n->a = e;
             if (is_op(cur(P), "(")) {
@@ -213,7 +210,7 @@ static struct jnode *parse_filter_expr(struct parser *P, struct jnode *e) {
             if (cur(P)->t != TK_NAME) { fail(P, "expected test name"); return NULL; }
             n->lit = tok_str(P, cur(P));
             P->i++;
-            note_unknown(P, n->lit, jinja_known_test(n->lit.u.s->s));
+            note_unknown(P, n->lit, P->known_test(n->lit.u.s->s));
             n->a = e;
             struct tok *c = cur(P);
             if (is_op(c, "(")) {
@@ -434,31 +431,23 @@ static struct jnode *parse_not(struct parser *P) {
     return parse_compare(P);
 }
 
-static struct jnode *parse_and(struct parser *P) {
-    struct jnode *e = parse_not(P);
-    while (e && is_name(cur(P), "and")) {
+/* a chain "x and y and z" (or "or"): left-associative JN_AND / JN_OR nodes */
+static struct jnode *parse_logic(struct parser *P, const char *word, enum jn_kind k,
+                                 struct jnode *(*operand)(struct parser *)) {
+    struct jnode *e = operand(P);
+    while (e && is_name(cur(P), word)) {
         P->i++;
-        struct jnode *n = node(P, JN_AND);
+        struct jnode *n = node(P, k);
         if (!n) return NULL;
         n->a = e;
-        if (!(n->b = parse_not(P))) return NULL;
+        if (!(n->b = operand(P))) return NULL;
         e = n;
     }
     return e;
 }
 
-static struct jnode *parse_or(struct parser *P) {
-    struct jnode *e = parse_and(P);
-    while (e && is_name(cur(P), "or")) {
-        P->i++;
-        struct jnode *n = node(P, JN_OR);
-        if (!n) return NULL;
-        n->a = e;
-        if (!(n->b = parse_and(P))) return NULL;
-        e = n;
-    }
-    return e;
-}
+static struct jnode *parse_and(struct parser *P) { return parse_logic(P, "and", JN_AND, parse_not); }
+static struct jnode *parse_or(struct parser *P) { return parse_logic(P, "or", JN_OR, parse_and); }
 
 static struct jnode *parse_expr_inner(struct parser *P);
 
@@ -647,7 +636,7 @@ static struct jnode *parse_filter_block(struct parser *P) {
     if (!n) return NULL;
     if (cur(P)->t != TK_NAME) { fail(P, "expected filter name"); return NULL; }
     n->lit = tok_str(P, cur(P));
-    note_unknown(P, n->lit, jinja_known_filter(n->lit.u.s->s));
+    note_unknown(P, n->lit, P->known_filter(n->lit.u.s->s));
     P->i++;
     if (is_op(cur(P), "(")) {
         P->i++;
@@ -739,10 +728,12 @@ static struct jnode *parse_body_inner(struct parser *P, const char *const *ends,
     return body;
 }
 
-int jinja_parse_source(struct jtemplate *t, const char *src, size_t len, char *err) {
-    struct lexer L = {.tpl = t, .src = src, .len = len, .line = 1, .err = err};
+int jinja_parse_source(struct jtemplate *t, const char *src, size_t len,
+                       jinja_known_fn known_filter, jinja_known_fn known_test, char *err) {
+    struct lexer L = {.a = &t->arena, .src = src, .len = len, .line = 1, .err = err};
     if (jinja_lex(&L)) { free(L.toks); return -1; }
-    struct parser P = {&L, 0, &t->arena, 0};
+    struct parser P = {.L = &L, .tpl = t, .a = &t->arena, .known_filter = known_filter,
+                       .known_test = known_test};
     t->body = parse_body(&P, NULL, NULL);
     free(L.toks);
     return t->body ? 0 : -1;

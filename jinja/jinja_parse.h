@@ -1,8 +1,9 @@
-/* Chat-template parser: Jinja source -> AST, with jinja2's whitespace rules as HF uses
- * them (trim_blocks, lstrip_blocks, '-' and '+' markers). Unknown tags, filters and tests
- * are load-time errors. The AST lives in the template's arena. */
-#ifndef TPD_TOK_JINJA_PARSE_H
-#define TPD_TOK_JINJA_PARSE_H
+/* Chat-template parser: Jinja source -> AST (the node and template types the renderer
+ * walks). Unknown tags are load-time errors; unknown filters and tests are only noted.
+ * Runs once per template on the loading thread; the AST lives in the template's arena and
+ * is read-only afterwards, so rendering threads may share it. */
+#ifndef TPD_JINJA_PARSE_H
+#define TPD_JINJA_PARSE_H
 
 #include "jinja_value.h"
 
@@ -36,10 +37,14 @@ struct jtemplate {
     char unsupported[64]; /* first unknown filter/test name ("" if none): renders fail if reached */
 };
 
-int jinja_parse_source(struct jtemplate *t, const char *src, size_t len, char *err);
+/* Whether the evaluator implements a filter or test of that name. The renderer's layer
+ * (jinja_filters.h) owns those lists, so the loader passes them in. */
+typedef int (*jinja_known_fn)(const char *name);
 
-/* Filters and tests the evaluator implements (checked at parse time). */
-int jinja_known_filter(const char *name);
-int jinja_known_test(const char *name);
+/* Parses src into t->body (t->arena set up by the caller). Unknown tags are errors; the
+ * first unknown filter or test goes to t->unsupported instead, as jinja2 fails only when
+ * such a filter runs. Returns 0, or -1 + err ("template line N: ..."). */
+int jinja_parse_source(struct jtemplate *t, const char *src, size_t len,
+                       jinja_known_fn known_filter, jinja_known_fn known_test, char *err);
 
 #endif

@@ -20,34 +20,10 @@
 #include <unistd.h>
 
 #include "model/gguf.h"
+#include "testutil.h"
 #include "util/err.h"
 
 /* ---- a tiny GGUF writer -------------------------------------------------------------- */
-
-struct buf {
-    uint8_t *p;
-    size_t n, cap;
-};
-
-static void put(struct buf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void put_u8(struct buf *b, uint8_t v) { put(b, &v, 1); }
-static void put_u16(struct buf *b, uint16_t v) { put(b, &v, 2); }
-static void put_u32(struct buf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(struct buf *b, uint64_t v) { put(b, &v, 8); }
-static void put_f32(struct buf *b, float v) { put(b, &v, 4); }
-static void put_f64(struct buf *b, double v) { put(b, &v, 8); }
-static void put_str(struct buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
 
 #define NT 10
 /* Sizes from the GGML block layouts (Q8_0 34 B / 32, Q4_0 18 B / 32, Q4_1 20 B / 32,
@@ -86,114 +62,80 @@ struct marks {
 
 static uint8_t pattern(int t, uint64_t j) { return (uint8_t)(t * 31 + j * 7 + 1); }
 
-static struct buf build(const struct opts *o, struct marks *mk) {
-    struct buf b = {0};
+static struct tu_buf build(const struct opts *o, struct marks *mk) {
+    struct tu_buf b = {0};
     uint32_t align = o->alignment ? o->alignment : 32;
     memset(mk, 0, sizeof *mk);
-    put(&b, "GGUF", 4);
+    tu_put(&b, "GGUF", 4);
     mk->version = b.n;
-    put_u32(&b, o->version ? o->version : 3);
+    tu_put_u32(&b, o->version ? o->version : 3);
     mk->n_tensors = b.n;
-    put_u64(&b, NT);
+    tu_put_u64(&b, NT);
     mk->n_kv = b.n;
-    put_u64(&b, NKV + (o->alignment ? 1 : 0));
+    tu_put_u64(&b, NKV + (o->alignment ? 1 : 0));
 #define KEY(i, k, t)   \
     mk->key[i] = b.n;  \
-    put_str(&b, k);    \
-    put_u32(&b, t);    \
+    tu_put_str(&b, k); \
+    tu_put_u32(&b, t); \
     mk->val[i] = b.n;
-    KEY(KV_ARCH, "general.architecture", GGUF_STRING) put_str(&b, "llama");
-    KEY(KV_U8, "k.u8", GGUF_UINT8) put_u8(&b, 200);
-    KEY(KV_I8, "k.i8", GGUF_INT8) put_u8(&b, (uint8_t)-100);
-    KEY(KV_U16, "k.u16", GGUF_UINT16) put_u16(&b, 60000);
-    KEY(KV_I16, "k.i16", GGUF_INT16) put_u16(&b, (uint16_t)-30000);
-    KEY(KV_U32, "k.u32", GGUF_UINT32) put_u32(&b, 4000000000u);
-    KEY(KV_I32, "k.i32", GGUF_INT32) put_u32(&b, (uint32_t)-2000000000);
-    KEY(KV_F32, "k.f32", GGUF_FLOAT32) put_f32(&b, 1.5f);
-    KEY(KV_BOOL, "k.bool", GGUF_BOOL) put_u8(&b, 1);
-    KEY(KV_U64, "k.u64", GGUF_UINT64) put_u64(&b, (1ull << 40) | 5);
-    KEY(KV_I64, "k.i64", GGUF_INT64) put_u64(&b, (uint64_t)-(1ll << 40));
-    KEY(KV_F64, "k.f64", GGUF_FLOAT64) put_f64(&b, -2.25);
-    KEY(KV_ARR_I32, "k.arr_i32", GGUF_ARRAY) put_u32(&b, GGUF_INT32);
-    put_u64(&b, 5);
-    for (int i = 0; i < 5; i++) put_u32(&b, (uint32_t)(i % 2 ? -i * 1000 : i * 1000));
-    KEY(KV_ARR_STR, "k.arr_str", GGUF_ARRAY) put_u32(&b, GGUF_STRING);
-    put_u64(&b, 3);
-    put_str(&b, "a");
-    put_str(&b, "bc");
-    put_str(&b, "");
-    KEY(KV_ARR_F32, "k.arr_f32", GGUF_ARRAY) put_u32(&b, GGUF_FLOAT32);
-    put_u64(&b, 2);
-    put_f32(&b, 0.5f);
-    put_f32(&b, -1.5f);
-    KEY(KV_EMPTY, "k.empty", GGUF_ARRAY) put_u32(&b, GGUF_UINT8);
-    put_u64(&b, 0);
+    KEY(KV_ARCH, "general.architecture", GGUF_STRING) tu_put_str(&b, "llama");
+    KEY(KV_U8, "k.u8", GGUF_UINT8) tu_put_u8(&b, 200);
+    KEY(KV_I8, "k.i8", GGUF_INT8) tu_put_u8(&b, (uint8_t)-100);
+    KEY(KV_U16, "k.u16", GGUF_UINT16) tu_put_u16(&b, 60000);
+    KEY(KV_I16, "k.i16", GGUF_INT16) tu_put_u16(&b, (uint16_t)-30000);
+    KEY(KV_U32, "k.u32", GGUF_UINT32) tu_put_u32(&b, 4000000000u);
+    KEY(KV_I32, "k.i32", GGUF_INT32) tu_put_u32(&b, (uint32_t)-2000000000);
+    KEY(KV_F32, "k.f32", GGUF_FLOAT32) tu_put_f32(&b, 1.5f);
+    KEY(KV_BOOL, "k.bool", GGUF_BOOL) tu_put_u8(&b, 1);
+    KEY(KV_U64, "k.u64", GGUF_UINT64) tu_put_u64(&b, (1ull << 40) | 5);
+    KEY(KV_I64, "k.i64", GGUF_INT64) tu_put_u64(&b, (uint64_t)-(1ll << 40));
+    KEY(KV_F64, "k.f64", GGUF_FLOAT64) tu_put_f64(&b, -2.25);
+    KEY(KV_ARR_I32, "k.arr_i32", GGUF_ARRAY) tu_put_u32(&b, GGUF_INT32);
+    tu_put_u64(&b, 5);
+    for (int i = 0; i < 5; i++) tu_put_u32(&b, (uint32_t)(i % 2 ? -i * 1000 : i * 1000));
+    KEY(KV_ARR_STR, "k.arr_str", GGUF_ARRAY) tu_put_u32(&b, GGUF_STRING);
+    tu_put_u64(&b, 3);
+    tu_put_str(&b, "a");
+    tu_put_str(&b, "bc");
+    tu_put_str(&b, "");
+    KEY(KV_ARR_F32, "k.arr_f32", GGUF_ARRAY) tu_put_u32(&b, GGUF_FLOAT32);
+    tu_put_u64(&b, 2);
+    tu_put_f32(&b, 0.5f);
+    tu_put_f32(&b, -1.5f);
+    KEY(KV_EMPTY, "k.empty", GGUF_ARRAY) tu_put_u32(&b, GGUF_UINT8);
+    tu_put_u64(&b, 0);
     if (o->alignment) {
         KEY(NKV, "general.alignment", o->alignment_type ? o->alignment_type : GGUF_UINT32)
         if (o->alignment_type == GGUF_UINT64)
-            put_u64(&b, o->alignment);
+            tu_put_u64(&b, o->alignment);
         else
-            put_u32(&b, o->alignment);
+            tu_put_u32(&b, o->alignment);
     }
 #undef KEY
     uint64_t rel = 0;
     for (int i = 0; i < NT; i++) {
         mk->t_name[i] = b.n;
-        put_str(&b, TD[i].name);
+        tu_put_str(&b, TD[i].name);
         mk->t_ndims[i] = b.n;
-        put_u32(&b, TD[i].n_dims);
+        tu_put_u32(&b, TD[i].n_dims);
         mk->t_ne[i] = b.n;
-        for (uint32_t d = 0; d < TD[i].n_dims; d++) put_u64(&b, (uint64_t)TD[i].ne[d]);
+        for (uint32_t d = 0; d < TD[i].n_dims; d++) tu_put_u64(&b, (uint64_t)TD[i].ne[d]);
         mk->t_type[i] = b.n;
-        put_u32(&b, TD[i].type);
+        tu_put_u32(&b, TD[i].type);
         mk->t_off[i] = b.n;
-        put_u64(&b, rel);
+        tu_put_u64(&b, rel);
         mk->t_abs[i] = rel; /* made absolute below */
         rel = (rel + TD[i].nbytes + align - 1) / align * align;
     }
     mk->header_end = b.n;
-    while (b.n % align) put_u8(&b, 0);
+    while (b.n % align) tu_put_u8(&b, 0);
     mk->data_start = b.n;
     for (int i = 0; i < NT; i++) {
         mk->t_abs[i] += mk->data_start;
-        while (b.n < mk->t_abs[i]) put_u8(&b, 0);
-        for (uint64_t j = 0; j < TD[i].nbytes; j++) put_u8(&b, pattern(i, j));
+        while (b.n < mk->t_abs[i]) tu_put_u8(&b, 0);
+        for (uint64_t j = 0; j < TD[i].nbytes; j++) tu_put_u8(&b, pattern(i, j));
     }
     return b;
-}
-
-/* ---- temp files ----------------------------------------------------------------------- */
-
-static char tmpdir[64];
-static char *created[256];
-static int n_created;
-
-static const char *write_tmp(const char *name, const void *data, size_t n) {
-    static char path[128];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(n ? fwrite(data, 1, n, fp) : 0, n);
-    fclose(fp);
-    if (n_created < 256) created[n_created++] = strdup(path);
-    return path;
-}
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tpd_test_gguf_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    for (int i = 0; i < n_created; i++) {
-        unlink(created[i]);
-        free(created[i]);
-    }
-    n_created = 0;
-    rmdir(tmpdir);
-    return 0;
 }
 
 /* ---- valid files ---------------------------------------------------------------------- */
@@ -300,8 +242,8 @@ static void test_valid(void **state) {
     (void)state;
     struct marks mk;
     struct opts o = {0};
-    struct buf b = build(&o, &mk);
-    const char *path = write_tmp("valid.gguf", b.p, b.n);
+    struct tu_buf b = build(&o, &mk);
+    const char *path = tu_write_tmp("valid.gguf", b.p, b.n);
     struct gguf_file *f;
     char err[ERR_LEN] = "";
     assert_int_equal(gguf_open(&f, path, err), 0);
@@ -328,10 +270,10 @@ static void test_version2(void **state) {
     (void)state;
     struct marks mk;
     struct opts o = {.version = 2};
-    struct buf b = build(&o, &mk);
+    struct tu_buf b = build(&o, &mk);
     struct gguf_file *f;
     char err[ERR_LEN] = "";
-    assert_int_equal(gguf_open(&f, write_tmp("v2.gguf", b.p, b.n), err), 0);
+    assert_int_equal(gguf_open(&f, tu_write_tmp("v2.gguf", b.p, b.n), err), 0);
     assert_int_equal(gguf_version(f), 2);
     check_valid(f, &mk, 32);
     gguf_close(f);
@@ -342,7 +284,7 @@ static void test_alignment(void **state) {
     (void)state;
     struct marks mk;
     struct opts o = {.alignment = 64};
-    struct buf b = build(&o, &mk);
+    struct tu_buf b = build(&o, &mk);
     struct gguf_file *f;
     char err[ERR_LEN] = "";
     assert_int_equal(gguf_open_buf(&f, b.p, b.n, "a64.gguf", err), 0);
@@ -383,7 +325,7 @@ static void test_truncated_everywhere(void **state) {
     (void)state;
     struct marks mk;
     struct opts o = {0};
-    struct buf b = build(&o, &mk);
+    struct tu_buf b = build(&o, &mk);
     char err[ERR_LEN];
     for (size_t cut = 0; cut < b.n; cut++) {
         /* An exact-size copy, so that ASan catches any read past the end. */
@@ -406,7 +348,7 @@ static void test_truncated_everywhere(void **state) {
                      mk.data_start + 1, b.n - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         struct gguf_file *f;
-        const char *path = write_tmp("trunc.gguf", b.p, cuts[i]);
+        const char *path = tu_write_tmp("trunc.gguf", b.p, cuts[i]);
         assert_int_equal(gguf_open(&f, path, err), -1);
         assert_non_null(strstr(err, path));
         assert_true(strstr(err, "truncated") || strstr(err, "past end of file"));
@@ -497,7 +439,7 @@ static void test_corrupt(void **state) {
     (void)state;
     struct marks mk;
     struct opts o = {0};
-    struct buf b = build(&o, &mk);
+    struct tu_buf b = build(&o, &mk);
     for (size_t i = 0; i < sizeof CORRUPT / sizeof CORRUPT[0]; i++) {
         const struct corrupt *c = &CORRUPT[i];
         uint8_t *p = malloc(b.n);
@@ -513,7 +455,7 @@ static void test_corrupt(void **state) {
         }
         char err[ERR_LEN] = "";
         struct gguf_file *f = NULL;
-        const char *path = write_tmp("corrupt.gguf", p, b.n);
+        const char *path = tu_write_tmp("corrupt.gguf", p, b.n);
         if (gguf_open(&f, path, err) != -1) fail_msg("%s: accepted", c->desc);
         assert_null(f);
         if (!strstr(err, c->msg) || !strstr(err, path))
@@ -534,31 +476,31 @@ static void test_not_a_file(void **state) {
     char err[ERR_LEN];
     assert_int_equal(gguf_open(&f, "/nonexistent/x.gguf", err), -1);
     assert_non_null(strstr(err, "/nonexistent/x.gguf: cannot open"));
-    assert_int_equal(gguf_open(&f, tmpdir, err), -1);
+    assert_int_equal(gguf_open(&f, tu_tmpdir, err), -1);
     assert_non_null(strstr(err, "not a regular file"));
 }
 
 /* A header with a large string array (like a tokenizer) parses and stays consistent. */
 static void test_large_array(void **state) {
     (void)state;
-    struct buf b = {0};
+    struct tu_buf b = {0};
     const uint64_t n = 200000;
-    put(&b, "GGUF", 4);
-    put_u32(&b, 3);
-    put_u64(&b, 0);
-    put_u64(&b, 1);
-    put_str(&b, "tokenizer.ggml.tokens");
-    put_u32(&b, GGUF_ARRAY);
-    put_u32(&b, GGUF_STRING);
-    put_u64(&b, n);
+    tu_put(&b, "GGUF", 4);
+    tu_put_u32(&b, 3);
+    tu_put_u64(&b, 0);
+    tu_put_u64(&b, 1);
+    tu_put_str(&b, "tokenizer.ggml.tokens");
+    tu_put_u32(&b, GGUF_ARRAY);
+    tu_put_u32(&b, GGUF_STRING);
+    tu_put_u64(&b, n);
     char tok[32];
     for (uint64_t i = 0; i < n; i++) {
         snprintf(tok, sizeof tok, "tok%llu", (unsigned long long)i);
-        put_str(&b, tok);
+        tu_put_str(&b, tok);
     }
     struct gguf_file *f;
     char err[ERR_LEN] = "";
-    assert_int_equal(gguf_open(&f, write_tmp("big.gguf", b.p, b.n), err), 0);
+    assert_int_equal(gguf_open(&f, tu_write_tmp("big.gguf", b.p, b.n), err), 0);
     enum gguf_vtype et;
     uint64_t got;
     const void *data;
@@ -646,26 +588,13 @@ static void check_array_elem(enum gguf_vtype et, const void *data, uint64_t i, c
         check_num(et, (const uint8_t *)data + i * elem_size(et), j, what);
 }
 
-static char *slurp(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    assert_int_equal(fread(s, 1, (size_t)n, fp), (size_t)n);
-    s[n] = 0;
-    fclose(fp);
-    return s;
-}
-
 static void test_compare_reference(void **state) {
     (void)state;
     if (access(expect_file, R_OK) || access(expect_json, R_OK)) {
         print_message("skipped: %s or %s absent\n", expect_file, expect_json);
         skip();
     }
-    char *text = slurp(expect_json);
+    char *text = tu_read_file(expect_json, NULL);
     cJSON *root = cJSON_Parse(text);
     free(text);
     assert_non_null(root);
@@ -759,9 +688,8 @@ static void test_compare_reference(void **state) {
 
 int main(void) {
     static char file[4096], json[4096];
-    const char *src = getenv("TPD_SOURCE_DIR");
-    snprintf(file, sizeof file, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", src ? src : ".");
-    snprintf(json, sizeof json, "%s/tests/data/smollm2_q4_1.json", src ? src : ".");
+    tu_source_path(file, sizeof file, "models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    tu_source_path(json, sizeof json, "tests/data/smollm2_q4_1.json");
     expect_file = getenv("TPD_GGUF_FILE") ? getenv("TPD_GGUF_FILE") : file;
     expect_json = getenv("TPD_GGUF_EXPECT") ? getenv("TPD_GGUF_EXPECT") : json;
     const struct CMUnitTest only_compare[] = {cmocka_unit_test(test_compare_reference)};
@@ -776,5 +704,5 @@ int main(void) {
         cmocka_unit_test(test_large_array),
         cmocka_unit_test(test_compare_reference),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
 }

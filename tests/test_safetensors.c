@@ -17,27 +17,8 @@
 #include <unistd.h>
 
 #include "model/safetensors.h"
+#include "testutil.h"
 #include "util/err.h"
-
-static char tmpdir[64];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tpd_test_st_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char path[128];
-    const char *names[] = {"f.safetensors", "big.safetensors"};
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/%s", tmpdir, names[i]);
-        unlink(path);
-    }
-    rmdir(tmpdir);
-    return 0;
-}
 
 /* 8-byte length, the JSON, then data_len bytes of data (byte j = j * 3 + 1). */
 static uint8_t *image(const char *json, size_t data_len, size_t *n) {
@@ -49,16 +30,6 @@ static uint8_t *image(const char *json, size_t data_len, size_t *n) {
     memcpy(p + 8, json, jl);
     for (size_t j = 0; j < data_len; j++) p[8 + jl + j] = (uint8_t)(j * 3 + 1);
     return p;
-}
-
-static const char *write_file(const char *name, const uint8_t *p, size_t n) {
-    static char path[128];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(p, 1, n, fp), n);
-    fclose(fp);
-    return path;
 }
 
 static const char VALID[] =
@@ -108,7 +79,7 @@ static void test_valid(void **state) {
     uint8_t *p = image(VALID, 48, &n);
     struct safetensors_file f;
     char err[ERR_LEN] = "";
-    const char *path = write_file("f.safetensors", p, n);
+    const char *path = tu_write_tmp("f.safetensors", p, n);
     assert_int_equal(safetensors_open(&f, path, err), 0);
     check_valid(&f);
     /* The offsets point at the bytes written for them. */
@@ -171,7 +142,7 @@ static void test_corrupt(void **state) {
     for (size_t i = 0; i < sizeof CORRUPT / sizeof CORRUPT[0]; i++) {
         size_t n;
         uint8_t *p = image(CORRUPT[i].json, CORRUPT[i].data_len, &n);
-        const char *path = write_file("f.safetensors", p, n);
+        const char *path = tu_write_tmp("f.safetensors", p, n);
         struct safetensors_file f;
         char err[ERR_LEN] = "", err2[ERR_LEN] = "";
         if (safetensors_open(&f, path, err) != -1) fail_msg("%s: accepted", CORRUPT[i].desc);
@@ -196,7 +167,7 @@ static void test_header_length(void **state) {
     uint64_t lens[] = {100, 1ull << 63, UINT64_MAX};
     for (size_t i = 0; i < 3; i++) {
         memcpy(p, &lens[i], 8);
-        const char *path = write_file("f.safetensors", p, n);
+        const char *path = tu_write_tmp("f.safetensors", p, n);
         assert_int_equal(safetensors_open(&f, path, err), -1);
         assert_non_null(strstr(err, "is larger than the file (10 bytes)"));
         assert_non_null(strstr(err, path));
@@ -205,7 +176,7 @@ static void test_header_length(void **state) {
     }
     /* Shorter than the length prefix. */
     for (size_t cut = 0; cut < 8; cut++) {
-        const char *path = write_file("f.safetensors", p, cut);
+        const char *path = tu_write_tmp("f.safetensors", p, cut);
         assert_int_equal(safetensors_open(&f, path, err), -1);
         assert_non_null(strstr(err, "file truncated"));
         assert_int_equal(safetensors_open_buf(&f, p, cut, "m", err), -1);
@@ -213,8 +184,7 @@ static void test_header_length(void **state) {
     }
     free(p);
     /* Over the cap in a (sparse) file that is large enough to hold it. */
-    char path[128];
-    snprintf(path, sizeof path, "%s/big.safetensors", tmpdir);
+    const char *path = tu_tmp_path("big.safetensors");
     int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
     assert_true(fd >= 0);
     uint64_t len = (uint64_t)SAFETENSORS_MAX_HEADER + 1;
@@ -241,7 +211,7 @@ static void test_missing_file(void **state) {
     char err[ERR_LEN];
     assert_int_equal(safetensors_open(&f, "/nonexistent/a.safetensors", err), -1);
     assert_non_null(strstr(err, "/nonexistent/a.safetensors: cannot open"));
-    assert_int_equal(safetensors_open(&f, tmpdir, err), -1);
+    assert_int_equal(safetensors_open(&f, tu_tmpdir, err), -1);
     assert_non_null(strstr(err, "not a regular file"));
 }
 
@@ -252,5 +222,5 @@ int main(void) {
         cmocka_unit_test(test_header_length),
         cmocka_unit_test(test_missing_file),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
 }

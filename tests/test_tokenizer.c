@@ -14,26 +14,17 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
+#include "jinja/jinja.h"
+#include "testutil.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/detok.h"
-#include "jinja/jinja.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
 
 static char *read_all(const char *name, size_t *len) {
-    const char *src = getenv("TPD_SOURCE_DIR");
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/tests/data/tok/%s", src ? src : ".", name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
-    return b;
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/data/tok/%s", name);
+    return tu_read_source(rel, len);
 }
 
 static struct tokenizer *load_fixture(const char *name) {

@@ -12,40 +12,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jinja/jinja.h"
 #include "model/gguf.h"
+#include "testutil.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/detok.h"
-#include "jinja/jinja.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
 
 static struct tokenizer *fixtures[2];
 
-static char *read_fixture(const char *name, size_t *len) {
-    const char *src = getenv("TPD_SOURCE_DIR");
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/tests/data/tok/%s", src ? src : ".", name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
-    return b;
-}
-
 static void load_fixtures(void) {
     static int done;
     if (done) return;
     done = 1;
-    const char *names[2] = {"bytelevel.json", "spm.json"};
+    const char *names[2] = {"tests/data/tok/bytelevel.json", "tests/data/tok/spm.json"};
     char err[ERR_LEN];
     for (int i = 0; i < 2; i++) {
         size_t len;
-        char *j = read_fixture(names[i], &len);
+        char *j = tu_read_source(names[i], &len);
         if (j && tokenizer_load_json(&fixtures[i], j, len, NULL, 0, err)) fixtures[i] = NULL;
         free(j);
     }
@@ -162,11 +147,11 @@ static void mutate_and_run(uint8_t sel, const char *seed, size_t len, int rounds
 static void test_fuzz_replay(void **state) {
     (void)state;
     size_t len;
-    char *j = read_fixture("spm.json", &len);
+    char *j = tu_read_source("tests/data/tok/spm.json", &len);
     assert_non_null(j);
     mutate_and_run(0, j, len, 40);
     free(j);
-    j = read_fixture("templates.json", &len);
+    j = tu_read_source("tests/data/tok/templates.json", &len);
     assert_non_null(j);
     mutate_and_run(3, "{% for m in messages %}{{ m.role | upper }}{% if loop.last %}!{% endif %}{% endfor %}", 77, 3000);
     free(j);

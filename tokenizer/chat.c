@@ -6,7 +6,6 @@
 
 #include "../util/err.h"
 #include "../jinja/jinja.h"
-#include "../jinja/jinja_parse.h"
 #include "tokenizer.h"
 
 #define ARENA_LIMIT (256u << 20)
