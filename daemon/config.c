@@ -310,7 +310,7 @@ int config_parse_args(struct config *c, unsigned cmd, int argc, char **argv, cha
         int sw;
         const struct config_key *k = find_flag(cmd, a, &sw);
         if (!k) {
-            if (find_flag(~0u, a, &sw)) return err_set(err, "option %s is not one of `tpd %s`'s", a, command_name(cmd));
+            if (find_flag(~0u, a, &sw)) return err_set(err, "option %s does not apply to `tpd %s`", a, command_name(cmd));
             return err_set(err, "unknown option '%s'", a);
         }
         if (sw) {

@@ -111,8 +111,8 @@ int config_apply_args(struct config *c, int argc, char **argv, char *err);
 /* Index in argv of the option `flag` as command cmd reads argv (values skipped), of its
  * last occurrence, or -1. */
 int config_find_flag(unsigned cmd, int argc, char **argv, const char *flag);
-/* Checks what no single value can: choices, what command cmd requires (serve: a model),
- * limits that must agree. */
+/* Checks what the parsers cannot: choices, then what command cmd requires (serve: a
+ * model; limits that must agree). cmd 0: the values alone. */
 int config_validate_for(const struct config *c, unsigned cmd, char *err);
 /* config_validate_for `tpd serve`. */
 int config_validate(const struct config *c, char *err);
