@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/parse.h"
 #include "../util/toml.h"
 
@@ -111,7 +112,8 @@ static int apply_text(struct config *c, const struct config_key *k, const char *
 void config_defaults(struct config *c) {
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < N_KEYS; i++)
-        if (keys[i].def && apply_text(c, &keys[i], "default", keys[i].def, NULL)) abort(); /* a bad row */
+        if (keys[i].def && apply_text(c, &keys[i], "default", keys[i].def, NULL))
+            FATAL("options table: bad default '%s' for %s", keys[i].def, keys[i].key);
 }
 
 void config_free(struct config *c) {

@@ -38,11 +38,10 @@ int main(int argc, char **argv) {
     for (unsigned i = 0; argc > 1 && i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name)) cmd = &commands[i];
     if (argc > 1 && is_help(argv[1])) { /* tpd help [COMMAND] */
-        rc = 0;
+        rc = argc > 2 && !config_command(argv[2]) ? 2 : 0; /* every rank: the same status */
         if (c.rank == 0 && options_usage(stdout, argc > 2 ? argv[2] : NULL)) {
             fprintf(stderr, "tpd: unknown command '%s'\n", argv[2]);
             options_usage(stderr, NULL);
-            rc = 2;
         }
     } else if (cmd && options_wants_help(argc - 1, argv + 1)) {
         rc = 0;
