@@ -18,125 +18,13 @@
 #include "../util/parse.h"
 #include "../sched/block_pool.h"
 #include "../sched/metrics.h"
+#include "options.h"
 #include "../sched/request.h"
 #include "../sched/scheduler.h"
 #include "../util/clock.h"
 
 #define MAX_IDS (1 << 20)
 
-/* Options both commands take. Every rank parses the same argv, so every rank reaches
- * the same verdict and no collective is left half-entered. */
-struct run_opts {
-    struct engine_opts eng;
-    int chunk; /* most prompt tokens of one sequence per step */
-    const char *prompt_ids, *prompt, *system, *tokenizer;
-    int chat;
-    long n_predict;
-    float temperature, top_p;
-    long top_k, seed;
-    int print_ids, ignore_eos;
-    const char *seqs, *out;
-    int separate;
-};
-
-static int opt_value(int argc, char **argv, int *i, const char **val, char *err) {
-    if (*i + 1 >= argc) return err_set(err, "option %s needs a value", argv[*i]);
-    *val = argv[++*i];
-    return 0;
-}
-
-static int parse_run_opts(int argc, char **argv, struct run_opts *o, char *err) {
-    *o = (struct run_opts){.eng = {.threads = 0, .kv_type = DT_F16, .block_size = 16}, .chunk = 512,
-                           .n_predict = 32, .temperature = 0, .top_p = 1, .top_k = 0, .seed = 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        long l;
-#define VAL() \
-    if (opt_value(argc, argv, &i, &v, err)) return -1
-        if (!strcmp(a, "--model")) {
-            VAL();
-            o->eng.model_path = v;
-        } else if (!strcmp(a, "--threads")) {
-            VAL();
-            if (parse_long(v, 0, 1024, &l)) return err_set(err, "--threads: '%s' is not a number in 0..1024", v);
-            o->eng.threads = (int)l;
-        } else if (!strcmp(a, "--comm")) {
-            VAL();
-            o->eng.comm = v;
-        } else if (!strcmp(a, "--synthetic")) {
-            VAL();
-            o->eng.synthetic = v;
-        } else if (!strcmp(a, "--backend")) {
-            VAL();
-            o->eng.backend = v;
-        } else if (!strcmp(a, "--kv-type")) {
-            VAL();
-            if (!strcmp(v, "f16")) o->eng.kv_type = DT_F16;
-            else if (!strcmp(v, "f32")) o->eng.kv_type = DT_F32;
-            else return err_set(err, "--kv-type: '%s' is not f16 or f32", v);
-        } else if (!strcmp(a, "--block-size")) {
-            VAL();
-            if (parse_long(v, 1, 4096, &l)) return err_set(err, "--block-size: '%s' is not in 1..4096", v);
-            o->eng.block_size = (int)l;
-        } else if (!strcmp(a, "--ctx")) {
-            VAL();
-            if (parse_long(v, 1, 1 << 24, &l)) return err_set(err, "--ctx: '%s' is not in 1..16777216", v);
-            o->eng.max_ctx = (int)l;
-        } else if (!strcmp(a, "--chunk")) {
-            VAL();
-            if (parse_long(v, 1, 1 << 20, &l)) return err_set(err, "--chunk: '%s' is not in 1..1048576", v);
-            o->chunk = (int)l;
-        } else if (!strcmp(a, "--prompt-ids")) {
-            VAL();
-            o->prompt_ids = v;
-        } else if (!strcmp(a, "--prompt")) {
-            VAL();
-            o->prompt = v;
-        } else if (!strcmp(a, "--system")) {
-            VAL();
-            o->system = v;
-        } else if (!strcmp(a, "--tokenizer")) {
-            VAL();
-            o->tokenizer = v;
-        } else if (!strcmp(a, "--chat")) {
-            o->chat = 1;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            VAL();
-            if (parse_long(v, 0, 1 << 24, &l)) return err_set(err, "-n: '%s' is not in 0..16777216", v);
-            o->n_predict = l;
-        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--temp")) {
-            VAL();
-            if (parse_float(v, 0, 100, &o->temperature)) return err_set(err, "--temperature: '%s' is not in 0..100", v);
-        } else if (!strcmp(a, "--top-p")) {
-            VAL();
-            if (parse_float(v, 0, 1, &o->top_p) || o->top_p <= 0) return err_set(err, "--top-p: '%s' is not in (0, 1]", v);
-        } else if (!strcmp(a, "--top-k")) {
-            VAL();
-            if (parse_long(v, 0, 1 << 24, &o->top_k)) return err_set(err, "--top-k: '%s' is not a count", v);
-        } else if (!strcmp(a, "--seed")) {
-            VAL();
-            if (parse_long(v, 0, 0x7fffffffffffffffL, &o->seed)) return err_set(err, "--seed: '%s' is not a non-negative integer", v);
-        } else if (!strcmp(a, "--ids")) {
-            o->print_ids = 1;
-        } else if (!strcmp(a, "--ignore-eos")) {
-            o->ignore_eos = 1;
-        } else if (!strcmp(a, "--seqs")) {
-            VAL();
-            o->seqs = v;
-        } else if (!strcmp(a, "--out")) {
-            VAL();
-            o->out = v;
-        } else if (!strcmp(a, "--separate")) {
-            o->separate = 1;
-        } else {
-            return err_set(err, "unknown option '%s'", a);
-        }
-#undef VAL
-    }
-    if (!o->eng.model_path && !o->eng.synthetic) return err_set(err, "--model PATH (or --synthetic GEOMETRY) is required");
-    if (!o->eng.model_path) o->eng.model_path = o->eng.synthetic;
-    return 0;
-}
 
 /* Opens the engine on every rank; on failure each rank that failed says why. */
 static struct engine *open_engine(struct comm *c, struct engine_opts *eo) {
@@ -277,13 +165,9 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     return rc;
 }
 
-int cmd_generate(struct comm *c, int argc, char **argv) {
-    struct run_opts o;
+/* The command after its options are parsed; o is a copy (its strings stay owned by the caller's). */
+static int generate(struct comm *c, struct run_opts o) {
     char err[ERR_LEN] = "";
-    if (parse_run_opts(argc, argv, &o, err)) {
-        if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
-        return 2;
-    }
     if (!o.prompt_ids == !o.prompt) {
         if (c->rank == 0) fprintf(stderr, "tpd generate: give exactly one of --prompt TEXT and --prompt-ids 1,2,3\n");
         return 2;
@@ -391,11 +275,9 @@ static void eval_group(struct engine *e, struct block_pool *pool, struct step_pl
     }
 }
 
-int cmd_eval(struct comm *c, int argc, char **argv) {
-    struct run_opts o;
+static int eval(struct comm *c, struct run_opts o) {
     char err[ERR_LEN] = "";
-    if (parse_run_opts(argc, argv, &o, err) || (!o.seqs && !err_set(err, "--seqs \"1,2;3\" is required")) ||
-        (!o.out && !err_set(err, "--out FILE is required"))) {
+    if ((!o.seqs && !err_set(err, "--seqs \"1,2;3\" is required")) || (!o.out && !err_set(err, "--out FILE is required"))) {
         if (c->rank == 0) fprintf(stderr, "tpd eval: %s\n", err);
         return 2;
     }
@@ -461,3 +343,19 @@ out:
     free(seqs);
     return rc;
 }
+
+/* Both commands: parse the options from the one table, run, free what parsing made. */
+static int run_command(struct comm *c, int argc, char **argv, int (*fn)(struct comm *, struct run_opts)) {
+    struct run_opts o;
+    char err[ERR_LEN] = "";
+    if (run_opts_parse(c, argc, argv, &o, err)) {
+        if (c->rank == 0) fprintf(stderr, "tpd %s: %s\n", argv[0], err);
+        return 2;
+    }
+    int rc = fn(c, o);
+    run_opts_free(&o);
+    return rc;
+}
+
+int cmd_generate(struct comm *c, int argc, char **argv) { return run_command(c, argc, argv, generate); }
+int cmd_eval(struct comm *c, int argc, char **argv) { return run_command(c, argc, argv, eval); }

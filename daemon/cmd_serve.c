@@ -13,6 +13,7 @@
 #include "../util/err.h"
 #include "../util/log.h"
 #include "config.h"
+#include "options.h"
 #include "../server/api.h"
 #include "../server/http.h"
 #include "../sched/metrics.h"
@@ -31,55 +32,6 @@ static double mono_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#define MAX_CONFIG_BYTES (1 << 20)
-
-/* Rank 0 reads the file and broadcasts it, so every rank parses the same bytes and
- * reaches the same verdict (and remote ranks need no copy of the file). */
-static int load_config(struct comm *c, int argc, char **argv, struct config *cfg, char *err) {
-    config_defaults(cfg);
-    const char *path = NULL;
-    int n_rest = 0;
-    char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    if (!rest) return err_set(err, "out of memory");
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[++i];
-        else rest[n_rest++] = argv[i];
-    }
-    int64_t len = 0;
-    char *text = NULL, rerr[ERR_LEN] = "";
-    if (path && c->rank == 0) {
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            len = -1;
-            err_set(rerr, "cannot open config file %s", path);
-        } else {
-            text = malloc(MAX_CONFIG_BYTES + 1);
-            len = text ? (int64_t)fread(text, 1, MAX_CONFIG_BYTES + 1, f) : -1;
-            if (len > MAX_CONFIG_BYTES) {
-                len = -1;
-                err_set(rerr, "%s: config file larger than %d bytes", path, MAX_CONFIG_BYTES);
-            }
-            fclose(f);
-        }
-    }
-    if (path) {
-        comm_bcast(c, &len, sizeof len, 0);
-        comm_bcast(c, rerr, sizeof rerr, 0);
-        if (len >= 0) {
-            if (c->rank != 0) text = malloc((size_t)len + 1);
-            comm_bcast(c, text, (size_t)len, 0);
-        }
-    }
-    int rc = 0;
-    if (len < 0) rc = err_set(err, "%s", rerr);
-    else if (path && config_apply_toml(cfg, text, (size_t)len, path, err)) rc = -1;
-    else if (config_apply_args(cfg, n_rest, rest, err)) rc = -1;
-    else if (config_validate(cfg, err)) rc = -1;
-    free(text);
-    free(rest);
-    return rc;
-}
-
 static const char *base_name(const char *p) {
     const char *b = p;
     size_t n = strlen(p);
@@ -92,30 +44,21 @@ static const char *base_name(const char *p) {
 int cmd_config(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
-    const char *key = NULL;
-    char **args = calloc((size_t)argc + 1, sizeof *args);
-    int n = 0;
-    args[n++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--get") && i + 1 < argc) key = argv[++i];
-        else args[n++] = argv[i];
-    }
     int rc = 0;
-    if (load_config(c, n, args, &cfg, err)) {
+    if (options_load(c, CMD_CONFIG, argc, argv, &cfg, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd config: %s\n", err);
         rc = 2;
     } else if (c->rank == 0) {
-        char *v = key ? config_get(&cfg, key) : config_dump(&cfg);
+        char *v = cfg.get ? config_get(&cfg, cfg.get) : config_dump(&cfg);
         if (!v) {
-            fprintf(stderr, "tpd config: unknown key '%s'\n", key);
+            fprintf(stderr, "tpd config: unknown key '%s'\n", cfg.get);
             rc = 2;
         } else {
-            printf("%s%s", v, key ? "\n" : "");
+            printf("%s%s", v, cfg.get ? "\n" : "");
             free(v);
         }
     }
     config_free(&cfg);
-    free(args);
     return rc;
 }
 
@@ -141,7 +84,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .max_body_bytes = (size_t)cfg->max_body_bytes, .max_connections = (int)cfg->max_connections,
     };
     struct api_ctx api;
-    api_ctx_init(&api, tok, cfg->model_name ? cfg->model_name : base_name(cfg->model_path), engine_info(e)->max_ctx);
+    api_ctx_init(&api, tok, cfg->model_name ? cfg->model_name : base_name(cfg->model_path ? cfg->model_path : cfg->synthetic),
+                 engine_info(e)->max_ctx);
     unsigned uids[CONFIG_MAX_UIDS];
     for (int i = 0; i < cfg->n_allowed_uids; i++) uids[i] = (unsigned)cfg->allowed_uids[i];
     sc.allowed_uids = uids;
@@ -183,7 +127,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
 int cmd_serve(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
-    if (load_config(c, argc, argv, &cfg, err) ||
+    if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) ||
         (cfg.tp && cfg.tp != c->size && !err_set(err, "parallel.tp = %ld but mpirun started %d ranks", cfg.tp, c->size))) {
         if (c->rank == 0) fprintf(stderr, "tpd serve: %s\n", err);
         config_free(&cfg);
@@ -201,7 +145,8 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     struct engine_opts eo = {
-        .model_path = cfg.model_path, .backend = cfg.backend, .local_rank = c->local_rank,
+        .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend,
+        .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic,
         .threads = (int)cfg.threads,
         .kv_type = strcmp(cfg.kv_type, "f32") ? DT_F16 : DT_F32, .block_size = (int)cfg.block_size,
         .n_blocks = (int)(cfg.kv_tokens / cfg.block_size), .max_ctx = (int)cfg.max_ctx,

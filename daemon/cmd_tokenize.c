@@ -20,14 +20,7 @@
 #include "../tokenizer/detok.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/err.h"
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tpd tokenize --tokenizer PATH (--text T | --file F | --chat MESSAGES.json)\n"
-            "                    [--no-special] [--no-parse-special]\n"
-            "                    [--add-generation-prompt] [--print-prompt]\n"
-            "  PATH: tokenizer.json, a directory holding one, or a GGUF file\n");
-}
+#include "options.h"
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -163,25 +156,18 @@ static int run_render_batch(const char *path) {
     return 0;
 }
 
-int cmd_tokenize(int argc, char **argv) {
-    const char *path = NULL, *text = NULL, *file = NULL, *batch = NULL, *chat = NULL;
-    int flags = TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, add_gen = 0, print_prompt = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--tokenizer") && i + 1 < argc) path = argv[++i];
-        else if (!strcmp(a, "--text") && i + 1 < argc) text = argv[++i];
-        else if (!strcmp(a, "--file") && i + 1 < argc) file = argv[++i];
-        else if (!strcmp(a, "--batch") && i + 1 < argc) batch = argv[++i];
-        else if (!strcmp(a, "--render-batch") && i + 1 < argc) return run_render_batch(argv[++i]);
-        else if (!strcmp(a, "--chat") && i + 1 < argc) chat = argv[++i];
-        else if (!strcmp(a, "--add-generation-prompt")) add_gen = 1;
-        else if (!strcmp(a, "--print-prompt")) print_prompt = 1;
-        else if (!strcmp(a, "--no-special")) flags &= ~TOK_ADD_SPECIAL;
-        else if (!strcmp(a, "--no-parse-special")) flags &= ~TOK_PARSE_SPECIAL;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else { fprintf(stderr, "tokenize: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
+/* The command after its options are parsed. */
+static int tokenize_run(const struct config *o) {
+    const char *path = o->tokenizer, *text = o->text, *file = o->file, *batch = o->batch, *chat = o->chat_file;
+    int flags = TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, add_gen = o->add_generation_prompt, print_prompt = o->print_prompt;
+    if (o->no_special) flags &= ~TOK_ADD_SPECIAL;
+    if (o->no_parse_special) flags &= ~TOK_PARSE_SPECIAL;
+    if (o->render_batch) return run_render_batch(o->render_batch);
+    if (!path || (!!text + !!file + !!batch + !!chat) != 1) {
+        fprintf(stderr, "tokenize: give --tokenizer PATH and exactly one of --text, --file, --chat, --batch\n");
+        options_usage(stderr, "tokenize");
+        return 2;
     }
-    if (!path || (!!text + !!file + !!batch + !!chat) != 1) { usage(stderr); return 2; }
 
     char err[ERR_LEN];
     struct tokenizer *t;
@@ -237,5 +223,20 @@ int cmd_tokenize(int argc, char **argv) {
     }
     free(prompt);
     tokenizer_free(t);
+    return rc;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    struct config cfg;
+    char err[ERR_LEN];
+    int rc;
+    if (options_load(NULL, CMD_TOKENIZE, argc, argv, &cfg, err)) {
+        fprintf(stderr, "tokenize: %s\n", err);
+        options_usage(stderr, "tokenize");
+        rc = 2;
+    } else {
+        rc = tokenize_run(&cfg);
+    }
+    config_free(&cfg);
     return rc;
 }

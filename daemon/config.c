@@ -1,81 +1,119 @@
 #include "config.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/parse.h"
 #include "../util/toml.h"
 
-enum ckind { K_STR, K_INT, K_DBL, K_BOOL, K_MODE, K_UIDS };
-
-struct ckey {
-    const char *section, *key;
-    enum ckind kind;
-    size_t off;
-    double lo, hi;         /* limits for numbers */
-    const char *flag;      /* short command-line flag, or NULL */
-    const char *help;
-};
-
+#define S (CMD_SERVE | CMD_CONFIG)
+#define R (CMD_GENERATE | CMD_EVAL)
+#define G CMD_GENERATE
+#define E CMD_EVAL
+#define T CMD_TOKENIZE
 #define F(field) offsetof(struct config, field)
-/* One row per key: parsing, limits, flags and the dump all come from this table. */
-static const struct ckey keys[] = {
-    {"model", "path", K_STR, F(model_path), 0, 0, "--model", "GGUF file or HF directory"},
-    {"model", "name", K_STR, F(model_name), 0, 0, "--model-name", "model id served by the API"},
-    {"model", "tokenizer", K_STR, F(tokenizer), 0, 0, "--tokenizer", "tokenizer.json, its directory, or GGUF"},
-    {"model", "max_ctx", K_INT, F(max_ctx), 0, 1 << 24, "--ctx", "longest sequence; 0 = trained context"},
-    {"parallel", "tp", K_INT, F(tp), 0, 4096, NULL, "ranks; 0 = as started by mpirun"},
-    {"parallel", "threads", K_INT, F(threads), 0, 1024, "--threads", "compute threads per rank; 0 = auto"},
-    {"parallel", "backend", K_STR, F(backend), 0, 0, "--backend", "cpu"},
-    {"server", "socket", K_STR, F(socket), 0, 0, "--socket", "Unix socket path"},
-    {"server", "socket_mode", K_MODE, F(socket_mode), 0, 0777, NULL, "socket file mode (octal string)"},
-    {"server", "socket_group", K_STR, F(socket_group), 0, 0, NULL, "group owning the socket"},
-    {"server", "allowed_uids", K_UIDS, 0, 0, 4294967295.0, NULL, "peer uids allowed (empty = any)"},
-    {"server", "tcp_port", K_INT, F(tcp_port), 0, 65535, "--port", "loopback TCP port; 0 = off"},
-    {"server", "max_body_bytes", K_INT, F(max_body_bytes), 1024, 1 << 30, NULL, "largest request body"},
-    {"server", "max_connections", K_INT, F(max_connections), 1, 65536, NULL, "concurrent connections"},
-    {"server", "drain_timeout_s", K_DBL, F(drain_timeout_s), 0, 86400, NULL, "SIGTERM: time to finish requests"},
-    {"scheduler", "max_running", K_INT, F(max_running), 1, 4096, "--max-running", "sequences per step"},
-    {"scheduler", "max_queue", K_INT, F(max_queue), 1, 1 << 20, "--max-queue", "waiting requests"},
-    {"scheduler", "step_tokens", K_INT, F(step_tokens), 1, 1 << 20, "--step-tokens", "token budget per step"},
-    {"cache", "block_size", K_INT, F(block_size), 1, 4096, "--block-size", "tokens per KV block"},
-    {"cache", "kv_tokens", K_INT, F(kv_tokens), 1, 1 << 28, "--kv-tokens", "KV cache capacity in tokens"},
-    {"cache", "type", K_STR, F(kv_type), 0, 0, "--kv-type", "f16 or f32"},
-    {"log", "level", K_STR, F(log_level), 0, 0, "--log-level", "debug, info, warn, error"},
-    {"log", "all_ranks", K_BOOL, F(log_all_ranks), 0, 0, NULL, "INFO lines from every rank"},
-    {"launch", "bind", K_STR, F(bind), 0, 0, NULL, "mpirun --bind-to: core, socket, none"},
-    {"launch", "hostfile", K_STR, F(hostfile), 0, 0, NULL, "mpirun --hostfile"},
-    {"launch", "mpirun_args", K_STR, F(mpirun_args), 0, 0, NULL, "extra mpirun arguments"},
+#define BIG 9223372036854775807.0
+/* One row per key: defaults, parsing, limits, flags, usage and the dump come from here.
+ * config prints what serve would run with, so it takes serve's keys. */
+static const struct config_key keys[] = {
+    {NULL, "config", K_STR, F(config_file), 0, 0, "--config", S | R, NULL, NULL, "FILE", "TOML file: defaults, then the file, then flags"},
+    {"model", "path", K_STR, F(model_path), 0, 0, "--model", S | R, NULL, NULL, "PATH", "GGUF file or HF directory"},
+    {"model", "name", K_STR, F(model_name), 0, 0, "--model-name", S, NULL, NULL, "ID", "model id served by the API"},
+    {"model", "tokenizer", K_STR, F(tokenizer), 0, 0, "--tokenizer", S | R | T, NULL, NULL, "PATH", "tokenizer.json, its directory, or GGUF; default: the model"},
+    {"model", "max_ctx", K_INT, F(max_ctx), 0, 1 << 24, "--ctx", S | R, "0", NULL, NULL, "longest sequence; 0 = trained context (generate, eval: what they need)"},
+    {"model", "synthetic", K_STR, F(synthetic), 0, 0, "--synthetic", S | R, NULL, NULL, "GEOMETRY", "random weights of a geometry (llama3-8b[:bf16]) instead of a model file"},
+    {"parallel", "tp", K_INT, F(tp), 0, 4096, NULL, S, "0", NULL, NULL, "ranks; 0 = as started by mpirun"},
+    {"parallel", "threads", K_INT, F(threads), 0, 1024, "--threads", S | R, "0", NULL, NULL, "compute threads per rank; 0 = auto"},
+    {"parallel", "backend", K_STR, F(backend), 0, 0, "--backend", S | R, "auto", "cpu|cuda|auto", NULL, "compute backend; auto = cuda when built with it and a GPU is there"},
+    {"parallel", "comm", K_STR, F(comm), 0, 0, "--comm", S | R, NULL, "auto|nccl|ipc|mpi", NULL, "GPU all-reduce; default: $TPD_COMM, else auto"},
+    {"server", "socket", K_STR, F(socket), 0, 0, "--socket", S, "/tmp/tpd/tpd.sock", NULL, "PATH", "Unix socket path"},
+    {"server", "socket_mode", K_MODE, F(socket_mode), 0, 0777, NULL, S, "0600", NULL, NULL, "socket file mode (octal string)"},
+    {"server", "socket_group", K_STR, F(socket_group), 0, 0, NULL, S, NULL, NULL, "GROUP", "group owning the socket"},
+    {"server", "allowed_uids", K_UIDS, F(allowed_uids), 0, 4294967295.0, NULL, S, NULL, NULL, NULL, "peer uids allowed (empty = any; config file only)"},
+    {"server", "tcp_port", K_INT, F(tcp_port), 0, 65535, "--port", S, "0", NULL, NULL, "loopback TCP port; 0 = off"},
+    {"server", "max_body_bytes", K_INT, F(max_body_bytes), 1024, 1 << 30, NULL, S, "1048576", NULL, NULL, "largest request body"},
+    {"server", "max_connections", K_INT, F(max_connections), 1, 65536, NULL, S, "512", NULL, NULL, "concurrent connections"},
+    {"server", "drain_timeout_s", K_DBL, F(drain_timeout_s), 0, 86400, NULL, S, "30", NULL, NULL, "SIGTERM: time to finish requests"},
+    {"scheduler", "max_running", K_INT, F(max_running), 1, 4096, "--max-running", S, "32", NULL, NULL, "sequences per step"},
+    {"scheduler", "max_queue", K_INT, F(max_queue), 1, 1 << 20, "--max-queue", S, "1024", NULL, NULL, "waiting requests"},
+    {"scheduler", "step_tokens", K_INT, F(step_tokens), 1, 1 << 20, "--step-tokens", S, "512", NULL, NULL, "token budget per step"},
+    {"cache", "block_size", K_INT, F(block_size), 1, 4096, "--block-size", S | R, "16", NULL, NULL, "tokens per KV block"},
+    {"cache", "kv_tokens", K_INT, F(kv_tokens), 1, 1 << 28, "--kv-tokens", S, "16384", NULL, NULL, "KV cache capacity in tokens"},
+    {"cache", "type", K_STR, F(kv_type), 0, 0, "--kv-type", S | R, "f16", "f16|f32", NULL, "KV cache element type"},
+    {"log", "level", K_STR, F(log_level), 0, 0, "--log-level", S, "info", "debug|info|warn|error", NULL, "log threshold (other commands: $TPD_LOG)"},
+    {"log", "all_ranks", K_BOOL, F(log_all_ranks), 0, 0, NULL, S, "false", NULL, NULL, "INFO lines from every rank"},
+    {"launch", "bind", K_STR, F(bind), 0, 0, NULL, S, "core", "core|socket|none", NULL, "mpirun --bind-to"},
+    {"launch", "hostfile", K_STR, F(hostfile), 0, 0, NULL, S, NULL, NULL, "FILE", "mpirun --hostfile"},
+    {"launch", "mpirun_args", K_STR, F(mpirun_args), 0, 0, NULL, S, NULL, NULL, "ARGS", "extra mpirun arguments"},
+    {"run", "chunk", K_INT, F(chunk), 1, 1 << 20, "--chunk", R, "512", NULL, NULL, "most prompt tokens of one sequence per step"},
+    {"generate", "prompt", K_STR, F(prompt), 0, 0, "--prompt", G, NULL, NULL, "TEXT", "prompt text (encoded by the tokenizer)"},
+    {"generate", "prompt_ids", K_STR, F(prompt_ids), 0, 0, "--prompt-ids", G, NULL, NULL, "1,2,3", "prompt as token ids"},
+    {"generate", "chat", K_BOOL, F(chat), 0, 0, "--chat", G, "false", NULL, NULL, "render the prompt with the model's chat template"},
+    {"generate", "system", K_STR, F(system), 0, 0, "--system", G, NULL, NULL, "TEXT", "system message (with --chat)"},
+    {"generate", "n_predict", K_INT, F(n_predict), 0, 1 << 24, "-n|--n-predict", G, "32", NULL, NULL, "tokens to generate"},
+    {"generate", "temperature", K_DBL, F(temperature), 0, 100, "--temperature|--temp", G, "0", NULL, NULL, "sampling temperature; 0 = greedy"},
+    {"generate", "top_k", K_INT, F(top_k), 0, 1 << 24, "--top-k", G, "0", NULL, NULL, "keep the K likeliest tokens; 0 = all"},
+    {"generate", "top_p", K_DBL, F(top_p), 0, 1, "--top-p", G, "1", NULL, NULL, "nucleus sampling mass, in (0, 1]"},
+    {"generate", "seed", K_INT, F(seed), 0, BIG, "--seed", G, "0", NULL, NULL, "sampler seed"},
+    {"generate", "ids", K_BOOL, F(print_ids), 0, 0, "--ids", G, "false", NULL, NULL, "print token ids instead of text"},
+    {"generate", "ignore_eos", K_BOOL, F(ignore_eos), 0, 0, "--ignore-eos", G, "false", NULL, NULL, "keep going past end-of-generation tokens"},
+    {"eval", "seqs", K_STR, F(seqs), 0, 0, "--seqs", E, NULL, NULL, "\"1,2;3,4\"", "token sequences, ';'-separated (required)"},
+    {"eval", "out", K_STR, F(out), 0, 0, "--out", E, NULL, NULL, "FILE", "float32 logits of every token (required)"},
+    {"eval", "separate", K_BOOL, F(separate), 0, 0, "--separate", E, "false", NULL, NULL, "run the sequences one at a time"},
+    {"tokenize", "text", K_STR, F(text), 0, 0, "--text", T, NULL, NULL, "TEXT", "text to encode"},
+    {"tokenize", "file", K_STR, F(file), 0, 0, "--file", T, NULL, NULL, "FILE", "file whose bytes to encode"},
+    {"tokenize", "chat", K_STR, F(chat_file), 0, 0, "--chat", T, NULL, NULL, "MESSAGES.json", "render the chat template over these messages, then encode"},
+    {"tokenize", "add_generation_prompt", K_BOOL, F(add_generation_prompt), 0, 0, "--add-generation-prompt", T, "false", NULL, NULL, "with --chat: end with the assistant's turn opening"},
+    {"tokenize", "print_prompt", K_BOOL, F(print_prompt), 0, 0, "--print-prompt", T, "false", NULL, NULL, "with --chat: print the rendered prompt, not ids"},
+    {"tokenize", "no_special", K_BOOL, F(no_special), 0, 0, "--no-special", T, "false", NULL, NULL, "do not add BOS/EOS as the tokenizer would"},
+    {"tokenize", "no_parse_special", K_BOOL, F(no_parse_special), 0, 0, "--no-parse-special", T, "false", NULL, NULL, "special tokens in the text are plain text"},
+    {"tokenize", "batch", K_STR, F(batch), 0, 0, "--batch", T, NULL, NULL, "FILE", "tests: hex texts, one a line -> JSON lines"},
+    {"tokenize", "render_batch", K_STR, F(render_batch), 0, 0, "--render-batch", T, NULL, NULL, "FILE", "tests: JSON lines {template, context} -> rendered (no tokenizer)"},
+    {"config", "get", K_STR, F(get), 0, 0, "--get", CMD_CONFIG, NULL, NULL, "SECTION.KEY", "print this key's value only"},
 };
 #define N_KEYS (sizeof keys / sizeof *keys)
 
-static char **str_at(struct config *c, const struct ckey *k) { return (char **)((char *)c + k->off); }
+static const struct {
+    const char *name;
+    unsigned bit;
+} command_names[] = {
+    {"serve", CMD_SERVE}, {"config", CMD_CONFIG}, {"generate", CMD_GENERATE}, {"eval", CMD_EVAL}, {"tokenize", CMD_TOKENIZE},
+};
 
-static void set_str(struct config *c, const struct ckey *k, const char *v) {
+const struct config_key *config_keys(size_t *n) {
+    *n = N_KEYS;
+    return keys;
+}
+
+unsigned config_command(const char *name) {
+    for (size_t i = 0; i < sizeof command_names / sizeof *command_names; i++)
+        if (!strcmp(name, command_names[i].name)) return command_names[i].bit;
+    return 0;
+}
+
+static char **str_at(struct config *c, const struct config_key *k) { return (char **)((char *)c + k->off); }
+
+static void set_str(struct config *c, const struct config_key *k, const char *v) {
     char **p = str_at(c, k);
     free(*p);
     *p = v ? strdup(v) : NULL;
 }
 
+/* Integer limits as longs: the seed's upper limit is LONG_MAX, which a double rounds up. */
+static long lim_long(double d) { return d >= BIG ? LONG_MAX : (long)d; }
+
+static int apply_text(struct config *c, const struct config_key *k, const char *flag, const char *v, char *err);
+
 void config_defaults(struct config *c) {
     memset(c, 0, sizeof *c);
-    c->backend = strdup("cpu");
-    c->socket = strdup("/tmp/tpd/tpd.sock");
-    c->socket_mode = 0600;
-    c->max_body_bytes = 1 << 20;
-    c->max_connections = 512;
-    c->drain_timeout_s = 30;
-    c->max_running = 32;
-    c->max_queue = 1024;
-    c->step_tokens = 512;
-    c->block_size = 16;
-    c->kv_tokens = 16384;
-    c->kv_type = strdup("f16");
-    c->log_level = strdup("info");
-    c->bind = strdup("core");
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (keys[i].def && apply_text(c, &keys[i], "default", keys[i].def, NULL))
+            FATAL("options table: bad default '%s' for %s", keys[i].def, keys[i].key);
 }
 
 void config_free(struct config *c) {
@@ -83,15 +121,16 @@ void config_free(struct config *c) {
         if (keys[i].kind == K_STR) set_str(c, &keys[i], NULL);
 }
 
-static const struct ckey *find_key(const char *section, const char *key, size_t key_len) {
+static const struct config_key *find_key(const char *section, const char *key, size_t key_len) {
     for (size_t i = 0; i < N_KEYS; i++)
-        if (!strcmp(keys[i].section, section) && strlen(keys[i].key) == key_len && !memcmp(keys[i].key, key, key_len))
+        if (keys[i].section && !strcmp(keys[i].section, section) && strlen(keys[i].key) == key_len &&
+            !memcmp(keys[i].key, key, key_len))
             return &keys[i];
     return NULL;
 }
 
 /* Range check shared by file and flags. where: "tpd.toml:12: " or "--threads: ". */
-static int check_range(const struct ckey *k, double v, const char *where, char *err) {
+static int check_range(const struct config_key *k, double v, const char *where, char *err) {
     if (v < k->lo || v > k->hi)
         return err_set(err, "%s%s.%s = %g is out of range [%g, %g]", where, k->section, k->key, v, k->lo, k->hi);
     return 0;
@@ -105,7 +144,7 @@ static int parse_mode(const char *s, long *out) {
     return 0;
 }
 
-static int apply_node(struct config *c, const struct ckey *k, const struct toml_node *n, const char *file, char *err) {
+static int apply_node(struct config *c, const struct config_key *k, const struct toml_node *n, const char *file, char *err) {
     char where[600];
     snprintf(where, sizeof where, "%s:%d: ", file, toml_line(n));
     char terr[ERR_LEN];
@@ -143,7 +182,7 @@ static int apply_node(struct config *c, const struct ckey *k, const struct toml_
         long v;
         if (toml_string(n, &s, NULL, terr) || parse_mode(s, &v))
             return err_set(err, "%s%s.%s must be an octal mode string such as \"0660\"", where, k->section, k->key);
-        c->socket_mode = v;
+        *(long *)((char *)c + k->off) = v;
         return 0;
     }
     case K_UIDS: {
@@ -180,11 +219,11 @@ int config_apply_toml(struct config *c, const char *text, size_t len, const char
         for (size_t j = 0; j < toml_len(tab) && !rc; j++) {
             size_t klen;
             const char *key = toml_key(tab, j, &klen);
-            const struct ckey *k = find_key(secname, key, klen);
+            const struct config_key *k = find_key(secname, key, klen);
             struct toml_node *v = toml_value(tab, j);
             if (!k) {
                 int known_section = 0;
-                for (size_t q = 0; q < N_KEYS; q++) known_section |= !strcmp(keys[q].section, secname);
+                for (size_t q = 0; q < N_KEYS; q++) known_section |= keys[q].section && !strcmp(keys[q].section, secname);
                 rc = known_section ? err_set(err, "%s:%d: unknown key '%.*s' in [%s]", filename, toml_line(v), (int)klen, key, secname)
                                    : err_set(err, "%s:%d: unknown section [%s]", filename, toml_line(tab), secname);
             } else {
@@ -196,9 +235,11 @@ int config_apply_toml(struct config *c, const char *text, size_t len, const char
     return rc;
 }
 
-static int apply_flag(struct config *c, const struct ckey *k, const char *flag, const char *v, char *err) {
-    char where[128];
-    snprintf(where, sizeof where, "%s: ", flag);
+/* Flag or default text. flag: the flag as given, for messages. */
+static int apply_text(struct config *c, const struct config_key *k, const char *flag, const char *v, char *err) {
+    char where[200];
+    if (k->section) snprintf(where, sizeof where, "%s (%s.%s): ", flag, k->section, k->key);
+    else snprintf(where, sizeof where, "%s: ", flag);
     long l;
     float f;
     switch (k->kind) {
@@ -206,7 +247,7 @@ static int apply_flag(struct config *c, const struct ckey *k, const char *flag, 
         set_str(c, k, v);
         return 0;
     case K_INT:
-        if (parse_long(v, (long)k->lo, (long)k->hi, &l))
+        if (parse_long(v, lim_long(k->lo), lim_long(k->hi), &l))
             return err_set(err, "%s'%s' is not an integer in [%.0f, %.0f]", where, v, k->lo, k->hi);
         *(long *)((char *)c + k->off) = l;
         return 0;
@@ -219,47 +260,173 @@ static int apply_flag(struct config *c, const struct ckey *k, const char *flag, 
         *(int *)((char *)c + k->off) = !strcmp(v, "true");
         return 0;
     case K_MODE:
-        if (parse_mode(v, &c->socket_mode)) return err_set(err, "%s'%s' is not an octal mode", where, v);
+        if (parse_mode(v, (long *)((char *)c + k->off))) return err_set(err, "%s'%s' is not an octal mode", where, v);
         return 0;
     case K_UIDS:
-        return err_set(err, "%sset allowed_uids in the config file", where);
+        return err_set(err, "%sset %s.%s in the config file", where, k->section, k->key);
     }
     return -1;
 }
 
-int config_apply_args(struct config *c, int argc, char **argv, char *err) {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const struct ckey *k = NULL;
-        for (size_t j = 0; j < N_KEYS && !k; j++) {
-            char longname[80];
-            snprintf(longname, sizeof longname, "--%s.%s", keys[j].section, keys[j].key);
-            if ((keys[j].flag && !strcmp(a, keys[j].flag)) || !strcmp(a, longname)) k = &keys[j];
-        }
-        if (!k) return err_set(err, "unknown option '%s'", a);
-        if (i + 1 >= argc) return err_set(err, "option %s needs a value", a);
-        if (apply_flag(c, k, a, argv[++i], err)) return -1;
+/* Is a one of the '|'-separated names in list? */
+static int in_list(const char *list, const char *a) {
+    size_t n = strlen(a);
+    for (const char *p = list; p && *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !memcmp(p, a, n)) return 1;
+        p = bar ? bar + 1 : NULL;
     }
     return 0;
 }
 
-int config_validate(const struct config *c, char *err) {
-    if (!c->model_path) return err_set(err, "no model: set [model] path in the config or pass --model PATH");
-    if (strcmp(c->kv_type, "f16") && strcmp(c->kv_type, "f32"))
-        return err_set(err, "cache.type must be \"f16\" or \"f32\", not \"%s\"", c->kv_type);
-    if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto"))
-        return err_set(err, "parallel.backend must be \"cpu\", \"cuda\" or \"auto\", not \"%s\"", c->backend);
-    if (strcmp(c->bind, "core") && strcmp(c->bind, "socket") && strcmp(c->bind, "none"))
-        return err_set(err, "launch.bind must be \"core\", \"socket\" or \"none\", not \"%s\"", c->bind);
-    if (!c->socket[0]) return err_set(err, "server.socket must not be empty");
-    if (c->step_tokens < c->max_running)
-        return err_set(err, "scheduler.step_tokens (%ld) must be at least scheduler.max_running (%ld): every running "
-                       "sequence needs room for its decode token", c->step_tokens, c->max_running);
-    if (c->kv_tokens < c->block_size) return err_set(err, "cache.kv_tokens must hold at least one block");
+/* The row that flag a names among those of commands in mask; *is_switch when a is a
+ * K_BOOL row's short flag, which takes no value. */
+static const struct config_key *find_flag(unsigned mask, const char *a, int *is_switch) {
+    for (size_t j = 0; j < N_KEYS; j++) {
+        const struct config_key *k = &keys[j];
+        if (!(k->cmds & mask)) continue;
+        if (in_list(k->flags, a)) {
+            *is_switch = k->kind == K_BOOL;
+            return k;
+        }
+        char longname[80];
+        snprintf(longname, sizeof longname, "--%s.%s", k->section, k->key);
+        if (k->section && !strcmp(a, longname)) {
+            *is_switch = 0;
+            return k;
+        }
+    }
+    return NULL;
+}
+
+static const char *command_name(unsigned bit) {
+    for (size_t i = 0; i < sizeof command_names / sizeof *command_names; i++)
+        if (command_names[i].bit == bit) return command_names[i].name;
+    return "?";
+}
+
+int config_parse_args(struct config *c, unsigned cmd, int argc, char **argv, char *err) {
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int sw;
+        const struct config_key *k = find_flag(cmd, a, &sw);
+        if (!k) {
+            if (find_flag(~0u, a, &sw)) return err_set(err, "option %s does not apply to `tpd %s`", a, command_name(cmd));
+            return err_set(err, "unknown option '%s'", a);
+        }
+        if (sw) {
+            *(int *)((char *)c + k->off) = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return err_set(err, "option %s needs a value", a);
+        if (apply_text(c, k, a, argv[++i], err)) return -1;
+    }
     return 0;
 }
 
-static void dump_value(const struct config *c, const struct ckey *k, char *buf, size_t n) {
+int config_apply_args(struct config *c, int argc, char **argv, char *err) {
+    return config_parse_args(c, CMD_SERVE, argc, argv, err);
+}
+
+int config_find_flag(unsigned cmd, int argc, char **argv, const char *flag) {
+    int at = -1;
+    for (int i = 0; i < argc; i++) {
+        int sw = 1;
+        const struct config_key *k = find_flag(cmd, argv[i], &sw);
+        if (!strcmp(argv[i], flag)) at = i;
+        if (k && !sw) i++; /* its value */
+    }
+    return at;
+}
+
+/* "\"f16\" or \"f32\"", "\"a\", \"b\" or \"c\"" */
+static void choices_text(const char *list, char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (const char *p = list; p && *p && at < n;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        const char *sep = p == list ? "" : bar ? ", " : " or ";
+        at += (size_t)snprintf(buf + at, n - at, "%s\"%.*s\"", sep, (int)len, p);
+        p = bar ? bar + 1 : NULL;
+    }
+}
+
+int config_validate_for(const struct config *c, unsigned cmd, char *err) {
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const struct config_key *k = &keys[i];
+        const char *v = k->kind == K_STR ? *(char *const *)((const char *)c + k->off) : NULL;
+        if (!k->choices || !v || in_list(k->choices, v)) continue;
+        char list[200];
+        choices_text(k->choices, list, sizeof list);
+        return err_set(err, "%s.%s must be %s, not \"%s\"", k->section, k->key, list, v);
+    }
+    if (c->top_p <= 0) return err_set(err, "generate.top_p must be in (0, 1], not %g", c->top_p);
+    if (cmd & (CMD_SERVE | CMD_CONFIG)) {
+        if (!c->model_path && !c->synthetic)
+            return err_set(err, "no model: set [model] path in the config or pass --model PATH (or --synthetic GEOMETRY)");
+        if ((cmd & CMD_SERVE) && !c->model_path && !c->tokenizer)
+            return err_set(err, "model.synthetic has no tokenizer: serve needs model.tokenizer (--tokenizer PATH)");
+        if (!c->socket || !c->socket[0]) return err_set(err, "server.socket must not be empty");
+        if (c->step_tokens < c->max_running)
+            return err_set(err, "scheduler.step_tokens (%ld) must be at least scheduler.max_running (%ld): every running "
+                           "sequence needs room for its decode token", c->step_tokens, c->max_running);
+        if (c->kv_tokens < c->block_size) return err_set(err, "cache.kv_tokens must hold at least one block");
+    }
+    if ((cmd & (CMD_GENERATE | CMD_EVAL)) && !c->model_path && !c->synthetic)
+        return err_set(err, "--model PATH (or --synthetic GEOMETRY) is required");
+    return 0;
+}
+
+int config_validate(const struct config *c, char *err) { return config_validate_for(c, CMD_SERVE, err); }
+
+static void usage_row(FILE *f, const struct config_key *k, unsigned cmd) {
+    char names[160] = "", val[80] = "";
+    size_t at = 0;
+    for (const char *p = k->flags; p && *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%.*s", at ? ", " : "", (int)len, p);
+        p = bar ? bar + 1 : NULL;
+    }
+    int sw = k->kind == K_BOOL && k->flags;
+    if (k->section && at < sizeof names)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s--%s.%s%s", at ? ", " : "", k->section, k->key,
+                               sw ? " true|false" : "");
+    if (k->meta) snprintf(val, sizeof val, " %s", k->meta);
+    else if (k->choices) snprintf(val, sizeof val, " %s", k->choices);
+    else if (k->kind == K_INT) snprintf(val, sizeof val, " N");
+    else if (k->kind == K_DBL) snprintf(val, sizeof val, " X");
+    else if (k->kind == K_MODE) snprintf(val, sizeof val, " MODE");
+    else if (k->kind == K_BOOL && !sw) snprintf(val, sizeof val, " true|false");
+    char left[260];
+    /* the value goes after the first spelling: "--threads N, --parallel.threads" */
+    const char *comma = strstr(names, ", ");
+    if (comma && !sw) snprintf(left, sizeof left, "%.*s%s%s", (int)(comma - names), names, val, comma);
+    else snprintf(left, sizeof left, "%s%s", names, sw ? "" : val);
+    if (strlen(left) > 40) fprintf(f, "  %s\n  %-40s %s", left, "", k->help);
+    else fprintf(f, "  %-40s %s", left, k->help);
+    if (k->def && k->kind != K_BOOL && strcmp(k->def, "0")) fprintf(f, " (default %s)", k->def);
+    if (!cmd) {
+        fprintf(f, " [");
+        int first = 1;
+        for (size_t i = 0; i < sizeof command_names / sizeof *command_names; i++)
+            if (k->cmds & command_names[i].bit) {
+                fprintf(f, "%s%s", first ? "" : " ", command_names[i].name);
+                first = 0;
+            }
+        fprintf(f, "]");
+    }
+    fprintf(f, "\n");
+}
+
+void config_usage(FILE *f, unsigned cmd) {
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!cmd || (keys[i].cmds & cmd)) usage_row(f, &keys[i], cmd);
+}
+
+static void dump_value(const struct config *c, const struct config_key *k, char *buf, size_t n) {
     const char *base = (const char *)c + k->off;
     switch (k->kind) {
     case K_STR: {
@@ -271,7 +438,7 @@ static void dump_value(const struct config *c, const struct ckey *k, char *buf, 
     case K_INT: snprintf(buf, n, "%ld", *(const long *)base); break;
     case K_DBL: snprintf(buf, n, "%g", *(const double *)base); break;
     case K_BOOL: snprintf(buf, n, "%s", *(const int *)base ? "true" : "false"); break;
-    case K_MODE: snprintf(buf, n, "\"%04lo\"", c->socket_mode); break;
+    case K_MODE: snprintf(buf, n, "\"%04lo\"", *(const long *)base); break;
     case K_UIDS: {
         size_t at = (size_t)snprintf(buf, n, "[");
         for (int i = 0; i < c->n_allowed_uids && at < n; i++)
@@ -289,6 +456,7 @@ char *config_dump(const struct config *c) {
     out[0] = 0;
     const char *sec = "";
     for (size_t i = 0; i < N_KEYS; i++) {
+        if (!keys[i].section || !(keys[i].cmds & CMD_SERVE)) continue;
         char val[1200];
         dump_value(c, &keys[i], val, sizeof val);
         char line[1400];
@@ -317,7 +485,7 @@ char *config_get(const struct config *c, const char *key) {
     if (!dot) return NULL;
     char sec[64];
     snprintf(sec, sizeof sec, "%.*s", (int)(dot - key), key);
-    const struct ckey *k = find_key(sec, dot + 1, strlen(dot + 1));
+    const struct config_key *k = find_key(sec, dot + 1, strlen(dot + 1));
     if (!k) return NULL;
     char val[1200];
     dump_value(c, k, val, sizeof val);

@@ -1,23 +1,38 @@
-/* The daemon's configuration: defaults, then a TOML file, then command-line flags, each
- * key validated against a table of types and limits with messages naming file, line and
- * key. Parsed identically on every rank from the bytes rank 0 read. */
+/* Every option of every command in one table: one row per key (TOML section.key, flags,
+ * type, default, limits, help) with a mask of the commands that take it. Defaults, then a
+ * TOML file, then command-line flags, each validated against the row, with messages naming
+ * the key (and file and line). Parsed identically on every rank from the same bytes. */
 #ifndef TPD_CONFIG_H
 #define TPD_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define CONFIG_MAX_UIDS 64
 
+/* The commands, as bits of a row's mask. */
+enum {
+    CMD_SERVE = 1 << 0,
+    CMD_CONFIG = 1 << 1,
+    CMD_GENERATE = 1 << 2,
+    CMD_EVAL = 1 << 3,
+    CMD_TOKENIZE = 1 << 4,
+};
+#define CMD_FILE (CMD_SERVE | CMD_CONFIG | CMD_GENERATE | CMD_EVAL) /* commands taking --config FILE */
+
 struct config {
+    char *config_file;  /* --config (flag only) */
     /* [model] */
     char *model_path;
     char *model_name;   /* served id; default: the file or directory name */
     char *tokenizer;    /* default: the model path */
     long max_ctx;       /* 0: the model's trained context */
+    char *synthetic;    /* random weights of a geometry ("llama3-8b[:bf16]") instead of a file */
     /* [parallel] */
     long tp;            /* 0: whatever mpirun started; else must match */
     long threads;       /* per rank; 0: all CPUs / ranks on this node */
-    char *backend;      /* "cpu" (more with the CUDA backend) */
+    char *backend;      /* "cpu", "cuda", "auto" */
+    char *comm;         /* GPU all-reduce; NULL: $TPD_COMM, else auto */
     /* [server] */
     char *socket;
     long socket_mode;
@@ -41,18 +56,69 @@ struct config {
     char *bind;         /* mpirun --bind-to: "core", "socket", "none" */
     char *hostfile;
     char *mpirun_args;
+    /* [run]: generate and eval */
+    long chunk;         /* most prompt tokens of one sequence per step */
+    /* [generate] */
+    char *prompt, *prompt_ids, *system;
+    int chat;
+    long n_predict;
+    double temperature, top_p;
+    long top_k, seed;
+    int print_ids, ignore_eos;
+    /* [eval] */
+    char *seqs, *out;
+    int separate;
+    /* [tokenize] */
+    char *text, *file, *batch, *render_batch, *chat_file;
+    int add_generation_prompt, print_prompt, no_special, no_parse_special;
+    /* [config] */
+    char *get;
 };
+
+enum config_kind { K_STR, K_INT, K_DBL, K_BOOL, K_MODE, K_UIDS };
+
+/* One row. section NULL: a flag-only option (no TOML key, no --section.key). A K_BOOL row's
+ * short flags are switches (no value); --section.key takes true or false. */
+struct config_key {
+    const char *section, *key;
+    enum config_kind kind;
+    size_t off;
+    double lo, hi;         /* limits for numbers */
+    const char *flags;     /* short command-line flags, '|'-separated ("-n|--n-predict"), or NULL */
+    unsigned cmds;         /* CMD_* bits: the commands that take it as a flag */
+    const char *def;       /* default as flag text, or NULL (empty / zero) */
+    const char *choices;   /* K_STR: the allowed values, '|'-separated, or NULL (any) */
+    const char *meta;      /* value placeholder in usage ("PATH"), NULL: from the kind */
+    const char *help;
+};
+
+/* The whole table, for usage text and for the tests that walk it. */
+const struct config_key *config_keys(size_t *n);
+/* CMD_* bit of a command name, or 0. */
+unsigned config_command(const char *name);
 
 void config_defaults(struct config *c);
 void config_free(struct config *c);
-/* Applies TOML text (file name for messages). Unknown sections or keys are errors. */
+/* Applies TOML text (file name for messages). Unknown sections or keys are errors; a
+ * known key that the running command does not use is accepted, so that one file can
+ * serve every command. */
 int config_apply_toml(struct config *c, const char *text, size_t len, const char *filename, char *err);
-/* Applies "--section.key value" or the short flags (--model, --socket, --threads, ...);
- * argv[0] is the first flag. Returns 0 or -1 with err. */
+/* Applies the flags of command cmd: "--section.key value" or a row's short flags; argv[0]
+ * is the first flag. A flag of another command is refused. Returns 0 or -1 with err. */
+int config_parse_args(struct config *c, unsigned cmd, int argc, char **argv, char *err);
+/* config_parse_args for `tpd serve`. */
 int config_apply_args(struct config *c, int argc, char **argv, char *err);
-/* Checks what no single key can: a model is given, limits agree. */
+/* Index in argv of the option `flag` as command cmd reads argv (values skipped), of its
+ * last occurrence, or -1. */
+int config_find_flag(unsigned cmd, int argc, char **argv, const char *flag);
+/* Checks what the parsers cannot: choices, then what command cmd requires (serve: a
+ * model; limits that must agree). cmd 0: the values alone. */
+int config_validate_for(const struct config *c, unsigned cmd, char *err);
+/* config_validate_for `tpd serve`. */
 int config_validate(const struct config *c, char *err);
-/* The effective configuration as TOML text (malloc'ed), for the startup log. */
+/* The options of command cmd (0: all, with the commands taking each) as usage lines. */
+void config_usage(FILE *f, unsigned cmd);
+/* The effective configuration of `tpd serve` as TOML text (malloc'ed), for the startup log. */
 char *config_dump(const struct config *c);
 /* Value of one key as text ("server.socket"), malloc'ed, or NULL if unknown. */
 char *config_get(const struct config *c, const char *key);

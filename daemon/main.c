@@ -9,6 +9,7 @@
 #include "cmd_run.h"
 #include "cmd_serve.h"
 #include "cmd_tokenize.h"
+#include "options.h"
 
 /* tokenize needs no ranks: only rank 0 runs it */
 static int run_tokenize(struct comm *c, int argc, char **argv) { return c->rank == 0 ? cmd_tokenize(argc, argv) : 0; }
@@ -16,24 +17,14 @@ static int run_tokenize(struct comm *c, int argc, char **argv) { return c->rank 
 struct command {
     const char *name;
     int (*run)(struct comm *c, int argc, char **argv);
-    const char *help;
 };
 
+/* Options and usage text come from the table in config.c (options_usage). */
 static const struct command commands[] = {
-    {"generate", cmd_generate, "--model PATH (--prompt TEXT [--chat] [--system S] | --prompt-ids 1,2,3) [-n 32] [--temperature 0] [--top-k K] [--top-p P] [--seed S] [--ids] [--ignore-eos]"},
-    {"serve", cmd_serve, "[--config FILE] [--model PATH] [--socket PATH] [--threads N] [--section.key VALUE ...]"},
-    {"config", cmd_config, "--config FILE [--get section.key]: print the effective configuration"},
-    {"tokenize", run_tokenize, "--tokenizer PATH (--text T | --file F) [--no-special]: ids as JSON"},
-    {"eval", cmd_eval, "--model PATH --seqs \"1,2;3,4\" --out FILE [--chunk N] [--separate] [--kv-type f32|f16]"},
+    {"generate", cmd_generate}, {"serve", cmd_serve}, {"config", cmd_config}, {"tokenize", run_tokenize}, {"eval", cmd_eval},
 };
 
-static void usage(void) {
-    fprintf(stderr, "usage: mpirun -np N tpd COMMAND [options]\ncommands:\n");
-    for (unsigned i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(stderr, "  %-9s %s\n", commands[i].name, commands[i].help);
-    fprintf(stderr, "common: [--backend cpu|cuda|auto] [--comm auto|nccl|ipc|mpi] [--synthetic llama3-8b[:bf16]] [--threads N] [--kv-type f16|f32] [--block-size 16] [--ctx N] [--chunk 512]\n"
-                    "environment: TPD_LOG=debug|info|warn|error\n");
-}
+static int is_help(const char *a) { return !strcmp(a, "help") || !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
 int main(int argc, char **argv) {
     struct comm c;
@@ -46,11 +37,20 @@ int main(int argc, char **argv) {
     const struct command *cmd = NULL;
     for (unsigned i = 0; argc > 1 && i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name)) cmd = &commands[i];
-    if (cmd) {
+    if (argc > 1 && is_help(argv[1])) { /* tpd help [COMMAND] */
+        rc = argc > 2 && !config_command(argv[2]) ? 2 : 0; /* every rank: the same status */
+        if (c.rank == 0 && options_usage(stdout, argc > 2 ? argv[2] : NULL)) {
+            fprintf(stderr, "tpd: unknown command '%s'\n", argv[2]);
+            options_usage(stderr, NULL);
+        }
+    } else if (cmd && options_wants_help(argc - 1, argv + 1)) {
+        rc = 0;
+        if (c.rank == 0) options_usage(stdout, cmd->name);
+    } else if (cmd) {
         rc = cmd->run(&c, argc - 1, argv + 1);
     } else if (c.rank == 0) {
-        if (argc > 1 && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")) fprintf(stderr, "tpd: unknown command '%s'\n", argv[1]);
-        usage();
+        if (argc > 1) fprintf(stderr, "tpd: unknown command '%s'\n", argv[1]);
+        options_usage(stderr, NULL);
     }
     comm_finalize(&c);
     return rc;

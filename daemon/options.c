@@ -1,0 +1,131 @@
+#include "options.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../comm/comm.h"
+#include "../util/err.h"
+
+#define MAX_CONFIG_BYTES (1 << 20)
+
+static const struct {
+    const char *name, *synopsis;
+} commands[] = {
+    {"serve", "[--config FILE] [--model PATH] [options]: the daemon (OpenAI API on a Unix socket)"},
+    {"config", "--config FILE [options] [--get section.key]: print the effective configuration"},
+    {"generate", "--model PATH (--prompt TEXT [--chat] | --prompt-ids 1,2,3) [options]: one completion"},
+    {"eval", "--model PATH --seqs \"1,2;3,4\" --out FILE [options]: float32 logits of every token"},
+    {"tokenize", "--tokenizer PATH (--text T | --file F | --chat MESSAGES.json) [options]: ids as JSON"},
+};
+#define N_COMMANDS (sizeof commands / sizeof *commands)
+
+/* Rank 0 reads the file; every rank gets its bytes, or rank 0's reason it has none. */
+static int read_config_file(struct comm *c, const char *path, char **text, int64_t *len, char *err) {
+    char rerr[ERR_LEN] = "";
+    *text = NULL;
+    *len = 0;
+    if (c->rank == 0) {
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            *len = -1;
+            err_set(rerr, "cannot open config file %s", path);
+        } else {
+            *text = malloc(MAX_CONFIG_BYTES + 1);
+            *len = *text ? (int64_t)fread(*text, 1, MAX_CONFIG_BYTES + 1, f) : -1;
+            if (*len > MAX_CONFIG_BYTES) {
+                *len = -1;
+                err_set(rerr, "%s: config file larger than %d bytes", path, MAX_CONFIG_BYTES);
+            }
+            fclose(f);
+        }
+    }
+    comm_bcast(c, len, sizeof *len, 0);
+    comm_bcast(c, rerr, sizeof rerr, 0);
+    if (*len < 0) {
+        free(*text);
+        *text = NULL;
+        return err_set(err, "%s", rerr[0] ? rerr : "cannot read the config file");
+    }
+    if (c->rank != 0) *text = malloc((size_t)*len + 1);
+    comm_bcast(c, *text, (size_t)*len, 0);
+    return 0;
+}
+
+int options_load(struct comm *c, unsigned cmd, int argc, char **argv, struct config *cfg, char *err) {
+    config_defaults(cfg);
+    argc--, argv++; /* the command name */
+    int at = (cmd & CMD_FILE) && c ? config_find_flag(cmd, argc, argv, "--config") : -1;
+    if (at >= 0 && at + 1 < argc) {
+        char *text;
+        int64_t len;
+        if (read_config_file(c, argv[at + 1], &text, &len, err)) return -1;
+        int rc = config_apply_toml(cfg, text, (size_t)len, argv[at + 1], err);
+        free(text);
+        if (rc) return -1;
+    }
+    if (config_parse_args(cfg, cmd, argc, argv, err)) return -1;
+    return config_validate_for(cfg, cmd, err);
+}
+
+int run_opts_parse(struct comm *c, int argc, char **argv, struct run_opts *o, char *err) {
+    memset(o, 0, sizeof *o);
+    unsigned cmd = config_command(argv[0]);
+    if (!(cmd & (CMD_GENERATE | CMD_EVAL))) cmd = CMD_GENERATE;
+    struct config *g = &o->cfg;
+    if (options_load(c, cmd, argc, argv, g, err)) {
+        config_free(g);
+        return -1;
+    }
+    o->eng = (struct engine_opts){
+        .model_path = g->model_path ? g->model_path : g->synthetic, .backend = g->backend, .threads = (int)g->threads,
+        .kv_type = strcmp(g->kv_type, "f32") ? DT_F16 : DT_F32, .block_size = (int)g->block_size,
+        .max_ctx = (int)g->max_ctx, .comm = g->comm, .synthetic = g->synthetic,
+    };
+    o->chunk = (int)g->chunk;
+    o->prompt_ids = g->prompt_ids;
+    o->prompt = g->prompt;
+    o->system = g->system;
+    o->tokenizer = g->tokenizer;
+    o->chat = g->chat;
+    o->n_predict = g->n_predict;
+    o->temperature = (float)g->temperature;
+    o->top_p = (float)g->top_p;
+    o->top_k = g->top_k;
+    o->seed = g->seed;
+    o->print_ids = g->print_ids;
+    o->ignore_eos = g->ignore_eos;
+    o->seqs = g->seqs;
+    o->out = g->out;
+    o->separate = g->separate;
+    return 0;
+}
+
+void run_opts_free(struct run_opts *o) { config_free(&o->cfg); }
+
+int options_wants_help(int argc, char **argv) {
+    unsigned cmd = config_command(argv[0]);
+    return config_find_flag(cmd, argc - 1, argv + 1, "--help") >= 0 ||
+           config_find_flag(cmd, argc - 1, argv + 1, "-h") >= 0;
+}
+
+int options_usage(FILE *f, const char *name) {
+    if (!name) {
+        fprintf(f, "usage: mpirun -np N tpd COMMAND [options]\n       tpd help [COMMAND]\ncommands:\n");
+        for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
+        fprintf(f, "options (the commands taking each in []; every key is also a flag --section.key VALUE and,\n"
+                   "for commands taking --config FILE, a TOML key: [section] key = VALUE):\n");
+        config_usage(f, 0);
+        fprintf(f, "environment: TPD_LOG=debug|info|warn|error\n");
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(name, commands[i].name)) continue;
+        unsigned cmd = config_command(name);
+        fprintf(f, "usage: %stpd %s %s\noptions%s:\n", cmd == CMD_TOKENIZE ? "" : "mpirun -np N ", name,
+                commands[i].synopsis, cmd & CMD_FILE ? " (each also a TOML key in the --config FILE: [section] key = VALUE)" : "");
+        config_usage(f, cmd);
+        return 0;
+    }
+    return -1;
+}
