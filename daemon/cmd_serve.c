@@ -83,9 +83,11 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port,
         .max_body_bytes = (size_t)cfg->max_body_bytes, .max_connections = (int)cfg->max_connections,
     };
+    struct sched_stats st;
+    sched_stats(s, &st);
     struct api_ctx api;
     api_ctx_init(&api, tok, cfg->model_name ? cfg->model_name : base_name(cfg->model_path ? cfg->model_path : cfg->synthetic),
-                 engine_info(e)->max_ctx);
+                 st.max_ctx, st.kv_tokens, st.max_queue);
     unsigned uids[CONFIG_MAX_UIDS];
     for (int i = 0; i < cfg->n_allowed_uids; i++) uids[i] = (unsigned)cfg->allowed_uids[i];
     sc.allowed_uids = uids;
@@ -156,6 +158,21 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
         fprintf(stderr, "tpd serve: rank %d: %s\n", c->rank, err);
         config_free(&cfg);
         return 1;
+    }
+    /* every rank knows both numbers, so every rank reaches the same verdict */
+    const struct engine_info *info = engine_info(e);
+    long kv_tokens = (long)info->n_blocks * info->block_size;
+    if (kv_tokens < info->max_ctx) {
+        if (cfg.require_full_context) {
+            if (c->rank == 0)
+                fprintf(stderr, "tpd serve: cache.kv_tokens = %ld cannot hold one sequence of the full context (%d tokens); "
+                        "raise it, lower model.max_ctx, or set cache.require_full_context = false\n", kv_tokens, info->max_ctx);
+            engine_close(e);
+            config_free(&cfg);
+            return 2;
+        }
+        LOG(LOG_WARN, "cache.kv_tokens = %ld is less than the context (%d tokens): longer requests are refused with 400",
+            kv_tokens, info->max_ctx);
     }
     int rc = 0;
     if (c->rank == 0) {

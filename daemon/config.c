@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,8 @@ static const struct config_key keys[] = {
     {"scheduler", "step_tokens", K_INT, F(step_tokens), 1, 1 << 20, "--step-tokens", S, "512", NULL, NULL, "token budget per step"},
     {"cache", "block_size", K_INT, F(block_size), 1, 4096, "--block-size", S | R, "16", NULL, NULL, "tokens per KV block"},
     {"cache", "kv_tokens", K_INT, F(kv_tokens), 1, 1 << 28, "--kv-tokens", S, "16384", NULL, NULL, "KV cache capacity in tokens"},
+    {"cache", "require_full_context", K_BOOL, F(require_full_context), 0, 0, NULL, S, "false", NULL, NULL,
+     "refuse to start when the cache cannot hold one full-context sequence (else a warning)"},
     {"cache", "type", K_STR, F(kv_type), 0, 0, "--kv-type", S | R, "f16", "f16|f32", NULL, "KV cache element type"},
     {"log", "level", K_STR, F(log_level), 0, 0, "--log-level", S, "info", "debug|info|warn|error", NULL, "log threshold (other commands: $TPD_LOG)"},
     {"log", "all_ranks", K_BOOL, F(log_all_ranks), 0, 0, NULL, S, "false", NULL, NULL, "INFO lines from every rank"},
@@ -131,6 +134,8 @@ static const struct config_key *find_key(const char *section, const char *key, s
 
 /* Range check shared by file and flags. where: "tpd.toml:12: " or "--threads: ". */
 static int check_range(const struct config_key *k, double v, const char *where, char *err) {
+    if (!isfinite(v))
+        return err_set(err, "%s%s.%s = %g is not a finite number", where, k->section, k->key, v);
     if (v < k->lo || v > k->hi)
         return err_set(err, "%s%s.%s = %g is out of range [%g, %g]", where, k->section, k->key, v, k->lo, k->hi);
     return 0;

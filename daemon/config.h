@@ -48,6 +48,7 @@ struct config {
     /* [cache] */
     long block_size;
     long kv_tokens;     /* KV cache capacity in tokens per rank */
+    int require_full_context; /* refuse (else warn) when kv_tokens < the context */
     char *kv_type;      /* "f16" or "f32" */
     /* [log] */
     char *log_level;

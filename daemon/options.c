@@ -1,11 +1,15 @@
 #include "options.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../comm/comm.h"
 #include "../util/err.h"
+#include "../util/fatal.h"
 
 #define MAX_CONFIG_BYTES (1 << 20)
 
@@ -27,13 +31,21 @@ static int read_config_file(struct comm *c, const char *path, char **text, int64
     *len = 0;
     if (c->rank == 0) {
         FILE *f = fopen(path, "rb");
+        struct stat st;
         if (!f) {
             *len = -1;
-            err_set(rerr, "cannot open config file %s", path);
+            err_set(rerr, "cannot open config file %s: %s", path, strerror(errno));
+        } else if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+            *len = -1;
+            err_set(rerr, "config file %s is not a regular file%s", path, S_ISDIR(st.st_mode) ? " (a directory)" : "");
+            fclose(f);
         } else {
-            *text = malloc(MAX_CONFIG_BYTES + 1);
-            *len = *text ? (int64_t)fread(*text, 1, MAX_CONFIG_BYTES + 1, f) : -1;
-            if (*len > MAX_CONFIG_BYTES) {
+            *text = xmalloc(MAX_CONFIG_BYTES + 1);
+            *len = (int64_t)fread(*text, 1, MAX_CONFIG_BYTES + 1, f);
+            if (ferror(f)) {
+                *len = -1;
+                err_set(rerr, "cannot read config file %s: %s", path, strerror(errno));
+            } else if (*len > MAX_CONFIG_BYTES) {
                 *len = -1;
                 err_set(rerr, "%s: config file larger than %d bytes", path, MAX_CONFIG_BYTES);
             }

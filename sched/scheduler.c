@@ -104,9 +104,14 @@ int sched_submit(struct scheduler *s, struct gen_request *r, char *err) {
         err_set(err, "the prompt is empty");
         return SUBMIT_TOO_LONG;
     }
-    if (r->max_tokens > sched_room(s->max_ctx, r->n_prompt)) {
-        err_set(err, "this model's context is %d tokens; the prompt has %d and max_tokens asks for %d more",
-                s->max_ctx, r->n_prompt, r->max_tokens);
+    int kv_tokens = s->pool.n_blocks * s->block_size;
+    if (r->max_tokens > sched_room(s->max_ctx, kv_tokens, r->n_prompt)) {
+        if (sched_seq_limit(s->max_ctx, kv_tokens) < s->max_ctx)
+            err_set(err, "the KV cache holds %d tokens (cache.kv_tokens), which no sequence can exceed; the prompt has "
+                    "%d and max_tokens asks for %d more", kv_tokens, r->n_prompt, r->max_tokens);
+        else
+            err_set(err, "this model's context is %d tokens; the prompt has %d and max_tokens asks for %d more",
+                    s->max_ctx, r->n_prompt, r->max_tokens);
         return SUBMIT_TOO_LONG;
     }
     pthread_mutex_lock(&s->mu);
@@ -140,6 +145,8 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
     out->kv_blocks_free = s->kv_free_pub;
     out->kv_blocks_used = s->pool.n_blocks - s->kv_free_pub;
     out->max_ctx = s->max_ctx;
+    out->kv_tokens = s->pool.n_blocks * s->block_size;
+    out->max_queue = s->o.max_queue;
     out->draining = s->draining;
     out->preemptions = s->preemptions;
     out->last_step = s->last_step;

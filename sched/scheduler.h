@@ -21,15 +21,24 @@ struct sched_stats {
     int queued, running;
     int kv_blocks_used, kv_blocks_free;
     int max_ctx;
+    int kv_tokens; /* the whole cache, in tokens */
+    int max_queue;
     int draining;
     long preemptions;
     double last_step; /* monotonic time the loop last ran (stepping or idle) */
 };
 
-/* The context rule, in one place: how many tokens a sequence whose prompt has n_prompt
- * tokens may generate within a context of max_ctx (< 1: the prompt alone does not fit).
- * The API layer defaults and checks max_tokens with it; sched_submit refuses by it. */
-static inline long sched_room(int max_ctx, int n_prompt) { return (long)max_ctx - n_prompt; }
+/* The length rule, in one place: one sequence (prompt + generated tokens) may be as long
+ * as the model's context and as the whole KV cache (kv_tokens; 0: no cache limit), so that
+ * nothing is accepted that could never be admitted. sched_room is how many tokens a
+ * sequence whose prompt has n_prompt tokens may generate (< 1: the prompt alone does not
+ * fit). The API layer defaults and checks max_tokens with it; sched_submit refuses by it. */
+static inline long sched_seq_limit(int max_ctx, int kv_tokens) {
+    return kv_tokens > 0 && kv_tokens < max_ctx ? kv_tokens : max_ctx;
+}
+static inline long sched_room(int max_ctx, int kv_tokens, int n_prompt) {
+    return sched_seq_limit(max_ctx, kv_tokens) - n_prompt;
+}
 
 enum sched_submit_result { SUBMIT_OK = 0, SUBMIT_QUEUE_FULL = -1, SUBMIT_DRAINING = -2, SUBMIT_TOO_LONG = -3 };
 

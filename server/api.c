@@ -19,12 +19,15 @@
 
 /* ---- small pieces ---- */
 
-void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_name, int max_ctx) {
+void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_name, int max_ctx, int kv_tokens,
+                  int max_queue) {
     memset(c, 0, sizeof *c);
     c->tok = tok;
     c->name_own = xstrdup(model_name && model_name[0] ? model_name : "tpd");
     c->model_name = c->name_own;
     c->max_ctx = max_ctx;
+    c->kv_tokens = kv_tokens;
+    c->max_queue = max_queue;
     c->chat_err = c->chat_err_buf;
     if (!tok) {
         snprintf(c->chat_err_buf, sizeof c->chat_err_buf, "no tokenizer");
@@ -447,6 +450,19 @@ static int check_model(const struct api_ctx *c, const cJSON *o, struct api_error
 }
 
 /* Body -> root object; the JSON and UTF-8 checks every endpoint shares. */
+/* 1 if a JSON text holds the escape \u0000 (a NUL character in a string). Strings reach
+ * the tokenizer, stop matching and templates as C strings, which would silently end at
+ * the NUL, so such a request is refused instead. Every backslash starts an escape whose
+ * next character is skipped, so an escaped backslash followed by "u0000" is not one. */
+static int has_nul_escape(const char *s, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) return 1;
+        i++;
+    }
+    return 0;
+}
+
 static cJSON *parse_body(const char *body, size_t len, struct api_error *e) {
     if (!utf8_valid(body, len)) {
         api_err(e, 400, "", "request body is not valid UTF-8");
@@ -454,6 +470,10 @@ static cJSON *parse_body(const char *body, size_t len, struct api_error *e) {
     }
     if (memchr(body, 0, len)) {
         api_err(e, 400, "", "request body holds a NUL byte");
+        return NULL;
+    }
+    if (has_nul_escape(body, len)) {
+        api_err(e, 400, "", "request body holds \\u0000: NUL characters in strings are not supported");
         return NULL;
     }
     /* body[len] is the NUL: requiring it makes trailing bytes after the value an error */
@@ -507,6 +527,10 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     p->n = 1;
     if ((r = read_int(o, "n", 1, API_MAX_N, &i, e)) < 0) goto out;
     if (r) p->n = (int)i;
+    if (c->max_queue > 0 && p->n > c->max_queue) {
+        api_err(e, 400, "n", "n: %d choices can never wait in a queue of %d (scheduler.max_queue)", p->n, c->max_queue);
+        goto out;
+    }
     if (read_sampling(c, o, p, e) || read_logprobs(o, p, e) || read_stops(o, p, e)) goto out;
     if (p->echo && p->logprobs) {
         api_err(e, 400, "echo", "echo: cannot be combined with logprobs (prompt logprobs are not computed)");
@@ -529,16 +553,26 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         if (render_chat(c, o, add_gen, &p->prompt, &p->n_prompt, e)) goto out;
     }
     const char *pname = kind == API_COMPLETION ? "prompt" : "messages";
-    long room = sched_room(c->max_ctx, p->n_prompt);
+    long room = sched_room(c->max_ctx, c->kv_tokens, p->n_prompt);
+    int by_cache = sched_seq_limit(c->max_ctx, c->kv_tokens) < c->max_ctx;
     if (room < 1) {
-        api_err(e, 400, pname,
-                "%s: this model's maximum context length is %d tokens, but the prompt has %d tokens",
-                pname, c->max_ctx, p->n_prompt);
+        if (by_cache)
+            api_err(e, 400, pname, "%s: the KV cache holds %d tokens (cache.kv_tokens), but the prompt has %d tokens",
+                    pname, c->kv_tokens, p->n_prompt);
+        else
+            api_err(e, 400, pname, "%s: this model's maximum context length is %d tokens, but the prompt has %d tokens",
+                    pname, c->max_ctx, p->n_prompt);
         goto out;
     }
     if (max_tokens < 0) {
         /* OpenAI's defaults: 16 for completions, the rest of the context for chat */
         max_tokens = kind == API_COMPLETION && room > 16 ? 16 : room;
+    } else if (max_tokens > room && by_cache) {
+        api_err(e, 400, mt_name,
+                "%s: the KV cache holds %d tokens (cache.kv_tokens), which one sequence cannot exceed; the prompt "
+                "has %d tokens and %s is %ld (%ld in all)",
+                mt_name, c->kv_tokens, p->n_prompt, mt_name, max_tokens, max_tokens + p->n_prompt);
+        goto out;
     } else if (max_tokens > room) {
         api_err(e, 400, mt_name,
                 "%s: this model's maximum context length is %d tokens; the prompt has %d tokens and "

@@ -25,7 +25,9 @@ struct chat_template;
 struct api_ctx {
     struct tokenizer *tok;
     const char *model_name;
-    int max_ctx; /* prompt + generated tokens of one sequence */
+    int max_ctx;   /* prompt + generated tokens of one sequence */
+    int kv_tokens; /* the whole KV cache, which one sequence cannot exceed (0: no limit) */
+    int max_queue; /* choices that may wait at once: a larger n can never be served (0: no limit) */
     const struct chat_template *chat; /* NULL: chat requests fail with chat_err */
     const char *chat_err;
     /* owned by api_ctx_init */
@@ -36,7 +38,8 @@ struct api_ctx {
 
 /* Fills c for a served model: loads tok's chat template (a model without a usable one
  * still serves completions; chat requests then get 400 with the reason, also logged). */
-void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_name, int max_ctx);
+void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_name, int max_ctx, int kv_tokens,
+                  int max_queue);
 void api_ctx_free(struct api_ctx *c);
 
 /* A client-visible error: the HTTP status and OpenAI's {"error": {...}} fields. */

@@ -598,7 +598,7 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
     if (cfg->n_allowed_uids < 0) return err_set(err, "negative uid count");
     struct http_server *h = xcalloc(1, sizeof *h);
     h->sched = s;
-    if (!api) api_ctx_init(&h->no_api, NULL, NULL, 0);
+    if (!api) api_ctx_init(&h->no_api, NULL, NULL, 0, 0, 0);
     h->api = api ? api : &h->no_api;
     h->m = m;
     h->socket_path = xstrdup(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET);

@@ -200,6 +200,56 @@ static void test_invalid_utf8_and_nul(void **state) {
     assert_int_equal(e.status, 400);
 }
 
+/* A \u0000 escape would reach the tokenizer and stop matching as a C string's end: refused
+ * with a 400 that says so, wherever it stands; an escaped backslash before "u0000" is text. */
+static void test_nul_escape(void **state) {
+    (void)state;
+    const char *refused[] = {"{\"prompt\": \"abc\\u0000def\"}", "{\"prompt\": \"x\", \"stop\": [\"\\u0000\"]}",
+                             "{\"prompt\": \"\\\\\\u0000\"}"};
+    for (unsigned i = 0; i < sizeof refused / sizeof *refused; i++) {
+        struct api_error e;
+        assert_int_equal(run_parse(COMP, refused[i], strlen(refused[i]), &e), -1);
+        assert_int_equal(e.status, 400);
+        assert_non_null(strstr(e.message, "\\u0000"));
+        assert_int_equal(run_parse(TOKENIZE, refused[i], strlen(refused[i]), &e), -1);
+    }
+    const char *ok = "{\"prompt\": \"a\\\\u0000b\", \"max_tokens\": 1}"; /* the text a\u0000b, no NUL */
+    struct api_error e;
+    assert_int_equal(run_parse(COMP, ok, strlen(ok), &e), 0);
+}
+
+/* Limits known at start: no sequence longer than the whole KV cache, no n larger than the
+ * queue; each refused up front with a 400 naming the field and the limit. */
+static void test_cache_and_queue_limits(void **state) {
+    (void)state;
+    struct api_ctx c = ctx();
+    c.kv_tokens = 32; /* < CTX */
+    c.max_queue = 4;
+    struct api_params p;
+    struct api_error e;
+    const char *fits = "{\"prompt\": [1, 2], \"max_tokens\": 30}";
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, fits, strlen(fits), &p, &e), 0);
+    api_params_free(&p);
+    const char *too_long = "{\"prompt\": [1, 2], \"max_tokens\": 31}";
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, too_long, strlen(too_long), &p, &e), -1);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "max_tokens");
+    assert_non_null(strstr(e.message, "KV cache holds 32 tokens"));
+    const char *chat_default = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}";
+    c.kv_tokens = 64;
+    if (api_parse_generate(&c, API_CHAT, chat_default, strlen(chat_default), &p, &e) == 0) {
+        assert_true(p.n_prompt + p.max_tokens <= 64); /* the default fills the cache, not the context */
+        api_params_free(&p);
+    } else {
+        assert_string_equal(e.param, "messages"); /* the template's system prompt alone is longer */
+    }
+    const char *many = "{\"prompt\": [1], \"max_tokens\": 1, \"n\": 5}";
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, many, strlen(many), &p, &e), -1);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "n");
+    assert_non_null(strstr(e.message, "scheduler.max_queue"));
+}
+
 static void test_utf8_validator(void **state) {
     (void)state;
     static const struct {
@@ -588,6 +638,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_invalid_utf8_and_nul),
+        cmocka_unit_test(test_nul_escape),
+        cmocka_unit_test(test_cache_and_queue_limits),
         cmocka_unit_test(test_utf8_validator),
         cmocka_unit_test(test_good_completion),
         cmocka_unit_test(test_seed_drawn),
