@@ -31,6 +31,7 @@ struct config {
     /* [parallel] */
     long tp;            /* 0: whatever mpirun started; else must match */
     long threads;       /* per rank; 0: all CPUs / ranks on this node */
+    double step_timeout_s; /* a step running longer: a rank is hung */
     char *backend;      /* "cpu", "cuda", "auto" */
     char *comm;         /* GPU all-reduce; NULL: $TPD_COMM, else auto */
     /* [server] */

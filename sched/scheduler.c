@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,7 +42,7 @@ struct scheduler {
     int draining;
     int n_running_pub, kv_free_pub;
     long preemptions;
-    double last_step;
+    double last_step, step_started;
 
     /* step loop only */
     struct seq **running;
@@ -150,7 +151,26 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
     out->draining = s->draining;
     out->preemptions = s->preemptions;
     out->last_step = s->last_step;
+    out->step_started = s->step_started;
+    out->step_timeout_s = s->o.step_timeout_s;
     pthread_mutex_unlock(&s->mu);
+}
+
+/* The loop outside a step must come round this often (it waits at most idle_s). */
+#define LOOP_STALE_S 5.0
+
+int sched_healthy(struct scheduler *s, char *why, size_t n) {
+    struct sched_stats st;
+    sched_stats(s, &st);
+    double now = clock_now();
+    if (st.draining) snprintf(why, n, "draining: the server is shutting down");
+    else if (st.step_started > 0 && st.step_timeout_s > 0 && now - st.step_started > st.step_timeout_s)
+        snprintf(why, n, "a step has run for %.1f s (parallel.step_timeout_s = %g): a rank may be hung",
+                 now - st.step_started, st.step_timeout_s);
+    else if (st.step_started == 0 && now - st.last_step > LOOP_STALE_S)
+        snprintf(why, n, "the step loop has not run for %.1f s", now - st.last_step);
+    else return 1;
+    return 0;
 }
 
 static void publish(struct scheduler *s) {
@@ -380,7 +400,13 @@ int sched_step(struct scheduler *s, double idle_s) {
     }
     build_plan(s);
     if (s->plan.n_seqs > 0) {
+        pthread_mutex_lock(&s->mu);
+        s->step_started = clock_now();
+        pthread_mutex_unlock(&s->mu);
         engine_step(s->e, &s->plan, s->logits);
+        pthread_mutex_lock(&s->mu);
+        s->step_started = 0;
+        pthread_mutex_unlock(&s->mu);
         sample_all(s);
     } else if (s->n_running == 1) {
         /* a lone sequence that cannot get a block: the cache is too small for it */

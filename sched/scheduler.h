@@ -15,6 +15,7 @@ struct sched_opts {
     int step_tokens;  /* token budget of one step (decode tokens + prefill chunks) */
     const int32_t *eog_ids; /* tokens that end generation (the tokenizer's list); NULL: the model's EOS */
     int n_eog;
+    double step_timeout_s; /* a step running longer means a rank is hung (health fails); 0: none */
 };
 
 struct sched_stats {
@@ -25,7 +26,9 @@ struct sched_stats {
     int max_queue;
     int draining;
     long preemptions;
-    double last_step; /* monotonic time the loop last ran (stepping or idle) */
+    double last_step;    /* monotonic time the loop last ran (stepping or idle) */
+    double step_started; /* monotonic start of the step in progress; 0 between steps */
+    double step_timeout_s;
 };
 
 /* The length rule, in one place: one sequence (prompt + generated tokens) may be as long
@@ -52,6 +55,9 @@ int sched_submit(struct scheduler *s, struct gen_request *r, char *err);
 /* Thread-safe: stop accepting new requests. */
 void sched_drain(struct scheduler *s);
 void sched_stats(struct scheduler *s, struct sched_stats *out);
+/* Thread-safe: 1 if the daemon serves (steps progress, however long each takes); 0 with
+ * the reason in why: draining, a step past step_timeout_s, or a loop that stopped running. */
+int sched_healthy(struct scheduler *s, char *why, size_t n);
 /* Step-loop thread: runs at most one step; waits up to idle_s for work when there is
  * none. Returns the number of requests queued or running afterwards. */
 int sched_step(struct scheduler *s, double idle_s);

@@ -34,7 +34,6 @@
 #define DEFAULT_CONNECTIONS 512
 #define IDLE_TIMEOUT_S 120  /* a connection with no traffic (outside a generation) closes */
 #define POLL_S 0.25         /* how often a waiting handler looks at its client */
-#define HEALTH_STALE_S 5.0  /* /health fails when the step loop has not run for this long */
 #define FLUSH_GRACE_S 5.0   /* at shutdown, how long finished answers may take to be sent */
 
 struct http_server {
@@ -414,12 +413,8 @@ static double now_mono(void) {
 
 /* Healthy means the engine steps: the loop ran recently and is not draining. */
 static enum MHD_Result h_health(struct conn *c, struct MHD_Connection *mc) {
-    struct sched_stats st;
-    sched_stats(c->h->sched, &st);
-    double age = now_mono() - st.last_step;
-    if (st.draining) return reply_error(c, mc, 503, "", "draining: the server is shutting down");
-    if (age > HEALTH_STALE_S)
-        return reply_error(c, mc, 503, "", "the step loop has not run for %.1f s", age);
+    char why[256];
+    if (!sched_healthy(c->h->sched, why, sizeof why)) return reply_error(c, mc, 503, "", "%s", why);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "status", "ok");
     return reply_json(c, mc, 200, o);

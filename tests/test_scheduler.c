@@ -37,7 +37,7 @@ static void run_open(struct run *r, int kv_tokens, int max_running, int step_tok
     char err[512];
     assert_int_equal(engine_open(&r->e, &g_comm, &eo, err), 0);
     r->m = metrics_new();
-    struct sched_opts so = {max_running, 64, step_tokens, NULL, 0};
+    struct sched_opts so = {.max_running = max_running, .max_queue = 64, .step_tokens = step_tokens};
     r->s = sched_new(r->e, &so, r->m);
 }
 
