@@ -45,6 +45,8 @@ static const struct config_key keys[] = {
     {"scheduler", "max_running", K_INT, F(max_running), 1, 4096, "--max-running", S, "32", NULL, NULL, "sequences per step"},
     {"scheduler", "max_queue", K_INT, F(max_queue), 1, 1 << 20, "--max-queue", S, "1024", NULL, NULL, "waiting requests"},
     {"scheduler", "step_tokens", K_INT, F(step_tokens), 1, 1 << 20, "--step-tokens", S, "512", NULL, NULL, "token budget per step"},
+    {"scheduler", "step_time_s", K_DBL, F(step_time_s), 0, 3600, NULL, S, "0.5", NULL, NULL,
+     "target step duration: long-prompt chunks shrink so decode keeps its pace; 0 = tokens only"},
     {"cache", "block_size", K_INT, F(block_size), 1, 4096, "--block-size", S | R, "16", NULL, NULL, "tokens per KV block"},
     {"cache", "kv_tokens", K_INT, F(kv_tokens), 1, 1 << 28, "--kv-tokens", S, "16384", NULL, NULL, "KV cache capacity in tokens"},
     {"cache", "require_full_context", K_BOOL, F(require_full_context), 0, 0, NULL, S, "false", NULL, NULL,

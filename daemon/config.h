@@ -46,6 +46,7 @@ struct config {
     double drain_timeout_s;
     /* [scheduler] */
     long max_running, max_queue, step_tokens;
+    double step_time_s;
     /* [cache] */
     long block_size;
     long kv_tokens;     /* KV cache capacity in tokens per rank */

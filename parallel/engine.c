@@ -70,8 +70,12 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         "KV cache %.1f MiB (%d blocks of %d)", o->model_path, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads,
         hp->ffn_dim, hp->vocab_size, c->size, e->model.weight_bytes / 1048576.0, e->kv.bytes / 1048576.0,
         o->n_blocks, o->block_size);
+    double q = (double)hp->n_heads * hp->head_dim, kv = (double)hp->n_kv_heads * hp->head_dim;
+    double params = (double)hp->n_layers * ((double)hp->dim * (2 * q + 2 * kv) + 3.0 * hp->dim * hp->ffn_dim) +
+                    (double)hp->vocab_size * hp->dim;
     e->info = (struct engine_info){.vocab = hp->vocab_size, .eos_id = hp->eos_id, .block_size = o->block_size,
-                                   .n_blocks = o->n_blocks, .max_ctx = max_ctx, .tp = c->size};
+                                   .n_blocks = o->n_blocks, .max_ctx = max_ctx, .tp = c->size,
+                                   .attn_ctx_unit = params / (2.0 * hp->n_layers * q)};
     *out = e;
     return 0;
 fail:

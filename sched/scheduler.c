@@ -33,6 +33,8 @@ struct scheduler {
     struct sched_opts o;
     struct metrics *m;
     int vocab, block_size, max_ctx, eos_id;
+    double attn_ctx_unit; /* see engine_info */
+    double sec_per_unit;  /* measured: seconds one token-equivalent of work takes (0: not yet) */
 
     /* shared with HTTP threads, under mu */
     pthread_mutex_t mu;
@@ -64,6 +66,7 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     s->block_size = info->block_size;
     s->max_ctx = info->max_ctx;
     s->eos_id = info->eos_id;
+    s->attn_ctx_unit = info->attn_ctx_unit > 1 ? info->attn_ctx_unit : 1;
     block_pool_init(&s->pool, info->n_blocks);
     plan_init(&s->plan);
     pthread_mutex_init(&s->mu, NULL);
@@ -305,10 +308,36 @@ static void admit(struct scheduler *s) {
 
 /* Fills the plan: first one decode token for every sequence whose tokens are all cached
  * but the last, then prefill chunks in running order, all within the token budget. */
+/* The work of n tokens fed at positions pos..pos+n-1, in token-equivalents: each costs its
+ * share of the weights (1) plus attention over its context (position / attn_ctx_unit). */
+static double step_units(const struct scheduler *s, int pos, int n) {
+    return n * (1.0 + (pos + (n - 1) / 2.0) / s->attn_ctx_unit);
+}
+
+/* The longest prefill chunk from pos whose units fit in `room` (at least min_n tokens, so a
+ * long prompt always progresses), at most max_n. */
+static int chunk_within(const struct scheduler *s, int pos, int max_n, double room, int min_n) {
+    if (step_units(s, pos, max_n) <= room) return max_n;
+    int lo = 0, hi = max_n; /* step_units grows with n: bisect for the largest that fits */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (step_units(s, pos, mid) <= room) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo > min_n ? lo : (min_n < max_n ? min_n : max_n);
+}
+
+#define PREFILL_MIN_TOKENS 16
+
+/* Fills the plan: first one decode token for every sequence whose tokens are all cached
+ * but the last, then prefill chunks in running order, within the token budget and, once
+ * the speed of a step is known, within step_time_s (a chunk deep into a long prompt costs
+ * more per token, so it gets fewer tokens: other sequences' decode keeps its pace). */
 static void build_plan(struct scheduler *s) {
     struct step_plan *p = &s->plan;
     plan_clear(p);
     int budget = s->o.step_tokens;
+    double units = s->o.step_time_s > 0 && s->sec_per_unit > 0 ? s->o.step_time_s / s->sec_per_unit : 1e300;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < s->n_running && budget > 0; i++) {
             struct seq *q = s->running[i];
@@ -316,9 +345,11 @@ static void build_plan(struct scheduler *s) {
             int is_decode = pending == 1;
             if (pass == 0 ? !is_decode : is_decode) continue;
             int n = pending < budget ? pending : budget;
+            if (!is_decode) n = chunk_within(s, q->n_cached, n, units, PREFILL_MIN_TOKENS);
             if (grow_blocks(s, q, q->n_cached + n)) continue; /* q preempted, or alone and too long */
             q->in_step = n;
             budget -= n;
+            units -= step_units(s, q->n_cached, n);
         }
     /* preemption may have removed sequences already given tokens; build from survivors */
     for (int i = 0; i < s->n_running; i++) {
@@ -384,6 +415,17 @@ static void sample_all(struct scheduler *s) {
     }
 }
 
+/* After a step: seconds per token-equivalent, averaged over recent steps large enough
+ * that fixed per-step costs do not dominate. */
+static void learn_step_speed(struct scheduler *s, double seconds) {
+    double u = 0;
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i]->in_step) u += step_units(s, s->running[i]->n_cached, s->running[i]->in_step);
+    if (u < 32) return;
+    double spu = seconds / u;
+    s->sec_per_unit = s->sec_per_unit > 0 ? 0.7 * s->sec_per_unit + 0.3 * spu : spu;
+}
+
 int sched_step(struct scheduler *s, double idle_s) {
     drop_cancelled(s);
     admit(s);
@@ -403,10 +445,13 @@ int sched_step(struct scheduler *s, double idle_s) {
         pthread_mutex_lock(&s->mu);
         s->step_started = clock_now();
         pthread_mutex_unlock(&s->mu);
+        double t0 = clock_now();
         engine_step(s->e, &s->plan, s->logits);
+        double t1 = clock_now();
         pthread_mutex_lock(&s->mu);
         s->step_started = 0;
         pthread_mutex_unlock(&s->mu);
+        learn_step_speed(s, t1 - t0);
         sample_all(s);
     } else if (s->n_running == 1) {
         /* a lone sequence that cannot get a block: the cache is too small for it */

@@ -16,6 +16,8 @@ struct sched_opts {
     const int32_t *eog_ids; /* tokens that end generation (the tokenizer's list); NULL: the model's EOS */
     int n_eog;
     double step_timeout_s; /* a step running longer means a rank is hung (health fails); 0: none */
+    double step_time_s;    /* target duration of one step, so prefill chunks (whose cost grows with
+                            * their position) never stall decode for long; 0: tokens only */
 };
 
 struct sched_stats {
