@@ -184,7 +184,6 @@ def test_long_prefill_does_not_stall_other_streams(sock_path):
             while time.monotonic() - t0 < window_s:
                 health.append(c.get("/health").status_code)
                 time.sleep(1.0)
-            running = c.get("/metrics").text
         long_sock.close()
     finally:
         stop.set()
@@ -199,4 +198,3 @@ def test_long_prefill_does_not_stall_other_streams(sock_path):
     print(f"during the 8k prefill: {len(gaps)} stream tokens in {window_s:.0f} s, ITL p50 "
           f"{gaps[len(gaps) // 2] * 1e3:.0f} ms, p99 {p99 * 1e3:.0f} ms; health {set(health)}")
     assert p99 <= 2.0, f"inter-token latency p99 {p99:.2f} s while a long prompt prefilled"
-    assert "tpd_running_sequences" in running
