@@ -56,6 +56,7 @@ struct config {
     char *log_level;
     int log_all_ranks;
     /* [launch] (read by launch/tpd-launch) */
+    char *launcher;     /* "mpirun" or "srun" */
     char *bind;         /* mpirun --bind-to: "core", "socket", "none" */
     char *hostfile;
     char *mpirun_args;

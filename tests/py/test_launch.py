@@ -1,0 +1,159 @@
+"""launch/tpd-launch as an operator uses it: SIGTERM to its whole process group (what Ctrl-C
+in a terminal, systemd's control-group kill or a job scheduler sends) drains every stream
+to [DONE] and the job exits 0, a second signal ends it at once, and the Slurm launcher
+builds an srun command (checked with a stand-in srun, since no Slurm is installed here)."""
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from test_server_api import MODEL, client, sse_events, tpd_cli  # noqa: F401
+
+ROOT = os.environ.get("TPD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+LAUNCH = os.path.join(ROOT, "launch", "tpd-launch")
+
+
+def write_config(d, sock, extra=""):
+    path = os.path.join(d, "tpd.toml")
+    with open(path, "w") as f:
+        f.write(f'[model]\npath = "{MODEL}"\nmax_ctx = 1024\n[parallel]\ntp = 2\nthreads = 1\nbackend = "cpu"\n'
+                f'[server]\nsocket = "{sock}"\ndrain_timeout_s = 60\n[launch]\nbind = "none"\n{extra}')
+    return path
+
+
+@pytest.fixture
+def setup():
+    if tpd_cli.tpd_bin() is None:
+        pytest.skip("tpd binary not built (set TPD_BIN)")
+    if not os.path.exists(MODEL):
+        pytest.skip(f"{MODEL} absent (run ./launch/get-model smollm2)")
+    d = tempfile.mkdtemp(prefix="tpd_launch_")
+    sock = os.path.join(d, "run", "tpd.sock")
+    env = tpd_cli.mpirun_env()
+    env["TPD_BIN"] = tpd_cli.tpd_bin()
+    return d, sock, env
+
+
+def wait_healthy(proc, sock, log, timeout=180):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        assert proc.poll() is None, open(log).read()[-3000:]
+        if os.path.exists(sock):
+            try:
+                with client(sock) as c:
+                    if c.get("/health").status_code == 200:
+                        return
+            except Exception:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("daemon not healthy:\n" + open(log).read()[-3000:])
+
+
+def stream(sock, i, started, results):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(120)
+    s.connect(sock)
+    body = json.dumps({"prompt": f"Count to twenty: {i}", "max_tokens": 48, "temperature": 0, "stream": True,
+                       "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    data, signalled = b"", False
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+        if not signalled and b"data: " in data:
+            signalled = True
+            started.release()
+        if b"data: [DONE]" in data:
+            break
+    s.close()
+    results[i] = data.decode(errors="replace")
+
+
+def test_group_sigterm_drains_and_exits_0(setup):
+    d, sock, env = setup
+    cfg = write_config(d, sock)
+    log = os.path.join(d, "launch.log")
+    with open(log, "w") as lf:
+        proc = subprocess.Popen([LAUNCH, cfg], env=env, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_healthy(proc, sock, log)
+        results, started = {}, threading.Semaphore(0)
+        threads = [threading.Thread(target=stream, args=(sock, i, started, results)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for _ in threads:
+            assert started.acquire(timeout=120), "streams did not start"
+        os.killpg(proc.pid, signal.SIGTERM)  # the whole group, as Ctrl-C or a service manager would
+        for t in threads:
+            t.join(120)
+        rc = proc.wait(90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = open(log).read()
+    assert rc == 0, out[-3000:]
+    for i, body in results.items():
+        events = sse_events(body)
+        assert events and events[-1] == "[DONE]", f"stream {i} cut short: {body[-300:]}"
+    assert not os.path.exists(sock)
+
+
+def test_second_signal_stops_at_once(setup):
+    d, sock, env = setup
+    cfg = write_config(d, sock)
+    log = os.path.join(d, "launch.log")
+    with open(log, "w") as lf:
+        proc = subprocess.Popen([LAUNCH, cfg], env=env, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_healthy(proc, sock, log)
+        with client(sock) as c:  # a long request keeps the drain busy
+            threading.Thread(target=lambda: _ignore(c.post, "/v1/completions", json={
+                "prompt": "Once", "max_tokens": 900, "ignore_eos": True}), daemon=True).start()
+            time.sleep(1.0)
+            os.killpg(proc.pid, signal.SIGTERM)
+            time.sleep(0.5)
+            t0 = time.time()
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(30)
+        assert time.time() - t0 < 30
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError("the job outlived a second SIGTERM by 30 s")
+
+
+def _ignore(fn, *a, **kw):
+    try:
+        fn(*a, **kw)
+    except Exception:
+        pass
+
+
+def test_srun_launcher_command(setup):
+    d, sock, env = setup
+    cfg = write_config(d, sock, 'launcher = "srun"\nmpirun_args = "--partition=gpu"\n')
+    bindir = os.path.join(d, "bin")
+    os.makedirs(bindir)
+    record = os.path.join(d, "srun.args")
+    fake = os.path.join(bindir, "srun")
+    with open(fake, "w") as f:  # records its arguments, then behaves like a finished job
+        f.write(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{record}"\nexit 0\n')
+    os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
+    env["PATH"] = bindir + os.pathsep + env["PATH"]
+    r = subprocess.run([LAUNCH, cfg, "--threads", "1"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    args = open(record).read().split("\n")[:-1]
+    assert args[:2] == ["-n", "2"], args
+    assert "--cpu-bind=none" in args and "--partition=gpu" in args, args
+    i = args.index("serve")
+    assert os.path.basename(args[i - 1]) == "tpd" and args[i + 1:] == ["--config", cfg, "--threads", "1"], args
