@@ -101,3 +101,34 @@ def test_help_under_mpirun_prints_once():
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("usage:") == 1
+
+
+def test_configuration_doc_lists_every_key():
+    """docs/configuration.md describes every key `tpd config` prints, under its section, and
+    no key that does not exist: the document stays true to the one options table."""
+    import re
+    src = os.environ.get("TPD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    bin_ = tpd_cli.tpd_bin()
+    if bin_ is None:
+        pytest.skip("tpd binary not built (set TPD_BIN)")
+    r = subprocess.run([bin_, "config", "--model", "x"], capture_output=True, text=True, timeout=60,
+                       env=tpd_cli.mpirun_env())
+    assert r.returncode == 0, r.stderr
+    keys, section = set(), None
+    for line in r.stdout.splitlines():
+        m = re.fullmatch(r"\[(\w+)\]", line)
+        if m:
+            section = m.group(1)
+        elif "=" in line:
+            keys.add(f"{section}.{line.split('=')[0].strip()}")
+    documented, section = set(), None
+    with open(os.path.join(src, "docs", "configuration.md")) as f:
+        for line in f:
+            m = re.match(r"### `\[(\w+)\]`", line)
+            if m:
+                section = m.group(1)
+            m = re.match(r"\| `(\w+)` \|", line)
+            if m and section:
+                documented.add(f"{section}.{m.group(1)}")
+    assert keys - documented == set(), f"keys missing from docs/configuration.md: {sorted(keys - documented)}"
+    assert documented - keys == set(), f"documented keys that do not exist: {sorted(documented - keys)}"
