@@ -83,6 +83,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .socket_path = cfg->socket, .socket_mode = (unsigned)cfg->socket_mode, .socket_group = cfg->socket_group,
         .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port,
         .max_body_bytes = (size_t)cfg->max_body_bytes, .max_connections = (int)cfg->max_connections,
+        .send_timeout_s = (unsigned)cfg->send_timeout_s,
     };
     struct sched_stats st;
     sched_stats(s, &st);

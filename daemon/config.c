@@ -41,6 +41,8 @@ static const struct config_key keys[] = {
     {"server", "tcp_port", K_INT, F(tcp_port), 0, 65535, "--port", S, "0", NULL, NULL, "loopback TCP port; 0 = off"},
     {"server", "max_body_bytes", K_INT, F(max_body_bytes), 1024, 1 << 30, NULL, S, "1048576", NULL, NULL, "largest request body"},
     {"server", "max_connections", K_INT, F(max_connections), 1, 65536, NULL, S, "512", NULL, NULL, "concurrent connections"},
+    {"server", "send_timeout_s", K_INT, F(send_timeout_s), 1, 86400, NULL, S, "30", NULL, NULL,
+     "a client that takes no bytes of its answer for this long is dropped, its generation cancelled"},
     {"server", "drain_timeout_s", K_DBL, F(drain_timeout_s), 0, 86400, NULL, S, "30", NULL, NULL, "SIGTERM: time to finish requests"},
     {"scheduler", "max_running", K_INT, F(max_running), 1, 4096, "--max-running", S, "32", NULL, NULL, "sequences per step"},
     {"scheduler", "max_queue", K_INT, F(max_queue), 1, 1 << 20, "--max-queue", S, "1024", NULL, NULL, "waiting requests"},

@@ -43,6 +43,7 @@ struct config {
     long tcp_port;
     long max_body_bytes;
     long max_connections;
+    long send_timeout_s;
     double drain_timeout_s;
     /* [scheduler] */
     long max_running, max_queue, step_tokens;

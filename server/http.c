@@ -21,6 +21,7 @@
 
 #include "../tokenizer/chat.h"
 #include "../tokenizer/tokenizer.h"
+#include "../util/clock.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/log.h"
@@ -33,6 +34,9 @@
 #define DEFAULT_BODY (1u << 20)
 #define DEFAULT_CONNECTIONS 512
 #define IDLE_TIMEOUT_S 120  /* a connection with no traffic (outside a generation) closes */
+#define PROBE_TIMEOUT_MS 1000 /* start-up: how long a socket already at the path may take to answer */
+#define KEEPALIVE_S 10.0    /* a stream with no token for this long gets an SSE comment */
+#define DEFAULT_SEND_TIMEOUT_S 30
 #define POLL_S 0.25         /* how often a waiting handler looks at its client */
 #define FLUSH_GRACE_S 5.0   /* at shutdown, how long finished answers may take to be sent */
 
@@ -45,6 +49,8 @@ struct http_server {
     unsigned *uids;
     int n_uids;
     size_t max_body;
+    unsigned send_timeout_s; /* a client that takes no bytes for this long is dropped */
+    double keepalive_s;
     struct MHD_Daemon *unix_d, *tcp_d;
     dev_t sock_dev;
     ino_t sock_ino;
@@ -113,11 +119,22 @@ static int clear_path(const char *path, const struct sockaddr_un *sa, char *err)
     }
     if (!S_ISSOCK(st.st_mode))
         return err_set(err, "%s exists and is not a socket; not removing it (choose another server.socket)", path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* non-blocking, with a short wait: a listener that never accepts (its backlog full)
+     * must not hold the start-up */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return err_set(err, "socket: %s", strerror(errno));
-    int rc = connect(fd, (const struct sockaddr *)sa, sizeof *sa);
-    int e = errno;
+    int rc = connect(fd, (const struct sockaddr *)sa, sizeof *sa), e = errno;
+    /* a Unix socket says EAGAIN while the listener's backlog is full: try again for a while */
+    for (int waited = 0; rc && e == EAGAIN && waited < PROBE_TIMEOUT_MS; waited += 50) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        rc = connect(fd, (const struct sockaddr *)sa, sizeof *sa);
+        e = errno;
+    }
     close(fd);
+    if (rc && e == EAGAIN)
+        return err_set(err, "a process listens on %s but does not accept connections (waited %d ms); "
+                       "not replacing it: stop it or choose another server.socket", path, PROBE_TIMEOUT_MS);
     if (rc == 0)
         return err_set(err, "another daemon is already listening on %s; stop it or choose another server.socket", path);
     if (e != ECONNREFUSED)
@@ -276,9 +293,13 @@ static int client_gone(int fd) {
 
 /* ---------------------------------------------------------------- handlers */
 
+/* MHD asks for more of a stream once the client took what was sent. Waiting here for
+ * tokens is bounded by KEEPALIVE_S (then an SSE comment, which clients ignore), so MHD
+ * comes back often enough to apply the send timeout to a client that stopped reading. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     struct stream *s = cls;
+    double since = clock_now();
     while (s->off == s->out.len) {
         if (gen_done(s->gen)) return MHD_CONTENT_READER_END_OF_STREAM;
         s->out.len = 0;
@@ -288,6 +309,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             gen_cancel(s->gen);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
+        if (s->out.len == 0 && clock_now() - since > s->h->keepalive_s) sbuf_adds(&s->out, ": keep-alive\n\n");
     }
     size_t n = s->out.len - s->off;
     if (n > max) n = max;
@@ -335,6 +357,9 @@ static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enu
         enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         if (rc == MHD_YES) c->status = 200;
+        /* from here MHD waits only on the client: one that takes nothing for send_timeout_s
+         * is dropped, which cancels its generation and frees its KV blocks */
+        MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, h->send_timeout_s);
         return rc;
     }
     struct sbuf scratch = {0};
@@ -345,6 +370,7 @@ static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enu
         }
     }
     sbuf_free(&scratch);
+    MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, h->send_timeout_s); /* see above */
     struct sbuf body = {0};
     int status = gen_body(g, &body);
     enum MHD_Result rc = reply(c, mc, status, "application/json", body.p, body.len);
@@ -603,6 +629,8 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
         h->n_uids = cfg->n_allowed_uids;
     }
     h->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_BODY;
+    h->send_timeout_s = cfg->send_timeout_s ? cfg->send_timeout_s : DEFAULT_SEND_TIMEOUT_S;
+    h->keepalive_s = h->send_timeout_s / 3.0 < KEEPALIVE_S ? h->send_timeout_s / 3.0 : KEEPALIVE_S;
     int max_conn = cfg->max_connections > 0 ? cfg->max_connections : DEFAULT_CONNECTIONS;
     h->created = (long)time(NULL);
     int ufd = -1, tfd = -1;

@@ -21,6 +21,8 @@ struct server_config {
     int tcp_port;              /* 0 = off (default); when set, listens on 127.0.0.1 only */
     size_t max_body_bytes;     /* default 1 MiB (0 = default) -> 413 beyond */
     int max_connections;       /* default 512 (0 = default) */
+    unsigned send_timeout_s;   /* a client that takes no bytes of its answer for this long is
+                                * dropped and its generation cancelled; default 30 (0 = default) */
 };
 
 /* Creates the socket and starts serving: requests are validated against api (built once

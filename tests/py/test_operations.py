@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from test_server_api import MODEL, Server, client, tpd_cli  # noqa: F401
+from test_server_api import MODEL, Server, client, metric, tpd_cli  # noqa: F401
 
 ROOT = os.environ.get("TPD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 UNIT = os.path.join(ROOT, "launch", "systemd", "tpd.service")
@@ -198,3 +198,81 @@ def test_long_prefill_does_not_stall_other_streams(sock_path):
     print(f"during the 8k prefill: {len(gaps)} stream tokens in {window_s:.0f} s, ITL p50 "
           f"{gaps[len(gaps) // 2] * 1e3:.0f} ms, p99 {p99 * 1e3:.0f} ms; health {set(health)}")
     assert p99 <= 2.0, f"inter-token latency p99 {p99:.2f} s while a long prompt prefilled"
+
+
+def test_client_that_stops_reading_is_dropped(sock_path):
+    """A streaming client that stops reading: within send_timeout_s of its socket filling up
+    the daemon drops it, cancels the generation and frees its KV blocks (it used to hold them
+    until max_tokens, and the connection forever)."""
+    import json
+    import socket
+
+    srv = Server(sock_path, extra=["--server.send_timeout_s", "2"])
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(sock_path)
+        # ~2 KB per event (20 alternatives each): the socket buffers fill within a few dozen tokens
+        body = json.dumps({"prompt": "Tell me about the sea.", "max_tokens": 900, "temperature": 0, "stream": True,
+                           "ignore_eos": True, "logprobs": 20}).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        got = b""
+        while b"data: " not in got:
+            got += s.recv(4096)
+        t0 = time.monotonic()  # from here on the client reads nothing
+        with client(sock_path) as c:
+            while True:
+                held = (metric(c, "tpd_running_sequences"), metric(c, "tpd_kv_blocks_used"))
+                if held == (0, 0):
+                    break
+                assert time.monotonic() - t0 < 30, f"still running, blocks held: {held}"
+                time.sleep(0.25)
+            elapsed = time.monotonic() - t0
+            generated = metric(c, "tpd_generation_tokens_total")
+            r = c.post("/v1/completions", json={"prompt": "The sea is", "max_tokens": 2, "temperature": 0})
+            assert r.status_code == 200
+        print(f"reader stopped: generation cancelled after {elapsed:.1f} s, {generated:.0f} of 900 tokens made")
+        assert generated < 900, "the generation ran to its end for a client that was not reading"
+        # the server closed its end: what is left to read ends in EOF
+        s.settimeout(10)
+        while s.recv(65536):
+            pass
+        s.close()
+    finally:
+        assert srv.stop() == 0, srv.output()[-3000:]
+
+
+def test_squatter_on_the_socket_path_does_not_hold_startup(sock_path):
+    """A listener at the socket path that never accepts (another local user's, say): the
+    daemon refuses to start within seconds, naming the problem, instead of waiting forever."""
+    import socket
+
+    os.makedirs(os.path.dirname(sock_path), mode=0o700, exist_ok=True)
+    squat = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    squat.bind(sock_path)
+    squat.listen(0)
+    fillers = []
+    for _ in range(4):  # fill the backlog so a connect would block
+        f = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        f.setblocking(False)
+        try:
+            f.connect(sock_path)
+        except (BlockingIOError, OSError):
+            pass
+        fillers.append(f)
+    t0 = time.monotonic()
+    srv = Server(sock_path, wait=False)
+    try:
+        rc = srv.proc.wait(60)
+    except subprocess.TimeoutExpired:
+        srv.proc.kill()
+        raise AssertionError("start-up still held by the squatter after 60 s")
+    finally:
+        srv.stopped = True
+        for f in fillers:
+            f.close()
+        squat.close()
+    assert rc != 0
+    assert time.monotonic() - t0 < 60
+    assert "does not accept connections" in srv.output(), srv.output()[-2000:]
