@@ -23,7 +23,7 @@ static volatile sig_atomic_t stop_requested;
 
 static void on_stop_signal(int sig) {
     (void)sig;
-    stop_requested = 1;
+    stop_requested = stop_requested + 1; /* the second one: stop at once */
 }
 
 static double mono_now(void) {
@@ -116,7 +116,13 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         http_stop_accepting(h);
         sched_drain(s);
         double deadline = mono_now() + cfg->drain_timeout_s;
-        while (sched_step(s, 0.05) > 0 && mono_now() < deadline) {
+        int left = 1;
+        while ((left = sched_step(s, 0.05)) > 0 && mono_now() < deadline && stop_requested < 2) {
+        }
+        if (left > 0) {
+            LOG(LOG_WARN, "%s: ending %d request(s) unfinished",
+                stop_requested >= 2 ? "a second stop signal" : "the drain timeout passed", left);
+            rc = 1;
         }
     }
     sched_abort_all(s);

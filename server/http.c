@@ -37,6 +37,7 @@
 #define PROBE_TIMEOUT_MS 1000 /* start-up: how long a socket already at the path may take to answer */
 #define KEEPALIVE_S 10.0    /* a stream with no token for this long gets an SSE comment */
 #define DEFAULT_SEND_TIMEOUT_S 30
+#define RETRY_AFTER_S "1"   /* seconds, on 429 and 503 */
 #define POLL_S 0.25         /* how often a waiting handler looks at its client */
 #define FLUSH_GRACE_S 5.0   /* at shutdown, how long finished answers may take to be sent */
 
@@ -246,6 +247,8 @@ static enum MHD_Result reply(struct conn *c, struct MHD_Connection *mc, int stat
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
     else if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
+    /* queue full, draining, unhealthy: a client may come back (RFC 9110, 10.2.3) */
+    if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
     enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
     MHD_destroy_response(r);
     if (rc == MHD_YES) c->status = status;

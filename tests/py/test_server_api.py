@@ -768,6 +768,7 @@ def test_queue_full_is_429(lifecycle, tmpdir_sock):
         head = s.recv(4096)
         results.append(int(head.split(b" ", 2)[1]))
         if results[-1] == 429:
+            assert b"\r\nRetry-After: 1\r\n" in head, head  # the client may come back
             assert b"queue" in head or b"queue" in s.recv(4096)
     for s in socks:
         s.close()
