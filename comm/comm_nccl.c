@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "../util/clock.h"
 #include "../util/err.h"
 
 #if TPD_HAVE_CUDA
@@ -97,12 +98,6 @@ struct gpu_comm {
     double timeout_s, start_timeout_s;
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- watchdog ---- */
 
 /* Ends the job from the watchdog thread: the communicator is aborted first so that no rank
@@ -133,7 +128,7 @@ static void *wd_main(void *arg) {
             pthread_mutex_unlock(&g->mu);
             return NULL;
         }
-        double t = now_s();
+        double t = clock_now();
         if (g->phase && t > g->phase_deadline) wd_fire(g, "rank %d: %s", g->rank, g->phase);
         if (g->pending) {
             cudaError_t q = cudaEventQuery(g->ev);
@@ -171,7 +166,7 @@ static void wd_arm(struct gpu_comm *g, double timeout, const char *fmt, ...) {
     vsnprintf(g->phase_buf, sizeof g->phase_buf, fmt, ap);
     va_end(ap);
     g->phase = g->phase_buf;
-    g->phase_deadline = now_s() + timeout;
+    g->phase_deadline = clock_now() + timeout;
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -186,7 +181,7 @@ static void wd_note(struct gpu_comm *g) {
     CUDA_OK(cudaEventRecord(g->ev, g->stream));
     pthread_mutex_lock(&g->mu);
     g->pending = 1;
-    g->pending_since = now_s();
+    g->pending_since = clock_now();
     pthread_mutex_unlock(&g->mu);
 }
 

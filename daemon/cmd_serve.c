@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../comm/comm.h"
 #include "../parallel/engine.h"
 #include "../tokenizer/tokenizer.h"
+#include "../util/clock.h"
 #include "../util/err.h"
 #include "../util/log.h"
 #include "config.h"
@@ -22,12 +22,6 @@ static volatile sig_atomic_t stop_requested;
 static void on_stop_signal(int sig) {
     (void)sig;
     stop_requested = 1;
-}
-
-static double mono_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 #define MAX_CONFIG_BYTES (1 << 20)
@@ -165,8 +159,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
         http_stop_accepting(h);
         sched_drain(s);
-        double deadline = mono_now() + cfg->drain_timeout_s;
-        while (sched_step(s, 0.05) > 0 && mono_now() < deadline) {
+        double deadline = clock_now() + cfg->drain_timeout_s;
+        while (sched_step(s, 0.05) > 0 && clock_now() < deadline) {
         }
     }
     sched_abort_all(s);

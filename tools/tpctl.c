@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tpctl_api.h"
 #include "tpctl_bench.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/fatal.h"
 #include "util/parse.h"
@@ -199,12 +199,6 @@ static int print_piece(void *ud, const char *text, size_t len, int finished) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void report_usage(const struct cli *o, const struct api_result *r, double secs) {
     if (!o->verbose) return;
     fprintf(stderr, "[finish: %s", r->finish_reason[0] ? r->finish_reason : "?");
@@ -220,13 +214,13 @@ static int generate(const struct cli *o, const char *target, const cJSON *body, 
                     struct api_result *res, char *err) {
     struct httpc *c = xmalloc(sizeof *c);
     int rc = api_connect(c, &o->target, err);
-    double t0 = now_s();
+    double t0 = clock_now();
     if (rc == 0) {
         rc = api_generate(c, target, body, stream ? print_piece : NULL, NULL, res, err);
         if (rc == 0 && !stream) fwrite(res->text, 1, res->text_len, stdout);
         if (rc == 0 || res->text_len) fputc('\n', stdout);
         fflush(stdout);
-        if (rc == 0) report_usage(o, res, now_s() - t0);
+        if (rc == 0) report_usage(o, res, clock_now() - t0);
     } else {
         memset(res, 0, sizeof *res);
     }
