@@ -13,6 +13,7 @@
 #include "util/err.h"
 #include "util/fatal.h"
 #include "util/parse.h"
+#include "util/sbuf.h"
 
 #define DEFAULT_SOCKET "/tmp/tpd/tpd.sock"
 
@@ -299,20 +300,12 @@ static int cmd_chat(struct cli *o) {
 }
 
 static char *read_stdin(void) {
-    size_t len = 0, cap = 4096;
-    char *b = xmalloc(cap);
+    struct sbuf b = {0};
+    char chunk[4096];
     size_t r;
-    while ((r = fread(b + len, 1, cap - len - 1, stdin)) > 0) {
-        len += r;
-        if (cap - len - 1 == 0) {
-            cap *= 2;
-            char *q = realloc(b, cap);
-            if (!q) FATAL("out of memory reading stdin");
-            b = q;
-        }
-    }
-    b[len] = 0;
-    return b;
+    while ((r = fread(chunk, 1, sizeof chunk, stdin)) > 0) sbuf_add(&b, chunk, r);
+    sbuf_add(&b, "", 0); /* empty input still gets a buffer */
+    return b.p;
 }
 
 static int cmd_complete(struct cli *o) {

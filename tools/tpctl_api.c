@@ -9,6 +9,7 @@
 #include "httpc_sse.h"
 #include "util/err.h"
 #include "util/fatal.h"
+#include "util/sbuf.h"
 
 int api_connect(struct httpc *c, const struct api_target *t, char *err) {
     int e = 0;
@@ -80,30 +81,11 @@ int api_error_from_body(int status, const char *body, size_t len, char *err) {
     return err_set(err, "server answered %d: %s", status, msg[0] ? msg : "(empty body)");
 }
 
-struct strbuf {
-    char *p;
-    size_t len, cap;
-};
-
-static void sb_add(struct strbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) FATAL("out of memory holding a %zu-byte answer", b->len + n);
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
 struct gen_ctx {
     api_piece_fn on_piece;
     void *ud;
     struct api_result *res;
-    struct strbuf text;
+    struct sbuf text;
     struct sse_parser sse;
     int done;       /* data: [DONE] seen */
     int failed;     /* err below holds the reason */
@@ -141,7 +123,7 @@ static int take_answer(struct gen_ctx *g, const cJSON *j) {
     if (fr) snprintf(g->res->finish_reason, sizeof g->res->finish_reason, "%s", fr);
     g->res->n_chunks++;
     size_t n = text ? strlen(text) : 0;
-    if (n) sb_add(&g->text, text, n);
+    if (n) sbuf_add(&g->text, text, n);
     if (g->on_piece && g->on_piece(g->ud, text ? text : "", n, fr != NULL)) {
         snprintf(g->err, sizeof g->err, "stopped by the caller");
         g->failed = 1;
@@ -247,7 +229,7 @@ int api_generate(struct httpc *c, const char *target, const cJSON *body, api_pie
 out:
     free(json);
     sse_free(&g.sse);
-    if (!g.text.p) sb_add(&g.text, "", 0);
+    if (!g.text.p) sbuf_add(&g.text, "", 0);
     res->text = g.text.p;
     res->text_len = g.text.len;
     return rc;
