@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void (*fatal_hook)(int code);
 
@@ -30,4 +31,22 @@ void *xcalloc(unsigned long n, unsigned long size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) FATAL("out of memory allocating %lu x %lu bytes", n, size);
     return p;
+}
+
+void *xrealloc(void *p, unsigned long n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) FATAL("out of memory growing a buffer to %lu bytes", n);
+    return q;
+}
+
+char *xstrdup(const char *s) {
+    char *d = strdup(s);
+    if (!d) FATAL("out of memory copying a %zu-byte string", strlen(s));
+    return d;
+}
+
+char *xstrndup(const char *s, unsigned long n) {
+    char *d = strndup(s, n);
+    if (!d) FATAL("out of memory copying a string of up to %lu bytes", n);
+    return d;
 }

@@ -11,9 +11,7 @@ static void sbuf_reserve(struct sbuf *b, size_t n) {
     if (b->len + n + 1 <= b->cap) return;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) FATAL("out of memory (%zu bytes for a buffer)", cap);
-    b->p = p;
+    b->p = xrealloc(b->p, cap);
     b->cap = cap;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fatal.h"
 #include "sbuf.h"
 #include "utf8.h"
 
@@ -301,12 +302,7 @@ static int lex_datetime(struct toml_parser *p, const char *t, size_t n, int line
     if (why) return toml_perr(p, line, "invalid date/time '%.*s': %s", n > 64 ? 64 : (int)n, t, why);
 
     struct toml_node *v = toml_node_new(kind, line, p->file);
-    char *s = malloc(n + 1);
-    if (!v || !s) {
-        free(v);
-        free(s);
-        return toml_perr(p, line, "out of memory");
-    }
+    char *s = xmalloc(n + 1);
     for (size_t k = 0; k < n; k++) {
         char c = t[k];
         s[k] = (k == 10 && (c == ' ' || c == 't')) ? 'T' : c == 'z' ? 'Z' : c;
@@ -386,8 +382,7 @@ static const char *lex_float(const char *t, size_t n, double *v) {
     }
     if (i != n || !(frac || exp)) return "malformed float";
 
-    char *clean = malloc(n + 1);
-    if (!clean) return "out of memory";
+    char *clean = xmalloc(n + 1);
     size_t m = 0;
     for (size_t k = 0; k < n; k++)
         if (t[k] != '_') clean[m++] = t[k];
@@ -422,13 +417,13 @@ int toml_lex_bare(struct toml_parser *p, struct toml_node **out) {
     }
 
     if ((n == 4 && !memcmp(t, "true", 4)) || (n == 5 && !memcmp(t, "false", 5))) {
-        if (!(*out = toml_node_new(TOML_BOOL, line, p->file))) return toml_perr(p, line, "out of memory");
+        *out = toml_node_new(TOML_BOOL, line, p->file);
         (*out)->u.b = n == 4;
         return 0;
     }
     size_t sign = (t[0] == '+' || t[0] == '-');
     if (n - sign == 3 && (!memcmp(t + sign, "inf", 3) || !memcmp(t + sign, "nan", 3))) {
-        if (!(*out = toml_node_new(TOML_FLOAT, line, p->file))) return toml_perr(p, line, "out of memory");
+        *out = toml_node_new(TOML_FLOAT, line, p->file);
         double x = t[sign] == 'i' ? INFINITY : NAN;
         (*out)->u.f = t[0] == '-' ? -x : x;
         return 0;
@@ -441,7 +436,6 @@ int toml_lex_bare(struct toml_parser *p, struct toml_node **out) {
     bool radix = n >= 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'o' || t[1] == 'b');
     bool is_float = !radix && (memchr(t, '.', n) || memchr(t, 'e', n) || memchr(t, 'E', n));
     struct toml_node *v = toml_node_new(is_float ? TOML_FLOAT : TOML_INTEGER, line, p->file);
-    if (!v) return toml_perr(p, line, "out of memory");
     const char *why = is_float ? lex_float(t, n, &v->u.f) : lex_integer(t, n, &v->u.i);
     if (why) {
         free(v);
