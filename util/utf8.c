@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fatal.h"
+
 size_t utf8_valid_len(const uint8_t *s, size_t n) {
     if (n == 0) return 0;
     uint8_t b = s[0];
@@ -100,20 +102,18 @@ size_t utf8_lead_len(uint8_t b) {
     return lookup[b >> 4];
 }
 
-static int buf_reserve(char **buf, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
+static void buf_reserve(char **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return;
     size_t c = *cap ? *cap : 64;
     while (c < need) c *= 2;
-    char *p = realloc(*buf, c);
-    if (!p) return -1;
-    *buf = p;
+    *buf = xrealloc(*buf, c);
     *cap = c;
-    return 0;
 }
 
 int utf8_lossy_append(const uint8_t *s, size_t n, char **buf, size_t *len, size_t *cap) {
     /* Worst case: every byte becomes 3 bytes of U+FFFD. */
-    if (n > (SIZE_MAX - *len - 1) / 3 || buf_reserve(buf, cap, *len + n * 3 + 1)) return -1;
+    if (n > (SIZE_MAX - *len - 1) / 3) return -1;
+    buf_reserve(buf, cap, *len + n * 3 + 1);
     uint8_t *o = (uint8_t *)*buf + *len;
     size_t i = 0;
     while (i < n) {
@@ -157,12 +157,13 @@ int utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **ou
     size_t len = 0, cap = 0;
     if (policy == UTF8_SUBPART) {
         if (utf8_lossy_append(s, n, &buf, &len, &cap)) { free(buf); return -1; }
-        if (!buf) { buf = calloc(1, 1); if (!buf) return -1; }
+        if (!buf) buf = xcalloc(1, 1);
         *out = buf;
         *out_len = len;
         return 0;
     }
-    if (n > (SIZE_MAX - 1) / 3 || buf_reserve(&buf, &cap, n * 3 + 1)) { free(buf); return -1; }
+    if (n > (SIZE_MAX - 1) / 3) return -1;
+    buf_reserve(&buf, &cap, n * 3 + 1);
     uint8_t *o = (uint8_t *)buf;
     size_t i = 0;
     while (i < n) {

@@ -30,7 +30,7 @@ size_t utf8_lead_len(uint8_t b);
 size_t utf8_incomplete_tail(const uint8_t *s, size_t n);
 
 /* Applies policy to s[0..n) and writes the result to *out (malloc'd, NUL-terminated),
- * *out_len its length. Returns 0, or -1 on allocation failure. For UTF8_KEEP it copies. */
+ * *out_len its length. Returns 0, or -1 when n is too large to expand. For UTF8_KEEP it copies. */
 int utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **out,
                   size_t *out_len);
 
@@ -39,7 +39,8 @@ int utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **ou
  * a letter, number or space). Returns how many it rewrote. */
 size_t utf8_mask_surrogates(char *s, size_t n);
 
-/* Replaces invalid subparts with U+FFFD, appending to a growing buffer. */
+/* Replaces invalid subparts with U+FFFD, appending to a growing buffer. -1 only when n is
+ * too large to expand. */
 int utf8_lossy_append(const uint8_t *s, size_t n, char **buf, size_t *len, size_t *cap);
 
 /* GPT-2 byte-level alphabet: byte -> codepoint and back (-1 when cp is not in it). */
