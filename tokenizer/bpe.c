@@ -3,14 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/fatal.h"
 #include "../util/utf8.h"
 
 int idbuf_push(struct idbuf *b, int32_t id) {
     if (b->n == b->cap) {
         size_t c = b->cap ? b->cap * 2 : 64;
-        int32_t *p = realloc(b->v, c * sizeof(*p));
-        if (!p) return -1;
-        b->v = p;
+        b->v = xrealloc(b->v, c * sizeof(*b->v));
         b->cap = c;
     }
     b->v[b->n++] = id;
@@ -44,10 +43,8 @@ struct bpe_cache {
 };
 
 struct bpe_cache *bpe_cache_new(void) {
-    struct bpe_cache *c = calloc(1, sizeof(*c));
-    if (!c) return NULL;
-    c->slots = calloc(CACHE_SLOTS, sizeof(*c->slots));
-    if (!c->slots) { free(c); return NULL; }
+    struct bpe_cache *c = xcalloc(1, sizeof(*c));
+    c->slots = xcalloc(CACHE_SLOTS, sizeof(*c->slots));
     return c;
 }
 
@@ -84,17 +81,13 @@ static void cache_put(struct bpe_cache *c, uint64_t h, const char *s, size_t n,
     if (c->keys_len + n > c->keys_cap) {
         size_t cap = c->keys_cap ? c->keys_cap * 2 : 1 << 16;
         while (cap < c->keys_len + n) cap *= 2;
-        char *p = realloc(c->keys, cap);
-        if (!p) return;
-        c->keys = p;
+        c->keys = xrealloc(c->keys, cap);
         c->keys_cap = cap;
     }
     if (c->ids_len + n_ids > c->ids_cap) {
         size_t cap = c->ids_cap ? c->ids_cap * 2 : 1 << 14;
         while (cap < c->ids_len + n_ids) cap *= 2;
-        int32_t *p = realloc(c->ids, cap * sizeof(*p));
-        if (!p) return;
-        c->ids = p;
+        c->ids = xrealloc(c->ids, cap * sizeof(*c->ids));
         c->ids_cap = cap;
     }
     uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
@@ -134,9 +127,7 @@ struct heap {
 static int heap_push(struct heap *h, struct cand c) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
-        struct cand *p = realloc(h->v, cap * sizeof(*p));
-        if (!p) return -1;
-        h->v = p;
+        h->v = xrealloc(h->v, cap * sizeof(*h->v));
         h->cap = cap;
     }
     size_t i = h->n++;
@@ -221,8 +212,7 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
         if (o->byte_level) {
             /* the vocabulary spells the word in the GPT-2 alphabet */
             char stackbuf[256] = {0};
-            char *m = n * 2 <= sizeof(stackbuf) ? stackbuf : calloc(n, 2);
-            if (!m) return -1;
+            char *m = n * 2 <= sizeof(stackbuf) ? stackbuf : xcalloc(n, 2);
             size_t ml = 0;
             for (size_t i = 0; i < n; i++)
                 ml += utf8_encode(utf8_byte_to_cp((uint8_t)s[i]), (uint8_t *)m + ml);
@@ -235,8 +225,7 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
     }
 
     struct sym stack_syms[64];
-    struct sym *sy = n <= 64 ? stack_syms : malloc(n * sizeof(*sy));
-    if (!sy) return -1;
+    struct sym *sy = n <= 64 ? stack_syms : xmalloc(n * sizeof(*sy));
     int32_t ns = 0;
     int rc = -1;
     struct heap h = {0};

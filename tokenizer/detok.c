@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tokenizer.h"
+#include "../util/fatal.h"
 #include "../util/utf8.h"
 
 void detok_init(struct detok *d, const struct tokenizer *t, int flags) {
@@ -22,7 +23,7 @@ const char *detok_push(struct detok *d, int32_t id, size_t *len) {
     *len = 0;
     d->out_len = 0;
     if (id < 0 || (uint32_t)id >= t->v.n) return NULL;
-    if (!d->out && !(d->out = malloc(d->out_cap = 64))) return NULL;
+    if (!d->out) d->out = xmalloc(d->out_cap = 64);
     d->out[0] = 0;
     if ((d->flags & TOK_SKIP_SPECIAL) && t->v.attr[id] == TOK_CONTROL) return d->out;
     const uint8_t *b = (const uint8_t *)t->dec[id];
@@ -35,8 +36,7 @@ const char *detok_push(struct detok *d, int32_t id, size_t *len) {
     /* join the held-back tail with this token, keep back a new incomplete tail */
     uint8_t stack[256];
     size_t total = d->n_pend + n;
-    uint8_t *data = total <= sizeof(stack) ? stack : malloc(total);
-    if (!data) return NULL;
+    uint8_t *data = total <= sizeof(stack) ? stack : xmalloc(total);
     if (d->n_pend) memcpy(data, d->pend, d->n_pend);
     memcpy(data + d->n_pend, b, n);
     size_t keep = utf8_incomplete_tail(data, total);
@@ -52,7 +52,7 @@ const char *detok_push(struct detok *d, int32_t id, size_t *len) {
 const char *detok_flush(struct detok *d, size_t *len) {
     d->out_len = 0;
     *len = 0;
-    if (!d->out && !(d->out = malloc(d->out_cap = 64))) return NULL;
+    if (!d->out) d->out = xmalloc(d->out_cap = 64);
     d->out[0] = 0;
     if (utf8_lossy_append(d->pend, d->n_pend, &d->out, &d->out_len, &d->out_cap)) return NULL;
     d->n_pend = 0;
