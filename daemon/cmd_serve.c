@@ -11,6 +11,7 @@
 #include "../tokenizer/tokenizer.h"
 #include "../util/clock.h"
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/log.h"
 #include "config.h"
 #include "../server/http.h"
@@ -32,8 +33,7 @@ static int load_config(struct comm *c, int argc, char **argv, struct config *cfg
     config_defaults(cfg);
     const char *path = NULL;
     int n_rest = 0;
-    char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    if (!rest) return err_set(err, "out of memory");
+    char **rest = xcalloc((size_t)argc + 1, sizeof *rest);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[++i];
         else rest[n_rest++] = argv[i];
@@ -46,8 +46,8 @@ static int load_config(struct comm *c, int argc, char **argv, struct config *cfg
             len = -1;
             err_set(rerr, "cannot open config file %s", path);
         } else {
-            text = malloc(MAX_CONFIG_BYTES + 1);
-            len = text ? (int64_t)fread(text, 1, MAX_CONFIG_BYTES + 1, f) : -1;
+            text = xmalloc(MAX_CONFIG_BYTES + 1);
+            len = (int64_t)fread(text, 1, MAX_CONFIG_BYTES + 1, f);
             if (len > MAX_CONFIG_BYTES) {
                 len = -1;
                 err_set(rerr, "%s: config file larger than %d bytes", path, MAX_CONFIG_BYTES);
@@ -59,7 +59,7 @@ static int load_config(struct comm *c, int argc, char **argv, struct config *cfg
         comm_bcast(c, &len, sizeof len, 0);
         comm_bcast(c, rerr, sizeof rerr, 0);
         if (len >= 0) {
-            if (c->rank != 0) text = malloc((size_t)len + 1);
+            if (c->rank != 0) text = xmalloc((size_t)len + 1);
             comm_bcast(c, text, (size_t)len, 0);
         }
     }
@@ -86,7 +86,7 @@ int cmd_config(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
     const char *key = NULL;
-    char **args = calloc((size_t)argc + 1, sizeof *args);
+    char **args = xcalloc((size_t)argc + 1, sizeof *args);
     int n = 0;
     args[n++] = argv[0];
     for (int i = 1; i < argc; i++) {
@@ -116,7 +116,7 @@ int cmd_config(struct comm *c, int argc, char **argv) {
 static int serve_rank0(struct engine *e, const struct config *cfg) {
     char err[ERR_LEN];
     char *dump = config_dump(cfg);
-    LOG(LOG_INFO, "effective configuration:\n%s", dump ? dump : "");
+    LOG(LOG_INFO, "effective configuration:\n%s", dump);
     free(dump);
     struct tokenizer *tok = NULL;
     const char *tok_path = cfg->tokenizer ? cfg->tokenizer : cfg->model_path;

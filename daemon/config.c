@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/parse.h"
+#include "../util/sbuf.h"
 #include "../util/toml.h"
 
 enum ckind { K_STR, K_INT, K_DBL, K_BOOL, K_MODE, K_UIDS };
@@ -57,13 +59,13 @@ static char **str_at(struct config *c, const struct ckey *k) { return (char **)(
 static void set_str(struct config *c, const struct ckey *k, const char *v) {
     char **p = str_at(c, k);
     free(*p);
-    *p = v ? strdup(v) : NULL;
+    *p = v ? xstrdup(v) : NULL;
 }
 
 void config_defaults(struct config *c) {
     memset(c, 0, sizeof *c);
-    c->backend = strdup("cpu");
-    c->socket = strdup("/tmp/tpd/tpd.sock");
+    c->backend = xstrdup("cpu");
+    c->socket = xstrdup("/tmp/tpd/tpd.sock");
     c->socket_mode = 0600;
     c->max_body_bytes = 1 << 20;
     c->max_connections = 512;
@@ -73,9 +75,9 @@ void config_defaults(struct config *c) {
     c->step_tokens = 512;
     c->block_size = 16;
     c->kv_tokens = 16384;
-    c->kv_type = strdup("f16");
-    c->log_level = strdup("info");
-    c->bind = strdup("core");
+    c->kv_type = xstrdup("f16");
+    c->log_level = xstrdup("info");
+    c->bind = xstrdup("core");
 }
 
 void config_free(struct config *c) {
@@ -283,10 +285,8 @@ static void dump_value(const struct config *c, const struct ckey *k, char *buf, 
 }
 
 char *config_dump(const struct config *c) {
-    size_t cap = 8192, at = 0;
-    char *out = malloc(cap);
-    if (!out) return NULL;
-    out[0] = 0;
+    struct sbuf out = {0};
+    sbuf_add(&out, "", 0);
     const char *sec = "";
     for (size_t i = 0; i < N_KEYS; i++) {
         char val[1200];
@@ -297,19 +297,9 @@ char *config_dump(const struct config *c) {
                          keys[i].key, val);
         sec = keys[i].section;
         if (n < 0) continue;
-        if (at + (size_t)n + 1 > cap) {
-            cap = (at + (size_t)n + 1) * 2;
-            char *p = realloc(out, cap);
-            if (!p) {
-                free(out);
-                return NULL;
-            }
-            out = p;
-        }
-        memcpy(out + at, line, (size_t)n + 1);
-        at += (size_t)n;
+        sbuf_add(&out, line, (size_t)n);
     }
-    return out;
+    return out.p;
 }
 
 char *config_get(const struct config *c, const char *key) {
@@ -326,5 +316,5 @@ char *config_get(const struct config *c, const char *key) {
         memmove(val, val + 1, n);
         val[n - 2] = 0;
     }
-    return strdup(val);
+    return xstrdup(val);
 }

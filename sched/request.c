@@ -34,9 +34,7 @@ void req_push(struct gen_request *r, const struct token_event *ev) {
     pthread_mutex_lock(&r->mu);
     if (r->n_events == r->cap_events) {
         int cap = r->cap_events ? 2 * r->cap_events : 16;
-        struct token_event *e = realloc(r->events, sizeof *e * (size_t)cap);
-        if (!e) FATAL("out of memory for request events");
-        r->events = e;
+        r->events = xrealloc(r->events, sizeof *r->events * (size_t)cap);
         r->cap_events = cap;
     }
     r->events[r->n_events++] = *ev;

@@ -116,8 +116,7 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
     g->tok = tok;
     g->p = *p;
     memset(p, 0, sizeof *p);
-    g->model = strdup(model_name ? model_name : "tpd");
-    if (!g->model) FATAL("out of memory");
+    g->model = xstrdup(model_name ? model_name : "tpd");
     g->created = (long)time(NULL);
     make_id(g->id, sizeof g->id, g->p.kind == API_CHAT ? "chatcmpl" : "cmpl");
     for (int i = 0; i < g->p.n; i++) {

@@ -37,9 +37,7 @@ int stop_feed(struct stop_matcher *m, const char *s, size_t n, struct sbuf *out)
     if (m->n_held + n + 1 > m->cap_held) {
         size_t cap = m->cap_held ? m->cap_held : 64;
         while (cap < m->n_held + n + 1) cap *= 2;
-        char *p = realloc(m->held, cap);
-        if (!p) FATAL("out of memory for stop-string matching");
-        m->held = p;
+        m->held = xrealloc(m->held, cap);
         m->cap_held = cap;
     }
     memcpy(m->held + m->n_held, s, n);

@@ -614,9 +614,8 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
     h->sched = s;
     h->tok = tok;
     h->m = m;
-    h->socket_path = strdup(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET);
-    h->model_name = strdup(cfg->model_name && cfg->model_name[0] ? cfg->model_name : "tpd");
-    if (!h->socket_path || !h->model_name) FATAL("out of memory");
+    h->socket_path = xstrdup(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET);
+    h->model_name = xstrdup(cfg->model_name && cfg->model_name[0] ? cfg->model_name : "tpd");
     if (cfg->n_allowed_uids) {
         h->uids = xmalloc(sizeof *h->uids * (size_t)cfg->n_allowed_uids);
         memcpy(h->uids, cfg->allowed_uids, sizeof *h->uids * (size_t)cfg->n_allowed_uids);

@@ -6,14 +6,13 @@
 #include "../util/fatal.h"
 #include "../util/utf8.h"
 
-int idbuf_push(struct idbuf *b, int32_t id) {
+void idbuf_push(struct idbuf *b, int32_t id) {
     if (b->n == b->cap) {
         size_t c = b->cap ? b->cap * 2 : 64;
         b->v = xrealloc(b->v, c * sizeof(*b->v));
         b->cap = c;
     }
     b->v[b->n++] = id;
-    return 0;
 }
 
 void idbuf_free(struct idbuf *b) {
@@ -200,7 +199,7 @@ static int emit_bytes(const struct vocab *v, const struct bpe_opts *o, const cha
         } else {
             *prev_unk = 0;
         }
-        if (idbuf_push(out, id)) return -1;
+        idbuf_push(out, id);
     }
     return 0;
 }
@@ -221,7 +220,10 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
         } else {
             id = vocab_find(v, s, n);
         }
-        if (id >= 0) return idbuf_push(out, id);
+        if (id >= 0) {
+            idbuf_push(out, id);
+            return 0;
+        }
     }
 
     struct sym stack_syms[64];
@@ -323,13 +325,13 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
         if (o->scored) {
             int32_t id = vocab_find(v, s + sy[i].off, sy[i].n);
             if (id >= 0) {
-                if (idbuf_push(out, id)) goto done;
+                idbuf_push(out, id);
                 prev_unk = 0;
             } else if (emit_bytes(v, o, s + sy[i].off, sy[i].n, out, &prev_unk)) {
                 goto done;
             }
         } else {
-            if (idbuf_push(out, sy[i].id)) goto done;
+            idbuf_push(out, sy[i].id);
         }
     }
     rc = 0;
@@ -347,7 +349,7 @@ int bpe_encode(const struct vocab *v, const struct bpe_opts *o, struct bpe_cache
     const struct cache_entry *e = cache_get(cache, h, s, n);
     if (e) {
         for (uint32_t i = 0; i < e->n_ids; i++)
-            if (idbuf_push(out, cache->ids[e->ids + i])) return -1;
+            idbuf_push(out, cache->ids[e->ids + i]);
         return 0;
     }
     size_t before = out->n;

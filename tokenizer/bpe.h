@@ -15,7 +15,7 @@ struct idbuf {
     int32_t *v;
     size_t n, cap;
 };
-int idbuf_push(struct idbuf *b, int32_t id);
+void idbuf_push(struct idbuf *b, int32_t id);
 void idbuf_free(struct idbuf *b);
 
 struct bpe_opts {

@@ -301,7 +301,7 @@ int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flag
 
     if (flags & TOK_ADD_SPECIAL)
         for (size_t i = 0; i < t->n_prefix; i++)
-            if (idbuf_push(&out, t->prefix_ids[i])) goto oom;
+            idbuf_push(&out, t->prefix_ids[i]);
 
     size_t pos = 0;
     int after_special = 1; /* llama.cpp SPM: text at the very start counts as after a special */
@@ -315,21 +315,18 @@ int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flag
             after_special = 0;
         }
         if (!found) break;
-        if (idbuf_push(&out, t->added[k].id)) goto oom;
+        idbuf_push(&out, t->added[k].id);
         after_special = 1;
         pos = b;
     }
 
     if (flags & TOK_ADD_SPECIAL)
         for (size_t i = 0; i < t->n_suffix; i++)
-            if (idbuf_push(&out, t->suffix_ids[i])) goto oom;
+            idbuf_push(&out, t->suffix_ids[i]);
     rc = 0;
     *ids = out.v;
     *n_ids = out.n;
     out.v = NULL;
-    goto done;
-oom:
-    err_set(err, "out of memory");
 done:
     if (cache) pthread_mutex_unlock(&t->cache_lock);
     idbuf_free(&out);
@@ -394,9 +391,7 @@ static char *read_file(const char *path, size_t *len, int optional, char *err) {
         if (n + 65536 + 1 > cap) {
             cap = cap ? cap * 2 : 1 << 20;
             if (cap > MAX_JSON_BYTES) { err_set(err, "%s: too large", path); free(buf); fclose(f); return NULL; }
-            char *p = realloc(buf, cap);
-            if (!p) { err_set(err, "out of memory"); free(buf); fclose(f); return NULL; }
-            buf = p;
+            buf = xrealloc(buf, cap);
         }
         size_t r = fread(buf + n, 1, cap - n - 1, f);
         n += r;

@@ -273,8 +273,7 @@ int api_first_model(const struct api_target *t, char **id, char *err) {
         const cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "data"), 0);
         const char *s = json_string(m, "id");
         if (!j) rc = err_set(err, "GET /v1/models: the answer is not JSON");
-        else if (s) *id = strdup(s);
-        if (s && !*id) FATAL("out of memory");
+        else if (s) *id = xstrdup(s);
         cJSON_Delete(j);
     }
     free(b);

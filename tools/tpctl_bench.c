@@ -76,9 +76,7 @@ static int on_piece(void *ud, const char *text, size_t len, int finished) {
     } else {
         if (s->n_gaps == s->cap_gaps) {
             s->cap_gaps = s->cap_gaps ? 2 * s->cap_gaps : 64;
-            double *g = realloc(s->gaps, s->cap_gaps * sizeof *g);
-            if (!g) FATAL("out of memory");
-            s->gaps = g;
+            s->gaps = xrealloc(s->gaps, s->cap_gaps * sizeof *s->gaps);
         }
         s->gaps[s->n_gaps++] = t - s->t_last;
     }
