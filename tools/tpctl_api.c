@@ -11,9 +11,9 @@
 #include "util/fatal.h"
 #include "util/sbuf.h"
 
-int api_connect(struct httpc *c, const struct api_target *t, char *err) {
-    int e = 0;
-    if (httpc_open(c, t->socket, t->timeout_s, &e, err) == 0) return 0;
+/* After a failed connection (e is its errno, 0 when the connection was not the problem):
+ * says what most likely went wrong. Returns -1. */
+static int connect_failed(const struct api_target *t, int e, char *err) {
     const char *hint = "is the tpd daemon running? start it with `tpd serve`, or point --socket or "
                        "TPD_SOCKET at its socket";
     if (e == ENOENT) return err_set(err, "cannot connect to %s: no such socket (%s)", t->socket, hint);
@@ -21,6 +21,12 @@ int api_connect(struct httpc *c, const struct api_target *t, char *err) {
         return err_set(err, "cannot connect to %s: connection refused, nothing listens there (%s)", t->socket, hint);
     if (e == ENOTDIR) return err_set(err, "cannot connect to %s: a parent is not a directory (%s)", t->socket, hint);
     return -1; /* httpc's own message names the socket and the reason */
+}
+
+int api_connect(struct httpc *c, const struct api_target *t, char *err) {
+    int e = 0;
+    if (httpc_open(c, t->socket, t->timeout_s, &e, err) == 0) return 0;
+    return connect_failed(t, e, err);
 }
 
 static void put_common(cJSON *b, const struct gen_opts *o) {
@@ -242,19 +248,11 @@ void api_result_free(struct api_result *res) {
 
 int api_fetch(const struct api_target *t, const char *method, const char *target, const char *json_body,
               int *status, char **out, size_t *len, char *err) {
-    struct httpc *c = xmalloc(sizeof *c);
-    int rc = -1;
-    if (api_connect(c, t, err)) goto done;
-    if (httpc_send(c, method, target, "application/json", json_body, json_body ? strlen(json_body) : 0, err))
-        goto done;
-    if (httpc_read_head(c, err)) goto done;
-    if (httpc_read_body_all(c, API_MAX_BODY, out, len, err)) goto done;
-    *status = c->parser.status;
-    rc = 0;
-done:
-    httpc_close(c);
-    free(c);
-    return rc;
+    int e = 0;
+    if (httpc_fetch(t->socket, t->timeout_s, method, target, "application/json", json_body,
+                    json_body ? strlen(json_body) : 0, API_MAX_BODY, status, out, len, &e, err) == 0)
+        return 0;
+    return connect_failed(t, e, err);
 }
 
 int api_first_model(const struct api_target *t, char **id, char *err) {
