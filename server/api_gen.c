@@ -155,15 +155,13 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
 /* ---- logprobs ---- */
 
 static cJSON *token_string(const struct tokenizer *t, int32_t id) {
-    size_t n = 0, len = 0, cap = 0;
+    size_t n = 0;
     const char *b = tokenizer_token_bytes(t, id, &n);
-    char *s = NULL;
-    if (!b || utf8_lossy_append((const uint8_t *)b, n, &s, &len, &cap)) {
-        free(s);
-        return cJSON_CreateString("");
-    }
-    cJSON *j = cJSON_CreateString(s ? s : "");
-    free(s);
+    if (!b) return cJSON_CreateString("");
+    struct sbuf s = {0};
+    utf8_lossy_append((const uint8_t *)b, n, &s);
+    cJSON *j = cJSON_CreateString(s.p ? s.p : "");
+    sbuf_free(&s);
     return j;
 }
 

@@ -292,7 +292,7 @@ int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flag
     *n_ids = 0;
     char *s;
     size_t n;
-    if (utf8_sanitize((const uint8_t *)text, len, t->utf8, &s, &n)) return err_set(err, "out of memory");
+    utf8_sanitize((const uint8_t *)text, len, t->utf8, &s, &n);
     struct idbuf out = {0};
     struct pt_work w = {0};
     int rc = -1;
@@ -353,16 +353,12 @@ int tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n, in
         k += t->dec_len[ids[i]];
     }
     size_t skip = t->dec_strip_space && k > 0 && raw[0] == ' ' ? 1 : 0;
-    char *o = NULL;
-    size_t ol = 0, oc = 0;
-    if (utf8_lossy_append((const uint8_t *)raw + skip, k - skip, &o, &ol, &oc)) {
-        free(raw);
-        return err_set(err, "out of memory");
-    }
+    struct sbuf o = {0};
+    utf8_lossy_append((const uint8_t *)raw + skip, k - skip, &o);
     free(raw);
-    if (!o) o = xcalloc(1, 1);
-    *text = o;
-    *len = ol;
+    sbuf_add(&o, "", 0); /* empty text still gets a buffer */
+    *text = o.p;
+    *len = o.len;
     return 0;
 }
 

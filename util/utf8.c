@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fatal.h"
+#include "sbuf.h"
 
 size_t utf8_valid_len(const uint8_t *s, size_t n) {
     if (n == 0) return 0;
@@ -102,34 +102,20 @@ size_t utf8_lead_len(uint8_t b) {
     return lookup[b >> 4];
 }
 
-static void buf_reserve(char **buf, size_t *cap, size_t need) {
-    if (need <= *cap) return;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    *buf = xrealloc(*buf, c);
-    *cap = c;
-}
-
-int utf8_lossy_append(const uint8_t *s, size_t n, char **buf, size_t *len, size_t *cap) {
-    /* Worst case: every byte becomes 3 bytes of U+FFFD. */
-    if (n > (SIZE_MAX - *len - 1) / 3) return -1;
-    buf_reserve(buf, cap, *len + n * 3 + 1);
-    uint8_t *o = (uint8_t *)*buf + *len;
-    size_t i = 0;
+void utf8_lossy_append(const uint8_t *s, size_t n, struct sbuf *out) {
+    size_t i = 0, run = 0; /* s[run..i) is valid and not yet appended */
     while (i < n) {
         size_t l = utf8_valid_len(s + i, n - i);
         if (l) {
-            memcpy(o, s + i, l);
-            o += l;
             i += l;
-        } else {
-            i += utf8_subpart_len(s + i, n - i);
-            *o++ = 0xEF; *o++ = 0xBF; *o++ = 0xBD;
+            continue;
         }
+        sbuf_add(out, (const char *)s + run, i - run);
+        sbuf_add(out, "\xEF\xBF\xBD", 3);
+        i += utf8_subpart_len(s + i, n - i);
+        run = i;
     }
-    *len = (size_t)(o - (uint8_t *)*buf);
-    (*buf)[*len] = 0;
-    return 0;
+    sbuf_add(out, (const char *)s + run, n - run);
 }
 
 /* llama.cpp's decoder: only the lead byte's high bits and the continuation bytes' top two
@@ -151,41 +137,33 @@ static size_t llama_decode_one(const uint8_t *s, size_t n, uint32_t *cp) {
     return len;
 }
 
-int utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **out,
-                  size_t *out_len) {
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    if (policy == UTF8_SUBPART) {
-        if (utf8_lossy_append(s, n, &buf, &len, &cap)) { free(buf); return -1; }
-        if (!buf) buf = xcalloc(1, 1);
-        *out = buf;
-        *out_len = len;
-        return 0;
-    }
-    if (n > (SIZE_MAX - 1) / 3) return -1;
-    buf_reserve(&buf, &cap, n * 3 + 1);
-    uint8_t *o = (uint8_t *)buf;
-    size_t i = 0;
-    while (i < n) {
-        if (policy == UTF8_KEEP) { memcpy(o, s, n); o += n; break; }
-        uint32_t cp;
-        size_t l = llama_decode_one(s + i, n - i, &cp);
-        /* Surrogates pass through re-encoded, as in llama.cpp (the regexes then see
-         * invalid UTF-8, which PCRE2 never matches). llama.cpp aborts on codepoints above
-         * U+10FFFF; they become U+FFFD here. */
-        if (l == 0 || cp > 0x10FFFF) {
-            i += l ? l : 1;
-            cp = 0xFFFD;
-        } else {
-            i += l;
+void utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **out,
+                   size_t *out_len) {
+    struct sbuf b = {0};
+    if (policy == UTF8_KEEP) {
+        sbuf_add(&b, (const char *)s, n);
+    } else if (policy == UTF8_SUBPART) {
+        utf8_lossy_append(s, n, &b);
+    } else {
+        for (size_t i = 0; i < n;) {
+            uint32_t cp;
+            size_t l = llama_decode_one(s + i, n - i, &cp);
+            /* Surrogates pass through re-encoded, as in llama.cpp (the regexes then see
+             * invalid UTF-8, which PCRE2 never matches). llama.cpp aborts on codepoints above
+             * U+10FFFF; they become U+FFFD here. */
+            if (l == 0 || cp > 0x10FFFF) {
+                i += l ? l : 1;
+                cp = 0xFFFD;
+            } else {
+                i += l;
+            }
+            uint8_t u[4];
+            sbuf_add(&b, (const char *)u, utf8_encode(cp, u));
         }
-        o += utf8_encode(cp, o);
     }
-    len = (size_t)(o - (uint8_t *)buf);
-    buf[len] = 0;
-    *out = buf;
-    *out_len = len;
-    return 0;
+    sbuf_add(&b, "", 0); /* empty text still gets a buffer */
+    *out = b.p;
+    *out_len = b.len;
 }
 
 /* GPT-2 keeps printable Latin-1 bytes as themselves and moves the other 68 bytes to
