@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../util/fatal.h"
+#include "../util/sbuf.h"
 
 /* ---- arena ---- */
 
@@ -51,15 +52,11 @@ void arena_free(struct arena *a) {
 
 void buf_put(struct buf *b, const char *s, size_t n) {
     if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n + 1) c *= 2;
-        b->p = xrealloc(b->p, c);
-        b->cap = c;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
+    struct sbuf sb = {b->p, b->n, b->cap}; /* util/sbuf does the growing */
+    sbuf_add(&sb, s, n);
+    b->p = sb.p;
+    b->n = sb.len;
+    b->cap = sb.cap;
 }
 
 void buf_puts(struct buf *b, const char *s) { buf_put(b, s, strlen(s)); }
