@@ -5,21 +5,27 @@
 
 #include "sbuf.h"
 
+/* For a lead byte of a multi-byte sequence (RFC 3629 table 3-7): the sequence length and
+ * the allowed range of the second byte; 0 when b cannot start one. */
+static size_t lead_info(uint8_t b, uint8_t *lo, uint8_t *hi) {
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) return 2;
+    if (b == 0xE0) { *lo = 0xA0; return 3; }
+    if (b == 0xED) { *hi = 0x9F; return 3; }
+    if (b >= 0xE1 && b <= 0xEF) return 3;
+    if (b == 0xF0) { *lo = 0x90; return 4; }
+    if (b == 0xF4) { *hi = 0x8F; return 4; }
+    if (b >= 0xF1 && b <= 0xF3) return 4;
+    return 0;
+}
+
 size_t utf8_valid_len(const uint8_t *s, size_t n) {
     if (n == 0) return 0;
-    uint8_t b = s[0];
-    if (b < 0x80) return 1;
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (b >= 0xC2 && b <= 0xDF) len = 2;
-    else if (b == 0xE0) { len = 3; lo = 0xA0; }
-    else if (b == 0xED) { len = 3; hi = 0x9F; }
-    else if (b >= 0xE1 && b <= 0xEF) len = 3;
-    else if (b == 0xF0) { len = 4; lo = 0x90; }
-    else if (b == 0xF4) { len = 4; hi = 0x8F; }
-    else if (b >= 0xF1 && b <= 0xF3) len = 4;
-    else return 0;
-    if (n < len) return 0;
+    if (s[0] < 0x80) return 1;
+    uint8_t lo, hi;
+    size_t len = lead_info(s[0], &lo, &hi);
+    if (len == 0 || n < len) return 0;
     if (s[1] < lo || s[1] > hi) return 0;
     for (size_t i = 2; i < len; i++)
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -36,17 +42,9 @@ int utf8_valid(const char *str, size_t n) {
 /* Number of bytes of the maximal subpart at s (>= 1): the lead byte plus the continuation
  * bytes that could still belong to a valid sequence. */
 static size_t utf8_subpart_len(const uint8_t *s, size_t n) {
-    uint8_t b = s[0];
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) len = 2;
-    else if (b == 0xE0) { len = 3; lo = 0xA0; }
-    else if (b == 0xED) { len = 3; hi = 0x9F; }
-    else if (b >= 0xE1 && b <= 0xEF) len = 3;
-    else if (b == 0xF0) { len = 4; lo = 0x90; }
-    else if (b == 0xF4) { len = 4; hi = 0x8F; }
-    else if (b >= 0xF1 && b <= 0xF3) len = 4;
-    else return 1;
+    uint8_t lo, hi;
+    size_t len = lead_info(s[0], &lo, &hi);
+    if (len == 0) return 1;
     size_t i = 1;
     if (i < n && i < len && s[i] >= lo && s[i] <= hi) i++;
     else return 1;
