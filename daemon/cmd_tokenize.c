@@ -34,11 +34,12 @@ static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     struct sbuf b = {0};
-    char chunk[1 << 16];
-    size_t r;
-    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) sbuf_add(&b, chunk, r);
+    int bad = sbuf_add_stream(&b, f);
     fclose(f);
-    sbuf_add(&b, "", 0); /* an empty file still gets a buffer */
+    if (bad) {
+        sbuf_free(&b);
+        return NULL;
+    }
     *len = b.len;
     return b.p;
 }

@@ -82,10 +82,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     struct sbuf in = {0};
-    char chunk[1 << 16];
-    for (size_t got; (got = fread(chunk, 1, sizeof chunk, f)) > 0;) sbuf_add(&in, chunk, got);
+    sbuf_add_stream(&in, f);
     if (f != stdin) fclose(f);
-    sbuf_add(&in, "", 0); /* an empty file still gets a buffer */
     char *buf = in.p;
     size_t len = in.len;
     struct toml_node *root;

@@ -301,10 +301,7 @@ static int cmd_chat(struct cli *o) {
 
 static char *read_stdin(void) {
     struct sbuf b = {0};
-    char chunk[4096];
-    size_t r;
-    while ((r = fread(chunk, 1, sizeof chunk, stdin)) > 0) sbuf_add(&b, chunk, r);
-    sbuf_add(&b, "", 0); /* empty input still gets a buffer */
+    sbuf_add_stream(&b, stdin);
     return b.p;
 }
 

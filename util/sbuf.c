@@ -37,6 +37,14 @@ void sbuf_addf(struct sbuf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
+int sbuf_add_stream(struct sbuf *b, FILE *f) {
+    char chunk[1 << 16];
+    size_t r;
+    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) sbuf_add(b, chunk, r);
+    sbuf_add(b, "", 0);
+    return ferror(f) ? -1 : 0;
+}
+
 void sbuf_free(struct sbuf *b) {
     free(b->p);
     memset(b, 0, sizeof *b);
