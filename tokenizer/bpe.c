@@ -123,7 +123,7 @@ struct heap {
     size_t n, cap;
 };
 
-static int heap_push(struct heap *h, struct cand c) {
+static void heap_push(struct heap *h, struct cand c) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
         h->v = xrealloc(h->v, cap * sizeof(*h->v));
@@ -137,7 +137,6 @@ static int heap_push(struct heap *h, struct cand c) {
         i = p;
     }
     h->v[i] = c;
-    return 0;
 }
 
 static struct cand heap_pop(struct heap *h) {
@@ -157,14 +156,14 @@ static struct cand heap_pop(struct heap *h) {
 }
 
 /* Ranked: key = rank << 32 | left position, so ties go to the leftmost pair. */
-static int queue_ranked(const struct vocab *v, struct heap *h, const struct sym *s, int32_t l,
-                        int32_t r) {
-    if (l < 0 || r < 0) return 0;
+static void queue_ranked(const struct vocab *v, struct heap *h, const struct sym *s, int32_t l,
+                         int32_t r) {
+    if (l < 0 || r < 0) return;
     uint32_t res;
     uint32_t rank = vocab_merge_find(v, (uint32_t)s[l].id, (uint32_t)s[r].id, &res);
-    if (rank == UINT32_MAX) return 0;
+    if (rank == UINT32_MAX) return;
     struct cand c = {((uint64_t)rank << 32) | (uint32_t)l, l, r, 0};
-    return heap_push(h, c);
+    heap_push(h, c);
 }
 
 /* Order-preserving map of a float to an unsigned key (larger score -> smaller key). */
@@ -176,19 +175,19 @@ static uint32_t score_key(float f) {
 }
 
 /* Scored: the pair is a candidate if its text is a token; highest score, then leftmost. */
-static int queue_scored(const struct vocab *v, struct heap *h, const struct sym *s,
-                        const char *text, int32_t l, int32_t r) {
-    if (l < 0 || r < 0) return 0;
+static void queue_scored(const struct vocab *v, struct heap *h, const struct sym *s,
+                         const char *text, int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return;
     uint32_t size = s[l].n + s[r].n;
     int32_t id = vocab_find(v, text + s[l].off, size);
-    if (id < 0) return 0;
+    if (id < 0) return;
     float sc = v->score ? v->score[id] : 0.0f;
     struct cand c = {((uint64_t)score_key(sc) << 32) | (uint32_t)l, l, r, size};
-    return heap_push(h, c);
+    heap_push(h, c);
 }
 
-static int emit_bytes(const struct vocab *v, const struct bpe_opts *o, const char *s, size_t n,
-                      struct idbuf *out, int *prev_unk) {
+static void emit_bytes(const struct vocab *v, const struct bpe_opts *o, const char *s, size_t n,
+                       struct idbuf *out, int *prev_unk) {
     for (size_t i = 0; i < n; i++) {
         int32_t id = v->byte_fallback[(uint8_t)s[i]];
         if (id < 0) {
@@ -201,11 +200,10 @@ static int emit_bytes(const struct vocab *v, const struct bpe_opts *o, const cha
         }
         idbuf_push(out, id);
     }
-    return 0;
 }
 
-static int encode_word(const struct vocab *v, const struct bpe_opts *o, const char *s, size_t n,
-                       struct idbuf *out) {
+static void encode_word(const struct vocab *v, const struct bpe_opts *o, const char *s, size_t n,
+                        struct idbuf *out) {
     if (o->ignore_merges) {
         int32_t id = -1;
         if (o->byte_level) {
@@ -222,14 +220,13 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
         }
         if (id >= 0) {
             idbuf_push(out, id);
-            return 0;
+            return;
         }
     }
 
     struct sym stack_syms[64];
     struct sym *sy = n <= 64 ? stack_syms : xmalloc(n * sizeof(*sy));
     int32_t ns = 0;
-    int rc = -1;
     struct heap h = {0};
 
     /* Initial symbols: bytes (byte-level) or UTF-8 characters. In ranked mode a character
@@ -290,9 +287,8 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
     }
 
     for (int32_t i = 0; i + 1 < ns; i++)
-        if ((o->scored ? queue_scored(v, &h, sy, s, i, i + 1)
-                       : queue_ranked(v, &h, sy, i, i + 1)))
-            goto done;
+        if (o->scored) queue_scored(v, &h, sy, s, i, i + 1);
+        else queue_ranked(v, &h, sy, i, i + 1);
 
     while (h.n) {
         struct cand c = heap_pop(&h);
@@ -311,12 +307,11 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
         L->next = R->next;
         if (R->next >= 0) sy[R->next].prev = c.left;
         if (o->scored) {
-            if (queue_scored(v, &h, sy, s, L->prev, c.left) ||
-                queue_scored(v, &h, sy, s, c.left, L->next))
-                goto done;
+            queue_scored(v, &h, sy, s, L->prev, c.left);
+            queue_scored(v, &h, sy, s, c.left, L->next);
         } else {
-            if (queue_ranked(v, &h, sy, L->prev, c.left) || queue_ranked(v, &h, sy, c.left, L->next))
-                goto done;
+            queue_ranked(v, &h, sy, L->prev, c.left);
+            queue_ranked(v, &h, sy, c.left, L->next);
         }
     }
 
@@ -327,33 +322,32 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
             if (id >= 0) {
                 idbuf_push(out, id);
                 prev_unk = 0;
-            } else if (emit_bytes(v, o, s + sy[i].off, sy[i].n, out, &prev_unk)) {
-                goto done;
+            } else {
+                emit_bytes(v, o, s + sy[i].off, sy[i].n, out, &prev_unk);
             }
         } else {
             idbuf_push(out, sy[i].id);
         }
     }
-    rc = 0;
-done:
     free(h.v);
     if (sy != stack_syms) free(sy);
-    return rc;
 }
 
-int bpe_encode(const struct vocab *v, const struct bpe_opts *o, struct bpe_cache *cache,
-               const char *s, size_t n, struct idbuf *out) {
-    if (n == 0) return 0;
-    if (!cache || n > CACHE_MAX_PIECE) return encode_word(v, o, s, n, out);
+void bpe_encode(const struct vocab *v, const struct bpe_opts *o, struct bpe_cache *cache,
+                const char *s, size_t n, struct idbuf *out) {
+    if (n == 0) return;
+    if (!cache || n > CACHE_MAX_PIECE) {
+        encode_word(v, o, s, n, out);
+        return;
+    }
     uint64_t h = vocab_hash(s, n);
     const struct cache_entry *e = cache_get(cache, h, s, n);
     if (e) {
         for (uint32_t i = 0; i < e->n_ids; i++)
             idbuf_push(out, cache->ids[e->ids + i]);
-        return 0;
+        return;
     }
     size_t before = out->n;
-    if (encode_word(v, o, s, n, out)) return -1;
+    encode_word(v, o, s, n, out);
     if (out->n > before) cache_put(cache, h, s, n, out->v + before, out->n - before);
-    return 0;
 }

@@ -262,9 +262,9 @@ static int encode_text(struct tokenizer *t, struct pt_work *w, struct bpe_cache 
             if (c == ' ') { memcpy(e + k, "\xe2\x96\x81", 3); k += 3; }
             else e[k++] = c;
         }
-        int rc = bpe_encode(&t->v, &t->bpe, NULL, e, k, out);
+        bpe_encode(&t->v, &t->bpe, NULL, e, k, out);
         free(e);
-        return rc ? err_set(err, "out of memory") : 0;
+        return 0;
     }
     /* llama.cpp lets UTF-8-encoded surrogates through; the regexes run on a copy where
      * they are masked, the model on the original bytes (no normalizer: same offsets). */
@@ -280,9 +280,7 @@ static int encode_text(struct tokenizer *t, struct pt_work *w, struct bpe_cache 
         return -1;
     }
     const char *base = src ? src : w->buf;
-    for (size_t i = 0; i < w->n; i++)
-        if (bpe_encode(&t->v, &t->bpe, cache, base + w->p[i].off, w->p[i].len, out))
-            return err_set(err, "out of memory");
+    for (size_t i = 0; i < w->n; i++) bpe_encode(&t->v, &t->bpe, cache, base + w->p[i].off, w->p[i].len, out);
     return 0;
 }
 
