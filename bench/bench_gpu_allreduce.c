@@ -6,22 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/comm.h"
 #include "comm/gpu_comm.h"
 #include "kernels/backend.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/fatal.h"
 #if TPD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
     struct comm c;
@@ -34,7 +28,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
     }
 #if !TPD_HAVE_CUDA
-    (void)mode, (void)sizes_s, (void)iters, (void)now_s;
+    (void)mode, (void)sizes_s, (void)iters;
     if (c.rank == 0) printf("skipped: built without CUDA\n");
 #else
     int n_dev = 0;
@@ -65,10 +59,10 @@ int main(int argc, char **argv) {
         for (int w = 0; w < 10; w++) comm_allreduce_sum(&c, d, n); /* warm-up (zeros stay zeros) */
         be.sync(be.ctx);
         comm_barrier(&c);
-        double t0 = now_s();
+        double t0 = clock_now();
         for (int it = 0; it < iters; it++) comm_allreduce_sum(&c, d, n);
         be.sync(be.ctx);
-        double t = (now_s() - t0) / iters;
+        double t = (clock_now() - t0) / iters;
         be.upload(be.ctx, d, h, n * sizeof(float));
         comm_allreduce_sum(&c, d, n);
         be.download(be.ctx, h, d, n * sizeof(float));

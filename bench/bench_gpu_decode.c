@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/comm.h"
 #include "comm/gpu_comm.h"
@@ -18,17 +17,12 @@
 #include "parallel/kvcache.h"
 #include "parallel/plan.h"
 #include "parallel/synthetic.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/fatal.h"
 #if TPD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int parse_list(const char *s, int *out, int cap) {
     int n = 0;
@@ -84,7 +78,7 @@ int main(int argc, char **argv) {
     if (backend_open(&be, backend, 0, c.local_rank, err)) FATAL("backend: %s", err);
     if (gpu_comm_init(&c, &be, comm_mode, err)) FATAL("communicator: %s", err);
     struct model m;
-    double t0 = now_s();
+    double t0 = clock_now();
     if (model_synthesize(&m, geometry, &be, c.size, c.rank, err)) FATAL("%s", err);
     const struct model_hparams *hp = &m.hp;
     int max_b = 1;
@@ -107,7 +101,7 @@ int main(int argc, char **argv) {
         synthetic_mem_plan_format(&mp, line, sizeof line);
         printf("model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, tp %d; built in %.1f s; comm %s\n%s\n",
                geometry, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads, hp->ffn_dim, hp->vocab_size, c.size,
-               now_s() - t0, gpu_comm_describe(&c), line);
+               clock_now() - t0, gpu_comm_describe(&c), line);
         fflush(stdout);
     }
     /* bytes one decode step must read: every matrix but the embedding table (only B rows
@@ -138,9 +132,9 @@ int main(int argc, char **argv) {
                 int32_t tok = (int32_t)((seed = seed * 1103515245u + 12345u) % (unsigned)hp->vocab_size);
                 plan_add(&plan, &tok, 1, pos, blocks + q * per_seq, blocks_for(pos + 1, bs), 0);
             }
-            double a = now_s();
+            double a = clock_now();
             forward(&m, &kv, &fs, &plan, &c, logits);
-            if (s >= 0) t_run += now_s() - a;
+            if (s >= 0) t_run += clock_now() - a;
         }
         comm_barrier(&c);
         if (c.rank == 0) {
@@ -157,9 +151,9 @@ int main(int argc, char **argv) {
         for (int r = 0; r < 4; r++) { /* the first is a warm-up */
             plan_clear(&plan);
             plan_add(&plan, toks, prefill, 0, blocks + max_b * per_seq, blocks_for(prefill, bs), 0);
-            double a = now_s();
+            double a = clock_now();
             forward(&m, &kv, &fs, &plan, &c, logits);
-            double t = now_s() - a;
+            double t = clock_now() - a;
             if (r > 0 && t < best) best = t;
         }
         if (c.rank == 0) {

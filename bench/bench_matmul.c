@@ -16,17 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/threadpool.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "util/clock.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd_u32(void) {
@@ -96,9 +90,9 @@ static double stream_read_gbs(struct threadpool *tp, const float *buf, size_t by
     struct stream_ctx c = {.buf = buf, .n = bytes / sizeof(float)};
     double best = 0;
     for (int rep = 0; rep < 4; rep++) {
-        double t0 = now_s();
+        double t0 = clock_now();
         threadpool_run(tp, stream_task, &c);
-        double gbs = (double)bytes / (now_s() - t0) / 1e9;
+        double gbs = (double)bytes / (clock_now() - t0) / 1e9;
         if (gbs > best) best = gbs;
     }
     volatile float sink = c.sums[0];
@@ -214,12 +208,12 @@ static double time_case(enum impl im, int T, uint8_t **copies, int ncopies, enum
     enum { MAXREP = 4096 };
     static double ts[MAXREP];
     int n = 0;
-    double start = now_s();
+    double start = clock_now();
     run_impl(im, y, x, T, copies[0], wt, rows, cols, tp, xq_buf); /* warm the code and scratch */
-    while (n < MAXREP && (n < 5 || now_s() - start < budget_s)) {
-        double t0 = now_s();
+    while (n < MAXREP && (n < 5 || clock_now() - start < budget_s)) {
+        double t0 = clock_now();
         run_impl(im, y, x, T, copies[n % ncopies], wt, rows, cols, tp, xq_buf);
-        ts[n++] = now_s() - t0;
+        ts[n++] = clock_now() - t0;
     }
     qsort(ts, (size_t)n, sizeof *ts, cmp_double);
     if (p10) *p10 = ts[n / 10];
@@ -344,7 +338,7 @@ int main(int argc, char **argv) {
             float *ys[3] = {y, y + 8192, y + 16384};
             for (int rep = 0; rep < reps; rep++) {
                 for (int im = 0; im < (have_ggml ? 3 : 2); im++) { /* alternate, so drifts hit all */
-                    double t0 = now_s();
+                    double t0 = clock_now();
                     for (int l = 0; l < LAYERS; l++) {
                         uint8_t *const *lm = mats + l * PER_LAYER;
                         if (im == 1) {
@@ -363,7 +357,7 @@ int main(int argc, char **argv) {
                             run_impl(im ? IMPL_GGML : IMPL_TPD, y, x, 1, lm[m], DT_Q4_1, layer[m].rows, layer[m].cols, tp, xq_buf);
                     }
                     run_impl(im == 2 ? IMPL_GGML : IMPL_TPD, y, x, 1, head, DT_Q8_0, 49152, 576, tp, xq_buf);
-                    double t = now_s() - t0;
+                    double t = clock_now() - t0;
                     if (t < best[im]) best[im] = t;
                 }
             }

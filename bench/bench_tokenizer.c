@@ -5,16 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tokenizer/tokenizer.h"
+#include "util/clock.h"
 #include "util/err.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
     if (argc < 3) {
@@ -32,19 +26,19 @@ int main(int argc, char **argv) {
     fclose(f);
     char err[ERR_LEN];
     struct tokenizer *t;
-    double t0 = now();
+    double t0 = clock_now();
     if (tokenizer_load(&t, argv[1], err)) { fprintf(stderr, "%s\n", err); return 1; }
-    double load = now() - t0;
+    double load = clock_now() - t0;
     double best = 1e30;
     size_t n_ids = 0;
     for (int r = 0; r < repeats; r++) {
         int32_t *ids;
-        t0 = now();
+        t0 = clock_now();
         if (tokenizer_encode(t, text, (size_t)n, TOK_PARSE_SPECIAL, &ids, &n_ids, err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }
-        double dt = now() - t0;
+        double dt = clock_now() - t0;
         if (dt < best) best = dt;
         free(ids);
     }

@@ -4,13 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../comm/comm.h"
 #include "../parallel/engine.h"
 #include "../tokenizer/tokenizer.h"
+#include "../util/clock.h"
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/log.h"
 #include "config.h"
 #include "options.h"
@@ -24,12 +25,6 @@ static volatile sig_atomic_t stop_requested;
 static void on_stop_signal(int sig) {
     (void)sig;
     stop_requested = stop_requested + 1; /* the second one: stop at once */
-}
-
-static double mono_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static const char *base_name(const char *p) {
@@ -66,7 +61,7 @@ int cmd_config(struct comm *c, int argc, char **argv) {
 static int serve_rank0(struct engine *e, const struct config *cfg) {
     char err[ERR_LEN];
     char *dump = config_dump(cfg);
-    LOG(LOG_INFO, "effective configuration:\n%s", dump ? dump : "");
+    LOG(LOG_INFO, "effective configuration:\n%s", dump);
     free(dump);
     struct tokenizer *tok = NULL;
     const char *tok_path = cfg->tokenizer ? cfg->tokenizer : cfg->model_path;
@@ -115,9 +110,9 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
         http_stop_accepting(h);
         sched_drain(s);
-        double deadline = mono_now() + cfg->drain_timeout_s;
+        double deadline = clock_now() + cfg->drain_timeout_s;
         int left = 1;
-        while ((left = sched_step(s, 0.05)) > 0 && mono_now() < deadline && stop_requested < 2) {
+        while ((left = sched_step(s, 0.05)) > 0 && clock_now() < deadline && stop_requested < 2) {
         }
         if (left > 0) {
             LOG(LOG_WARN, "%s: ending %d request(s) unfinished",

@@ -20,26 +20,21 @@
 #include "../tokenizer/detok.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/err.h"
+#include "../util/sbuf.h"
 #include "options.h"
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-        if (n + 1 == cap) {
-            char *p = realloc(b, cap *= 2);
-            if (!p) { free(b); b = NULL; }
-            else b = p;
-        }
-    }
+    struct sbuf b = {0};
+    int bad = sbuf_add_stream(&b, f);
     fclose(f);
-    if (b) { b[n] = 0; *len = n; }
-    return b;
+    if (bad) {
+        sbuf_free(&b);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
 }
 
 static void print_ids(const int32_t *ids, size_t n) {

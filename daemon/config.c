@@ -10,6 +10,7 @@
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/parse.h"
+#include "../util/sbuf.h"
 #include "../util/toml.h"
 
 #define S (CMD_SERVE | CMD_CONFIG)
@@ -112,7 +113,7 @@ static char **str_at(struct config *c, const struct config_key *k) { return (cha
 static void set_str(struct config *c, const struct config_key *k, const char *v) {
     char **p = str_at(c, k);
     free(*p);
-    *p = v ? strdup(v) : NULL;
+    *p = v ? xstrdup(v) : NULL;
 }
 
 /* Integer limits as longs: the seed's upper limit is LONG_MAX, which a double rounds up. */
@@ -463,10 +464,8 @@ static void dump_value(const struct config *c, const struct config_key *k, char 
 }
 
 char *config_dump(const struct config *c) {
-    size_t cap = 8192, at = 0;
-    char *out = malloc(cap);
-    if (!out) return NULL;
-    out[0] = 0;
+    struct sbuf out = {0};
+    sbuf_add(&out, "", 0);
     const char *sec = "";
     for (size_t i = 0; i < N_KEYS; i++) {
         if (!keys[i].section || !(keys[i].cmds & CMD_SERVE)) continue;
@@ -478,19 +477,9 @@ char *config_dump(const struct config *c) {
                          keys[i].key, val);
         sec = keys[i].section;
         if (n < 0) continue;
-        if (at + (size_t)n + 1 > cap) {
-            cap = (at + (size_t)n + 1) * 2;
-            char *p = realloc(out, cap);
-            if (!p) {
-                free(out);
-                return NULL;
-            }
-            out = p;
-        }
-        memcpy(out + at, line, (size_t)n + 1);
-        at += (size_t)n;
+        sbuf_add(&out, line, (size_t)n);
     }
-    return out;
+    return out.p;
 }
 
 char *config_get(const struct config *c, const char *key) {
@@ -507,5 +496,5 @@ char *config_get(const struct config *c, const char *key) {
         memmove(val, val + 1, n);
         val[n - 2] = 0;
     }
-    return strdup(val);
+    return xstrdup(val);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "jinja_filters.h"
 #include "jinja_parse.h"
 
@@ -13,8 +14,7 @@
 #define MAX_OUT (64u << 20)
 
 int jinja_load(struct jtemplate **out, const char *src, size_t len, char *err) {
-    struct jtemplate *t = calloc(1, sizeof(*t));
-    if (!t) return err_set(err, "out of memory");
+    struct jtemplate *t = xcalloc(1, sizeof(*t));
     t->arena.limit = 1u << 30;
     if (jinja_parse_source(t, src, len, jinja_known_filter, jinja_known_test, err)) {
         jinja_free(t);
@@ -539,7 +539,7 @@ int jinja_render(const struct jtemplate *t, struct arena *a, struct jv ctx, char
         free(b.p);
         return -1;
     }
-    if (!b.p && !(b.p = calloc(1, 1))) return err_set(err, "out of memory");
+    if (!b.p) b.p = xcalloc(1, 1);
     *out = b.p;
     *out_len = b.n;
     return 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/utf8.h"
 
 static int lex_fail(struct lexer *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -29,9 +30,7 @@ int jinja_lex_vfail(struct lexer *L, int line, const char *fmt, va_list ap) {
 static int push_tok(struct lexer *L, struct tok t) {
     if (L->n == L->cap) {
         size_t c = L->cap ? L->cap * 2 : 256;
-        struct tok *p = realloc(L->toks, c * sizeof(*p));
-        if (!p) return lex_fail(L, "out of memory");
-        L->toks = p;
+        L->toks = xrealloc(L->toks, c * sizeof(*L->toks));
         L->cap = c;
     }
     t.line = L->line;

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/fatal.h"
+#include "../util/sbuf.h"
+
 /* ---- arena ---- */
 
 struct arena_chunk {
@@ -19,9 +22,8 @@ void *arena_alloc(struct arena *a, size_t n) {
     struct arena_chunk *c = a->head;
     if (!c || c->size - c->used < n) {
         size_t sz = n > (1u << 16) ? n : (1u << 16);
-        if (a->limit && a->total + sz > a->limit) return NULL;
-        c = malloc(sizeof(*c) + sz);
-        if (!c) return NULL;
+        if (a->limit && a->total + sz > a->limit) return NULL; /* the template's memory limit */
+        c = xmalloc(sizeof(*c) + sz);
         c->size = sz;
         c->used = 0;
         c->next = a->head;
@@ -50,17 +52,11 @@ void arena_free(struct arena *a) {
 
 void buf_put(struct buf *b, const char *s, size_t n) {
     if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n + 1) c *= 2;
-        char *p = realloc(b->p, c);
-        if (!p) { b->oom = 1; return; }
-        b->p = p;
-        b->cap = c;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
+    struct sbuf sb = {b->p, b->n, b->cap}; /* util/sbuf does the growing */
+    sbuf_add(&sb, s, n);
+    b->p = sb.p;
+    b->n = sb.len;
+    b->cap = sb.cap;
 }
 
 void buf_puts(struct buf *b, const char *s) { buf_put(b, s, strlen(s)); }
@@ -389,8 +385,7 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int d
         if (v.u.d->n == 0) { buf_puts(b, "{}"); return; }
         size_t n = v.u.d->n;
         size_t order_stack[64];
-        size_t *order = n <= 64 ? order_stack : malloc(n * sizeof(size_t));
-        if (!order) { b->oom = 1; return; }
+        size_t *order = n <= 64 ? order_stack : xmalloc(n * sizeof(size_t));
         for (size_t i = 0; i < n; i++) order[i] = i;
         if (sort_keys) /* insertion sort: dicts in templates are small */
             for (size_t i = 1; i < n; i++)

@@ -39,7 +39,7 @@ struct jv {
 struct buf {
     char *p;
     size_t n, cap;
-    int oom;
+    int oom; /* output refused (a value nested too deep); out of memory itself is fatal */
 };
 void buf_put(struct buf *b, const char *s, size_t n);
 void buf_puts(struct buf *b, const char *s);

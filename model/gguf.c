@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 
 /* Caps on untrusted counts: far above any real model, low enough that a hostile header
  * cannot make us allocate gigabytes before the file runs out. */
@@ -350,8 +351,7 @@ static int check_tensors(struct gguf_file *f, char *err) {
             return err_set(err, "%s: duplicate tensor name '%.*s'", f->path,
                            (int)f->t_sorted[i]->name.len, f->t_sorted[i]->name.s);
     /* Overlap check on a copy sorted by offset; t_sorted stays sorted by name. */
-    struct gguf_tensor_info **by_off = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *by_off);
-    if (!by_off) return err_set(err, "%s: out of memory", f->path);
+    struct gguf_tensor_info **by_off = xmalloc((f->n_tensors ? f->n_tensors : 1) * sizeof *by_off);
     memcpy(by_off, f->t_sorted, f->n_tensors * sizeof *by_off);
     qsort(by_off, f->n_tensors, sizeof *by_off, toff_cmp);
     const struct gguf_tensor_info *prev = NULL;
@@ -427,14 +427,9 @@ static int parse(struct gguf_file *f, char *err) {
 }
 
 static struct gguf_file *file_new(const char *name) {
-    struct gguf_file *f = calloc(1, sizeof *f);
-    if (!f) return NULL;
+    struct gguf_file *f = xcalloc(1, sizeof *f);
     f->fd = -1;
-    f->path = strdup(name ? name : "(null)");
-    if (!f->path) {
-        free(f);
-        return NULL;
-    }
+    f->path = xstrdup(name ? name : "(null)");
     return f;
 }
 
@@ -442,7 +437,6 @@ int gguf_open_buf(struct gguf_file **out, const void *data, size_t size, const c
                   char *err) {
     *out = NULL;
     struct gguf_file *f = file_new(name);
-    if (!f) return err_set(err, "%s: out of memory", name);
     f->base = data;
     f->size = size;
     if (parse(f, err)) {
@@ -456,7 +450,6 @@ int gguf_open_buf(struct gguf_file **out, const void *data, size_t size, const c
 int gguf_open(struct gguf_file **out, const char *path, char *err) {
     *out = NULL;
     struct gguf_file *f = file_new(path);
-    if (!f) return err_set(err, "%s: out of memory", path);
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (f->fd < 0) {
         err_set(err, "%s: cannot open: %s", path, strerror(errno));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "gguf.h"
 #include "hfconfig.h"
 #include "safetensors.h"
@@ -24,24 +25,16 @@
 
 /* Takes ownership of fd: it is closed on failure. */
 static int add_file(struct model_file *m, const char *path, int fd, char *err) {
-    char *p = strdup(path);
-    char **paths = NULL;
-    int *fds = NULL;
-    if (m->n_files >= MF_MAX_FILES || !p) goto fail;
-    paths = realloc(m->paths, (size_t)(m->n_files + 1) * sizeof *paths);
-    if (!paths) goto fail;
-    m->paths = paths;
-    fds = realloc(m->fds, (size_t)(m->n_files + 1) * sizeof *fds);
-    if (!fds) goto fail;
-    m->fds = fds;
-    m->paths[m->n_files] = p;
+    if (m->n_files >= MF_MAX_FILES) {
+        close(fd);
+        return err_set(err, "%s: more than %d files", path, MF_MAX_FILES);
+    }
+    m->paths = xrealloc(m->paths, (size_t)(m->n_files + 1) * sizeof *m->paths);
+    m->fds = xrealloc(m->fds, (size_t)(m->n_files + 1) * sizeof *m->fds);
+    m->paths[m->n_files] = xstrdup(path);
     m->fds[m->n_files] = fd;
     m->n_files++;
     return 0;
-fail:
-    free(p);
-    close(fd);
-    return err_set(err, "%s: out of memory or too many files", path);
 }
 
 static int gguf_int(const struct gguf_file *g, const char *arch, const char *suffix,
@@ -191,13 +184,11 @@ static int open_gguf(struct model_file *m, const char *path, char *err) {
     if (fd < 0) return err_set(err, "%s: dup failed: %s", path, strerror(errno));
     if (add_file(m, path, fd, err)) return -1;
     uint64_t n = gguf_n_tensors(m->gguf);
-    m->tensors = calloc(n ? n : 1, sizeof *m->tensors);
-    if (!m->tensors) return err_set(err, "%s: out of memory", path);
+    m->tensors = xcalloc(n ? n : 1, sizeof *m->tensors); /* n is what the GGUF reader holds */
     for (uint64_t i = 0; i < n; i++) {
         const struct gguf_tensor_info *ti = gguf_tensor(m->gguf, i);
         struct mf_tensor *t = &m->tensors[m->n_tensors++];
-        t->name = strndup(ti->name.s, ti->name.len);
-        if (!t->name) return err_set(err, "%s: out of memory", path);
+        t->name = xstrndup(ti->name.s, ti->name.len);
         t->type = ti->type;
         t->n_dims = (int)ti->n_dims;
         memcpy(t->ne, ti->ne, sizeof t->ne);
@@ -265,9 +256,8 @@ static int add_st_tensor(struct model_file *m, const struct safetensors_tensor *
         return err_set(err, "%s: tensor '%s': %d dimensions (1 to 4 supported)", path,
                        st->name, st->n_dims);
     struct mf_tensor *t = &m->tensors[m->n_tensors++];
-    t->name = strdup(name);
-    t->src_name = strdup(st->name);
-    if (!t->name || !t->src_name) return err_set(err, "%s: out of memory", path);
+    t->name = xstrdup(name);
+    t->src_name = xstrdup(st->name);
     t->type = st->type;
     t->n_dims = st->n_dims;
     /* safetensors shapes are outermost first; GGUF ne[0] is the contiguous dimension. */
@@ -347,12 +337,7 @@ static int open_hf_index(struct model_file *m, const char *dir, const char *inde
                 err_set(err, "%s: more than %d shards", index_path, MF_MAX_FILES);
                 goto out;
             }
-            char **s = realloc(shards, (size_t)(n_shards + 1) * sizeof *s);
-            if (!s) {
-                err_set(err, "%s: out of memory", index_path);
-                goto out;
-            }
-            shards = s;
+            shards = xrealloc(shards, (size_t)(n_shards + 1) * sizeof *shards);
             shards[n_shards++] = e->valuestring;
         }
     }
@@ -389,8 +374,7 @@ out:
 
 static int open_hf(struct model_file *m, const char *dir, char *err) {
     char path[4096];
-    m->hf_dir = strdup(dir);
-    if (!m->hf_dir) return err_set(err, "out of memory");
+    m->hf_dir = xstrdup(dir);
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (hfconfig_load(&m->hp, path, err)) return -1;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
@@ -408,8 +392,7 @@ static int by_name_cmp(const void *a, const void *b, void *ctx) {
 }
 
 static int build_index(struct model_file *m, const char *path, char *err) {
-    m->by_name = malloc((m->n_tensors ? (size_t)m->n_tensors : 1) * sizeof *m->by_name);
-    if (!m->by_name) return err_set(err, "%s: out of memory", path);
+    m->by_name = xmalloc((m->n_tensors ? (size_t)m->n_tensors : 1) * sizeof *m->by_name);
     for (int i = 0; i < m->n_tensors; i++) m->by_name[i] = i;
     qsort_r(m->by_name, (size_t)m->n_tensors, sizeof *m->by_name, by_name_cmp, m->tensors);
     for (int i = 1; i < m->n_tensors; i++) {

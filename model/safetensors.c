@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 
 #define ST_MAX_TENSORS (1 << 20)
 #define ST_MAX_NAME 1024
@@ -57,8 +58,7 @@ static int parse_entry(struct safetensors_file *f, const cJSON *e,
         return err_set(err, "%s: tensor '%s': entry is not a JSON object", f->path, name);
     if (!name[0] || strlen(name) > ST_MAX_NAME)
         return err_set(err, "%s: tensor name '%.64s' is empty or too long", f->path, name);
-    t->name = strdup(name);
-    if (!t->name) return err_set(err, "%s: out of memory", f->path);
+    t->name = xstrdup(name);
 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     if (!cJSON_IsString(dt))
@@ -157,8 +157,7 @@ static int parse_header(struct safetensors_file *f, const char *json, uint64_t n
         if (!strcmp(f->tensors[i - 1].name, f->tensors[i].name))
             return err_set(err, "%s: duplicate tensor name '%s'", f->path, f->tensors[i].name);
     const struct safetensors_tensor **by_off =
-        malloc((f->n_tensors ? (size_t)f->n_tensors : 1) * sizeof *by_off);
-    if (!by_off) return err_set(err, "%s: out of memory", f->path);
+        xmalloc((f->n_tensors ? (size_t)f->n_tensors : 1) * sizeof *by_off);
     for (int i = 0; i < f->n_tensors; i++) by_off[i] = &f->tensors[i];
     qsort(by_off, (size_t)f->n_tensors, sizeof *by_off, off_cmp);
     const struct safetensors_tensor *prev = NULL;
@@ -192,16 +191,15 @@ static int check_len(struct safetensors_file *f, const uint8_t prefix[8], uint64
     return 0;
 }
 
-static int init(struct safetensors_file *f, const char *name, char *err) {
+static void init(struct safetensors_file *f, const char *name) {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    f->path = strdup(name);
-    return f->path ? 0 : err_set(err, "%s: out of memory", name);
+    f->path = xstrdup(name);
 }
 
 int safetensors_open_buf(struct safetensors_file *f, const void *data, size_t size,
                          const char *name, char *err) {
-    if (init(f, name, err)) return -1;
+    init(f, name);
     f->size = size;
     uint64_t n;
     if (size < 8) {
@@ -231,7 +229,7 @@ static int64_t pread_full(int fd, void *dst, uint64_t len, uint64_t off) {
 }
 
 int safetensors_open(struct safetensors_file *f, const char *path, char *err) {
-    if (init(f, path, err)) return -1;
+    init(f, path);
     char *json = NULL;
     uint8_t prefix[8];
     uint64_t n;

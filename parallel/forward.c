@@ -27,37 +27,72 @@ static void *regrow(struct backend *be, void *p, size_t bytes) {
 
 static int qkv_rows(const struct model *m) { return (m->sp.n_q + 2 * m->sp.n_kv) * m->hp.head_dim; }
 
+/* Bytes per row of each activation buffer: forward_prepare sizes the buffers with these and
+ * forward_activation_bytes sums them, so the memory plan is what forward allocates. */
+struct act_widths {
+    size_t x;      /* x, xb and y: [T][dim] */
+    size_t qkv;    /* [T][qkv rows] */
+    size_t att;    /* [T][wo_ncols] */
+    size_t gu, hb; /* [T][2 * n_ffn], [T][n_ffn] */
+    size_t idx;    /* tokens, seq_of, pos and out_rows: one int32 per token each */
+    size_t xo;     /* [n_out][dim] */
+    size_t logits; /* [n_out][n_vocab local] */
+};
+
+static struct act_widths act_widths(const struct model *m) {
+    const size_t f = sizeof(float);
+    struct act_widths w = {
+        .x = (size_t)m->hp.dim * f,
+        .qkv = (size_t)qkv_rows(m) * f,
+        .att = (size_t)m->sp.wo_ncols * f,
+        .gu = 2 * (size_t)m->sp.n_ffn * f,
+        .hb = (size_t)m->sp.n_ffn * f,
+        .idx = sizeof(int32_t),
+        .xo = (size_t)m->hp.dim * f,
+        .logits = (size_t)m->sp.n_vocab * f,
+    };
+    return w;
+}
+
+size_t forward_activation_bytes(const struct model *m, int max_tokens) {
+    const struct act_widths w = act_widths(m);
+    const size_t T = (size_t)(max_tokens > 0 ? max_tokens : 1);
+    /* every token may want logits; block_off and blocks are counted as one int32 per token */
+    return T * (3 * w.x + w.qkv + w.att + w.gu + w.hb + 4 * w.idx) + T * (w.xo + w.logits) +
+           T * 2 * sizeof(int32_t);
+}
+
 /* Sizes every activation buffer for the plan (regrowing only when a step is larger than
  * any before) and copies the plan's index arrays to the backend. */
 static void forward_prepare(struct model *m, struct forward_state *fs, const struct step_plan *p) {
     struct backend *be = m->be;
     const struct model_hparams *hp = &m->hp;
-    const struct shard_plan *sp = &m->sp;
-    size_t f = sizeof(float), i4 = sizeof(int32_t);
+    const struct act_widths w = act_widths(m);
+    size_t i4 = sizeof(int32_t);
     if (p->n_tokens > fs->cap_tokens) {
         size_t T = (size_t)p->n_tokens;
-        fs->x = regrow(be, fs->x, T * (size_t)hp->dim * f);
-        fs->xb = regrow(be, fs->xb, T * (size_t)hp->dim * f);
-        fs->y = regrow(be, fs->y, T * (size_t)hp->dim * f);
-        fs->qkv = regrow(be, fs->qkv, T * (size_t)qkv_rows(m) * f);
+        fs->x = regrow(be, fs->x, T * w.x);
+        fs->xb = regrow(be, fs->xb, T * w.x);
+        fs->y = regrow(be, fs->y, T * w.x);
+        fs->qkv = regrow(be, fs->qkv, T * w.qkv);
         /* zeroed once: the padding columns around this rank's heads stay zero */
-        fs->att = regrow(be, fs->att, T * (size_t)sp->wo_ncols * f);
-        fs->gu = regrow(be, fs->gu, T * 2 * (size_t)sp->n_ffn * f);
-        fs->hb = regrow(be, fs->hb, T * (size_t)sp->n_ffn * f);
-        fs->tokens = regrow(be, fs->tokens, T * i4);
-        fs->seq_of = regrow(be, fs->seq_of, T * i4);
-        fs->pos = regrow(be, fs->pos, T * i4);
-        fs->out_rows = regrow(be, fs->out_rows, T * i4);
+        fs->att = regrow(be, fs->att, T * w.att);
+        fs->gu = regrow(be, fs->gu, T * w.gu);
+        fs->hb = regrow(be, fs->hb, T * w.hb);
+        fs->tokens = regrow(be, fs->tokens, T * w.idx);
+        fs->seq_of = regrow(be, fs->seq_of, T * w.idx);
+        fs->pos = regrow(be, fs->pos, T * w.idx);
+        fs->out_rows = regrow(be, fs->out_rows, T * w.idx);
         fs->cap_tokens = p->n_tokens;
     }
     if (p->n_out > fs->cap_out) {
         size_t n = (size_t)p->n_out;
-        fs->xo = regrow(be, fs->xo, n * (size_t)hp->dim * f);
-        fs->logits_local = regrow(be, fs->logits_local, n * (size_t)sp->n_vocab * f);
+        fs->xo = regrow(be, fs->xo, n * w.xo);
+        fs->logits_local = regrow(be, fs->logits_local, n * w.logits);
         free(fs->host_local);
         free(fs->host_gather);
-        fs->host_local = xmalloc(n * (size_t)sp->n_vocab * f);
-        fs->host_gather = xmalloc(n * (size_t)hp->vocab_size * f);
+        fs->host_local = xmalloc(n * w.logits);
+        fs->host_gather = xmalloc(n * (size_t)hp->vocab_size * sizeof(float));
         fs->cap_out = p->n_out;
     }
     if (p->n_seqs + 1 > fs->cap_seqs) {

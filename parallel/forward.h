@@ -22,6 +22,9 @@ struct forward_state {
 
 void forward_state_init(struct forward_state *fs);
 void forward_state_free(struct forward_state *fs, struct backend *be);
+/* Backend bytes of the activation buffers for steps of up to max_tokens tokens, all of them
+ * wanting logits: what forward_state grows to (the memory plan counts it). */
+size_t forward_activation_bytes(const struct model *m, int max_tokens);
 /* logits (rank 0 only, may be NULL elsewhere): [plan->n_out][vocab] on the host. */
 void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, const struct step_plan *plan,
              struct comm *c, float *logits);

@@ -132,23 +132,8 @@ static float *load_vec(struct loader *L, const char *name, int len) {
     return d;
 }
 
-/* Rotary frequencies: theta^(-2i/d), divided by per-dimension factors where the file
- * carries them (GGUF rope_freqs, llama3 scaling) or computed from the HF llama3 rule. */
-static int load_inv_freq(struct loader *L) {
-    const struct model_hparams *hp = &L->m->hp;
-    int half = hp->head_dim / 2;
-    float *f = xmalloc(sizeof(float) * (size_t)half);
-    float *factors = NULL;
-    const struct mf_tensor *rf = modelfile_find(&L->mf, "rope_freqs.weight");
-    if (rf) {
-        factors = xmalloc(sizeof(float) * (size_t)half);
-        if (read_vec(L, rf, half, 0, half, factors)) {
-            free(f);
-            free(factors);
-            return -1;
-        }
-    }
-    for (int i = 0; i < half; i++) {
+void model_inv_freq(const struct model_hparams *hp, const float *factors, float *out) {
+    for (int i = 0; i < hp->head_dim / 2; i++) {
         double inv = pow((double)hp->rope_theta, -2.0 * i / hp->head_dim);
         if (factors) {
             inv /= factors[i];
@@ -164,8 +149,26 @@ static int load_inv_freq(struct loader *L) {
                 inv = (1 - smooth) * inv / hp->rope_factor + smooth * inv;
             }
         }
-        f[i] = (float)inv;
+        out[i] = (float)inv;
     }
+}
+
+/* The rotary table, with the file's per-dimension factors (GGUF rope_freqs) when it has them. */
+static int load_inv_freq(struct loader *L) {
+    const struct model_hparams *hp = &L->m->hp;
+    int half = hp->head_dim / 2;
+    float *f = xmalloc(sizeof(float) * (size_t)half);
+    float *factors = NULL;
+    const struct mf_tensor *rf = modelfile_find(&L->mf, "rope_freqs.weight");
+    if (rf) {
+        factors = xmalloc(sizeof(float) * (size_t)half);
+        if (read_vec(L, rf, half, 0, half, factors)) {
+            free(f);
+            free(factors);
+            return -1;
+        }
+    }
+    model_inv_freq(hp, factors, f);
     L->m->inv_freq = upload_host(L, f, sizeof(float) * (size_t)half);
     free(f);
     free(factors);

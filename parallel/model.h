@@ -40,5 +40,9 @@ struct model {
 
 int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, char *err);
 void model_free(struct model *m);
+/* Rotary frequencies theta^(-2i/d), i < head_dim/2, into out: divided by factors[i] when
+ * the file carries them (GGUF rope_freqs, NULL otherwise), else scaled by the HF llama3
+ * rule when hp asks for it. Shared by loaded and synthetic models. */
+void model_inv_freq(const struct model_hparams *hp, const float *factors, float *out);
 
 #endif

@@ -8,6 +8,7 @@
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/half.h"
+#include "forward.h"
 
 struct geometry {
     const char *name;
@@ -66,12 +67,6 @@ static uint32_t rnd(struct synth *s) {
 
 static float rnd_uniform(struct synth *s, float a) { return a * ((float)(rnd(s) & 0xffffff) / 8388608.0f - 1.0f); }
 
-static uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
 static struct pool *pool_for(struct synth *s, int cols) {
     for (int i = 0; i < N_POOLS; i++)
         if (s->pools[i].data && s->pools[i].cols == cols) return &s->pools[i];
@@ -102,7 +97,7 @@ static struct pool *pool_for(struct synth *s, int cols) {
     } else {
         for (size_t i = 0; i < p->bytes / 2; i++) {
             float v = rnd_uniform(s, a);
-            uint16_t h = s->type == DT_F16 ? f32_to_f16(v) : to_bf16(v);
+            uint16_t h = s->type == DT_F16 ? f32_to_f16(v) : f32_to_bf16(v);
             memcpy(p->data + 2 * i, &h, 2);
         }
     }
@@ -141,27 +136,12 @@ static float *make_vec(struct synth *s, int n, float value, float jitter) {
     return d;
 }
 
-/* The rotary table of model.c's load_inv_freq, llama3 rule included. */
+/* The rotary table, as a loaded model without rope_freqs gets it. */
 static float *make_inv_freq(struct synth *s) {
     const struct model_hparams *hp = &s->m->hp;
     int half = hp->head_dim / 2;
     float *f = xmalloc(sizeof(float) * (size_t)half);
-    for (int i = 0; i < half; i++) {
-        double inv = pow((double)hp->rope_theta, -2.0 * i / hp->head_dim);
-        if (hp->rope_scaling_llama3) {
-            double lo_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
-            double hi_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
-            double wl = 2 * M_PI / inv;
-            if (wl > lo_wl) {
-                inv /= hp->rope_factor;
-            } else if (wl >= hi_wl) {
-                double smooth = (hp->rope_orig_ctx / wl - hp->rope_low_freq_factor) /
-                                (hp->rope_high_freq_factor - hp->rope_low_freq_factor);
-                inv = (1 - smooth) * inv / hp->rope_factor + smooth * inv;
-            }
-        }
-        f[i] = (float)inv;
-    }
+    model_inv_freq(hp, NULL, f);
     struct backend *be = s->m->be;
     float *d = be->alloc(be->ctx, sizeof(float) * (size_t)half);
     be->upload(be->ctx, d, f, sizeof(float) * (size_t)half);
@@ -239,9 +219,7 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     out->weights = m->weight_bytes;
     out->kv_per_token = 2 * (size_t)hp->n_layers * (size_t)sp->n_kv * (size_t)hp->head_dim * (kv_type == DT_F32 ? 4 : 2);
     out->kv = out->kv_per_token * (size_t)(kv_tokens > 0 ? kv_tokens : 0);
-    const size_t qkv = (size_t)(sp->n_q + 2 * sp->n_kv) * (size_t)hp->head_dim;
-    out->activations = T * f * (3 * (size_t)hp->dim + qkv + (size_t)sp->wo_ncols + 3 * (size_t)sp->n_ffn) +
-                       T * f * ((size_t)hp->dim + (size_t)sp->n_vocab) + T * 6 * sizeof(int32_t);
+    out->activations = forward_activation_bytes(m, max_tokens);
     /* the largest scratch an op asks for: 16-bit activations of the widest matrix input, or
      * the decode attention's split partials; plus what cuBLAS keeps for itself */
     size_t widest = (size_t)hp->dim > (size_t)sp->n_ffn ? (size_t)hp->dim : (size_t)sp->n_ffn;

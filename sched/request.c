@@ -1,21 +1,16 @@
 #include "request.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "../util/clock.h"
 #include "../util/fatal.h"
 
 struct gen_request *req_new(void) {
     struct gen_request *r = xcalloc(1, sizeof *r);
     pthread_mutex_init(&r->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&r->cv);
     atomic_init(&r->refs, 1);
     r->sp = sampling_defaults();
     return r;
@@ -42,9 +37,7 @@ void req_push(struct gen_request *r, const struct token_event *ev) {
     pthread_mutex_lock(&r->mu);
     if (r->n_events == r->cap_events) {
         int cap = r->cap_events ? 2 * r->cap_events : 16;
-        struct token_event *e = realloc(r->events, sizeof *e * (size_t)cap);
-        if (!e) FATAL("out of memory for request events");
-        r->events = e;
+        r->events = xrealloc(r->events, sizeof *r->events * (size_t)cap);
         r->cap_events = cap;
     }
     r->events[r->n_events++] = *ev;
@@ -61,15 +54,7 @@ void req_finish(struct gen_request *r, enum finish_reason why) {
 
 int req_wait(struct gen_request *r, int seen, struct token_event *out, int max, double timeout_s,
              enum finish_reason *finish) {
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    double whole = floor(timeout_s);
-    dl.tv_sec += (time_t)whole;
-    dl.tv_nsec += (long)((timeout_s - whole) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
+    struct timespec dl = clock_deadline(timeout_s);
     pthread_mutex_lock(&r->mu);
     while (r->n_events <= seen && r->finish == FINISH_NONE)
         if (pthread_cond_timedwait(&r->cv, &r->mu, &dl) == ETIMEDOUT) break;

@@ -10,6 +10,7 @@
 
 #include "../tokenizer/detok.h"
 #include "../tokenizer/tokenizer.h"
+#include "../util/clock.h"
 #include "../util/fatal.h"
 #include "api_stop.h"
 #include "../sched/scheduler.h"
@@ -43,18 +44,12 @@ struct api_gen {
     struct gen_choice c[API_MAX_N];
 };
 
-static double now_mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void make_id(char *out, size_t n, const char *prefix) {
     uint64_t r[2];
     if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
         static atomic_ulong ctr;
         r[0] = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
-        r[1] = atomic_fetch_add(&ctr, 1) + (uint64_t)now_mono();
+        r[1] = atomic_fetch_add(&ctr, 1) + (uint64_t)clock_now();
     }
     snprintf(out, n, "%s-%016llx%016llx", prefix, (unsigned long long)r[0], (unsigned long long)r[1]);
 }
@@ -109,7 +104,7 @@ static struct gen_request *make_request(const struct api_params *p, int i) {
         memcpy(r->sp.logit_bias_ids, p->sp.logit_bias_ids, sizeof(int32_t) * k);
         memcpy(r->sp.logit_bias, p->sp.logit_bias, sizeof(float) * k);
     }
-    r->t_submit = now_mono();
+    r->t_submit = clock_now();
     return r;
 }
 
@@ -121,8 +116,7 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
     g->tok = tok;
     g->p = *p;
     memset(p, 0, sizeof *p);
-    g->model = strdup(model_name ? model_name : "tpd");
-    if (!g->model) FATAL("out of memory");
+    g->model = xstrdup(model_name ? model_name : "tpd");
     g->created = (long)time(NULL);
     make_id(g->id, sizeof g->id, g->p.kind == API_CHAT ? "chatcmpl" : "cmpl");
     for (int i = 0; i < g->p.n; i++) {
@@ -161,15 +155,13 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
 /* ---- logprobs ---- */
 
 static cJSON *token_string(const struct tokenizer *t, int32_t id) {
-    size_t n = 0, len = 0, cap = 0;
+    size_t n = 0;
     const char *b = tokenizer_token_bytes(t, id, &n);
-    char *s = NULL;
-    if (!b || utf8_lossy_append((const uint8_t *)b, n, &s, &len, &cap)) {
-        free(s);
-        return cJSON_CreateString("");
-    }
-    cJSON *j = cJSON_CreateString(s ? s : "");
-    free(s);
+    if (!b) return cJSON_CreateString("");
+    struct sbuf s = {0};
+    utf8_lossy_append((const uint8_t *)b, n, &s);
+    cJSON *j = cJSON_CreateString(s.p ? s.p : "");
+    sbuf_free(&s);
     return j;
 }
 

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/fatal.h"
 
 void stop_init(struct stop_matcher *m, const char *const *stops, int n_stops) {
     memset(m, 0, sizeof *m);
@@ -13,7 +12,7 @@ void stop_init(struct stop_matcher *m, const char *const *stops, int n_stops) {
 }
 
 void stop_free(struct stop_matcher *m) {
-    free(m->held);
+    sbuf_free(&m->held);
     memset(m, 0, sizeof *m);
     m->matched = -1;
 }
@@ -34,16 +33,7 @@ int stop_feed(struct stop_matcher *m, const char *s, size_t n, struct sbuf *out)
         sbuf_add(out, s, n);
         return 0;
     }
-    if (m->n_held + n + 1 > m->cap_held) {
-        size_t cap = m->cap_held ? m->cap_held : 64;
-        while (cap < m->n_held + n + 1) cap *= 2;
-        char *p = realloc(m->held, cap);
-        if (!p) FATAL("out of memory for stop-string matching");
-        m->held = p;
-        m->cap_held = cap;
-    }
-    memcpy(m->held + m->n_held, s, n);
-    m->n_held += n;
+    sbuf_add(&m->held, s, n);
     /* The stop that completes first wins, as generation would have stopped there
      * (whatever text came in the same piece); of those ending at the same byte, the one
      * starting earliest. This makes the result independent of how text is cut into
@@ -51,9 +41,9 @@ int stop_feed(struct stop_matcher *m, const char *s, size_t n, struct sbuf *out)
     size_t best = (size_t)-1, best_end = (size_t)-1;
     for (int i = 0; i < m->n_stops; i++) {
         size_t sl = strlen(m->stops[i]);
-        const char *hit = memmem(m->held, m->n_held, m->stops[i], sl);
+        const char *hit = memmem(m->held.p, m->held.len, m->stops[i], sl);
         if (!hit) continue;
-        size_t at = (size_t)(hit - m->held);
+        size_t at = (size_t)(hit - m->held.p);
         if (at + sl < best_end || (at + sl == best_end && at < best)) {
             best = at;
             best_end = at + sl;
@@ -61,22 +51,22 @@ int stop_feed(struct stop_matcher *m, const char *s, size_t n, struct sbuf *out)
         }
     }
     if (m->matched >= 0) {
-        sbuf_add(out, m->held, best);
-        m->n_held = 0;
+        sbuf_add(out, m->held.p, best);
+        m->held.len = 0;
         return 1;
     }
     size_t keep = 0;
     for (int i = 0; i < m->n_stops; i++) {
-        size_t k = partial_suffix(m->held, m->n_held, m->stops[i], strlen(m->stops[i]));
+        size_t k = partial_suffix(m->held.p, m->held.len, m->stops[i], strlen(m->stops[i]));
         if (k > keep) keep = k;
     }
-    sbuf_add(out, m->held, m->n_held - keep);
-    memmove(m->held, m->held + m->n_held - keep, keep);
-    m->n_held = keep;
+    sbuf_add(out, m->held.p, m->held.len - keep);
+    memmove(m->held.p, m->held.p + m->held.len - keep, keep);
+    m->held.len = keep;
     return 0;
 }
 
 void stop_flush(struct stop_matcher *m, struct sbuf *out) {
-    if (m->matched < 0) sbuf_add(out, m->held, m->n_held);
-    m->n_held = 0;
+    if (m->matched < 0) sbuf_add(out, m->held.p, m->held.len);
+    m->held.len = 0;
 }

@@ -7,13 +7,13 @@
 
 #include <stddef.h>
 
+#include "../util/sbuf.h"
 #include "api.h"
 
 struct stop_matcher {
     const char *const *stops; /* borrowed; non-empty strings */
     int n_stops;
-    char *held;               /* text not released yet: a possible start of a stop */
-    size_t n_held, cap_held;
+    struct sbuf held;         /* text not released yet: a possible start of a stop */
     int matched;              /* index of the stop string found, or -1 */
 };
 

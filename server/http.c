@@ -434,12 +434,6 @@ static enum MHD_Result h_detokenize(struct conn *c, struct MHD_Connection *mc) {
     return reply_json(c, mc, 200, o);
 }
 
-static double now_mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Healthy means the engine steps: the loop ran recently and is not draining. */
 static enum MHD_Result h_health(struct conn *c, struct MHD_Connection *mc) {
     char why[256];
@@ -685,8 +679,8 @@ void http_free(struct http_server *h) {
     /* the scheduler has finished every request, but the last events (finish_reason,
      * usage, [DONE]) or a whole non-streamed body may still be on their way out: let
      * them go before connections are cut */
-    double deadline = now_mono() + FLUSH_GRACE_S;
-    while (atomic_load(&h->active) > 0 && now_mono() < deadline) {
+    double deadline = clock_now() + FLUSH_GRACE_S;
+    while (atomic_load(&h->active) > 0 && clock_now() < deadline) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

@@ -3,18 +3,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/fatal.h"
 #include "../util/utf8.h"
 
-int idbuf_push(struct idbuf *b, int32_t id) {
+void idbuf_push(struct idbuf *b, int32_t id) {
     if (b->n == b->cap) {
         size_t c = b->cap ? b->cap * 2 : 64;
-        int32_t *p = realloc(b->v, c * sizeof(*p));
-        if (!p) return -1;
-        b->v = p;
+        b->v = xrealloc(b->v, c * sizeof(*b->v));
         b->cap = c;
     }
     b->v[b->n++] = id;
-    return 0;
 }
 
 void idbuf_free(struct idbuf *b) {
@@ -44,10 +42,8 @@ struct bpe_cache {
 };
 
 struct bpe_cache *bpe_cache_new(void) {
-    struct bpe_cache *c = calloc(1, sizeof(*c));
-    if (!c) return NULL;
-    c->slots = calloc(CACHE_SLOTS, sizeof(*c->slots));
-    if (!c->slots) { free(c); return NULL; }
+    struct bpe_cache *c = xcalloc(1, sizeof(*c));
+    c->slots = xcalloc(CACHE_SLOTS, sizeof(*c->slots));
     return c;
 }
 
@@ -84,17 +80,13 @@ static void cache_put(struct bpe_cache *c, uint64_t h, const char *s, size_t n,
     if (c->keys_len + n > c->keys_cap) {
         size_t cap = c->keys_cap ? c->keys_cap * 2 : 1 << 16;
         while (cap < c->keys_len + n) cap *= 2;
-        char *p = realloc(c->keys, cap);
-        if (!p) return;
-        c->keys = p;
+        c->keys = xrealloc(c->keys, cap);
         c->keys_cap = cap;
     }
     if (c->ids_len + n_ids > c->ids_cap) {
         size_t cap = c->ids_cap ? c->ids_cap * 2 : 1 << 14;
         while (cap < c->ids_len + n_ids) cap *= 2;
-        int32_t *p = realloc(c->ids, cap * sizeof(*p));
-        if (!p) return;
-        c->ids = p;
+        c->ids = xrealloc(c->ids, cap * sizeof(*c->ids));
         c->ids_cap = cap;
     }
     uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
@@ -131,12 +123,10 @@ struct heap {
     size_t n, cap;
 };
 
-static int heap_push(struct heap *h, struct cand c) {
+static void heap_push(struct heap *h, struct cand c) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
-        struct cand *p = realloc(h->v, cap * sizeof(*p));
-        if (!p) return -1;
-        h->v = p;
+        h->v = xrealloc(h->v, cap * sizeof(*h->v));
         h->cap = cap;
     }
     size_t i = h->n++;
@@ -147,7 +137,6 @@ static int heap_push(struct heap *h, struct cand c) {
         i = p;
     }
     h->v[i] = c;
-    return 0;
 }
 
 static struct cand heap_pop(struct heap *h) {
@@ -167,14 +156,14 @@ static struct cand heap_pop(struct heap *h) {
 }
 
 /* Ranked: key = rank << 32 | left position, so ties go to the leftmost pair. */
-static int queue_ranked(const struct vocab *v, struct heap *h, const struct sym *s, int32_t l,
-                        int32_t r) {
-    if (l < 0 || r < 0) return 0;
+static void queue_ranked(const struct vocab *v, struct heap *h, const struct sym *s, int32_t l,
+                         int32_t r) {
+    if (l < 0 || r < 0) return;
     uint32_t res;
     uint32_t rank = vocab_merge_find(v, (uint32_t)s[l].id, (uint32_t)s[r].id, &res);
-    if (rank == UINT32_MAX) return 0;
+    if (rank == UINT32_MAX) return;
     struct cand c = {((uint64_t)rank << 32) | (uint32_t)l, l, r, 0};
-    return heap_push(h, c);
+    heap_push(h, c);
 }
 
 /* Order-preserving map of a float to an unsigned key (larger score -> smaller key). */
@@ -186,19 +175,19 @@ static uint32_t score_key(float f) {
 }
 
 /* Scored: the pair is a candidate if its text is a token; highest score, then leftmost. */
-static int queue_scored(const struct vocab *v, struct heap *h, const struct sym *s,
-                        const char *text, int32_t l, int32_t r) {
-    if (l < 0 || r < 0) return 0;
+static void queue_scored(const struct vocab *v, struct heap *h, const struct sym *s,
+                         const char *text, int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return;
     uint32_t size = s[l].n + s[r].n;
     int32_t id = vocab_find(v, text + s[l].off, size);
-    if (id < 0) return 0;
+    if (id < 0) return;
     float sc = v->score ? v->score[id] : 0.0f;
     struct cand c = {((uint64_t)score_key(sc) << 32) | (uint32_t)l, l, r, size};
-    return heap_push(h, c);
+    heap_push(h, c);
 }
 
-static int emit_bytes(const struct vocab *v, const struct bpe_opts *o, const char *s, size_t n,
-                      struct idbuf *out, int *prev_unk) {
+static void emit_bytes(const struct vocab *v, const struct bpe_opts *o, const char *s, size_t n,
+                       struct idbuf *out, int *prev_unk) {
     for (size_t i = 0; i < n; i++) {
         int32_t id = v->byte_fallback[(uint8_t)s[i]];
         if (id < 0) {
@@ -209,20 +198,18 @@ static int emit_bytes(const struct vocab *v, const struct bpe_opts *o, const cha
         } else {
             *prev_unk = 0;
         }
-        if (idbuf_push(out, id)) return -1;
+        idbuf_push(out, id);
     }
-    return 0;
 }
 
-static int encode_word(const struct vocab *v, const struct bpe_opts *o, const char *s, size_t n,
-                       struct idbuf *out) {
+static void encode_word(const struct vocab *v, const struct bpe_opts *o, const char *s, size_t n,
+                        struct idbuf *out) {
     if (o->ignore_merges) {
         int32_t id = -1;
         if (o->byte_level) {
             /* the vocabulary spells the word in the GPT-2 alphabet */
             char stackbuf[256] = {0};
-            char *m = n * 2 <= sizeof(stackbuf) ? stackbuf : calloc(n, 2);
-            if (!m) return -1;
+            char *m = n * 2 <= sizeof(stackbuf) ? stackbuf : xcalloc(n, 2);
             size_t ml = 0;
             for (size_t i = 0; i < n; i++)
                 ml += utf8_encode(utf8_byte_to_cp((uint8_t)s[i]), (uint8_t *)m + ml);
@@ -231,14 +218,15 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
         } else {
             id = vocab_find(v, s, n);
         }
-        if (id >= 0) return idbuf_push(out, id);
+        if (id >= 0) {
+            idbuf_push(out, id);
+            return;
+        }
     }
 
     struct sym stack_syms[64];
-    struct sym *sy = n <= 64 ? stack_syms : malloc(n * sizeof(*sy));
-    if (!sy) return -1;
+    struct sym *sy = n <= 64 ? stack_syms : xmalloc(n * sizeof(*sy));
     int32_t ns = 0;
-    int rc = -1;
     struct heap h = {0};
 
     /* Initial symbols: bytes (byte-level) or UTF-8 characters. In ranked mode a character
@@ -299,9 +287,8 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
     }
 
     for (int32_t i = 0; i + 1 < ns; i++)
-        if ((o->scored ? queue_scored(v, &h, sy, s, i, i + 1)
-                       : queue_ranked(v, &h, sy, i, i + 1)))
-            goto done;
+        if (o->scored) queue_scored(v, &h, sy, s, i, i + 1);
+        else queue_ranked(v, &h, sy, i, i + 1);
 
     while (h.n) {
         struct cand c = heap_pop(&h);
@@ -320,12 +307,11 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
         L->next = R->next;
         if (R->next >= 0) sy[R->next].prev = c.left;
         if (o->scored) {
-            if (queue_scored(v, &h, sy, s, L->prev, c.left) ||
-                queue_scored(v, &h, sy, s, c.left, L->next))
-                goto done;
+            queue_scored(v, &h, sy, s, L->prev, c.left);
+            queue_scored(v, &h, sy, s, c.left, L->next);
         } else {
-            if (queue_ranked(v, &h, sy, L->prev, c.left) || queue_ranked(v, &h, sy, c.left, L->next))
-                goto done;
+            queue_ranked(v, &h, sy, L->prev, c.left);
+            queue_ranked(v, &h, sy, c.left, L->next);
         }
     }
 
@@ -334,35 +320,34 @@ static int encode_word(const struct vocab *v, const struct bpe_opts *o, const ch
         if (o->scored) {
             int32_t id = vocab_find(v, s + sy[i].off, sy[i].n);
             if (id >= 0) {
-                if (idbuf_push(out, id)) goto done;
+                idbuf_push(out, id);
                 prev_unk = 0;
-            } else if (emit_bytes(v, o, s + sy[i].off, sy[i].n, out, &prev_unk)) {
-                goto done;
+            } else {
+                emit_bytes(v, o, s + sy[i].off, sy[i].n, out, &prev_unk);
             }
         } else {
-            if (idbuf_push(out, sy[i].id)) goto done;
+            idbuf_push(out, sy[i].id);
         }
     }
-    rc = 0;
-done:
     free(h.v);
     if (sy != stack_syms) free(sy);
-    return rc;
 }
 
-int bpe_encode(const struct vocab *v, const struct bpe_opts *o, struct bpe_cache *cache,
-               const char *s, size_t n, struct idbuf *out) {
-    if (n == 0) return 0;
-    if (!cache || n > CACHE_MAX_PIECE) return encode_word(v, o, s, n, out);
+void bpe_encode(const struct vocab *v, const struct bpe_opts *o, struct bpe_cache *cache,
+                const char *s, size_t n, struct idbuf *out) {
+    if (n == 0) return;
+    if (!cache || n > CACHE_MAX_PIECE) {
+        encode_word(v, o, s, n, out);
+        return;
+    }
     uint64_t h = vocab_hash(s, n);
     const struct cache_entry *e = cache_get(cache, h, s, n);
     if (e) {
         for (uint32_t i = 0; i < e->n_ids; i++)
-            if (idbuf_push(out, cache->ids[e->ids + i])) return -1;
-        return 0;
+            idbuf_push(out, cache->ids[e->ids + i]);
+        return;
     }
     size_t before = out->n;
-    if (encode_word(v, o, s, n, out)) return -1;
+    encode_word(v, o, s, n, out);
     if (out->n > before) cache_put(cache, h, s, n, out->v + before, out->n - before);
-    return 0;
 }

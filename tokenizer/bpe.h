@@ -15,7 +15,7 @@ struct idbuf {
     int32_t *v;
     size_t n, cap;
 };
-int idbuf_push(struct idbuf *b, int32_t id);
+void idbuf_push(struct idbuf *b, int32_t id);
 void idbuf_free(struct idbuf *b);
 
 struct bpe_opts {
@@ -31,8 +31,8 @@ struct bpe_cache;
 struct bpe_cache *bpe_cache_new(void);
 void bpe_cache_free(struct bpe_cache *c);
 
-/* Appends the ids of piece s[0..n) to out. cache may be NULL. Returns 0 or -1 (no memory). */
-int bpe_encode(const struct vocab *v, const struct bpe_opts *o, struct bpe_cache *cache,
-               const char *s, size_t n, struct idbuf *out);
+/* Appends the ids of piece s[0..n) to out. cache may be NULL. */
+void bpe_encode(const struct vocab *v, const struct bpe_opts *o, struct bpe_cache *cache,
+                const char *s, size_t n, struct idbuf *out);
 
 #endif

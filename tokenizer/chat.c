@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../jinja/jinja.h"
 #include "tokenizer.h"
 
@@ -16,12 +17,8 @@ int chat_template_load(struct chat_template *ct, const struct tokenizer *t, cons
     if (!src) src = t ? t->chat_template : NULL;
     if (!src) return err_set(err, "the model has no chat template");
     if (jinja_load(&ct->tpl, src, strlen(src), err)) return -1;
-    ct->bos = strdup(t && t->bos_text ? t->bos_text : "");
-    ct->eos = strdup(t && t->eos_text ? t->eos_text : "");
-    if (!ct->bos || !ct->eos) {
-        chat_template_free(ct);
-        return err_set(err, "out of memory");
-    }
+    ct->bos = xstrdup(t && t->bos_text ? t->bos_text : "");
+    ct->eos = xstrdup(t && t->eos_text ? t->eos_text : "");
     return 0;
 }
 

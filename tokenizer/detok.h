@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../util/sbuf.h"
+
 struct tokenizer;
 
 struct detok {
@@ -17,13 +19,12 @@ struct detok {
     int started;        /* some byte has been produced (the leading-space strip is done) */
     uint8_t pend[4];    /* incomplete UTF-8 tail held back */
     size_t n_pend;
-    char *out;          /* buffer returned by push/flush */
-    size_t out_len, out_cap;
+    struct sbuf out;    /* buffer returned by push/flush */
 };
 
 void detok_init(struct detok *d, const struct tokenizer *t, int flags);
 /* Returns the text token id makes final (possibly empty; valid until the next call), or
- * NULL on error (id out of range, no memory). *len is its length. */
+ * NULL when id is out of range. *len is its length. */
 const char *detok_push(struct detok *d, int32_t id, size_t *len);
 /* End of stream: returns what was held back (an incomplete sequence becomes U+FFFD). */
 const char *detok_flush(struct detok *d, size_t *len);

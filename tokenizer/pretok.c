@@ -7,17 +7,15 @@
 #include <utf8proc.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/utf8.h"
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
+static void grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return;
     size_t c = *cap ? *cap : 64;
     while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
+    *p = xrealloc(*p, c * elem);
     *cap = c;
-    return 0;
 }
 
 static pcre2_code *compile(const char *pattern, size_t len, char *err) {
@@ -37,10 +35,8 @@ static pcre2_code *compile(const char *pattern, size_t len, char *err) {
     return re;
 }
 
-static struct pt_step *new_step(struct pretok *pt, char *err) {
-    struct pt_step *s = realloc(pt->steps, (pt->n_steps + 1) * sizeof(*s));
-    if (!s) { err_set(err, "out of memory"); return NULL; }
-    pt->steps = s;
+static struct pt_step *new_step(struct pretok *pt) {
+    struct pt_step *s = pt->steps = xrealloc(pt->steps, (pt->n_steps + 1) * sizeof(*s));
     memset(&s[pt->n_steps], 0, sizeof(*s));
     return &s[pt->n_steps++];
 }
@@ -49,8 +45,7 @@ int pretok_add_regex(struct pretok *pt, const char *pattern, size_t len, enum pt
                      int invert, char *err) {
     pcre2_code *re = compile(pattern, len, err);
     if (!re) return -1;
-    struct pt_step *s = new_step(pt, err);
-    if (!s) { pcre2_code_free(re); return -1; }
+    struct pt_step *s = new_step(pt);
     s->kind = PT_SPLIT_REGEX;
     s->re = re;
     s->behavior = b;
@@ -58,19 +53,11 @@ int pretok_add_regex(struct pretok *pt, const char *pattern, size_t len, enum pt
     return 0;
 }
 
-static char *dup_mem(const char *s, size_t n) {
-    char *c = malloc(n + 1);
-    if (c) { memcpy(c, s, n); c[n] = 0; }
-    return c;
-}
-
 int pretok_add_literal(struct pretok *pt, const char *lit, size_t len, enum pt_behavior b,
                        int invert, char *err) {
     if (len == 0) return err_set(err, "empty split pattern");
-    char *c = dup_mem(lit, len);
-    if (!c) return err_set(err, "out of memory");
-    struct pt_step *s = new_step(pt, err);
-    if (!s) { free(c); return -1; }
+    char *c = xstrndup(lit, len);
+    struct pt_step *s = new_step(pt);
     s->kind = PT_SPLIT_LITERAL;
     s->lit = c;
     s->lit_len = len;
@@ -82,10 +69,8 @@ int pretok_add_literal(struct pretok *pt, const char *lit, size_t len, enum pt_b
 int pretok_add_metaspace(struct pretok *pt, const char *repl, size_t len, enum pt_prepend p,
                          int split, char *err) {
     if (len == 0 || len > 4) return err_set(err, "bad Metaspace replacement");
-    char *c = dup_mem(repl, len);
-    if (!c) return err_set(err, "out of memory");
-    struct pt_step *s = new_step(pt, err);
-    if (!s) { free(c); return -1; }
+    char *c = xstrndup(repl, len);
+    struct pt_step *s = new_step(pt);
     s->kind = PT_METASPACE;
     s->lit = c;
     s->lit_len = len;
@@ -95,16 +80,14 @@ int pretok_add_metaspace(struct pretok *pt, const char *repl, size_t len, enum p
 }
 
 int pretok_add_norm(struct pretok *pt, const struct nm_step *step, const char *regex, char *err) {
-    struct nm_step *n = realloc(pt->nm, (pt->n_nm + 1) * sizeof(*n));
-    if (!n) return err_set(err, "out of memory");
-    pt->nm = n;
+    struct nm_step *n = pt->nm = xrealloc(pt->nm, (pt->n_nm + 1) * sizeof(*n));
     struct nm_step *d = &n[pt->n_nm];
     *d = *step;
     d->re = NULL;
     d->pat = d->with = NULL;
     if (regex && !(d->re = compile(regex, strlen(regex), err))) return -1;
-    if (step->pat && !(d->pat = dup_mem(step->pat, step->pat_len))) return err_set(err, "out of memory");
-    if (step->with && !(d->with = dup_mem(step->with, step->with_len))) return err_set(err, "out of memory");
+    if (step->pat) d->pat = xstrndup(step->pat, step->pat_len);
+    if (step->with) d->with = xstrndup(step->with, step->with_len);
     pt->n_nm++;
     return 0;
 }
@@ -135,12 +118,11 @@ void pt_work_free(struct pt_work *w) {
 
 /* ---- normalizers: rewrite w->buf[0..len) into buf2, then swap ---- */
 
-static int out_bytes(struct pt_work *w, const void *s, size_t n) {
-    if (n == 0) return 0;
-    if (grow((void **)&w->buf2, &w->cap2, w->len2 + n + 1, 1)) return -1;
+static void out_bytes(struct pt_work *w, const void *s, size_t n) {
+    if (n == 0) return;
+    grow((void **)&w->buf2, &w->cap2, w->len2 + n + 1, 1);
     memcpy(w->buf2 + w->len2, s, n);
     w->len2 += n;
-    return 0;
 }
 
 static void swap_bufs(struct pt_work *w) {
@@ -157,9 +139,8 @@ static int is_ws(uint32_t c) {
            c == 0x205F || c == 0x3000;
 }
 
-static int ensure_md(struct pt_work *w) {
-    if (!w->md && !(w->md = pcre2_match_data_create(4, NULL))) return -1;
-    return 0;
+static void ensure_md(struct pt_work *w) {
+    if (!w->md && !(w->md = pcre2_match_data_create(4, NULL))) FATAL("out of memory for regex match data");
 }
 
 static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
@@ -174,9 +155,8 @@ static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
         utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)w->buf, (utf8proc_ssize_t)w->len,
                                           &o, (utf8proc_option_t)opt);
         if (r < 0) { free(o); return err_set(err, "normalize: %s", utf8proc_errmsg(r)); }
-        int rc = out_bytes(w, o, (size_t)r);
+        out_bytes(w, o, (size_t)r);
         free(o);
-        if (rc) return err_set(err, "out of memory");
         break;
     }
     case NM_LOWERCASE:
@@ -186,14 +166,14 @@ static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
             uint8_t u[4];
             uint32_t cp = l > 1 || (uint8_t)w->buf[i] < 0x80 ? utf8_decode((const uint8_t *)w->buf + i, l) : 0xFFFD;
             cp = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
-            if (out_bytes(w, u, utf8_encode(cp, u))) return err_set(err, "out of memory");
+            out_bytes(w, u, utf8_encode(cp, u));
             i += l;
         }
         break;
     case NM_PREPEND:
         if (w->len == 0) return 0; /* HF prepends only to non-empty text */
-        if (out_bytes(w, st->with, st->with_len) || out_bytes(w, w->buf, w->len))
-            return err_set(err, "out of memory");
+        out_bytes(w, st->with, st->with_len);
+        out_bytes(w, w->buf, w->len);
         break;
     case NM_STRIP: {
         size_t a = 0, b = w->len;
@@ -209,13 +189,13 @@ static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
             if (!l || !is_ws(utf8_decode((const uint8_t *)w->buf + k, l))) break;
             b = k;
         }
-        if (out_bytes(w, w->buf + a, b - a)) return err_set(err, "out of memory");
+        out_bytes(w, w->buf + a, b - a);
         break;
     }
     case NM_REPLACE: {
         size_t i = 0;
         if (st->re) {
-            if (ensure_md(w)) return err_set(err, "out of memory");
+            ensure_md(w);
             pcre2_match_data *md = w->md;
             while (i <= w->len) {
                 int rc = pcre2_match(st->re, (PCRE2_SPTR)w->buf, w->len, i, 0, md, NULL);
@@ -223,14 +203,14 @@ static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
                 PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
                 if (ov[1] == ov[0]) { /* empty match: step over one character */
                     size_t l = ov[0] < w->len ? utf8_lead_len((uint8_t)w->buf[ov[0]]) : 1;
-                    if (out_bytes(w, w->buf + i, ov[0] - i) || out_bytes(w, st->with, st->with_len) ||
-                        (ov[0] < w->len && out_bytes(w, w->buf + ov[0], l)))
-                        return err_set(err, "out of memory");
+                    out_bytes(w, w->buf + i, ov[0] - i);
+                    out_bytes(w, st->with, st->with_len);
+                    if (ov[0] < w->len) out_bytes(w, w->buf + ov[0], l);
                     i = ov[0] + l;
                     continue;
                 }
-                if (out_bytes(w, w->buf + i, ov[0] - i) || out_bytes(w, st->with, st->with_len))
-                    return err_set(err, "out of memory");
+                out_bytes(w, w->buf + i, ov[0] - i);
+                out_bytes(w, st->with, st->with_len);
                 i = ov[1];
             }
         } else {
@@ -238,12 +218,12 @@ static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
                 const char *f = st->pat_len ? memmem(w->buf + i, w->len - i, st->pat, st->pat_len) : NULL;
                 if (!f) break;
                 size_t at = (size_t)(f - w->buf);
-                if (out_bytes(w, w->buf + i, at - i) || out_bytes(w, st->with, st->with_len))
-                    return err_set(err, "out of memory");
+                out_bytes(w, w->buf + i, at - i);
+                out_bytes(w, st->with, st->with_len);
                 i = at + st->pat_len;
             }
         }
-        if (i < w->len && out_bytes(w, w->buf + i, w->len - i)) return err_set(err, "out of memory");
+        if (i < w->len) out_bytes(w, w->buf + i, w->len - i);
         break;
     }
     }
@@ -255,15 +235,14 @@ static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
 
 struct span { uint32_t a, b; int m; };
 
-static int push_piece(struct pt_work *w, uint32_t off, uint32_t len, int at_start) {
-    if (len == 0) return 0; /* HF drops empty pieces */
-    if (grow((void **)&w->p2, &w->cap_p2, w->n2 + 1, sizeof(*w->p2))) return -1;
+static void push_piece(struct pt_work *w, uint32_t off, uint32_t len, int at_start) {
+    if (len == 0) return; /* HF drops empty pieces */
+    grow((void **)&w->p2, &w->cap_p2, w->n2 + 1, sizeof(*w->p2));
     w->p2[w->n2++] = (struct pt_piece){off, len, at_start};
-    return 0;
 }
 
 /* Applies HF's delimiter behaviour to the match list of one piece. */
-static int emit_spans(struct pt_work *w, const struct pt_piece *pc, struct span *sp, size_t ns,
+static void emit_spans(struct pt_work *w, const struct pt_piece *pc, struct span *sp, size_t ns,
                       enum pt_behavior b, int invert) {
     if (invert)
         for (size_t i = 0; i < ns; i++) sp[i].m = !sp[i].m;
@@ -272,11 +251,11 @@ static int emit_spans(struct pt_work *w, const struct pt_piece *pc, struct span 
     switch (b) {
     case PT_REMOVED:
         for (size_t i = 0; i < ns; i++)
-            if (!sp[i].m && push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a))) return -1;
+            if (!sp[i].m) push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a));
         break;
     case PT_ISOLATED:
         for (size_t i = 0; i < ns; i++)
-            if (push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a))) return -1;
+            push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a));
         break;
     case PT_CONTIGUOUS:
     case PT_MERGED_PREV: {
@@ -291,7 +270,7 @@ static int emit_spans(struct pt_work *w, const struct pt_piece *pc, struct span 
             prev_m = sp[i].m;
         }
         for (size_t i = 0; i < k; i++)
-            if (push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a))) return -1;
+            push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a));
         break;
     }
     case PT_MERGED_NEXT: {
@@ -304,12 +283,11 @@ static int emit_spans(struct pt_work *w, const struct pt_piece *pc, struct span 
             prev_m = sp[i].m;
         }
         for (size_t i = k; i < ns; i++)
-            if (push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a))) return -1;
+            push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a));
         break;
     }
     }
 #undef START
-    return 0;
 }
 
 struct spans {
@@ -317,10 +295,9 @@ struct spans {
     size_t n, cap;
 };
 
-static int add_span(struct spans *s, size_t a, size_t b, int m) {
-    if (grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v))) return -1;
+static void add_span(struct spans *s, size_t a, size_t b, int m) {
+    grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v));
     s->v[s->n++] = (struct span){(uint32_t)a, (uint32_t)b, m};
-    return 0;
 }
 
 /* Match list of one piece: alternating gaps and matches, as HF's find_matches. */
@@ -329,7 +306,7 @@ static int find_matches(const struct pt_step *st, struct pt_work *w, const char 
     out->n = 0;
     size_t prev = 0, i = 0;
     if (st->kind == PT_SPLIT_REGEX) {
-        if (ensure_md(w)) return -1;
+        ensure_md(w);
         while (i <= n) {
             int rc = pcre2_match(st->re, (PCRE2_SPTR)s, n, i, 0, w->md, NULL);
             if (rc < 0) {
@@ -343,8 +320,8 @@ static int find_matches(const struct pt_step *st, struct pt_work *w, const char 
                 i = a + utf8_lead_len((uint8_t)s[a]);
                 continue;
             }
-            if (a > prev && add_span(out, prev, a, 0)) return -1;
-            if (add_span(out, a, b, 1)) return -1;
+            if (a > prev) add_span(out, prev, a, 0);
+            add_span(out, a, b, 1);
             prev = i = b;
         }
     } else {
@@ -352,16 +329,16 @@ static int find_matches(const struct pt_step *st, struct pt_work *w, const char 
             const char *f = memmem(s + i, n - i, st->lit, st->lit_len);
             if (!f) break;
             size_t a = (size_t)(f - s);
-            if (a > prev && add_span(out, prev, a, 0)) return -1;
-            if (add_span(out, a, a + st->lit_len, 1)) return -1;
+            if (a > prev) add_span(out, prev, a, 0);
+            add_span(out, a, a + st->lit_len, 1);
             prev = i = a + st->lit_len;
         }
     }
-    if (prev < n && add_span(out, prev, n, 0)) return -1;
+    if (prev < n) add_span(out, prev, n, 0);
     return 0;
 }
 
-static int metaspace(const struct pt_step *st, struct pt_work *w) {
+static void metaspace(const struct pt_step *st, struct pt_work *w) {
     /* Rewrites every piece into buf2: ' ' -> replacement, optional prepend, optional split
      * before each replacement (MergedWithNext). */
     w->len2 = 0;
@@ -373,34 +350,33 @@ static int metaspace(const struct pt_step *st, struct pt_work *w) {
         int starts = pc->len >= st->lit_len && !memcmp(s, st->lit, st->lit_len);
         if (!starts && pc->len > 0 && s[0] == ' ') starts = 1;
         int prep = st->prepend == PT_PREPEND_ALWAYS || (st->prepend == PT_PREPEND_FIRST && pc->at_start);
-        if (prep && !starts && out_bytes(w, st->lit, st->lit_len)) return -1;
+        if (prep && !starts) out_bytes(w, st->lit, st->lit_len);
         for (size_t i = 0; i < pc->len; i++) {
-            if (s[i] == ' ') { if (out_bytes(w, st->lit, st->lit_len)) return -1; }
-            else if (out_bytes(w, s + i, 1)) return -1;
+            if (s[i] == ' ') out_bytes(w, st->lit, st->lit_len);
+            else out_bytes(w, s + i, 1);
         }
         size_t end = w->len2;
         if (!st->split) {
-            if (push_piece(w, (uint32_t)start, (uint32_t)(end - start), pc->at_start)) return -1;
+            push_piece(w, (uint32_t)start, (uint32_t)(end - start), pc->at_start);
             continue;
         }
         size_t a = start;
         for (size_t i = start; i < end;) {
             if (i > a && i + st->lit_len <= end && !memcmp(w->buf2 + i, st->lit, st->lit_len)) {
-                if (push_piece(w, (uint32_t)a, (uint32_t)(i - a), pc->at_start && a == start)) return -1;
+                push_piece(w, (uint32_t)a, (uint32_t)(i - a), pc->at_start && a == start);
                 a = i;
             }
             i += (i + st->lit_len <= end && !memcmp(w->buf2 + i, st->lit, st->lit_len)) ? st->lit_len : 1;
         }
-        if (push_piece(w, (uint32_t)a, (uint32_t)(end - a), pc->at_start && a == start)) return -1;
+        push_piece(w, (uint32_t)a, (uint32_t)(end - a), pc->at_start && a == start);
     }
     swap_bufs(w);
-    return 0;
 }
 
 int pretok_run(const struct pretok *pt, struct pt_work *w, const char *s, size_t n, int at_start,
                char *err) {
     if (n > UINT32_MAX / 4) return err_set(err, "text segment of %zu bytes is too long", n);
-    if (grow((void **)&w->buf, &w->cap, n + 1, 1)) return err_set(err, "out of memory");
+    grow((void **)&w->buf, &w->cap, n + 1, 1);
     memcpy(w->buf, s, n);
     w->len = n;
     for (size_t i = 0; i < pt->n_nm; i++)
@@ -408,28 +384,29 @@ int pretok_run(const struct pretok *pt, struct pt_work *w, const char *s, size_t
     if (pt->byte_level_prefix && w->len && w->buf[0] != ' ') {
         /* ByteLevel add_prefix_space */
         w->len2 = 0;
-        if (out_bytes(w, " ", 1) || out_bytes(w, w->buf, w->len)) return err_set(err, "out of memory");
+        out_bytes(w, " ", 1);
+        out_bytes(w, w->buf, w->len);
         swap_bufs(w);
     }
     if (w->len > UINT32_MAX / 4) return err_set(err, "normalized text too long");
     w->n = 0;
-    if (grow((void **)&w->p, &w->cap_p, 1, sizeof(*w->p))) return err_set(err, "out of memory");
+    grow((void **)&w->p, &w->cap_p, 1, sizeof(*w->p));
     if (w->len) w->p[w->n++] = (struct pt_piece){0, (uint32_t)w->len, at_start};
 
     struct spans sp = {0};
     for (size_t k = 0; k < pt->n_steps; k++) {
         const struct pt_step *st = &pt->steps[k];
         if (st->kind == PT_METASPACE) {
-            if (metaspace(st, w)) { free(sp.v); return err_set(err, "out of memory"); }
+            metaspace(st, w);
         } else {
             w->n2 = 0;
             for (size_t i = 0; i < w->n; i++) {
                 struct pt_piece pc = w->p[i];
-                if (find_matches(st, w, w->buf + pc.off, pc.len, &sp) ||
-                    emit_spans(w, &pc, sp.v, sp.n, st->behavior, st->invert)) {
+                if (find_matches(st, w, w->buf + pc.off, pc.len, &sp)) {
                     free(sp.v);
-                    return err_set(err, "pre-tokenizer failed (out of memory or regex limit)");
+                    return err_set(err, "pre-tokenizer failed (regex match limit)");
                 }
+                emit_spans(w, &pc, sp.v, sp.n, st->behavior, st->invert);
             }
         }
         struct pt_piece *p = w->p; w->p = w->p2; w->p2 = p;

@@ -6,10 +6,10 @@
 #include <utf8proc.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 
-struct tokenizer *tokenizer_alloc(char *err) {
-    struct tokenizer *t = calloc(1, sizeof(*t));
-    if (!t) { err_set(err, "out of memory"); return NULL; }
+struct tokenizer *tokenizer_alloc(void) {
+    struct tokenizer *t = xcalloc(1, sizeof(*t));
     t->bos = t->eos = t->eot = t->unk = t->pad = -1;
     t->bpe.unk = -1;
     pthread_mutex_init(&t->cache_lock, NULL);
@@ -42,13 +42,8 @@ int tokenizer_add_token(struct tokenizer *t, int32_t id, const char *s, size_t l
                         int lstrip, int rstrip, int single_word, char *err) {
     if (id < 0 || (uint32_t)id >= t->v.n) return err_set(err, "added token id %d out of range", id);
     if (len == 0 || len > 4096) return err_set(err, "added token %d has length %zu", id, len);
-    struct added_tok *a = realloc(t->added, (t->n_added + 1) * sizeof(*a));
-    if (!a) return err_set(err, "out of memory");
-    t->added = a;
-    char *c = malloc(len + 1);
-    if (!c) return err_set(err, "out of memory");
-    memcpy(c, s, len);
-    c[len] = 0;
+    struct added_tok *a = t->added = xrealloc(t->added, (t->n_added + 1) * sizeof(*a));
+    char *c = xstrndup(s, len);
     a[t->n_added++] = (struct added_tok){id, c, (uint32_t)len, (uint8_t)!!special, (uint8_t)!!lstrip,
                                           (uint8_t)!!rstrip, (uint8_t)!!single_word};
     return 0;
@@ -56,7 +51,7 @@ int tokenizer_add_token(struct tokenizer *t, int32_t id, const char *s, size_t l
 
 /* ---- added-token trie: leftmost-longest match at each position ---- */
 
-static int trie_insert(struct tokenizer *t, size_t *cap, size_t idx, char *err) {
+static void trie_insert(struct tokenizer *t, size_t *cap, size_t idx) {
     const struct added_tok *a = &t->added[idx];
     uint32_t node = 0;
     for (uint32_t i = 0; i < a->len; i++) {
@@ -66,9 +61,7 @@ static int trie_insert(struct tokenizer *t, size_t *cap, size_t idx, char *err) 
         if (!c) {
             if (t->n_trie == *cap) {
                 size_t nc = *cap * 2;
-                struct trie_node *p = realloc(t->trie, nc * sizeof(*p));
-                if (!p) return err_set(err, "out of memory");
-                t->trie = p;
+                t->trie = xrealloc(t->trie, nc * sizeof(*t->trie));
                 *cap = nc;
             }
             c = (uint32_t)t->n_trie++;
@@ -80,7 +73,6 @@ static int trie_insert(struct tokenizer *t, size_t *cap, size_t idx, char *err) 
     }
     /* the same text twice: the first entry wins, as in the references */
     if (t->trie[node].tok < 0) t->trie[node].tok = (int32_t)idx;
-    return 0;
 }
 
 /* Texts that end generation when they are control tokens (llama.cpp's list). */
@@ -90,25 +82,21 @@ static const char *const eog_texts[] = {
     "<end_of_utterance>", "<eos>", "<｜end▁of▁sentence｜>", NULL,
 };
 
-static int add_eog(struct tokenizer *t, int32_t id) {
-    if (id < 0) return 0;
+static void add_eog(struct tokenizer *t, int32_t id) {
+    if (id < 0) return;
     for (size_t i = 0; i < t->n_eog; i++)
-        if (t->eog[i] == id) return 0;
-    int32_t *p = realloc(t->eog, (t->n_eog + 1) * sizeof(*p));
-    if (!p) return -1;
-    t->eog = p;
+        if (t->eog[i] == id) return;
+    t->eog = xrealloc(t->eog, (t->n_eog + 1) * sizeof(*t->eog));
     t->eog[t->n_eog++] = id;
-    return 0;
 }
 
 /* Bytes a token stands for: byte-level tokens map back through the GPT-2 alphabet (raw
  * UTF-8 when a character is outside it), SentencePiece tokens turn U+2581 into a space and
  * <0xNN> into the byte; added tokens are their text. */
-static int decode_entry(struct tokenizer *t, uint32_t id, int is_added, char *err) {
+static void decode_entry(struct tokenizer *t, uint32_t id, int is_added) {
     const char *s = t->v.str[id];
     size_t n = t->v.len[id];
-    char *o = malloc(n + 1);
-    if (!o) return err_set(err, "out of memory");
+    char *o = xmalloc(n + 1);
     size_t k = 0;
     int byte_tok = t->v.attr[id] == TOK_BYTE ||
                    (!t->bpe.byte_level && n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' &&
@@ -137,39 +125,34 @@ static int decode_entry(struct tokenizer *t, uint32_t id, int is_added, char *er
     o[k] = 0;
     t->dec[id] = o;
     t->dec_len[id] = (uint32_t)k;
-    return 0;
 }
 
-int tokenizer_finish(struct tokenizer *t, char *err) {
+void tokenizer_finish(struct tokenizer *t) {
     size_t cap = 256;
-    t->trie = calloc(cap, sizeof(*t->trie));
-    if (!t->trie) return err_set(err, "out of memory");
+    t->trie = xcalloc(cap, sizeof(*t->trie));
     t->trie[0] = (struct trie_node){-1, 0, 0, 0};
     t->n_trie = 1;
     for (size_t i = 0; i < t->n_added; i++)
-        if (trie_insert(t, &cap, i, err)) return -1;
+        trie_insert(t, &cap, i);
     for (uint32_t c = t->trie[0].child; c; c = t->trie[c].sibling) t->trie_root[t->trie[c].byte] = c;
 
-    t->dec = calloc(t->v.n, sizeof(*t->dec));
-    t->dec_len = calloc(t->v.n, sizeof(*t->dec_len));
-    if (!t->dec || !t->dec_len) return err_set(err, "out of memory");
-    uint8_t *is_added = calloc(t->v.n, 1);
-    if (!is_added) return err_set(err, "out of memory");
+    t->dec = xcalloc(t->v.n, sizeof(*t->dec));
+    t->dec_len = xcalloc(t->v.n, sizeof(*t->dec_len));
+    uint8_t *is_added = xcalloc(t->v.n, 1);
     for (size_t i = 0; i < t->n_added; i++) is_added[t->added[i].id] = 1;
     for (uint32_t id = 0; id < t->v.n; id++) {
         int a = is_added[id] || t->v.attr[id] == TOK_CONTROL || t->v.attr[id] == TOK_USER_DEFINED;
-        if (decode_entry(t, id, a, err)) { free(is_added); return -1; }
+        decode_entry(t, id, a);
     }
     free(is_added);
 
-    if (add_eog(t, t->eos) || add_eog(t, t->eot)) return err_set(err, "out of memory");
+    add_eog(t, t->eos);
+    add_eog(t, t->eot);
     for (int i = 0; eog_texts[i]; i++) {
         int32_t id = vocab_find(&t->v, eog_texts[i], strlen(eog_texts[i]));
-        if (id >= 0 && tokenizer_is_special(t, id) && add_eog(t, id)) return err_set(err, "out of memory");
+        if (id >= 0 && tokenizer_is_special(t, id)) add_eog(t, id);
     }
     t->cache = bpe_cache_new();
-    if (!t->cache) return err_set(err, "out of memory");
-    return 0;
 }
 
 uint32_t tokenizer_n_vocab(const struct tokenizer *t) { return t->v.n; }
@@ -272,24 +255,22 @@ static int encode_text(struct tokenizer *t, struct pt_work *w, struct bpe_cache 
         /* llama.cpp SentencePiece: optional " " prefix, spaces escaped, no pre-tokenizer */
         size_t extra = t->spm_space_prefix && after_special ? 1 : 0;
         size_t cap = (n + extra) * 3 + 1;
-        char *e = malloc(cap);
-        if (!e) return err_set(err, "out of memory");
+        char *e = xmalloc(cap);
         size_t k = 0;
         for (size_t i = 0; i < n + extra; i++) {
             char c = i < extra ? ' ' : s[i - extra];
             if (c == ' ') { memcpy(e + k, "\xe2\x96\x81", 3); k += 3; }
             else e[k++] = c;
         }
-        int rc = bpe_encode(&t->v, &t->bpe, NULL, e, k, out);
+        bpe_encode(&t->v, &t->bpe, NULL, e, k, out);
         free(e);
-        return rc ? err_set(err, "out of memory") : 0;
+        return 0;
     }
     /* llama.cpp lets UTF-8-encoded surrogates through; the regexes run on a copy where
      * they are masked, the model on the original bytes (no normalizer: same offsets). */
     const char *src = NULL;
     if (t->utf8 == UTF8_LLAMA && t->pt.n_nm == 0 && memmem(s, n, "\xed", 1)) {
-        char *m = malloc(n ? n : 1);
-        if (!m) return err_set(err, "out of memory");
+        char *m = xmalloc(n ? n : 1);
         memcpy(m, s, n);
         if (utf8_mask_surrogates(m, n)) src = s;
         int rc = pretok_run(&t->pt, w, m, n, at_start, err);
@@ -299,9 +280,7 @@ static int encode_text(struct tokenizer *t, struct pt_work *w, struct bpe_cache 
         return -1;
     }
     const char *base = src ? src : w->buf;
-    for (size_t i = 0; i < w->n; i++)
-        if (bpe_encode(&t->v, &t->bpe, cache, base + w->p[i].off, w->p[i].len, out))
-            return err_set(err, "out of memory");
+    for (size_t i = 0; i < w->n; i++) bpe_encode(&t->v, &t->bpe, cache, base + w->p[i].off, w->p[i].len, out);
     return 0;
 }
 
@@ -311,7 +290,7 @@ int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flag
     *n_ids = 0;
     char *s;
     size_t n;
-    if (utf8_sanitize((const uint8_t *)text, len, t->utf8, &s, &n)) return err_set(err, "out of memory");
+    utf8_sanitize((const uint8_t *)text, len, t->utf8, &s, &n);
     struct idbuf out = {0};
     struct pt_work w = {0};
     int rc = -1;
@@ -320,7 +299,7 @@ int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flag
 
     if (flags & TOK_ADD_SPECIAL)
         for (size_t i = 0; i < t->n_prefix; i++)
-            if (idbuf_push(&out, t->prefix_ids[i])) goto oom;
+            idbuf_push(&out, t->prefix_ids[i]);
 
     size_t pos = 0;
     int after_special = 1; /* llama.cpp SPM: text at the very start counts as after a special */
@@ -334,21 +313,18 @@ int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flag
             after_special = 0;
         }
         if (!found) break;
-        if (idbuf_push(&out, t->added[k].id)) goto oom;
+        idbuf_push(&out, t->added[k].id);
         after_special = 1;
         pos = b;
     }
 
     if (flags & TOK_ADD_SPECIAL)
         for (size_t i = 0; i < t->n_suffix; i++)
-            if (idbuf_push(&out, t->suffix_ids[i])) goto oom;
+            idbuf_push(&out, t->suffix_ids[i]);
     rc = 0;
     *ids = out.v;
     *n_ids = out.n;
     out.v = NULL;
-    goto done;
-oom:
-    err_set(err, "out of memory");
 done:
     if (cache) pthread_mutex_unlock(&t->cache_lock);
     idbuf_free(&out);
@@ -367,8 +343,7 @@ int tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n, in
             return err_set(err, "token id %d out of range (vocabulary %u)", ids[i], t->v.n);
         total += t->dec_len[ids[i]];
     }
-    char *raw = malloc(total + 1);
-    if (!raw) return err_set(err, "out of memory");
+    char *raw = xmalloc(total + 1);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if ((flags & TOK_SKIP_SPECIAL) && t->v.attr[ids[i]] == TOK_CONTROL) continue;
@@ -376,16 +351,12 @@ int tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n, in
         k += t->dec_len[ids[i]];
     }
     size_t skip = t->dec_strip_space && k > 0 && raw[0] == ' ' ? 1 : 0;
-    char *o = NULL;
-    size_t ol = 0, oc = 0;
-    if (utf8_lossy_append((const uint8_t *)raw + skip, k - skip, &o, &ol, &oc)) {
-        free(raw);
-        return err_set(err, "out of memory");
-    }
+    struct sbuf o = {0};
+    utf8_lossy_append((const uint8_t *)raw + skip, k - skip, &o);
     free(raw);
-    if (!o && !(o = calloc(1, 1))) return err_set(err, "out of memory");
-    *text = o;
-    *len = ol;
+    sbuf_add(&o, "", 0); /* empty text still gets a buffer */
+    *text = o.p;
+    *len = o.len;
     return 0;
 }
 
@@ -414,9 +385,7 @@ static char *read_file(const char *path, size_t *len, int optional, char *err) {
         if (n + 65536 + 1 > cap) {
             cap = cap ? cap * 2 : 1 << 20;
             if (cap > MAX_JSON_BYTES) { err_set(err, "%s: too large", path); free(buf); fclose(f); return NULL; }
-            char *p = realloc(buf, cap);
-            if (!p) { err_set(err, "out of memory"); free(buf); fclose(f); return NULL; }
-            buf = p;
+            buf = xrealloc(buf, cap);
         }
         size_t r = fread(buf + n, 1, cap - n - 1, f);
         n += r;
@@ -432,23 +401,23 @@ static char *read_file(const char *path, size_t *len, int optional, char *err) {
 
 int tokenizer_load_json(struct tokenizer **out, const char *json, size_t len,
                         const char *config_json, size_t config_len, char *err) {
-    struct tokenizer *t = tokenizer_alloc(err);
-    if (!t) return -1;
-    if (tokjson_load(t, json, len, config_json, config_len, err) || tokenizer_finish(t, err)) {
+    struct tokenizer *t = tokenizer_alloc();
+    if (tokjson_load(t, json, len, config_json, config_len, err)) {
         tokenizer_free(t);
         return -1;
     }
+    tokenizer_finish(t);
     *out = t;
     return 0;
 }
 
 int tokenizer_load_gguf(struct tokenizer **out, const struct gguf_file *g, char *err) {
-    struct tokenizer *t = tokenizer_alloc(err);
-    if (!t) return -1;
-    if (tokgguf_load(t, g, err) || tokenizer_finish(t, err)) {
+    struct tokenizer *t = tokenizer_alloc();
+    if (tokgguf_load(t, g, err)) {
         tokenizer_free(t);
         return -1;
     }
+    tokenizer_finish(t);
     *out = t;
     return 0;
 }

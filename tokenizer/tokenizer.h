@@ -99,11 +99,11 @@ int tokenizer_is_special(const struct tokenizer *t, int32_t id);
 int32_t tokenizer_find(const struct tokenizer *t, const char *text, size_t len);
 
 /* ---- for the loaders ---- */
-struct tokenizer *tokenizer_alloc(char *err);
+struct tokenizer *tokenizer_alloc(void);
 /* Adds an added/special token matched in text before the model. */
 int tokenizer_add_token(struct tokenizer *t, int32_t id, const char *s, size_t len, int special,
                         int lstrip, int rstrip, int single_word, char *err);
 /* Builds the added-token trie, decode table and EOG list once the vocabulary is complete. */
-int tokenizer_finish(struct tokenizer *t, char *err);
+void tokenizer_finish(struct tokenizer *t);
 
 #endif

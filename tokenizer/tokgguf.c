@@ -5,6 +5,7 @@
 
 #include "../model/gguf.h"
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "tokenizer.h"
 
 /* llama.cpp's pre-tokenizer regex lists, by tokenizer.ggml.pre name. Each list is applied
@@ -115,8 +116,7 @@ int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
     }
     if (!gguf_get_arr(g, "tokenizer.ggml.scores", &et, &nt, &data)) {
         if (nt != n || et != GGUF_FLOAT32) return err_set(err, "scores array does not match the vocabulary");
-        t->v.score = malloc(n * sizeof(float));
-        if (!t->v.score) return err_set(err, "out of memory");
+        t->v.score = xmalloc(n * sizeof(float));
         memcpy(t->v.score, data, n * sizeof(float));
     }
     if (vocab_index(&t->v, err)) return -1;
@@ -162,9 +162,7 @@ int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
             if (sp >= l) { t->v.n_merges++; continue; } /* keeps later ranks aligned */
             if (l + 1 > cap) {
                 cap = l * 2 + 16;
-                char *p = realloc(buf, cap);
-                if (!p) { free(buf); return err_set(err, "out of memory"); }
-                buf = p;
+                buf = xrealloc(buf, cap);
             }
             memcpy(buf, s, sp);
             memcpy(buf + sp, s + sp + 1, l - sp - 1);
@@ -195,14 +193,12 @@ int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
     if (!gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b)) t->spm_space_prefix = spm && b;
     t->dec_strip_space = spm && t->spm_space_prefix;
     if (add_bos && t->bos >= 0) {
-        t->prefix_ids = malloc(sizeof(int32_t));
-        if (!t->prefix_ids) return err_set(err, "out of memory");
+        t->prefix_ids = xmalloc(sizeof(int32_t));
         t->prefix_ids[0] = t->bos;
         t->n_prefix = 1;
     }
     if (add_eos && t->eos >= 0) {
-        t->suffix_ids = malloc(sizeof(int32_t));
-        if (!t->suffix_ids) return err_set(err, "out of memory");
+        t->suffix_ids = xmalloc(sizeof(int32_t));
         t->suffix_ids[0] = t->eos;
         t->n_suffix = 1;
     }
@@ -232,12 +228,9 @@ int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
 
     const struct gguf_str *ct = gguf_get_str(g, "tokenizer.chat_template");
     if (ct) {
-        t->chat_template = malloc((size_t)ct->len + 1);
-        if (!t->chat_template) return err_set(err, "out of memory");
-        memcpy(t->chat_template, ct->s, (size_t)ct->len);
-        t->chat_template[ct->len] = 0;
+        t->chat_template = xstrndup(ct->s, (size_t)ct->len);
     }
-    if (t->bos >= 0) t->bos_text = strdup(t->v.str[t->bos]);
-    if (t->eos >= 0) t->eos_text = strdup(t->v.str[t->eos]);
+    if (t->bos >= 0) t->bos_text = xstrdup(t->v.str[t->bos]);
+    if (t->eos >= 0) t->eos_text = xstrdup(t->v.str[t->eos]);
     return 0;
 }

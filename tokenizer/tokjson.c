@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "tokenizer.h"
 
 #define GPT2_REGEX \
@@ -143,12 +144,9 @@ static int32_t special_id(const cJSON *specials, const char *name, int which, ch
     return (int32_t)x->valuedouble;
 }
 
-static int push_id(int32_t **v, size_t *n, int32_t id, char *err) {
-    int32_t *p = realloc(*v, (*n + 1) * sizeof(*p));
-    if (!p) return err_set(err, "out of memory");
-    *v = p;
-    p[(*n)++] = id;
-    return 0;
+static void push_id(int32_t **v, size_t *n, int32_t id) {
+    *v = xrealloc(*v, (*n + 1) * sizeof(**v));
+    (*v)[(*n)++] = id;
 }
 
 static int load_post(struct tokenizer *t, const cJSON *p, char *err) {
@@ -176,9 +174,8 @@ static int load_post(struct tokenizer *t, const cJSON *p, char *err) {
             for (int i = 0; i < n; i++) {
                 int32_t id = special_id(specials, name, i, err);
                 if (id < 0 || (uint32_t)id >= t->v.n) return err_set(err, "post-processor id out of range");
-                if (seen_seq ? push_id(&t->suffix_ids, &t->n_suffix, id, err)
-                             : push_id(&t->prefix_ids, &t->n_prefix, id, err))
-                    return -1;
+                if (seen_seq) push_id(&t->suffix_ids, &t->n_suffix, id);
+                else push_id(&t->prefix_ids, &t->n_prefix, id);
             }
         }
         return 0;
@@ -187,9 +184,8 @@ static int load_post(struct tokenizer *t, const cJSON *p, char *err) {
         const cJSON *cls = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "cls"), 1);
         const cJSON *sep = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "sep"), 1);
         if (!cJSON_IsNumber(cls) || !cJSON_IsNumber(sep)) return err_set(err, "%s without cls/sep", type);
-        if (push_id(&t->prefix_ids, &t->n_prefix, (int32_t)cls->valuedouble, err) ||
-            push_id(&t->suffix_ids, &t->n_suffix, (int32_t)sep->valuedouble, err))
-            return -1;
+        push_id(&t->prefix_ids, &t->n_prefix, (int32_t)cls->valuedouble);
+        push_id(&t->suffix_ids, &t->n_suffix, (int32_t)sep->valuedouble);
         return 0;
     }
     return err_set(err, "unsupported post_processor '%s'", type);
@@ -309,9 +305,7 @@ static int load_model(struct tokenizer *t, const cJSON *m, const cJSON *added, c
         }
         if (la + lb + 1 > cap) {
             cap = (la + lb + 1) * 2;
-            char *p = realloc(buf, cap);
-            if (!p) { free(buf); return err_set(err, "out of memory"); }
-            buf = p;
+            buf = xrealloc(buf, cap);
         }
         memcpy(buf, a, la);
         memcpy(buf + la, b, lb);
@@ -341,7 +335,7 @@ static int load_model(struct tokenizer *t, const cJSON *m, const cJSON *added, c
 static char *config_token(const cJSON *cfg, const char *key) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(cfg, key);
     const char *s = cJSON_IsString(x) ? x->valuestring : jstr(x, "content");
-    return s ? strdup(s) : NULL;
+    return s ? xstrdup(s) : NULL;
 }
 
 static int load_config(struct tokenizer *t, const char *config, size_t len, char *err) {
@@ -350,12 +344,12 @@ static int load_config(struct tokenizer *t, const char *config, size_t len, char
     int rc = -1;
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
     if (cJSON_IsString(ct)) {
-        t->chat_template = strdup(ct->valuestring);
+        t->chat_template = xstrdup(ct->valuestring);
     } else if (cJSON_IsArray(ct)) {
         const cJSON *x;
         cJSON_ArrayForEach(x, ct) {
             const char *name = jstr(x, "name"), *tpl = jstr(x, "template");
-            if (name && tpl && !strcmp(name, "default")) t->chat_template = strdup(tpl);
+            if (name && tpl && !strcmp(name, "default")) t->chat_template = xstrdup(tpl);
         }
     }
     t->bos_text = config_token(cfg, "bos_token");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/utf8.h"
 
 uint64_t vocab_hash(const void *p, size_t n) {
@@ -48,8 +49,7 @@ int vocab_init(struct vocab *v, uint32_t n, char *err) {
 int vocab_set(struct vocab *v, uint32_t id, const char *s, size_t len, char *err) {
     if (id >= v->n) return err_set(err, "token id %u out of range (vocabulary %u)", id, v->n);
     if (len > (1u << 20)) return err_set(err, "token %u is %zu bytes long", id, len);
-    char *c = malloc(len + 1);
-    if (!c) return err_set(err, "out of memory");
+    char *c = xmalloc(len + 1);
     if (len) memcpy(c, s, len);
     c[len] = 0;
     free(v->str[id]);

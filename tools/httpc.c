@@ -11,6 +11,7 @@
 
 #include "util/err.h"
 #include "util/fatal.h"
+#include "util/sbuf.h"
 
 int httpc_open(struct httpc *c, const char *path, double timeout_s, int *sys_errno, char *err) {
     memset(c, 0, sizeof *c);
@@ -153,27 +154,18 @@ int httpc_read_body(struct httpc *c, http_body_fn on_body, void *ud, char *err) 
 }
 
 struct collect {
-    char *buf;
-    size_t len, cap, max;
+    struct sbuf body;
+    size_t max;
     int too_big;
 };
 
 static int collect_body(void *ud, const char *data, size_t n) {
     struct collect *k = ud;
-    if (n > k->max - k->len) {
+    if (n > k->max - k->body.len) {
         k->too_big = 1;
         return -1;
     }
-    if (k->len + n + 1 > k->cap) {
-        size_t cap = k->cap ? k->cap : 4096;
-        while (cap < k->len + n + 1) cap *= 2;
-        char *b = realloc(k->buf, cap);
-        if (!b) FATAL("out of memory reading a %zu-byte response", k->len + n);
-        k->buf = b;
-        k->cap = cap;
-    }
-    memcpy(k->buf + k->len, data, n);
-    k->len += n;
+    sbuf_add(&k->body, data, n);
     return 0;
 }
 
@@ -181,13 +173,12 @@ int httpc_read_body_all(struct httpc *c, size_t max, char **out, size_t *len, ch
     struct collect k = {.max = max};
     if (httpc_read_body(c, collect_body, &k, err)) {
         if (k.too_big) err_set(err, "response body larger than %zu bytes", max);
-        free(k.buf);
+        sbuf_free(&k.body);
         return -1;
     }
-    if (!k.buf) k.buf = xmalloc(1);
-    k.buf[k.len] = 0;
-    *out = k.buf;
-    *len = k.len;
+    sbuf_add(&k.body, "", 0); /* an empty body still gets a buffer */
+    *out = k.body.p;
+    *len = k.body.len;
     return 0;
 }
 

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "util/err.h"
-#include "util/fatal.h"
 
 void sse_init(struct sse_parser *s, size_t max_event) {
     memset(s, 0, sizeof *s);
@@ -12,41 +11,29 @@ void sse_init(struct sse_parser *s, size_t max_event) {
 }
 
 void sse_free(struct sse_parser *s) {
-    free(s->line);
-    free(s->data);
+    sbuf_free(&s->line);
+    sbuf_free(&s->data);
     memset(s, 0, sizeof *s);
-}
-
-/* Grows *buf to hold need bytes plus a NUL; the caller has already bounded need. */
-static void reserve(char **buf, size_t *cap, size_t need) {
-    if (need + 1 <= *cap) return;
-    size_t c = *cap ? *cap : 256;
-    while (c < need + 1) c *= 2;
-    char *p = realloc(*buf, c);
-    if (!p) FATAL("out of memory growing an event buffer to %zu bytes", c);
-    *buf = p;
-    *cap = c;
 }
 
 static int dispatch(struct sse_parser *s, sse_event_fn on_event, void *ud, char *err) {
     int rc = 0;
     if (s->has_data) {
-        size_t n = s->data_len - 1; /* every data line appended a LF; the last one goes */
-        reserve(&s->data, &s->data_cap, s->data_len);
-        s->data[n] = 0;
+        size_t n = s->data.len - 1; /* every data line appended a LF; the last one goes */
+        s->data.p[n] = 0;
         s->n_events++;
-        if (on_event && on_event(ud, s->event, s->data, n)) rc = err_set(err, "event handler stopped the stream");
+        if (on_event && on_event(ud, s->event, s->data.p, n)) rc = err_set(err, "event handler stopped the stream");
     }
-    s->data_len = 0;
+    s->data.len = 0;
     s->has_data = 0;
     s->event[0] = 0;
     return rc;
 }
 
 static int process_line(struct sse_parser *s, sse_event_fn on_event, void *ud, char *err) {
-    const char *l = s->line ? s->line : "";
-    size_t n = s->line_len;
-    s->line_len = 0;
+    const char *l = s->line.p ? s->line.p : "";
+    size_t n = s->line.len;
+    s->line.len = 0;
     if (!s->started) {
         s->started = 1;
         if (n >= 3 && memcmp(l, "\xEF\xBB\xBF", 3) == 0) l += 3, n -= 3;
@@ -59,12 +46,10 @@ static int process_line(struct sse_parser *s, sse_event_fn on_event, void *ud, c
     size_t vn = colon ? n - fn - 1 : 0;
     if (vn && v[0] == ' ') v++, vn--;
     if (fn == 4 && memcmp(l, "data", 4) == 0) {
-        if (s->data_len + vn + 1 > s->max_event)
+        if (s->data.len + vn + 1 > s->max_event)
             return err_set(err, "event data longer than %zu bytes", s->max_event);
-        reserve(&s->data, &s->data_cap, s->data_len + vn + 1);
-        memcpy(s->data + s->data_len, v, vn);
-        s->data_len += vn;
-        s->data[s->data_len++] = '\n';
+        sbuf_add(&s->data, v, vn);
+        sbuf_add(&s->data, "\n", 1);
         s->has_data = 1;
     } else if (fn == 5 && memcmp(l, "event", 5) == 0) {
         size_t k = vn < SSE_MAX_EVENT_NAME - 1 ? vn : SSE_MAX_EVENT_NAME - 1;
@@ -88,13 +73,9 @@ int sse_feed(struct sse_parser *s, const char *buf, size_t n, sse_event_fn on_ev
         size_t j = i;
         while (j < n && buf[j] != '\n' && buf[j] != '\r') j++;
         size_t take = j - i;
-        if (s->line_len + take > s->max_event)
+        if (s->line.len + take > s->max_event)
             return err_set(err, "event-stream line longer than %zu bytes", s->max_event);
-        if (take) {
-            reserve(&s->line, &s->line_cap, s->line_len + take);
-            memcpy(s->line + s->line_len, buf + i, take);
-            s->line_len += take;
-        }
+        if (take) sbuf_add(&s->line, buf + i, take);
         i = j;
         if (i == n) break;
         s->after_cr = buf[i] == '\r';
@@ -105,9 +86,9 @@ int sse_feed(struct sse_parser *s, const char *buf, size_t n, sse_event_fn on_ev
 }
 
 int sse_finish(struct sse_parser *s, char *err) {
-    if (s->line_len || s->has_data) {
-        s->line_len = 0;
-        s->data_len = 0;
+    if (s->line.len || s->has_data) {
+        s->line.len = 0;
+        s->data.len = 0;
         s->has_data = 0;
         return err_set(err, "event stream ended in the middle of an event");
     }

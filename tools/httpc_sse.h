@@ -6,14 +6,14 @@
 
 #include <stddef.h>
 
+#include "util/sbuf.h"
+
 #define SSE_MAX_EVENT_NAME 64
 
 struct sse_parser {
     size_t max_event;  /* bound on one line and on one event's data */
-    char *line;        /* current, incomplete line */
-    size_t line_len, line_cap;
-    char *data;        /* data of the event being assembled */
-    size_t data_len, data_cap;
+    struct sbuf line;  /* current, incomplete line */
+    struct sbuf data;  /* data of the event being assembled */
     int has_data;      /* a data field was seen (possibly empty) */
     char event[SSE_MAX_EVENT_NAME];
     int after_cr;      /* the last byte was CR: a following LF belongs to the same line end */

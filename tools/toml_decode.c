@@ -2,6 +2,7 @@
  * tagged JSON ({"type":"integer","value":"42"}), so the corpus can check the parser.
  * Exit 0 with JSON on stdout, or 1 with "FILE:LINE: message" on stderr. */
 #include "util/err.h"
+#include "util/sbuf.h"
 #include "util/toml.h"
 
 #include <inttypes.h>
@@ -80,21 +81,11 @@ int main(int argc, char **argv) {
         perror(path);
         return 2;
     }
-    size_t len = 0, cap = 1 << 16;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + len, 1, cap - len, f)) > 0;) {
-        len += got;
-        if (len == cap) {
-            char *more = realloc(buf, cap *= 2);
-            if (!more) free(buf);
-            buf = more;
-        }
-    }
+    struct sbuf in = {0};
+    sbuf_add_stream(&in, f);
     if (f != stdin) fclose(f);
-    if (!buf) {
-        fprintf(stderr, "%s: out of memory\n", path);
-        return 2;
-    }
+    char *buf = in.p;
+    size_t len = in.len;
     struct toml_node *root;
     char err[ERR_LEN];
     int rc = toml_parse(buf, len, path, &root, err);

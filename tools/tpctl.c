@@ -5,14 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tpctl_api.h"
 #include "tpctl_bench.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/fatal.h"
 #include "util/parse.h"
+#include "util/sbuf.h"
 
 #define DEFAULT_SOCKET "/tmp/tpd/tpd.sock"
 
@@ -199,12 +200,6 @@ static int print_piece(void *ud, const char *text, size_t len, int finished) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void report_usage(const struct cli *o, const struct api_result *r, double secs) {
     if (!o->verbose) return;
     fprintf(stderr, "[finish: %s", r->finish_reason[0] ? r->finish_reason : "?");
@@ -220,13 +215,13 @@ static int generate(const struct cli *o, const char *target, const cJSON *body, 
                     struct api_result *res, char *err) {
     struct httpc *c = xmalloc(sizeof *c);
     int rc = api_connect(c, &o->target, err);
-    double t0 = now_s();
+    double t0 = clock_now();
     if (rc == 0) {
         rc = api_generate(c, target, body, stream ? print_piece : NULL, NULL, res, err);
         if (rc == 0 && !stream) fwrite(res->text, 1, res->text_len, stdout);
         if (rc == 0 || res->text_len) fputc('\n', stdout);
         fflush(stdout);
-        if (rc == 0) report_usage(o, res, now_s() - t0);
+        if (rc == 0) report_usage(o, res, clock_now() - t0);
     } else {
         memset(res, 0, sizeof *res);
     }
@@ -305,20 +300,9 @@ static int cmd_chat(struct cli *o) {
 }
 
 static char *read_stdin(void) {
-    size_t len = 0, cap = 4096;
-    char *b = xmalloc(cap);
-    size_t r;
-    while ((r = fread(b + len, 1, cap - len - 1, stdin)) > 0) {
-        len += r;
-        if (cap - len - 1 == 0) {
-            cap *= 2;
-            char *q = realloc(b, cap);
-            if (!q) FATAL("out of memory reading stdin");
-            b = q;
-        }
-    }
-    b[len] = 0;
-    return b;
+    struct sbuf b = {0};
+    sbuf_add_stream(&b, stdin);
+    return b.p;
 }
 
 static int cmd_complete(struct cli *o) {

@@ -9,10 +9,11 @@
 #include "httpc_sse.h"
 #include "util/err.h"
 #include "util/fatal.h"
+#include "util/sbuf.h"
 
-int api_connect(struct httpc *c, const struct api_target *t, char *err) {
-    int e = 0;
-    if (httpc_open(c, t->socket, t->timeout_s, &e, err) == 0) return 0;
+/* After a failed connection (e is its errno, 0 when the connection was not the problem):
+ * says what most likely went wrong. Returns -1. */
+static int connect_failed(const struct api_target *t, int e, char *err) {
     const char *hint = "is the tpd daemon running? start it with `tpd serve`, or point --socket or "
                        "TPD_SOCKET at its socket";
     if (e == ENOENT) return err_set(err, "cannot connect to %s: no such socket (%s)", t->socket, hint);
@@ -20,6 +21,12 @@ int api_connect(struct httpc *c, const struct api_target *t, char *err) {
         return err_set(err, "cannot connect to %s: connection refused, nothing listens there (%s)", t->socket, hint);
     if (e == ENOTDIR) return err_set(err, "cannot connect to %s: a parent is not a directory (%s)", t->socket, hint);
     return -1; /* httpc's own message names the socket and the reason */
+}
+
+int api_connect(struct httpc *c, const struct api_target *t, char *err) {
+    int e = 0;
+    if (httpc_open(c, t->socket, t->timeout_s, &e, err) == 0) return 0;
+    return connect_failed(t, e, err);
 }
 
 static void put_common(cJSON *b, const struct gen_opts *o) {
@@ -80,30 +87,11 @@ int api_error_from_body(int status, const char *body, size_t len, char *err) {
     return err_set(err, "server answered %d: %s", status, msg[0] ? msg : "(empty body)");
 }
 
-struct strbuf {
-    char *p;
-    size_t len, cap;
-};
-
-static void sb_add(struct strbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) FATAL("out of memory holding a %zu-byte answer", b->len + n);
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
 struct gen_ctx {
     api_piece_fn on_piece;
     void *ud;
     struct api_result *res;
-    struct strbuf text;
+    struct sbuf text;
     struct sse_parser sse;
     int done;       /* data: [DONE] seen */
     int failed;     /* err below holds the reason */
@@ -141,7 +129,7 @@ static int take_answer(struct gen_ctx *g, const cJSON *j) {
     if (fr) snprintf(g->res->finish_reason, sizeof g->res->finish_reason, "%s", fr);
     g->res->n_chunks++;
     size_t n = text ? strlen(text) : 0;
-    if (n) sb_add(&g->text, text, n);
+    if (n) sbuf_add(&g->text, text, n);
     if (g->on_piece && g->on_piece(g->ud, text ? text : "", n, fr != NULL)) {
         snprintf(g->err, sizeof g->err, "stopped by the caller");
         g->failed = 1;
@@ -247,7 +235,7 @@ int api_generate(struct httpc *c, const char *target, const cJSON *body, api_pie
 out:
     free(json);
     sse_free(&g.sse);
-    if (!g.text.p) sb_add(&g.text, "", 0);
+    if (!g.text.p) sbuf_add(&g.text, "", 0);
     res->text = g.text.p;
     res->text_len = g.text.len;
     return rc;
@@ -260,19 +248,11 @@ void api_result_free(struct api_result *res) {
 
 int api_fetch(const struct api_target *t, const char *method, const char *target, const char *json_body,
               int *status, char **out, size_t *len, char *err) {
-    struct httpc *c = xmalloc(sizeof *c);
-    int rc = -1;
-    if (api_connect(c, t, err)) goto done;
-    if (httpc_send(c, method, target, "application/json", json_body, json_body ? strlen(json_body) : 0, err))
-        goto done;
-    if (httpc_read_head(c, err)) goto done;
-    if (httpc_read_body_all(c, API_MAX_BODY, out, len, err)) goto done;
-    *status = c->parser.status;
-    rc = 0;
-done:
-    httpc_close(c);
-    free(c);
-    return rc;
+    int e = 0;
+    if (httpc_fetch(t->socket, t->timeout_s, method, target, "application/json", json_body,
+                    json_body ? strlen(json_body) : 0, API_MAX_BODY, status, out, len, &e, err) == 0)
+        return 0;
+    return connect_failed(t, e, err);
 }
 
 int api_first_model(const struct api_target *t, char **id, char *err) {
@@ -291,8 +271,7 @@ int api_first_model(const struct api_target *t, char **id, char *err) {
         const cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "data"), 0);
         const char *s = json_string(m, "id");
         if (!j) rc = err_set(err, "GET /v1/models: the answer is not JSON");
-        else if (s) *id = strdup(s);
-        if (s && !*id) FATAL("out of memory");
+        else if (s) *id = xstrdup(s);
         cJSON_Delete(j);
     }
     free(b);

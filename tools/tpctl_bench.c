@@ -5,16 +5,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/fatal.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* What one request measured. */
 struct req_sample {
@@ -73,7 +67,7 @@ static char *make_prompt(int idx, int n_words) {
 static int on_piece(void *ud, const char *text, size_t len, int finished) {
     struct req_sample *s = ud;
     (void)text;
-    double t = now_s();
+    double t = clock_now();
     /* a closing chunk with no text carries the finish reason, not a token; an empty chunk
      * without one is a token whose bytes are still an incomplete UTF-8 sequence */
     if (len == 0 && finished) return 0;
@@ -82,9 +76,7 @@ static int on_piece(void *ud, const char *text, size_t len, int finished) {
     } else {
         if (s->n_gaps == s->cap_gaps) {
             s->cap_gaps = s->cap_gaps ? 2 * s->cap_gaps : 64;
-            double *g = realloc(s->gaps, s->cap_gaps * sizeof *g);
-            if (!g) FATAL("out of memory");
-            s->gaps = g;
+            s->gaps = xrealloc(s->gaps, s->cap_gaps * sizeof *s->gaps);
         }
         s->gaps[s->n_gaps++] = t - s->t_last;
     }
@@ -116,7 +108,7 @@ static void run_one(struct level_run *L, struct httpc *c, int *open, int idx) {
     cJSON *body = api_completion_body(&g, prompt);
     free(prompt);
     struct api_result res;
-    s->t_start = now_s();
+    s->t_start = clock_now();
     int rc = api_generate(c, "/v1/completions", body, on_piece, s, &res, err);
     cJSON_Delete(body);
     if (rc == 0 && s->chunks == 0) rc = err_set(err, "the stream carried no tokens");
@@ -169,11 +161,11 @@ static double run_level(struct level_run *L, int conc, char *err) {
     pthread_attr_setstacksize(&attr, 256 * 1024);
     pthread_t *th = xmalloc(sizeof *th * (size_t)conc);
     int started = 0;
-    double t0 = now_s();
+    double t0 = clock_now();
     for (; started < conc; started++)
         if (pthread_create(&th[started], &attr, worker, L)) break;
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    double wall = now_s() - t0;
+    double wall = clock_now() - t0;
     pthread_attr_destroy(&attr);
     free(th);
     if (started == 0) {

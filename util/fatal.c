@@ -33,8 +33,20 @@ void *xcalloc(unsigned long n, unsigned long size) {
     return p;
 }
 
+void *xrealloc(void *p, unsigned long n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) FATAL("out of memory growing a buffer to %lu bytes", n);
+    return q;
+}
+
 char *xstrdup(const char *s) {
-    char *p = strdup(s);
-    if (!p) FATAL("out of memory copying a string of %zu bytes", strlen(s));
-    return p;
+    char *d = strdup(s);
+    if (!d) FATAL("out of memory copying a %zu-byte string", strlen(s));
+    return d;
+}
+
+char *xstrndup(const char *s, unsigned long n) {
+    char *d = strndup(s, n);
+    if (!d) FATAL("out of memory copying a string of up to %lu bytes", n);
+    return d;
 }

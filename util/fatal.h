@@ -15,9 +15,12 @@ void fatal_exit(const char *file, int line, const char *fmt, ...)
         if ((call) != 0) fatal_exit(__FILE__, __LINE__, "check failed: %s", #call); \
     } while (0)
 
-/* malloc that cannot return NULL. */
+/* Allocation that cannot return NULL: out of memory ends the job. Sizes that come from
+ * input must be checked against a limit (with err_set) before they get here. */
 void *xmalloc(unsigned long n);
 void *xcalloc(unsigned long n, unsigned long size);
+void *xrealloc(void *p, unsigned long n);
 char *xstrdup(const char *s);
+char *xstrndup(const char *s, unsigned long n);
 
 #endif

@@ -11,9 +11,7 @@ static void sbuf_reserve(struct sbuf *b, size_t n) {
     if (b->len + n + 1 <= b->cap) return;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) FATAL("out of memory (%zu bytes for a buffer)", cap);
-    b->p = p;
+    b->p = xrealloc(b->p, cap);
     b->cap = cap;
 }
 
@@ -37,6 +35,14 @@ void sbuf_addf(struct sbuf *b, const char *fmt, ...) {
     vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     b->len += (size_t)n;
+}
+
+int sbuf_add_stream(struct sbuf *b, FILE *f) {
+    char chunk[1 << 16];
+    size_t r;
+    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) sbuf_add(b, chunk, r);
+    sbuf_add(b, "", 0);
+    return ferror(f) ? -1 : 0;
 }
 
 void sbuf_free(struct sbuf *b) {

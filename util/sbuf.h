@@ -5,6 +5,7 @@
 #define TPD_SBUF_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 struct sbuf {
     char *p;
@@ -15,6 +16,9 @@ void sbuf_add(struct sbuf *b, const char *s, size_t n);
 void sbuf_adds(struct sbuf *b, const char *s);
 /* printf-style append (any length). */
 void sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends the rest of f up to its end; b->p is non-NULL afterwards even when f was empty.
+ * Returns 0, or -1 on a read error (what was read stays in b). */
+int sbuf_add_stream(struct sbuf *b, FILE *f);
 void sbuf_free(struct sbuf *b);
 
 #endif

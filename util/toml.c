@@ -3,6 +3,7 @@
 #include "toml_internal.h"
 
 #include "err.h"
+#include "fatal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,7 @@
 #define TABLE_INDEX_MIN 16
 
 struct toml_node *toml_node_new(enum toml_type t, int line, const char *file) {
-    struct toml_node *n = calloc(1, sizeof(*n));
-    if (!n) return NULL;
+    struct toml_node *n = xcalloc(1, sizeof(*n));
     n->type = (uint8_t)t;
     n->line = line;
     n->file = file;
@@ -58,9 +58,8 @@ static uint64_t key_hash(const char *k, size_t len) {
     return h;
 }
 
-static int index_rebuild(struct toml_node *t, size_t cap) {
-    uint32_t *idx = calloc(cap, sizeof(*idx));
-    if (!idx) return -1;
+static void index_rebuild(struct toml_node *t, size_t cap) {
+    uint32_t *idx = xcalloc(cap, sizeof(*idx));
     for (size_t i = 0; i < t->u.tab.n; i++) {
         size_t s = key_hash(t->u.tab.e[i].key, t->u.tab.e[i].klen) & (cap - 1);
         while (idx[s]) s = (s + 1) & (cap - 1);
@@ -69,7 +68,6 @@ static int index_rebuild(struct toml_node *t, size_t cap) {
     free(t->u.tab.idx);
     t->u.tab.idx = idx;
     t->u.tab.idx_cap = cap;
-    return 0;
 }
 
 struct toml_node *toml_table_find(const struct toml_node *t, const char *key, size_t klen) {
@@ -88,47 +86,34 @@ struct toml_node *toml_table_find(const struct toml_node *t, const char *key, si
     return NULL;
 }
 
-/* The caller has checked that key is absent. On failure val stays the caller's. */
-int toml_table_add(struct toml_node *t, const char *key, size_t klen, struct toml_node *val) {
+/* The caller has checked that key is absent. */
+void toml_table_add(struct toml_node *t, const char *key, size_t klen, struct toml_node *val) {
     if (t->u.tab.n == t->u.tab.cap) {
         size_t cap = t->u.tab.cap ? 2 * t->u.tab.cap : 4;
-        struct toml_entry *e = realloc(t->u.tab.e, cap * sizeof(*e));
-        if (!e) return -1;
-        t->u.tab.e = e;
+        t->u.tab.e = xrealloc(t->u.tab.e, cap * sizeof(*t->u.tab.e));
         t->u.tab.cap = cap;
     }
-    char *k = malloc(klen + 1);
-    if (!k) return -1;
-    memcpy(k, key, klen);
-    k[klen] = '\0';
+    char *k = xstrndup(key, klen);
     size_t i = t->u.tab.n;
     t->u.tab.e[i] = (struct toml_entry){k, klen, val};
     t->u.tab.n++;
     /* Keep the index at most half full. */
     if (t->u.tab.n >= TABLE_INDEX_MIN && 2 * t->u.tab.n > t->u.tab.idx_cap) {
-        if (index_rebuild(t, t->u.tab.idx_cap ? 2 * t->u.tab.idx_cap : 4 * TABLE_INDEX_MIN) < 0) {
-            t->u.tab.n--;
-            free(k);
-            return -1;
-        }
+        index_rebuild(t, t->u.tab.idx_cap ? 2 * t->u.tab.idx_cap : 4 * TABLE_INDEX_MIN);
     } else if (t->u.tab.idx) {
         size_t mask = t->u.tab.idx_cap - 1, s = key_hash(k, klen) & mask;
         while (t->u.tab.idx[s]) s = (s + 1) & mask;
         t->u.tab.idx[s] = (uint32_t)(i + 1);
     }
-    return 0;
 }
 
-int toml_array_push(struct toml_node *a, struct toml_node *v) {
+void toml_array_push(struct toml_node *a, struct toml_node *v) {
     if (a->u.arr.n == a->u.arr.cap) {
         size_t cap = a->u.arr.cap ? 2 * a->u.arr.cap : 4;
-        struct toml_node **p = realloc(a->u.arr.v, cap * sizeof(*p));
-        if (!p) return -1;
-        a->u.arr.v = p;
+        a->u.arr.v = xrealloc(a->u.arr.v, cap * sizeof(*a->u.arr.v));
         a->u.arr.cap = cap;
     }
     a->u.arr.v[a->u.arr.n++] = v;
-    return 0;
 }
 
 enum toml_type toml_type(const struct toml_node *n) { return (enum toml_type)n->type; }

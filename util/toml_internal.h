@@ -47,12 +47,12 @@ struct toml_node {
     } u;
 };
 
-/* Tree (toml.c). All return NULL / -1 only when out of memory. */
+/* Tree (toml.c). Out of memory is fatal. */
 struct toml_node *toml_node_new(enum toml_type t, int line, const char *file);
 void toml_node_free(struct toml_node *n);
 struct toml_node *toml_table_find(const struct toml_node *t, const char *key, size_t klen);
-int toml_table_add(struct toml_node *t, const char *key, size_t klen, struct toml_node *val);
-int toml_array_push(struct toml_node *a, struct toml_node *v);
+void toml_table_add(struct toml_node *t, const char *key, size_t klen, struct toml_node *val);
+void toml_array_push(struct toml_node *a, struct toml_node *v);
 const char *toml_type_phrase(enum toml_type t); /* "an integer", for messages */
 
 struct toml_parser {

@@ -4,6 +4,7 @@
 #include "toml_internal.h"
 
 #include "err.h"
+#include "fatal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -118,9 +119,7 @@ static int parse_key(struct toml_parser *p, struct key *k) {
             return toml_perr(p, p->line, "key has more than %d dotted parts", TOML_MAX_DEPTH);
         if (k->n == k->cap) {
             size_t cap = k->cap ? 2 * k->cap : 4;
-            struct key_part *v = realloc(k->v, cap * sizeof(*v));
-            if (!v) return toml_perr(p, p->line, "out of memory");
-            k->v = v;
+            k->v = xrealloc(k->v, cap * sizeof(*k->v));
             k->cap = cap;
         }
         struct key_part part;
@@ -131,9 +130,7 @@ static int parse_key(struct toml_parser *p, struct key *k) {
             size_t start = p->pos;
             while (bare_key_char(at(p))) p->pos++;
             part.len = p->pos - start;
-            if (!(part.s = malloc(part.len + 1))) return toml_perr(p, p->line, "out of memory");
-            memcpy(part.s, p->s + start, part.len);
-            part.s[part.len] = '\0';
+            part.s = xstrndup(p->s + start, part.len);
         } else {
             return toml_perr(p, p->line, "expected a key, found %s", at_name(p, name));
         }
@@ -158,11 +155,7 @@ static struct toml_node *new_child(struct toml_parser *p, struct toml_node *pare
         return NULL;
     }
     struct toml_node *c = toml_node_new(type, line, p->file);
-    if (!c || toml_table_add(parent, kp->s, kp->len, c) < 0) {
-        free(c);
-        toml_perr(p, line, "out of memory");
-        return NULL;
-    }
+    toml_table_add(parent, kp->s, kp->len, c);
     c->depth = (uint16_t)(parent->depth + 1);
     return c;
 }
@@ -224,11 +217,7 @@ static int parse_keyval(struct toml_parser *p, struct toml_node *t, const char *
     skip_ws(p);
     if (!(parent = keyval_parent(p, t, &k, line, where))) goto out;
     if (parse_value(p, parent->depth + 1, &v) < 0) goto out;
-    if (toml_table_add(parent, k.v[k.n - 1].s, k.v[k.n - 1].len, v) < 0) {
-        toml_node_free(v);
-        toml_perr(p, line, "out of memory");
-        goto out;
-    }
+    toml_table_add(parent, k.v[k.n - 1].s, k.v[k.n - 1].len, v);
     rc = 0;
 out:
     key_free(&k);
@@ -245,7 +234,6 @@ static int parse_array(struct toml_parser *p, int depth, struct toml_node **out)
     int line = p->line;
     char name[TOML_CHAR_NAME];
     struct toml_node *a = toml_node_new(TOML_ARRAY, line, p->file), *v;
-    if (!a) return toml_perr(p, line, "out of memory");
     a->depth = (uint16_t)depth;
     a->flags = TOML_F_FROZEN;
     p->pos++;
@@ -253,11 +241,7 @@ static int parse_array(struct toml_parser *p, int depth, struct toml_node **out)
         if (skip_wcn(p) < 0 || unterminated(p, line) < 0) goto fail;
         if (at(p) == ']') break;
         if (parse_value(p, depth + 1, &v) < 0) goto fail;
-        if (toml_array_push(a, v) < 0) {
-            toml_node_free(v);
-            toml_perr(p, p->line, "out of memory");
-            goto fail;
-        }
+        toml_array_push(a, v);
         if (skip_wcn(p) < 0 || unterminated(p, line) < 0) goto fail;
         if (at(p) == ',') {
             p->pos++;
@@ -281,7 +265,6 @@ static int parse_inline_table(struct toml_parser *p, int depth, struct toml_node
     int line = p->line;
     char name[TOML_CHAR_NAME];
     struct toml_node *t = toml_node_new(TOML_TABLE, line, p->file);
-    if (!t) return toml_perr(p, line, "out of memory");
     t->depth = (uint16_t)depth;
     p->pos++;
     skip_ws(p);
@@ -322,10 +305,6 @@ static int parse_value(struct toml_parser *p, int depth, struct toml_node **out)
         size_t len;
         if (toml_lex_string(p, true, &s, &len) < 0) return -1;
         struct toml_node *v = toml_node_new(TOML_STRING, line, p->file);
-        if (!v) {
-            free(s);
-            return toml_perr(p, line, "out of memory");
-        }
         v->u.str.s = s;
         v->u.str.len = len;
         *out = v;
@@ -406,11 +385,7 @@ static int parse_header(struct toml_parser *p) {
             goto out;
         }
         struct toml_node *e = toml_node_new(TOML_TABLE, line, p->file);
-        if (!e || toml_array_push(c, e) < 0) {
-            free(e);
-            toml_perr(p, line, "out of memory");
-            goto out;
-        }
+        toml_array_push(c, e);
         e->depth = (uint16_t)(c->depth + 1);
         e->flags = TOML_F_HEADER;
         p->cur = e;
@@ -460,12 +435,8 @@ int toml_parse(const char *buf, size_t len, const char *filename, struct toml_no
         return err_set(err, "%s:1: input is %zu bytes, more than the %u allowed", fname, len,
                        TOML_MAX_INPUT);
     if (!buf && len) return err_set(err, "%s:1: no input buffer", fname);
-    char *file = strdup(fname);
-    struct toml_node *r = file ? toml_node_new(TOML_TABLE, 1, file) : NULL;
-    if (!r) {
-        free(file);
-        return err_set(err, "%s:1: out of memory", fname);
-    }
+    char *file = xstrdup(fname);
+    struct toml_node *r = toml_node_new(TOML_TABLE, 1, file);
     r->flags = TOML_F_ROOT | TOML_F_HEADER;
     struct toml_parser p = {
         .s = buf, .len = len, .line = 1, .file = file, .err = err, .root = r, .cur = r,

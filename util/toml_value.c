@@ -7,28 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct sbuf {
-    char *p;
-    size_t n, cap;
-};
-
-static int sbuf_put(struct toml_parser *p, struct sbuf *b, const char *s, size_t n) {
-    if (n + 1 > b->cap - b->n) { /* +1 keeps room for the terminator */
-        size_t cap = b->cap ? b->cap : 32;
-        while (n + 1 > cap - b->n) {
-            if (cap > SIZE_MAX / 2) return toml_perr(p, p->line, "out of memory");
-            cap *= 2;
-        }
-        char *q = realloc(b->p, cap);
-        if (!q) return toml_perr(p, p->line, "out of memory");
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return 0;
-}
+#include "fatal.h"
+#include "sbuf.h"
+#include "utf8.h"
 
 static bool is_ctrl(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -40,6 +21,24 @@ static int hex_value(char c) {
     return -1;
 }
 
+/* Says why s is not a valid sequence (util/utf8 decided that it is not). */
+static int utf8_error(struct toml_parser *p, int line, const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t k;
+    uint32_t cp, min;
+    if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
+    else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
+    else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07, min = 0x10000;
+    else return toml_perr(p, line, "invalid UTF-8 byte 0x%02x", c);
+    if (k > n - 1) return toml_perr(p, line, "truncated UTF-8 sequence at end of input");
+    for (size_t j = 1; j <= k; j++) {
+        if ((s[j] & 0xc0) != 0x80) return toml_perr(p, line, "invalid UTF-8 sequence (byte 0x%02x)", c);
+        cp = (cp << 6) | (s[j] & 0x3f);
+    }
+    if (cp < min) return toml_perr(p, line, "overlong UTF-8 encoding of U+%04X", (unsigned)cp);
+    return toml_perr(p, line, "UTF-8 encodes U+%04X, not a Unicode scalar value", (unsigned)cp);
+}
+
 /* TOML documents are UTF-8 throughout (comments included), so one pass up front lets every
  * lexer after it copy bytes >= 0x80 without looking at them again. */
 int toml_check_utf8(struct toml_parser *p) {
@@ -47,53 +46,16 @@ int toml_check_utf8(struct toml_parser *p) {
     size_t n = p->len, i = 0;
     int line = 1;
     while (i < n) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            line += c == '\n';
+        if (s[i] < 0x80) {
+            line += s[i] == '\n';
             i++;
             continue;
         }
-        size_t k;
-        uint32_t cp, min;
-        if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
-        else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
-        else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07, min = 0x10000;
-        else return toml_perr(p, line, "invalid UTF-8 byte 0x%02x", c);
-        if (k > n - i - 1) return toml_perr(p, line, "truncated UTF-8 sequence at end of input");
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xc0) != 0x80)
-                return toml_perr(p, line, "invalid UTF-8 sequence (byte 0x%02x)", c);
-            cp = (cp << 6) | (s[i + j] & 0x3f);
-        }
-        if (cp < min) return toml_perr(p, line, "overlong UTF-8 encoding of U+%04X", (unsigned)cp);
-        if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return toml_perr(p, line, "UTF-8 encodes U+%04X, not a Unicode scalar value", (unsigned)cp);
-        i += k + 1;
+        size_t k = utf8_valid_len(s + i, n - i);
+        if (!k) return utf8_error(p, line, s + i, n - i);
+        i += k;
     }
     return 0;
-}
-
-static size_t utf8_encode(uint32_t cp, char *o) {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
 }
 
 /* At a backslash in a basic string. */
@@ -123,9 +85,10 @@ static int lex_escape(struct toml_parser *p, struct sbuf *b) {
         if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
             return toml_perr(p, p->line, "escape \\%c%.*s is not a Unicode scalar value", c,
                              (int)nd, p->s + i + 1);
-        char o[4];
+        uint8_t o[4];
         p->pos = i + 1 + nd;
-        return sbuf_put(p, b, o, utf8_encode(cp, o));
+        sbuf_add(b, (const char *)o, utf8_encode(cp, o));
+        return 0;
     }
     default:
         if (c > 0x20 && c < 0x7f) return toml_perr(p, p->line, "invalid escape sequence '\\%c'", c);
@@ -133,7 +96,8 @@ static int lex_escape(struct toml_parser *p, struct sbuf *b) {
                          toml_char_name((unsigned char)c, name));
     }
     p->pos = i + 1;
-    return sbuf_put(p, b, rep, 1);
+    sbuf_add(b, rep, 1);
+    return 0;
 }
 
 static int bad_char(struct toml_parser *p, unsigned char c, const char *where) {
@@ -165,7 +129,7 @@ static int lex_line_string(struct toml_parser *p, char q, struct sbuf *b) {
             if (x == (unsigned char)q || (x == '\\' && q == '"') || is_ctrl(x)) break;
             p->pos++;
         }
-        if (sbuf_put(p, b, p->s + start, p->pos - start) < 0) return -1;
+        sbuf_add(b, p->s + start, p->pos - start);
     }
 }
 
@@ -193,13 +157,13 @@ static int lex_multi_string(struct toml_parser *p, char q, struct sbuf *b) {
             size_t run = 0;
             while (p->pos + run < p->len && p->s[p->pos + run] == q) run++;
             if (run < 3) { /* one or two quotes are content */
-                if (sbuf_put(p, b, p->s + p->pos, run) < 0) return -1;
+                sbuf_add(b, p->s + p->pos, run);
                 p->pos += run;
                 continue;
             }
             /* Up to two quotes right before the closing three belong to the string. */
             if (run > 5) return toml_perr(p, p->line, "too many quotes (%zu) ending a multi-line string", run);
-            if (sbuf_put(p, b, p->s + p->pos, run - 3) < 0) return -1;
+            sbuf_add(b, p->s + p->pos, run - 3);
             p->pos += run;
             return 0;
         }
@@ -222,7 +186,7 @@ static int lex_multi_string(struct toml_parser *p, char q, struct sbuf *b) {
             continue;
         }
         if (eat_newline(p)) {
-            if (sbuf_put(p, b, "\n", 1) < 0) return -1;
+            sbuf_add(b, "\n", 1);
             continue;
         }
         if (is_ctrl(c)) return bad_char(p, c, "multi-line string");
@@ -232,7 +196,7 @@ static int lex_multi_string(struct toml_parser *p, char q, struct sbuf *b) {
             if (x == (unsigned char)q || (x == '\\' && q == '"') || is_ctrl(x) || x == '\n') break;
             p->pos++;
         }
-        if (sbuf_put(p, b, p->s + start, p->pos - start) < 0) return -1;
+        sbuf_add(b, p->s + start, p->pos - start);
     }
 }
 
@@ -249,13 +213,13 @@ int toml_lex_string(struct toml_parser *p, bool allow_multi, char **out, size_t 
         p->pos += 1;
         rc = lex_line_string(p, q, &b);
     }
-    if (rc == 0) rc = sbuf_put(p, &b, "", 0); /* the empty string still gets a buffer */
+    if (rc == 0) sbuf_add(&b, "", 0); /* the empty string still gets a buffer */
     if (rc < 0) {
         free(b.p);
         return -1;
     }
     *out = b.p;
-    *len = b.n;
+    *len = b.len;
     return 0;
 }
 
@@ -338,12 +302,7 @@ static int lex_datetime(struct toml_parser *p, const char *t, size_t n, int line
     if (why) return toml_perr(p, line, "invalid date/time '%.*s': %s", n > 64 ? 64 : (int)n, t, why);
 
     struct toml_node *v = toml_node_new(kind, line, p->file);
-    char *s = malloc(n + 1);
-    if (!v || !s) {
-        free(v);
-        free(s);
-        return toml_perr(p, line, "out of memory");
-    }
+    char *s = xmalloc(n + 1);
     for (size_t k = 0; k < n; k++) {
         char c = t[k];
         s[k] = (k == 10 && (c == ' ' || c == 't')) ? 'T' : c == 'z' ? 'Z' : c;
@@ -423,8 +382,7 @@ static const char *lex_float(const char *t, size_t n, double *v) {
     }
     if (i != n || !(frac || exp)) return "malformed float";
 
-    char *clean = malloc(n + 1);
-    if (!clean) return "out of memory";
+    char *clean = xmalloc(n + 1);
     size_t m = 0;
     for (size_t k = 0; k < n; k++)
         if (t[k] != '_') clean[m++] = t[k];
@@ -459,13 +417,13 @@ int toml_lex_bare(struct toml_parser *p, struct toml_node **out) {
     }
 
     if ((n == 4 && !memcmp(t, "true", 4)) || (n == 5 && !memcmp(t, "false", 5))) {
-        if (!(*out = toml_node_new(TOML_BOOL, line, p->file))) return toml_perr(p, line, "out of memory");
+        *out = toml_node_new(TOML_BOOL, line, p->file);
         (*out)->u.b = n == 4;
         return 0;
     }
     size_t sign = (t[0] == '+' || t[0] == '-');
     if (n - sign == 3 && (!memcmp(t + sign, "inf", 3) || !memcmp(t + sign, "nan", 3))) {
-        if (!(*out = toml_node_new(TOML_FLOAT, line, p->file))) return toml_perr(p, line, "out of memory");
+        *out = toml_node_new(TOML_FLOAT, line, p->file);
         double x = t[sign] == 'i' ? INFINITY : NAN;
         (*out)->u.f = t[0] == '-' ? -x : x;
         return 0;
@@ -478,7 +436,6 @@ int toml_lex_bare(struct toml_parser *p, struct toml_node **out) {
     bool radix = n >= 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'o' || t[1] == 'b');
     bool is_float = !radix && (memchr(t, '.', n) || memchr(t, 'e', n) || memchr(t, 'E', n));
     struct toml_node *v = toml_node_new(is_float ? TOML_FLOAT : TOML_INTEGER, line, p->file);
-    if (!v) return toml_perr(p, line, "out of memory");
     const char *why = is_float ? lex_float(t, n, &v->u.f) : lex_integer(t, n, &v->u.i);
     if (why) {
         free(v);

@@ -3,21 +3,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sbuf.h"
+
+/* For a lead byte of a multi-byte sequence (RFC 3629 table 3-7): the sequence length and
+ * the allowed range of the second byte; 0 when b cannot start one. */
+static size_t lead_info(uint8_t b, uint8_t *lo, uint8_t *hi) {
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) return 2;
+    if (b == 0xE0) { *lo = 0xA0; return 3; }
+    if (b == 0xED) { *hi = 0x9F; return 3; }
+    if (b >= 0xE1 && b <= 0xEF) return 3;
+    if (b == 0xF0) { *lo = 0x90; return 4; }
+    if (b == 0xF4) { *hi = 0x8F; return 4; }
+    if (b >= 0xF1 && b <= 0xF3) return 4;
+    return 0;
+}
+
 size_t utf8_valid_len(const uint8_t *s, size_t n) {
     if (n == 0) return 0;
-    uint8_t b = s[0];
-    if (b < 0x80) return 1;
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (b >= 0xC2 && b <= 0xDF) len = 2;
-    else if (b == 0xE0) { len = 3; lo = 0xA0; }
-    else if (b == 0xED) { len = 3; hi = 0x9F; }
-    else if (b >= 0xE1 && b <= 0xEF) len = 3;
-    else if (b == 0xF0) { len = 4; lo = 0x90; }
-    else if (b == 0xF4) { len = 4; hi = 0x8F; }
-    else if (b >= 0xF1 && b <= 0xF3) len = 4;
-    else return 0;
-    if (n < len) return 0;
+    if (s[0] < 0x80) return 1;
+    uint8_t lo, hi;
+    size_t len = lead_info(s[0], &lo, &hi);
+    if (len == 0 || n < len) return 0;
     if (s[1] < lo || s[1] > hi) return 0;
     for (size_t i = 2; i < len; i++)
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -34,17 +42,9 @@ int utf8_valid(const char *str, size_t n) {
 /* Number of bytes of the maximal subpart at s (>= 1): the lead byte plus the continuation
  * bytes that could still belong to a valid sequence. */
 static size_t utf8_subpart_len(const uint8_t *s, size_t n) {
-    uint8_t b = s[0];
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) len = 2;
-    else if (b == 0xE0) { len = 3; lo = 0xA0; }
-    else if (b == 0xED) { len = 3; hi = 0x9F; }
-    else if (b >= 0xE1 && b <= 0xEF) len = 3;
-    else if (b == 0xF0) { len = 4; lo = 0x90; }
-    else if (b == 0xF4) { len = 4; hi = 0x8F; }
-    else if (b >= 0xF1 && b <= 0xF3) len = 4;
-    else return 1;
+    uint8_t lo, hi;
+    size_t len = lead_info(s[0], &lo, &hi);
+    if (len == 0) return 1;
     size_t i = 1;
     if (i < n && i < len && s[i] >= lo && s[i] <= hi) i++;
     else return 1;
@@ -100,36 +100,20 @@ size_t utf8_lead_len(uint8_t b) {
     return lookup[b >> 4];
 }
 
-static int buf_reserve(char **buf, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    char *p = realloc(*buf, c);
-    if (!p) return -1;
-    *buf = p;
-    *cap = c;
-    return 0;
-}
-
-int utf8_lossy_append(const uint8_t *s, size_t n, char **buf, size_t *len, size_t *cap) {
-    /* Worst case: every byte becomes 3 bytes of U+FFFD. */
-    if (n > (SIZE_MAX - *len - 1) / 3 || buf_reserve(buf, cap, *len + n * 3 + 1)) return -1;
-    uint8_t *o = (uint8_t *)*buf + *len;
-    size_t i = 0;
+void utf8_lossy_append(const uint8_t *s, size_t n, struct sbuf *out) {
+    size_t i = 0, run = 0; /* s[run..i) is valid and not yet appended */
     while (i < n) {
         size_t l = utf8_valid_len(s + i, n - i);
         if (l) {
-            memcpy(o, s + i, l);
-            o += l;
             i += l;
-        } else {
-            i += utf8_subpart_len(s + i, n - i);
-            *o++ = 0xEF; *o++ = 0xBF; *o++ = 0xBD;
+            continue;
         }
+        sbuf_add(out, (const char *)s + run, i - run);
+        sbuf_add(out, "\xEF\xBF\xBD", 3);
+        i += utf8_subpart_len(s + i, n - i);
+        run = i;
     }
-    *len = (size_t)(o - (uint8_t *)*buf);
-    (*buf)[*len] = 0;
-    return 0;
+    sbuf_add(out, (const char *)s + run, n - run);
 }
 
 /* llama.cpp's decoder: only the lead byte's high bits and the continuation bytes' top two
@@ -151,40 +135,33 @@ static size_t llama_decode_one(const uint8_t *s, size_t n, uint32_t *cp) {
     return len;
 }
 
-int utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **out,
-                  size_t *out_len) {
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    if (policy == UTF8_SUBPART) {
-        if (utf8_lossy_append(s, n, &buf, &len, &cap)) { free(buf); return -1; }
-        if (!buf) { buf = calloc(1, 1); if (!buf) return -1; }
-        *out = buf;
-        *out_len = len;
-        return 0;
-    }
-    if (n > (SIZE_MAX - 1) / 3 || buf_reserve(&buf, &cap, n * 3 + 1)) { free(buf); return -1; }
-    uint8_t *o = (uint8_t *)buf;
-    size_t i = 0;
-    while (i < n) {
-        if (policy == UTF8_KEEP) { memcpy(o, s, n); o += n; break; }
-        uint32_t cp;
-        size_t l = llama_decode_one(s + i, n - i, &cp);
-        /* Surrogates pass through re-encoded, as in llama.cpp (the regexes then see
-         * invalid UTF-8, which PCRE2 never matches). llama.cpp aborts on codepoints above
-         * U+10FFFF; they become U+FFFD here. */
-        if (l == 0 || cp > 0x10FFFF) {
-            i += l ? l : 1;
-            cp = 0xFFFD;
-        } else {
-            i += l;
+void utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **out,
+                   size_t *out_len) {
+    struct sbuf b = {0};
+    if (policy == UTF8_KEEP) {
+        sbuf_add(&b, (const char *)s, n);
+    } else if (policy == UTF8_SUBPART) {
+        utf8_lossy_append(s, n, &b);
+    } else {
+        for (size_t i = 0; i < n;) {
+            uint32_t cp;
+            size_t l = llama_decode_one(s + i, n - i, &cp);
+            /* Surrogates pass through re-encoded, as in llama.cpp (the regexes then see
+             * invalid UTF-8, which PCRE2 never matches). llama.cpp aborts on codepoints above
+             * U+10FFFF; they become U+FFFD here. */
+            if (l == 0 || cp > 0x10FFFF) {
+                i += l ? l : 1;
+                cp = 0xFFFD;
+            } else {
+                i += l;
+            }
+            uint8_t u[4];
+            sbuf_add(&b, (const char *)u, utf8_encode(cp, u));
         }
-        o += utf8_encode(cp, o);
     }
-    len = (size_t)(o - (uint8_t *)buf);
-    buf[len] = 0;
-    *out = buf;
-    *out_len = len;
-    return 0;
+    sbuf_add(&b, "", 0); /* empty text still gets a buffer */
+    *out = b.p;
+    *out_len = b.len;
 }
 
 /* GPT-2 keeps printable Latin-1 bytes as themselves and moves the other 68 bytes to

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sbuf.h"
+
 /* How invalid UTF-8 in user text is turned into valid UTF-8 before tokenizing. */
 enum utf8_policy {
     UTF8_KEEP = 0,    /* leave bytes as they are (SentencePiece byte fallback sees them) */
@@ -30,8 +32,8 @@ size_t utf8_lead_len(uint8_t b);
 size_t utf8_incomplete_tail(const uint8_t *s, size_t n);
 
 /* Applies policy to s[0..n) and writes the result to *out (malloc'd, NUL-terminated),
- * *out_len its length. Returns 0, or -1 on allocation failure. For UTF8_KEEP it copies. */
-int utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **out,
+ * *out_len its length. For UTF8_KEEP it copies. */
+void utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **out,
                   size_t *out_len);
 
 /* Rewrites each UTF-8-encoded surrogate (ED A0..BF xx) in place as U+E000 (EE 80 80), a
@@ -39,8 +41,8 @@ int utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **ou
  * a letter, number or space). Returns how many it rewrote. */
 size_t utf8_mask_surrogates(char *s, size_t n);
 
-/* Replaces invalid subparts with U+FFFD, appending to a growing buffer. */
-int utf8_lossy_append(const uint8_t *s, size_t n, char **buf, size_t *len, size_t *cap);
+/* Appends s to out with each maximal invalid subpart replaced by U+FFFD. */
+void utf8_lossy_append(const uint8_t *s, size_t n, struct sbuf *out);
 
 /* GPT-2 byte-level alphabet: byte -> codepoint and back (-1 when cp is not in it). */
 uint32_t utf8_byte_to_cp(uint8_t b);
