@@ -32,7 +32,7 @@ static const struct config_key keys[] = {
     {"parallel", "tp", K_INT, F(tp), 0, 4096, NULL, S, "0", NULL, NULL, "ranks; 0 = as started by mpirun"},
     {"parallel", "threads", K_INT, F(threads), 0, 1024, "--threads", S | R, "0", NULL, NULL, "compute threads per rank; 0 = auto"},
     {"parallel", "step_timeout_s", K_DBL, F(step_timeout_s), 1, 86400, NULL, S, "300", NULL, NULL,
-     "a step running longer means a rank is hung: /health fails"},
+     "a step running longer means a rank is hung: the job ends (non-zero)"},
     {"parallel", "backend", K_STR, F(backend), 0, 0, "--backend", S | R, "auto", "cpu|cuda|auto", NULL, "compute backend; auto = cuda when built with it and a GPU is there"},
     {"parallel", "comm", K_STR, F(comm), 0, 0, "--comm", S | R, NULL, "auto|nccl|ipc|mpi", NULL, "GPU all-reduce; default: $TPD_COMM, else auto"},
     {"server", "socket", K_STR, F(socket), 0, 0, "--socket", S, "/tmp/tpd/tpd.sock", NULL, "PATH", "Unix socket path"},

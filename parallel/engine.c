@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../comm/deadline.h"
 #include "../comm/gpu_comm.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
@@ -20,6 +21,7 @@ struct engine {
     struct forward_state fs;
     struct step_plan plan; /* followers: the plan rank 0 sent */
     struct engine_info info;
+    struct deadline *deadline; /* NULL: no step timeout */
 };
 
 int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o, char *err) {
@@ -76,6 +78,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     e->info = (struct engine_info){.vocab = hp->vocab_size, .eos_id = hp->eos_id, .block_size = o->block_size,
                                    .n_blocks = o->n_blocks, .max_ctx = max_ctx, .tp = c->size,
                                    .attn_ctx_unit = params / (2.0 * hp->n_layers * q)};
+    e->deadline = deadline_start(c->rank, c->size, o->step_timeout_s, o->stop_flag, o->stop_grace_s);
     *out = e;
     return 0;
 fail:
@@ -88,6 +91,7 @@ fail:
 
 void engine_close(struct engine *e) {
     if (!e) return;
+    deadline_free(e->deadline);
     forward_state_free(&e->fs, &e->be);
     kvcache_free(&e->kv);
     model_free(&e->model);
@@ -103,8 +107,21 @@ void engine_step(struct engine *e, const struct step_plan *plan, float *logits) 
     for (int i = 0; i < plan->n_blocks; i++)
         if (plan->blocks[i] < 0 || plan->blocks[i] >= e->info.n_blocks)
             FATAL("step plan names KV block %d; the cache has %d", plan->blocks[i], e->info.n_blocks);
+    deadline_step_begin(e->deadline);
     plan_send(e->comm, plan);
     forward(&e->model, &e->kv, &e->fs, plan, e->comm, logits);
+    deadline_step_end(e->deadline);
+}
+
+void engine_ping(struct engine *e) {
+    if (e->comm->size == 1) return;
+    struct step_plan ping = e->plan;
+    ping.n_seqs = -1; /* a heartbeat: every rank answers in a barrier, and nothing runs */
+    ping.n_tokens = ping.n_blocks = ping.n_out = 0;
+    deadline_step_begin(e->deadline);
+    plan_send(e->comm, &ping);
+    comm_barrier(e->comm);
+    deadline_step_end(e->deadline);
 }
 
 void engine_stop(struct engine *e) {
@@ -116,6 +133,14 @@ void engine_follow(struct engine *e) {
     for (;;) {
         plan_recv(e->comm, &e->plan);
         if (e->plan.n_seqs == 0) return;
+        if (e->plan.n_seqs < 0) { /* engine_ping */
+            deadline_step_begin(e->deadline);
+            comm_barrier(e->comm);
+            deadline_step_end(e->deadline);
+            continue;
+        }
+        deadline_step_begin(e->deadline);
         forward(&e->model, &e->kv, &e->fs, &e->plan, e->comm, NULL);
+        deadline_step_end(e->deadline);
     }
 }

@@ -6,6 +6,8 @@
 #ifndef TPD_ENGINE_H
 #define TPD_ENGINE_H
 
+#include <signal.h>
+
 #include "../comm/comm.h"
 #include "../util/dtype.h"
 #include "plan.h"
@@ -21,6 +23,9 @@ struct engine_opts {
     int max_ctx;        /* longest sequence served; 0: the model's trained context */
     const char *comm;      /* GPU all-reduce: "auto", "nccl", "ipc", "mpi" (NULL: $TPD_COMM, else auto) */
     const char *synthetic; /* random weights of a geometry ("llama3-8b[:bf16]"), no file; NULL: model_path */
+    double step_timeout_s; /* a step not done by then ends the job (a peer is hung); 0: no limit */
+    const volatile sig_atomic_t *stop_flag; /* when set, the job must end within stop_grace_s */
+    double stop_grace_s;
 };
 
 /* What a scheduler needs to know of the engine; the same on every rank. */
@@ -47,6 +52,9 @@ const struct engine_info *engine_info(const struct engine *e);
 /* Rank 0: broadcasts the plan and runs it on every rank; logits [plan->n_out][vocab].
  * Every block id in the plan must be below engine_info()->n_blocks. */
 void engine_step(struct engine *e, const struct step_plan *plan, float *logits);
+/* Rank 0, while idle: a heartbeat every rank must answer, so that a stopped or hung rank
+ * ends the job (step_timeout_s) even when no request comes. */
+void engine_ping(struct engine *e);
 /* Rank 0: releases the followers from engine_follow(). */
 void engine_stop(struct engine *e);
 /* Ranks other than 0: run rank 0's plans until it calls engine_stop(). */

@@ -9,6 +9,7 @@
 
 #include "../comm/comm.h"
 
+/* n_seqs == -1 marks a heartbeat (engine_ping): nothing to run. */
 struct step_plan {
     int n_seqs, n_tokens, n_blocks, n_out;
     int32_t *tokens;    /* [n_tokens] */

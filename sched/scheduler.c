@@ -45,6 +45,7 @@ struct scheduler {
     int n_running_pub, kv_free_pub;
     long preemptions;
     double last_step, step_started;
+    double last_ping; /* step loop only */
 
     /* step loop only */
     struct seq **running;
@@ -158,6 +159,8 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
     out->step_timeout_s = s->o.step_timeout_s;
     pthread_mutex_unlock(&s->mu);
 }
+
+#define PING_S 2.0 /* idle heartbeat period */
 
 /* The loop outside a step must come round this often (it waits at most idle_s). */
 #define LOOP_STALE_S 5.0
@@ -430,6 +433,11 @@ int sched_step(struct scheduler *s, double idle_s) {
     drop_cancelled(s);
     admit(s);
     if (s->n_running == 0) {
+        /* idle: a heartbeat now and then, so a rank that stopped is noticed without traffic */
+        if (clock_now() - s->last_ping > PING_S) {
+            s->last_ping = clock_now();
+            engine_ping(s->e);
+        }
         publish(s);
         pthread_mutex_lock(&s->mu);
         if (s->q_len == 0 && idle_s > 0) {

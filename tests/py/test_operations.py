@@ -276,3 +276,33 @@ def test_squatter_on_the_socket_path_does_not_hold_startup(sock_path):
     assert rc != 0
     assert time.monotonic() - t0 < 60
     assert "does not accept connections" in srv.output(), srv.output()[-2000:]
+
+
+def test_stopped_rank_ends_the_job(sock_path):
+    """SIGSTOP on rank 1 of an idle daemon: the idle heartbeat stalls, and within
+    parallel.step_timeout_s + 5 s the job ends non-zero, saying why."""
+    import signal
+
+    timeout = 5
+    srv = Server(sock_path, extra=["--parallel.step_timeout_s", str(timeout)])
+    ranks = srv.ranks()
+    try:
+        t0 = time.monotonic()
+        os.kill(ranks[1], signal.SIGSTOP)
+        try:
+            rc = srv.proc.wait(timeout + 5)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the job still runs {timeout + 5} s after rank 1 stopped")
+        elapsed = time.monotonic() - t0
+    finally:
+        if srv.proc.poll() is None:
+            for p in ranks.values():
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            srv.proc.kill()
+        srv.stopped = True
+    print(f"rank 1 stopped: job ended after {elapsed:.1f} s with {rc}")
+    assert rc != 0
+    assert "did not finish within parallel.step_timeout_s" in srv.output(), srv.output()[-2000:]
