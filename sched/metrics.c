@@ -9,7 +9,7 @@
 
 #include "../util/fatal.h"
 #include "../util/sbuf.h"
-#include "scheduler.h"
+#include "stats.h"
 
 #define MAX_CODES 32
 #define MAX_BUCKETS 24

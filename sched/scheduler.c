@@ -11,6 +11,7 @@
 #include "../util/fatal.h"
 #include "../util/log.h"
 #include "block_pool.h"
+#include "metrics.h"
 #include "sampler.h"
 
 /* One request while the step loop owns it. tokens holds the prompt and then every

@@ -6,7 +6,7 @@
 #define TPD_SCHEDULER_H
 
 #include "../parallel/engine.h"
-#include "metrics.h"
+#include "stats.h"
 #include "request.h"
 
 struct sched_opts {
@@ -20,18 +20,6 @@ struct sched_opts {
                             * their position) never stall decode for long; 0: tokens only */
 };
 
-struct sched_stats {
-    int queued, running;
-    int kv_blocks_used, kv_blocks_free;
-    int max_ctx;
-    int kv_tokens; /* the whole cache, in tokens */
-    int max_queue;
-    int draining;
-    long preemptions;
-    double last_step;    /* monotonic time the loop last ran (stepping or idle) */
-    double step_started; /* monotonic start of the step in progress; 0 between steps */
-    double step_timeout_s;
-};
 
 /* The length rule, in one place: one sequence (prompt + generated tokens) may be as long
  * as the model's context and as the whole KV cache (kv_tokens; 0: no cache limit), so that
@@ -47,6 +35,7 @@ static inline long sched_room(int max_ctx, int kv_tokens, int n_prompt) {
 
 enum sched_submit_result { SUBMIT_OK = 0, SUBMIT_QUEUE_FULL = -1, SUBMIT_DRAINING = -2, SUBMIT_TOO_LONG = -3 };
 
+struct metrics;
 struct scheduler;
 
 struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct metrics *m);

@@ -2,8 +2,8 @@
 
 #include <math.h>
 
+#include "../../util/dtype.h"
 #include "../../util/fatal.h"
-#include "matmul.h"
 
 /* This file is compiled without -mfma on purpose: a fused multiply-add would change the
  * rounding of cpu_dequant_row (which must equal gguf's numpy arithmetic bit for bit) and of
