@@ -12,3 +12,23 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session, exitstatus):
     if exitstatus == 0 and _outcomes["skipped"] and not _outcomes["passed"] and not _outcomes["failed"]:
         session.exitstatus = 5
+
+
+import os  # noqa: E402
+import tempfile  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def sock_path():
+    """A socket path in a fresh private directory, for tests that start `tpd serve`; skips
+    when the binary or the model is missing."""
+    import tpd_cli
+    from test_server_api import MODEL
+    if tpd_cli.tpd_bin() is None:
+        pytest.skip("tpd binary not built (set TPD_BIN)")
+    if not os.path.exists(MODEL):
+        pytest.skip(f"{MODEL} absent (run ./launch/get-model smollm2)")
+    d = tempfile.mkdtemp(prefix="tpd_test_")
+    return os.path.join(d, "run", "tpd.sock")

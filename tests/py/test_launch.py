@@ -2,10 +2,8 @@
 in a terminal, systemd's control-group kill or a job scheduler sends) drains every stream
 to [DONE] and the job exits 0, a second signal ends it at once, and the Slurm launcher
 builds an srun command (checked with a stand-in srun, since no Slurm is installed here)."""
-import json
 import os
 import signal
-import socket
 import stat
 import subprocess
 import tempfile
@@ -15,6 +13,7 @@ import time
 import pytest
 
 from test_server_api import MODEL, client, sse_events, tpd_cli  # noqa: F401
+from test_server_lifecycle import stream_to_done
 
 ROOT = os.environ.get("TPD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 LAUNCH = os.path.join(ROOT, "launch", "tpd-launch")
@@ -41,6 +40,17 @@ def setup():
     return d, sock, env
 
 
+def launch(d, sock, env):
+    """tpd-launch in a session of its own (its process group is the one signals go to),
+    once the daemon answers /health."""
+    cfg = write_config(d, sock)
+    log = os.path.join(d, "launch.log")
+    with open(log, "w") as lf:
+        proc = subprocess.Popen([LAUNCH, cfg], env=env, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_healthy(proc, sock, log)
+    return proc, log
+
+
 def wait_healthy(proc, sock, log, timeout=180):
     t0 = time.time()
     while time.time() - t0 < timeout:
@@ -56,39 +66,12 @@ def wait_healthy(proc, sock, log, timeout=180):
     raise AssertionError("daemon not healthy:\n" + open(log).read()[-3000:])
 
 
-def stream(sock, i, started, results):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(120)
-    s.connect(sock)
-    body = json.dumps({"prompt": f"Count to twenty: {i}", "max_tokens": 48, "temperature": 0, "stream": True,
-                       "ignore_eos": True}).encode()
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-    data, signalled = b"", False
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-        if not signalled and b"data: " in data:
-            signalled = True
-            started.release()
-        if b"data: [DONE]" in data:
-            break
-    s.close()
-    results[i] = data.decode(errors="replace")
-
-
 def test_group_sigterm_drains_and_exits_0(setup):
     d, sock, env = setup
-    cfg = write_config(d, sock)
-    log = os.path.join(d, "launch.log")
-    with open(log, "w") as lf:
-        proc = subprocess.Popen([LAUNCH, cfg], env=env, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
+    proc, log = launch(d, sock, env)
     try:
-        wait_healthy(proc, sock, log)
         results, started = {}, threading.Semaphore(0)
-        threads = [threading.Thread(target=stream, args=(sock, i, started, results)) for i in range(4)]
+        threads = [threading.Thread(target=stream_to_done, args=(sock, i, started, results)) for i in range(4)]
         for t in threads:
             t.start()
         for _ in threads:
@@ -110,12 +93,8 @@ def test_group_sigterm_drains_and_exits_0(setup):
 
 def test_second_signal_stops_at_once(setup):
     d, sock, env = setup
-    cfg = write_config(d, sock)
-    log = os.path.join(d, "launch.log")
-    with open(log, "w") as lf:
-        proc = subprocess.Popen([LAUNCH, cfg], env=env, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
+    proc, log = launch(d, sock, env)
     try:
-        wait_healthy(proc, sock, log)
         with client(sock) as c:  # a long request keeps the drain busy
             threading.Thread(target=lambda: _ignore(c.post, "/v1/completions", json={
                 "prompt": "Once", "max_tokens": 900, "ignore_eos": True}), daemon=True).start()

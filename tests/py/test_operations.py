@@ -7,25 +7,13 @@ import re
 import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 
-import pytest
 
-from test_server_api import MODEL, Server, client, metric, tpd_cli  # noqa: F401
+from test_server_api import Server, client, metric
 
 ROOT = os.environ.get("TPD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 UNIT = os.path.join(ROOT, "launch", "systemd", "tpd.service")
-
-
-@pytest.fixture
-def sock_path():
-    if tpd_cli.tpd_bin() is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
-    if not os.path.exists(MODEL):
-        pytest.skip(f"{MODEL} absent (run ./launch/get-model smollm2)")
-    d = tempfile.mkdtemp(prefix="tpd_ops_")
-    return os.path.join(d, "run", "tpd.sock")
 
 
 def cpu_seconds(pids):

@@ -7,23 +7,11 @@ import json
 import os
 import signal
 import socket
-import tempfile
 import threading
 import time
 
-import pytest
 
-from test_server_api import MODEL, Server, client, metric, sse_events, tpd_cli  # noqa: F401
-
-
-@pytest.fixture
-def sock_path():
-    if tpd_cli.tpd_bin() is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
-    if not os.path.exists(MODEL):
-        pytest.skip(f"{MODEL} absent (run ./launch/get-model smollm2)")
-    d = tempfile.mkdtemp(prefix="tpd_life_")
-    return os.path.join(d, "run", "tpd.sock")
+from test_server_api import Server, client, metric, sse_events
 
 
 def request_bytes(prompt, max_tokens, stream=True):
@@ -31,6 +19,28 @@ def request_bytes(prompt, max_tokens, stream=True):
                        "ignore_eos": True}).encode()
     return (b"POST /v1/completions HTTP/1.1\r\nHost: tpd\r\nContent-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def stream_to_done(sock, i, started, results):
+    """A streaming greedy request of 48 tokens; releases `started` at its first event and
+    stores the whole answer in results[i] once [DONE] (or the end of the connection) came."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(120)
+    s.connect(sock)
+    s.sendall(request_bytes(f"Count to twenty: {i}", 48))
+    data, signalled = b"", False
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+        if not signalled and b"data: " in data:
+            signalled = True
+            started.release()
+        if b"data: [DONE]" in data:
+            break
+    s.close()
+    results[i] = data.decode(errors="replace")
 
 
 def vanishing_client(sock, i, errors):
@@ -84,26 +94,7 @@ def test_sigterm_under_load_drains_then_all_ranks_exit_0(sock_path):
     srv = Server(sock_path)
     results, started = {}, threading.Semaphore(0)
 
-    def stream(i):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(120)
-        s.connect(sock_path)
-        s.sendall(request_bytes(f"Count to twenty: {i}", 48))
-        data, signalled = b"", False
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-            if not signalled and b"data: " in data:
-                signalled = True
-                started.release()
-            if b"data: [DONE]" in data:
-                break
-        s.close()
-        results[i] = data.decode(errors="replace")
-
-    threads = [threading.Thread(target=stream, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=stream_to_done, args=(sock_path, i, started, results)) for i in range(4)]
     for t in threads:
         t.start()
     for _ in threads:
