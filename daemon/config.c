@@ -48,6 +48,8 @@ static const struct config_key keys[] = {
     {"scheduler", "max_running", K_INT, F(max_running), 1, 4096, "--max-running", S, "32", NULL, NULL, "sequences per step"},
     {"scheduler", "max_queue", K_INT, F(max_queue), 1, 1 << 20, "--max-queue", S, "1024", NULL, NULL, "waiting requests"},
     {"scheduler", "step_tokens", K_INT, F(step_tokens), 1, 1 << 20, "--step-tokens", S, "512", NULL, NULL, "token budget per step"},
+    {"scheduler", "max_share", K_DBL, F(max_share), 0, 1, NULL, S, "0.5", NULL, NULL,
+     "while others wait, one request (its n choices) or one client uid holds at most this share of slots and KV; 1 = off"},
     {"scheduler", "step_time_s", K_DBL, F(step_time_s), 0, 3600, NULL, S, "0.5", NULL, NULL,
      "target step duration: long-prompt chunks shrink so decode keeps its pace; 0 = tokens only"},
     {"cache", "block_size", K_INT, F(block_size), 1, 4096, "--block-size", S | R, "16", NULL, NULL, "tokens per KV block"},

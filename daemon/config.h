@@ -48,6 +48,7 @@ struct config {
     /* [scheduler] */
     long max_running, max_queue, step_tokens;
     double step_time_s;
+    double max_share;
     /* [cache] */
     long block_size;
     long kv_tokens;     /* KV cache capacity in tokens per rank */

@@ -128,6 +128,19 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
         sbuf_addf(&b, "tpd_max_context_tokens %d\n", st->max_ctx);
         head(&b, "tpd_draining", "gauge", "1 while the server finishes in-flight requests before exiting.");
         sbuf_addf(&b, "tpd_draining %d\n", st->draining ? 1 : 0);
+        static const char *per_uid[3][2] = {
+            {"tpd_uid_running_sequences", "Sequences running (or preempted) per client uid."},
+            {"tpd_uid_queued_requests", "Requests waiting per client uid."},
+            {"tpd_uid_kv_blocks", "KV cache blocks held per client uid."}};
+        for (int k = 0; k < 3 && st->n_uids; k++) {
+            head(&b, per_uid[k][0], "gauge", per_uid[k][1]);
+            for (int i = 0; i < st->n_uids; i++) {
+                const struct sched_uid_usage *u = &st->uids[i];
+                int v = k == 0 ? u->running : k == 1 ? u->queued : u->kv_blocks;
+                if (u->uid == 0xffffffffu) sbuf_addf(&b, "%s{uid=\"unknown\"} %d\n", per_uid[k][0], v);
+                else sbuf_addf(&b, "%s{uid=\"%u\"} %d\n", per_uid[k][0], u->uid, v);
+            }
+        }
     }
     head(&b, "tpd_prompt_tokens_total", "counter", "Prompt tokens of finished requests.");
     sbuf_addf(&b, "tpd_prompt_tokens_total %lu\n", snap.prompt_tokens);

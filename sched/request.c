@@ -13,6 +13,7 @@ struct gen_request *req_new(void) {
     clock_cond_init(&r->cv);
     atomic_init(&r->refs, 1);
     r->sp = sampling_defaults();
+    r->uid = REQ_UID_UNKNOWN;
     return r;
 }
 

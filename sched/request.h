@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #define REQ_MAX_TOP_LOGPROBS 20
+#define REQ_UID_UNKNOWN 0xffffffffu
 
 struct sampling_params {
     float temperature;        /* 0: greedy */
@@ -51,6 +52,8 @@ struct token_event {
 struct gen_request {
     /* set before submit, read-only afterwards */
     uint64_t id;
+    uint64_t group; /* the API request this is one choice of (its n choices share it); 0: its own */
+    unsigned uid;   /* the client's peer uid (SO_PEERCRED); REQ_UID_UNKNOWN over TCP */
     int32_t *prompt; /* owned */
     int n_prompt;
     int max_tokens;

@@ -44,6 +44,8 @@ struct scheduler {
     int q_head, q_len;
     int draining;
     int n_running_pub, kv_free_pub;
+    int n_uids_pub;
+    struct sched_uid_usage uids_pub[SCHED_MAX_UID_STATS];
     long preemptions;
     double last_step, step_started;
     double last_ping; /* step loop only */
@@ -75,7 +77,8 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     clock_cond_init(&s->cv);
     s->queue = xcalloc((unsigned long)o->max_queue, sizeof *s->queue);
     s->running = xcalloc((unsigned long)o->max_running, sizeof *s->running);
-    s->preempted = xcalloc((unsigned long)o->max_running, sizeof *s->preempted);
+    /* fairness may admit from the queue while others wait preempted */
+    s->preempted = xcalloc((unsigned long)o->max_running + (unsigned long)o->max_queue, sizeof *s->preempted);
     s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->vocab);
     s->kv_free_pub = s->pool.n_free;
     s->last_step = clock_now();
@@ -158,6 +161,8 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
     out->last_step = s->last_step;
     out->step_started = s->step_started;
     out->step_timeout_s = s->o.step_timeout_s;
+    out->n_uids = s->n_uids_pub;
+    memcpy(out->uids, s->uids_pub, sizeof out->uids);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -180,8 +185,29 @@ int sched_healthy(struct scheduler *s, char *why, size_t n) {
     return 0;
 }
 
+/* Adds one sequence or request of uid to the usage table (the first uids seen keep their
+ * rows when there are more than it holds). */
+static void count_uid(struct sched_uid_usage *u, int *n, unsigned uid, int running, int queued, int blocks) {
+    int i = 0;
+    while (i < *n && u[i].uid != uid) i++;
+    if (i == *n) {
+        if (*n == SCHED_MAX_UID_STATS) return;
+        u[(*n)++] = (struct sched_uid_usage){.uid = uid};
+    }
+    u[i].running += running;
+    u[i].queued += queued;
+    u[i].kv_blocks += blocks;
+}
+
 static void publish(struct scheduler *s) {
     pthread_mutex_lock(&s->mu);
+    s->n_uids_pub = 0;
+    memset(s->uids_pub, 0, sizeof s->uids_pub);
+    for (int i = 0; i < s->n_running; i++)
+        count_uid(s->uids_pub, &s->n_uids_pub, s->running[i]->req->uid, 1, 0, s->running[i]->n_blocks);
+    for (int i = 0; i < s->n_preempted; i++) count_uid(s->uids_pub, &s->n_uids_pub, s->preempted[i]->req->uid, 1, 0, 0);
+    for (int i = 0; i < s->q_len; i++)
+        count_uid(s->uids_pub, &s->n_uids_pub, s->queue[(s->q_head + i) % s->o.max_queue]->uid, 0, 1, 0);
     s->n_running_pub = s->n_running + s->n_preempted;
     s->kv_free_pub = s->pool.n_free;
     s->last_step = clock_now();
@@ -272,38 +298,111 @@ static void drop_cancelled(struct scheduler *s) {
     }
 }
 
+/* ---- fairness: one API request (its n choices) or one peer uid may hold at most
+ * max_share of the running slots and KV blocks while others wait ---- */
+
+static uint64_t group_of(const struct gen_request *r) { return r->group ? r->group : r->id; }
+
+static int fairness_on(const struct scheduler *s) { return s->o.max_share > 0 && s->o.max_share < 1; }
+
+/* 1 if the running sequences of r's request (by_uid = 0) or of r's uid (1) already hold
+ * their share of slots or blocks. */
+static int holds_share(const struct scheduler *s, const struct gen_request *r, int by_uid) {
+    int slots = 0, blocks = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        const struct gen_request *o = s->running[i]->req;
+        if (by_uid ? o->uid == r->uid : group_of(o) == group_of(r)) {
+            slots++;
+            blocks += s->running[i]->n_blocks;
+        }
+    }
+    int cap_slots = (int)(s->o.max_share * s->o.max_running), cap_blocks = (int)(s->o.max_share * s->pool.n_blocks);
+    return slots >= (cap_slots > 1 ? cap_slots : 1) || blocks >= (cap_blocks > 1 ? cap_blocks : 1);
+}
+
+/* A waiting request deserves to go ahead of earlier ones (and to take a slot from a request
+ * over its share) when its own request is under its share, and its uid is too unless the
+ * slot would come from that same uid. */
+static int deserves(const struct scheduler *s, const struct gen_request *r) {
+    return fairness_on(s) && !holds_share(s, r, 0);
+}
+
+/* The running sequence to give way to r: the most recently admitted one of another request
+ * that is over its share, from r's own uid or from a uid over its share. -1: none. */
+static int victim_for(const struct scheduler *s, const struct gen_request *r) {
+    int uid_over = holds_share(s, r, 1);
+    for (int i = s->n_running - 1; i >= 0; i--) {
+        const struct gen_request *o = s->running[i]->req;
+        if (group_of(o) == group_of(r) || !holds_share(s, o, 0)) continue;
+        if (o->uid == r->uid ? 1 : (!uid_over && holds_share(s, o, 1))) return i;
+    }
+    return -1;
+}
+
+/* Takes the k-th waiting request (0: the oldest) out of the queue ring. Under mu. */
+static struct gen_request *queue_take(struct scheduler *s, int k) {
+    int m = s->o.max_queue;
+    struct gen_request *r = s->queue[(s->q_head + k) % m];
+    for (int i = k; i > 0; i--) s->queue[(s->q_head + i) % m] = s->queue[(s->q_head + i - 1) % m];
+    s->q_head = (s->q_head + 1) % m;
+    s->q_len--;
+    return r;
+}
+
+/* Preemption by recompute of running[i] (see preempt_last). */
+static void preempt_at(struct scheduler *s, int i) {
+    struct seq *q = s->running[i];
+    memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
+    s->running[s->n_running - 1] = q;
+    preempt_last(s);
+}
+
 /* Moves waiting work into the running set while there is room: preempted sequences first,
- * then the queue in arrival order (FCFS). A sequence is admitted only when the blocks for
- * all of its known tokens are free, so admission itself never forces a preemption. */
+ * then the queue in arrival order (FCFS), except that a request under its share goes ahead
+ * of ones whose request or uid is over theirs, and may take a slot (or blocks) from a
+ * request over its share by preempting it. A sequence is admitted only when the blocks for
+ * all of its known tokens are free. */
 static void admit(struct scheduler *s) {
-    while (s->n_running < s->o.max_running) {
-        struct seq *q = NULL;
-        if (s->n_preempted) {
-            q = s->preempted[0];
-            if (blocks_needed(s, q->n_tokens + 1) > s->pool.n_free) return;
-            memmove(s->preempted, s->preempted + 1, sizeof *s->preempted * (size_t)--s->n_preempted);
-        } else {
-            pthread_mutex_lock(&s->mu);
-            struct gen_request *r = NULL;
-            while (s->q_len && !r) {
-                r = s->queue[s->q_head];
-                if (atomic_load(&r->cancelled)) { /* never started: finish it here */
-                    s->q_head = (s->q_head + 1) % s->o.max_queue;
-                    s->q_len--;
-                    req_finish(r, FINISH_CANCELLED);
-                    req_unref(r);
-                    r = NULL;
-                    continue;
-                }
-                if (blocks_needed(s, r->n_prompt + 1) > s->pool.n_free) {
-                    pthread_mutex_unlock(&s->mu);
-                    return;
-                }
-                s->q_head = (s->q_head + 1) % s->o.max_queue;
-                s->q_len--;
-            }
+    for (int guard = 0; guard < 4 * (s->o.max_running + s->o.max_queue); guard++) {
+        /* candidates in order: preempted, then the queue; pick the first that deserves to go
+         * ahead, else the first */
+        pthread_mutex_lock(&s->mu);
+        while (s->q_len && atomic_load(&s->queue[s->q_head]->cancelled)) { /* never started */
+            struct gen_request *r = queue_take(s, 0);
+            req_finish(r, FINISH_CANCELLED);
+            req_unref(r);
+        }
+        int n_cand = s->n_preempted + s->q_len, pick = -1;
+        for (int k = 0; k < n_cand && pick < 0; k++) {
+            const struct gen_request *r =
+                k < s->n_preempted ? s->preempted[k]->req : s->queue[(s->q_head + k - s->n_preempted) % s->o.max_queue];
+            if (deserves(s, r)) pick = k;
+        }
+        int fair = pick >= 0;
+        if (!fair) pick = n_cand ? 0 : -1;
+        if (pick < 0) {
             pthread_mutex_unlock(&s->mu);
-            if (!r) return;
+            return;
+        }
+        struct gen_request *r =
+            pick < s->n_preempted ? s->preempted[pick]->req : s->queue[(s->q_head + pick - s->n_preempted) % s->o.max_queue];
+        int tokens = pick < s->n_preempted ? s->preempted[pick]->n_tokens : r->n_prompt;
+        int room = s->n_running < s->o.max_running && blocks_needed(s, tokens + 1) <= s->pool.n_free;
+        if (!room) {
+            int v = fair ? victim_for(s, r) : -1;
+            pthread_mutex_unlock(&s->mu);
+            if (v < 0) return;
+            preempt_at(s, v); /* lands in front of the preempted list: shift pick */
+            continue;
+        }
+        struct seq *q;
+        if (pick < s->n_preempted) {
+            pthread_mutex_unlock(&s->mu);
+            q = s->preempted[pick];
+            memmove(s->preempted + pick, s->preempted + pick + 1, sizeof *s->preempted * (size_t)(--s->n_preempted - pick));
+        } else {
+            queue_take(s, pick - s->n_preempted);
+            pthread_mutex_unlock(&s->mu);
             q = seq_from_request(s, r);
         }
         s->running[s->n_running++] = q;

@@ -18,6 +18,8 @@ struct sched_opts {
     double step_timeout_s; /* a step running longer means a rank is hung (health fails); 0: none */
     double step_time_s;    /* target duration of one step, so prefill chunks (whose cost grows with
                             * their position) never stall decode for long; 0: tokens only */
+    double max_share;      /* while others wait, one API request (its n choices) or one peer uid
+                            * holds at most this share of the running slots and KV blocks; 0 or 1: off */
 };
 
 
@@ -46,6 +48,7 @@ int sched_submit(struct scheduler *s, struct gen_request *r, char *err);
 /* Thread-safe: stop accepting new requests. */
 void sched_drain(struct scheduler *s);
 void sched_stats(struct scheduler *s, struct sched_stats *out);
+
 /* Thread-safe: 1 if the daemon serves (steps progress, however long each takes); 0 with
  * the reason in why: draining, a step past step_timeout_s, or a loop that stopped running. */
 int sched_healthy(struct scheduler *s, char *why, size_t n);

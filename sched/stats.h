@@ -3,6 +3,13 @@
 #ifndef TPD_SCHED_STATS_H
 #define TPD_SCHED_STATS_H
 
+/* One peer uid's share of the daemon. */
+struct sched_uid_usage {
+    unsigned uid; /* 0xffffffff: unknown (TCP) */
+    int running, queued, kv_blocks;
+};
+#define SCHED_MAX_UID_STATS 16 /* the uids holding most; the rest are not itemised */
+
 struct sched_stats {
     int queued, running;
     int kv_blocks_used, kv_blocks_free;
@@ -14,6 +21,8 @@ struct sched_stats {
     double last_step;    /* monotonic time the loop last ran (stepping or idle) */
     double step_started; /* monotonic start of the step in progress; 0 between steps */
     double step_timeout_s;
+    int n_uids;
+    struct sched_uid_usage uids[SCHED_MAX_UID_STATS];
 };
 
 #endif

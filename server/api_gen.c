@@ -108,8 +108,8 @@ static struct gen_request *make_request(const struct api_params *p, int i) {
     return r;
 }
 
-int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer *tok,
-              const char *model_name, struct api_params *p, struct api_error *e) {
+int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer *tok, const char *model_name,
+              unsigned uid, struct api_params *p, struct api_error *e) {
     static atomic_ullong next_id = 1;
     struct api_gen *g = xcalloc(1, sizeof *g);
     atomic_init(&g->refs, 1);
@@ -128,6 +128,8 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
         g->n = i + 1;
         struct gen_request *r = make_request(&g->p, i);
         r->id = atomic_fetch_add(&next_id, 1);
+        r->group = i == 0 ? r->id : g->c[0].r->id;
+        r->uid = uid;
         char err[ERR_LEN] = "";
         int rc = sched_submit(s, r, err);
         if (rc != SUBMIT_OK) {

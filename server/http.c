@@ -70,6 +70,7 @@ struct conn {
     int status;           /* what was answered, for the metrics; 0 = nothing yet */
     int fd;
     struct api_gen *gen;  /* a generation this request started (a reference) */
+    unsigned uid; /* peer uid, REQ_UID_UNKNOWN over TCP */
 };
 
 /* A streamed response: the SSE bytes produced but not yet handed to MHD. */
@@ -335,7 +336,7 @@ static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enu
     if (api_parse_generate(h->api, kind, c->body.p ? c->body.p : "", c->body.len, &p, &e))
         return reply_api_error(c, mc, &e);
     struct api_gen *g;
-    if (gen_start(&g, h->sched, h->api->tok, h->api->model_name, &p, &e)) {
+    if (gen_start(&g, h->sched, h->api->tok, h->api->model_name, c->uid, &p, &e)) {
         api_params_free(&p);
         return reply_api_error(c, mc, &e);
     }
@@ -480,12 +481,14 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
+/* The peer's uid (for the allow-list and the scheduler's per-uid shares; unknown over TCP). */
 static int peer_allowed(struct http_server *h, int fd, unsigned *uid) {
-    if (h->n_uids == 0) return 1;
     struct ucred cr;
     socklen_t len = sizeof cr;
-    if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) return 0;
-    *uid = cr.uid;
+    int known = fd >= 0 && !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len);
+    if (known) *uid = cr.uid;
+    if (h->n_uids == 0) return 1;
+    if (!known) return 0;
     for (int i = 0; i < h->n_uids; i++)
         if (h->uids[i] == (unsigned)cr.uid) return 1;
     return 0;
@@ -495,9 +498,10 @@ static int peer_allowed(struct http_server *h, int fd, unsigned *uid) {
 static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, const char *url,
                                   const char *method) {
     struct http_server *h = c->h;
-    unsigned uid = (unsigned)-1;
+    unsigned uid = REQ_UID_UNKNOWN;
     if (!peer_allowed(h, c->fd, &uid))
         return reply_error(c, mc, 403, "", "peer uid %d is not allowed to use this server", (int)uid);
+    c->uid = uid;
     int path_known = 0;
     for (unsigned i = 0; i < sizeof routes / sizeof *routes; i++) {
         if (strcmp(url, routes[i].path)) continue;

@@ -23,6 +23,7 @@
 #define MAX_TOK 10
 
 static struct comm g_comm;
+static double g_max_share; /* scheduler.max_share of the next run_open (0: first come, first served) */
 static char g_model[4096];
 
 struct run {
@@ -37,7 +38,8 @@ static void run_open(struct run *r, int kv_tokens, int max_running, int step_tok
     char err[512];
     assert_int_equal(engine_open(&r->e, &g_comm, &eo, err), 0);
     r->m = metrics_new();
-    struct sched_opts so = {.max_running = max_running, .max_queue = 64, .step_tokens = step_tokens};
+    struct sched_opts so = {.max_running = max_running, .max_queue = 64, .step_tokens = step_tokens,
+                            .max_share = g_max_share};
     r->s = sched_new(r->e, &so, r->m);
 }
 
@@ -128,6 +130,61 @@ static void test_seeded_sampling_batched_equals_alone(void **state) {
     assert_true(differs);
 }
 
+/* Steps until b finishes, with eight 60-token choices of request A already running in all
+ * eight slots and b (another request, 4 tokens) arriving after them. */
+static int steps_for_late_short_request(double max_share, int *a_unfinished) {
+    g_max_share = max_share;
+    struct run r;
+    run_open(&r, 8192, 8, 64);
+    g_max_share = 0;
+    char err[512];
+    struct gen_request *a[8];
+    for (int i = 0; i < 8; i++) {
+        a[i] = make_req(i, 0);
+        a[i]->max_tokens = 60;
+        a[i]->group = 1000; /* one API request with n = 8 */
+        a[i]->uid = 7;
+        assert_int_equal(sched_submit(r.s, a[i], err), SUBMIT_OK);
+    }
+    for (int k = 0; k < 4; k++) sched_step(r.s, 0); /* A holds every slot */
+    struct gen_request *b = make_req(40, 0);
+    b->max_tokens = 4;
+    b->group = 2000;
+    b->uid = 7; /* the same user: request-level fairness */
+    assert_int_equal(sched_submit(r.s, b, err), SUBMIT_OK);
+    int steps = 0;
+    while (b->finish == FINISH_NONE) {
+        sched_step(r.s, 0);
+        assert_true(++steps < 1000);
+    }
+    *a_unfinished = 0;
+    for (int i = 0; i < 8; i++) *a_unfinished += a[i]->finish == FINISH_NONE;
+    drain(&r);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(a[i]->n_events, 60); /* preempted choices still ran to the end */
+        req_unref(a[i]);
+    }
+    assert_int_equal(b->n_events, 4);
+    req_unref(b);
+    run_close(&r);
+    return steps;
+}
+
+/* Fairness: an n = 8 request holding every slot gives one up (preemption by recompute) to
+ * a later short request under its share, which then finishes in a few steps; first come,
+ * first served (max_share 1) makes it wait for A's end. */
+static void test_fair_share(void **state) {
+    (void)state;
+    int a_left_fair, a_left_fcfs;
+    int fair = steps_for_late_short_request(0.5, &a_left_fair);
+    int fcfs = steps_for_late_short_request(1.0, &a_left_fcfs);
+    print_message("late 4-token request: %d steps with max_share 0.5 (%d of A's 8 unfinished), %d first come "
+                  "first served (%d unfinished)\n", fair, a_left_fair, fcfs, a_left_fcfs);
+    assert_true(fair <= 12);
+    assert_true(a_left_fair >= 7); /* b did not wait for A's choices to end */
+    assert_true(fcfs > 40);
+}
+
 static void test_cancel_frees_blocks(void **state) {
     (void)state;
     struct run r;
@@ -199,6 +256,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_seeded_sampling_batched_equals_alone),
         cmocka_unit_test(test_cancel_frees_blocks),
+        cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_limits),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
