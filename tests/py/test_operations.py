@@ -294,3 +294,49 @@ def test_stopped_rank_ends_the_job(sock_path):
     print(f"rank 1 stopped: job ended after {elapsed:.1f} s with {rc}")
     assert rc != 0
     assert "did not finish within parallel.step_timeout_s" in srv.output(), srv.output()[-2000:]
+
+
+def test_one_big_request_does_not_monopolise(sock_path):
+    """n = 16 choices of 2000 tokens take every running slot; another client's 4-token request
+    still answers within seconds (its request is under its share, the big one over it)."""
+    import json
+    import socket
+    import threading
+
+    srv = Server(sock_path, extra=["--max-running", "16", "--ctx", "4096"])
+    try:
+        big = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        big.connect(sock_path)
+        body = json.dumps({"prompt": "Write a very long story.", "n": 16, "max_tokens": 2000, "ignore_eos": True,
+                           "stream": True}).encode()
+        big.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        stop = threading.Event()
+
+        def drain_big():
+            big.settimeout(1)
+            while not stop.is_set():
+                try:
+                    if not big.recv(65536):
+                        return
+                except OSError:
+                    pass
+
+        reader = threading.Thread(target=drain_big, daemon=True)
+        reader.start()
+        with client(sock_path) as c:
+            t0 = time.monotonic()
+            while metric(c, "tpd_running_sequences") < 16:
+                assert time.monotonic() - t0 < 60
+                time.sleep(0.1)
+            t0 = time.monotonic()
+            r = c.post("/v1/completions", json={"prompt": "The sea is", "max_tokens": 4, "temperature": 0})
+            took = time.monotonic() - t0
+            assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 4
+            assert metric(c, "tpd_preemptions_total") >= 1
+        stop.set()
+        big.close()
+        print(f"4-token request beside an n=16 x 2000-token one: {took:.2f} s")
+        assert took < 10, f"the short request took {took:.1f} s"
+    finally:
+        assert srv.stop() == 0, srv.output()[-3000:]
