@@ -340,3 +340,25 @@ def test_one_big_request_does_not_monopolise(sock_path):
         assert took < 10, f"the short request took {took:.1f} s"
     finally:
         assert srv.stop() == 0, srv.output()[-3000:]
+
+
+def test_request_that_can_never_fit_is_refused_at_once(sock_path):
+    """With a KV cache of 256 tokens, a 300-token prompt gets a 400 naming the cache within
+    100 ms (it used to wait in the queue forever, blocking everyone behind it), and a small
+    request sent right after it completes; so does n larger than the queue."""
+    srv = Server(sock_path, extra=["--kv-tokens", "256", "--max-queue", "4"])
+    try:
+        with client(sock_path) as c:
+            t0 = time.monotonic()
+            r = c.post("/v1/completions", json={"prompt": list(range(1000, 1300)), "max_tokens": 4})
+            took = time.monotonic() - t0
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert err["param"] == "prompt" and "KV cache holds 256 tokens" in err["message"], err
+            assert took < 0.1, f"refusal took {took * 1e3:.0f} ms"
+            r = c.post("/v1/completions", json={"prompt": "The sea is", "max_tokens": 4, "temperature": 0})
+            assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 4
+            r = c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1, "n": 5})
+            assert r.status_code == 400 and r.json()["error"]["param"] == "n", r.text
+    finally:
+        assert srv.stop() == 0, srv.output()[-3000:]
