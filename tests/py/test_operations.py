@@ -116,14 +116,15 @@ def test_systemd_unit_is_valid_and_drains():
 
 
 def test_long_prefill_does_not_stall_other_streams(sock_path):
-    """An 8k-token prompt prefills while 8 streams decode: every stream keeps receiving tokens
-    (inter-token latency p99 <= 2 s) and /health stays 200 throughout."""
+    """An 8k-token prompt prefills while 8 streams decode: from its arrival to its first token,
+    every stream keeps receiving tokens (inter-token latency p99 <= 2 s, deep chunks included)
+    and /health stays 200 throughout."""
     import json
     import socket
     import threading
 
-    n_streams, window_s = 8, 30.0
-    srv = Server(sock_path, extra=["--ctx", "8192", "--kv-tokens", "16384", "--max-running", "16"])
+    n_streams, limit_s = 8, 900.0
+    srv = Server(sock_path, extra=["--ctx", "8192", "--kv-tokens", "32768", "--max-running", "16"])
     arrivals = {i: [] for i in range(n_streams)}
     stop = threading.Event()
     errors = []
@@ -168,10 +169,18 @@ def test_long_prefill_does_not_stall_other_streams(sock_path):
                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         t0 = time.monotonic()
         health = []
+        long_sock.setblocking(False)
+        got = b""
         with client(sock_path, timeout=10) as c:
-            while time.monotonic() - t0 < window_s:
+            while b'"text"' not in got:  # the whole prefill, to its first token
+                assert time.monotonic() - t0 < limit_s, f"the 8k prompt did not prefill within {limit_s} s"
                 health.append(c.get("/health").status_code)
                 time.sleep(1.0)
+                try:
+                    got += long_sock.recv(65536)
+                except BlockingIOError:
+                    pass
+        window_s = time.monotonic() - t0
         long_sock.close()
     finally:
         stop.set()
@@ -180,10 +189,10 @@ def test_long_prefill_does_not_stall_other_streams(sock_path):
         assert srv.stop() == 0, srv.output()[-3000:]
     assert not errors, errors
     assert all(h == 200 for h in health), health
-    gaps = sorted(b - a for arr in arrivals.values() for a, b in zip(arr, arr[1:]) if a >= t0)
+    gaps = sorted(b - a for arr in arrivals.values() for a, b in zip(arr, arr[1:]) if a >= t0 and b <= t0 + window_s)
     assert len(gaps) >= n_streams * 5, f"only {len(gaps)} tokens arrived in {window_s} s"
     p99 = gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]
-    print(f"during the 8k prefill: {len(gaps)} stream tokens in {window_s:.0f} s, ITL p50 "
+    print(f"during the 8k prefill ({window_s:.0f} s to its first token): {len(gaps)} stream tokens, ITL p50 "
           f"{gaps[len(gaps) // 2] * 1e3:.0f} ms, p99 {p99 * 1e3:.0f} ms; health {set(health)}")
     assert p99 <= 2.0, f"inter-token latency p99 {p99:.2f} s while a long prompt prefilled"
 
