@@ -10,14 +10,14 @@
 #include "../../util/fatal.h"
 #include "../../util/half.h"
 #include "../../util/log.h"
+#include "attention.h"
 #include "matmul.h"
 #include "threadpool.h"
 
 struct cpu_ctx {
     struct threadpool *tp;
     int n_threads;
-    int max_ctx;   /* positions the attention scratch holds; grown on demand */
-    float *scores; /* [n_threads][max_ctx] attention scratch */
+    struct cpu_attn *attn;
 };
 
 static void *cpu_alloc(void *ctx, size_t bytes) {
@@ -131,90 +131,11 @@ static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, co
     }
 }
 
-struct attn_args {
-    struct cpu_ctx *c;
-    float *out;
-    int64_t ldo;
-    const float *q;
-    int64_t ldq;
-    int n_q, q_head0, group, kv_head0;
-    const struct kv_layer *kv;
-    enum dtype kv_type;
-    int n_kv, hd;
-    const struct attn_batch *b;
-};
-
-/* half -> float by table: the attention loops convert every cached K and V element of
- * every step, and the bit-twiddling conversion would cost more than the math */
-static float half_table[65536];
-static pthread_once_t half_once = PTHREAD_ONCE_INIT;
-static void half_table_init(void) {
-    for (uint32_t h = 0; h < 65536; h++) half_table[h] = f16_to_f32((uint16_t)h);
-}
-
-/* One head's row of the cache as f32: in place for an F32 cache, converted into buf else. */
-static inline const float *kv_row(const void *base, enum dtype t, int64_t at, int hd, float *buf) {
-    if (t == DT_F32) return (const float *)base + at;
-    const uint16_t *h = (const uint16_t *)base + at;
-    for (int i = 0; i < hd; i++) buf[i] = half_table[h[i]];
-    return buf;
-}
-
-/* One (token, head) pair per task, spread round-robin over threads: decode steps have
- * few tokens and many heads, prefill chunks the reverse. */
-static void attn_task(void *p, int ith, int nth) {
-    struct attn_args *a = p;
-    const struct attn_batch *b = a->b;
-    float *sc = a->c->scores + (int64_t)ith * a->c->max_ctx;
-    float scale = 1.0f / sqrtf((float)a->hd);
-    int hd = a->hd;
-    for (int task = ith; task < b->n_tokens * a->n_q; task += nth) {
-        int t = task / a->n_q, h = task % a->n_q;
-        int seq = b->seq_of[t], pos = b->pos[t];
-        int kvh = (a->q_head0 + h) / a->group - a->kv_head0;
-        const float *q = a->q + t * a->ldq + (int64_t)h * hd;
-        float mx = -INFINITY;
-        float row[1024]; /* head_dim <= 1024 (checked when the model loads) */
-        for (int j = 0; j <= pos; j++) {
-            int64_t at = kv_index(b, seq, j, a->n_kv, hd) + (int64_t)kvh * hd;
-            const float *k = kv_row(a->kv->k, a->kv_type, at, hd, row);
-            float s = 0;
-            for (int i = 0; i < hd; i++) s += q[i] * k[i];
-            s *= scale;
-            sc[j] = s;
-            if (s > mx) mx = s;
-        }
-        float sum = 0;
-        for (int j = 0; j <= pos; j++) {
-            sc[j] = expf(sc[j] - mx);
-            sum += sc[j];
-        }
-        float inv = 1.0f / sum;
-        float *o = a->out + t * a->ldo + (int64_t)h * hd;
-        memset(o, 0, sizeof(float) * (size_t)hd);
-        for (int j = 0; j <= pos; j++) {
-            int64_t at = kv_index(b, seq, j, a->n_kv, hd) + (int64_t)kvh * hd;
-            const float *v = kv_row(a->kv->v, a->kv_type, at, hd, row);
-            float w = sc[j] * inv;
-            for (int i = 0; i < hd; i++) o[i] += w * v[i];
-        }
-    }
-}
-
 static void cpu_attention(void *vctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
                           int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
                           const struct attn_batch *b) {
     struct cpu_ctx *c = vctx;
-    int need = 0;
-    for (int t = 0; t < b->n_tokens; t++)
-        if (b->pos[t] + 1 > need) need = b->pos[t] + 1;
-    if (need > c->max_ctx) { /* grown here, before the threads start */
-        free(c->scores);
-        c->max_ctx = need > 2 * c->max_ctx ? need : 2 * c->max_ctx;
-        c->scores = xmalloc(sizeof(float) * (size_t)c->n_threads * (size_t)c->max_ctx);
-    }
-    struct attn_args a = {c, out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv, hd, b};
-    threadpool_run(c->tp, attn_task, &a);
+    cpu_attn_run(c->attn, c->tp, out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv, hd, b);
 }
 
 static void cpu_silu_mul(void *vctx, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T,
@@ -247,7 +168,6 @@ static void cpu_sync(void *vctx) { (void)vctx; }
 static void cpu_destroy(struct backend *b) { backend_cpu_free(b); }
 
 void backend_cpu_init(struct backend *b, int n_threads) {
-    pthread_once(&half_once, half_table_init);
     struct cpu_ctx *c = xcalloc(1, sizeof *c);
     /* mpirun binds each rank (to one core when np <= 2): count the cores this rank may use,
      * since threads sharing a core spin against each other */
@@ -260,8 +180,7 @@ void backend_cpu_init(struct backend *b, int n_threads) {
             n_threads, usable);
     c->n_threads = n_threads;
     c->tp = threadpool_create(n_threads);
-    c->max_ctx = 256;
-    c->scores = xmalloc(sizeof(float) * (size_t)n_threads * (size_t)c->max_ctx);
+    c->attn = cpu_attn_create();
     *b = (struct backend){
         .kind = BACKEND_CPU, .name = "cpu", .ctx = c, .alloc = cpu_alloc, .free = cpu_free,
         .upload = cpu_copy, .download = cpu_copy, .matmul = cpu_matmul_op, .embed = cpu_embed,
@@ -276,7 +195,7 @@ void backend_cpu_free(struct backend *b) {
     struct cpu_ctx *c = b->ctx;
     if (!c) return;
     threadpool_free(c->tp);
-    free(c->scores);
+    cpu_attn_free(c->attn);
     free(c);
     b->ctx = NULL;
 }
