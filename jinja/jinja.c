@@ -72,8 +72,9 @@ static int in_list(const char *name, const char *const *list) {
 /* These return their input values unchanged or build strings only through the span-keeping
  * appenders (jv_str_append, jv_json_append, buf_put_jstr). */
 static const char *const precise_filters[] = {"join", "tojson", "string", "default", "d", "safe",
-    "first", "select", "reject", "selectattr", "rejectattr", "length", "count", NULL};
-static const char *const precise_methods[] = {"get", "items", "keys", "values", "join", "format", NULL};
+    "first", "select", "reject", "selectattr", "rejectattr", "length", "count", "trim", NULL};
+static const char *const precise_methods[] = {"get", "items", "keys", "values", "join", "format",
+    "strip", "lstrip", "rstrip", "split", NULL};
 
 static struct jv taint_call(struct rs *r, struct jv res, struct jv self, const struct jv *args,
                             size_t n, const struct jv *kwv, size_t nkw) {
@@ -123,6 +124,16 @@ static int eval_args(struct rs *r, struct scope *s, const struct jnode *n, struc
     return 0;
 }
 
+/* The escaped form of s keeps s's spans when escaping changed nothing; else it is all data
+ * when s holds any. */
+static struct jv escaped_spans(struct rs *r, struct jv s, struct jv e) {
+    if (r->failed || e.t != JV_STR || e.u.s == s.u.s || !s.u.s->nsp) return e;
+    if (e.u.s->len != s.u.s->len || memcmp(e.u.s->s, s.u.s->s, s.u.s->len)) return rs_taint(r, e);
+    e.u.s->sp = s.u.s->sp; /* arena-owned, read-only: shared */
+    e.u.s->nsp = s.u.s->nsp;
+    return e;
+}
+
 static int64_t py_floordiv(int64_t a, int64_t b) {
     int64_t q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
@@ -139,8 +150,8 @@ static struct jv arith(struct rs *r, int op, struct jv a, struct jv b) {
             if (markup) {
                 struct jv ea = jl_escape(r, a), eb = jl_escape(r, b);
                 if (r->failed) return jv_undef();
-                a = rs_taint_if(r, ea, &a, 1);
-                b = rs_taint_if(r, eb, &b, 1);
+                a = escaped_spans(r, a, ea);
+                b = escaped_spans(r, b, eb);
                 if (r->failed) return jv_undef();
             }
             struct buf x = {0};

@@ -180,6 +180,43 @@ int jl_py_space(uint32_t c) {
 
 static int cp_in(struct cps set, uint32_t x);
 
+/* Byte offset of codepoint k of s, stepping as jl_to_cps does. */
+static size_t cp_off(struct jv s, size_t k) {
+    const uint8_t *p = (const uint8_t *)s.u.s->s;
+    size_t n = s.u.s->len, i = 0;
+    for (; k && i < n; k--) {
+        size_t l = utf8_valid_len(p + i, n - i);
+        i += l ? l : 1;
+    }
+    return i;
+}
+
+/* res, cut from s at byte off, gets s's data spans clipped to it; when its bytes are not
+ * s's there (invalid UTF-8 was replaced) and s holds data, all of it is data. */
+static struct jv sub_spans(struct rs *r, struct jv s, size_t off, struct jv res) {
+    if (r->failed || res.t != JV_STR || !s.u.s->nsp) return res;
+    if (off + res.u.s->len > s.u.s->len || memcmp(s.u.s->s + off, res.u.s->s, res.u.s->len)) return rs_taint(r, res);
+    size_t end = off + res.u.s->len, k = 0;
+    for (size_t i = 0; i < s.u.s->nsp; i++)
+        k += s.u.s->sp[i].off < end && off < s.u.s->sp[i].off + s.u.s->sp[i].len;
+    if (!k) return res;
+    struct jspan *sp = arena_alloc(r->a, k * sizeof(*sp));
+    if (!sp) return rs_fail(r, "out of memory");
+    k = 0;
+    for (size_t i = 0; i < s.u.s->nsp; i++) {
+        size_t a = s.u.s->sp[i].off, b = a + s.u.s->sp[i].len;
+        if (a >= end || b <= off) continue;
+        if (a < off) a = off;
+        if (b > end) b = end;
+        sp[k].off = a - off;
+        sp[k].len = b - a;
+        k++;
+    }
+    res.u.s->sp = sp;
+    res.u.s->nsp = k;
+    return res;
+}
+
 struct jv jl_strip(struct rs *r, struct jv s, struct jv chars, int left, int right) {
     struct cps c, set = {0};
     if (jl_to_cps(r, s, &c)) return jv_undef();
@@ -190,7 +227,7 @@ struct jv jl_strip(struct rs *r, struct jv s, struct jv chars, int left, int rig
     while (left && a < b && STRIPPABLE(c.v[a])) a++;
     while (right && b > a && STRIPPABLE(c.v[b - 1])) b--;
 #undef STRIPPABLE
-    return jl_from_cps(r, c.v + a, b - a);
+    return sub_spans(r, s, cp_off(s, a), jl_from_cps(r, c.v + a, b - a));
 }
 
 static int cp_in(struct cps set, uint32_t x) {
@@ -262,11 +299,11 @@ struct jv jl_split(struct rs *r, struct jv s, struct jv sep, int64_t maxsplit) {
         if (sep.u.s->len == 0) return rs_fail(r, "empty separator");
         size_t at;
         while ((maxsplit < 0 || done < maxsplit) && str_find(s, sep, i, &at)) {
-            if (jv_list_push(r->a, l, rs_str(r, p + i, at - i))) return rs_fail(r, "out of memory");
+            if (jv_list_push(r->a, l, sub_spans(r, s, i, rs_str(r, p + i, at - i)))) return rs_fail(r, "out of memory");
             i = at + sep.u.s->len;
             done++;
         }
-        if (jv_list_push(r->a, l, rs_str(r, p + i, n - i))) return rs_fail(r, "out of memory");
+        if (jv_list_push(r->a, l, sub_spans(r, s, i, rs_str(r, p + i, n - i)))) return rs_fail(r, "out of memory");
         return l;
     }
     /* whitespace split: runs of whitespace, no empty strings */
@@ -287,7 +324,7 @@ struct jv jl_split(struct rs *r, struct jv s, struct jv sep, int64_t maxsplit) {
         if (jv_list_push(r->a, l, jl_from_cps(r, c.v + a, k - a))) return rs_fail(r, "out of memory");
         done++;
     }
-    return l;
+    return s.u.s->nsp ? rs_taint(r, l) : l; /* coarse: pieces are not tracked */
 }
 
 int jl_contains(struct rs *r, struct jv c, struct jv x) {

@@ -157,6 +157,11 @@ static void test_template_transformations(void **state) {
         "{% macro m(x) %}{{ x }}{% endmacro %}<|im_start|>{{ m(messages[0].content) }}<|im_end|>",
         "{% set c %}{{ messages[0].content }}{% endset %}<|im_start|>{{ c | trim }}<|im_end|>",
         "<|im_start|>{{ messages[0].content * 2 }}<|im_end|>",
+        /* template text cut out of a mixed string keeps its markers */
+        "{{ ('<|im_start|>' ~ messages[0].content ~ '<|im_end|>') | trim }}",
+        "{{ (' <|im_start|>' ~ messages[0].content ~ '<|im_end|> ').strip() }}",
+        "{% for p in ('<|im_start|>' ~ messages[0].content ~ '<|im_end|>').split('X') %}{{ p }}{% endfor %}",
+        "{{ ('<|im_start|>' | safe) + messages[0].content + ('<|im_end|>' | safe) }}",
         "<|im_start|>{{ messages[0].content | safe }}<|im_end|>",
         "<|im_start|>{% for k, v in messages[0].items() %}{{ v }}{% endfor %}<|im_end|>",
         "<|im_start|>{{ messages[0].name }}{{ messages[0].role }}<|im_end|>",
@@ -179,7 +184,8 @@ static void test_template_transformations(void **state) {
                      count(ids, n, im_end), text);
         size_t marks = 0; /* the data did put marker text into the prompt */
         for (const char *q = text; (q = strstr(q, "<|im_end|>")); q++) marks++;
-        if (marks < 2) fail_msg("template %zu: no marker text from the data in %s", i, text);
+        if (marks < 2 && !strstr(text, "&lt;")) /* markupsafe escaped them: nothing to check */
+            fail_msg("template %zu: no marker text from the data in %s", i, text);
         free(ids);
         free(text);
         chat_template_free(&ct);
