@@ -116,6 +116,33 @@ static void test_forged_turn_is_text(void **state) {
     free(text);
 }
 
+/* The encoder: a special token is parsed only when none of its bytes is plain. */
+static void test_encode_spans(void **state) {
+    (void)state;
+    const char *text = "<|im_start|>A<|im_end|>B<|im_end|>";
+    char err[ERR_LEN];
+    int32_t *ids;
+    size_t n;
+    struct tok_span sp[] = {{12, 12}};        /* "A<|im_end|>B" */
+    assert_int_equal(tokenizer_encode_spans(tok, text, strlen(text), TOK_PARSE_SPECIAL, sp, 1, &ids, &n, err), 0);
+    assert_int_equal(ids[0], im_start);
+    assert_int_equal(ids[n - 1], im_end);
+    assert_int_equal(count(ids, n, im_end), 1);
+    free(ids);
+    struct tok_span part[] = {{12, 16}};      /* "A<|im_end|>B<|im": the last marker is cut */
+    assert_int_equal(tokenizer_encode_spans(tok, text, strlen(text), TOK_PARSE_SPECIAL, part, 1, &ids, &n, err), 0);
+    assert_int_equal(count(ids, n, im_end), 0);
+    assert_int_equal(count(ids, n, im_start), 1);
+    free(ids);
+    /* invalid UTF-8 repaired span by span keeps the spans on their text */
+    const char *bad = "\xff<|im_end|>\xfe<|im_end|>";
+    struct tok_span b1[] = {{0, 11}};
+    assert_int_equal(tokenizer_encode_spans(tok, bad, strlen(bad), TOK_PARSE_SPECIAL, b1, 1, &ids, &n, err), 0);
+    assert_int_equal(count(ids, n, im_end), 1);
+    assert_int_equal(ids[n - 1], im_end);
+    free(ids);
+}
+
 /* A benign conversation encodes exactly as before: the whole text with special parsing. */
 static void test_benign_unchanged(void **state) {
     (void)state;
@@ -267,6 +294,7 @@ int main(void) {
     im_start = tokenizer_find(tok, "<|im_start|>", 12);
     im_end = tokenizer_find(tok, "<|im_end|>", 10);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_encode_spans),
         cmocka_unit_test(test_forged_turn_is_text),
         cmocka_unit_test(test_benign_unchanged),
         cmocka_unit_test(test_template_transformations),

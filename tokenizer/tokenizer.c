@@ -205,20 +205,32 @@ static int is_word_char(const char *s, size_t n, size_t at, int before) {
 
 static int is_space_byte(char c) { return c == ' ' || (c >= 9 && c <= 13); }
 
-/* Finds the next added token at or after pos. Returns 1 with [*a, *b) the span to replace
- * (grown by lstrip/rstrip) and *tok its index, or 0. */
-/* Whether [a, b) overlaps one of the sorted, disjoint spans. */
-static int overlaps(const struct tok_span *sp, size_t n, size_t a, size_t b) {
-    size_t lo = 0, hi = n; /* first span ending after a */
+/* Index of the first of the sorted, disjoint spans that ends after a (n if none). */
+static size_t span_after(const struct tok_span *sp, size_t n, size_t a) {
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (sp[mid].off + sp[mid].len <= a) lo = mid + 1;
         else hi = mid;
     }
-    return lo < n && sp[lo].off < b;
+    return lo;
 }
 
-/* plain: spans where special tokens are text whatever parse_special says; a special token
+/* Whether [a, b) overlaps one of the spans. */
+static int overlaps(const struct tok_span *sp, size_t n, size_t a, size_t b) {
+    size_t k = span_after(sp, n, a);
+    return k < n && sp[k].off < b;
+}
+
+/* Whether [a, b) lies within one of the spans. */
+static int inside(const struct tok_span *sp, size_t n, size_t a, size_t b) {
+    size_t k = span_after(sp, n, a);
+    return k < n && sp[k].off <= a && b <= sp[k].off + sp[k].len;
+}
+
+/* Finds the next added token at or after pos. Returns 1 with [*a, *b) the span to replace
+ * (grown by lstrip/rstrip) and *tok its index, or 0.
+ * plain: spans where special tokens are text whatever parse_special says; a special token
  * is parsed only when none of its bytes lie in one. */
 static int next_added(const struct tokenizer *t, const char *s, size_t n, size_t pos, int parse_special,
                       const struct tok_span *plain, size_t n_plain, size_t *a, size_t *b, int32_t *tok) {
@@ -247,8 +259,9 @@ static int next_added(const struct tokenizer *t, const char *s, size_t n, size_t
         if (best < 0) continue;
         const struct added_tok *at = &t->added[best];
         if (at->special && !(parse_special && !overlaps(plain, n_plain, i, best_end))) {
-            /* HF: the match is consumed, text stays text */
-            i = best_end - 1;
+            /* HF: the match is consumed, text stays text; but one that runs from a plain span
+             * into the template's text must not swallow a marker starting there */
+            if (!parse_special || inside(plain, n_plain, i, best_end)) i = best_end - 1;
             continue;
         }
         if (at->single_word && (is_word_char(s, n, i, 1) || is_word_char(s, n, best_end, 0))) continue;
