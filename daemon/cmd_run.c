@@ -50,7 +50,6 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
     int32_t status[2] = {0, 0}; /* ok, count */
     int32_t *out = NULL;
     if (c->rank == 0) {
-        char *text = NULL;
         size_t text_len = strlen(o->prompt), n_ids = 0;
         int flags = TOK_ADD_SPECIAL;
         if (tokenizer_load(tok, o->tokenizer ? o->tokenizer : o->eng.model_path, err)) goto done;
@@ -69,21 +68,19 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
             cJSON_AddItemToArray(msgs, m);
             char *json = cJSON_PrintUnformatted(msgs);
             cJSON_Delete(msgs);
+            /* special-token text in --prompt/--system stays plain text (chat.h) */
             int r = chat_template_load(&ct, *tok, NULL, err);
             if (!r) {
-                r = chat_template_render(&ct, json, 1, NULL, &text, &text_len, err);
+                r = chat_template_encode(&ct, *tok, json, 1, NULL, 0, &out, &n_ids, NULL, NULL, err);
                 chat_template_free(&ct);
             }
             free(json);
             if (r) goto done;
-            flags = TOK_PARSE_SPECIAL;
         }
-        if (!tokenizer_encode(*tok, text ? text : o->prompt, text_len, flags, &out, &n_ids, err)) {
-            if (n_ids == 0 || n_ids > MAX_IDS) err_set(err, "the prompt encodes to %zu tokens (1..%d allowed)", n_ids, MAX_IDS);
-            else status[0] = 1, status[1] = (int32_t)n_ids;
-        }
-    done:
-        free(text);
+        if (!o->chat && tokenizer_encode(*tok, o->prompt, text_len, flags, &out, &n_ids, err)) goto done;
+        if (n_ids == 0 || n_ids > MAX_IDS) err_set(err, "the prompt encodes to %zu tokens (1..%d allowed)", n_ids, MAX_IDS);
+        else status[0] = 1, status[1] = (int32_t)n_ids;
+    done:;
     }
     comm_bcast(c, status, sizeof status, 0);
     if (!status[0]) {

@@ -179,18 +179,31 @@ static int tokenize_run(const struct config *o) {
         if (!msgs) { fprintf(stderr, "tokenize: cannot read %s\n", chat); rc = 1; }
         else if (chat_template_load(&ct, t, NULL, err)) { fprintf(stderr, "tokenize: %s\n", err); rc = 1; }
         else {
-            size_t pl;
-            if (chat_template_render(&ct, msgs, add_gen, NULL, &prompt, &pl, err)) {
+            /* apply_chat_template(tokenize=True): no added specials; special-token text in the
+             * messages stays plain text (chat.h), --no-parse-special: everywhere */
+            size_t pl, n;
+            int32_t *ids = NULL;
+            struct tok_span *data = NULL;
+            size_t nd = 0;
+            if (chat_template_render_spans(&ct, msgs, add_gen, NULL, &prompt, &pl, &data, &nd, err) ||
+                (!print_prompt && tokenizer_encode_spans(t, prompt, pl, flags & TOK_PARSE_SPECIAL, data, nd,
+                                                         &ids, &n, err))) {
                 fprintf(stderr, "tokenize: %s\n", err);
                 rc = 1;
+            } else if (print_prompt) {
+                fputs(prompt, stdout);
+            } else {
+                print_ids(ids, n);
+                putchar('\n');
             }
+            free(ids);
+            free(data);
             chat_template_free(&ct);
         }
         free(msgs);
-        if (rc == 0 && print_prompt) { fputs(prompt, stdout); free(prompt); tokenizer_free(t); return 0; }
-        text = prompt;
-        flags = TOK_PARSE_SPECIAL; /* apply_chat_template(tokenize=True): no added specials */
-        if (rc) { free(prompt); tokenizer_free(t); return rc; }
+        free(prompt);
+        tokenizer_free(t);
+        return rc;
     }
     if (batch) {
         rc = run_batch(t, batch, flags);

@@ -58,6 +58,39 @@ static struct scope *new_scope(struct rs *r, struct scope *parent) {
     return s;
 }
 
+/* ---- request-data tracking ----
+ * Strings from the request (chat.h) carry data spans. Concatenation, output and the
+ * calls below keep them exactly; any other filter or method that sees data in its input
+ * marks its whole string result (or every string in a list/dict result) as data. Being
+ * coarse there costs nothing in safety: data is only ever encoded as plain text. */
+
+static int in_list(const char *name, const char *const *list) {
+    for (; *list; list++) if (!strcmp(name, *list)) return 1;
+    return 0;
+}
+
+/* These return their input values unchanged or build strings only through the span-keeping
+ * appenders (jv_str_append, jv_json_append, buf_put_jstr). */
+static const char *const precise_filters[] = {"join", "tojson", "string", "default", "d", "safe",
+    "first", "select", "reject", "selectattr", "rejectattr", "length", "count", "trim", NULL};
+static const char *const precise_methods[] = {"get", "items", "keys", "values", "join", "format",
+    "strip", "lstrip", "rstrip", "split", NULL};
+
+static struct jv taint_call(struct rs *r, struct jv res, struct jv self, const struct jv *args,
+                            size_t n, const struct jv *kwv, size_t nkw) {
+    if (r->failed || (res.t != JV_STR && res.t != JV_LIST && res.t != JV_DICT)) return res;
+    int data = jv_has_data(self);
+    for (size_t i = 0; !data && i < n; i++) data = jv_has_data(args[i]);
+    for (size_t i = 0; !data && i < nkw; i++) data = jv_has_data(kwv[i]);
+    return data ? rs_taint(r, res) : res;
+}
+
+static struct jv taint_filter(struct rs *r, const char *name, struct jv res, struct jv v,
+                              const struct jv *args, size_t n, const struct jv *kwv, size_t nkw) {
+    if (in_list(name, precise_filters)) return res;
+    return taint_call(r, res, v, args, n, kwv, nkw);
+}
+
 /* ---- expressions ---- */
 
 static struct jv eval(struct rs *r, struct scope *s, const struct jnode *n);
@@ -69,7 +102,7 @@ static int exec_body(struct rs *r, struct scope *s, const struct jnode *body, st
 static struct jv render_to_str(struct rs *r, struct scope *s, const struct jnode *body) {
     struct buf b = {0};
     if (exec_body(r, s, body, &b)) {
-        free(b.p);
+        buf_free(&b);
         return jv_undef();
     }
     return rs_take_buf(r, &b);
@@ -91,6 +124,16 @@ static int eval_args(struct rs *r, struct scope *s, const struct jnode *n, struc
     return 0;
 }
 
+/* The escaped form of s keeps s's spans when escaping changed nothing; else it is all data
+ * when s holds any. */
+static struct jv escaped_spans(struct rs *r, struct jv s, struct jv e) {
+    if (r->failed || e.t != JV_STR || e.u.s == s.u.s || !s.u.s->nsp) return e;
+    if (e.u.s->len != s.u.s->len || memcmp(e.u.s->s, s.u.s->s, s.u.s->len)) return rs_taint(r, e);
+    e.u.s->sp = s.u.s->sp; /* arena-owned, read-only: shared */
+    e.u.s->nsp = s.u.s->nsp;
+    return e;
+}
+
 static int64_t py_floordiv(int64_t a, int64_t b) {
     int64_t q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
@@ -105,13 +148,15 @@ static struct jv arith(struct rs *r, int op, struct jv a, struct jv b) {
             /* Markup + str escapes the plain operand (markupsafe), and stays Markup */
             int markup = a.u.s->markup || b.u.s->markup;
             if (markup) {
-                a = jl_escape(r, a);
-                b = jl_escape(r, b);
+                struct jv ea = jl_escape(r, a), eb = jl_escape(r, b);
+                if (r->failed) return jv_undef();
+                a = escaped_spans(r, a, ea);
+                b = escaped_spans(r, b, eb);
                 if (r->failed) return jv_undef();
             }
             struct buf x = {0};
-            buf_put(&x, a.u.s->s, a.u.s->len);
-            buf_put(&x, b.u.s->s, b.u.s->len);
+            buf_put_jstr(&x, a.u.s);
+            buf_put_jstr(&x, b.u.s);
             struct jv v = rs_take_buf(r, &x);
             if (v.t == JV_STR) v.u.s->markup = markup;
             return v;
@@ -130,7 +175,7 @@ static struct jv arith(struct rs *r, int op, struct jv a, struct jv b) {
         if (k < 0) k = 0;
         if ((uint64_t)k * s.u.s->len > r->out_limit) return rs_fail(r, "string repetition too large");
         struct buf x = {0};
-        for (int64_t i = 0; i < k; i++) buf_put(&x, s.u.s->s, s.u.s->len);
+        for (int64_t i = 0; i < k; i++) buf_put_jstr(&x, s.u.s);
         return rs_take_buf(r, &x);
     }
     if (!an || !bn)
@@ -303,7 +348,8 @@ static struct jv eval(struct rs *r, struct scope *s, const struct jnode *n) {
         if (r->failed) return v;
         struct jv *args, *kwv;
         if (eval_args(r, s, n, &args, &kwv)) return jv_undef();
-        return jl_filter(r, n->lit.u.s->s, v, args, n->n_args, n->kwnames, kwv, n->n_kw);
+        struct jv res = jl_filter(r, n->lit.u.s->s, v, args, n->n_args, n->kwnames, kwv, n->n_kw);
+        return taint_filter(r, n->lit.u.s->s, res, v, args, n->n_args, kwv, n->n_kw);
     }
     case JN_TEST: {
         struct jv v = eval(r, s, n->a);
@@ -382,7 +428,12 @@ static struct jv rs_call(struct rs *r, struct jv fn, struct jv *args, size_t n, 
         return rs_fail(r, "'%s' object is not callable", jv_type_name(fn));
     }
     struct jfunc *f = fn.u.fn;
-    if (f->kind != JF_MACRO) return jl_call_builtin(r, f, args, n, kwn, kwv, nkw);
+    if (f->kind != JF_MACRO) {
+        struct jv res = jl_call_builtin(r, f, args, n, kwn, kwv, nkw);
+        if (f->kind == JF_METHOD && in_list(f->name, precise_methods)) return res;
+        struct jv self = f->kind == JF_METHOD ? f->self : jv_undef();
+        return taint_call(r, res, self, args, n, kwv, nkw);
+    }
     const struct jnode *m = f->macro;
     if (r->depth >= MAX_DEPTH) return rs_fail(r, "macro recursion too deep");
     struct scope *s = new_scope(r, f->closure);
@@ -423,6 +474,8 @@ static int exec_for(struct rs *r, struct scope *s, const struct jnode *n, struct
     struct jv it = eval(r, s, n->a);
     if (r->failed) return -1;
     struct jv items = jl_iterable(r, it);
+    if (r->failed) return -1;
+    if (it.t == JV_STR && it.u.s->nsp) items = rs_taint(r, items); /* its characters */
     if (r->failed) return -1;
     struct scope *ls = new_scope(r, s);
     if (!ls) return -1;
@@ -506,7 +559,8 @@ static int exec_stmt(struct rs *r, struct scope *s, const struct jnode *n, struc
         if (r->failed) return -1;
         struct jv *args, *kwv;
         if (eval_args(r, s, n, &args, &kwv)) return -1;
-        v = jl_filter(r, n->lit.u.s->s, v, args, n->n_args, n->kwnames, kwv, n->n_kw);
+        struct jv res = jl_filter(r, n->lit.u.s->s, v, args, n->n_args, n->kwnames, kwv, n->n_kw);
+        v = taint_filter(r, n->lit.u.s->s, res, v, args, n->n_args, kwv, n->n_kw);
         if (r->failed) return -1;
         jv_str_append(out, v);
         break;
@@ -531,16 +585,27 @@ static int exec_body(struct rs *r, struct scope *s, const struct jnode *body, st
 
 int jinja_render(const struct jtemplate *t, struct arena *a, struct jv ctx, char **out,
                  size_t *out_len, char *err) {
+    return jinja_render_spans(t, a, ctx, out, out_len, NULL, NULL, err);
+}
+
+int jinja_render_spans(const struct jtemplate *t, struct arena *a, struct jv ctx, char **out,
+                       size_t *out_len, struct jspan **spans, size_t *n_spans, char *err) {
     struct rs r = {.a = a, .globals = ctx, .err = err, .out_limit = MAX_OUT};
     struct scope *s = new_scope(&r, NULL);
     struct buf b = {0};
     if (!s || exec_body(&r, s, t->body, &b) || r.failed || b.oom) {
         if (!r.failed) err_set(err, "out of memory");
-        free(b.p);
+        buf_free(&b);
         return -1;
     }
     if (!b.p) b.p = xcalloc(1, 1);
     *out = b.p;
     *out_len = b.n;
+    if (spans) {
+        *spans = b.sp;
+        *n_spans = b.nsp;
+    } else {
+        free(b.sp);
+    }
     return 0;
 }

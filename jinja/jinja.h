@@ -21,5 +21,9 @@ const char *jinja_unsupported(const struct jtemplate *t);
  * value made while rendering). *out is malloc'd, NUL-terminated. Returns 0 or -1 + err. */
 int jinja_render(const struct jtemplate *t, struct arena *a, struct jv ctx, char **out,
                  size_t *out_len, char *err);
+/* The same, also returning the output's data spans (jinja_value.h: bytes that came from
+ * strings marked as request data), sorted and disjoint; *spans is malloc'd (NULL if none). */
+int jinja_render_spans(const struct jtemplate *t, struct arena *a, struct jv ctx, char **out,
+                       size_t *out_len, struct jspan **spans, size_t *n_spans, char *err);
 
 #endif

@@ -180,9 +180,9 @@ static struct jv indent(struct rs *r, struct jv v, struct jv width, int first, i
         line++;
     }
     struct jv o = b.oom || ind.oom || src.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
-    free(b.p);
-    free(ind.p);
-    free(src.p);
+    buf_free(&b);
+    buf_free(&ind);
+    buf_free(&src);
     return o;
 }
 
@@ -198,8 +198,13 @@ struct jv jl_filter(struct rs *r, const char *f, struct jv v, struct jv *args, s
         if (v.t == JV_STR && v.u.s->markup) return v;
         struct jv m = rs_to_str(r, v);
         if (r->failed) return m;
-        m = rs_str(r, m.u.s->s, m.u.s->len);
-        if (m.t == JV_STR) m.u.s->markup = 1;
+        struct jv c = rs_str(r, m.u.s->s, m.u.s->len);
+        if (c.t == JV_STR) {
+            c.u.s->markup = 1;
+            c.u.s->sp = m.u.s->sp; /* arena-owned, read-only: shared */
+            c.u.s->nsp = m.u.s->nsp;
+        }
+        m = c;
         return m;
     }
     if (!strcmp(f, "string")) return rs_to_str(r, v);

@@ -68,12 +68,12 @@ static int lex_string(struct lexer *L, char q) {
             case '\n': i++; continue;
             case 'x': case 'u': case 'U': {
                 int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-                if (i + (size_t)nd >= L->len) { free(b.p); return lex_fail(L, "bad escape in string"); }
+                if (i + (size_t)nd >= L->len) { buf_free(&b); return lex_fail(L, "bad escape in string"); }
                 char hex[9] = {0};
                 memcpy(hex, L->src + i + 1, (size_t)nd);
                 char *end;
                 unsigned long cp = strtoul(hex, &end, 16);
-                if (end != hex + nd || cp > 0x10FFFF) { free(b.p); return lex_fail(L, "bad escape in string"); }
+                if (end != hex + nd || cp > 0x10FFFF) { buf_free(&b); return lex_fail(L, "bad escape in string"); }
                 uint8_t u[4];
                 buf_put(&b, (const char *)u, utf8_encode((uint32_t)cp, u));
                 i += (size_t)nd + 1;
@@ -88,9 +88,9 @@ static int lex_string(struct lexer *L, char q) {
         buf_put(&b, &c, 1);
         i++;
     }
-    if (i >= L->len) { free(b.p); return lex_fail(L, "unterminated string"); }
+    if (i >= L->len) { buf_free(&b); return lex_fail(L, "unterminated string"); }
     struct tok t = {TK_STR, L->src + L->pos, i + 1 - L->pos, jv_str(L->a, b.p ? b.p : "", b.n), 0};
-    free(b.p);
+    buf_free(&b);
     if (b.oom || t.v.t != JV_STR) return lex_fail(L, "out of memory");
     count_lines(L, L->src + L->pos, i + 1 - L->pos);
     L->pos = i + 1;

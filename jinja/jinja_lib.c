@@ -34,9 +34,77 @@ struct jv rs_str(struct rs *r, const char *s, size_t n) {
 
 struct jv rs_take_buf(struct rs *r, struct buf *b) {
     struct jv v = b->oom ? rs_fail(r, "out of memory") : rs_str(r, b->p ? b->p : "", b->n);
-    free(b->p);
-    b->p = NULL;
+    if (v.t == JV_STR && b->nsp) {
+        v.u.s->sp = arena_alloc(r->a, b->nsp * sizeof(struct jspan));
+        if (!v.u.s->sp) v = rs_fail(r, "out of memory");
+        else {
+            memcpy(v.u.s->sp, b->sp, b->nsp * sizeof(struct jspan));
+            v.u.s->nsp = b->nsp;
+        }
+    }
+    buf_free(b);
     return v;
+}
+
+/* taint_d changes only strings, lists and dicts */
+static int same(struct jv a, struct jv b) {
+    if (a.t != b.t) return 0;
+    return a.t == JV_STR ? a.u.s == b.u.s : a.t == JV_LIST ? a.u.l == b.u.l : a.t == JV_DICT ? a.u.d == b.u.d : 1;
+}
+
+/* Copies of lists and dicts are made only where a string changes: values may be shared
+ * with the template (literals) or the caller's data, and are never written in place. */
+static struct jv taint_d(struct rs *r, struct jv v, int depth) {
+    if (r->failed || depth > 64) return v;
+    if (v.t == JV_STR) {
+        struct jv c = jv_str_as_data(r->a, v);
+        return c.t == JV_STR ? c : rs_fail(r, "out of memory");
+    }
+    if (v.t == JV_LIST) {
+        int changed = 0;
+        struct jv *e = arena_alloc(r->a, (v.u.l->n + 1) * sizeof(struct jv));
+        if (!e) return rs_fail(r, "out of memory");
+        for (size_t i = 0; i < v.u.l->n; i++) {
+            e[i] = taint_d(r, v.u.l->v[i], depth + 1);
+            if (r->failed) return jv_undef();
+            changed |= !same(e[i], v.u.l->v[i]);
+        }
+        if (!changed) return v;
+        struct jv l = jv_list(r->a);
+        if (l.t != JV_LIST) return rs_fail(r, "out of memory");
+        l.u.l->gen = v.u.l->gen;
+        for (size_t i = 0; i < v.u.l->n; i++)
+            if (jv_list_push(r->a, l, e[i])) return rs_fail(r, "out of memory");
+        return l;
+    }
+    if (v.t == JV_DICT && !v.u.d->ns) {
+        int changed = 0;
+        struct jv *kk = arena_alloc(r->a, (v.u.d->n + 1) * 2 * sizeof(struct jv));
+        if (!kk) return rs_fail(r, "out of memory");
+        for (size_t i = 0; i < v.u.d->n; i++) {
+            kk[2 * i] = taint_d(r, v.u.d->k[i], depth + 1);
+            kk[2 * i + 1] = taint_d(r, v.u.d->v[i], depth + 1);
+            if (r->failed) return jv_undef();
+            changed |= !same(kk[2 * i], v.u.d->k[i]) || !same(kk[2 * i + 1], v.u.d->v[i]);
+        }
+        if (!changed) return v;
+        struct jv d = jv_dict(r->a);
+        if (d.t != JV_DICT) return rs_fail(r, "out of memory");
+        for (size_t i = 0; i < v.u.d->n; i++)
+            if (jv_dict_set(r->a, d, kk[2 * i], kk[2 * i + 1])) return rs_fail(r, "out of memory");
+        return d;
+    }
+    return v;
+}
+
+struct jv rs_taint(struct rs *r, struct jv v) { return taint_d(r, v, 0); }
+
+struct jv rs_taint_if(struct rs *r, struct jv result, const struct jv *in, size_t n) {
+    if (r->failed) return result;
+    if (result.t != JV_STR && result.t != JV_LIST && result.t != JV_DICT) return result;
+    for (size_t i = 0; i < n; i++)
+        if (jv_has_data(in[i])) return rs_taint(r, result);
+    return result;
 }
 
 struct jv rs_to_str(struct rs *r, struct jv v) {
@@ -85,7 +153,14 @@ int64_t jl_strlen(struct jv s) {
     return n;
 }
 
+static struct jv str_slice(struct rs *r, struct jv s, int64_t start, int64_t stop, int64_t step);
+
 struct jv jl_str_slice(struct rs *r, struct jv s, int64_t start, int64_t stop, int64_t step) {
+    struct jv v = str_slice(r, s, start, stop, step);
+    return s.u.s->nsp ? rs_taint(r, v) : v;
+}
+
+static struct jv str_slice(struct rs *r, struct jv s, int64_t start, int64_t stop, int64_t step) {
     struct cps c;
     if (jl_to_cps(r, s, &c)) return jv_undef();
     uint32_t *o = arena_alloc(r->a, (c.n + 1) * sizeof(uint32_t));
@@ -105,6 +180,43 @@ int jl_py_space(uint32_t c) {
 
 static int cp_in(struct cps set, uint32_t x);
 
+/* Byte offset of codepoint k of s, stepping as jl_to_cps does. */
+static size_t cp_off(struct jv s, size_t k) {
+    const uint8_t *p = (const uint8_t *)s.u.s->s;
+    size_t n = s.u.s->len, i = 0;
+    for (; k && i < n; k--) {
+        size_t l = utf8_valid_len(p + i, n - i);
+        i += l ? l : 1;
+    }
+    return i;
+}
+
+/* res, cut from s at byte off, gets s's data spans clipped to it; when its bytes are not
+ * s's there (invalid UTF-8 was replaced) and s holds data, all of it is data. */
+static struct jv sub_spans(struct rs *r, struct jv s, size_t off, struct jv res) {
+    if (r->failed || res.t != JV_STR || !s.u.s->nsp) return res;
+    if (off + res.u.s->len > s.u.s->len || memcmp(s.u.s->s + off, res.u.s->s, res.u.s->len)) return rs_taint(r, res);
+    size_t end = off + res.u.s->len, k = 0;
+    for (size_t i = 0; i < s.u.s->nsp; i++)
+        k += s.u.s->sp[i].off < end && off < s.u.s->sp[i].off + s.u.s->sp[i].len;
+    if (!k) return res;
+    struct jspan *sp = arena_alloc(r->a, k * sizeof(*sp));
+    if (!sp) return rs_fail(r, "out of memory");
+    k = 0;
+    for (size_t i = 0; i < s.u.s->nsp; i++) {
+        size_t a = s.u.s->sp[i].off, b = a + s.u.s->sp[i].len;
+        if (a >= end || b <= off) continue;
+        if (a < off) a = off;
+        if (b > end) b = end;
+        sp[k].off = a - off;
+        sp[k].len = b - a;
+        k++;
+    }
+    res.u.s->sp = sp;
+    res.u.s->nsp = k;
+    return res;
+}
+
 struct jv jl_strip(struct rs *r, struct jv s, struct jv chars, int left, int right) {
     struct cps c, set = {0};
     if (jl_to_cps(r, s, &c)) return jv_undef();
@@ -115,7 +227,7 @@ struct jv jl_strip(struct rs *r, struct jv s, struct jv chars, int left, int rig
     while (left && a < b && STRIPPABLE(c.v[a])) a++;
     while (right && b > a && STRIPPABLE(c.v[b - 1])) b--;
 #undef STRIPPABLE
-    return jl_from_cps(r, c.v + a, b - a);
+    return sub_spans(r, s, cp_off(s, a), jl_from_cps(r, c.v + a, b - a));
 }
 
 static int cp_in(struct cps set, uint32_t x) {
@@ -187,11 +299,11 @@ struct jv jl_split(struct rs *r, struct jv s, struct jv sep, int64_t maxsplit) {
         if (sep.u.s->len == 0) return rs_fail(r, "empty separator");
         size_t at;
         while ((maxsplit < 0 || done < maxsplit) && str_find(s, sep, i, &at)) {
-            if (jv_list_push(r->a, l, rs_str(r, p + i, at - i))) return rs_fail(r, "out of memory");
+            if (jv_list_push(r->a, l, sub_spans(r, s, i, rs_str(r, p + i, at - i)))) return rs_fail(r, "out of memory");
             i = at + sep.u.s->len;
             done++;
         }
-        if (jv_list_push(r->a, l, rs_str(r, p + i, n - i))) return rs_fail(r, "out of memory");
+        if (jv_list_push(r->a, l, sub_spans(r, s, i, rs_str(r, p + i, n - i)))) return rs_fail(r, "out of memory");
         return l;
     }
     /* whitespace split: runs of whitespace, no empty strings */
@@ -212,7 +324,7 @@ struct jv jl_split(struct rs *r, struct jv s, struct jv sep, int64_t maxsplit) {
         if (jv_list_push(r->a, l, jl_from_cps(r, c.v + a, k - a))) return rs_fail(r, "out of memory");
         done++;
     }
-    return l;
+    return s.u.s->nsp ? rs_taint(r, l) : l; /* coarse: pieces are not tracked */
 }
 
 int jl_contains(struct rs *r, struct jv c, struct jv x) {
@@ -343,17 +455,17 @@ static struct jv str_format(struct rs *r, struct jv s, struct jv *args, size_t n
         if (p[i] != '{') { buf_put(&b, p + i, 1); continue; }
         size_t e = i + 1;
         while (e < len && p[e] != '}') e++;
-        if (e >= len) { free(b.p); return rs_fail(r, "single '{' in format string"); }
+        if (e >= len) { buf_free(&b); return rs_fail(r, "single '{' in format string"); }
         const char *f = p + i + 1;
         size_t fl = e - i - 1;
-        if (memchr(f, ':', fl) || memchr(f, '!', fl)) { free(b.p); return rs_fail(r, "format specs are not supported"); }
+        if (memchr(f, ':', fl) || memchr(f, '!', fl)) { buf_free(&b); return rs_fail(r, "format specs are not supported"); }
         struct jv v = jv_undef();
         int found = 0;
         if (fl == 0) { if (auto_i < n) { v = args[auto_i]; found = 1; } auto_i++; }
         else if (f[0] >= '0' && f[0] <= '9') { size_t k = (size_t)atoi(f); if (k < n) { v = args[k]; found = 1; } }
         else for (size_t k = 0; k < nkw; k++)
             if (kwn[k].u.s->len == fl && !memcmp(kwn[k].u.s->s, f, fl)) { v = kwv[k]; found = 1; }
-        if (!found) { free(b.p); return rs_fail(r, "format: missing argument '%.*s'", (int)fl, f); }
+        if (!found) { buf_free(&b); return rs_fail(r, "format: missing argument '%.*s'", (int)fl, f); }
         jv_str_append(&b, v);
         i = e;
     }
@@ -424,9 +536,9 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
         if (r->failed) return it;
         struct buf b = {0};
         for (size_t i = 0; i < it.u.l->n; i++) {
-            if (it.u.l->v[i].t != JV_STR) { free(b.p); return rs_fail(r, "join() expects strings"); }
-            if (i) buf_put(&b, s.u.s->s, s.u.s->len);
-            buf_put(&b, it.u.l->v[i].u.s->s, it.u.l->v[i].u.s->len);
+            if (it.u.l->v[i].t != JV_STR) { buf_free(&b); return rs_fail(r, "join() expects strings"); }
+            if (i) buf_put_jstr(&b, s.u.s);
+            buf_put_jstr(&b, it.u.l->v[i].u.s);
         }
         return rs_take_buf(r, &b);
     }
@@ -459,7 +571,10 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
         }
         return jv_bool(1);
     }
-    if (!strcmp(m, "format")) return str_format(r, s, args, n, kwn, kwv, nkw);
+    if (!strcmp(m, "format")) { /* its own text is copied without spans */
+        struct jv v = str_format(r, s, args, n, kwn, kwv, nkw);
+        return s.u.s->nsp ? rs_taint(r, v) : v;
+    }
     if (!strcmp(m, "removeprefix") || !strcmp(m, "removesuffix")) {
         if (a0.t != JV_STR) return rs_fail(r, "%s() argument must be str", m);
         size_t pl = a0.u.s->len, sl = s.u.s->len;
@@ -512,7 +627,7 @@ struct jv jl_call_builtin(struct rs *r, struct jfunc *f, struct jv *args, size_t
         struct buf b = {0};
         if (n) jv_str_append(&b, args[0]);
         rs_fail(r, "template raised an exception: %s", b.p ? b.p : "");
-        free(b.p);
+        buf_free(&b);
         return jv_undef();
     }
     if (!strcmp(m, "strftime_now")) {

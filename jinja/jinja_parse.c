@@ -265,7 +265,7 @@ static struct jnode *parse_primary(struct parser *P) {
             buf_put(&bb, a->s, a->len);
             buf_put(&bb, b->s, b->len);
             n->lit = jv_str(P->a, bb.p ? bb.p : "", bb.n);
-            free(bb.p);
+            buf_free(&bb);
             P->i++;
         }
         return n;

@@ -9,6 +9,8 @@
 #include "../util/fatal.h"
 #include "../util/sbuf.h"
 
+#define MAX_VALUE_DEPTH 256
+
 /* ---- arena ---- */
 
 struct arena_chunk {
@@ -61,7 +63,74 @@ void buf_put(struct buf *b, const char *s, size_t n) {
 
 void buf_puts(struct buf *b, const char *s) { buf_put(b, s, strlen(s)); }
 
+static void mark_range(struct buf *b, size_t off, size_t len) {
+    if (b->oom || len == 0) return;
+    if (b->nsp) {
+        struct jspan *l = &b->sp[b->nsp - 1];
+        if (l->off + l->len >= off) { /* spans are appended in order: merge */
+            if (off + len > l->off + l->len) l->len = off + len - l->off;
+            return;
+        }
+    }
+    if (b->nsp == b->capsp) {
+        b->capsp = b->capsp ? 2 * b->capsp : 8;
+        b->sp = xrealloc(b->sp, b->capsp * sizeof(*b->sp));
+    }
+    b->sp[b->nsp].off = off;
+    b->sp[b->nsp].len = len;
+    b->nsp++;
+}
+
+void buf_mark(struct buf *b, size_t from) {
+    if (from < b->n) mark_range(b, from, b->n - from);
+}
+
+void buf_put_jstr(struct buf *b, const struct jstr *s) {
+    size_t at = b->n;
+    buf_put(b, s->s, s->len);
+    for (size_t i = 0; i < s->nsp; i++) mark_range(b, at + s->sp[i].off, s->sp[i].len);
+}
+
+void buf_free(struct buf *b) {
+    free(b->p);
+    free(b->sp);
+    b->p = NULL;
+    b->sp = NULL;
+    b->n = b->cap = b->nsp = b->capsp = 0;
+}
+
 /* ---- constructors ---- */
+
+struct jv jv_str_as_data(struct arena *a, struct jv v) {
+    if (v.t != JV_STR || v.u.s->len == 0) return v;
+    if (v.u.s->nsp == 1 && v.u.s->sp[0].off == 0 && v.u.s->sp[0].len == v.u.s->len) return v;
+    struct jv c = jv_str(a, v.u.s->s, v.u.s->len);
+    if (c.t != JV_STR) return c;
+    c.u.s->markup = v.u.s->markup;
+    c.u.s->sp = arena_alloc(a, sizeof(struct jspan));
+    if (!c.u.s->sp) return jv_undef();
+    c.u.s->sp[0].off = 0;
+    c.u.s->sp[0].len = v.u.s->len;
+    c.u.s->nsp = 1;
+    return c;
+}
+
+static int has_data_d(struct jv v, int depth) {
+    if (depth > MAX_VALUE_DEPTH) return 1; /* too deep to tell: assume so */
+    switch (v.t) {
+    case JV_STR: return v.u.s->nsp > 0;
+    case JV_LIST:
+        for (size_t i = 0; i < v.u.l->n; i++) if (has_data_d(v.u.l->v[i], depth + 1)) return 1;
+        return 0;
+    case JV_DICT:
+        for (size_t i = 0; i < v.u.d->n; i++)
+            if (has_data_d(v.u.d->k[i], depth + 1) || has_data_d(v.u.d->v[i], depth + 1)) return 1;
+        return 0;
+    default: return 0;
+    }
+}
+
+int jv_has_data(struct jv v) { return has_data_d(v, 0); }
 
 struct jv jv_undef(void) { struct jv v = {JV_UNDEF, {0}}; return v; }
 struct jv jv_none(void) { struct jv v = {JV_NONE, {0}}; return v; }
@@ -163,7 +232,6 @@ static double num(struct jv v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT 
 
 /* Values built at render time can nest arbitrarily ({% set x = [x] %} in a loop); the
  * recursive walks stop at this depth instead of exhausting the stack. */
-#define MAX_VALUE_DEPTH 256
 
 static int equal_d(struct jv a, struct jv b, int depth);
 int jv_equal(struct jv a, struct jv b) { return equal_d(a, b, 0); }
@@ -278,7 +346,7 @@ void jv_str_append(struct buf *b, struct jv v) {
     case JV_BOOL: buf_puts(b, v.u.b ? "True" : "False"); return;
     case JV_INT: snprintf(tmp, sizeof(tmp), "%lld", (long long)v.u.i); buf_puts(b, tmp); return;
     case JV_FLOAT: float_repr(b, v.u.f); return;
-    case JV_STR: buf_put(b, v.u.s->s, v.u.s->len); return;
+    case JV_STR: buf_put_jstr(b, v.u.s); return;
     default: jv_repr_append(b, v); return;
     }
 }
@@ -307,7 +375,13 @@ void jv_repr_append(struct buf *b, struct jv v) { repr_d(b, v, 0); }
 static void repr_d(struct buf *b, struct jv v, int depth) {
     if (depth > MAX_VALUE_DEPTH) { b->oom = 1; return; } /* refused as too deep */
     switch (v.t) {
-    case JV_STR: str_repr(b, v.u.s->s, v.u.s->len); return;
+    case JV_STR: {
+        /* escaped: the quoted text as a whole is data when any of it is */
+        size_t at = b->n;
+        str_repr(b, v.u.s->s, v.u.s->len);
+        if (v.u.s->nsp) buf_mark(b, at);
+        return;
+    }
     case JV_LIST:
         buf_puts(b, "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
@@ -369,7 +443,12 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int d
         if (v.t == JV_FLOAT && isinf(v.u.f)) { buf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity"); return; }
         jv_str_append(b, v);
         return;
-    case JV_STR: json_str(b, v.u.s->s, v.u.s->len); return;
+    case JV_STR: {
+        size_t at = b->n;
+        json_str(b, v.u.s->s, v.u.s->len);
+        if (v.u.s->nsp) buf_mark(b, at);
+        return;
+    }
     case JV_LIST:
         if (v.u.l->n == 0) { buf_puts(b, "[]"); return; }
         buf_puts(b, "[");
@@ -400,8 +479,9 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int d
             if (k) buf_puts(b, indent >= 0 ? "," : ", ");
             if (indent >= 0) newline_indent(b, indent, depth + 1);
             struct jv key = v.u.d->k[i];
-            if (key.t == JV_STR) json_str(b, key.u.s->s, key.u.s->len);
-            else { struct buf t = {0}; jv_json_append(&t, key, -1, 0, 0); json_str(b, t.p ? t.p : "", t.n); free(t.p); }
+            size_t kat = b->n;
+            if (key.t == JV_STR) { json_str(b, key.u.s->s, key.u.s->len); if (key.u.s->nsp) buf_mark(b, kat); }
+            else { struct buf t = {0}; jv_json_append(&t, key, -1, 0, 0); json_str(b, t.p ? t.p : "", t.n); buf_free(&t); }
             buf_puts(b, ": ");
             jv_json_append(b, v.u.d->v[i], indent, sort_keys, depth + 1);
         }
@@ -414,7 +494,7 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int d
     }
 }
 
-int jv_from_cjson(struct arena *a, const cJSON *j, struct jv *out) {
+int jv_from_cjson(struct arena *a, const cJSON *j, int data, struct jv *out) {
     if (!j || cJSON_IsNull(j)) { *out = jv_none(); return 0; }
     if (cJSON_IsBool(j)) { *out = jv_bool(cJSON_IsTrue(j)); return 0; }
     if (cJSON_IsNumber(j)) {
@@ -426,6 +506,7 @@ int jv_from_cjson(struct arena *a, const cJSON *j, struct jv *out) {
     }
     if (cJSON_IsString(j)) {
         *out = jv_str(a, j->valuestring, strlen(j->valuestring));
+        if (data && out->t == JV_STR) *out = jv_str_as_data(a, *out);
         return out->t == JV_STR ? 0 : -1;
     }
     if (cJSON_IsArray(j)) {
@@ -434,7 +515,7 @@ int jv_from_cjson(struct arena *a, const cJSON *j, struct jv *out) {
         const cJSON *x;
         cJSON_ArrayForEach(x, j) {
             struct jv v;
-            if (jv_from_cjson(a, x, &v) || jv_list_push(a, *out, v)) return -1;
+            if (jv_from_cjson(a, x, data, &v) || jv_list_push(a, *out, v)) return -1;
         }
         return 0;
     }
@@ -444,7 +525,8 @@ int jv_from_cjson(struct arena *a, const cJSON *j, struct jv *out) {
         const cJSON *x;
         cJSON_ArrayForEach(x, j) {
             struct jv v, k = jv_str(a, x->string, strlen(x->string));
-            if (k.t != JV_STR || jv_from_cjson(a, x, &v) || jv_dict_set(a, *out, k, v)) return -1;
+            if (data && k.t == JV_STR) k = jv_str_as_data(a, k);
+            if (k.t != JV_STR || jv_from_cjson(a, x, data, &v) || jv_dict_set(a, *out, k, v)) return -1;
         }
         return 0;
     }

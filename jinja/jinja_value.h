@@ -18,7 +18,16 @@ void arena_free(struct arena *a);
 enum jv_type { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FUNC };
 
 struct jv;
-struct jstr { size_t len; int markup; /* markupsafe.Markup */ char s[]; };
+/* Byte range of a string (or of rendered output) that came from request data (the
+ * messages JSON): the chat encoder tokenizes it without special-token parsing. */
+struct jspan { size_t off, len; };
+struct jstr {
+    size_t len;
+    int markup;         /* markupsafe.Markup */
+    size_t nsp;         /* data spans, sorted, disjoint, not adjacent; 0 = all template text */
+    struct jspan *sp;
+    char s[];
+};
 struct jlist { size_t n, cap; struct jv *v; int gen; /* a jinja2 generator (map, select...) */ };
 struct jdict { size_t n, cap; struct jv *k, *v; int ns; /* a namespace() object */ };
 struct jfunc;
@@ -40,9 +49,16 @@ struct buf {
     char *p;
     size_t n, cap;
     int oom; /* output refused (a value nested too deep); out of memory itself is fatal */
+    struct jspan *sp; /* data spans of p (malloc'd) */
+    size_t nsp, capsp;
 };
 void buf_put(struct buf *b, const char *s, size_t n);
 void buf_puts(struct buf *b, const char *s);
+/* Appends a string value's bytes with its data spans. */
+void buf_put_jstr(struct buf *b, const struct jstr *s);
+/* Marks b's bytes [from, b->n) as data. */
+void buf_mark(struct buf *b, size_t from);
+void buf_free(struct buf *b);
 
 struct jv jv_undef(void);
 struct jv jv_none(void);
@@ -50,6 +66,10 @@ struct jv jv_bool(int b);
 struct jv jv_int(int64_t i);
 struct jv jv_float(double f);
 struct jv jv_str(struct arena *a, const char *s, size_t n); /* JV_UNDEF-typed NULL on oom */
+/* The same string as request data throughout (v itself when it already is). */
+struct jv jv_str_as_data(struct arena *a, struct jv v);
+/* Whether any string in v (nested at most MAX_VALUE_DEPTH deep) holds data. */
+int jv_has_data(struct jv v);
 struct jv jv_list(struct arena *a);
 struct jv jv_dict(struct arena *a);
 int jv_list_push(struct arena *a, struct jv list, struct jv v);
@@ -69,8 +89,9 @@ void jv_str_append(struct buf *b, struct jv v);
 void jv_repr_append(struct buf *b, struct jv v);
 void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int depth);
 
-/* JSON text (cJSON) -> value. Returns 0, or -1 when out of memory. */
+/* JSON text (cJSON) -> value; data: its strings (keys too) are marked request data.
+ * Returns 0, or -1 when out of memory. */
 struct cJSON;
-int jv_from_cjson(struct arena *a, const struct cJSON *j, struct jv *out);
+int jv_from_cjson(struct arena *a, const struct cJSON *j, int data, struct jv *out);
 
 #endif

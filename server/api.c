@@ -302,16 +302,33 @@ static int render_chat(const struct api_ctx *c, const cJSON *o, int add_gen, int
     char *js = cJSON_PrintUnformatted(msgs);
     cJSON_Delete(msgs);
     if (!js) FATAL("out of memory for messages");
+    struct tok_span *data = NULL;
+    size_t n_data = 0;
+    /* Only the template's own markers (BOS, turn markers) become special tokens: special-
+     * token text inside the messages is plain text unless a trusted caller allows it, or
+     * a message could forge a turn (chat.h). */
+    int allow = 0;
+    if (read_bool(o, "allow_special_tokens_in_content", &allow, e) < 0) {
+        free(js);
+        return -1;
+    }
     char err[ERR_LEN], *text;
     size_t len;
-    int rc = chat_template_render(c->chat, js, add_gen, NULL, &text, &len, err);
+    int rc = chat_template_render_spans(c->chat, js, add_gen, NULL, &text, &len, &data, &n_data, err);
     free(js);
     /* a template may refuse a conversation (raise_exception: roles must alternate, ...) */
     if (rc) return api_err(e, 400, "messages", "messages: the chat template refused them: %s", err);
-    /* the template writes BOS and the turn markers itself; they are special tokens */
-    rc = encode(c, text, len, TOK_PARSE_SPECIAL, "messages", ids, n, e);
+    size_t nid;
+    rc = tokenizer_encode_spans(c->tok, text, len, TOK_PARSE_SPECIAL, data, allow ? 0 : n_data, ids, &nid, err);
     free(text);
-    return rc;
+    free(data);
+    if (rc) return api_err(e, 400, "messages", "messages: cannot be tokenized: %s", err);
+    if (nid > INT32_MAX) {
+        free(*ids);
+        return api_err(e, 400, "messages", "messages: too long");
+    }
+    *n = (int)nid;
+    return 0;
 }
 
 /* ---- the generation request ---- */

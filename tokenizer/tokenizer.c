@@ -7,6 +7,7 @@
 
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "../util/sbuf.h"
 
 struct tokenizer *tokenizer_alloc(void) {
     struct tokenizer *t = xcalloc(1, sizeof(*t));
@@ -204,10 +205,35 @@ static int is_word_char(const char *s, size_t n, size_t at, int before) {
 
 static int is_space_byte(char c) { return c == ' ' || (c >= 9 && c <= 13); }
 
+/* Index of the first of the sorted, disjoint spans that ends after a (n if none). */
+static size_t span_after(const struct tok_span *sp, size_t n, size_t a) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sp[mid].off + sp[mid].len <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Whether [a, b) overlaps one of the spans. */
+static int overlaps(const struct tok_span *sp, size_t n, size_t a, size_t b) {
+    size_t k = span_after(sp, n, a);
+    return k < n && sp[k].off < b;
+}
+
+/* Whether [a, b) lies within one of the spans. */
+static int inside(const struct tok_span *sp, size_t n, size_t a, size_t b) {
+    size_t k = span_after(sp, n, a);
+    return k < n && sp[k].off <= a && b <= sp[k].off + sp[k].len;
+}
+
 /* Finds the next added token at or after pos. Returns 1 with [*a, *b) the span to replace
- * (grown by lstrip/rstrip) and *tok its index, or 0. */
+ * (grown by lstrip/rstrip) and *tok its index, or 0.
+ * plain: spans where special tokens are text whatever parse_special says; a special token
+ * is parsed only when none of its bytes lie in one. */
 static int next_added(const struct tokenizer *t, const char *s, size_t n, size_t pos, int parse_special,
-                      size_t *a, size_t *b, int32_t *tok) {
+                      const struct tok_span *plain, size_t n_plain, size_t *a, size_t *b, int32_t *tok) {
     if (t->n_added == 0) return 0;
     for (size_t i = pos; i < n; i++) {
         uint32_t node = t->trie_root[(uint8_t)s[i]];
@@ -226,14 +252,16 @@ static int next_added(const struct tokenizer *t, const char *s, size_t n, size_t
             const struct added_tok *at = &t->added[k];
             /* llama.cpp leaves control tokens out of the search entirely when not parsing
              * special tokens; HF finds them and then skips the match. */
-            if (t->from_gguf && at->special && !parse_special) continue;
+            if (t->from_gguf && at->special && !(parse_special && !overlaps(plain, n_plain, i, j + 1))) continue;
             best = k;
             best_end = j + 1;
         }
         if (best < 0) continue;
         const struct added_tok *at = &t->added[best];
-        if (at->special && !parse_special) { /* HF: the match is consumed, text stays text */
-            i = best_end - 1;
+        if (at->special && !(parse_special && !overlaps(plain, n_plain, i, best_end))) {
+            /* HF: the match is consumed, text stays text; but one that runs from a plain span
+             * into the template's text must not swallow a marker starting there */
+            if (!parse_special || inside(plain, n_plain, i, best_end)) i = best_end - 1;
             continue;
         }
         if (at->single_word && (is_word_char(s, n, i, 1) || is_word_char(s, n, best_end, 0))) continue;
@@ -286,11 +314,51 @@ static int encode_text(struct tokenizer *t, struct pt_work *w, struct bpe_cache 
 
 int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flags,
                      int32_t **ids, size_t *n_ids, char *err) {
+    return tokenizer_encode_spans(t, text, len, flags, NULL, 0, ids, n_ids, err);
+}
+
+/* Repairs UTF-8 span by span so the spans keep pointing at the same text (a repair may
+ * change lengths); *out_sp is malloc'd. */
+static void sanitize_spans(const struct tokenizer *t, const char *text, size_t len,
+                           const struct tok_span *sp, size_t n_sp, char **out, size_t *out_len,
+                           struct tok_span **out_sp, size_t *n_out) {
+    struct sbuf o = {0};
+    struct tok_span *ns = xmalloc((n_sp ? n_sp : 1) * sizeof(*ns));
+    size_t k = 0, pos = 0;
+    for (size_t i = 0; i <= n_sp; i++) {
+        size_t a = i < n_sp ? sp[i].off : len, b = i < n_sp ? sp[i].off + sp[i].len : len;
+        if (a > len) a = len;
+        if (b > len) b = len;
+        if (a < pos) a = pos;
+        for (int piece = 0; piece < 2; piece++) {
+            size_t from = piece ? a : pos, to = piece ? b : a;
+            if (to <= from) continue;
+            char *c;
+            size_t cn;
+            utf8_sanitize((const uint8_t *)text + from, to - from, t->utf8, &c, &cn);
+            if (piece && cn) { ns[k].off = o.len; ns[k].len = cn; k++; }
+            sbuf_add(&o, c, cn);
+            free(c);
+        }
+        if (b > pos) pos = b;
+    }
+    sbuf_add(&o, "", 0);
+    *out = o.p;
+    *out_len = o.len;
+    *out_sp = ns;
+    *n_out = k;
+}
+
+int tokenizer_encode_spans(struct tokenizer *t, const char *text, size_t len, int flags,
+                           const struct tok_span *plain, size_t n_plain, int32_t **ids,
+                           size_t *n_ids, char *err) {
     *ids = NULL;
     *n_ids = 0;
     char *s;
     size_t n;
-    utf8_sanitize((const uint8_t *)text, len, t->utf8, &s, &n);
+    struct tok_span *sp = NULL;
+    if (n_plain) sanitize_spans(t, text, len, plain, n_plain, &s, &n, &sp, &n_plain);
+    else utf8_sanitize((const uint8_t *)text, len, t->utf8, &s, &n);
     struct idbuf out = {0};
     struct pt_work w = {0};
     int rc = -1;
@@ -306,7 +374,7 @@ int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flag
     while (pos < n) {
         size_t a, b;
         int32_t k;
-        int found = next_added(t, s, n, pos, flags & TOK_PARSE_SPECIAL, &a, &b, &k);
+        int found = next_added(t, s, n, pos, flags & TOK_PARSE_SPECIAL, sp, n_plain, &a, &b, &k);
         size_t end = found ? a : n;
         if (end > pos) {
             if (encode_text(t, &w, cache, s + pos, end - pos, pos == 0, after_special, &out, err)) goto done;
@@ -330,6 +398,7 @@ done:
     idbuf_free(&out);
     pt_work_free(&w);
     free(s);
+    free(sp);
     return rc;
 }
 

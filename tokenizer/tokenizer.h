@@ -84,6 +84,17 @@ void tokenizer_free(struct tokenizer *t);
 int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flags,
                      int32_t **ids, size_t *n_ids, char *err);
 
+/* Byte range [off, off + len) of a text. */
+struct tok_span { size_t off, len; };
+
+/* tokenizer_encode, except that inside the spans plain[0..n_plain) (sorted, disjoint) special
+ * tokens are never parsed: a special token matches only where none of its bytes lies in a
+ * span. Everything else, the pre-tokenizer and BPE included, runs over the whole text as
+ * tokenizer_encode does (the chat encoder, chat.h, marks request data so). */
+int tokenizer_encode_spans(struct tokenizer *t, const char *text, size_t len, int flags,
+                           const struct tok_span *plain, size_t n_plain, int32_t **ids,
+                           size_t *n_ids, char *err);
+
 /* Decodes ids to bytes, invalid UTF-8 replaced by U+FFFD. *text is malloc'd and
  * NUL-terminated. Returns 0, or -1 with err (an id out of range). */
 int tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int flags,
