@@ -6,7 +6,7 @@
 #include "../model/gguf.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
-#include "tokenizer.h"
+#include "tokbuild.h"
 
 /* llama.cpp's pre-tokenizer regex lists, by tokenizer.ggml.pre name. Each list is applied
  * in order, every regex splitting the pieces the previous one left (Isolated). */

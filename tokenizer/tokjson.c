@@ -6,7 +6,7 @@
 
 #include "../util/err.h"
 #include "../util/fatal.h"
-#include "tokenizer.h"
+#include "tokbuild.h"
 
 #define GPT2_REGEX \
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
