@@ -169,8 +169,8 @@ static int encode(const struct api_ctx *c, const char *s, size_t len, int flags,
      * tokenized: the tokenizer's working memory on one long word (a run of punctuation
      * is one pre-token) is ~50 bytes per byte. Every token covers at most max_token_bytes,
      * so with a byte-level or byte-fallback vocabulary such a text could never fit. */
-    size_t most = c->max_token_bytes ? c->max_token_bytes : 1;
-    if (c->max_ctx > 0 && len > (size_t)c->max_ctx * most)
+    size_t most = c->max_token_bytes; /* 0: not known (a context not from api_ctx_init) */
+    if (most && c->max_ctx > 0 && len > (size_t)c->max_ctx * most)
         return api_err(e, 400, name,
                        "%s: the text has %zu bytes; at most %zu are accepted (this model's maximum context length "
                        "%d tokens x %zu bytes, its longest token)",
