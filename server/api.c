@@ -29,6 +29,10 @@ void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_na
     c->kv_tokens = kv_tokens;
     c->max_queue = max_queue;
     c->chat_err = c->chat_err_buf;
+    for (uint32_t i = 0, nv = tok ? tokenizer_n_vocab(tok) : 0; i < nv; i++) {
+        size_t l = 0;
+        if (tokenizer_token_bytes(tok, (int32_t)i, &l) && l > c->max_token_bytes) c->max_token_bytes = l;
+    }
     if (!tok) {
         snprintf(c->chat_err_buf, sizeof c->chat_err_buf, "no tokenizer");
         return;
@@ -161,6 +165,16 @@ static int encode(const struct api_ctx *c, const char *s, size_t len, int flags,
                   int32_t **ids, int *n, struct api_error *e) {
     char err[ERR_LEN];
     size_t nid;
+    /* A text longer than the context length x the longest token is refused before it is
+     * tokenized: the tokenizer's working memory on one long word (a run of punctuation
+     * is one pre-token) is ~50 bytes per byte. Every token covers at most max_token_bytes,
+     * so with a byte-level or byte-fallback vocabulary such a text could never fit. */
+    size_t most = c->max_token_bytes; /* 0: not known (a context not from api_ctx_init) */
+    if (most && c->max_ctx > 0 && len > (size_t)c->max_ctx * most)
+        return api_err(e, 400, name,
+                       "%s: the text has %zu bytes; at most %zu are accepted (this model's maximum context length "
+                       "%d tokens x %zu bytes, its longest token)",
+                       name, len, (size_t)c->max_ctx * most, c->max_ctx, most);
     if (tokenizer_encode(c->tok, s, len, flags, ids, &nid, err))
         return api_err(e, 400, name, "%s: cannot be tokenized: %s", name, err);
     if (nid > INT32_MAX) {
@@ -480,7 +494,64 @@ static int has_nul_escape(const char *s, size_t n) {
     return 0;
 }
 
-static cJSON *parse_body(const char *body, size_t len, struct api_error *e) {
+/* JSON values a request may hold beyond its context length: 4096 messages of a few keys
+ * each, logit_bias, stop and the scalars, with room to spare. */
+#define API_JSON_VALUES_SLACK 32768
+
+static int json_delim(char ch) {
+    return ch == ',' || ch == ']' || ch == '}' || ch == ':' || ch == ' ' || ch == '\t' || ch == '\n' ||
+           ch == '\r' || ch == '"' || ch == '[' || ch == '{';
+}
+
+/* cJSON spends ~80 bytes of heap on every value (a 2-byte "0," included), so a body of
+ * small values would cost ~40x its size once parsed. Before parsing, the values are
+ * counted (a scan that trusts nothing: malformed text is refused by the parser after)
+ * and a body with more than the context length + API_JSON_VALUES_SLACK is refused,
+ * naming the top-level field that holds the most. Any legal request fits: a prompt of
+ * token ids longer than the context is refused anyway. Nesting is bounded by cJSON
+ * (CJSON_NESTING_LIMIT). */
+static int check_json_values(const struct api_ctx *c, const char *s, size_t n, struct api_error *e) {
+    long limit = (long)(c->max_ctx > 0 ? c->max_ctx : 0) + API_JSON_VALUES_SLACK;
+    long total = 0, in_field = 0, worst = 0;
+    int depth = 0;
+    const char *key = "", *worst_key = "";
+    int key_len = 0, worst_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '"') {
+            size_t a = ++i;
+            while (i < n && s[i] != '"') i += s[i] == '\\' ? 2 : 1;
+            size_t b = i < n ? i : n, j = i + 1;
+            while (j < n && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r')) j++;
+            if (j < n && s[j] == ':') { /* a key: stored in its value's node */
+                if (depth == 1) {
+                    if (in_field > worst) worst = in_field, worst_key = key, worst_len = key_len;
+                    key = s + a;
+                    key_len = b - a > 64 ? 64 : (int)(b - a);
+                    in_field = 0;
+                }
+                continue;
+            }
+            total++, in_field++;
+        } else if (ch == '{' || ch == '[') {
+            depth++, total++, in_field++;
+        } else if (ch == '}' || ch == ']') {
+            depth--;
+        } else if (ch == '-' || (ch >= '0' && ch <= '9') || ch == 't' || ch == 'f' || ch == 'n') {
+            total++, in_field++;
+            while (i + 1 < n && !json_delim(s[i + 1])) i++;
+        }
+    }
+    if (total <= limit) return 0;
+    if (in_field > worst) worst_key = key, worst_len = key_len;
+    char name[80];
+    snprintf(name, sizeof name, "%.*s", worst_len, worst_key);
+    return api_err(e, 400, name,
+                   "%s%srequest body holds %ld JSON values; at most %ld are allowed (the context length %d + %d)",
+                   name, name[0] ? ": too large: the " : "", total, limit, c->max_ctx, API_JSON_VALUES_SLACK);
+}
+
+static cJSON *parse_body(const struct api_ctx *c, const char *body, size_t len, struct api_error *e) {
     if (!utf8_valid(body, len)) {
         api_err(e, 400, "", "request body is not valid UTF-8");
         return NULL;
@@ -493,6 +564,7 @@ static cJSON *parse_body(const char *body, size_t len, struct api_error *e) {
         api_err(e, 400, "", "request body holds \\u0000: NUL characters in strings are not supported");
         return NULL;
     }
+    if (check_json_values(c, body, len, e)) return NULL;
     /* body[len] is the NUL: requiring it makes trailing bytes after the value an error */
     const char *at = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len + 1, &at, 1);
@@ -514,7 +586,7 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     memset(p, 0, sizeof *p);
     p->kind = kind;
     p->sp = sampling_defaults();
-    cJSON *o = parse_body(body, len, e);
+    cJSON *o = parse_body(c, body, len, e);
     if (!o) return -1;
     long i;
     int r, rc = -1;
@@ -624,7 +696,7 @@ void api_params_free(struct api_params *p) {
 
 int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, int32_t **ids, int *n,
                        struct api_error *e) {
-    cJSON *o = parse_body(body, len, e);
+    cJSON *o = parse_body(c, body, len, e);
     if (!o) return -1;
     int rc = -1;
     if (check_model(c, o, e)) goto out;
@@ -646,7 +718,7 @@ out:
 
 int api_parse_detokenize(const struct api_ctx *c, const char *body, size_t len, int32_t **ids,
                          int *n, struct api_error *e) {
-    cJSON *o = parse_body(body, len, e);
+    cJSON *o = parse_body(c, body, len, e);
     if (!o) return -1;
     int rc = -1;
     cJSON *t = field(o, "tokens");

@@ -30,6 +30,7 @@ struct api_ctx {
     int max_queue; /* choices that may wait at once: a larger n can never be served (0: no limit) */
     const struct chat_template *chat; /* NULL: chat requests fail with chat_err */
     const char *chat_err;
+    size_t max_token_bytes; /* the longest token's bytes (0: unknown): bounds a text's tokens from below */
     /* owned by api_ctx_init */
     struct chat_template *chat_own;
     char *name_own;
