@@ -14,17 +14,15 @@ import time
 
 import pytest
 
-from test_server_api import MODEL, Server, tpd_cli  # noqa: F401
-from test_launch import LAUNCH, wait_healthy, write_config
+from test_server_api import Server, tpd_cli
+from test_launch import launch
 
 
 @pytest.fixture
-def d():
-    if tpd_cli.tpd_bin() is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
-    if not os.path.exists(MODEL):
-        pytest.skip(f"{MODEL} absent (run ./launch/get-model smollm2)")
-    return tempfile.mkdtemp(prefix="tpd_safety_")  # 0700, ours
+def sock(sock_path):
+    """sock_path (conftest) with its directory made (0700, ours)."""
+    os.makedirs(os.path.dirname(sock_path), mode=0o700)
+    return sock_path
 
 
 @pytest.fixture
@@ -51,17 +49,14 @@ def refused(sock, timeout=120):
     return out
 
 
-def test_socket_directly_in_tmp_refused():
-    if tpd_cli.tpd_bin() is None or not os.path.exists(MODEL):
-        pytest.skip("tpd binary or model absent")
+def test_socket_directly_in_tmp_refused(sock_path):
     sock = f"/tmp/tpd_safety_{os.getpid()}.sock"
     out = refused(sock)
     assert "the socket's directory /tmp is writable by everyone" in out, out[-3000:]
     assert "private directory such as /tmp/tpd/" in out, out[-3000:]
 
 
-def test_pid_symlink_not_followed(d):
-    sock = os.path.join(d, "tpd.sock")
+def test_pid_symlink_not_followed(sock):
     victim = os.path.join(tempfile.mkdtemp(prefix="tpd_victim_"), "victim")
     with open(victim, "w") as f:
         f.write("precious\n")
@@ -72,7 +67,7 @@ def test_pid_symlink_not_followed(d):
     assert os.readlink(sock + ".pid") == victim  # left as it was
 
 
-def test_foreign_pid_file_left_alone(d, bystander):
+def test_foreign_pid_file_left_alone(sock, bystander):
     if os.geteuid() != 0:
         pytest.skip("needs root to give the pid file to another user")
     try:
@@ -81,7 +76,6 @@ def test_foreign_pid_file_left_alone(d, bystander):
         if subprocess.run(["useradd", "-M", "tpdtest2"], capture_output=True).returncode:
             pytest.skip("cannot create the user tpdtest2 (useradd)")
         uid = pwd.getpwnam("tpdtest2").pw_uid
-    sock = os.path.join(d, "tpd.sock")
     with open(sock + ".pid", "w") as f:
         f.write(f"{bystander.pid}\n")
     os.chown(sock + ".pid", uid, -1)
@@ -110,23 +104,17 @@ def rank0_pid(launcher_pid):
     return None
 
 
-def test_stale_pid_file_replaced_forged_one_never_signalled(d, bystander):
+def test_stale_pid_file_replaced_forged_one_never_signalled(sock, bystander):
     """A stale pid file of ours (a crashed run, naming another process) is replaced by rank
     0's pid, 0600. A file put in its place while the daemon runs names a bystander: stopping
     through tpd-launch signals rank 0 only, and the daemon leaves that file (not its own)."""
-    sock = os.path.join(d, "run", "tpd.sock")
-    os.makedirs(os.path.dirname(sock), mode=0o700)
     pid_path = sock + ".pid"
     with open(pid_path, "w") as f:
         f.write(f"{bystander.pid}\n")
-    cfg = write_config(d, sock)
-    log = os.path.join(d, "launch.log")
     env = tpd_cli.mpirun_env()
     env["TPD_BIN"] = tpd_cli.tpd_bin()
-    with open(log, "w") as lf:
-        proc = subprocess.Popen([LAUNCH, cfg], env=env, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
+    proc, log = launch(os.path.dirname(os.path.dirname(sock)), sock, env)
     try:
-        wait_healthy(proc, sock, log)
         st = os.lstat(pid_path)
         assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()
         assert int(open(pid_path).read()) == rank0_pid(proc.pid), open(log).read()[-3000:]
@@ -147,8 +135,7 @@ def test_stale_pid_file_replaced_forged_one_never_signalled(d, bystander):
     assert not os.path.exists(sock)
 
 
-def test_own_pid_file_removed_at_exit(d):
-    sock = os.path.join(d, "tpd.sock")
+def test_own_pid_file_removed_at_exit(sock):
     srv = Server(sock)
     try:
         assert int(open(sock + ".pid").read()) == srv.ranks()[0]
