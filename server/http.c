@@ -122,16 +122,24 @@ static const char *uid_name(uid_t uid, char *buf, size_t n) {
     return buf;
 }
 
+/* "uid 1000 (tpd) or root", or "root" for a daemon running as root. */
+static const char *trusted_names(char *buf, size_t n) {
+    char me[128];
+    if (geteuid() == 0) snprintf(buf, n, "root");
+    else snprintf(buf, n, "%s or root", uid_name(geteuid(), me, sizeof me));
+    return buf;
+}
+
 /* A directory on the way (final: the socket's own). Ours or root's; the socket's own
  * writable by nobody else; one on the way may be world-writable if sticky (/tmp): then
  * nobody else can rename or remove what we put in it. */
 static int dir_trusted(const struct walk *w, int final, char *err) {
     uid_t me = geteuid();
     unsigned mode = (unsigned)w->st.st_mode & 07777;
-    char owner[128], self[128];
+    char owner[128], self[160];
     if (w->st.st_uid != me && w->st.st_uid != 0)
-        return err_set(err, "%s is owned by %s, not by %s or root: its owner could replace the socket; %s",
-                       w->shown, uid_name(w->st.st_uid, owner, sizeof owner), uid_name(me, self, sizeof self),
+        return err_set(err, "%s is owned by %s, not by %s: its owner could replace the socket; %s",
+                       w->shown, uid_name(w->st.st_uid, owner, sizeof owner), trusted_names(self, sizeof self),
                        PRIVATE_HINT);
     if (!(mode & 022)) return 0;
     const char *who = mode & 002 ? "everyone" : "its group";
@@ -200,11 +208,11 @@ static int walk_path(struct walk *w, const char *path, char *err) {
         }
         if (S_ISLNK(st.st_mode)) {
             /* in a sticky directory others may write to, only the link's owner can swap it */
-            char owner[128], self[128];
+            char owner[128], self[160];
             if ((w->st.st_mode & 022) && st.st_uid != geteuid() && st.st_uid != 0)
-                return err_set(err, "%s is a symlink owned by %s, not by %s or root, in a directory others may "
-                               "write to: its owner could point it elsewhere; %s", w->shown,
-                               uid_name(st.st_uid, owner, sizeof owner), uid_name(geteuid(), self, sizeof self),
+                return err_set(err, "%s is a symlink owned by %s, not by %s, in a directory others may write to: "
+                               "its owner could point it elsewhere; %s", w->shown,
+                               uid_name(st.st_uid, owner, sizeof owner), trusted_names(self, sizeof self),
                                PRIVATE_HINT);
             if (++w->links > MAX_SYMLINKS) return err_set(err, "too many symlinks under %s", w->shown);
             char target[PATH_MAX];
