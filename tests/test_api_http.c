@@ -418,7 +418,7 @@ static void test_writable_directories_refused(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         mkdir_mode(sub, bad[i]);
         refused(&c, sub, bad[i] & 2 ? "writable by everyone" : "writable by its group");
-        refused(&c, "private directory", "/tmp/tpd/");
+        refused(&c, "the socket's directory", "private directory such as /tmp/tpd/");
         assert_int_equal(rmdir(sub), 0);
     }
     /* a socket directly in /tmp, or in the current directory when that is /tmp */
