@@ -4,8 +4,8 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <grp.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
