@@ -86,15 +86,19 @@ def test_foreign_pid_file_left_alone(sock, bystander):
     assert bystander.poll() is None
 
 
-def rank0_pid(launcher_pid):
-    """The tpd process with rank 0 among the launcher's descendants."""
-    todo, seen = [launcher_pid], []
+def descendants(pid):
+    todo, seen = [pid], []
     while todo:
         p = todo.pop()
         kids = subprocess.run(["pgrep", "-P", str(p)], capture_output=True, text=True).stdout.split()
         todo += [int(k) for k in kids]
         seen += [int(k) for k in kids]
-    for p in seen:
+    return seen
+
+
+def rank0_pid(launcher_pid):
+    """The tpd process with rank 0 among the launcher's descendants."""
+    for p in descendants(launcher_pid):
         try:
             with open(f"/proc/{p}/environ", "rb") as f:
                 if b"OMPI_COMM_WORLD_RANK=0\0" in f.read():
@@ -125,8 +129,12 @@ def test_stale_pid_file_replaced_forged_one_never_signalled(sock, bystander):
         proc.send_signal(signal.SIGTERM)  # the launcher alone, as systemd's KillMode=mixed does
         rc = proc.wait(90)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:  # mpirun runs in a session of its own: the whole tree
+            for p in [proc.pid] + descendants(proc.pid):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
     out = open(log).read()
     assert rc == 0, out[-3000:]
     time.sleep(0.2)
