@@ -1,9 +1,12 @@
 #include "cmd_serve.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../comm/comm.h"
@@ -57,6 +60,42 @@ int cmd_config(struct comm *c, int argc, char **argv) {
     return rc;
 }
 
+/* SOCKET.pid, in the socket's directory (which http_start checked is ours alone): created
+ * afresh, never through a symlink nor over a file that is not ours; a stale one of ours
+ * (a crashed run) is replaced. dev/ino identify it for pid_file_remove. */
+static int pid_file_write(const char *path, dev_t *dev, ino_t *ino, char *err) {
+    struct stat st;
+    if (!lstat(path, &st)) {
+        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1)
+            return err_set(err, "%s exists and is not a pid file of ours (%s); not touching it: remove it and start again",
+                           path, S_ISLNK(st.st_mode) ? "a symlink" : !S_ISREG(st.st_mode) ? "not a regular file"
+                           : st.st_uid != geteuid() ? "owned by another user" : "a file with several links");
+        if (unlink(path) && errno != ENOENT) return err_set(err, "cannot remove the stale %s: %s", path, strerror(errno));
+    } else if (errno != ENOENT) {
+        return err_set(err, "cannot stat %s: %s", path, strerror(errno));
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return err_set(err, "cannot create %s: %s", path, strerror(errno));
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (write(fd, buf, (size_t)n) != n || fstat(fd, &st)) {
+        err_set(err, "cannot write %s: %s", path, strerror(errno));
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    close(fd);
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+    return 0;
+}
+
+/* Only if it is still the file pid_file_write made (not one put in its place since). */
+static void pid_file_remove(const char *path, dev_t dev, ino_t ino) {
+    struct stat st;
+    if (!lstat(path, &st) && S_ISREG(st.st_mode) && st.st_dev == dev && st.st_ino == ino) unlink(path);
+}
+
 /* Rank 0 after the engine is up: frontend, scheduler, and the step loop until SIGTERM. */
 static int serve_rank0(struct engine *e, const struct config *cfg) {
     char err[ERR_LEN];
@@ -91,23 +130,19 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     sc.allowed_uids = uids;
     struct http_server *h = NULL;
     int rc = 0;
-    if (http_start(&h, &sc, s, &api, m, err)) {
+    /* rank 0's pid beside the socket, for operators (SIGTERM to it drains); nothing in the
+     * tree reads it: tpd-launch finds rank 0 among its own descendants */
+    char pid_path[4200];
+    snprintf(pid_path, sizeof pid_path, "%s.pid", cfg->socket);
+    dev_t pid_dev = 0;
+    ino_t pid_ino = 0;
+    if (http_start(&h, &sc, s, &api, m, err) || pid_file_write(pid_path, &pid_dev, &pid_ino, err)) {
         fprintf(stderr, "tpd serve: %s\n", err);
         rc = 1;
     } else {
-        /* rank 0's pid beside the socket: SIGTERM goes to it (launch/tpd-launch forwards) */
-        char pid_path[4200];
-        snprintf(pid_path, sizeof pid_path, "%s.pid", cfg->socket);
-        FILE *pf = fopen(pid_path, "w");
-        if (pf) {
-            fprintf(pf, "%ld\n", (long)getpid());
-            fclose(pf);
-        } else {
-            LOG(LOG_WARN, "cannot write %s", pid_path);
-        }
         LOG(LOG_INFO, "serving %s on %s (tp %d)", api.model_name, cfg->socket, engine_info(e)->tp);
         while (!stop_requested) sched_step(s, 0.05);
-        unlink(pid_path);
+        pid_file_remove(pid_path, pid_dev, pid_ino);
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
         http_stop_accepting(h);
         sched_drain(s);

@@ -13,7 +13,8 @@ struct metrics;
 struct http_server;
 
 struct server_config {
-    const char *socket_path;   /* default "/tmp/tpd/tpd.sock"; its directory is created 0700 if missing */
+    const char *socket_path;   /* default "/tmp/tpd/tpd.sock"; its directory is created 0700 if missing
+                                * and must be ours (or root's), writable by nobody else */
     unsigned socket_mode;      /* default 0600 (0 = default) */
     const char *socket_group;  /* optional: chgrp the socket (then mode typically 0660) */
     unsigned *allowed_uids;    /* optional SO_PEERCRED allow-list; empty = any */

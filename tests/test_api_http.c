@@ -4,7 +4,9 @@
  * a live daemon on the path makes a second start fail; a stale socket file is replaced;
  * a file that is not a socket is never removed; stopping unlinks the socket; the uid
  * allow-list answers 403 to others; optional loopback TCP; and the answers that need no
- * engine (404, 405, 413, conflicting framing) come in OpenAI's error shape. The generation endpoints are tested
+ * engine (404, 405, 413, conflicting framing) come in OpenAI's error shape. The socket's
+ * directory, and every one on the way, must be one only we (or root) can change: another
+ * user's, or one others may write to (/tmp itself), is refused. The generation endpoints are tested
  * end to end by tests/py/test_server_*.py. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +17,9 @@
 #include <errno.h>
 #include <arpa/inet.h>
 #include <grp.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +332,184 @@ static void test_loopback_tcp(void **state) {
     http_free(h);
 }
 
+/* Another local user's uid: tpdtest2's, created (useradd -M) when missing. -1 when not
+ * root (only root can give a directory away). */
+static int other_uid(void) {
+    if (geteuid() != 0) return -1;
+    struct passwd *pw = getpwnam("tpdtest2");
+    if (!pw && system("useradd -M tpdtest2 >/dev/null 2>&1") == 0) pw = getpwnam("tpdtest2");
+    return pw ? (int)pw->pw_uid : -1;
+}
+
+static void mkdir_mode(const char *path, mode_t mode) {
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(chmod(path, mode), 0); /* past the umask */
+}
+
+/* http_start must fail naming what and where; nothing is left at the socket path. */
+static void refused(const struct server_config *c, const char *want1, const char *want2) {
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, c, NULL, NULL, NULL, err) == 0) {
+        http_free(h);
+        fail_msg("%s was accepted", c->socket_path);
+    }
+    if (!strstr(err, want1) || (want2 && !strstr(err, want2))) fail_msg("unexpected error: %s", err);
+    struct stat st;
+    assert_int_equal(lstat(c->socket_path, &st), -1);
+}
+
+static void test_directory_of_another_user_refused(void **state) {
+    (void)state;
+    int uid = other_uid();
+    if (uid < 0) {
+        print_message("skipped: needs root to create tpdtest2 and give it a directory\n");
+        skip();
+    }
+    fresh_paths();
+    char sub[100];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    mkdir_mode(dir, 0700);
+    mkdir_mode(sub, 0700);
+    assert_int_equal(chown(sub, (uid_t)uid, (gid_t)-1), 0);
+    struct server_config c = config();
+    refused(&c, sub, "owned by uid");
+    refused(&c, "tpdtest2", geteuid() == 0 ? "not by root" : "or root");
+    /* an ancestor of theirs: they could rename our directory and put theirs there */
+    assert_int_equal(chown(sub, 0, (gid_t)-1), 0);
+    assert_int_equal(chown(dir, (uid_t)uid, (gid_t)-1), 0);
+    char err[ERR_LEN];
+    struct http_server *h;
+    assert_int_equal(http_start(&h, &c, NULL, NULL, NULL, err), -1);
+    assert_non_null(strstr(err, dir));
+    assert_non_null(strstr(err, "tpdtest2"));
+    /* nor is a missing directory created inside theirs */
+    assert_int_equal(rmdir(sub), 0);
+    assert_int_equal(http_start(&h, &c, NULL, NULL, NULL, err), -1);
+    struct stat st;
+    assert_int_equal(stat(sub, &st), -1);
+    /* a symlink of theirs in a sticky world-writable directory (as in /tmp) */
+    assert_int_equal(chown(dir, 0, (gid_t)-1), 0);
+    assert_int_equal(chmod(dir, 01777), 0);
+    mkdir_mode(sub, 0700);
+    char real[128], link[100], lsock[120];
+    snprintf(real, sizeof real, "%s/real", sub);
+    snprintf(link, sizeof link, "%s/link", dir);
+    snprintf(lsock, sizeof lsock, "%s/tpd.sock", link);
+    mkdir_mode(real, 0700);
+    assert_int_equal(symlink(real, link), 0);
+    assert_int_equal(lchown(link, (uid_t)uid, (gid_t)-1), 0);
+    c.socket_path = lsock;
+    refused(&c, link, "symlink owned by uid");
+    /* ours (root's), it is followed */
+    assert_int_equal(lchown(link, 0, (gid_t)-1), 0);
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    http_free(h);
+}
+
+static void test_writable_directories_refused(void **state) {
+    (void)state;
+    fresh_paths();
+    char sub[100];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    mkdir_mode(dir, 0700);
+    struct server_config c = config();
+    const mode_t bad[] = {0777, 01777, 0770, 0730, 0702};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        mkdir_mode(sub, bad[i]);
+        refused(&c, sub, bad[i] & 2 ? "writable by everyone" : "writable by its group");
+        refused(&c, "the socket's directory", "private directory such as /tmp/tpd/");
+        assert_int_equal(rmdir(sub), 0);
+    }
+    /* a socket directly in /tmp, or in the current directory when that is /tmp */
+    char in_tmp[100];
+    snprintf(in_tmp, sizeof in_tmp, "/tmp/tpd-test-http-%d.sock", (int)getpid());
+    c.socket_path = in_tmp;
+    refused(&c, "the socket's directory /tmp is writable by everyone", "$XDG_RUNTIME_DIR");
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir("/tmp"), 0);
+    c.socket_path = in_tmp + 5;
+    refused(&c, "/tmp is writable", NULL);
+    assert_int_equal(chdir(cwd), 0);
+    /* a world-writable directory on the way, not sticky: our directory in it could be
+     * renamed away and replaced; sticky (as /tmp) it is fine */
+    c = config();
+    assert_int_equal(chmod(dir, 0777), 0);
+    mkdir_mode(sub, 0700);
+    refused(&c, dir, "not sticky");
+    assert_int_equal(chmod(dir, 01777), 0);
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    http_free(h);
+    /* a socket path whose directory is a file */
+    assert_int_equal(rmdir(sub), 0);
+    FILE *f = fopen(sub, "w");
+    assert_non_null(f);
+    fclose(f);
+    c = config();
+    struct stat st;
+    assert_int_equal(http_start(&h, &c, NULL, NULL, NULL, err), -1);
+    assert_non_null(strstr(err, "not a directory"));
+    assert_int_equal(stat(sub, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+}
+
+static void test_private_directories_accepted(void **state) {
+    (void)state;
+    fresh_paths();
+    /* nested missing directories: each created 0700 */
+    char deep[120];
+    snprintf(sock, sizeof sock, "%s/a/b/c/tpd.sock", dir);
+    struct server_config c = config();
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    http_free(h);
+    const char *parts[] = {"", "/a", "/a/b", "/a/b/c"};
+    for (int i = 0; i < 4; i++) {
+        struct stat st;
+        snprintf(deep, sizeof deep, "%s%s", dir, parts[i]);
+        assert_int_equal(stat(deep, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0700);
+        assert_int_equal(st.st_uid, geteuid());
+    }
+    /* socket_group: the socket 0660 for the group in a directory the group may enter (0750)
+     * but not write */
+    char grp[80];
+    snprintf(grp, sizeof grp, "%s/grp", dir);
+    mkdir_mode(grp, 0750);
+    snprintf(sock, sizeof sock, "%s/tpd.sock", grp);
+    struct group *g = getgrgid(getgid());
+    assert_non_null(g);
+    c = config();
+    c.socket_mode = 0660;
+    c.socket_group = g->gr_name;
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    struct stat st;
+    assert_int_equal(lstat(sock, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0660);
+    const char *body;
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    http_free(h);
+    /* a relative path, through a symlink and "..", from the working directory */
+    char cwd[PATH_MAX], link[100];
+    snprintf(link, sizeof link, "%s/to-grp", dir);
+    assert_int_equal(symlink("grp", link), 0);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    c = config();
+    c.socket_path = "a/../to-grp/./tpd.sock";
+    int rc = http_start(&h, &c, NULL, NULL, NULL, err);
+    assert_int_equal(chdir(cwd), 0);
+    if (rc) fail_msg("%s", err);
+    assert_int_equal(lstat(sock, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    http_free(h);
+    snprintf(sock, sizeof sock, "%s/sub/tpd.sock", dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_socket_created_private),
@@ -337,6 +519,9 @@ int main(void) {
         cmocka_unit_test(test_peer_uid_allow_list),
         cmocka_unit_test(test_limits_and_framing),
         cmocka_unit_test(test_loopback_tcp),
+        cmocka_unit_test(test_directory_of_another_user_refused),
+        cmocka_unit_test(test_writable_directories_refused),
+        cmocka_unit_test(test_private_directories_accepted),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
