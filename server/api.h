@@ -19,6 +19,8 @@
 
 struct tokenizer;
 struct chat_template;
+struct grammar;
+struct grammar_vocab;
 
 /* What a request is validated against: built once at start by api_ctx_init (the chat
  * template loaded, the limits known), read-only afterwards by every HTTP thread. */
@@ -31,6 +33,7 @@ struct api_ctx {
     const struct chat_template *chat; /* NULL: chat requests fail with chat_err */
     const char *chat_err;
     size_t max_token_bytes; /* the longest token's bytes (0: unknown): bounds a text's tokens from below */
+    struct grammar_vocab *gvocab; /* structured output (api_grammar.h); owned */
     /* owned by api_ctx_init */
     struct chat_template *chat_own;
     char *name_own;
@@ -70,6 +73,7 @@ struct api_params {
     struct sampling_params sp; /* has_seed is always set: drawn when the client gave none */
     char *stops[API_MAX_STOPS]; /* owned */
     int n_stops;
+    struct grammar *grammar; /* owned reference: response_format / guided_* (NULL: none) */
 };
 
 /* Fills e and returns -1, so validators can `return api_err(...)`. */
