@@ -333,12 +333,27 @@ void grammar_vocab_free(struct grammar_vocab *v) {
     free(v);
 }
 
-/* Trie walk for one key stack (see the top of the file). */
+/* Trie walk for one key stack (see the top of the file). The walk runs a lazily built
+ * DFA over stack sets: each distinct set is interned once and its transition on a byte is
+ * computed once, so the many trie nodes that lead to the same set (a string's characters)
+ * cost a table lookup each. */
+struct dstate {
+    struct sset s;
+    uint64_t h;
+};
+
 struct walk {
     const struct grammar_vocab *v;
     const struct gram *g;
     int opaque;
-    struct sset *lv;
+    struct dstate *st; /* interned sets */
+    int n_st, cap_st;
+    int32_t *stab; /* set hash table: id + 1, 0 empty */
+    size_t stab_cap;
+    uint64_t *tkey; /* transitions: (id << 8 | byte) + 1, 0 empty */
+    uint32_t *tval; /* (next id + 1) << 2 | matched << 1 | touched */
+    size_t t_cap, t_n;
+    struct sset tmp;
     int32_t *acc, *unc;
     int n_acc, cap_acc, n_unc, cap_unc;
 };
@@ -351,18 +366,99 @@ static void push_id(int32_t **a, int *n, int *cap, int32_t id) {
     (*a)[(*n)++] = id;
 }
 
-static void walk(struct walk *w, uint32_t node, int depth, int unc) {
-    const struct tnode *t = w->v->t;
-    struct sset *cur = &w->lv[depth], *nx = &w->lv[depth + 1];
-    for (uint32_t c = t[node].child; c; c = t[c].sib) {
-        sset_clear(nx);
-        int touched = 0, matched = cur->n ? advance(w->g, cur, t[c].byte, nx, w->opaque, &touched) : 0;
-        for (uint32_t k = 0; k < t[c].n_tok; k++) {
-            int32_t id = w->v->sorted[t[c].tok + k];
-            if (matched) push_id(&w->acc, &w->n_acc, &w->cap_acc, id);
-            else if (unc) push_id(&w->unc, &w->n_unc, &w->cap_unc, id);
+static uint64_t sset_hash(const struct sset *s) {
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)s->n;
+    for (int i = 0; i < s->n; i++) {
+        h = (h ^ s->len[i]) * 0x100000001b3ull;
+        const int32_t *k = sset_stack(s, i);
+        for (int j = 0; j < s->len[i]; j++) h = (h ^ (uint32_t)k[j]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+static int sset_equal(const struct sset *a, const struct sset *b) {
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->len[i] != b->len[i] || memcmp(sset_stack(a, i), sset_stack(b, i), sizeof(int32_t) * a->len[i])) return 0;
+    return 1;
+}
+
+static int intern(struct walk *w, const struct sset *s) {
+    uint64_t h = sset_hash(s);
+    if (2 * ((size_t)w->n_st + 1) > w->stab_cap) {
+        size_t nc = w->stab_cap ? 2 * w->stab_cap : 256;
+        int32_t *nt = xcalloc(nc, sizeof *nt);
+        for (int i = 0; i < w->n_st; i++) {
+            size_t j = w->st[i].h & (nc - 1);
+            while (nt[j]) j = (j + 1) & (nc - 1);
+            nt[j] = i + 1;
         }
-        if (t[c].child && (nx->n > 0 || unc || touched)) walk(w, c, depth + 1, unc || touched);
+        free(w->stab);
+        w->stab = nt;
+        w->stab_cap = nc;
+    }
+    size_t j = h & (w->stab_cap - 1);
+    for (; w->stab[j]; j = (j + 1) & (w->stab_cap - 1)) {
+        struct dstate *d = &w->st[w->stab[j] - 1];
+        if (d->h == h && sset_equal(&d->s, s)) return w->stab[j] - 1;
+    }
+    if (w->n_st == w->cap_st) {
+        w->cap_st = w->cap_st ? 2 * w->cap_st : 64;
+        w->st = xrealloc(w->st, sizeof *w->st * (size_t)w->cap_st);
+    }
+    struct dstate *d = &w->st[w->n_st];
+    memset(d, 0, sizeof *d);
+    sset_copy(&d->s, s);
+    d->h = h;
+    w->stab[j] = w->n_st + 1;
+    return w->n_st++;
+}
+
+/* The transition of interned set id on byte c: next id (-1: empty), matched, touched. */
+static uint32_t transition(struct walk *w, int id, uint8_t c) {
+    uint64_t key = ((uint64_t)id << 8 | c) + 1;
+    if (2 * (w->t_n + 1) > w->t_cap) {
+        size_t nc = w->t_cap ? 2 * w->t_cap : 1024;
+        uint64_t *nk = xcalloc(nc, sizeof *nk);
+        uint32_t *nv = xmalloc(nc * sizeof *nv);
+        for (size_t i = 0; i < w->t_cap; i++)
+            if (w->tkey[i]) {
+                size_t j = (w->tkey[i] * 0x9E3779B97F4A7C15ull >> 20) & (nc - 1);
+                while (nk[j]) j = (j + 1) & (nc - 1);
+                nk[j] = w->tkey[i];
+                nv[j] = w->tval[i];
+            }
+        free(w->tkey);
+        free(w->tval);
+        w->tkey = nk;
+        w->tval = nv;
+        w->t_cap = nc;
+    }
+    size_t j = (key * 0x9E3779B97F4A7C15ull >> 20) & (w->t_cap - 1);
+    for (; w->tkey[j]; j = (j + 1) & (w->t_cap - 1))
+        if (w->tkey[j] == key) return w->tval[j];
+    sset_clear(&w->tmp);
+    int touched = 0, matched = advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, &touched);
+    int next = w->tmp.n ? intern(w, &w->tmp) : -1;
+    uint32_t val = (uint32_t)(next + 1) << 2 | (uint32_t)matched << 1 | (uint32_t)touched;
+    /* intern may not move the table: it has its own */
+    w->tkey[j] = key;
+    w->tval[j] = val;
+    w->t_n++;
+    return val;
+}
+
+static void walk(struct walk *w, uint32_t node, int id, int unc) {
+    const struct tnode *t = w->v->t;
+    for (uint32_t c = t[node].child; c; c = t[c].sib) {
+        uint32_t tr = id >= 0 ? transition(w, id, t[c].byte) : 0;
+        int next = (int)(tr >> 2) - 1, matched = (tr >> 1) & 1, touched = tr & 1;
+        for (uint32_t k = 0; k < t[c].n_tok; k++) {
+            int32_t tok = w->v->sorted[t[c].tok + k];
+            if (matched) push_id(&w->acc, &w->n_acc, &w->cap_acc, tok);
+            else if (unc) push_id(&w->unc, &w->n_unc, &w->cap_unc, tok);
+        }
+        if (t[c].child && (next >= 0 || unc || touched)) walk(w, c, next, unc || touched);
     }
 }
 
@@ -372,11 +468,14 @@ static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key,
     w.v = v;
     w.g = &gr->g;
     w.opaque = trunc;
-    w.lv = xcalloc(v->max_len + 2, sizeof *w.lv);
-    sset_add(&w.lv[0], key, klen);
-    walk(&w, 0, 0, 0);
-    for (size_t i = 0; i < v->max_len + 2; i++) sset_free(&w.lv[i]);
-    free(w.lv);
+    sset_add(&w.tmp, key, klen);
+    walk(&w, 0, intern(&w, &w.tmp), 0);
+    for (int i = 0; i < w.n_st; i++) sset_free(&w.st[i].s);
+    free(w.st);
+    free(w.stab);
+    free(w.tkey);
+    free(w.tval);
+    sset_free(&w.tmp);
     struct mentry *e = xcalloc(1, sizeof *e);
     e->key = xmalloc(sizeof *key * (size_t)(klen ? klen : 1));
     memcpy(e->key, key, sizeof *key * (size_t)klen);
