@@ -53,7 +53,7 @@ static const int32_t *sset_stack(const struct sset *s, int i) { return s->pool +
 
 static void sset_add(struct sset *s, const int32_t *stk, int len) {
     for (int i = 0; i < s->n; i++)
-        if (s->len[i] == len && memcmp(s->pool + s->off[i], stk, sizeof *stk * (size_t)len) == 0) return;
+        if (s->len[i] == len && (len == 0 || memcmp(s->pool + s->off[i], stk, sizeof *stk * (size_t)len) == 0)) return;
     if (s->n >= GRAM_MAX_STACKS) {
         s->overflow = 1;
         return;
@@ -67,7 +67,7 @@ static void sset_add(struct sset *s, const int32_t *stk, int len) {
         s->pcap = (s->pn + (size_t)len) * 2 + 64;
         s->pool = xrealloc(s->pool, sizeof *s->pool * s->pcap);
     }
-    memcpy(s->pool + s->pn, stk, sizeof *stk * (size_t)len);
+    if (len) memcpy(s->pool + s->pn, stk, sizeof *stk * (size_t)len);
     s->off[s->n] = (uint32_t)s->pn;
     s->len[s->n] = (uint16_t)len;
     s->pn += (size_t)len;
@@ -379,7 +379,7 @@ static uint64_t sset_hash(const struct sset *s) {
 static int sset_equal(const struct sset *a, const struct sset *b) {
     if (a->n != b->n) return 0;
     for (int i = 0; i < a->n; i++)
-        if (a->len[i] != b->len[i] || memcmp(sset_stack(a, i), sset_stack(b, i), sizeof(int32_t) * a->len[i])) return 0;
+        if (a->len[i] != b->len[i] || (a->len[i] && memcmp(sset_stack(a, i), sset_stack(b, i), sizeof(int32_t) * a->len[i]))) return 0;
     return 1;
 }
 
@@ -737,8 +737,15 @@ void grammar_matcher_apply(struct grammar_matcher *m, float *logits, int n) {
     size_t words = ((size_t)m->g->v->n + 63) / 64;
     uint64_t stackbuf[4096], *mask = words <= 4096 ? stackbuf : xmalloc(words * sizeof *mask);
     grammar_matcher_mask(m, mask);
-    for (int i = 0; i < n; i++)
-        if (i >= m->g->v->n || !((mask[i >> 6] >> (i & 63)) & 1)) logits[i] = -INFINITY;
+    int nv = n < m->g->v->n ? n : m->g->v->n;
+    for (int w = 0; w * 64 < nv; w++) {
+        uint64_t bits = mask[w];
+        if (bits == ~0ull) continue;
+        int end = w * 64 + 64 < nv ? w * 64 + 64 : nv;
+        for (int i = w * 64; i < end; i++)
+            if (!((bits >> (i & 63)) & 1)) logits[i] = -INFINITY;
+    }
+    for (int i = nv; i < n; i++) logits[i] = -INFINITY; /* padding rows past the tokenizer's vocabulary */
     if (mask != stackbuf) free(mask);
 }
 
