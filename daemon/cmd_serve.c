@@ -140,7 +140,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         fprintf(stderr, "tpd serve: %s\n", err);
         rc = 1;
     } else {
-        LOG(LOG_INFO, "serving %s on %s (tp %d)", api.model_name, cfg->socket, engine_info(e)->tp);
+        LOG(LOG_INFO, "serving %s on %s (tp %d x pp %d)", api.model_name, cfg->socket, engine_info(e)->tp,
+            engine_info(e)->pp);
         while (!stop_requested) sched_step(s, 0.05);
         pid_file_remove(pid_path, pid_dev, pid_ino);
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
@@ -168,8 +169,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
 int cmd_serve(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
-    if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) ||
-        (cfg.tp && cfg.tp != c->size && !err_set(err, "parallel.tp = %ld but mpirun started %d ranks", cfg.tp, c->size))) {
+    if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) || comm_groups_init(c, (int)cfg.tp, (int)cfg.pp, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd serve: %s\n", err);
         config_free(&cfg);
         return 2;
@@ -187,7 +187,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
 
     struct engine_opts eo = {
         .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend,
-        .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic,
+        .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic, .tp = (int)cfg.tp, .pp = (int)cfg.pp,
         .threads = (int)cfg.threads,
         .kv_type = strcmp(cfg.kv_type, "f32") ? DT_F16 : DT_F32, .block_size = (int)cfg.block_size,
         .n_blocks = (int)(cfg.kv_tokens / cfg.block_size), .max_ctx = (int)cfg.max_ctx,

@@ -29,7 +29,8 @@ struct config {
     long max_ctx;       /* 0: the model's trained context */
     char *synthetic;    /* random weights of a geometry ("llama3-8b[:bf16]") instead of a file */
     /* [parallel] */
-    long tp;            /* 0: whatever mpirun started; else must match */
+    long tp;            /* ranks per stage; 0: ranks started / pp; else tp x pp must match */
+    long pp;            /* pipeline stages */
     long threads;       /* per rank; 0: all CPUs / ranks on this node */
     double step_timeout_s; /* a step running longer: a rank is hung */
     char *backend;      /* "cpu", "cuda", "auto" */

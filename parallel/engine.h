@@ -1,7 +1,8 @@
-/* The engine: everything one rank needs to run forward steps (backend, model shards, KV
- * storage, the communicator), behind a small interface. Rank 0 calls engine_step() with
- * a plan its scheduler built; the other ranks sit in engine_follow() running the plans
- * rank 0 broadcasts until engine_stop(). Nothing outside parallel/ sees the model or the
+/* The engine: everything one rank needs to run forward steps (backend, model shards of its
+ * pipeline stage, KV storage for that stage's layers, the communicator), behind a small
+ * interface. Rank 0 (stage 0, TP rank 0) calls engine_step() with a plan its scheduler
+ * built; the other ranks sit in engine_follow() running the plans rank 0 sends (through
+ * stage 0's TP group, then stage to stage) until engine_stop(). Nothing outside parallel/ sees the model or the
  * cache: callers read engine_info() for the few numbers they need. */
 #ifndef TPD_ENGINE_H
 #define TPD_ENGINE_H
@@ -16,6 +17,7 @@ struct engine_opts {
     const char *model_path;
     const char *backend; /* "cpu", "cuda", "auto" (NULL: auto) */
     int local_rank;      /* rank on this node: picks the GPU */
+    int tp, pp;          /* ranks per stage (0: ranks / pp), pipeline stages (0: 1); tp x pp = ranks */
     int threads;        /* per rank; < 1: all online CPUs */
     enum dtype kv_type; /* DT_F16 (default) or DT_F32 */
     int block_size;     /* tokens per KV block */
@@ -35,7 +37,8 @@ struct engine_info {
     int block_size; /* tokens per KV block */
     int n_blocks;   /* KV blocks; ids 0..n_blocks-1 are valid in a plan */
     int max_ctx;    /* longest sequence (prompt + generated) */
-    int tp;         /* ranks the model is split over */
+    int tp;         /* ranks each layer is split over */
+    int pp;         /* pipeline stages the layers are split over */
     /* The context length at which one token's attention costs as much as its share of the
      * weights (weight flops 2 x params; attention 4 x layers x heads x head_dim per cached
      * position): a prefill token at position p costs about 1 + p / attn_ctx_unit tokens. */

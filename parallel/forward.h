@@ -1,7 +1,9 @@
 /* forward(plan): one step of the model on this rank's shards, written once against the
- * backend op table. Every rank calls it with the same plan; the collectives (all-reduce
- * after the embedding, after row-parallel Wo and W_down, gather of the vocab shards) are
- * visible here. Rank 0 receives the logits. */
+ * backend op table. Every rank calls it with the same plan; the collectives inside the
+ * stage's TP group (all-reduce after the embedding, after row-parallel Wo and W_down,
+ * gather of the vocab shards) and the messages between pipeline stages (the residual
+ * stream in from the previous stage, out to the next; logits from the last stage to rank
+ * 0) are visible here. Rank 0 receives the logits. */
 #ifndef TPD_FORWARD_H
 #define TPD_FORWARD_H
 
@@ -18,6 +20,7 @@ struct forward_state {
     int cap_seqs, cap_blocks;
     float *xo, *logits_local;                /* [n_out][dim], [n_out][n_vocab local] */
     float *host_local, *host_gather;         /* host staging for the vocab gather */
+    float *host_logits;                      /* last stage's TP rank 0 when pp > 1: [n_out][vocab] for rank 0 */
 };
 
 void forward_state_init(struct forward_state *fs);
