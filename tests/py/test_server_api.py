@@ -42,15 +42,15 @@ with open(FIXTURE) as _f:
 # ------------------------------------------------------------------------------ harness
 
 class Server:
-    """One `mpirun -np 2 tpd serve`; output goes to a file (read on failure)."""
+    """One `mpirun -np 2 tpd serve` (np ranks); output goes to a file (read on failure)."""
 
-    def __init__(self, sock, extra=(), wait=True):
+    def __init__(self, sock, extra=(), wait=True, np=2):
         self.sock = sock
         self.stopped = False
         self.log = tempfile.NamedTemporaryFile(prefix="tpd_serve_", suffix=".log", delete=False)
         args = ["serve", "--model", MODEL, "--socket", sock, "--threads", 1, "--model-name", NAME,
                 "--ctx", CTX, *extra]
-        self.proc = subprocess.Popen(tpd_cli.mpirun_cmd(2, args), env=tpd_cli.mpirun_env(),
+        self.proc = subprocess.Popen(tpd_cli.mpirun_cmd(np, args), env=tpd_cli.mpirun_env(),
                                      stdout=self.log, stderr=subprocess.STDOUT)
         if wait:
             self.wait_healthy()
