@@ -201,6 +201,20 @@ void comm_recv_wait(struct comm *c, void *buf, size_t bytes, int peer, int tag) 
     wait_polling(&req);
 }
 
+void *comm_irecv_floats(struct comm *c, float *buf, size_t n, int peer, int tag) {
+    (void)c;
+    if (n > (size_t)INT_MAX) FATAL("a receive of %zu floats is more than MPI counts", n);
+    MPI_Request *req = xmalloc(sizeof *req);
+    MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, req));
+    return req;
+}
+
+void comm_wait(struct comm *c, void *req) {
+    (void)c;
+    MPI_CHECK(MPI_Wait((MPI_Request *)req, MPI_STATUS_IGNORE));
+    free(req);
+}
+
 void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, int peer, int send), void *impl) {
     c->p2p = fn;
     c->p2p_impl = impl;

@@ -74,6 +74,10 @@ void comm_tp_barrier(struct comm *c);
 void comm_send(struct comm *c, const void *buf, size_t bytes, int peer, int tag);
 void comm_recv(struct comm *c, void *buf, size_t bytes, int peer, int tag);
 void comm_recv_wait(struct comm *c, void *buf, size_t bytes, int peer, int tag);
+/* A receive of n floats (host memory) from world rank peer left in flight: the handle for
+ * comm_wait, which completes and frees it. The buffer is the caller's until then. */
+void *comm_irecv_floats(struct comm *c, float *buf, size_t n, int peer, int tag);
+void comm_wait(struct comm *c, void *req);
 /* Activations (backend memory, n floats) to or from world rank peer, whatever comm_set_p2p
  * installed (default: MPI on host memory). */
 void comm_send_act(struct comm *c, float *buf, size_t n, int peer);

@@ -51,6 +51,8 @@ static const struct config_key keys[] = {
     {"scheduler", "step_tokens", K_INT, F(step_tokens), 1, 1 << 20, "--step-tokens", S, "512", NULL, NULL, "token budget per step"},
     {"scheduler", "max_share", K_DBL, F(max_share), 0, 1, NULL, S, "0.5", NULL, NULL,
      "while others wait, one request (its n choices) or one client uid holds at most this share of slots and KV; 1 = off"},
+    {"scheduler", "micro_batches", K_INT, F(micro_batches), 0, 16, NULL, S, "0", NULL, NULL,
+     "micro-batches in flight through the pipeline stages; 0 = one per stage (pp), 1 = one batch at a time"},
     {"scheduler", "step_time_s", K_DBL, F(step_time_s), 0, 3600, NULL, S, "0.5", NULL, NULL,
      "target step duration: long-prompt chunks shrink so decode keeps its pace; 0 = tokens only"},
     {"cache", "block_size", K_INT, F(block_size), 1, 4096, "--block-size", S | R, "16", NULL, NULL, "tokens per KV block"},

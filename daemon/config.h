@@ -50,6 +50,7 @@ struct config {
     long max_running, max_queue, step_tokens;
     double step_time_s;
     double max_share;
+    long micro_batches; /* in flight in the pipeline; 0: pp */
     /* [cache] */
     long block_size;
     long kv_tokens;     /* KV cache capacity in tokens per rank */

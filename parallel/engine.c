@@ -22,6 +22,9 @@ struct engine {
     struct step_plan plan; /* followers: the plan rank 0 sent */
     struct engine_info info;
     struct deadline *deadline; /* NULL: no step timeout */
+    /* rank 0: the logits receives of the steps in flight, oldest first (pp > 1) */
+    void *pending[ENGINE_MAX_IN_FLIGHT];
+    int n_pending;
 };
 
 int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o, char *err) {
@@ -118,14 +121,41 @@ void engine_close(struct engine *e) {
 
 const struct engine_info *engine_info(const struct engine *e) { return &e->info; }
 
-void engine_step(struct engine *e, const struct step_plan *plan, float *logits) {
+/* The step deadline on rank 0 runs from the oldest step in flight: it restarts at each
+ * collect that leaves steps in flight, so a pipeline kept full for hours never trips it,
+ * while any one step that does not come back within step_timeout_s does. */
+int engine_submit(struct engine *e, const struct step_plan *plan, float *logits) {
+    struct comm *c = e->comm;
     for (int i = 0; i < plan->n_blocks; i++)
         if (plan->blocks[i] < 0 || plan->blocks[i] >= e->info.n_blocks)
             FATAL("step plan names KV block %d; the cache has %d", plan->blocks[i], e->info.n_blocks);
-    deadline_step_begin(e->deadline);
-    plan_send(e->comm, plan);
-    forward(&e->model, &e->kv, &e->fs, plan, e->comm, logits);
+    if (e->n_pending == ENGINE_MAX_IN_FLIGHT) FATAL("more than %d steps in flight", ENGINE_MAX_IN_FLIGHT);
+    if (e->n_pending == 0) deadline_step_begin(e->deadline);
+    /* posted before the activations leave: the last stage never waits on rank 0 to send */
+    e->pending[e->n_pending++] =
+        c->pp > 1 ? comm_irecv_floats(c, logits, (size_t)plan->n_out * e->info.vocab, (c->pp - 1) * c->tp,
+                                      COMM_TAG_LOGITS)
+                  : NULL;
+    plan_send(c, plan);
+    forward(&e->model, &e->kv, &e->fs, plan, c, logits);
+    return e->n_pending;
+}
+
+int engine_collect(struct engine *e) {
+    if (e->n_pending == 0) FATAL("engine_collect with no step in flight");
+    if (e->pending[0]) comm_wait(e->comm, e->pending[0]);
+    memmove(e->pending, e->pending + 1, sizeof *e->pending * (size_t)--e->n_pending);
     deadline_step_end(e->deadline);
+    if (e->n_pending) deadline_step_begin(e->deadline);
+    return e->n_pending;
+}
+
+int engine_in_flight(const struct engine *e) { return e->n_pending; }
+
+void engine_step(struct engine *e, const struct step_plan *plan, float *logits) {
+    engine_submit(e, plan, logits);
+    while (engine_collect(e) > 0) {
+    }
 }
 
 /* A heartbeat runs the pipeline's path without work: each stage's TP group meets in a

@@ -55,6 +55,15 @@ const struct engine_info *engine_info(const struct engine *e);
 /* Rank 0: broadcasts the plan and runs it on every rank; logits [plan->n_out][vocab].
  * Every block id in the plan must be below engine_info()->n_blocks. */
 void engine_step(struct engine *e, const struct step_plan *plan, float *logits);
+/* Rank 0, the same in two halves so that up to ENGINE_MAX_IN_FLIGHT steps (micro-batches)
+ * are in the pipeline at once: engine_submit sends the plan, runs stage 0's layers and passes
+ * the activations on (with pp 1 it runs the whole step); engine_collect waits for the oldest
+ * submitted step's logits, which land in the buffer given to its submit (kept alive and
+ * untouched until then). engine_step = submit + collect. Returns the steps in flight. */
+#define ENGINE_MAX_IN_FLIGHT 16
+int engine_submit(struct engine *e, const struct step_plan *plan, float *logits);
+int engine_collect(struct engine *e);
+int engine_in_flight(const struct engine *e);
 /* Rank 0, while idle: a heartbeat every rank must answer, so that a stopped or hung rank
  * ends the job (step_timeout_s) even when no request comes. */
 void engine_ping(struct engine *e);

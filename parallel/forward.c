@@ -184,11 +184,8 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
         be->add(bc, x, y, (size_t)T * dim);
     }
 
-    if (!sp->last) {
-        comm_send_act(c, x, (size_t)T * dim, comm_stage_peer(c, sp->stage + 1)); // on to the next stage
-        // rank 0 (stage 0) waits for the logits of the last stage's TP rank 0
-        if (c->rank == 0 && logits)
-            comm_recv(c, logits, (size_t)p->n_out * hp->vocab_size * sizeof(float), (pp - 1) * c->tp, COMM_TAG_LOGITS);
+    if (!sp->last) { // on to the next stage; rank 0 receives the logits from the last (engine_submit)
+        comm_send_act(c, x, (size_t)T * dim, comm_stage_peer(c, sp->stage + 1));
         return;
     }
 

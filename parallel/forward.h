@@ -28,7 +28,9 @@ void forward_state_free(struct forward_state *fs, struct backend *be);
 /* Backend bytes of the activation buffers for steps of up to max_tokens tokens, all of them
  * wanting logits: what forward_state grows to (the memory plan counts it). */
 size_t forward_activation_bytes(const struct model *m, int max_tokens);
-/* logits (rank 0 only, may be NULL elsewhere): [plan->n_out][vocab] on the host. */
+/* logits (rank 0 only, may be NULL elsewhere): [plan->n_out][vocab] on the host, written
+ * here when rank 0 is in the last stage (pp 1); else the last stage's TP rank 0 sends them to
+ * rank 0 (tag COMM_TAG_LOGITS), which must have a receive posted (engine_submit). */
 void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, const struct step_plan *plan,
              struct comm *c, float *logits);
 

@@ -27,6 +27,7 @@ struct seq {
     struct sampler *smp;
     double t_last;
     int in_step; /* tokens fed this step */
+    int mb;      /* the micro-batch it is in flight in (see sched_step); 0: none */
 };
 
 struct scheduler {
@@ -58,6 +59,11 @@ struct scheduler {
     struct block_pool pool;
     struct step_plan plan;
     float *logits;
+    /* micro-batches in flight in the pipeline, a ring of max_mb oldest first; slot k's logits
+     * land in mb_logits[k] (slot 0: logits) */
+    int max_mb, n_mb, mb_head, mb_last_id;
+    struct { int id; double t0; } mb[ENGINE_MAX_IN_FLIGHT];
+    float *mb_logits[ENGINE_MAX_IN_FLIGHT];
 };
 
 struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct metrics *m) {
@@ -80,6 +86,11 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     /* fairness may admit from the queue while others wait preempted */
     s->preempted = xcalloc((unsigned long)o->max_running + (unsigned long)o->max_queue, sizeof *s->preempted);
     s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->vocab);
+    /* one micro-batch per pipeline stage keeps every stage busy; with one stage, one */
+    s->max_mb = o->micro_batches > 0 ? o->micro_batches : info->pp;
+    if (s->max_mb > ENGINE_MAX_IN_FLIGHT) s->max_mb = ENGINE_MAX_IN_FLIGHT;
+    s->mb_logits[0] = s->logits;
+    for (int k = 1; k < s->max_mb; k++) s->mb_logits[k] = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->vocab);
     s->kv_free_pub = s->pool.n_free;
     s->last_step = clock_now();
     return s;
@@ -102,7 +113,7 @@ void sched_free(struct scheduler *s) {
     free(s->queue);
     free(s->running);
     free(s->preempted);
-    free(s->logits);
+    for (int k = 0; k < s->max_mb; k++) free(s->mb_logits[k]);
     plan_free(&s->plan);
     block_pool_free(&s->pool);
     free(s);
@@ -260,12 +271,16 @@ static void preempt_last(struct scheduler *s) {
 /* Makes sure q has blocks for `tokens` cached tokens, preempting the lowest-priority
  * (last admitted) sequences while blocks are short. Returns -1 when q itself had to be
  * preempted, or when q runs alone and the cache still cannot hold it. */
+static void preempt_at(struct scheduler *s, int i);
 static int grow_blocks(struct scheduler *s, struct seq *q, int tokens) {
     int need = blocks_needed(s, tokens) - q->n_blocks;
     while (need > 0 && s->pool.n_free < need) {
         if (s->n_running == 1) return -1;
-        struct seq *last = s->running[s->n_running - 1];
-        preempt_last(s);
+        int v = s->n_running - 1; /* a sequence in flight keeps its blocks until it returns */
+        while (v >= 0 && s->running[v]->mb) v--;
+        if (v < 0 || (s->running[v] == q && s->n_mb > 0)) return -1; /* q waits for them */
+        struct seq *last = s->running[v];
+        preempt_at(s, v);
         if (last == q) return -1;
     }
     if (need > 0) {
@@ -278,7 +293,7 @@ static int grow_blocks(struct scheduler *s, struct seq *q, int tokens) {
 static void drop_cancelled(struct scheduler *s) {
     for (int i = 0; i < s->n_running;) {
         struct seq *q = s->running[i];
-        if (atomic_load(&q->req->cancelled)) {
+        if (atomic_load(&q->req->cancelled) && !q->mb) { /* in flight: once it returns */
             memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
             s->n_running--;
             finish_seq(s, q, FINISH_CANCELLED);
@@ -333,7 +348,7 @@ static int victim_for(const struct scheduler *s, const struct gen_request *r) {
     int uid_over = holds_share(s, r, 1);
     for (int i = s->n_running - 1; i >= 0; i--) {
         const struct gen_request *o = s->running[i]->req;
-        if (group_of(o) == group_of(r) || !holds_share(s, o, 0)) continue;
+        if (s->running[i]->mb || group_of(o) == group_of(r) || !holds_share(s, o, 0)) continue;
         if (o->uid == r->uid ? 1 : (!uid_over && holds_share(s, o, 1))) return i;
     }
     return -1;
@@ -441,9 +456,12 @@ static void build_plan(struct scheduler *s) {
     plan_clear(p);
     int budget = s->o.step_tokens;
     double units = s->o.step_time_s > 0 && s->sec_per_unit > 0 ? s->o.step_time_s / s->sec_per_unit : 1e300;
+    /* micro-batches share the running sequences: each takes at most its part */
+    int seqs = s->max_mb > 1 ? (s->n_running + s->max_mb - 1) / s->max_mb : s->n_running;
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < s->n_running && budget > 0; i++) {
+        for (int i = 0; i < s->n_running && budget > 0 && seqs > 0; i++) {
             struct seq *q = s->running[i];
+            if (q->mb) continue; /* in flight in another micro-batch */
             int pending = q->n_tokens - q->n_cached;
             int is_decode = pending == 1;
             if (pass == 0 ? !is_decode : is_decode) continue;
@@ -451,13 +469,14 @@ static void build_plan(struct scheduler *s) {
             if (!is_decode) n = chunk_within(s, q->n_cached, n, units, PREFILL_MIN_TOKENS);
             if (grow_blocks(s, q, q->n_cached + n)) continue; /* q preempted, or alone and too long */
             q->in_step = n;
+            seqs--;
             budget -= n;
             units -= step_units(s, q->n_cached, n);
         }
     /* preemption may have removed sequences already given tokens; build from survivors */
     for (int i = 0; i < s->n_running; i++) {
         struct seq *q = s->running[i];
-        if (!q->in_step) continue;
+        if (!q->in_step || q->mb) continue;
         plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, 0);
     }
 }
@@ -469,19 +488,21 @@ static int is_eog(const struct scheduler *s, int32_t tok) {
     return 0;
 }
 
-/* After a step: every sequence whose fed tokens reached its last known token samples. */
-static void sample_all(struct scheduler *s) {
+/* After micro-batch mb returned with its logits: every sequence of it whose fed tokens reached
+ * its last known token samples. */
+static void sample_all(struct scheduler *s, int mb, float *logits) {
     int row = 0;
     double now = clock_now();
     for (int i = 0; i < s->n_running;) {
         struct seq *q = s->running[i];
-        if (!q->in_step) {
+        if (!q->in_step || q->mb != mb) {
             i++;
             continue;
         }
         q->n_cached += q->in_step;
         q->in_step = 0;
-        float *lg = s->logits + (size_t)row++ * (size_t)s->vocab;
+        q->mb = 0;
+        float *lg = logits + (size_t)row++ * (size_t)s->vocab;
         if (q->n_cached < q->n_tokens) { /* mid-prompt chunk */
             i++;
             continue;
@@ -520,13 +541,43 @@ static void sample_all(struct scheduler *s) {
 
 /* After a step: seconds per token-equivalent, averaged over recent steps large enough
  * that fixed per-step costs do not dominate. */
-static void learn_step_speed(struct scheduler *s, double seconds) {
+static void learn_step_speed(struct scheduler *s, int mb, double seconds) {
     double u = 0;
     for (int i = 0; i < s->n_running; i++)
-        if (s->running[i]->in_step) u += step_units(s, s->running[i]->n_cached, s->running[i]->in_step);
+        if (s->running[i]->in_step && s->running[i]->mb == mb) u += step_units(s, s->running[i]->n_cached, s->running[i]->in_step);
     if (u < 32) return;
     double spu = seconds / u;
     s->sec_per_unit = s->sec_per_unit > 0 ? 0.7 * s->sec_per_unit + 0.3 * spu : spu;
+}
+
+/* The plan just built goes into the pipeline as a new micro-batch; its sequences are marked
+ * in flight, so no later plan feeds them until it returns. */
+static void submit_micro_batch(struct scheduler *s) {
+    int slot = (s->mb_head + s->n_mb) % s->max_mb;
+    int id = s->mb_last_id = s->mb_last_id % 1000000000 + 1;
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i]->in_step && !s->running[i]->mb) s->running[i]->mb = id;
+    s->mb[slot].id = id;
+    s->mb[slot].t0 = clock_now();
+    if (s->n_mb++ == 0) {
+        pthread_mutex_lock(&s->mu);
+        s->step_started = s->mb[slot].t0;
+        pthread_mutex_unlock(&s->mu);
+    }
+    engine_submit(s->e, &s->plan, s->mb_logits[slot]);
+}
+
+/* Waits for the oldest micro-batch's logits; its sequences sample. */
+static void collect_micro_batch(struct scheduler *s) {
+    int slot = s->mb_head;
+    engine_collect(s->e);
+    s->mb_head = (s->mb_head + 1) % s->max_mb;
+    s->n_mb--;
+    pthread_mutex_lock(&s->mu);
+    s->step_started = s->n_mb ? s->mb[s->mb_head].t0 : 0;
+    pthread_mutex_unlock(&s->mu);
+    learn_step_speed(s, s->mb[slot].id, clock_now() - s->mb[slot].t0);
+    sample_all(s, s->mb[slot].id, s->mb_logits[slot]);
 }
 
 int sched_step(struct scheduler *s, double idle_s) {
@@ -548,19 +599,16 @@ int sched_step(struct scheduler *s, double idle_s) {
         pthread_mutex_unlock(&s->mu);
         return n;
     }
-    build_plan(s);
+    /* With pipeline stages, up to max_mb micro-batches are in flight: a new one is submitted
+     * while there is room and some sequence is in none; else the oldest is collected and its
+     * sequences sample (docs/tensor-parallel.md#micro-batches). With max_mb 1: one step. */
+    plan_clear(&s->plan);
+    if (s->n_mb < s->max_mb) build_plan(s);
     if (s->plan.n_seqs > 0) {
-        pthread_mutex_lock(&s->mu);
-        s->step_started = clock_now();
-        pthread_mutex_unlock(&s->mu);
-        double t0 = clock_now();
-        engine_step(s->e, &s->plan, s->logits);
-        double t1 = clock_now();
-        pthread_mutex_lock(&s->mu);
-        s->step_started = 0;
-        pthread_mutex_unlock(&s->mu);
-        learn_step_speed(s, t1 - t0);
-        sample_all(s);
+        submit_micro_batch(s);
+        if (s->max_mb == 1) collect_micro_batch(s);
+    } else if (s->n_mb > 0) {
+        collect_micro_batch(s);
     } else if (s->n_running == 1) {
         /* a lone sequence that cannot get a block: the cache is too small for it */
         struct seq *q = s->running[--s->n_running];
@@ -575,6 +623,14 @@ int sched_step(struct scheduler *s, double idle_s) {
 }
 
 void sched_abort_all(struct scheduler *s) {
+    while (s->n_mb > 0) { /* the pipeline finishes what it holds: every rank expects it */
+        int slot = s->mb_head;
+        engine_collect(s->e);
+        for (int i = 0; i < s->n_running; i++)
+            if (s->running[i]->mb == s->mb[slot].id) s->running[i]->mb = s->running[i]->in_step = 0;
+        s->mb_head = (s->mb_head + 1) % s->max_mb;
+        s->n_mb--;
+    }
     while (s->n_running) finish_seq(s, s->running[--s->n_running], FINISH_ABORTED);
     while (s->n_preempted) finish_seq(s, s->preempted[--s->n_preempted], FINISH_ABORTED);
     pthread_mutex_lock(&s->mu);

@@ -20,6 +20,7 @@ struct sched_opts {
                             * their position) never stall decode for long; 0: tokens only */
     double max_share;      /* while others wait, one API request (its n choices) or one peer uid
                             * holds at most this share of the running slots and KV blocks; 0 or 1: off */
+    int micro_batches;     /* most micro-batches in flight in the pipeline; 0: one per stage (pp) */
 };
 
 
