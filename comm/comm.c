@@ -8,6 +8,7 @@
 
 #include "../util/check_mpi.h"
 #include "../util/clock.h"
+#include "../util/env.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "comm_mpi.h"
@@ -213,6 +214,67 @@ void comm_wait(struct comm *c, void *req) {
     (void)c;
     MPI_CHECK(MPI_Wait((MPI_Request *)req, MPI_STATUS_IGNORE));
     free(req);
+}
+
+/* Polls req until done or timeout_s passed (then the job ends with what). */
+static void wait_timed(MPI_Request *req, double timeout_s, int rank, const char *what) {
+    double until = clock_now() + timeout_s;
+    int done = 0;
+    while (!done) {
+        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) break;
+        if (clock_now() > until) FATAL("rank %d: %s did not finish within %.0f s (TPD_COMM_START_TIMEOUT): a rank is hung, "
+                                       "stopped or unreachable", rank, what, timeout_s);
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int comm_startup_check(struct comm *c, char *err) {
+    double timeout_s;
+    int ok = !env_seconds("TPD_COMM_START_TIMEOUT", 60, &timeout_s, err);
+    if (!comm_agree(c, ok, err, "the startup check")) return -1;
+    char what[160];
+    enum { N = 1024 };
+    float buf[N];
+    const int first = c->stage * c->tp;
+    if (c->tp > 1) {
+        for (int i = 0; i < N; i++) buf[i] = (float)(c->tp_rank + 1) * (float)(i % 7 + 1);
+        MPI_Request req;
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, N, MPI_FLOAT, MPI_SUM, comm_tp_mpi(c), &req));
+        snprintf(what, sizeof what, "the startup all-reduce over stage %d's TP group (world ranks %d-%d)", c->stage,
+                 first, first + c->tp - 1);
+        wait_timed(&req, timeout_s, c->rank, what);
+        const double S = (double)c->tp * (c->tp + 1) / 2;
+        for (int i = 0; i < N && ok; i++)
+            if (buf[i] != (float)(S * (i % 7 + 1)))
+                ok = !err_set(err, "%s returned %g at element %d, expected %g", what, buf[i], i, S * (i % 7 + 1));
+    }
+    /* to the next stage, from the previous one: each pair named by its world ranks */
+    float out[N];
+    MPI_Request sreq = MPI_REQUEST_NULL, rreq = MPI_REQUEST_NULL;
+    int next = c->stage + 1 < c->pp ? comm_stage_peer(c, c->stage + 1) : -1;
+    int prev = c->stage > 0 ? comm_stage_peer(c, c->stage - 1) : -1;
+    if (next >= 0) {
+        for (int i = 0; i < N; i++) out[i] = (float)(c->rank + 1) * (float)(i % 5 + 1);
+        MPI_CHECK(MPI_Isend(out, N, MPI_FLOAT, next, COMM_TAG_ACT, MPI_COMM_WORLD, &sreq));
+    }
+    if (prev >= 0) MPI_CHECK(MPI_Irecv(buf, N, MPI_FLOAT, prev, COMM_TAG_ACT, MPI_COMM_WORLD, &rreq));
+    if (prev >= 0) {
+        snprintf(what, sizeof what, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", prev,
+                 c->stage - 1, c->rank, c->stage);
+        wait_timed(&rreq, timeout_s, c->rank, what);
+        for (int i = 0; i < N && ok; i++)
+            if (buf[i] != (float)(prev + 1) * (float)(i % 5 + 1))
+                ok = !err_set(err, "%s delivered %g at element %d, expected %g", what, buf[i], i,
+                              (double)(prev + 1) * (i % 5 + 1));
+    }
+    if (next >= 0) {
+        snprintf(what, sizeof what, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", c->rank,
+                 c->stage, next, c->stage + 1);
+        wait_timed(&sreq, timeout_s, c->rank, what);
+    }
+    return comm_agree(c, ok, err, "the startup check") ? 0 : -1;
 }
 
 void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, int peer, int send), void *impl) {

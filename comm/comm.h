@@ -48,6 +48,12 @@ void comm_abort(int code) __attribute__((noreturn));
  * splits each stage's TP group off (MPI_Comm_split). tp <= 0: size / pp. Fails (-1, err,
  * the same verdict on every rank) unless tp * pp is the number of ranks started. */
 int comm_groups_init(struct comm *c, int tp, int pp, char *err);
+/* Collective, after comm_groups_init (CPU path; GPU communicators run their own on device
+ * memory): a timed all-reduce of known values in every TP group, then a timed send/recv of
+ * known values between each pair of neighbouring stages. Each must finish within
+ * TPD_COMM_START_TIMEOUT seconds (60), else the job ends with a message naming the group's
+ * ranks or the pair (a peer hung or unreachable); wrong values: -1 with err naming them. */
+int comm_startup_check(struct comm *c, char *err);
 /* World rank of this rank's counterpart (same tp_rank) in stage s. */
 static inline int comm_stage_peer(const struct comm *c, int s) { return s * c->tp + c->tp_rank; }
 

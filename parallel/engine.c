@@ -41,8 +41,10 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         if (ok) err_set(err, "another rank failed to open its backend");
         goto fail;
     }
-    /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging) */
+    /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging);
+     * on the CPU, the MPI groups are checked here (a GPU communicator checks its own paths) */
     if (gpu_comm_init(c, &e->be, o->comm, err)) goto fail;
+    if (e->be.kind != BACKEND_CUDA && c->size > 1 && comm_startup_check(c, err)) goto fail;
     if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err)
                      : model_load(&e->model, o->model_path, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err))
         ok = 0;
