@@ -1,6 +1,7 @@
 #include "comm.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,17 +251,20 @@ int comm_startup_check(struct comm *c, char *err) {
             if (buf[i] != (float)(S * (i % 7 + 1)))
                 ok = !err_set(err, "%s returned %g at element %d, expected %g", what, buf[i], i, S * (i % 7 + 1));
     }
-    /* to the next stage, from the previous one: each pair named by its world ranks */
+    /* to the next stage, from the previous one, and an answer back (so the sender learns the
+     * receiver is there even when the message went out eagerly): each pair named by its ranks */
     float out[N];
-    MPI_Request sreq = MPI_REQUEST_NULL, rreq = MPI_REQUEST_NULL;
+    int32_t ack_in = 0, ack_out = 1;
+    MPI_Request sreq = MPI_REQUEST_NULL, rreq = MPI_REQUEST_NULL, areq = MPI_REQUEST_NULL;
     int next = c->stage + 1 < c->pp ? comm_stage_peer(c, c->stage + 1) : -1;
     int prev = c->stage > 0 ? comm_stage_peer(c, c->stage - 1) : -1;
     if (next >= 0) {
         for (int i = 0; i < N; i++) out[i] = (float)(c->rank + 1) * (float)(i % 5 + 1);
         MPI_CHECK(MPI_Isend(out, N, MPI_FLOAT, next, COMM_TAG_ACT, MPI_COMM_WORLD, &sreq));
+        MPI_CHECK(MPI_Irecv(&ack_in, 1, MPI_INT32_T, next, COMM_TAG_LOGITS, MPI_COMM_WORLD, &areq));
     }
-    if (prev >= 0) MPI_CHECK(MPI_Irecv(buf, N, MPI_FLOAT, prev, COMM_TAG_ACT, MPI_COMM_WORLD, &rreq));
     if (prev >= 0) {
+        MPI_CHECK(MPI_Irecv(buf, N, MPI_FLOAT, prev, COMM_TAG_ACT, MPI_COMM_WORLD, &rreq));
         snprintf(what, sizeof what, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", prev,
                  c->stage - 1, c->rank, c->stage);
         wait_timed(&rreq, timeout_s, c->rank, what);
@@ -268,11 +272,13 @@ int comm_startup_check(struct comm *c, char *err) {
             if (buf[i] != (float)(prev + 1) * (float)(i % 5 + 1))
                 ok = !err_set(err, "%s delivered %g at element %d, expected %g", what, buf[i], i,
                               (double)(prev + 1) * (i % 5 + 1));
+        MPI_CHECK(MPI_Send(&ack_out, 1, MPI_INT32_T, prev, COMM_TAG_LOGITS, MPI_COMM_WORLD));
     }
     if (next >= 0) {
         snprintf(what, sizeof what, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", c->rank,
                  c->stage, next, c->stage + 1);
         wait_timed(&sreq, timeout_s, c->rank, what);
+        wait_timed(&areq, timeout_s, c->rank, what);
     }
     return comm_agree(c, ok, err, "the startup check") ? 0 : -1;
 }
