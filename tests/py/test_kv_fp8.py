@@ -1,9 +1,16 @@
 """The FP8 KV cache (`cache.type = "fp8"`) end to end, through `tpd eval`:
 
 - Teacher-forced next-token argmax with an FP8 cache equals the F16 cache's at every
-  position where F16's top-2 logit gap is >= GAP, on SmolLM2-135M (real text: the prompts
-  and llama.cpp's continuations of tests/data/smollm2_greedy.json) and on one tiny model of
-  every architecture variant (tests/reference/make_tiny.py; random tokens), at tp 1 and 2.
+  position where F16's top-2 logit gap is >= GAP (0.5), on one tiny model of every
+  architecture variant (tests/reference/make_tiny.py; random tokens), at tp 1 and 2.
+- On SmolLM2-135M Q4_1 (real text: the prompts and llama.cpp's continuations of
+  tests/data/smollm2_greedy.json; 660 positions) that bound does NOT hold: E4M3's 3
+  mantissa bits flip the argmax at 4 of ~545 positions with gap >= 0.5 (gaps up to 1.32,
+  tp 1 and 2). Emulating K/V rounding to fewer mantissa bits in an F16 cache shows it is
+  the format, not the code: 7 or 5 bits move the logits as much as F16 vs F32 does (mean
+  0.20-0.21) with no such flip, 4 bits flip 1, 3 bits flip 2-4 (docs/configuration.md).
+  So for SmolLM2 the test asserts what holds with margin: every position with gap >=
+  SMOLLM2_GAP agrees, and at least SMOLLM2_AGREE of those with gap >= 0.5 do.
   The mean and largest absolute logit differences are printed (recorded in
   docs/configuration.md). F16 is the baseline here because it is what FP8 replaces; F16
   itself is checked against independent references by test_forward_ref.py and
@@ -30,6 +37,8 @@ import refs  # noqa: E402
 import tpd_cli  # noqa: E402
 
 GAP = 0.5
+SMOLLM2_GAP = 2.0     # measured: largest F16 gap where FP8 flips the argmax 1.32
+SMOLLM2_AGREE = 0.98  # measured: 99.3% (tp 1), 99.3% (tp 2) of positions with gap >= 0.5
 SMOLLM2 = os.path.join(os.environ.get("TPD_SOURCE_DIR", ROOT), "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 FIXTURE = os.path.join(ROOT, "tests", "data", "smollm2_greedy.json")
 # one model per architecture variant of make_tiny.VARIANTS (head_dim 16, 32, 32, 32, 32, 128)
@@ -59,8 +68,9 @@ def tiny_case(name):
     return refs.paths()[name], refs.random_seqs(name, LENGTHS, seed=11), refs.load(name).config["vocab_size"]
 
 
-def compare(label, f16, fp8, tp):
-    """Asserts the argmax agreement; returns (mean |diff|, max |diff|, positions checked)."""
+def compare(label, f16, fp8, tp, gap_all=GAP, agree=1.0):
+    """Asserts the argmax agreement (every position with F16 gap >= gap_all, and a share
+    `agree` of those with gap >= GAP); returns (mean |diff|, max |diff|, positions checked)."""
     top2 = np.sort(f16, axis=1)[:, -2:]
     gap = top2[:, 1] - top2[:, 0]
     a16, a8 = f16.argmax(axis=1), fp8.argmax(axis=1)
@@ -72,9 +82,13 @@ def compare(label, f16, fp8, tp):
           f"logit scale (mean |f16|) {float(np.abs(f16).mean()):.2f}; argmax differs at {flips} positions "
           f"(all with F16 top-2 gap < {GAP}: {int(np.sum(sure & (a16 != a8))) == 0}); {int(sure.sum())} positions "
           f"with gap >= {GAP}")
-    bad = np.flatnonzero(sure & (a16 != a8))
+    bad = np.flatnonzero((gap >= gap_all) & (a16 != a8))
     assert bad.size == 0, (f"{label} tp {tp}: FP8 argmax differs from F16 at positions {bad[:10].tolist()} "
-                           f"whose F16 top-2 gap is {gap[bad[:10]].round(3).tolist()} >= {GAP}")
+                           f"whose F16 top-2 gap is {gap[bad[:10]].round(3).tolist()} >= {gap_all}")
+    share = float(np.mean(a16[sure] == a8[sure]))
+    print(f"{label} tp {tp}: argmax agrees at {share:.2%} of positions with gap >= {GAP}; flipped there at gaps "
+          f"{[round(float(g), 2) for g in gap[sure & (a16 != a8)]]}")
+    assert share >= agree
     return mean, mx, int(sure.sum())
 
 
@@ -84,7 +98,10 @@ def test_fp8_argmax_matches_f16(tpd, name, tp):
     model, seqs, vocab = smollm2_case() if name == "smollm2" else tiny_case(name)
     f16 = tpd_cli.eval_logits(model, seqs, vocab, tp=tp, kv_type="f16")
     fp8 = tpd_cli.eval_logits(model, seqs, vocab, tp=tp, kv_type="fp8")
-    mean, _, checked = compare(name, f16, fp8, tp)
+    if name == "smollm2":
+        mean, _, checked = compare(name, f16, fp8, tp, gap_all=SMOLLM2_GAP, agree=SMOLLM2_AGREE)
+    else:
+        mean, _, checked = compare(name, f16, fp8, tp)
     assert checked > 0.3 * f16.shape[0], "too few positions with a clear argmax to check anything"
     # FP8's error must stay a perturbation: well below the logits' own scale
     assert mean < 0.1 * float(np.abs(f16).mean())
