@@ -27,7 +27,9 @@ int kvcache_type_parse(const char *name, enum dtype *out, char *err) {
 }
 
 /* Bytes per element of the codes, and per (token, head) row of the scale exponents. */
-static int elem_bytes(enum dtype type) { return type == DT_F32 ? 4 : type == DT_F16 ? 2 : type == DT_F8_E4M3 ? 1 : 0; }
+static int elem_bytes(enum dtype type) {
+    return type == DT_F32 ? 4 : type == DT_F16 ? 2 : type == DT_F8_E4M3 ? 1 : 0;
+}
 static int row_extra(enum dtype type) { return type == DT_F8_E4M3 ? 1 : 0; }
 
 size_t kvcache_token_bytes(enum dtype type, int n_layers, int n_kv, int head_dim) {

@@ -154,45 +154,46 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
     /* reference and bound per (token, head); raw: the same on the unrounded K/V */
     double *ref = malloc(sizeof(double) * (size_t)n_tok * cf->n_q * hd);
     double *raw = malloc(sizeof(double) * (size_t)n_tok * cf->n_q * hd);
-    double *tol = malloc(sizeof(double) * (size_t)n_tok * cf->n_q), *tol_raw = malloc(sizeof(double) * (size_t)n_tok * cf->n_q);
+    double *tol = malloc(sizeof(double) * (size_t)n_tok * cf->n_q);
+    double *tol_raw = malloc(sizeof(double) * (size_t)n_tok * cf->n_q);
     const double u = 0x1p-24, scale = 1.0 / sqrt((double)hd);
     double *sc = malloc(sizeof(double) * 70000);
-    for (int pass = 0; pass < 2; pass++)
-    for (int t = 0; t < n_tok; t++)
-        for (int h = 0; h < cf->n_q; h++) {
-            const int kvh = (cf->q_head0 + h) / group - kv_head0, s = seq_of[t], n = pos[t] + 1;
-            const float *qr = q + t * ldq + (int64_t)h * hd;
-            const double *kd_ = pass ? kraw : kd, *vd_ = pass ? vraw : vd;
-            double mx = -INFINITY, smax = 0, vmax = 0, sum = 0;
-            for (int j = 0; j < n; j++) {
-                size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
-                double dot = 0, adot = 0;
-                for (int d = 0; d < hd; d++) {
-                    dot += qr[d] * kd_[at + d];
-                    adot += fabs(qr[d] * kd_[at + d]);
-                    if (fabs(vd_[at + d]) > vmax) vmax = fabs(vd_[at + d]);
+    for (int pass = 0; pass < 2; pass++) /* 0: on the values the kernel reads; 1: unrounded */
+        for (int t = 0; t < n_tok; t++)
+            for (int h = 0; h < cf->n_q; h++) {
+                const int kvh = (cf->q_head0 + h) / group - kv_head0, s = seq_of[t], n = pos[t] + 1;
+                const float *qr = q + t * ldq + (int64_t)h * hd;
+                const double *kp = pass ? kraw : kd, *vp = pass ? vraw : vd;
+                double mx = -INFINITY, smax = 0, vmax = 0, sum = 0;
+                for (int j = 0; j < n; j++) {
+                    size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
+                    double dot = 0, adot = 0;
+                    for (int d = 0; d < hd; d++) {
+                        dot += qr[d] * kp[at + d];
+                        adot += fabs(qr[d] * kp[at + d]);
+                        if (fabs(vp[at + d]) > vmax) vmax = fabs(vp[at + d]);
+                    }
+                    sc[j] = dot * scale;
+                    if (sc[j] > mx) mx = sc[j];
+                    if (adot * scale > smax) smax = adot * scale;
                 }
-                sc[j] = dot * scale;
-                if (sc[j] > mx) mx = sc[j];
-                if (adot * scale > smax) smax = adot * scale;
+                double *o = (pass ? raw : ref) + ((size_t)t * cf->n_q + h) * hd;
+                memset(o, 0, sizeof(double) * (size_t)hd);
+                for (int j = 0; j < n; j++) {
+                    size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
+                    double p = exp(sc[j] - mx);
+                    sum += p;
+                    for (int d = 0; d < hd; d++) o[d] += p * vp[at + d];
+                }
+                for (int d = 0; d < hd; d++) o[d] /= sum;
+                const double ds = (hd + 3) * 2 * u * smax;
+                if (!pass) tol[t * cf->n_q + h] = vmax * (2 * ds + 1e-6 + 2 * (n + 8) * 2 * u);
+                /* FP8 vs unrounded: each element moves by <= 2^-4 of itself (plus 2^-18 of its
+                 * row's largest, the subnormals), so each score by <= dl = 2^-4 * 1.07 smax, each
+                 * softmax weight by a factor within e^(+-2 dl), and the output by <= max|v| *
+                 * (e^(2 dl) - 1 + 2^-4 * 1.07) */
+                if (pass) tol_raw[t * cf->n_q + h] = vmax * (expm1(2 * 0.0625 * 1.07 * smax) + 0.0625 * 1.07) + 1e-6;
             }
-            double *o = (pass ? raw : ref) + ((size_t)t * cf->n_q + h) * hd;
-            memset(o, 0, sizeof(double) * (size_t)hd);
-            for (int j = 0; j < n; j++) {
-                size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
-                double p = exp(sc[j] - mx);
-                sum += p;
-                for (int d = 0; d < hd; d++) o[d] += p * vd_[at + d];
-            }
-            for (int d = 0; d < hd; d++) o[d] /= sum;
-            const double ds = (hd + 3) * 2 * u * smax;
-            if (!pass) tol[t * cf->n_q + h] = vmax * (2 * ds + 1e-6 + 2 * (n + 8) * 2 * u);
-            /* FP8 vs unrounded: each element moves by <= 2^-4 of itself (plus 2^-18 of its
-             * row's largest, the subnormals), so each score by <= dl = 2^-4 * 1.07 smax, each
-             * softmax weight by a factor within e^(+-2 dl), and the output by <= max|v| *
-             * (e^(2 dl) - 1 + 2^-4 * 1.07) */
-            if (pass) tol_raw[t * cf->n_q + h] = vmax * (expm1(2 * 0.0625 * 1.07 * smax) + 0.0625 * 1.07) + 1e-6;
-        }
 
     float *out = malloc(sizeof(float) * (size_t)(n_tok * ldo)), *out1 = malloc(sizeof(float) * (size_t)(n_tok * ldo));
     for (int scalar = 0; scalar < 2; scalar++) {

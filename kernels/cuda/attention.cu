@@ -369,8 +369,8 @@ static int exact_only(void) {
 template <typename KT>
 static void launch_flash(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, int T) {
     const struct fa_layout L = fa_layout_for(a.hd);
-    const size_t need = L.bytes > sizeof(float) * ATT_WARPS * (ATT_MAX_HD + 2) ? L.bytes
-                                                                              : sizeof(float) * ATT_WARPS * (ATT_MAX_HD + 2);
+    const size_t exact = sizeof(float) * ATT_WARPS * (ATT_MAX_HD + 2); /* attend_one's, at the seams */
+    const size_t need = L.bytes > exact ? L.bytes : exact;
     CUDA_CHECK(cudaFuncSetAttribute(flash_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need));
     dim3 grid(a.n_q, cuda_blocks(T, FA_BQ));
     flash_kernel<KT><<<grid, ATT_WARPS * 32, need, c->stream>>>(a, (const KT *)kv->k, (const KT *)kv->v, T);
