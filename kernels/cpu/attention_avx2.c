@@ -83,9 +83,10 @@ static inline __m256 load8(const void *base, enum dtype t, int64_t at, float x25
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + at)));
 }
 
-/* 2^(e + 8) for each row's scale exponent e; ones for the unscaled types */
-static inline float row_x256(const struct attn_call *c, const int8_t *exps, int64_t at) {
-    return c->kv_type == DT_F8_E4M3 ? fp8_exp2(exps[at / c->hd] + 8) : 1.0f;
+/* 2^(e + 8) for the scale exponent e of cache row `rix` ((slot, KV head)); one for the
+ * unscaled types */
+static inline float row_x256(const struct attn_call *c, const int8_t *exps, int64_t rix) {
+    return c->kv_type == DT_F8_E4M3 ? fp8_exp2(exps[rix] + 8) : 1.0f;
 }
 
 /* Keys j0 .. j0+nk-1 of the item's KV head: K transposed into w->kt (zero past nk), V
@@ -94,20 +95,20 @@ static inline float row_x256(const struct attn_call *c, const int8_t *exps, int6
  * on what else is in the step. */
 static void load_tile(const struct attn_call *c, const struct attn_item *it, struct attn_buf *w, int j0, int nk) {
     const int hd = c->hd;
-    int64_t at[ATTN_KT];
+    int64_t at[ATTN_KT], rix[ATTN_KT]; /* element offset and cache row of each key */
     const struct attn_batch *b = c->b;
     const int32_t *blocks = b->blocks + b->block_off[it->seq];
-    const int64_t row = (int64_t)c->n_kv * hd;
     int bi = j0 / b->block_size, off = j0 % b->block_size; /* walked, not divided per key */
     for (int j = 0; j < nk; j++) {
-        at[j] = ((int64_t)blocks[bi] * b->block_size + off) * row + (int64_t)it->kvh * hd;
+        rix[j] = ((int64_t)blocks[bi] * b->block_size + off) * c->n_kv + it->kvh;
+        at[j] = rix[j] * hd;
         if (++off == b->block_size) {
             off = 0;
             bi++;
         }
     }
     float kx[ATTN_KT];
-    for (int j = 0; j < nk; j++) kx[j] = row_x256(c, c->k_exp, at[j]);
+    for (int j = 0; j < nk; j++) kx[j] = row_x256(c, c->k_exp, rix[j]);
     for (int jb = 0; jb < ATTN_KT; jb += 8) {
         if (jb >= nk) { /* whole block past the keys: zeros keep the score lanes finite */
             for (int d = 0; d < hd; d++) _mm256_storeu_ps(w->kt + (int64_t)d * ATTN_KT + jb, _mm256_setzero_ps());
@@ -123,7 +124,7 @@ static void load_tile(const struct attn_call *c, const struct attn_item *it, str
     }
     for (int j = 0; j < nk; j++) {
         float *vd = w->vt + (int64_t)j * hd;
-        const float vx = row_x256(c, c->v_exp, at[j]);
+        const float vx = row_x256(c, c->v_exp, rix[j]);
         for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(vd + d, load8(c->v, c->kv_type, at[j] + d, vx));
     }
 }

@@ -40,20 +40,21 @@ struct att_args {
     const int8_t *kexp, *vexp; /* FP8 cache: scale exponent per (slot, KV head) row; else NULL */
 };
 
-/* 2^e of the row at element offset `at` for an FP8 cache (codes times it are the values);
- * 1 for F32 and F16. */
+/* 2^e of cache row `row` (a (slot, KV head) pair) for an FP8 cache: its codes times it are
+ * the values; 1 for F32 and F16. */
 template <typename KT>
-static __device__ __forceinline__ float kv_row_scale(const int8_t *exps, int64_t at, int hd) {
+static __device__ __forceinline__ float kv_row_scale(const int8_t *exps, int64_t row) {
     return 1.0f;
 }
 template <>
-__device__ __forceinline__ float kv_row_scale<uint8_t>(const int8_t *exps, int64_t at, int hd) {
-    return fp8_exp2(exps[at / hd]);
+__device__ __forceinline__ float kv_row_scale<uint8_t>(const int8_t *exps, int64_t row) {
+    return fp8_exp2(exps[row]);
 }
 
-/* Element offset of (position j, KV head kvh) of a sequence whose block table is btab. */
-static __device__ __forceinline__ int64_t kv_at(const struct att_args &a, const int32_t *btab, int j, int kvh) {
-    return (((int64_t)btab[j / a.bs] * a.bs + j % a.bs) * a.n_kv + kvh) * a.hd;
+/* Row (slot * n_kv + kvh) of (position j, KV head kvh) of a sequence whose block table is
+ * btab; its elements start at row * hd. */
+static __device__ __forceinline__ int64_t kv_row(const struct att_args &a, const int32_t *btab, int j, int kvh) {
+    return ((int64_t)btab[j / a.bs] * a.bs + j % a.bs) * a.n_kv + kvh;
 }
 
 /* ---- exact path ---- */
@@ -83,17 +84,17 @@ static __device__ void attend_one(const struct att_args &a, const KT *__restrict
     }
     float m = -INFINITY, l = 0.0f;
     for (int j = k0 + warp; j < k1; j += ATT_WARPS) {
-        const int64_t at = kv_at(a, btab, j, kvh);
+        const int64_t row = kv_row(a, btab, j, kvh), at = row * hd;
         float s = 0.0f;
 #pragma unroll
         for (int r = 0; r < ATT_R; r++) {
             const int i = lane + 32 * r;
             if (i < hd) s += qr[r] * kv_ld(kc, at + i);
         }
-        s = warp_sum(s) * (scale * kv_row_scale<KT>(a.kexp, at, hd));
+        s = warp_sum(s) * (scale * kv_row_scale<KT>(a.kexp, row));
         const float mn = fmaxf(m, s);
         const float corr = expf(m - mn), p = expf(s - mn); /* corr = 0 on the first key */
-        const float pv = p * kv_row_scale<KT>(a.vexp, at, hd);
+        const float pv = p * kv_row_scale<KT>(a.vexp, row);
         l = l * corr + p;
 #pragma unroll
         for (int r = 0; r < ATT_R; r++) {
@@ -201,19 +202,19 @@ static __host__ __device__ struct fa_layout fa_layout_for(int hd) {
     return L;
 }
 
-/* 8 cached elements from element offset `at` into 8 f16 of shared memory (16-byte aligned):
- * F16 copied as they are; FP8 codes decoded and scaled by their row's 2^e, which lands on
- * the values an F16 cache would hold, rounded to F16 only where they have more than F16's
- * precision (below 2^-14). */
+/* 8 cached elements of cache row `row` from element offset `at` into 8 f16 of shared memory
+ * (16-byte aligned): F16 copied as they are; FP8 codes decoded and scaled by the row's 2^e,
+ * which lands on the values an F16 cache would hold, rounded to F16 only where they have
+ * more than F16's precision (below 2^-14). */
 static __device__ __forceinline__ void fa_load8(__half *dst, const __half *src, int64_t at, const int8_t *exps,
-                                                int hd) {
+                                                int64_t row) {
     (void)exps;
-    (void)hd;
+    (void)row;
     *(uint4 *)dst = *(const uint4 *)(src + at);
 }
 static __device__ __forceinline__ void fa_load8(__half *dst, const uint8_t *src, int64_t at, const int8_t *exps,
-                                                int hd) {
-    const float x = fp8_exp2(exps[at / hd]);
+                                                int64_t row) {
+    const float x = fp8_exp2(exps[row]);
     const uint2 raw = *(const uint2 *)(src + at); /* at is a multiple of 8: hd % 16 == 0 */
     const uint8_t *b = (const uint8_t *)&raw;
     __align__(16) __half h[8];
@@ -266,9 +267,9 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32) flash_kernel(struct att
             const int r = e / chunks, c = e % chunks, j = kb + r;
             __half *kd = Ks + r * L.ldh + 8 * c, *vd = Vs + r * L.ldh + 8 * c;
             if (j < n_keys) {
-                const int64_t at = kv_at(a, btab, j, kvh) + 8 * c;
-                fa_load8(kd, kc, at, a.kexp, hd);
-                fa_load8(vd, vc, at, a.vexp, hd);
+                const int64_t row = kv_row(a, btab, j, kvh), at = row * hd + 8 * c;
+                fa_load8(kd, kc, at, a.kexp, row);
+                fa_load8(vd, vc, at, a.vexp, row);
             } else {
                 *(uint4 *)kd = make_uint4(0, 0, 0, 0);
                 *(uint4 *)vd = make_uint4(0, 0, 0, 0);
