@@ -72,11 +72,14 @@ def tp2_check(name):
         one = eval_logits(path, seqs, ref2.shape[1], BACKEND, tp=1, kv_type=kv)
         two = eval_logits(path, seqs, ref2.shape[1], BACKEND, tp=2, kv_type=kv, chunk=3)
         # quantized weights: the row-parallel split changes which activations share a
-        # quantization block, so tp 2 differs from tp 1 by as much as from the reference
+        # quantization block, so tp 2 rounds differently from tp 1, and the two numpy
+        # references (tp 1, tp 2 rounding) differ by as much: tp 2 vs tp 1 may differ by that
+        # gap plus the CPU tolerance (llama_kq-gguf-q4_k_m: gap 2.2e-2, tpd's CPU backend
+        # matching each reference to 4e-7); the tight check is the one against ref2
         kind = refs.weight_kind(name)
         e12, e_ref = rel_err(two, one), rel_err(two, ref2)
         tol_ref = refs.tolerance(name, kv or "f16")
-        tol12 = tol_ref if kind == "quant" else TOL_CPU[kind]
+        tol12 = rel_err(ref2, refs.reference(name, seqs, 1)) + TOL_CPU[kind] if kind == "quant" else TOL_CPU[kind]
         ok = bool(np.all(np.isfinite(two))) and e12 <= tol12 and e_ref <= tol_ref
         return ("PASS" if ok else "FAIL",
                 f"rel err tp2 vs tp1 {e12:.2e} (tol {tol12:.0e}), vs numpy tp2 {e_ref:.2e} (tol {tol_ref:.0e})", {})

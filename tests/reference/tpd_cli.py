@@ -39,6 +39,7 @@ LONE_MACHINE_OMPI = {
     "OMPI_MCA_mtl": "^ofi,psm,psm2",
     "OMPI_MCA_osc": "^ucx",
     "OMPI_MCA_btl_base_warn_component_unused": "0",
+    "OMPI_MCA_btl_vader_single_copy_mechanism": "none",  # no CMA: sandboxes that deny ptrace refuse it
 }
 
 
