@@ -4,9 +4,9 @@
 whole prompts and chunked (decode-sized steps take the GEMV and split-attention paths,
 prefill-sized ones cuBLAS and the one-pass attention); tp = 2 with both ranks on one GPU
 (the IPC communicator) against tp = 1; SmolLM2-135M Q4_1 greedy tokens CUDA = CPU, tp 2 = tp 1,
-and teacher-forced argmax against llama.cpp's fixture.
+and teacher-forced argmax against llama.cpp's fixture; the FP8 KV cache CUDA vs CPU.
 
-Usage: check_backends.py [--quick] [--only=tiny,tp2,smollm2] [--list]   (results in $TPD_GPU_RESULTS, see gpu_common.py;
+Usage: check_backends.py [--quick] [--only=tiny,tp2,smollm2,fp8] [--list]   (results in $TPD_GPU_RESULTS, see gpu_common.py;
        --list prints the check names and runs nothing)
 Exit status 1 if any check failed."""
 import functools
@@ -91,6 +91,38 @@ def plan_tp2():
     return [(f"tp2 on one GPU vs tp1 {name}", tp2_check(name)) for name in TP2_MODELS]
 
 
+FP8_MODELS = ["llama_gqa-hf-f32", "llama3_tied-gguf-q4_0", "mistral-gguf-q4_1", "qwen2-hf-f32", "qwen3-hf-f32",
+              "llama_kq-gguf-q4_k"]
+
+
+def fp8_check(name, chunk):
+    """The FP8 KV cache (cache.type = "fp8") on CUDA against the CPU backend's: whole prompts
+    (steps over 64 tokens: the tensor-core prefill path staging FP8 tiles) and one token per
+    step (the split decode path), block size 8. Both decode the same E4M3 codes, but the
+    K/V they encode differ in the last bits (summation order), and one E4M3 rounding step is
+    2^-3 relative, so the bound is relative to what FP8 moves the logits on the CPU: CUDA's
+    FP8 logits are within max(2 x |CPU fp8 - CPU f16|, 1e-2) of the CPU's, relative."""
+    def fn():
+        path = refs.paths()[name]
+        seqs = refs.random_seqs(name, LENGTHS, seed=zlib.crc32(name.encode()) + 8)
+        vocab = refs.load(name).config["vocab_size"]
+        cpu16 = eval_logits(path, seqs, vocab, "cpu", chunk=chunk, kv_type="f16", block_size=8)
+        cpu8 = eval_logits(path, seqs, vocab, "cpu", chunk=chunk, kv_type="fp8", block_size=8)
+        gpu8 = eval_logits(path, seqs, vocab, BACKEND, chunk=chunk, kv_type="fp8", block_size=8)
+        e_fp8, e_gpu = rel_err(cpu8, cpu16), rel_err(gpu8, cpu8)
+        tol = max(2 * e_fp8, 1e-2)
+        ok = bool(np.all(np.isfinite(gpu8))) and e_gpu <= tol
+        return ("PASS" if ok else "FAIL",
+                f"rel err {BACKEND} fp8 vs cpu fp8 {e_gpu:.2e} (tol {tol:.1e}); cpu fp8 vs cpu f16 {e_fp8:.2e}",
+                dict(err_cpu=e_gpu, err_fp8=e_fp8))
+    return fn
+
+
+def plan_fp8(quick):
+    return [(f"fp8 kv {BACKEND} vs cpu {name}" + (f" chunk{chunk}" if chunk else ""), fp8_check(name, chunk))
+            for name in (FP8_MODELS[:3] if quick else FP8_MODELS) for chunk in (None, 1)]
+
+
 def first_diff(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
@@ -157,7 +189,7 @@ def plan_smollm2(quick):
 def main():
     quick = "--quick" in sys.argv
     parts = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
-    parts = parts[0].split(",") if parts else ["tiny", "tp2", "smollm2"]
+    parts = parts[0].split(",") if parts else ["tiny", "tp2", "smollm2", "fp8"]
     plan = []
     if "tiny" in parts:
         plan += plan_tiny(quick)
@@ -165,6 +197,8 @@ def main():
         plan += plan_tp2()
     if "smollm2" in parts:
         plan += plan_smollm2(quick)
+    if "fp8" in parts:
+        plan += plan_fp8(quick)
     if not list_mode() and not gpu_present():
         for name, _ in plan:
             record(name, "SKIP", "no GPU")
