@@ -240,9 +240,15 @@ int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *er
     struct placement pl;
     placement_find(c, 0, g->device, &pl);
     const int ipc_possible = pl.one_node && c->tp <= IPC_MAX_RANKS;
-    if (!strcmp(mode, "nccl") && pl.shared_gpu) {
+    /* NCCL refuses two ranks on one GPU of one host; with NCCL_HOSTID set per rank they look
+     * like separate hosts and talk over its network transport (how the single-GPU machine
+     * checks the NCCL path: tests/gpu/check_hf.py). Every rank sees the same placement, and
+     * comm_all_ok makes the verdict the same where NCCL_HOSTID is set on some ranks only. */
+    const char *hostid = getenv("NCCL_HOSTID");
+    const int hostid_all = comm_all_ok(c, hostid && *hostid);
+    if (!strcmp(mode, "nccl") && pl.shared_gpu && !hostid_all) {
         err_set(err, "NCCL cannot run two ranks on one GPU (ranks %d and %d share %s); use the ipc or mpi "
-                "communicator", pl.share_a, pl.share_b, pl.bus);
+                "communicator (or give each rank its own NCCL_HOSTID)", pl.share_a, pl.share_b, pl.bus);
         goto fail;
     }
     if (!strcmp(mode, "ipc") && !ipc_possible) {
@@ -283,10 +289,10 @@ int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *er
     }
     if (c->pp > 1) {
         /* between stages: NCCL send/recv where NCCL carries the all-reduce and no two ranks of
-         * the job share a GPU; else MPI through host memory */
+         * the job share a GPU (or NCCL_HOSTID separates them); else MPI through host memory */
         struct placement wpl;
         placement_find(c, 1, g->device, &wpl);
-        if ((g->paths & PATH_NCCL) && !wpl.shared_gpu &&
+        if ((g->paths & PATH_NCCL) && (!wpl.shared_gpu || hostid_all) &&
             !(g->pipe = nccl_open(c, 1, g->device, g->wd, g->start_timeout_s, err)))
             goto fail_installed;
         comm_set_p2p(c, gpu_p2p, g);
