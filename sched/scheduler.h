@@ -19,7 +19,9 @@ struct sched_opts {
     double step_time_s;    /* target duration of one step, so prefill chunks (whose cost grows with
                             * their position) never stall decode for long; 0: tokens only */
     double max_share;      /* while others wait, one API request (its n choices) or one peer uid
-                            * holds at most this share of the running slots and KV blocks; 0 or 1: off */
+                            * holds at most this share of the running slots and KV blocks (a block
+                            * shared through the prefix cache counts for each holder); 0 or 1: off */
+    int prefix_caching;    /* reuse cached full KV blocks of earlier prompts (block_pool.h) */
 };
 
 
