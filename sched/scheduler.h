@@ -1,5 +1,6 @@
 /* The scheduler on rank 0: a bounded FCFS queue of requests, continuous (iteration-level)
- * batching over the paged KV cache, chunked prefill under a per-step token budget, and
+ * batching over the paged KV cache, chunked prefill under a per-step token budget,
+ * automatic prefix caching (a prompt starts from the cached blocks of earlier ones), and
  * preemption by recompute when blocks run out. HTTP threads call sched_submit() and
  * sched_stats(); only the step-loop thread calls sched_step(). */
 #ifndef TPD_SCHEDULER_H
