@@ -230,6 +230,52 @@ static void test_cached_equals_uncached(void **state) {
     assert_memory_equal(off, tight, sizeof off);
 }
 
+/* Eight requests share a cached 64-token prefix; four are cancelled mid-prefill or
+ * mid-decode, while the prefix blocks they hold are shared: the other four still produce
+ * exactly their tokens with the cache off, and every block comes back. */
+static void shared_prefix_with_cancels(int caching, int cancel, int32_t out[8][MAX_TOK]) {
+    int32_t prompt[8][80];
+    struct run r;
+    run_open(&r, 4096, 512, 16, caching); /* 16 tokens a step: prefills take several */
+    for (int i = 0; i < 8; i++) {
+        fill(prompt[i], 64, 21);
+        fill(prompt[i] + 64, 16, 30 + (unsigned)i);
+    }
+    struct gen_request *warm = submit(&r, prompt[0], 70, 99, 1); /* caches the prefix */
+    drain(&r);
+    req_unref(warm);
+    struct gen_request *q[8];
+    for (int i = 0; i < 8; i++) q[i] = submit(&r, prompt[i], 80, i, MAX_TOK);
+    sched_step(r.s, 0);
+    if (cancel) req_cancel(q[0]), req_cancel(q[2]); /* mid-prefill */
+    for (int k = 0; k < 8; k++) sched_step(r.s, 0);
+    if (cancel) req_cancel(q[4]), req_cancel(q[6]); /* mid-decode */
+    drain(&r);
+    for (int i = 0; i < 8; i++) {
+        if (cancel && i % 2 == 0) {
+            assert_int_equal(q[i]->finish, FINISH_CANCELLED);
+        } else {
+            assert_int_equal(q[i]->n_events, MAX_TOK);
+            for (int k = 0; k < MAX_TOK; k++) out[i][k] = q[i]->events[k].token;
+            assert_int_equal(req_cached_tokens(q[i]), caching ? 64 : 0);
+        }
+        req_unref(q[i]);
+    }
+    struct sched_stats st;
+    sched_stats(r.s, &st);
+    assert_int_equal(st.kv_blocks_used, 0);
+    assert_int_equal(st.kv_blocks_free, 4096 / BS);
+    run_close(&r);
+}
+
+static void test_cancel_while_shared(void **state) {
+    (void)state;
+    static int32_t off[8][MAX_TOK], on[8][MAX_TOK];
+    shared_prefix_with_cancels(0, 0, off);
+    shared_prefix_with_cancels(1, 1, on);
+    for (int i = 1; i < 8; i += 2) assert_memory_equal(off[i], on[i], sizeof off[i]);
+}
+
 /* Submit to first token, stepping the scheduler. */
 static double ttft(struct run *r, const int32_t *prompt, int n, int id, int *cached) {
     struct gen_request *q = submit(r, prompt, n, id, 1);
@@ -278,6 +324,7 @@ int main(int argc, char **argv) {
     comm_init(&g_comm, &argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cached_equals_uncached),
+        cmocka_unit_test(test_cancel_while_shared),
         cmocka_unit_test(test_long_prefix_ttft),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
