@@ -522,7 +522,6 @@ static int is_eog(const struct scheduler *s, int32_t tok) {
 /* After a step: every sequence whose fed tokens reached its last known token samples. */
 static void sample_all(struct scheduler *s) {
     int row = 0;
-    long prompt_computed = 0;
     double now = clock_now();
     for (int i = 0; i < s->n_running;) {
         struct seq *q = s->running[i];
@@ -531,8 +530,8 @@ static void sample_all(struct scheduler *s) {
             continue;
         }
         if (q->n_cached < q->req->n_prompt) /* prompt tokens computed, not found in the cache */
-            prompt_computed += (q->n_cached + q->in_step < q->req->n_prompt ? q->n_cached + q->in_step : q->req->n_prompt) -
-                               q->n_cached;
+            metrics_prompt_computed(s->m, (q->n_cached + q->in_step < q->req->n_prompt ? q->n_cached + q->in_step
+                                                                                       : q->req->n_prompt) - q->n_cached);
         q->n_cached += q->in_step;
         q->in_step = 0;
         seq_commit_blocks(s, q);
@@ -571,7 +570,6 @@ static void sample_all(struct scheduler *s) {
             i++;
         }
     }
-    metrics_prompt_computed(s->m, prompt_computed);
 }
 
 /* After a step: seconds per token-equivalent, averaged over recent steps large enough
