@@ -247,7 +247,8 @@ static int blocks_needed(struct scheduler *s, int tokens) { return block_pool_bl
 /* Preemption by recompute: the sequence gives back every block and will prefill its
  * prompt and generated tokens again (less whatever of them is still in the prefix cache
  * when it resumes: its full blocks stay cached until evicted); its sampler state is kept,
- * so it continues exactly as it would have. The most recently admitted sequence goes first (vLLM's policy). */
+ * so it continues exactly as it would have. The most recently admitted sequence goes
+ * first (vLLM's policy). */
 static void preempt_last(struct scheduler *s) {
     struct seq *q = s->running[--s->n_running];
     block_pool_release(&s->pool, q->n_blocks, q->blocks); /* its full blocks stay cached */
@@ -434,7 +435,8 @@ static void admit(struct scheduler *s) {
         struct gen_request *r =
             pick < s->n_preempted ? s->preempted[pick]->req : s->queue[(s->q_head + pick - s->n_preempted) % s->o.max_queue];
         int tokens = pick < s->n_preempted ? s->preempted[pick]->n_tokens : r->n_prompt;
-        int idle, hit = prefix_lookup(s, r, pick < s->n_preempted ? s->preempted[pick]->tokens : r->prompt, tokens, &idle);
+        const int32_t *known = pick < s->n_preempted ? s->preempted[pick]->tokens : r->prompt;
+        int idle, hit = prefix_lookup(s, r, known, tokens, &idle);
         int room = s->n_running < s->o.max_running &&
                    blocks_needed(s, tokens + 1) - hit <= block_pool_available(&s->pool) - idle;
         if (!room) {
@@ -529,9 +531,9 @@ static void sample_all(struct scheduler *s) {
             i++;
             continue;
         }
-        if (q->n_cached < q->req->n_prompt) /* prompt tokens computed, not found in the cache */
-            metrics_prompt_computed(s->m, (q->n_cached + q->in_step < q->req->n_prompt ? q->n_cached + q->in_step
-                                                                                       : q->req->n_prompt) - q->n_cached);
+        int prompt_end = q->n_cached + q->in_step < q->req->n_prompt ? q->n_cached + q->in_step : q->req->n_prompt;
+        if (prompt_end > q->n_cached) /* prompt tokens computed, not found in the cache */
+            metrics_prompt_computed(s->m, prompt_end - q->n_cached);
         q->n_cached += q->in_step;
         q->in_step = 0;
         seq_commit_blocks(s, q);
