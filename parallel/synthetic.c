@@ -9,6 +9,7 @@
 #include "../util/fatal.h"
 #include "../util/half.h"
 #include "forward.h"
+#include "kvcache.h"
 
 struct geometry {
     const char *name;
@@ -172,7 +173,8 @@ static int parse_geometry(const char *spec, const struct geometry **g, enum dtyp
     return 0;
 }
 
-int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank, char *err) {
+int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank, int pp, int stage,
+                     char *err) {
     memset(m, 0, sizeof *m);
     const struct geometry *g = NULL;
     enum dtype type = DT_BF16;
@@ -183,17 +185,20 @@ int model_synthesize(struct model *m, const char *geometry, struct backend *be, 
     const int blk = dtype_block_elems(type);
     if (hp->dim % blk || hp->ffn_dim % blk || (hp->n_heads * hp->head_dim) % blk)
         return err_set(err, "synthetic model \"%s\": rows are not whole %s blocks", geometry, dtype_name(type));
-    if (shard_plan_make(&m->sp, hp, tp, rank, blk, blk, err)) return -1;
+    if (shard_plan_make(&m->sp, hp, tp, rank, blk, blk, err) || shard_stage(&m->sp, hp->n_layers, pp, stage, err))
+        return -1;
     const struct shard_plan *sp = &m->sp;
     struct synth s = {.m = m, .type = type, .rng = 0x2545f4914f6cdd1dull ^ (uint64_t)(rank + 1)};
     const int hd = hp->head_dim;
 
-    make_matrix(&s, &m->tok_embd, sp->n_vocab, hp->dim);
-    make_matrix(&s, &m->output, sp->n_vocab, hp->dim);
-    m->output_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
+    if (sp->first) make_matrix(&s, &m->tok_embd, sp->n_vocab, hp->dim);
+    if (sp->last) {
+        make_matrix(&s, &m->output, sp->n_vocab, hp->dim);
+        m->output_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
+    }
     m->inv_freq = make_inv_freq(&s);
-    m->layers = xcalloc((unsigned long)hp->n_layers, sizeof *m->layers);
-    for (int il = 0; il < hp->n_layers; il++) {
+    m->layers = xcalloc((unsigned long)sp->n_layers + 1, sizeof *m->layers);
+    for (int il = 0; il < sp->n_layers; il++) {
         struct layer_weights *lw = &m->layers[il];
         lw->attn_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
         lw->ffn_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
@@ -217,8 +222,10 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     memset(out, 0, sizeof *out);
     const size_t f = sizeof(float), T = (size_t)(max_tokens > 0 ? max_tokens : 1);
     out->weights = m->weight_bytes;
-    out->kv_per_token = 2 * (size_t)hp->n_layers * (size_t)sp->n_kv * (size_t)hp->head_dim * (kv_type == DT_F32 ? 4 : 2);
-    out->kv = out->kv_per_token * (size_t)(kv_tokens > 0 ? kv_tokens : 0);
+    out->kv_type = kv_type;
+    out->kv_tokens = kv_tokens > 0 ? kv_tokens : 0;
+    out->kv_per_token = kvcache_token_bytes(kv_type, sp->n_layers, sp->n_kv, hp->head_dim);
+    out->kv = out->kv_per_token * (size_t)out->kv_tokens;
     out->activations = forward_activation_bytes(m, max_tokens);
     /* the largest scratch an op asks for: 16-bit activations of the widest matrix input, or
      * the decode attention's split partials; plus what cuBLAS keeps for itself */
@@ -234,9 +241,12 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
 
 void synthetic_mem_plan_format(const struct mem_plan *p, char *buf, size_t len) {
     const double G = 1073741824.0;
-    snprintf(buf, len,
-             "memory plan per rank: weights %.2f GiB, KV cache %.2f GiB (%.1f KiB per token), activations %.2f GiB, "
-             "workspace %.2f GiB, total %.2f GiB; KV tokens that fit: %lld",
-             p->weights / G, p->kv / G, p->kv_per_token / 1024.0, p->activations / G, p->workspace / G, p->total / G,
-             p->kv_tokens_fit);
+    int n = snprintf(buf, len,
+                     "memory plan per rank: weights %.2f GiB, KV cache %.2f GiB for %lld tokens of %s (%.2f KiB per "
+                     "token, %.0f tokens per GiB), activations %.2f GiB, workspace %.2f GiB, total %.2f GiB",
+                     p->weights / G, p->kv / G, p->kv_tokens, kvcache_type_name(p->kv_type), p->kv_per_token / 1024.0,
+                     p->kv_per_token ? G / (double)p->kv_per_token : 0.0, p->activations / G, p->workspace / G,
+                     p->total / G);
+    if (p->kv_tokens_fit > 0 && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "; KV tokens that fit: %lld", p->kv_tokens_fit);
 }
