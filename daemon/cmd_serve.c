@@ -119,6 +119,9 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port,
         .max_body_bytes = (size_t)cfg->max_body_bytes, .max_connections = (int)cfg->max_connections,
         .send_timeout_s = (unsigned)cfg->send_timeout_s,
+        .max_connections_per_uid = (int)cfg->max_connections_per_uid,
+        .header_timeout_s = (unsigned)cfg->header_timeout_s, .idle_timeout_s = (unsigned)cfg->idle_timeout_s,
+        .http_threads = (int)cfg->http_threads,
     };
     struct sched_stats st;
     sched_stats(s, &st);

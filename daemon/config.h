@@ -43,6 +43,8 @@ struct config {
     long tcp_port;
     long max_body_bytes;
     long max_connections;
+    long max_connections_per_uid; /* 0: half of max_connections */
+    long header_timeout_s, idle_timeout_s, http_threads;
     long send_timeout_s;
     double drain_timeout_s;
     /* [scheduler] */

@@ -83,6 +83,11 @@ void gen_cancel(struct api_gen *g) {
         if (g->c[i].r && !g->c[i].finish) req_cancel(g->c[i].r);
 }
 
+void gen_set_notify(struct api_gen *g, void (*fn)(void *arg), void *arg) {
+    for (int i = 0; i < g->n; i++)
+        if (g->c[i].r) req_set_notify(g->c[i].r, fn, arg);
+}
+
 int gen_done(const struct api_gen *g) { return g->finished; }
 int gen_streaming(const struct api_gen *g) { return g->p.stream; }
 
