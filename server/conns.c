@@ -455,8 +455,16 @@ void conns_stop_accepting(struct conns *cs) {
     pthread_mutex_unlock(&cs->mu);
 }
 
+static void stop_thread(struct conns *cs) {
+    conns_stop_accepting(cs);
+    if (atomic_exchange(&cs->quit, 1)) return;
+    wake_thread(cs);
+    pthread_join(cs->thread, NULL);
+}
+
 void conns_release_all(struct conns *cs) {
     if (!cs) return;
+    stop_thread(cs);
     pthread_mutex_lock(&cs->mu);
     cs->releasing = 1;
     for (struct conn_rec *r = cs->head; r; r = r->next)
@@ -466,10 +474,7 @@ void conns_release_all(struct conns *cs) {
 
 void conns_free(struct conns *cs) {
     if (!cs) return;
-    conns_stop_accepting(cs);
-    atomic_store(&cs->quit, 1);
-    wake_thread(cs);
-    pthread_join(cs->thread, NULL);
+    stop_thread(cs);
     /* what is left was never handed over (libmicrohttpd has stopped and told us of the rest) */
     while (cs->head) {
         struct conn_rec *r = cs->head;

@@ -44,10 +44,11 @@ int conns_start(struct conns **out, const struct conns_config *cfg, const int *l
                 conns_handoff_fn handoff, void *arg, char *err);
 /* Closes the listening sockets: new connections are refused by the kernel. */
 void conns_stop_accepting(struct conns *cs);
-/* From now on nothing suspends, and every suspended connection is resumed (before the
- * HTTP engine stops: it must not hold suspended connections then). */
+/* Before the HTTP engine stops: stops the thread (nothing more is handed over or timed
+ * out), then resumes every suspended connection, and nothing suspends from now on (the
+ * engine must hold no suspended connection when it stops). */
 void conns_release_all(struct conns *cs);
-/* Stops the thread, closes the connections never handed over, frees. */
+/* After the HTTP engine stopped: closes the connections never handed over, frees. */
 void conns_free(struct conns *cs);
 
 /* libmicrohttpd's connection notifications: started (finds the record of fd; *ctx gets
