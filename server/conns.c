@@ -433,7 +433,9 @@ int conns_start(struct conns **out, const struct conns_config *cfg, const int *l
         epoll_ctl(cs->ep, EPOLL_CTL_ADD, listen_fds[i], &ev);
     }
     cs->n_lfds = n;
+    *out = cs; /* before the first hand-over: the engine's callbacks find it there */
     if (pthread_create(&cs->thread, NULL, accept_main, cs)) {
+        *out = NULL;
         close(cs->ep);
         close(cs->wake_fd);
         if (cs->reserve_fd >= 0) close(cs->reserve_fd);
@@ -442,7 +444,6 @@ int conns_start(struct conns **out, const struct conns_config *cfg, const int *l
     }
     LOG(LOG_INFO, "connections: at most %d open, %d per client uid; header timeout %.3g s, idle timeout %.3g s",
         cs->cfg.max_connections, cs->cfg.max_per_uid, cs->cfg.header_timeout_s, cs->cfg.idle_timeout_s);
-    *out = cs;
     return 0;
 }
 

@@ -39,7 +39,8 @@ typedef int (*conns_handoff_fn)(void *arg, int fd, const struct sockaddr *sa, so
 void conns_raise_fd_limit(int *max);
 
 /* Starts the accept thread over the n listening sockets (taken over: closed by
- * conns_stop_accepting). 0, or -1 with err. */
+ * conns_stop_accepting). *out is set before the thread starts, so the HTTP engine's
+ * callbacks may read it from the first connection on. 0, or -1 with err. */
 int conns_start(struct conns **out, const struct conns_config *cfg, const int *listen_fds, int n,
                 conns_handoff_fn handoff, void *arg, char *err);
 /* Closes the listening sockets: new connections are refused by the kernel. */
