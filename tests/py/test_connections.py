@@ -299,3 +299,65 @@ def test_connection_exhaustion(sock_path, fd_room):
         for s in idle + slow + extra:
             s.close()
         srv.stop()
+
+
+def test_streams_outlive_the_timeouts(sock_path):
+    """The header and idle timeouts (1 s each here) never cut a request under way: a stream
+    and a non-streamed generation of 1000 tokens are both still open 4 s later (waiting for
+    their first token or receiving tokens); a kept-alive connection is closed once idle for 1 s."""
+    srv = Server(sock_path, extra=["--server.header_timeout_s", "1", "--server.idle_timeout_s", "1"])
+    hold_s = 4.0
+    try:
+        def start(stream, max_tokens):
+            body = json.dumps({"prompt": "Tell me a long story about the sea.", "max_tokens": max_tokens,
+                               "temperature": 0, "ignore_eos": True, "stream": stream}).encode()
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sock_path)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            return s
+
+        streamed, plain = start(True, 1000), start(False, 1000)
+        t0 = time.monotonic()
+        raw, last_token = b"", None
+        while time.monotonic() - t0 < hold_s:
+            streamed.settimeout(max(0.01, hold_s - (time.monotonic() - t0)))
+            try:
+                b = streamed.recv(65536)
+            except socket.timeout:
+                break
+            assert b, f"the stream was closed after {time.monotonic() - t0:.2f} s: {raw[-300:]}"
+            raw += b
+            if b'"text"' in b:
+                last_token = time.monotonic() - t0
+        assert raw.startswith(b"HTTP/1.1 200 "), raw[:300]
+        assert b"data: [DONE]" not in raw, raw[-300:]
+        plain.settimeout(0.2)
+        try:
+            got = plain.recv(65536)
+            raise AssertionError(f"the non-streamed request was answered or closed: {got[:300]!r}")
+        except socket.timeout:
+            pass
+        print(f"\nafter {hold_s:.0f} s with timeouts of 1 s: the stream open (last token at "
+              f"{'none yet' if last_token is None else f'{last_token:.1f} s'}), the non-streamed request open")
+        streamed.close()
+        plain.close()
+
+        # a kept-alive connection: answered, then closed by the server after 1 s idle
+        s = start(False, 1)
+        s.settimeout(60)
+        raw = b""
+        while b'"completion_tokens":1' not in raw:
+            b = s.recv(65536)
+            assert b, raw
+            raw += b
+        t0 = time.monotonic()
+        s.settimeout(10)
+        assert s.recv(65536) == b""
+        idle = time.monotonic() - t0
+        s.close()
+        assert 0.5 < idle < 3.0, f"kept-alive connection closed after {idle:.2f} s idle"
+        print(f"kept-alive connection closed after {idle:.2f} s idle")
+        assert srv.stop() == 0, srv.output()[-3000:]
+    finally:
+        srv.stop()
