@@ -113,7 +113,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     struct sched_opts so = {.max_running = (int)cfg->max_running, .max_queue = (int)cfg->max_queue,
                             .step_tokens = (int)cfg->step_tokens, .eog_ids = tok->eog, .n_eog = (int)tok->n_eog,
                             .step_timeout_s = cfg->step_timeout_s, .step_time_s = cfg->step_time_s,
-                            .max_share = cfg->max_share};
+                            .max_share = cfg->max_share, .prefix_caching = cfg->prefix_caching,
+                            .micro_batches = (int)cfg->micro_batches};
     struct scheduler *s = sched_new(e, &so, m);
     struct server_config sc = {
         .socket_path = cfg->socket, .socket_mode = (unsigned)cfg->socket_mode, .socket_group = cfg->socket_group,
@@ -144,7 +145,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         fprintf(stderr, "tpd serve: %s\n", err);
         rc = 1;
     } else {
-        LOG(LOG_INFO, "serving %s on %s (tp %d)", api.model_name, cfg->socket, engine_info(e)->tp);
+        LOG(LOG_INFO, "serving %s on %s (tp %d x pp %d)", api.model_name, cfg->socket, engine_info(e)->tp,
+            engine_info(e)->pp);
         while (!stop_requested) sched_step(s, 0.05);
         pid_file_remove(pid_path, pid_dev, pid_ino);
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
@@ -173,8 +175,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
     enum dtype kv_type = DT_F16;
-    if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) ||
-        (cfg.tp && cfg.tp != c->size && !err_set(err, "parallel.tp = %ld but mpirun started %d ranks", cfg.tp, c->size)) ||
+    if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) || comm_groups_init(c, (int)cfg.tp, (int)cfg.pp, err) ||
         kvcache_type_parse(cfg.kv_type, &kv_type, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd serve: %s\n", err);
         config_free(&cfg);
@@ -193,7 +194,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
 
     struct engine_opts eo = {
         .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend,
-        .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic,
+        .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic, .tp = (int)cfg.tp, .pp = (int)cfg.pp,
         .threads = (int)cfg.threads,
         .kv_type = kv_type, .block_size = (int)cfg.block_size,
         .n_blocks = (int)(cfg.kv_tokens / cfg.block_size), .max_ctx = (int)cfg.max_ctx,

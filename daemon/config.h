@@ -29,7 +29,8 @@ struct config {
     long max_ctx;       /* 0: the model's trained context */
     char *synthetic;    /* random weights of a geometry ("llama3-8b[:bf16]") instead of a file */
     /* [parallel] */
-    long tp;            /* 0: whatever mpirun started; else must match */
+    long tp;            /* ranks per stage; 0: ranks started / pp; else tp x pp must match */
+    long pp;            /* pipeline stages */
     long threads;       /* per rank; 0: all CPUs / ranks on this node */
     double step_timeout_s; /* a step running longer: a rank is hung */
     char *backend;      /* "cpu", "cuda", "auto" */
@@ -51,10 +52,12 @@ struct config {
     long max_running, max_queue, step_tokens;
     double step_time_s;
     double max_share;
+    long micro_batches; /* in flight in the pipeline; 0: pp */
     /* [cache] */
     long block_size;
     long kv_tokens;     /* KV cache capacity in tokens per rank */
     int require_full_context; /* refuse (else warn) when kv_tokens < the context */
+    int prefix_caching;       /* reuse cached KV blocks of earlier prompts */
     char *kv_type;      /* "f16", "f32" or "fp8" */
     /* [log] */
     char *log_level;

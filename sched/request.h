@@ -59,6 +59,7 @@ struct gen_request {
     int max_tokens;
     int ignore_eos;
     struct sampling_params sp;
+    uint64_t cache_salt; /* separates prefix-cache entries (0: shared by all); see block_pool.h */
     double t_submit;
 
     /* step loop -> frontend, under mu */
@@ -68,6 +69,7 @@ struct gen_request {
     int n_events, cap_events;
     enum finish_reason finish; /* set once, with the last event */
     double t_first_token;
+    int cached_tokens; /* prompt tokens found in the prefix cache (set on admission) */
 
     /* optional, set by the frontend (req_set_notify): called under mu after each event
      * and at the finish, so that a waiter that sleeps elsewhere can be woken */
@@ -84,6 +86,9 @@ void req_unref(struct gen_request *r);
 /* Step loop side. */
 void req_push(struct gen_request *r, const struct token_event *ev);
 void req_finish(struct gen_request *r, enum finish_reason why);
+void req_set_cached_tokens(struct gen_request *r, int n);
+/* Frontend side: the prompt tokens that came from the prefix cache (0 before admission). */
+int req_cached_tokens(struct gen_request *r);
 /* Frontend side: waits until events beyond `seen` exist or the request finished, or until
  * timeout_s passes; copies up to max new events into out and returns how many (0 on
  * timeout or when finished with nothing new). *finish receives the finish reason (or
