@@ -28,6 +28,8 @@ static const struct config_key keys[] = {
     {"model", "name", K_STR, F(model_name), 0, 0, "--model-name", S, NULL, NULL, "ID", "model id served by the API"},
     {"model", "tokenizer", K_STR, F(tokenizer), 0, 0, "--tokenizer", S | R | T, NULL, NULL, "PATH", "tokenizer.json, its directory, or GGUF; default: the model"},
     {"model", "max_ctx", K_INT, F(max_ctx), 0, 1 << 24, "--ctx", S | R, "0", NULL, NULL, "longest sequence; 0 = trained context (generate, eval: what they need)"},
+    {"model", "chat_template", K_STR, F(chat_template), 0, 0, "--chat-template", S, NULL, NULL, "FILE", "Jinja chat template to serve chat with instead of the model's own"},
+    {"model", "tool_format", K_STR, F(tool_format), 0, 0, "--tool-format", S, "auto", "auto|none|hermes|llama3|mistral", NULL, "tool-call syntax of the chat template; auto = detected from it"},
     {"model", "synthetic", K_STR, F(synthetic), 0, 0, "--synthetic", S | R, NULL, NULL, "GEOMETRY", "random weights of a geometry (llama3-8b[:bf16]) instead of a model file"},
     {"parallel", "tp", K_INT, F(tp), 0, 4096, NULL, S, "0", NULL, NULL, "ranks; 0 = as started by mpirun"},
     {"parallel", "threads", K_INT, F(threads), 0, 1024, "--threads", S | R, "0", NULL, NULL, "compute threads per rank; 0 = auto"},

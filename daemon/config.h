@@ -28,6 +28,8 @@ struct config {
     char *tokenizer;    /* default: the model path */
     long max_ctx;       /* 0: the model's trained context */
     char *synthetic;    /* random weights of a geometry ("llama3-8b[:bf16]") instead of a file */
+    char *chat_template; /* Jinja file served instead of the tokenizer's template */
+    char *tool_format;  /* "auto" or a toolcall format name */
     /* [parallel] */
     long tp;            /* 0: whatever mpirun started; else must match */
     long threads;       /* per rank; 0: all CPUs / ranks on this node */

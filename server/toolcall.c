@@ -50,6 +50,19 @@ const char *const *toolcall_markers(enum tool_format f) {
     }
 }
 
+char *toolcall_prefix(enum tool_format f, const char *name) {
+    static const char *const open[] = {NULL, "<tool_call>\n{\"name\": \"", "{\"name\": \"", "[TOOL_CALLS][{\"name\": \""};
+    static const char *const args[] = {NULL, "\", \"arguments\": ", "\", \"parameters\": ", "\", \"arguments\": "};
+    if ((unsigned)f >= sizeof open / sizeof *open || !open[f]) return NULL;
+    struct sbuf b = {0};
+    sbuf_adds(&b, open[f]);
+    if (name) {
+        sbuf_adds(&b, name);
+        sbuf_adds(&b, args[f]);
+    }
+    return b.p;
+}
+
 void toolcall_new_id(enum tool_format f, char *id) {
     static const char an[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     static atomic_ullong ctr;

@@ -72,6 +72,11 @@ void toolcall_feed(struct toolcall_parser *p, const char *s, size_t n, struct sb
  * whose closing tag never came), else released as content, as is any held text. */
 void toolcall_finish(struct toolcall_parser *p, struct sbuf *content);
 
+/* The start of a call in format f, up to where its arguments begin (name given) or where
+ * its name begins (name NULL): written after the generation prompt when the request
+ * requires a call, the model continues from there. malloc'd; NULL for NONE. */
+char *toolcall_prefix(enum tool_format f, const char *name);
+
 /* A fresh call id for format f into id[40]. */
 void toolcall_new_id(enum tool_format f, char *id);
 
