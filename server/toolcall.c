@@ -22,9 +22,13 @@ static const char *const no_markers[] = {NULL};
 
 enum tool_format toolcall_detect(const char *src) {
     if (!src) return TOOL_FORMAT_NONE;
+    /* other syntaxes that share these markers: Qwen3-Coder's and Nemotron's <function=...>,
+     * GLM's <arg_key>, functionary's >>>name */
+    int other = strstr(src, "<function=") || strstr(src, "<arg_key>") || strstr(src, ">>>");
     if (strstr(src, "[TOOL_CALLS]")) return TOOL_FORMAT_MISTRAL;
-    if (strstr(src, "<tool_call>")) return TOOL_FORMAT_HERMES;
-    if (strstr(src, "<|python_tag|>") || (strstr(src, "<|start_header_id|>") && strstr(src, "parameters")))
+    if (other) return TOOL_FORMAT_NONE;
+    if (strstr(src, "<tool_call>") && strstr(src, "\"arguments\"")) return TOOL_FORMAT_HERMES;
+    if ((strstr(src, "<|python_tag|>") || strstr(src, "<|start_header_id|>")) && strstr(src, "\"parameters\""))
         return TOOL_FORMAT_LLAMA3;
     return TOOL_FORMAT_NONE;
 }

@@ -24,9 +24,11 @@ enum tool_format {
     TOOL_FORMAT_MISTRAL,
 };
 
-/* The rule, first match wins: the template source writes "[TOOL_CALLS]" -> MISTRAL;
- * "<tool_call>" -> HERMES; "<|python_tag|>", or both "<|start_header_id|>" and
- * "parameters" -> LLAMA3; otherwise NONE. src NULL -> NONE. */
+/* The rule, on the chat template's source, first match wins: it writes "[TOOL_CALLS]" ->
+ * MISTRAL; it writes "<function=", "<arg_key>" or ">>>" (other syntaxes: Qwen3-Coder,
+ * Nemotron, GLM, functionary) -> NONE; "<tool_call>" and "\"arguments\"" -> HERMES;
+ * "<|python_tag|>" or "<|start_header_id|>", and "\"parameters\"" -> LLAMA3; otherwise
+ * NONE. src NULL -> NONE. */
 enum tool_format toolcall_detect(const char *src);
 /* "none", "hermes", "llama3", "mistral"; toolcall_format_parse: -1 for an unknown name. */
 const char *toolcall_format_name(enum tool_format f);

@@ -211,15 +211,19 @@ static void test_cases(void **state) {
     }
 }
 
-/* The format rule on template sources as the families write them (excerpts). */
+/* The format rule on template sources as the families write them (excerpts); the real
+ * templates are checked in tests/py/test_tool_calls.py. */
 static void test_detect(void **state) {
     (void)state;
     assert_int_equal(toolcall_detect(NULL), TOOL_FORMAT_NONE);
     assert_int_equal(toolcall_detect("{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}"), TOOL_FORMAT_NONE);
-    assert_int_equal(toolcall_detect("{{- '<tool_call>\\n{\"name\": \"' }}"), TOOL_FORMAT_HERMES);
-    assert_int_equal(toolcall_detect("{{- '<|python_tag|>' + tool_call.name }}"), TOOL_FORMAT_LLAMA3);
+    assert_int_equal(toolcall_detect("{{- '<tool_call>\\n{\"name\": \"' }}{{- '\", \"arguments\": ' }}"), TOOL_FORMAT_HERMES);
+    assert_int_equal(toolcall_detect("{{- '<tool_call>\\n<function=' + tc.name }}\"arguments\""), TOOL_FORMAT_NONE);
+    assert_int_equal(toolcall_detect("<tool_call>{{ tc.name }}<arg_key>\"arguments\""), TOOL_FORMAT_NONE);
+    assert_int_equal(toolcall_detect("{{- '<|python_tag|>' }}{\"name\": x, \"parameters\": y}"), TOOL_FORMAT_LLAMA3);
     assert_int_equal(toolcall_detect("<|start_header_id|>{\"name\": function name, \"parameters\": dictionary}"),
                      TOOL_FORMAT_LLAMA3);
+    assert_int_equal(toolcall_detect("<|start_header_id|>>>>all\n\"parameters\""), TOOL_FORMAT_NONE);
     assert_int_equal(toolcall_detect("{{- '[TOOL_CALLS][' }}<tool_call>"), TOOL_FORMAT_MISTRAL);
     for (int f = 0; f <= TOOL_FORMAT_MISTRAL; f++)
         assert_int_equal(toolcall_format_parse(toolcall_format_name((enum tool_format)f)), f);
