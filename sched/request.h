@@ -59,6 +59,7 @@ struct gen_request {
     int max_tokens;
     int ignore_eos;
     struct sampling_params sp;
+    struct grammar_matcher *grammar; /* owned: constrained decoding (NULL: none); the step loop's */
     double t_submit;
 
     /* step loop -> frontend, under mu */

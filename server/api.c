@@ -17,6 +17,8 @@
 #include "../util/utf8.h"
 #include "../tokenizer/chat.h"
 #include "toolcall.h"
+#include "../grammar/grammar.h"
+#include "api_grammar.h"
 
 /* ---- small pieces ---- */
 
@@ -26,6 +28,7 @@ void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_na
     c->tok = tok;
     c->name_own = xstrdup(model_name && model_name[0] ? model_name : "tpd");
     c->model_name = c->name_own;
+    c->gvocab = tok ? api_grammar_vocab(tok) : NULL;
     c->max_ctx = max_ctx;
     c->kv_tokens = kv_tokens;
     c->max_queue = max_queue;
@@ -69,6 +72,7 @@ void api_ctx_free(struct api_ctx *c) {
         free(c->chat_own);
     }
     free(c->name_own);
+    grammar_vocab_free(c->gvocab);
     memset(c, 0, sizeof *c);
 }
 
@@ -656,6 +660,7 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         goto out;
     }
     if (read_sampling(c, o, p, e) || read_logprobs(o, p, e) || read_stops(o, p, e)) goto out;
+    if (api_read_grammar(c, o, &p->grammar, e)) goto out;
     if (p->echo && p->logprobs) {
         api_err(e, 400, "echo", "echo: cannot be combined with logprobs (prompt logprobs are not computed)");
         goto out;
@@ -728,6 +733,7 @@ void api_params_free(struct api_params *p) {
     free(p->echo_text);
     for (int i = 0; i < p->n_stops; i++) free(p->stops[i]);
     api_tools_free(&p->tools);
+    grammar_unref(p->grammar);
     memset(p, 0, sizeof *p);
 }
 

@@ -20,6 +20,8 @@
 
 struct tokenizer;
 struct chat_template;
+struct grammar;
+struct grammar_vocab;
 
 /* What a request is validated against: built once at start by api_ctx_init (the chat
  * template loaded, the limits known), read-only afterwards by every HTTP thread. */
@@ -33,6 +35,7 @@ struct api_ctx {
     const char *chat_err;
     size_t max_token_bytes; /* the longest token's bytes (0: unknown): bounds a text's tokens from below */
     enum tool_format tool_format; /* the call format chat's template teaches (toolcall_detect) */
+    struct grammar_vocab *gvocab; /* structured output (api_grammar.h); owned */
     /* owned by api_ctx_init */
     struct chat_template *chat_own;
     char *name_own;
@@ -76,6 +79,7 @@ struct api_params {
     char *stops[API_MAX_STOPS]; /* owned */
     int n_stops;
     struct api_tools tools; /* chat: the request's functions and tool_choice (tools.n 0: none) */
+    struct grammar *grammar; /* owned reference: response_format / guided_* (NULL: none) */
 };
 
 /* Fills e and returns -1, so validators can `return api_err(...)`. */

@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "../grammar/grammar.h"
 #include "../tokenizer/detok.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/clock.h"
@@ -103,6 +104,7 @@ static struct gen_request *make_request(const struct api_params *p, int i) {
     r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;
     r->ignore_eos = p->ignore_eos;
+    if (p->grammar) r->grammar = grammar_matcher_new(p->grammar); /* each choice its own state */
     r->sp = p->sp;
     r->sp.seed = p->sp.seed + (uint64_t)i; /* n choices: n different streams */
     r->sp.logit_bias_ids = NULL;
