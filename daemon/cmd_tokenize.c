@@ -9,7 +9,8 @@
  * with the ids, the decoded text and the streamed text (hex); --render-batch F (no
  * tokenizer; JSON lines {"template", "context"}) prints {"ok", "text"|"error"} lines; a line
  * {"template", "request"} renders a chat request body as the server does (tools included)
- * and also prints the tool-call "format" detected in the template. */
+ * and also prints the tool-call "format" detected in the template (and, for a forced call,
+ * the "grammar" its decoding follows). */
 #include "cmd_tokenize.h"
 
 #include <stdio.h>
@@ -149,6 +150,19 @@ static void render_request(const char *src, const cJSON *line, const cJSON *req,
         cJSON_AddStringToObject(res, "error", body ? e.message : "out of memory");
     }
     cJSON_AddStringToObject(res, "format", toolcall_format_name(c.tool_format));
+    /* a forced call: the GBNF its decoding follows after the prompt */
+    struct api_tools t;
+    if (api_tools_read(req, c.tool_format, &t, &e) == 0 && t.prefix) {
+        struct sbuf g = {0};
+        int bad;
+        if (toolcall_grammar(t.format, (const char *const *)t.names, (const char *const *)t.params, t.n,
+                             t.choice == TOOL_CHOICE_NAMED ? t.named : -1, t.parallel, &g, &bad, err) == 0)
+            cJSON_AddStringToObject(res, "grammar", g.p);
+        else
+            cJSON_AddStringToObject(res, "grammar_error", err);
+        sbuf_free(&g);
+    }
+    api_tools_free(&t);
     free(text);
     free(body);
     chat_template_free(&ct);

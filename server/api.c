@@ -680,6 +680,11 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         int add_gen = 1;
         if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
         if (api_tools_read(o, c->tool_format, &p->tools, e)) goto out;
+        if (p->tools.prefix && p->grammar) {
+            api_err(e, 400, "tool_choice", "tool_choice: a required call cannot be combined with response_format or guided_*");
+            goto out;
+        }
+        if (api_tools_grammar(&p->tools, c->gvocab, &p->grammar, e)) goto out;
         if (render_chat(c, o, add_gen, &p->tools, &p->prompt, &p->n_prompt, e)) goto out;
     }
     const char *pname = kind == API_COMPLETION ? "prompt" : "messages";

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../grammar/grammar.h"
 #include "../util/fatal.h"
 #include "api.h"
 
@@ -133,6 +134,28 @@ int api_tools_read(const cJSON *body, enum tool_format format, struct api_tools 
                        "or serve it with a tool-aware template (model.chat_template)");
     if (t->choice == TOOL_CHOICE_REQUIRED || t->choice == TOOL_CHOICE_NAMED)
         t->prefix = toolcall_prefix(format, t->choice == TOOL_CHOICE_NAMED ? t->names[t->named] : NULL);
+    return 0;
+}
+
+int api_tools_grammar(const struct api_tools *t, struct grammar_vocab *v, struct grammar **out, struct api_error *e) {
+    *out = NULL;
+    if (!t->prefix) return 0;
+    if (!v) return api_err(e, 400, "tool_choice", "tool_choice: constrained decoding is not available for this model");
+    struct sbuf g = {0};
+    char err[ERR_LEN];
+    int bad = -1;
+    int named = t->choice == TOOL_CHOICE_NAMED ? t->named : -1;
+    if (toolcall_grammar(t->format, (const char *const *)t->names, (const char *const *)t->params, t->n, named,
+                         t->parallel, &g, &bad, err)) {
+        sbuf_free(&g);
+        char p[64];
+        snprintf(p, sizeof p, "tools[%d].function.parameters", bad);
+        if (bad >= 0) return api_err(e, 400, p, "%s: cannot constrain a call to this schema: %s", p, err);
+        return api_err(e, 400, "tool_choice", "tool_choice: %s", err);
+    }
+    *out = grammar_compile(v, GRAMMAR_GBNF, g.p, g.len, err);
+    sbuf_free(&g);
+    if (!*out) return api_err(e, 400, "tool_choice", "tool_choice: the grammar of a call: %s", err);
     return 0;
 }
 

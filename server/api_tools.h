@@ -14,6 +14,8 @@
 
 struct cJSON;
 struct api_error;
+struct grammar;
+struct grammar_vocab;
 
 enum tool_choice {
     TOOL_CHOICE_NONE,     /* no calls are parsed: the output is content */
@@ -39,6 +41,11 @@ struct api_tools {
  * format. 0, or -1 with e (400). */
 int api_tools_read(const struct cJSON *body, enum tool_format format, struct api_tools *t, struct api_error *e);
 void api_tools_free(struct api_tools *t);
+
+/* REQUIRED / NAMED: *out becomes the compiled grammar (toolcall_grammar) that decoding
+ * must follow from t->prefix on (NULL for other choices). 0, or -1 with e: a 400 naming
+ * the function whose parameters schema the grammar engine cannot take. */
+int api_tools_grammar(const struct api_tools *t, struct grammar_vocab *v, struct grammar **out, struct api_error *e);
 
 /* Checks the tool parts of message i (m: the caller's copy, with this role) and turns its
  * tool calls' arguments into objects. 0, or -1 with e. */

@@ -8,6 +8,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "../grammar/grammar.h"
+#include "../util/err.h"
 #include "../util/fatal.h"
 
 #define MAX_DEPTH 512      /* JSON nesting inside one call */
@@ -65,6 +67,63 @@ char *toolcall_prefix(enum tool_format f, const char *name) {
         sbuf_adds(&b, args[f]);
     }
     return b.p;
+}
+
+/* A GBNF string literal of s (names are [A-Za-z0-9_-], markers and JSON punctuation). */
+static void gbnf_lit(struct sbuf *b, const char *s) {
+    sbuf_adds(b, "\"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') sbuf_addf(b, "\\%c", *s);
+        else if (*s == '\n') sbuf_adds(b, "\\n");
+        else sbuf_add(b, s, 1);
+    }
+    sbuf_adds(b, "\"");
+}
+
+int toolcall_grammar(enum tool_format f, const char *const *names, const char *const *params, int n, int named,
+                     int parallel, struct sbuf *out, int *bad, char *err) {
+    /* per format: between the name and the arguments; after the arguments; between calls
+     * (the next call's prefix up to its name); after the last call */
+    static const char *const mid[] = {NULL, "\", \"arguments\": ", "\", \"parameters\": ", "\", \"arguments\": "};
+    static const char *const close[] = {NULL, "}\n</tool_call>", "}", "}"};
+    static const char *const next[] = {NULL, "\n<tool_call>\n{\"name\": \"", "; {\"name\": \"", ", {\"name\": \""};
+    static const char *const last[] = {NULL, "", "", "]"};
+    *bad = -1;
+    if ((unsigned)f >= sizeof mid / sizeof *mid || !mid[f]) return err_set(err, "the model has no tool-call format");
+    char rule[48];
+    for (int i = 0; i < n; i++) {
+        if (named >= 0 && i != named) continue;
+        snprintf(rule, sizeof rule, "fn%d-args", i);
+        if (!params[i]) {
+            sbuf_addf(out, "%s ::= \"{}\"\n", rule);
+        } else if (grammar_gbnf_from_json_schema(params[i], strlen(params[i]), rule, out, err)) {
+            *bad = i;
+            return -1;
+        }
+    }
+    if (named >= 0) { /* the prefix wrote the name: the arguments follow */
+        sbuf_addf(out, "root ::= fn%d-args ", named);
+        gbnf_lit(out, close[f]);
+        if (last[f][0]) sbuf_adds(out, " "), gbnf_lit(out, last[f]);
+        sbuf_adds(out, "\n");
+        return 0;
+    }
+    sbuf_adds(out, "call ::= ");
+    for (int i = 0; i < n; i++) {
+        struct sbuf lit = {0};
+        sbuf_adds(&lit, names[i]);
+        sbuf_adds(&lit, mid[f]);
+        sbuf_adds(out, i ? " | " : "");
+        gbnf_lit(out, lit.p);
+        sbuf_addf(out, " fn%d-args ", i);
+        gbnf_lit(out, close[f]);
+        sbuf_free(&lit);
+    }
+    sbuf_adds(out, "\nroot ::= call");
+    if (parallel) sbuf_adds(out, " ("), gbnf_lit(out, next[f]), sbuf_adds(out, " call)*");
+    if (last[f][0]) sbuf_adds(out, " "), gbnf_lit(out, last[f]);
+    sbuf_adds(out, "\n");
+    return 0;
 }
 
 void toolcall_new_id(enum tool_format f, char *id) {

@@ -79,6 +79,15 @@ void toolcall_finish(struct toolcall_parser *p, struct sbuf *content);
  * requires a call, the model continues from there. malloc'd; NULL for NONE. */
 char *toolcall_prefix(enum tool_format f, const char *name);
 
+/* The GBNF grammar (grammar/grammar.h) of what follows toolcall_prefix(f, named ? names[named]
+ * : NULL) for a call that must be made: the rest of a well-formed call in the format, its
+ * name one of names[] (named < 0) or names[named], its arguments matching that function's
+ * parameters JSON Schema (params[i] NULL: {}); with parallel (and named < 0) more calls
+ * may follow; then only the end. Appended to out. 0, or -1 with err and *bad the index of
+ * the function whose schema the grammar engine refused. */
+int toolcall_grammar(enum tool_format f, const char *const *names, const char *const *params, int n, int named,
+                     int parallel, struct sbuf *out, int *bad, char *err);
+
 /* A fresh call id for format f into id[40]. */
 void toolcall_new_id(enum tool_format f, char *id);
 

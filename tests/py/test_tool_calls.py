@@ -9,13 +9,16 @@
    vendored with llama.cpp (tests/reference/tok_fetch.py) is rendered; the Llama 3.x,
    Qwen2.5/Qwen3/QwQ, Hermes 2 Pro/3 and Mistral ones must be among them, and the call
    format detected in each of those is checked against the family's documented one.
-2. The daemon: SmolLM2-135M (a ChatML model whose own template knows no tools) served with
+2. The grammar a forced call decodes under, against an independent GBNF recogniser.
+3. The daemon: SmolLM2-135M (a ChatML model whose own template knows no tools) served with
    a tool-aware ChatML template (Qwen2.5's, tests/data/chat_templates/), spoken to with the
    `openai` SDK over the Unix socket: bad tool definitions get 400s naming the field; a
    forced call (tool_choice named / required) comes back as message.tool_calls with
-   finish_reason "tool_calls", streaming and not, and the round trip (tools -> tool_calls
-   -> a tool message -> final answer) works; special-token text in tool results and
-   arguments stays plain text.
+   finish_reason "tool_calls", streaming and not, its arguments valid for the function's
+   schema (jsonschema) even when sampled; the round trip (tools -> tool_calls -> a tool
+   message -> final answer) works; special-token text in tool results and arguments stays
+   plain text. SmolLM2 does not call tools on its own ("auto"): the parsing of free output
+   is covered by tests/test_toolcall.c.
 """
 import glob
 import json
@@ -248,21 +251,75 @@ def test_bad_tool_requests_are_400(templates, tmp_path):
     assert not got[1]["ok"] and "tool-calling format" in got[1]["error"]
 
 
+def test_forced_call_grammar(templates, tmp_path):
+    """The grammar a forced call decodes under (toolcall_grammar, through the grammar
+    module's JSON Schema converter), checked with an independent GBNF recogniser
+    (tests/reference/gbnf_ref.py): the rest of a call that the format's parser accepts and
+    whose arguments jsonschema validates is a sentence; a wrong name, arguments that break
+    the schema, a second call when parallel_tool_calls is false, or text after the call
+    are not."""
+    import gbnf_ref
+    jsonschema = pytest.importorskip("jsonschema")
+    srcs = {"hermes": CHATML_TOOLS,
+            "llama3": os.path.join(template_dir(), "meta-llama-Llama-3.1-8B-Instruct.jinja"),
+            "mistral": os.path.join(template_dir(), "mistralai-Mistral-Nemo-Instruct-2407.jinja")}
+    tools = [WEATHER, TIME, NOPARAMS]
+    lines, keys = [], []
+    for fmt, path in srcs.items():
+        for choice in ("named", "required"):
+            for parallel in (True, False):
+                tc = {"type": "function", "function": {"name": "get_weather"}} if choice == "named" else "required"
+                lines.append({"template": open(path).read(), "request": {
+                    "messages": [{"role": "user", "content": "hi"}], "tools": tools, "tool_choice": tc,
+                    "parallel_tool_calls": parallel}})
+                keys.append((fmt, choice, parallel))
+    got = render_batch(lines, tmp_path)
+    close = {"hermes": "}\n</tool_call>", "llama3": "}", "mistral": "}"}
+    sep = {"hermes": "\n<tool_call>\n{\"name\": \"", "llama3": "; {\"name\": \"", "mistral": ", {\"name\": \""}
+    end = {"hermes": "", "llama3": "", "mistral": "]"}
+    mid = {"hermes": "arguments", "llama3": "parameters", "mistral": "arguments"}
+    good_args = [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Oslo", "unit": "celsius"}),
+                 ("get_time", {"tz": "UTC"}), ("ping", {})]
+    bad_args = [("get_weather", {}), ("get_weather", {"city": "Oslo", "unit": "kelvin"}),
+                ("get_weather", {"city": 5}), ("get_time", {"zone": "UTC"})]
+    schemas = {t["function"]["name"]: t["function"].get("parameters", {"type": "object", "additionalProperties": False})
+               for t in tools}
+    for name, args in good_args:
+        jsonschema.validate(args, schemas[name])
+    for name, args in bad_args:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(args, schemas[name])
+    checked = 0
+    for (fmt, choice, parallel), o in zip(keys, got):
+        assert o["ok"] and o["format"] == fmt and "grammar" in o, o
+        g = gbnf_ref.Grammar(o["grammar"])
+
+        def rest(calls, named=choice == "named"):
+            parts = []
+            for k, (name, args) in enumerate(calls):
+                a = json.dumps(args) if args else "{}"
+                head = "" if (k == 0 and named) else (name + f'", "{mid[fmt]}": ')
+                parts.append(("" if k == 0 else sep[fmt]) + head + a + close[fmt])
+            return "".join(parts) + end[fmt]
+        if choice == "named":
+            ok = [[c] for c in good_args if c[0] == "get_weather"]
+            no = [[c] for c in bad_args if c[0] == "get_weather"] + [[("get_time", {"tz": "UTC"})]]
+        else:
+            ok = [[c] for c in good_args] + ([good_args[:2], good_args[2:]] if parallel else [])
+            no = [[c] for c in bad_args] + [[("launch", {})]] + ([] if parallel else [good_args[:2]])
+        for calls in ok:
+            assert g.matches(rest(calls)), (fmt, choice, parallel, rest(calls))
+            checked += 1
+        for calls in no:
+            assert not g.matches(rest(calls)), (fmt, choice, parallel, rest(calls))
+            checked += 1
+        assert not g.matches(rest(ok[0]) + " trailing")
+    print(f"{checked} call texts checked against the grammars")
+
+
 # ------------------------------------------------------------------------------ the daemon
 
-def few_shot_history():
-    """Three finished weather turns: a 135M model copies the pattern, so with the call's
-    start forced by tool_choice its greedy continuation is a well-formed call (the format
-    itself is not enforced without constrained decoding: what this proves is the path
-    from the model's text to tool_calls and back through the template, not the model)."""
-    hist = []
-    for i, (city, t) in enumerate([("Paris", "21"), ("Oslo", "-3"), ("Rome", "25")]):
-        cid = f"call{i}abcd"
-        hist += [{"role": "user", "content": f"What is the weather in {city}?"},
-                 {"role": "assistant", "content": None, "tool_calls": [call(cid, "get_weather", {"city": city})]},
-                 {"role": "tool", "tool_call_id": cid, "content": f"{t} C"},
-                 {"role": "assistant", "content": f"It is {t} C in {city}."}]
-    return hist + [{"role": "user", "content": "What is the weather in Berlin?"}]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 @pytest.fixture(scope="module")
@@ -314,39 +371,48 @@ def stream_call(client, **kw):
 
 
 def test_round_trip(server):
-    kw = dict(model="smollm2", messages=few_shot_history(), tools=TOOLS, temperature=0, max_tokens=30,
+    """tools -> a forced call (decoded under its grammar) -> the call and a tool result
+    back through the template -> the model's answer; streaming and not (greedy, so both
+    must agree)."""
+    kw = dict(model="smollm2", messages=ASK, tools=TOOLS, temperature=0, max_tokens=40,
               tool_choice={"type": "function", "function": {"name": "get_weather"}})
     r = server.oai.chat.completions.create(**kw)
     m = r.choices[0].message
     assert r.choices[0].finish_reason == "tool_calls", m
-    assert m.content is None and len(m.tool_calls) >= 1
+    assert m.content is None and len(m.tool_calls) == 1
     args = check_call(m.tool_calls[0], "get_weather")
     print("call:", m.tool_calls[0].function.name, args)
-    # streaming: the same calls (greedy), as deltas
     content, calls, finish = stream_call(server.oai, **kw)
     assert finish == "tool_calls" and content == ""
     assert [(c["name"], c["arguments"]) for c in calls] == [(t.function.name, t.function.arguments) for t in m.tool_calls]
-    # the round trip: the assistant's calls and a tool result go back; the model answers
-    msgs = kw["messages"] + [m.model_dump(exclude_none=True)] + [
+    msgs = ASK + [m.model_dump(exclude_none=True)] + [
         {"role": "tool", "tool_call_id": t.id, "content": "12 C"} for t in m.tool_calls]
     final = server.oai.chat.completions.create(model="smollm2", messages=msgs, tools=TOOLS, temperature=0, max_tokens=16)
     f = final.choices[0]
     assert f.finish_reason in ("stop", "length") and isinstance(f.message.content, str) and f.message.content
-    assert not f.message.tool_calls
     print("final answer:", f.message.content)
     content, calls, finish = stream_call(server.oai, model="smollm2", messages=msgs, tools=TOOLS, temperature=0,
                                          max_tokens=16)
-    assert (content, calls, finish) == (f.message.content, [], f.finish_reason)
+    assert (content, finish) == (f.message.content, f.finish_reason)
+    assert [(c["name"], c["arguments"]) for c in calls] == [(t.function.name, t.function.arguments)
+                                                            for t in f.message.tool_calls or []]
 
 
-def test_required_n_and_none(server):
-    kw = dict(model="smollm2", messages=few_shot_history(), tools=TOOLS, temperature=0)
-    r = server.oai.chat.completions.create(tool_choice="required", n=2, parallel_tool_calls=False, max_tokens=30, **kw)
-    for c in r.choices:  # every choice parses its own output
-        assert c.finish_reason == "tool_calls" and len(c.message.tool_calls) == 1
-        check_call(c.message.tool_calls[0])
-    # "none": whatever the model writes is content, never a call
-    r = server.oai.chat.completions.create(tool_choice="none", max_tokens=8, **kw)
+def test_forced_calls_follow_the_schema(server):
+    """tool_choice "required" at temperature 1: every sampled choice is one call of a
+    declared function whose arguments validate against its parameters (jsonschema), which
+    SmolLM2 does not manage unconstrained; "none" never yields a call."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    r = server.oai.chat.completions.create(model="smollm2", messages=ASK, tools=TOOLS, tool_choice="required",
+                                           parallel_tool_calls=False, n=4, temperature=1.0, seed=7, max_tokens=48)
+    for c in r.choices:
+        assert c.finish_reason == "tool_calls" and len(c.message.tool_calls) == 1, c
+        args = check_call(c.message.tool_calls[0])
+        jsonschema.validate(args, schemas[c.message.tool_calls[0].function.name])
+        print("sampled call:", c.message.tool_calls[0].function.name, args)
+    r = server.oai.chat.completions.create(model="smollm2", messages=ASK, tools=TOOLS, tool_choice="none",
+                                           temperature=0, max_tokens=8)
     assert r.choices[0].message.tool_calls is None and r.choices[0].finish_reason in ("stop", "length")
 
 
