@@ -78,6 +78,8 @@ static const struct config_key keys[] = {
     {"generate", "seed", K_INT, F(seed), 0, BIG, "--seed", G, "0", NULL, NULL, "sampler seed"},
     {"generate", "ids", K_BOOL, F(print_ids), 0, 0, "--ids", G, "false", NULL, NULL, "print token ids instead of text"},
     {"generate", "ignore_eos", K_BOOL, F(ignore_eos), 0, 0, "--ignore-eos", G, "false", NULL, NULL, "keep going past end-of-generation tokens"},
+    {"generate", "json_schema", K_STR, F(json_schema), 0, 0, "--json-schema", G, NULL, NULL, "FILE", "constrain the output to this JSON Schema"},
+    {"generate", "grammar", K_STR, F(grammar), 0, 0, "--grammar", G, NULL, NULL, "FILE", "constrain the output to this GBNF grammar (start rule root)"},
     {"eval", "seqs", K_STR, F(seqs), 0, 0, "--seqs", E, NULL, NULL, "\"1,2;3,4\"", "token sequences, ';'-separated (required)"},
     {"eval", "out", K_STR, F(out), 0, 0, "--out", E, NULL, NULL, "FILE", "float32 logits of every token (required)"},
     {"eval", "separate", K_BOOL, F(separate), 0, 0, "--separate", E, "false", NULL, NULL, "run the sequences one at a time"},

@@ -73,6 +73,7 @@ struct config {
     double temperature, top_p;
     long top_k, seed;
     int print_ids, ignore_eos;
+    char *json_schema, *grammar; /* files: constrained decoding */
     /* [eval] */
     char *seqs, *out;
     int separate;

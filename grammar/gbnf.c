@@ -179,7 +179,7 @@ static int repeat(struct gp *p, int rule, int alt, int start, int lo, int hi) {
     struct galt *a = &p->b->r[rule].alts[alt];
     int len = a->n - start;
     struct gelem *item = xmalloc(sizeof *item * (size_t)(len > 0 ? len : 1));
-    memcpy(item, a->e + start, sizeof *item * (size_t)len);
+    if (len > 0) memcpy(item, a->e + start, sizeof *item * (size_t)len);
     a->n = start;
     p->b->n_elems -= (size_t)len;
     int rc = 0;

@@ -214,7 +214,7 @@ int gb_finish(struct gbuild *b, const char *root, struct gram *g, char *err) {
             const struct galt *a = &b->r[r].alts[j];
             if (!alt_all(a, productive, 1)) continue;
             g->alts[na++] = ne;
-            memcpy(g->el + ne, a->e, sizeof *a->e * (size_t)a->n);
+            if (a->n) memcpy(g->el + ne, a->e, sizeof *a->e * (size_t)a->n);
             ne += (uint32_t)a->n;
             g->el[ne++] = (struct gelem){E_END, 0};
         }

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../util/err.h"
 #include "../util/sbuf.h"
 
 /* Bounds on untrusted grammar input (each is an error naming itself when exceeded). */

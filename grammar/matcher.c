@@ -53,7 +53,7 @@ static const int32_t *sset_stack(const struct sset *s, int i) { return s->pool +
 
 static void sset_add(struct sset *s, const int32_t *stk, int len) {
     for (int i = 0; i < s->n; i++)
-        if (s->len[i] == len && memcmp(s->pool + s->off[i], stk, sizeof *stk * (size_t)len) == 0) return;
+        if (s->len[i] == len && (len == 0 || memcmp(s->pool + s->off[i], stk, sizeof *stk * (size_t)len) == 0)) return;
     if (s->n >= GRAM_MAX_STACKS) {
         s->overflow = 1;
         return;
@@ -67,7 +67,7 @@ static void sset_add(struct sset *s, const int32_t *stk, int len) {
         s->pcap = (s->pn + (size_t)len) * 2 + 64;
         s->pool = xrealloc(s->pool, sizeof *s->pool * s->pcap);
     }
-    memcpy(s->pool + s->pn, stk, sizeof *stk * (size_t)len);
+    if (len) memcpy(s->pool + s->pn, stk, sizeof *stk * (size_t)len);
     s->off[s->n] = (uint32_t)s->pn;
     s->len[s->n] = (uint16_t)len;
     s->pn += (size_t)len;
@@ -340,6 +340,7 @@ void grammar_vocab_free(struct grammar_vocab *v) {
 struct dstate {
     struct sset s;
     uint64_t h;
+    uint32_t *tr; /* transitions by byte (see transition) */
 };
 
 struct walk {
@@ -350,9 +351,6 @@ struct walk {
     int n_st, cap_st;
     int32_t *stab; /* set hash table: id + 1, 0 empty */
     size_t stab_cap;
-    uint64_t *tkey; /* transitions: (id << 8 | byte) + 1, 0 empty */
-    uint32_t *tval; /* (next id + 1) << 2 | matched << 1 | touched */
-    size_t t_cap, t_n;
     struct sset tmp;
     int32_t *acc, *unc;
     int n_acc, cap_acc, n_unc, cap_unc;
@@ -379,7 +377,7 @@ static uint64_t sset_hash(const struct sset *s) {
 static int sset_equal(const struct sset *a, const struct sset *b) {
     if (a->n != b->n) return 0;
     for (int i = 0; i < a->n; i++)
-        if (a->len[i] != b->len[i] || memcmp(sset_stack(a, i), sset_stack(b, i), sizeof(int32_t) * a->len[i])) return 0;
+        if (a->len[i] != b->len[i] || (a->len[i] && memcmp(sset_stack(a, i), sset_stack(b, i), sizeof(int32_t) * a->len[i]))) return 0;
     return 1;
 }
 
@@ -414,37 +412,17 @@ static int intern(struct walk *w, const struct sset *s) {
     return w->n_st++;
 }
 
-/* The transition of interned set id on byte c: next id (-1: empty), matched, touched. */
+/* The transition of interned set id on byte c: next id (-1: empty), matched, touched;
+ * a row of 256 per set, filled as the walk needs them (bit 31: known). */
 static uint32_t transition(struct walk *w, int id, uint8_t c) {
-    uint64_t key = ((uint64_t)id << 8 | c) + 1;
-    if (2 * (w->t_n + 1) > w->t_cap) {
-        size_t nc = w->t_cap ? 2 * w->t_cap : 1024;
-        uint64_t *nk = xcalloc(nc, sizeof *nk);
-        uint32_t *nv = xmalloc(nc * sizeof *nv);
-        for (size_t i = 0; i < w->t_cap; i++)
-            if (w->tkey[i]) {
-                size_t j = (w->tkey[i] * 0x9E3779B97F4A7C15ull >> 20) & (nc - 1);
-                while (nk[j]) j = (j + 1) & (nc - 1);
-                nk[j] = w->tkey[i];
-                nv[j] = w->tval[i];
-            }
-        free(w->tkey);
-        free(w->tval);
-        w->tkey = nk;
-        w->tval = nv;
-        w->t_cap = nc;
-    }
-    size_t j = (key * 0x9E3779B97F4A7C15ull >> 20) & (w->t_cap - 1);
-    for (; w->tkey[j]; j = (j + 1) & (w->t_cap - 1))
-        if (w->tkey[j] == key) return w->tval[j];
+    uint32_t *row = w->st[id].tr;
+    if (row && (row[c] >> 31)) return row[c];
     sset_clear(&w->tmp);
     int touched = 0, matched = advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, &touched);
     int next = w->tmp.n ? intern(w, &w->tmp) : -1;
-    uint32_t val = (uint32_t)(next + 1) << 2 | (uint32_t)matched << 1 | (uint32_t)touched;
-    /* intern may not move the table: it has its own */
-    w->tkey[j] = key;
-    w->tval[j] = val;
-    w->t_n++;
+    uint32_t val = 1u << 31 | (uint32_t)(next + 1) << 2 | (uint32_t)matched << 1 | (uint32_t)touched;
+    if (!w->st[id].tr) w->st[id].tr = xcalloc(256, sizeof(uint32_t)); /* after intern: st may have moved */
+    w->st[id].tr[c] = val;
     return val;
 }
 
@@ -452,7 +430,7 @@ static void walk(struct walk *w, uint32_t node, int id, int unc) {
     const struct tnode *t = w->v->t;
     for (uint32_t c = t[node].child; c; c = t[c].sib) {
         uint32_t tr = id >= 0 ? transition(w, id, t[c].byte) : 0;
-        int next = (int)(tr >> 2) - 1, matched = (tr >> 1) & 1, touched = tr & 1;
+        int next = (int)((tr & 0x7fffffffu) >> 2) - 1, matched = (tr >> 1) & 1, touched = tr & 1;
         for (uint32_t k = 0; k < t[c].n_tok; k++) {
             int32_t tok = w->v->sorted[t[c].tok + k];
             if (matched) push_id(&w->acc, &w->n_acc, &w->cap_acc, tok);
@@ -470,11 +448,12 @@ static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key,
     w.opaque = trunc;
     sset_add(&w.tmp, key, klen);
     walk(&w, 0, intern(&w, &w.tmp), 0);
-    for (int i = 0; i < w.n_st; i++) sset_free(&w.st[i].s);
+    for (int i = 0; i < w.n_st; i++) {
+        sset_free(&w.st[i].s);
+        free(w.st[i].tr);
+    }
     free(w.st);
     free(w.stab);
-    free(w.tkey);
-    free(w.tval);
     sset_free(&w.tmp);
     struct mentry *e = xcalloc(1, sizeof *e);
     e->key = xmalloc(sizeof *key * (size_t)(klen ? klen : 1));
@@ -737,8 +716,22 @@ void grammar_matcher_apply(struct grammar_matcher *m, float *logits, int n) {
     size_t words = ((size_t)m->g->v->n + 63) / 64;
     uint64_t stackbuf[4096], *mask = words <= 4096 ? stackbuf : xmalloc(words * sizeof *mask);
     grammar_matcher_mask(m, mask);
-    for (int i = 0; i < n; i++)
-        if (i >= m->g->v->n || !((mask[i >> 6] >> (i & 63)) & 1)) logits[i] = -INFINITY;
+    int nv = n < m->g->v->n ? n : m->g->v->n;
+    int full = nv / 64;
+    for (int w = 0; w < full; w++) { /* whole words: the common all-out and all-in ones cost little */
+        uint64_t bits = mask[w];
+        float *p = logits + (size_t)w * 64;
+        if (bits == ~0ull) continue;
+        if (bits == 0) {
+            for (int k = 0; k < 64; k++) p[k] = -INFINITY;
+            continue;
+        }
+        for (int k = 0; k < 64; k++)
+            if (!((bits >> k) & 1)) p[k] = -INFINITY;
+    }
+    for (int i = full * 64; i < nv; i++)
+        if (!((mask[i >> 6] >> (i & 63)) & 1)) logits[i] = -INFINITY;
+    for (int i = nv; i < n; i++) logits[i] = -INFINITY; /* padding rows past the tokenizer's vocabulary */
     if (mask != stackbuf) free(mask);
 }
 

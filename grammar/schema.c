@@ -451,7 +451,7 @@ static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     for (int k = n; k >= 0; k--)
         for (int f = 0; f < 2; f++) {
             struct sbuf r = {0};
-            char nm[RN + 16];
+            char nm[RN + 32];
             snprintf(nm, sizeof nm, "%s-%d-%d", base, k, f);
             if (k == n) {
                 if (extra) {
@@ -520,7 +520,7 @@ static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     new_rule(c, base);
     for (int j = K; j >= 0; j--) {
         struct sbuf r = {0};
-        char nm[RN + 16];
+        char nm[RN + 32];
         snprintf(nm, sizeof nm, "%s-%d", base, j);
         if (j == K) {
             long left = hi >= 0 ? hi - K : -1;
