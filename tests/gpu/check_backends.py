@@ -4,9 +4,9 @@
 whole prompts and chunked (decode-sized steps take the GEMV and split-attention paths,
 prefill-sized ones cuBLAS and the one-pass attention); tp = 2 with both ranks on one GPU
 (the IPC communicator) against tp = 1; SmolLM2-135M Q4_1 greedy tokens CUDA = CPU, tp 2 = tp 1,
-and teacher-forced argmax against llama.cpp's fixture.
+and teacher-forced argmax against llama.cpp's fixture; the FP8 KV cache CUDA vs CPU.
 
-Usage: check_backends.py [--quick] [--only=tiny,tp2,smollm2]     (results in $TPD_GPU_RESULTS, see gpu_common.py)
+Usage: check_backends.py [--quick] [--only=tiny,tp2,smollm2,fp8]     (results in $TPD_GPU_RESULTS, see gpu_common.py)
 Exit status 1 if any check failed."""
 import json
 import os
@@ -89,6 +89,42 @@ def check_tp2():
     return fails
 
 
+FP8_MODELS = ["llama_gqa-hf-f32", "llama3_tied-gguf-q4_0", "mistral-gguf-q4_1", "qwen2-hf-f32", "qwen3-hf-f32",
+              "llama_kq-gguf-q4_k"]
+
+
+def check_fp8(quick):
+    """The FP8 KV cache (cache.type = "fp8") on CUDA against the CPU backend's: whole prompts
+    (steps over 64 tokens: the tensor-core prefill path staging FP8 tiles) and one token per
+    step (the split decode path), block size 8. Both decode the same E4M3 codes, but the
+    K/V they encode differ in the last bits (summation order), and one E4M3 rounding step is
+    2^-3 relative, so the bound is relative to what FP8 moves the logits on the CPU: CUDA's
+    FP8 logits are within max(2 x |CPU fp8 - CPU f16|, 1e-2) of the CPU's, relative."""
+    fails = 0
+    paths = refs.paths()
+    for name in FP8_MODELS[:3] if quick else FP8_MODELS:
+        seqs = refs.random_seqs(name, LENGTHS, seed=zlib.crc32(name.encode()) + 8)
+        vocab = refs.load(name).config["vocab_size"]
+        for chunk in (None, 1):
+            label = f"fp8 kv cuda vs cpu {name}" + (f" chunk{chunk}" if chunk else "")
+            try:
+                cpu16 = eval_logits(paths[name], seqs, vocab, "cpu", chunk=chunk, kv_type="f16", block_size=8)
+                cpu8 = eval_logits(paths[name], seqs, vocab, "cpu", chunk=chunk, kv_type="fp8", block_size=8)
+                gpu8 = eval_logits(paths[name], seqs, vocab, BACKEND, chunk=chunk, kv_type="fp8", block_size=8)
+            except Exception as e:  # noqa: BLE001
+                record(label, "FAIL", str(e)[-1500:])
+                fails += 1
+                continue
+            e_fp8, e_gpu = rel_err(cpu8, cpu16), rel_err(gpu8, cpu8)
+            tol = max(2 * e_fp8, 1e-2)
+            ok = bool(np.all(np.isfinite(gpu8))) and e_gpu <= tol
+            record(label, "PASS" if ok else "FAIL",
+                   f"rel err cuda fp8 vs cpu fp8 {e_gpu:.2e} (tol {tol:.1e}); cpu fp8 vs cpu f16 {e_fp8:.2e}",
+                   err_cpu=e_gpu, err_fp8=e_fp8)
+            fails += not ok
+    return fails
+
+
 def first_diff(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
@@ -152,7 +188,7 @@ def check_smollm2(quick):
 def main():
     quick = "--quick" in sys.argv
     parts = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
-    parts = parts[0].split(",") if parts else ["tiny", "tp2", "smollm2"]
+    parts = parts[0].split(",") if parts else ["tiny", "tp2", "smollm2", "fp8"]
     if not gpu_present():
         record("cuda backend checks", "SKIP", "skipped: no GPU")
         return 0
@@ -163,6 +199,8 @@ def main():
         fails += check_tp2()
     if "smollm2" in parts:
         fails += check_smollm2(quick)
+    if "fp8" in parts:
+        fails += check_fp8(quick)
     return 1 if fails else 0
 
 
