@@ -680,6 +680,10 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         int add_gen = 1;
         if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
         if (api_tools_read(o, c->tool_format, &p->tools, e)) goto out;
+        if (p->tools.prefix && !add_gen) {
+            api_err(e, 400, "tool_choice", "tool_choice: a required call needs \"add_generation_prompt\": true");
+            goto out;
+        }
         if (p->tools.prefix && p->grammar) {
             api_err(e, 400, "tool_choice", "tool_choice: a required call cannot be combined with response_format or guided_*");
             goto out;

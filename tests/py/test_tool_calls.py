@@ -423,6 +423,9 @@ def test_bad_tools_over_http(server):
         ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "no function named"),
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "x"}}]}, "parameters"),
         ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "function.name: required"),
+        ({"tools": TOOLS, "tool_choice": "required", "extra_body": {"add_generation_prompt": False}},
+         "add_generation_prompt"),
+        ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "response_format"),
     ]:
         with pytest.raises(openai.BadRequestError) as ei:
             server.oai.chat.completions.create(model="smollm2", messages=msgs, max_tokens=2, **extra)
