@@ -302,7 +302,7 @@ static void eval_group(struct engine *e, struct block_pool *pool, struct step_pl
         }
     }
     for (int i = 0; i < n; i++) {
-        block_pool_give(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks);
+        block_pool_release(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks);
         free(seqs[i].blocks);
     }
 }
@@ -348,7 +348,7 @@ static int eval(struct comm *c, struct run_opts o) {
         /* eval tests the engine itself: a plan built here, blocks from its own pool */
         struct block_pool pool;
         struct step_plan plan;
-        block_pool_init(&pool, engine_info(e)->n_blocks);
+        block_pool_init(&pool, engine_info(e)->n_blocks, engine_info(e)->block_size, 0);
         plan_init(&plan);
         float *all = xmalloc(sizeof(float) * total * (size_t)vocab);
         int step_cap = o.separate ? longest : (int)total;

@@ -142,7 +142,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     struct sched_opts so = {.max_running = (int)cfg->max_running, .max_queue = (int)cfg->max_queue,
                             .step_tokens = (int)cfg->step_tokens, .eog_ids = tok->eog, .n_eog = (int)tok->n_eog,
                             .step_timeout_s = cfg->step_timeout_s, .step_time_s = cfg->step_time_s,
-                            .max_share = cfg->max_share};
+                            .max_share = cfg->max_share, .prefix_caching = cfg->prefix_caching};
     struct scheduler *s = sched_new(e, &so, m);
     struct server_config sc = {
         .socket_path = cfg->socket, .socket_mode = (unsigned)cfg->socket_mode, .socket_group = cfg->socket_group,

@@ -58,6 +58,8 @@ static const struct config_key keys[] = {
     {"cache", "kv_tokens", K_INT, F(kv_tokens), 1, 1 << 28, "--kv-tokens", S, "16384", NULL, NULL, "KV cache capacity in tokens"},
     {"cache", "require_full_context", K_BOOL, F(require_full_context), 0, 0, NULL, S, "false", NULL, NULL,
      "refuse to start when the cache cannot hold one full-context sequence (else a warning)"},
+    {"cache", "prefix_caching", K_BOOL, F(prefix_caching), 0, 0, NULL, S, "true", NULL, NULL,
+     "reuse the KV blocks of prompt prefixes computed before (automatic prefix caching)"},
     {"cache", "type", K_STR, F(kv_type), 0, 0, "--kv-type", S | R, "f16", "f16|f32|fp8", NULL,
      "KV cache element type; fp8: E4M3 with a scale per token and head, half F16's bytes"},
     {"log", "level", K_STR, F(log_level), 0, 0, "--log-level", S, "info", "debug|info|warn|error", NULL, "log threshold (other commands: $TPD_LOG)"},

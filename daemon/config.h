@@ -55,6 +55,7 @@ struct config {
     long block_size;
     long kv_tokens;     /* KV cache capacity in tokens per rank */
     int require_full_context; /* refuse (else warn) when kv_tokens < the context */
+    int prefix_caching;       /* reuse cached KV blocks of earlier prompts */
     char *kv_type;      /* "f16", "f32" or "fp8" */
     /* [log] */
     char *log_level;

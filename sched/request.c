@@ -55,6 +55,19 @@ void req_finish(struct gen_request *r, enum finish_reason why) {
     pthread_mutex_unlock(&r->mu);
 }
 
+void req_set_cached_tokens(struct gen_request *r, int n) {
+    pthread_mutex_lock(&r->mu);
+    r->cached_tokens = n;
+    pthread_mutex_unlock(&r->mu);
+}
+
+int req_cached_tokens(struct gen_request *r) {
+    pthread_mutex_lock(&r->mu);
+    int n = r->cached_tokens;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
 int req_wait(struct gen_request *r, int seen, struct token_event *out, int max, double timeout_s,
              enum finish_reason *finish) {
     struct timespec dl = clock_deadline(timeout_s);

@@ -25,6 +25,8 @@ struct seq {
     int n_generated;
     int32_t *blocks;
     int n_blocks, cap_blocks;
+    int n_committed; /* leading full blocks registered in the prefix cache (shared, read-only) */
+    int admitted;    /* admitted at least once (prefix hits are counted on the first admission) */
     struct sampler *smp;
     double t_last;
     int in_step; /* tokens fed this step */
@@ -44,7 +46,7 @@ struct scheduler {
     struct gen_request **queue; /* ring of max_queue */
     int q_head, q_len;
     int draining;
-    int n_running_pub, kv_free_pub;
+    int n_running_pub, kv_free_pub, kv_cached_pub;
     int n_uids_pub;
     struct sched_uid_usage uids_pub[SCHED_MAX_UID_STATS];
     long preemptions;
@@ -57,6 +59,7 @@ struct scheduler {
     struct seq **preempted; /* waiting to be resumed, oldest first; ahead of the queue */
     int n_preempted;
     struct block_pool pool;
+    int32_t *hit_ids; /* [n_blocks] the prefix-cache hit of the candidate being admitted */
     struct step_plan plan;
     float *logits;
 };
@@ -72,7 +75,8 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     s->max_ctx = info->max_ctx;
     s->eos_id = info->eos_id;
     s->attn_ctx_unit = info->attn_ctx_unit > 1 ? info->attn_ctx_unit : 1;
-    block_pool_init(&s->pool, info->n_blocks);
+    block_pool_init(&s->pool, info->n_blocks, info->block_size, o->prefix_caching);
+    s->hit_ids = xmalloc(sizeof(int32_t) * (size_t)(info->n_blocks > 0 ? info->n_blocks : 1));
     plan_init(&s->plan);
     pthread_mutex_init(&s->mu, NULL);
     clock_cond_init(&s->cv);
@@ -81,13 +85,13 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     /* fairness may admit from the queue while others wait preempted */
     s->preempted = xcalloc((unsigned long)o->max_running + (unsigned long)o->max_queue, sizeof *s->preempted);
     s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->vocab);
-    s->kv_free_pub = s->pool.n_free;
+    s->kv_free_pub = block_pool_available(&s->pool);
     s->last_step = clock_now();
     return s;
 }
 
 static void seq_free(struct scheduler *s, struct seq *q) {
-    if (q->n_blocks) block_pool_give(&s->pool, q->n_blocks, q->blocks);
+    block_pool_release(&s->pool, q->n_blocks, q->blocks);
     free(q->blocks);
     free(q->tokens);
     if (q->smp) sampler_delete(q->smp);
@@ -104,6 +108,7 @@ void sched_free(struct scheduler *s) {
     free(s->running);
     free(s->preempted);
     free(s->logits);
+    free(s->hit_ids);
     plan_free(&s->plan);
     block_pool_free(&s->pool);
     free(s);
@@ -154,6 +159,7 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
     out->running = s->n_running_pub;
     out->kv_blocks_free = s->kv_free_pub;
     out->kv_blocks_used = s->pool.n_blocks - s->kv_free_pub;
+    out->kv_blocks_cached = s->kv_cached_pub;
     out->max_ctx = s->max_ctx;
     out->kv_tokens = s->pool.n_blocks * s->block_size;
     out->max_queue = s->o.max_queue;
@@ -210,7 +216,8 @@ static void publish(struct scheduler *s) {
     for (int i = 0; i < s->q_len; i++)
         count_uid(s->uids_pub, &s->n_uids_pub, s->queue[(s->q_head + i) % s->o.max_queue]->uid, 0, 1, 0);
     s->n_running_pub = s->n_running + s->n_preempted;
-    s->kv_free_pub = s->pool.n_free;
+    s->kv_free_pub = block_pool_available(&s->pool);
+    s->kv_cached_pub = s->pool.n_cached;
     s->last_step = clock_now();
     pthread_mutex_unlock(&s->mu);
 }
@@ -239,12 +246,15 @@ static struct seq *seq_from_request(struct scheduler *s, struct gen_request *r) 
 static int blocks_needed(struct scheduler *s, int tokens) { return block_pool_blocks_for(tokens, s->block_size); }
 
 /* Preemption by recompute: the sequence gives back every block and will prefill its
- * prompt and generated tokens again; its sampler state is kept, so it continues exactly
- * as it would have. The most recently admitted sequence goes first (vLLM's policy). */
+ * prompt and generated tokens again (less whatever of them is still in the prefix cache
+ * when it resumes: its full blocks stay cached until evicted); its sampler state is kept,
+ * so it continues exactly as it would have. The most recently admitted sequence goes
+ * first (vLLM's policy). */
 static void preempt_last(struct scheduler *s) {
     struct seq *q = s->running[--s->n_running];
-    block_pool_give(&s->pool, q->n_blocks, q->blocks);
+    block_pool_release(&s->pool, q->n_blocks, q->blocks); /* its full blocks stay cached */
     q->n_blocks = 0;
+    q->n_committed = 0;
     q->n_cached = 0;
     q->in_step = 0;
     /* resumed before anything preempted later, and before the queue */
@@ -263,7 +273,7 @@ static void preempt_last(struct scheduler *s) {
  * preempted, or when q runs alone and the cache still cannot hold it. */
 static int grow_blocks(struct scheduler *s, struct seq *q, int tokens) {
     int need = blocks_needed(s, tokens) - q->n_blocks;
-    while (need > 0 && s->pool.n_free < need) {
+    while (need > 0 && block_pool_available(&s->pool) < need) {
         if (s->n_running == 1) return -1;
         struct seq *last = s->running[s->n_running - 1];
         preempt_last(s);
@@ -358,6 +368,44 @@ static void preempt_at(struct scheduler *s, int i) {
     preempt_last(s);
 }
 
+/* ---- automatic prefix caching (the cache itself is block_pool's) ---- */
+
+/* The prefix-cache hit of a sequence about to be admitted with these tokens: how many of
+ * its leading full blocks are cached (their ids in s->hit_ids), and how many of those are
+ * idle. The block holding its last token is never reused: that token must be computed for
+ * its logits, so a prompt cached whole recomputes its last block (at most block_size
+ * tokens) rather than copying a shared block to write into. */
+static int prefix_lookup(struct scheduler *s, const struct gen_request *r, const int32_t *tokens, int n, int *n_idle) {
+    return block_pool_match(&s->pool, r->cache_salt, tokens, (n - 1) / s->block_size, s->hit_ids, n_idle);
+}
+
+/* On admission: q starts from the `hit` cached blocks prefix_lookup found (shared and
+ * read-only: q writes only past them) and prefills only the rest. The first admission
+ * tells the request and the metrics how many prompt tokens came from the cache. */
+static void seq_take_prefix(struct scheduler *s, struct seq *q, int hit) {
+    memcpy(q->blocks, s->hit_ids, sizeof(int32_t) * (size_t)hit);
+    block_pool_ref(&s->pool, hit, q->blocks);
+    q->n_blocks = q->n_committed = hit;
+    q->n_cached = hit * s->block_size;
+    if (q->admitted) return;
+    q->admitted = 1;
+    int cached = q->n_cached < q->req->n_prompt ? q->n_cached : q->req->n_prompt;
+    req_set_cached_tokens(q->req, cached);
+    if (s->pool.caching) metrics_prefix_cache(s->m, q->req->n_prompt, cached);
+}
+
+/* After a step: every block of q that is now full joins the prefix cache (during prefill
+ * and decode alike), in order, each chained to the one before. A block another sequence
+ * computed at the same time is replaced by that cached copy. */
+static void seq_commit_blocks(struct scheduler *s, struct seq *q) {
+    if (!s->pool.caching) return;
+    for (int bs = s->block_size; (q->n_committed + 1) * bs <= q->n_cached; q->n_committed++) {
+        int k = q->n_committed;
+        q->blocks[k] = block_pool_commit(&s->pool, q->blocks[k], k ? q->blocks[k - 1] : -1, q->req->cache_salt,
+                                         q->tokens + (size_t)k * (size_t)bs);
+    }
+}
+
 /* Moves waiting work into the running set while there is room: preempted sequences first,
  * then the queue in arrival order (FCFS), except that a request under its share goes ahead
  * of ones whose request or uid is over theirs, and may take a slot (or blocks) from a
@@ -388,7 +436,10 @@ static void admit(struct scheduler *s) {
         struct gen_request *r =
             pick < s->n_preempted ? s->preempted[pick]->req : s->queue[(s->q_head + pick - s->n_preempted) % s->o.max_queue];
         int tokens = pick < s->n_preempted ? s->preempted[pick]->n_tokens : r->n_prompt;
-        int room = s->n_running < s->o.max_running && blocks_needed(s, tokens + 1) <= s->pool.n_free;
+        const int32_t *known = pick < s->n_preempted ? s->preempted[pick]->tokens : r->prompt;
+        int idle, hit = prefix_lookup(s, r, known, tokens, &idle);
+        int room = s->n_running < s->o.max_running &&
+                   blocks_needed(s, tokens + 1) - hit <= block_pool_available(&s->pool) - idle;
         if (!room) {
             int v = fair ? victim_for(s, r) : -1;
             pthread_mutex_unlock(&s->mu);
@@ -406,6 +457,7 @@ static void admit(struct scheduler *s) {
             pthread_mutex_unlock(&s->mu);
             q = seq_from_request(s, r);
         }
+        seq_take_prefix(s, q, hit);
         s->running[s->n_running++] = q;
     }
 }
@@ -480,8 +532,12 @@ static void sample_all(struct scheduler *s) {
             i++;
             continue;
         }
+        int prompt_end = q->n_cached + q->in_step < q->req->n_prompt ? q->n_cached + q->in_step : q->req->n_prompt;
+        if (prompt_end > q->n_cached) /* prompt tokens computed, not found in the cache */
+            metrics_prompt_computed(s->m, prompt_end - q->n_cached);
         q->n_cached += q->in_step;
         q->in_step = 0;
+        seq_commit_blocks(s, q);
         float *lg = s->logits + (size_t)row++ * (size_t)s->vocab;
         if (q->n_cached < q->n_tokens) { /* mid-prompt chunk */
             i++;

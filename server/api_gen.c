@@ -305,6 +305,9 @@ static cJSON *usage(const struct api_gen *g) {
     cJSON_AddNumberToObject(u, "prompt_tokens", g->p.n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)gen);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(gen + g->p.n_prompt));
+    /* the prompt is shared by the n choices: the first one's prefix-cache hit */
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", g->n && g->c[0].r ? req_cached_tokens(g->c[0].r) : 0);
     return u;
 }
 
