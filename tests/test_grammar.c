@@ -14,12 +14,13 @@
 
 #include "grammar/grammar.h"
 
-#define NV 262
+#define NV 264
 static const char *tok_bytes[NV];
 static size_t tok_lens[NV];
 static char single[256];
 
-/* ids 0..255: single bytes; 256 "ab", 257 "\"}", 258 "{\"", 259 "true", 260 "é"; 261 the end */
+/* ids 0..255: single bytes; 256 "ab", 257 "\"}", 258 "{\"", 259 "true", 260 "é", 261 "}}", 262 thirty
+ * '}' (pops below the cached key depth: an uncertain token); 263 the end */
 static struct grammar_vocab *vocab(void) {
     uint8_t usable[NV];
     for (int i = 0; i < 256; i++) {
@@ -27,13 +28,13 @@ static struct grammar_vocab *vocab(void) {
         tok_bytes[i] = &single[i];
         tok_lens[i] = 1;
     }
-    const char *multi[] = {"ab", "\"}", "{\"", "true", "\xc3\xa9", ""};
-    for (int i = 0; i < 6; i++) {
+    const char *multi[] = {"ab", "\"}", "{\"", "true", "\xc3\xa9", "}}", "}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}", ""};
+    for (int i = 0; i < 8; i++) {
         tok_bytes[256 + i] = multi[i];
         tok_lens[256 + i] = strlen(multi[i]);
     }
-    for (int i = 0; i < NV; i++) usable[i] = i != 261;
-    int32_t eog = 261;
+    for (int i = 0; i < NV; i++) usable[i] = i != 263;
+    int32_t eog = 263;
     return grammar_vocab_new(NV, tok_bytes, tok_lens, usable, &eog, 1);
 }
 
@@ -54,12 +55,12 @@ static void check_mask_consistent(struct grammar *g, const char *prefix) {
     assert_int_equal(grammar_matcher_accept_bytes(m, prefix, strlen(prefix)), 0);
     uint64_t mask[(NV + 63) / 64];
     grammar_matcher_mask(m, mask);
-    for (int id = 0; id < 261; id++) {
+    for (int id = 0; id < 263; id++) {
         int ok = grammar_matcher_accept_bytes(m, tok_bytes[id], tok_lens[id]) == 0;
         if (ok) assert_int_equal(grammar_matcher_rollback(m, 1), 0);
         if (ok != allowed(mask, id)) fail_msg("prefix '%s' token %d: mask %d, accept %d", prefix, id, allowed(mask, id), ok);
     }
-    assert_int_equal(allowed(mask, 261), grammar_matcher_can_end(m));
+    assert_int_equal(allowed(mask, 263), grammar_matcher_can_end(m));
     grammar_matcher_free(m);
 }
 
@@ -74,8 +75,8 @@ static void test_gbnf_accept_and_end(void **state) {
     assert_int_equal(grammar_matcher_can_end(m), 0);
     grammar_matcher_mask(m, mask);
     assert_true(allowed(mask, 'b') && allowed(mask, 'c') && allowed(mask, '7'));
-    assert_false(allowed(mask, 'a') || allowed(mask, 261) || allowed(mask, 256));
-    assert_int_equal(grammar_matcher_accept(m, 261), -1); /* cannot end yet */
+    assert_false(allowed(mask, 'a') || allowed(mask, 263) || allowed(mask, 256));
+    assert_int_equal(grammar_matcher_accept(m, 263), -1); /* cannot end yet */
     assert_int_equal(grammar_matcher_accept(m, '4'), 0);
     assert_int_equal(grammar_matcher_accept(m, '2'), 0);
     assert_true(grammar_matcher_can_end(m));
@@ -83,15 +84,15 @@ static void test_gbnf_accept_and_end(void **state) {
     assert_int_equal(grammar_matcher_accept(m, '0'), 0);
     assert_true(grammar_matcher_done(m));
     grammar_matcher_mask(m, mask);
-    for (int i = 0; i < 261; i++) assert_false(allowed(mask, i));
-    assert_true(allowed(mask, 261));
+    for (int i = 0; i < 263; i++) assert_false(allowed(mask, i));
+    assert_true(allowed(mask, 263));
     /* rollback: back before "20", then another path */
     assert_int_equal(grammar_matcher_rollback(m, 2), 0);
     assert_int_equal(grammar_matcher_accept(m, 'c'), -1);
     assert_int_equal(grammar_matcher_rollback(m, 1), 0);
     assert_int_equal(grammar_matcher_accept(m, 'c'), 0);
     assert_true(grammar_matcher_done(m));
-    assert_int_equal(grammar_matcher_accept(m, 261), 0);
+    assert_int_equal(grammar_matcher_accept(m, 263), 0);
     assert_int_equal(grammar_matcher_rollback(m, 99), -1);
     grammar_matcher_free(m);
     grammar_unref(g);
@@ -111,10 +112,17 @@ static void test_masks_match_byte_acceptance(void **state) {
     /* a deep grammar: keys cut below the cached depth, uncertain tokens checked against the whole stack */
     g = compile(v, GRAMMAR_GBNF, "root ::= \"{\" root? \"}\"\n");
     char deep[128];
-    for (int d = 0; d < 40; d++) {
+    for (int d = 0; d < 40; d++) { /* 262 (thirty '}') is allowed from depth 30 on */
         memset(deep, '{', (size_t)d);
         deep[d] = 0;
         check_mask_consistent(g, deep);
+        struct grammar_matcher *m = grammar_matcher_new(g);
+        uint64_t mask[(NV + 63) / 64];
+        assert_int_equal(grammar_matcher_accept_bytes(m, deep, (size_t)d), 0);
+        grammar_matcher_mask(m, mask);
+        assert_int_equal(allowed(mask, 262), d >= 30);
+        assert_int_equal(allowed(mask, 261), d >= 2);
+        grammar_matcher_free(m);
     }
     grammar_unref(g);
     g = compile(v, GRAMMAR_REGEX, "(ab|c)+\"}?");

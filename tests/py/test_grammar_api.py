@@ -70,11 +70,11 @@ def validator(schema):
 
 
 def test_schema_corpus(http):
-    jobs = []
-    for k, (name, topic, schema) in enumerate(corpus.SCHEMAS):
-        prompts = corpus.PROMPTS if FULL else [corpus.PROMPTS[k % 3]]
-        for p in prompts:
-            jobs.append((name, schema, p.format(topic=topic)))
+    jobs = []  # prompt-major: every schema appears early
+    for j in range(3):
+        for k, (name, topic, schema) in enumerate(corpus.SCHEMAS):
+            if FULL or k % 3 == j:
+                jobs.append((name, schema, corpus.PROMPTS[j].format(topic=topic)))
     assert len(corpus.SCHEMAS) >= 60
 
     def one(job):
@@ -88,7 +88,7 @@ def test_schema_corpus(http):
     tokens = 0
     t0 = time.time()
     log = open(os.environ.get("TPD_GRAMMAR_LOG", os.devnull), "a")
-    for name, prompt, status, body, secs in run_all(jobs, one):
+    for name, prompt, status, body, secs in run_all(jobs, one, workers=16):
         log.write(json.dumps({"name": name, "prompt": prompt, "status": status, "body": body, "s": secs}) + "\n")
         log.flush()
         if status != 200:
@@ -263,10 +263,10 @@ def test_huge_and_deep_schemas_refused_quickly_then_service_continues(http):
     chain["$defs"]["d2000"] = {"type": "integer"}
     r = chat(http, "A JSON value:", max_tokens=40, response_format={"type": "json_schema", "json_schema": {
         "name": "x", "schema": chain}})
-    assert r.status_code in (200, 400), r.text[:500]
-    if r.status_code == 200:
-        jsonschema.validate(json.loads(r.json()["choices"][0]["message"]["content"]), chain) \
-            if r.json()["choices"][0]["finish_reason"] == "stop" else None
+    assert r.status_code == 200, r.text[:500]  # 2000 $refs compile (one rule each), and generate
+    ch = r.json()["choices"][0]
+    if ch["finish_reason"] == "stop":
+        jsonschema.validate(json.loads(ch["message"]["content"]), chain)
     assert time.time() - t0 < 60
     # and a good request still works
     r = chat(http, "Give me a point.", response_format={"type": "json_schema", "json_schema": {
