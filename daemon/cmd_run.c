@@ -9,6 +9,8 @@
 
 #include "../comm/comm.h"
 #include "../parallel/engine.h"
+#include "../grammar/grammar.h"
+#include "../server/api_grammar.h"
 #include "../tokenizer/chat.h"
 #include "../tokenizer/detok.h"
 #include "../tokenizer/tokenizer.h"
@@ -16,6 +18,7 @@
 #include "../util/fatal.h"
 #include "../util/log.h"
 #include "../util/parse.h"
+#include "../util/sbuf.h"
 #include "../sched/block_pool.h"
 #include "../sched/metrics.h"
 #include "options.h"
@@ -97,6 +100,32 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
     return 0;
 }
 
+/* --json-schema FILE / --grammar FILE: r's output is constrained to the grammar. 0, or 2
+ * with err. */
+static int constrain(struct gen_request *r, const struct run_opts *o, const struct tokenizer *tok,
+                     struct grammar_vocab **gv, char *err) {
+    if (o->json_schema && o->grammar) return err_set(err, "give at most one of --json-schema and --grammar"), 2;
+    if (!tok) return err_set(err, "--json-schema and --grammar need the tokenizer (give --prompt, not --prompt-ids)"), 2;
+    const char *path = o->json_schema ? o->json_schema : o->grammar;
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(err, "%s: cannot open", path), 2;
+    struct sbuf text = {0};
+    int rc = sbuf_add_stream(&text, f);
+    fclose(f);
+    if (rc) {
+        sbuf_free(&text);
+        return err_set(err, "%s: read error", path), 2;
+    }
+    *gv = api_grammar_vocab(tok);
+    char why[ERR_LEN];
+    struct grammar *g = grammar_compile(*gv, o->json_schema ? GRAMMAR_JSON_SCHEMA : GRAMMAR_GBNF, text.p, text.len, why);
+    sbuf_free(&text);
+    if (!g) return err_set(err, "%s: %s", path, why), 2;
+    r->grammar = grammar_matcher_new(g);
+    grammar_unref(g);
+    return 0;
+}
+
 /* Rank 0: submits the prompt as one request to the scheduler the daemon uses and runs its
  * step loop until the request ends, printing tokens as they arrive. */
 static int generate_rank0(struct engine *e, const struct run_opts *o, const struct tokenizer *tok, int32_t *prompt,
@@ -117,7 +146,12 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     r->sp.has_seed = 1;
     char err[ERR_LEN] = "";
     int rc = 0;
-    if (sched_submit(s, r, err) != SUBMIT_OK) {
+    struct grammar_vocab *gv = NULL;
+    if (o->json_schema || o->grammar) {
+        rc = constrain(r, o, tok, &gv, err);
+        if (rc) fprintf(stderr, "tpd generate: %s\n", err);
+    }
+    if (!rc && sched_submit(s, r, err) != SUBMIT_OK) {
         fprintf(stderr, "tpd generate: %s\n", err);
         rc = 2;
     }
@@ -156,7 +190,8 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
         fprintf(stderr, "timing: prefill_tokens=%d prefill_s=%.6f decode_tokens=%d decode_s=%.6f\n", n_prompt,
                 t_first - r->t_submit, n_gen > 0 ? n_gen - 1 : 0, t_end - t_first);
     }
-    req_unref(r); /* owns the prompt */
+    req_unref(r); /* owns the prompt and the grammar state */
+    grammar_vocab_free(gv);
     sched_free(s);
     metrics_free(m);
     return rc;

@@ -28,6 +28,8 @@ struct config {
     char *tokenizer;    /* default: the model path */
     long max_ctx;       /* 0: the model's trained context */
     char *synthetic;    /* random weights of a geometry ("llama3-8b[:bf16]") instead of a file */
+    char *chat_template; /* Jinja file served instead of the tokenizer's template */
+    char *tool_format;  /* "auto" or a toolcall format name */
     /* [parallel] */
     long tp;            /* ranks per stage; 0: ranks started / pp; else tp x pp must match */
     long pp;            /* pipeline stages */
@@ -76,6 +78,7 @@ struct config {
     double temperature, top_p;
     long top_k, seed;
     int print_ids, ignore_eos;
+    char *json_schema, *grammar; /* files: constrained decoding */
     /* [eval] */
     char *seqs, *out;
     int separate;

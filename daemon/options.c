@@ -114,6 +114,8 @@ int run_opts_parse(struct comm *c, int argc, char **argv, struct run_opts *o, ch
     o->seed = g->seed;
     o->print_ids = g->print_ids;
     o->ignore_eos = g->ignore_eos;
+    o->json_schema = g->json_schema;
+    o->grammar = g->grammar;
     o->seqs = g->seqs;
     o->out = g->out;
     o->separate = g->separate;

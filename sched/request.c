@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../grammar/grammar.h"
 #include "../util/clock.h"
 #include "../util/fatal.h"
 
@@ -31,6 +32,7 @@ void req_unref(struct gen_request *r) {
     free(r->sp.logit_bias_ids);
     free(r->sp.logit_bias);
     free(r->events);
+    grammar_matcher_free(r->grammar);
     free(r);
 }
 

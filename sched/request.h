@@ -59,6 +59,7 @@ struct gen_request {
     int max_tokens;
     int ignore_eos;
     struct sampling_params sp;
+    struct grammar_matcher *grammar; /* owned: constrained decoding (NULL: none); the step loop's */
     uint64_t cache_salt; /* separates prefix-cache entries (0: shared by all); see block_pool.h */
     double t_submit;
 

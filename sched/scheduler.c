@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../grammar/grammar.h"
 #include "../util/clock.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
@@ -571,7 +572,9 @@ static void sample_all(struct scheduler *s, int mb, float *logits) {
         }
         struct token_event ev;
         memset(&ev, 0, sizeof ev);
+        if (q->req->grammar) grammar_matcher_apply(q->req->grammar, lg, s->vocab); /* before any sampling step */
         int32_t tok = sampler_next(q->smp, lg, &ev);
+        if (q->req->grammar) grammar_matcher_accept(q->req->grammar, tok);
         q->tokens[q->n_tokens++] = tok;
         q->n_generated++;
         if (q->n_generated == 1) {
