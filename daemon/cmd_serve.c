@@ -21,6 +21,8 @@
 #include "options.h"
 #include "../server/api.h"
 #include "../server/http.h"
+#include "../server/toolcall.h"
+#include "../util/sbuf.h"
 #include "../sched/metrics.h"
 #include "../sched/scheduler.h"
 
@@ -98,6 +100,33 @@ static void pid_file_remove(const char *path, dev_t dev, ino_t ino) {
 }
 
 /* Rank 0 after the engine is up: frontend, scheduler, and the step loop until SIGTERM. */
+/* model.chat_template and model.tool_format: what chat requests render and parse with. */
+static int set_chat_template(struct api_ctx *api, const struct config *cfg, char *err) {
+    int format = strcmp(cfg->tool_format, "auto") ? toolcall_format_parse(cfg->tool_format) : -1;
+    if (!cfg->chat_template) {
+        if (format >= 0) api->tool_format = (enum tool_format)format;
+        return 0;
+    }
+    FILE *f = fopen(cfg->chat_template, "rb");
+    if (!f) return err_set(err, "model.chat_template %s: %s", cfg->chat_template, strerror(errno));
+    struct sbuf src = {0};
+    int rc = sbuf_add_stream(&src, f);
+    fclose(f);
+    if (rc) {
+        sbuf_free(&src);
+        return err_set(err, "model.chat_template %s: read error", cfg->chat_template);
+    }
+    rc = api_ctx_set_chat_template(api, src.p, format, err);
+    sbuf_free(&src);
+    if (rc) {
+        char why[ERR_LEN];
+        snprintf(why, sizeof why, "%s", err);
+        return err_set(err, "model.chat_template %s: %s", cfg->chat_template, why);
+    }
+    LOG(LOG_INFO, "chat template from %s; tool calls: %s", cfg->chat_template, toolcall_format_name(api->tool_format));
+    return 0;
+}
+
 static int serve_rank0(struct engine *e, const struct config *cfg) {
     char err[ERR_LEN];
     char *dump = config_dump(cfg);
@@ -121,6 +150,9 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port,
         .max_body_bytes = (size_t)cfg->max_body_bytes, .max_connections = (int)cfg->max_connections,
         .send_timeout_s = (unsigned)cfg->send_timeout_s,
+        .max_connections_per_uid = (int)cfg->max_connections_per_uid,
+        .header_timeout_s = (unsigned)cfg->header_timeout_s, .idle_timeout_s = (unsigned)cfg->idle_timeout_s,
+        .http_threads = (int)cfg->http_threads,
     };
     struct sched_stats st;
     sched_stats(s, &st);
@@ -138,7 +170,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     snprintf(pid_path, sizeof pid_path, "%s.pid", cfg->socket);
     dev_t pid_dev = 0;
     ino_t pid_ino = 0;
-    if (http_start(&h, &sc, s, &api, m, err) || pid_file_write(pid_path, &pid_dev, &pid_ino, err)) {
+    if (set_chat_template(&api, cfg, err) || http_start(&h, &sc, s, &api, m, err) ||
+        pid_file_write(pid_path, &pid_dev, &pid_ino, err)) {
         fprintf(stderr, "tpd serve: %s\n", err);
         rc = 1;
     } else {

@@ -28,6 +28,8 @@ struct config {
     char *tokenizer;    /* default: the model path */
     long max_ctx;       /* 0: the model's trained context */
     char *synthetic;    /* random weights of a geometry ("llama3-8b[:bf16]") instead of a file */
+    char *chat_template; /* Jinja file served instead of the tokenizer's template */
+    char *tool_format;  /* "auto" or a toolcall format name */
     /* [parallel] */
     long tp;            /* ranks per stage; 0: ranks started / pp; else tp x pp must match */
     long pp;            /* pipeline stages */
@@ -44,6 +46,8 @@ struct config {
     long tcp_port;
     long max_body_bytes;
     long max_connections;
+    long max_connections_per_uid; /* 0: half of max_connections */
+    long header_timeout_s, idle_timeout_s, http_threads;
     long send_timeout_s;
     double drain_timeout_s;
     /* [scheduler] */

@@ -45,6 +45,7 @@ void req_push(struct gen_request *r, const struct token_event *ev) {
     }
     r->events[r->n_events++] = *ev;
     pthread_cond_broadcast(&r->cv);
+    if (r->notify) r->notify(r->notify_arg);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -52,6 +53,7 @@ void req_finish(struct gen_request *r, enum finish_reason why) {
     pthread_mutex_lock(&r->mu);
     if (r->finish == FINISH_NONE) r->finish = why;
     pthread_cond_broadcast(&r->cv);
+    if (r->notify) r->notify(r->notify_arg);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -85,3 +87,10 @@ int req_wait(struct gen_request *r, int seen, struct token_event *out, int max, 
 }
 
 void req_cancel(struct gen_request *r) { atomic_store(&r->cancelled, 1); }
+
+void req_set_notify(struct gen_request *r, void (*fn)(void *arg), void *arg) {
+    pthread_mutex_lock(&r->mu);
+    r->notify = fn;
+    r->notify_arg = arg;
+    pthread_mutex_unlock(&r->mu);
+}

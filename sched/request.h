@@ -72,6 +72,11 @@ struct gen_request {
     double t_first_token;
     int cached_tokens; /* prompt tokens found in the prefix cache (set on admission) */
 
+    /* optional, set by the frontend (req_set_notify): called under mu after each event
+     * and at the finish, so that a waiter that sleeps elsewhere can be woken */
+    void (*notify)(void *arg);
+    void *notify_arg;
+
     atomic_int cancelled; /* frontend -> step loop */
     atomic_int refs;
 };
@@ -92,5 +97,8 @@ int req_cached_tokens(struct gen_request *r);
 int req_wait(struct gen_request *r, int seen, struct token_event *out, int max, double timeout_s,
              enum finish_reason *finish);
 void req_cancel(struct gen_request *r);
+/* Sets (fn NULL: clears) the notifier; once this returns with NULL, the old one is not
+ * running and will not be called again. */
+void req_set_notify(struct gen_request *r, void (*fn)(void *arg), void *arg);
 
 #endif
