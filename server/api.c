@@ -688,7 +688,9 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
             api_err(e, 400, "tool_choice", "tool_choice: a required call cannot be combined with response_format or guided_*");
             goto out;
         }
-        if (api_tools_grammar(&p->tools, c->gvocab, &p->grammar, e)) goto out;
+        /* only a required/named call sets the grammar: api_tools_grammar clears *out otherwise,
+         * which would drop (and leak) a response_format / guided_* grammar read above */
+        if (p->tools.prefix && api_tools_grammar(&p->tools, c->gvocab, &p->grammar, e)) goto out;
         if (render_chat(c, o, add_gen, &p->tools, &p->prompt, &p->n_prompt, e)) goto out;
     }
     const char *pname = kind == API_COMPLETION ? "prompt" : "messages";
