@@ -42,8 +42,9 @@ def _build_type(build):
 def driver(request, tmp_path_factory):
     src, build = _dirs()
     libs = glob.glob(os.path.join(build, "**", "libtpd_util.a"), recursive=True)
-    if not libs:
-        pytest.skip(f"libtpd_util.a not built in {build}")
+    glibs = glob.glob(os.path.join(build, "**", "libtpd_grammar.a"), recursive=True)  # request.c frees a grammar state
+    if not libs or not glibs:
+        pytest.skip(f"libtpd_util.a or libtpd_grammar.a not built in {build}")
     out = str(tmp_path_factory.mktemp("sampler") / "sampler_driver")
     flags = ["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE"] + request.param.split()
     if _build_type(build) == "Asan":
@@ -51,7 +52,7 @@ def driver(request, tmp_path_factory):
                   "-fno-sanitize-recover=undefined"]
     cmd = (["cc"] + flags + ["-I", src, os.path.join(HERE, "sampler_driver.c"),
                              os.path.join(src, "sched", "sampler.c"), os.path.join(src, "sched", "request.c"),
-                             libs[0], "-lm", "-lpthread", "-o", out])
+                             glibs[0], libs[0], "-lcjson", "-lm", "-lpthread", "-o", out])
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"driver build failed:\n{' '.join(cmd)}\n{r.stderr}"
     return out
