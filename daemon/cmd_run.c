@@ -17,6 +17,7 @@
 #include "../util/log.h"
 #include "../util/parse.h"
 #include "../sched/block_pool.h"
+#include "spec_setup.h"
 #include "../sched/metrics.h"
 #include "options.h"
 #include "../sched/request.h"
@@ -104,6 +105,13 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     struct metrics *m = metrics_new();
     struct sched_opts so = {.max_running = 1, .max_queue = 1, .step_tokens = o->chunk,
                             .eog_ids = tok ? tok->eog : NULL, .n_eog = tok ? (int)tok->n_eog : 0};
+    char err[ERR_LEN] = "";
+    if (spec_setup(&o->cfg, e, &so.spec, err)) {
+        fprintf(stderr, "tpd generate: %s\n", err);
+        metrics_free(m);
+        free(prompt);
+        return 2;
+    }
     struct scheduler *s = sched_new(e, &so, m);
     struct gen_request *r = req_new();
     r->prompt = prompt;
@@ -115,7 +123,6 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     r->sp.top_p = o->top_p;
     r->sp.seed = (uint64_t)o->seed;
     r->sp.has_seed = 1;
-    char err[ERR_LEN] = "";
     int rc = 0;
     if (sched_submit(s, r, err) != SUBMIT_OK) {
         fprintf(stderr, "tpd generate: %s\n", err);
@@ -149,6 +156,12 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
         if (rest) fwrite(rest, 1, len, stdout);
         detok_free(&dt);
     }
+    if (!rc && so.spec.drafter) {
+        struct sched_stats sst;
+        sched_stats(s, &sst);
+        fprintf(stderr, "speculative: drafted=%ld accepted=%ld verify_steps=%ld\n", sst.spec_drafted, sst.spec_accepted,
+                sst.spec_verified);
+    }
     if (!rc) {
         printf("\n");
         /* decode steps = generated tokens after the first, which came from the prefill */
@@ -158,6 +171,7 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     }
     req_unref(r); /* owns the prompt */
     sched_free(s);
+    spec_teardown(&so.spec);
     metrics_free(m);
     return rc;
 }

@@ -58,6 +58,7 @@ struct gen_request {
     int n_prompt;
     int max_tokens;
     int ignore_eos;
+    int no_speculation; /* 1: never draft for this request (the API's "speculative": false) */
     struct sampling_params sp;
     double t_submit;
 

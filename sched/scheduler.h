@@ -6,6 +6,7 @@
 #define TPD_SCHEDULER_H
 
 #include "../parallel/engine.h"
+#include "spec.h"
 #include "stats.h"
 #include "request.h"
 
@@ -20,6 +21,7 @@ struct sched_opts {
                             * their position) never stall decode for long; 0: tokens only */
     double max_share;      /* while others wait, one API request (its n choices) or one peer uid
                             * holds at most this share of the running slots and KV blocks; 0 or 1: off */
+    struct spec_opts spec; /* speculative decoding (spec.drafter NULL: off) */
 };
 
 
