@@ -12,6 +12,7 @@
 /* One sequence to draft for. */
 struct draft_job {
     uint64_t seq;          /* the scheduler's id of the sequence (stable while it lives) */
+    uint64_t request;      /* the request's id (gen_request.id) */
     const int32_t *tokens; /* prompt + generated tokens so far */
     int n_tokens;
     int k;                 /* draft at most this many */

@@ -453,7 +453,7 @@ static void draft_all(struct scheduler *s) {
         if (k < 1) continue;
         if (o->drafter->stochastic && !q->spec.q)
             q->spec.q = xmalloc(sizeof(float) * (size_t)o->k * (size_t)s->vocab);
-        s->jobs[n_jobs++] = (struct draft_job){.seq = (uint64_t)(uintptr_t)q, .tokens = q->tokens,
+        s->jobs[n_jobs++] = (struct draft_job){.seq = (uint64_t)(uintptr_t)q, .request = q->req->id, .tokens = q->tokens,
                                               .n_tokens = q->n_tokens, .k = k, .out = q->tokens + q->n_tokens,
                                               .q = o->drafter->stochastic ? q->spec.q : NULL};
     }
