@@ -31,6 +31,7 @@
 #include "sched/metrics.h"
 #include "sched/request.h"
 #include "sched/scheduler.h"
+#include "sched/spec.h"
 #include "testutil.h"
 #include "testutil_model.h"
 #include "util/dtype.h"
@@ -206,6 +207,44 @@ static void test_ngram_lookup(void **state) {
     assert_int_equal(out[0], 4);
     const int32_t e[] = {1, 2, 3, 4};
     assert_int_equal(drafter_ngram_lookup(e, 4, 1, 3, 5, out), 0);
+}
+
+/* ---- the rule for k (sched/spec.h) ---- */
+
+static void test_adaptive_k(void **state) {
+    (void)state;
+    struct drafter *d = drafter_ngram_new(1, 3);
+    struct spec_opts o = {.drafter = d, .k = 4, .max_batch_tokens = 32};
+    struct spec_seq q = {0};
+    struct spec_stats st = {0};
+    assert_int_equal(spec_want(&o, &q, 1, 100), 4);  /* fresh: full k */
+    assert_int_equal(spec_want(&o, &q, 1, 2), 2);    /* room (max_tokens, context) */
+    assert_int_equal(spec_want(&o, &q, 8, 100), 3);  /* 32 / 8 - 1 */
+    assert_int_equal(spec_want(&o, &q, 16, 100), 1); /* 32 / 16 - 1 */
+    assert_int_equal(spec_want(&o, &q, 17, 100), 0); /* decode no longer weight-bound: off */
+    /* acceptance falls: fewer drafts, then none but a one-token probe every 16 steps */
+    for (int i = 0; i < 3; i++) spec_observe(&q, &st, 4, 0);
+    assert_true(q.accept < 0.5 && q.accept > 0.1); /* 0.7^3 = 0.343 */
+    assert_int_equal(spec_want(&o, &q, 1, 100), (int)ceil(4 * q.accept / 0.5));
+    for (int i = 0; i < 4; i++) spec_observe(&q, &st, 4, 0);
+    int drafts = 0, probes = 0;
+    for (int i = 0; i < 32; i++) {
+        int k = spec_want(&o, &q, 1, 100);
+        drafts += k;
+        probes += k > 0;
+    }
+    assert_int_equal(probes, 2);
+    assert_int_equal(drafts, 2);
+    /* and recovers when the probes are accepted */
+    for (int i = 0; i < 8; i++) spec_observe(&q, &st, 1, 1);
+    assert_int_equal(spec_want(&o, &q, 1, 100), 4);
+    assert_int_equal(st.drafted, 7 * 4 + 8);
+    assert_int_equal(st.accepted, 8);
+    o.max_batch_tokens = 0; /* no batch limit */
+    assert_int_equal(spec_want(&o, &q, 1000, 100), 4);
+    o.drafter = NULL; /* off */
+    assert_int_equal(spec_want(&o, &q, 1, 100), 0);
+    drafter_free(d);
 }
 
 /* ---- greedy equality on SmolLM2 ---- */
@@ -616,6 +655,7 @@ int main(int argc, char **argv) {
     comm_init(&g_comm, &argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ngram_lookup),
+        cmocka_unit_test(test_adaptive_k),
         cmocka_unit_test(test_kv_accounting),
         cmocka_unit_test(test_sampling_exact),
         cmocka_unit_test(test_greedy_equal),
