@@ -44,7 +44,9 @@ int spec_setup(const struct config *cfg, const struct engine *target, struct spe
     memset(o, 0, sizeof *o);
     const char *m = cfg->spec_method ? cfg->spec_method : "none";
     o->k = (int)cfg->spec_k;
-    o->max_batch_tokens = (int)cfg->spec_max_batch_tokens;
+    /* auto: the CPU's matmul kernels are compute-bound beyond a few tokens per weight read
+     * (bench_matmul: 5 tokens cost 4-5x one), a GPU's only past dozens */
+    o->max_batch_tokens = cfg->spec_max_batch_tokens ? (int)cfg->spec_max_batch_tokens : engine_info(target)->gpu ? 64 : 4;
     if (!strcmp(m, "none")) return 0;
     if (!strcmp(m, "ngram")) {
         o->drafter = drafter_ngram_new((int)cfg->spec_ngram_min, (int)cfg->spec_ngram_max);

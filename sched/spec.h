@@ -23,7 +23,7 @@ struct drafter;
 struct spec_opts {
     struct drafter *drafter; /* NULL: speculation off; the scheduler does not own it */
     int k;                   /* most tokens drafted per sequence per step */
-    int max_batch_tokens;    /* see the rule above; 0: no batch limit */
+    int max_batch_tokens;    /* see the rule above; 0: no batch limit (daemon/spec_setup.c picks it by backend) */
 };
 
 /* Per sequence. Zero-initialised is the starting state. */
