@@ -10,7 +10,8 @@
  *    tokens of 20,000 seeded runs with speculation follow the same distribution as 20,000
  *    without (two-sample chi-square, p > 0.001), for temperature 0.7, top-k, top-p, a logit
  *    bias and penalties, with a stochastic drafter (q not a point mass: drafts drawn from a
- *    known q) and with a deterministic one proposing random tokens;
+ *    known q) and with a deterministic one proposing random tokens, which with the same seeds
+ *    gives exactly the tokens of the runs without speculation;
  *  - KV accounting: 1,000 steps of random traffic with rejections, cancellations and
  *    preemptions leave no block behind, and every request that was not cancelled got the
  *    tokens it gets alone without speculation. */
@@ -538,6 +539,19 @@ static void test_sampling_exact(void **state) {
             assert_true(stats.spec_accepted > 0 && stats.spec_accepted < stats.spec_drafted);
             assert_true(p > 0.001);
         }
+    }
+    /* a deterministic drafter keeps seeded sampling reproducible: the same seeds give the very
+     * tokens of the runs without speculation (here with penalties over the accepted drafts) */
+    {
+        struct sched_stats stats;
+        static int32_t same[N_RUNS][3];
+        tiny_runs(&settings[4], NULL, 1, plain, &stats);
+        struct randd rd = {.vocab = TINY_V, .rng = 5};
+        struct drafter *d = random_drafter(&rd, 0);
+        tiny_runs(&settings[4], d, 1, same, &stats);
+        drafter_free(d);
+        assert_true(stats.spec_accepted > 0);
+        assert_memory_equal(plain, same, sizeof same);
     }
     /* the check has power: a drafter that misreports its q (claims uniform) is caught */
     struct sched_stats stats;
