@@ -5,7 +5,8 @@
  * second (per rank) so tests/gpu/run can set them against the streaming-read floor.
  *
  *   [mpirun -np TP] bench_gpu_decode [--model llama3-8b[:bf16]] [--batch 1,8,64] [--ctx 512]
- *                                    [--steps 32] [--prefill 2048] [--backend cuda] [--comm auto] */
+ *                                    [--steps 32] [--prefill 2048] [--backend cuda] [--comm auto]
+ *                                    [--kv f16|fp8|f32] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,8 @@ int main(int argc, char **argv) {
     comm_init(&c, &argc, &argv);
     const char *geometry = "llama3-8b", *backend = "cuda", *comm_mode = NULL;
     int batches[16] = {1, 8, 64}, n_batches = 3, ctx = 512, steps = 32, prefill = 2048;
+    enum dtype kv_type = DT_F16;
+    char kv_err[256];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) goto usage;
@@ -53,6 +56,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) ctx = atoi(v);
         else if (!strcmp(a, "--steps")) steps = atoi(v);
         else if (!strcmp(a, "--prefill")) prefill = atoi(v);
+        else if (!strcmp(a, "--kv")) { if (kvcache_type_parse(v, &kv_type, kv_err)) goto usage; }
         else goto usage;
         i++;
     }
@@ -87,7 +91,7 @@ int main(int argc, char **argv) {
     const int per_seq = blocks_for(ctx + steps + 8, bs);
     const int n_blocks = max_b * per_seq + blocks_for(prefill, bs) + 1;
     struct kvcache kv;
-    if (kvcache_init(&kv, &be, DT_F16, hp->n_layers, n_blocks, bs, m.sp.n_kv, hp->head_dim, err)) FATAL("%s", err);
+    if (kvcache_init(&kv, &be, kv_type, hp->n_layers, n_blocks, bs, m.sp.n_kv, hp->head_dim, err)) FATAL("%s", err);
     if (c.rank == 0) {
         size_t total_b = 0; /* device memory, for how many KV positions fit */
 #if TPD_HAVE_CUDA
@@ -96,7 +100,7 @@ int main(int argc, char **argv) {
 #endif
         struct mem_plan mp;
         int max_t = prefill > max_b ? prefill : max_b;
-        synthetic_mem_plan(&m, DT_F16, (long long)n_blocks * bs, max_t, total_b, &mp);
+        synthetic_mem_plan(&m, kv_type, (long long)n_blocks * bs, max_t, total_b, &mp);
         char line[512];
         synthetic_mem_plan_format(&mp, line, sizeof line);
         printf("model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, tp %d; built in %.1f s; comm %s\n%s\n",
@@ -110,7 +114,7 @@ int main(int argc, char **argv) {
     if (m.output.data != m.tok_embd.data)
         embd_bytes = (size_t)dtype_row_bytes(m.tok_embd.type, m.tok_embd.cols) * (size_t)m.tok_embd.rows;
     const size_t stream_bytes = m.weight_bytes - embd_bytes;
-    const size_t kv_tok = 2 * (size_t)hp->n_layers * (size_t)m.sp.n_kv * (size_t)hp->head_dim * 2;
+    const size_t kv_tok = kvcache_token_bytes(kv_type, hp->n_layers, m.sp.n_kv, hp->head_dim);
 
     struct forward_state fs;
     forward_state_init(&fs);
@@ -139,8 +143,9 @@ int main(int argc, char **argv) {
         comm_barrier(&c);
         if (c.rank == 0) {
             double step = t_run / steps;
-            printf("BENCH decode model=%s tp=%d batch=%d ctx=%d tok_s=%.1f ms_step=%.3f stream_GBps=%.1f\n", geometry,
-                   c.size, B, ctx, B / step, step * 1e3, ((double)stream_bytes + (double)B * ctx * kv_tok) / step / 1e9);
+            printf("BENCH decode model=%s tp=%d batch=%d ctx=%d tok_s=%.1f ms_step=%.3f stream_GBps=%.1f kv=%s\n",
+                   geometry, c.size, B, ctx, B / step, step * 1e3,
+                   ((double)stream_bytes + (double)B * ctx * kv_tok) / step / 1e9, kvcache_type_name(kv_type));
             fflush(stdout);
         }
     }
@@ -160,8 +165,8 @@ int main(int argc, char **argv) {
             /* 2 flops per weight per token in the matrices (the embedding excluded) */
             double flops = 2.0 * (double)prefill * (double)(stream_bytes / (size_t)dtype_block_bytes(m.output.type) *
                                                             (size_t)dtype_block_elems(m.output.type)) * c.size;
-            printf("BENCH prefill model=%s tp=%d tokens=%d tok_s=%.1f s=%.4f TFLOPs=%.1f\n", geometry, c.size, prefill,
-                   prefill / best, best, flops / best / 1e12);
+            printf("BENCH prefill model=%s tp=%d tokens=%d tok_s=%.1f s=%.4f TFLOPs=%.1f kv=%s\n", geometry, c.size,
+                   prefill, prefill / best, best, flops / best / 1e12, kvcache_type_name(kv_type));
         }
         free(toks);
     }
@@ -178,7 +183,7 @@ int main(int argc, char **argv) {
 usage:
     if (c.rank == 0)
         fprintf(stderr, "usage: bench_gpu_decode [--model llama3-8b[:bf16]] [--batch 1,8,64] [--ctx 512] [--steps 32] "
-                        "[--prefill 2048] [--backend cuda] [--comm auto]\n");
+                        "[--prefill 2048] [--backend cuda] [--comm auto] [--kv f16|fp8|f32]\n");
     comm_finalize(&c);
     return 2;
 }

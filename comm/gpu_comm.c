@@ -158,9 +158,15 @@ int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *er
     struct placement pl;
     placement_find(c, g->device, &pl);
     const int ipc_possible = pl.one_node && c->size <= IPC_MAX_RANKS;
-    if (!strcmp(mode, "nccl") && pl.shared_gpu) {
+    /* NCCL refuses two ranks on one GPU of one host; with NCCL_HOSTID set per rank they look
+     * like separate hosts and talk over its network transport (how the single-GPU machine
+     * checks the NCCL path: tests/gpu/check_hf.py). Every rank sees the same placement, and
+     * comm_all_ok makes the verdict the same where NCCL_HOSTID is set on some ranks only. */
+    const char *hostid = getenv("NCCL_HOSTID");
+    const int hostid_all = comm_all_ok(c, hostid && *hostid);
+    if (!strcmp(mode, "nccl") && pl.shared_gpu && !hostid_all) {
         err_set(err, "NCCL cannot run two ranks on one GPU (ranks %d and %d share %s); use the ipc or mpi "
-                "communicator", pl.share_a, pl.share_b, pl.bus);
+                "communicator (or give each rank its own NCCL_HOSTID)", pl.share_a, pl.share_b, pl.bus);
         goto fail;
     }
     if (!strcmp(mode, "ipc") && !ipc_possible) {

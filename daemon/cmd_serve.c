@@ -11,6 +11,7 @@
 
 #include "../comm/comm.h"
 #include "../parallel/engine.h"
+#include "../parallel/kvcache.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/clock.h"
 #include "../util/err.h"
@@ -176,8 +177,10 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
 int cmd_serve(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
+    enum dtype kv_type = DT_F16;
     if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) ||
-        (cfg.tp && cfg.tp != c->size && !err_set(err, "parallel.tp = %ld but mpirun started %d ranks", cfg.tp, c->size))) {
+        (cfg.tp && cfg.tp != c->size && !err_set(err, "parallel.tp = %ld but mpirun started %d ranks", cfg.tp, c->size)) ||
+        kvcache_type_parse(cfg.kv_type, &kv_type, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd serve: %s\n", err);
         config_free(&cfg);
         return 2;
@@ -197,7 +200,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
         .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend,
         .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic,
         .threads = (int)cfg.threads,
-        .kv_type = strcmp(cfg.kv_type, "f32") ? DT_F16 : DT_F32, .block_size = (int)cfg.block_size,
+        .kv_type = kv_type, .block_size = (int)cfg.block_size,
         .n_blocks = (int)(cfg.kv_tokens / cfg.block_size), .max_ctx = (int)cfg.max_ctx,
         .step_timeout_s = cfg.step_timeout_s,
         /* rank 0 drains on SIGTERM; if a step hangs meanwhile, the job still ends */

@@ -57,7 +57,7 @@ struct config {
     long block_size;
     long kv_tokens;     /* KV cache capacity in tokens per rank */
     int require_full_context; /* refuse (else warn) when kv_tokens < the context */
-    char *kv_type;      /* "f16" or "f32" */
+    char *kv_type;      /* "f16", "f32" or "fp8" */
     /* [log] */
     char *log_level;
     int log_all_ranks;

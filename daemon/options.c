@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../comm/comm.h"
+#include "../parallel/kvcache.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 
@@ -89,9 +90,14 @@ int run_opts_parse(struct comm *c, int argc, char **argv, struct run_opts *o, ch
         config_free(g);
         return -1;
     }
+    enum dtype kv_type;
+    if (kvcache_type_parse(g->kv_type, &kv_type, err)) {
+        config_free(g);
+        return -1;
+    }
     o->eng = (struct engine_opts){
         .model_path = g->model_path ? g->model_path : g->synthetic, .backend = g->backend, .threads = (int)g->threads,
-        .kv_type = strcmp(g->kv_type, "f32") ? DT_F16 : DT_F32, .block_size = (int)g->block_size,
+        .kv_type = kv_type, .block_size = (int)g->block_size,
         .max_ctx = (int)g->max_ctx, .comm = g->comm, .synthetic = g->synthetic,
     };
     o->chunk = (int)g->chunk;

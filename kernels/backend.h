@@ -27,9 +27,12 @@ struct attn_batch {
 };
 
 /* One layer's KV cache on this rank: [n_blocks][block_size][n_kv][head_dim] of kv_type
- * (F32 or F16) for K and for V. */
+ * (F32, F16 or F8_E4M3) for K and for V. F8_E4M3 rows are codes of x / 2^e, with each
+ * (token, KV head) row's exponent e in k_exp / v_exp: [n_blocks][block_size][n_kv] int8
+ * (util/fp8.h); NULL for the other types. */
 struct kv_layer {
     void *k, *v;
+    int8_t *k_exp, *v_exp;
 };
 
 /* Which implementation a backend is, for code that must tell them apart (the communicator

@@ -134,27 +134,49 @@ static int get_arch(const cJSON *root, enum model_arch *arch, const char *name, 
                    "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)", name, s);
 }
 
-static int get_rope_scaling(const cJSON *root, struct model_hparams *hp, const char *name,
-                            char *err) {
-    const cJSON *rs = field(root, "rope_scaling");
+/* The rotary settings, in either layout: the long-standing top-level "rope_theta" and
+ * "rope_scaling" {rope_type|type, factor, ...}, or transformers 5's "rope_parameters"
+ * {rope_type, rope_theta, factor, ...}, which it writes instead of both. A file with both
+ * must agree on the base; the scaling is read from "rope_scaling" when present. */
+static int get_rope(const cJSON *root, struct model_hparams *hp, const char *name, char *err) {
+    const cJSON *rp = field(root, "rope_parameters");
+    if (rp && !cJSON_IsObject(rp))
+        return err_set(err, "%s: \"rope_parameters\" must be an object (found %s)", name, json_type(rp));
+    if (rp && !field(rp, "rope_theta") && !field(rp, "rope_type"))
+        return err_set(err, "%s: \"rope_parameters\" has no \"rope_theta\" or \"rope_type\" (per-layer-type "
+                       "rotary settings are not supported)", name);
+    float top = 0, inner = 0;
+    const int has_top = field(root, "rope_theta") != NULL, has_inner = rp && field(rp, "rope_theta");
+    if (get_float(root, "rope_theta", 0, 10000.0f, &top, name, err) ||
+        (rp && get_float(rp, "rope_theta", 0, 10000.0f, &inner, name, err)))
+        return -1;
+    if (has_top && has_inner && top != inner)
+        return err_set(err, "%s: \"rope_theta\" = %g and \"rope_parameters\".\"rope_theta\" = %g disagree", name,
+                       (double)top, (double)inner);
+    hp->rope_theta = has_inner ? inner : top;
+
+    const char *key = "rope_scaling";
+    const cJSON *rs = field(root, key);
+    if (!rs && rp) {
+        rs = rp;
+        key = "rope_parameters";
+    }
     if (!rs) return 0;
     if (!cJSON_IsObject(rs))
-        return err_set(err, "%s: \"rope_scaling\" must be an object (found %s)", name,
-                       json_type(rs));
+        return err_set(err, "%s: \"%s\" must be an object (found %s)", name, key, json_type(rs));
     const cJSON *t = field(rs, "rope_type");
     if (!t) t = field(rs, "type");
+    if (!t && rs == rp) return 0; /* rope_parameters with the base only: no scaling */
     if (!cJSON_IsString(t))
-        return err_set(err, "%s: \"rope_scaling\" has no string \"rope_type\"", name);
+        return err_set(err, "%s: \"%s\" has no string \"rope_type\"", name, key);
     if (!strcmp(t->valuestring, "default")) return 0;
     if (strcmp(t->valuestring, "llama3"))
-        return err_set(err, "%s: rope_scaling type '%.32s' is not supported (only llama3)",
-                       name, t->valuestring);
+        return err_set(err, "%s: %s type '%.32s' is not supported (only llama3)", name, key, t->valuestring);
     hp->rope_scaling_llama3 = 1;
     if (get_float(rs, "factor", 1, 0, &hp->rope_factor, name, err) ||
         get_float(rs, "low_freq_factor", 0, 1.0f, &hp->rope_low_freq_factor, name, err) ||
         get_float(rs, "high_freq_factor", 0, 4.0f, &hp->rope_high_freq_factor, name, err) ||
-        get_int(rs, "original_max_position_embeddings", 0, 8192, &hp->rope_orig_ctx, name,
-                err))
+        get_int(rs, "original_max_position_embeddings", 0, 8192, &hp->rope_orig_ctx, name, err))
         return -1;
     return 0;
 }
@@ -178,12 +200,11 @@ int hfconfig_parse(struct model_hparams *hp, const char *json, size_t len, const
         get_int(root, "vocab_size", 1, 0, &hp->vocab_size, name, err) ||
         get_int(root, "max_position_embeddings", 1, 0, &hp->max_ctx, name, err) ||
         get_float(root, "rms_norm_eps", 1, 0, &hp->norm_eps, name, err) ||
-        get_float(root, "rope_theta", 0, 10000.0f, &hp->rope_theta, name, err) ||
         get_bool(root, "tie_word_embeddings", 0, &hp->tied_embeddings, name, err) ||
         get_bool(root, "attention_bias", 0, &bias, name, err) ||
         get_token_id(root, "bos_token_id", &hp->bos_id, name, err) ||
         get_token_id(root, "eos_token_id", &hp->eos_id, name, err) ||
-        get_rope_scaling(root, hp, name, err))
+        get_rope(root, hp, name, err))
         goto out;
     /* head_dim defaults to hidden/heads; a zero head count is refused by the validator. */
     int def_hd = hp->n_heads > 0 ? hp->dim / hp->n_heads : 0;

@@ -9,6 +9,7 @@
 #include "../util/fatal.h"
 #include "../util/half.h"
 #include "forward.h"
+#include "kvcache.h"
 
 struct geometry {
     const char *name;
@@ -217,8 +218,10 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     memset(out, 0, sizeof *out);
     const size_t f = sizeof(float), T = (size_t)(max_tokens > 0 ? max_tokens : 1);
     out->weights = m->weight_bytes;
-    out->kv_per_token = 2 * (size_t)hp->n_layers * (size_t)sp->n_kv * (size_t)hp->head_dim * (kv_type == DT_F32 ? 4 : 2);
-    out->kv = out->kv_per_token * (size_t)(kv_tokens > 0 ? kv_tokens : 0);
+    out->kv_type = kv_type;
+    out->kv_tokens = kv_tokens > 0 ? kv_tokens : 0;
+    out->kv_per_token = kvcache_token_bytes(kv_type, hp->n_layers, sp->n_kv, hp->head_dim);
+    out->kv = out->kv_per_token * (size_t)out->kv_tokens;
     out->activations = forward_activation_bytes(m, max_tokens);
     /* the largest scratch an op asks for: 16-bit activations of the widest matrix input, or
      * the decode attention's split partials; plus what cuBLAS keeps for itself */
@@ -234,9 +237,12 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
 
 void synthetic_mem_plan_format(const struct mem_plan *p, char *buf, size_t len) {
     const double G = 1073741824.0;
-    snprintf(buf, len,
-             "memory plan per rank: weights %.2f GiB, KV cache %.2f GiB (%.1f KiB per token), activations %.2f GiB, "
-             "workspace %.2f GiB, total %.2f GiB; KV tokens that fit: %lld",
-             p->weights / G, p->kv / G, p->kv_per_token / 1024.0, p->activations / G, p->workspace / G, p->total / G,
-             p->kv_tokens_fit);
+    int n = snprintf(buf, len,
+                     "memory plan per rank: weights %.2f GiB, KV cache %.2f GiB for %lld tokens of %s (%.2f KiB per "
+                     "token, %.0f tokens per GiB), activations %.2f GiB, workspace %.2f GiB, total %.2f GiB",
+                     p->weights / G, p->kv / G, p->kv_tokens, kvcache_type_name(p->kv_type), p->kv_per_token / 1024.0,
+                     p->kv_per_token ? G / (double)p->kv_per_token : 0.0, p->activations / G, p->workspace / G,
+                     p->total / G);
+    if (p->kv_tokens_fit > 0 && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "; KV tokens that fit: %lld", p->kv_tokens_fit);
 }

@@ -18,11 +18,14 @@ int model_synthesize(struct model *m, const char *geometry, struct backend *be, 
  * backend scratch. kv_tokens_fit: how many KV positions fit in mem_bytes after the rest. */
 struct mem_plan {
     size_t weights, kv_per_token, kv, activations, workspace, total;
-    long long kv_tokens_fit;
+    enum dtype kv_type;
+    long long kv_tokens;     /* the cache's capacity, as asked */
+    long long kv_tokens_fit; /* 0 when mem_bytes is 0 */
 };
 void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_tokens, int max_tokens,
                         size_t mem_bytes, struct mem_plan *out);
-/* One line per item, for a log. */
+/* One line per item, for a log. The KV cache's tokens per GiB say what the chosen type
+ * holds in a given memory (FP8: 2 hd / (hd + 1) times F16's, hd = head_dim). */
 void synthetic_mem_plan_format(const struct mem_plan *p, char *buf, size_t len);
 
 #endif

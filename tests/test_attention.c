@@ -1,6 +1,6 @@
 // link: tpd_kernels
 /* cpu_attn_run (the CPU backend's attention op) against a double-precision reference on
- * random Q/K/V: F32 and F16 caches, head_dim 64/128 (and 40, which takes the scalar path),
+ * random Q/K/V: F32, F16 and FP8 caches, head_dim 64/128 (and 40, which takes the scalar path),
  * GQA groups 1/3/4, block sizes 16/1/7, shuffled block tables, ragged batches mixing a
  * whole prompt, a chunk that starts mid-sequence and decode tokens, a rank's slice of the
  * heads (q_head0/kv_head0 as tensor parallelism gives them), pools of 1/2/3 threads (3
@@ -16,7 +16,13 @@
  *    running sums by exp(m_old - m_new) once per 64-key tile and per key range) + the
  *    float sums over n keys ((n + 8) * 2u for the denominator and the accumulator);
  *  - so |o - o_ref| <= max_j |v_j| * (2 max|ds| + 1e-6 + 2 (n + 8) * 2u).
- * The factor 2u (not u) covers the FMA/non-FMA difference between the two paths. */
+ * The factor 2u (not u) covers the FMA/non-FMA difference between the two paths.
+ *
+ * FP8 caches (E4M3 with a power-of-two scale per (token, KV head) row, util/fp8.h) take the
+ * same bound against a reference on the decoded FP8 values, which the kernels' tile
+ * conversion reproduces exactly; their rows get magnitudes from 2^-4 to 2^3, so the
+ * scales differ. The error against the unrounded K/V (what FP8 storage costs) is printed
+ * and held to the bound that E4M3's relative rounding of 2^-4 implies (see run_case). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +36,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/threadpool.h"
+#include "util/fp8.h"
 #include "util/half.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -58,7 +65,7 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
     const int hd = cf->hd, group = cf->n_heads / cf->n_kv_heads, bs = cf->block_size;
     const int kv_head0 = cf->q_head0 / group, kv_last = (cf->q_head0 + cf->n_q - 1) / group;
     const int n_kv = kv_last - kv_head0 + 1; /* KV heads this rank caches */
-    const int esz = cf->kv == DT_F32 ? 4 : 2;
+    const int esz = cf->kv == DT_F32 ? 4 : cf->kv == DT_F16 ? 2 : 1;
 
     int n_tok = 0, n_blocks = 0;
     int32_t *block_off = malloc(sizeof(int32_t) * (size_t)(n_seqs + 1));
@@ -81,11 +88,37 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
     const size_t row = (size_t)n_kv * hd, cache_elems = (size_t)pool * bs * row;
     void *kc = calloc(cache_elems, (size_t)esz), *vc = calloc(cache_elems, (size_t)esz);
     double *kd = calloc(cache_elems, sizeof(double)), *vd = calloc(cache_elems, sizeof(double));
+    double *kraw = calloc(cache_elems, sizeof(double)), *vraw = calloc(cache_elems, sizeof(double));
+    const size_t n_rows = (size_t)pool * bs * n_kv;
+    int8_t *kexp = calloc(n_rows, 1), *vexp = calloc(n_rows, 1);
+    float *kf = malloc(sizeof(float) * (size_t)hd), *vf = malloc(sizeof(float) * (size_t)hd);
     for (int s = 0; s < n_seqs; s++)
         for (int p = 0; p < ss[s].len; p++) {
             size_t at = ((size_t)blocks[block_off[s] + p / bs] * bs + (size_t)(p % bs)) * row;
+            if (cf->kv == DT_F8_E4M3) { /* row by row, as the backends' kv_store writes them */
+                for (size_t r = 0; r < row / (size_t)hd; r++) {
+                    const size_t a = at + r * (size_t)hd;
+                    const float ka = ldexpf(1.0f, (int)(rnd() % 8) - 4), va = ldexpf(1.0f, (int)(rnd() % 8) - 4);
+                    for (int d = 0; d < hd; d++) {
+                        kf[d] = frand(ka);
+                        vf[d] = frand(va);
+                        kraw[a + d] = kf[d];
+                        vraw[a + d] = vf[d];
+                    }
+                    uint8_t *kq = (uint8_t *)kc + a, *vq = (uint8_t *)vc + a;
+                    kexp[a / hd] = (int8_t)fp8_encode_row(kq, kf, hd);
+                    vexp[a / hd] = (int8_t)fp8_encode_row(vq, vf, hd);
+                    for (int d = 0; d < hd; d++) {
+                        kd[a + d] = ldexp(fp8_e4m3_to_f32(kq[d]), kexp[a / hd]);
+                        vd[a + d] = ldexp(fp8_e4m3_to_f32(vq[d]), vexp[a / hd]);
+                    }
+                }
+                continue;
+            }
             for (size_t i = 0; i < row; i++) {
                 float k = frand(1.0f), v = frand(1.0f);
+                kraw[at + i] = k;
+                vraw[at + i] = v;
                 if (cf->kv == DT_F32) {
                     ((float *)kc)[at + i] = k;
                     ((float *)vc)[at + i] = v;
@@ -113,41 +146,54 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
     struct attn_batch b = {.n_tokens = n_tok, .n_seqs = n_seqs, .seq_of = seq_of, .pos = pos,
                            .block_off = block_off, .blocks = blocks, .block_size = bs};
     struct kv_layer kv = {.k = kc, .v = vc};
+    if (cf->kv == DT_F8_E4M3) {
+        kv.k_exp = kexp;
+        kv.v_exp = vexp;
+    }
 
-    /* reference and bound per (token, head) */
+    /* reference and bound per (token, head); raw: the same on the unrounded K/V */
     double *ref = malloc(sizeof(double) * (size_t)n_tok * cf->n_q * hd);
+    double *raw = malloc(sizeof(double) * (size_t)n_tok * cf->n_q * hd);
     double *tol = malloc(sizeof(double) * (size_t)n_tok * cf->n_q);
+    double *tol_raw = malloc(sizeof(double) * (size_t)n_tok * cf->n_q);
     const double u = 0x1p-24, scale = 1.0 / sqrt((double)hd);
     double *sc = malloc(sizeof(double) * 70000);
-    for (int t = 0; t < n_tok; t++)
-        for (int h = 0; h < cf->n_q; h++) {
-            const int kvh = (cf->q_head0 + h) / group - kv_head0, s = seq_of[t], n = pos[t] + 1;
-            const float *qr = q + t * ldq + (int64_t)h * hd;
-            double mx = -INFINITY, smax = 0, vmax = 0, sum = 0;
-            for (int j = 0; j < n; j++) {
-                size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
-                double dot = 0, adot = 0;
-                for (int d = 0; d < hd; d++) {
-                    dot += qr[d] * kd[at + d];
-                    adot += fabs(qr[d] * kd[at + d]);
-                    if (fabs(vd[at + d]) > vmax) vmax = fabs(vd[at + d]);
+    for (int pass = 0; pass < 2; pass++) /* 0: on the values the kernel reads; 1: unrounded */
+        for (int t = 0; t < n_tok; t++)
+            for (int h = 0; h < cf->n_q; h++) {
+                const int kvh = (cf->q_head0 + h) / group - kv_head0, s = seq_of[t], n = pos[t] + 1;
+                const float *qr = q + t * ldq + (int64_t)h * hd;
+                const double *kp = pass ? kraw : kd, *vp = pass ? vraw : vd;
+                double mx = -INFINITY, smax = 0, vmax = 0, sum = 0;
+                for (int j = 0; j < n; j++) {
+                    size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
+                    double dot = 0, adot = 0;
+                    for (int d = 0; d < hd; d++) {
+                        dot += qr[d] * kp[at + d];
+                        adot += fabs(qr[d] * kp[at + d]);
+                        if (fabs(vp[at + d]) > vmax) vmax = fabs(vp[at + d]);
+                    }
+                    sc[j] = dot * scale;
+                    if (sc[j] > mx) mx = sc[j];
+                    if (adot * scale > smax) smax = adot * scale;
                 }
-                sc[j] = dot * scale;
-                if (sc[j] > mx) mx = sc[j];
-                if (adot * scale > smax) smax = adot * scale;
+                double *o = (pass ? raw : ref) + ((size_t)t * cf->n_q + h) * hd;
+                memset(o, 0, sizeof(double) * (size_t)hd);
+                for (int j = 0; j < n; j++) {
+                    size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
+                    double p = exp(sc[j] - mx);
+                    sum += p;
+                    for (int d = 0; d < hd; d++) o[d] += p * vp[at + d];
+                }
+                for (int d = 0; d < hd; d++) o[d] /= sum;
+                const double ds = (hd + 3) * 2 * u * smax;
+                if (!pass) tol[t * cf->n_q + h] = vmax * (2 * ds + 1e-6 + 2 * (n + 8) * 2 * u);
+                /* FP8 vs unrounded: each element moves by <= 2^-4 of itself (plus 2^-18 of its
+                 * row's largest, the subnormals), so each score by <= dl = 2^-4 * 1.07 smax, each
+                 * softmax weight by a factor within e^(+-2 dl), and the output by <= max|v| *
+                 * (e^(2 dl) - 1 + 2^-4 * 1.07) */
+                if (pass) tol_raw[t * cf->n_q + h] = vmax * (expm1(2 * 0.0625 * 1.07 * smax) + 0.0625 * 1.07) + 1e-6;
             }
-            double *o = ref + ((size_t)t * cf->n_q + h) * hd;
-            memset(o, 0, sizeof(double) * (size_t)hd);
-            for (int j = 0; j < n; j++) {
-                size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
-                double p = exp(sc[j] - mx);
-                sum += p;
-                for (int d = 0; d < hd; d++) o[d] += p * vd[at + d];
-            }
-            for (int d = 0; d < hd; d++) o[d] /= sum;
-            const double ds = (hd + 3) * 2 * u * smax;
-            tol[t * cf->n_q + h] = vmax * (2 * ds + 1e-6 + 2 * (n + 8) * 2 * u);
-        }
 
     float *out = malloc(sizeof(float) * (size_t)(n_tok * ldo)), *out1 = malloc(sizeof(float) * (size_t)(n_tok * ldo));
     for (int scalar = 0; scalar < 2; scalar++) {
@@ -174,6 +220,21 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
                         }
                         if (r > worst) worst = r;
                     }
+            if (cf->kv == DT_F8_E4M3 && nth == 1 && !scalar) { /* what FP8 storage costs */
+                double e_raw = 0, r_raw = 0, vmax = 0;
+                for (size_t i = 0; i < cache_elems; i++)
+                    if (fabs(vraw[i]) > vmax) vmax = fabs(vraw[i]);
+                for (int t = 0; t < n_tok; t++)
+                    for (int64_t i = 0; i < (int64_t)cf->n_q * hd; i++) {
+                        const double e = fabs(out[t * ldo + i] - raw[(size_t)t * cf->n_q * hd + (size_t)i]);
+                        if (e > e_raw) e_raw = e;
+                        if (e / tol_raw[t * cf->n_q + i / hd] > r_raw) r_raw = e / tol_raw[t * cf->n_q + i / hd];
+                    }
+                printf("fp8 hd %3d group %d bs %2d n_q %d qscale %.0f: vs unrounded K/V max err %.4f of max|v| (%.2f of "
+                       "its bound); vs FP8 values %.3f of the float bound\n",
+                       hd, group, bs, cf->n_q, cf->qscale, e_raw / vmax, r_raw, worst);
+                assert_true(r_raw <= 1.0);
+            }
             /* more threads may split the key range, but the segments are folded alike:
              * the same bits as one thread */
             if (nth == 1)
@@ -193,6 +254,7 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
     free(out1);
     free(sc);
     free(tol);
+    free(tol_raw);
     free(ref);
     free(q);
     free(seq_of);
@@ -201,6 +263,13 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
     free(vc);
     free(kd);
     free(vd);
+    free(kraw);
+    free(vraw);
+    free(kexp);
+    free(vexp);
+    free(kf);
+    free(vf);
+    free(raw);
     free(perm);
     free(block_off);
 }
@@ -210,10 +279,10 @@ static const struct seqspec ragged[] = {{70, 0, 70}, {150, 83, 67}, {40, 39, 1},
 
 static void test_ragged(void **state) {
     (void)state;
-    const enum dtype kvs[] = {DT_F32, DT_F16};
+    const enum dtype kvs[] = {DT_F32, DT_F16, DT_F8_E4M3};
     const int hds[] = {64, 128, 40};
     const int bss[] = {16, 1, 7};
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         for (int i = 0; i < 3; i++)
             for (int j = 0; j < 3; j++) {
                 /* SmolLM2-like GQA: 9 heads over 3 KV heads, whole model on one rank */
@@ -240,6 +309,9 @@ static void test_groups(void **state) {
     struct config g4 = {DT_F32, 128, 8, 2, 16, 8, 0, 3.0f};
     run_case(&g4, two, 1);
     run_case(&g4, two + 1, 1);
+    struct config f8 = {DT_F8_E4M3, 128, 8, 2, 16, 8, 0, 3.0f};
+    run_case(&f8, two, 1);
+    run_case(&f8, two + 1, 1);
 }
 
 static void test_decode_split(void **state) {
@@ -256,6 +328,8 @@ static void test_decode_split(void **state) {
         run_case(&c, &s, 1);
         struct config c1 = {DT_F32, 128, 4, 4, 7, 1, 2, 2.0f}; /* one head on this rank */
         run_case(&c1, &s, 1);
+        struct config c8 = {DT_F8_E4M3, 64, 9, 3, 16, 4, 5, 2.0f};
+        run_case(&c8, &s, 1);
     }
 }
 

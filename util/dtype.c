@@ -11,6 +11,7 @@ int dtype_valid(uint32_t t) {
 }
 
 const char *dtype_name(enum dtype t) {
+    if (t == DT_F8_E4M3) return "F8_E4M3";
     switch (t) {
     case DT_F32: return "F32";
     case DT_F16: return "F16";

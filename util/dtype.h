@@ -16,6 +16,11 @@ enum dtype {
     DT_BF16 = 30,
 };
 
+/* tpd's own type for the KV cache only (FP8 E4M3 codes with a power-of-two scale per row,
+ * util/fp8.h): never in a model file (dtype_valid refuses it), so it is no enumerator and
+ * the weight code's switches over the GGML types need no case for it. */
+#define DT_F8_E4M3 ((enum dtype)1000)
+
 /* 1 for supported types, 0 otherwise (the value came from an untrusted file). */
 int dtype_valid(uint32_t t);
 const char *dtype_name(enum dtype t);

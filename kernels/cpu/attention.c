@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../../util/fatal.h"
+#include "../../util/fp8.h"
 #include "../../util/half.h"
 #include "attention_avx2.h"
 
@@ -132,6 +133,13 @@ static void attn_item_scalar(const struct attn_call *c, const struct attn_item *
             if (c->kv_type == DT_F32) {
                 memcpy(kd, (const float *)c->k + at, sizeof(float) * (size_t)hd);
                 memcpy(vd, (const float *)c->v + at, sizeof(float) * (size_t)hd);
+            } else if (c->kv_type == DT_F8_E4M3) {
+                const uint8_t *ks = (const uint8_t *)c->k + at, *vs = (const uint8_t *)c->v + at;
+                const float kx = fp8_exp2(c->k_exp[at / hd]), vx = fp8_exp2(c->v_exp[at / hd]);
+                for (int d = 0; d < hd; d++) {
+                    kd[d] = fp8_e4m3_to_f32(ks[d]) * kx;
+                    vd[d] = fp8_e4m3_to_f32(vs[d]) * vx;
+                }
             } else {
                 const uint16_t *ks = (const uint16_t *)c->k + at, *vs = (const uint16_t *)c->v + at;
                 for (int d = 0; d < hd; d++) {
@@ -254,7 +262,8 @@ void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t
                   int64_t ldq, int n_q, int q_head0, int group, int kv_head0, const struct kv_layer *kv,
                   enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b) {
     if (b->n_tokens <= 0 || n_q <= 0) return;
-    if (hd <= 0 || group <= 0 || (kv_type != DT_F32 && kv_type != DT_F16))
+    if (hd <= 0 || group <= 0 || (kv_type != DT_F32 && kv_type != DT_F16 && kv_type != DT_F8_E4M3) ||
+        (kv_type == DT_F8_E4M3 && (!kv->k_exp || !kv->v_exp)))
         FATAL("cpu attention: hd %d, group %d, kv type %s", hd, group, dtype_name(kv_type));
     const int nth = threadpool_size(tp);
     const int kv_first = q_head0 / group - kv_head0, kv_last = (q_head0 + n_q - 1) / group - kv_head0;
@@ -302,7 +311,8 @@ void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t
         }
     }
     const struct attn_call c = {.out = out, .ldo = ldo, .q = q, .ldq = ldq, .n_q = n_q, .hd = hd, .n_kv = n_kv,
-                                .k = kv->k, .v = kv->v, .kv_type = kv_type, .b = b,
+                                .k = kv->k, .v = kv->v, .k_exp = kv->k_exp, .v_exp = kv->v_exp,
+                                .kv_type = kv_type, .b = b,
                                 .scale = 1.0f / sqrtf((float)hd), .n_split = n_split, .n_seg = max_seg,
                                 .part = a->part};
     struct run_ctx x = {.c = &c, .tiles = a->tiles, .n_tiles = n_tiles, .n_kvl = n_kvl, .kv_first = kv_first,

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "../../util/fp8.h"
+
 /* K is stored transposed per key tile ([hd][64]): a query row's 64 scores are then 8
  * vector accumulators fed by one broadcast query element per dimension, with no
  * horizontal sums. V stays row-major: each key's weight is broadcast over its row. */
@@ -61,9 +63,30 @@ static inline void transpose8(__m256 r[8]) {
     }
 }
 
-static inline __m256 load8(const void *base, enum dtype t, int64_t at) {
+/* 8 FP8 E4M3 codes times x256 = 2^(e + 8). A code's magnitude bits shifted left by 7 (and
+ * its sign to bit 15) are the F16 number 2^-8 times the code's value: the exponent biases
+ * differ by 8 and subnormals map to subnormals. F16C converts exactly, one multiply by a
+ * power of two rescales exactly, so this equals the scalar fp8_e4m3_to_f32(code) * 2^e. The
+ * NaN code gets an all-ones F16 exponent and stays NaN. */
+static inline __m256 load8_fp8(const uint8_t *p, float x256) {
+    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
+    const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7f));
+    __m128i h = _mm_or_si128(_mm_slli_epi16(mag, 7), _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+    h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7c00)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(x256));
+}
+
+/* 8 elements from element offset at; x256: the row's FP8 scale times 256 (F8_E4M3 only) */
+static inline __m256 load8(const void *base, enum dtype t, int64_t at, float x256) {
     if (t == DT_F32) return _mm256_loadu_ps((const float *)base + at);
+    if (t == DT_F8_E4M3) return load8_fp8((const uint8_t *)base + at, x256);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + at)));
+}
+
+/* 2^(e + 8) for the scale exponent e of cache row `rix` ((slot, KV head)); one for the
+ * unscaled types */
+static inline float row_x256(const struct attn_call *c, const int8_t *exps, int64_t rix) {
+    return c->kv_type == DT_F8_E4M3 ? fp8_exp2(exps[rix] + 8) : 1.0f;
 }
 
 /* Keys j0 .. j0+nk-1 of the item's KV head: K transposed into w->kt (zero past nk), V
@@ -72,18 +95,20 @@ static inline __m256 load8(const void *base, enum dtype t, int64_t at) {
  * on what else is in the step. */
 static void load_tile(const struct attn_call *c, const struct attn_item *it, struct attn_buf *w, int j0, int nk) {
     const int hd = c->hd;
-    int64_t at[ATTN_KT];
+    int64_t at[ATTN_KT], rix[ATTN_KT]; /* element offset and cache row of each key */
     const struct attn_batch *b = c->b;
     const int32_t *blocks = b->blocks + b->block_off[it->seq];
-    const int64_t row = (int64_t)c->n_kv * hd;
     int bi = j0 / b->block_size, off = j0 % b->block_size; /* walked, not divided per key */
     for (int j = 0; j < nk; j++) {
-        at[j] = ((int64_t)blocks[bi] * b->block_size + off) * row + (int64_t)it->kvh * hd;
+        rix[j] = ((int64_t)blocks[bi] * b->block_size + off) * c->n_kv + it->kvh;
+        at[j] = rix[j] * hd;
         if (++off == b->block_size) {
             off = 0;
             bi++;
         }
     }
+    float kx[ATTN_KT];
+    for (int j = 0; j < nk; j++) kx[j] = row_x256(c, c->k_exp, rix[j]);
     for (int jb = 0; jb < ATTN_KT; jb += 8) {
         if (jb >= nk) { /* whole block past the keys: zeros keep the score lanes finite */
             for (int d = 0; d < hd; d++) _mm256_storeu_ps(w->kt + (int64_t)d * ATTN_KT + jb, _mm256_setzero_ps());
@@ -92,14 +117,15 @@ static void load_tile(const struct attn_call *c, const struct attn_item *it, str
         for (int db = 0; db < hd; db += 8) {
             __m256 r[8];
             for (int i = 0; i < 8; i++)
-                r[i] = jb + i < nk ? load8(c->k, c->kv_type, at[jb + i] + db) : _mm256_setzero_ps();
+                r[i] = jb + i < nk ? load8(c->k, c->kv_type, at[jb + i] + db, kx[jb + i]) : _mm256_setzero_ps();
             transpose8(r);
             for (int i = 0; i < 8; i++) _mm256_storeu_ps(w->kt + (int64_t)(db + i) * ATTN_KT + jb, r[i]);
         }
     }
     for (int j = 0; j < nk; j++) {
         float *vd = w->vt + (int64_t)j * hd;
-        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(vd + d, load8(c->v, c->kv_type, at[j] + d));
+        const float vx = row_x256(c, c->v_exp, rix[j]);
+        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(vd + d, load8(c->v, c->kv_type, at[j] + d, vx));
     }
 }
 

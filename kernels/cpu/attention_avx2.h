@@ -22,6 +22,7 @@ struct attn_call {
     int64_t ldq;
     int n_q, hd, n_kv;
     const void *k, *v;
+    const int8_t *k_exp, *v_exp; /* F8_E4M3: per (slot, KV head) scale exponents */
     enum dtype kv_type;
     const struct attn_batch *b;
     float scale;

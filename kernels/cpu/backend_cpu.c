@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../util/fatal.h"
+#include "../../util/fp8.h"
 #include "../../util/half.h"
 #include "../../util/log.h"
 #include "attention.h"
@@ -121,6 +122,13 @@ static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, co
         if (kv_type == DT_F32) {
             memcpy((float *)kv->k + at, ks, sizeof(float) * (size_t)n);
             memcpy((float *)kv->v + at, vs, sizeof(float) * (size_t)n);
+        } else if (kv_type == DT_F8_E4M3) { /* one scale exponent per (token, KV head) row */
+            uint8_t *kd = (uint8_t *)kv->k + at, *vd = (uint8_t *)kv->v + at;
+            const int64_t row = at / hd;
+            for (int h = 0; h < n_kv; h++) {
+                kv->k_exp[row + h] = (int8_t)fp8_encode_row(kd + (int64_t)h * hd, ks + (int64_t)h * hd, hd);
+                kv->v_exp[row + h] = (int8_t)fp8_encode_row(vd + (int64_t)h * hd, vs + (int64_t)h * hd, hd);
+            }
         } else {
             uint16_t *kd = (uint16_t *)kv->k + at, *vd = (uint16_t *)kv->v + at;
             for (int i = 0; i < n; i++) {

@@ -6,17 +6,19 @@
  * Decode steps have few tokens, so the positions are split over several blocks (partial
  * results in scratch, merged by a second kernel) to fill the GPU on long contexts.
  *
- * Prefill path (steps of more than 64 tokens, F16 cache, head_dim a multiple of 16 up to
- * 128): FlashAttention-style tiles on tensor cores (WMMA, f16 inputs, f32 accumulation). A
+ * Prefill path (steps of more than 64 tokens, F16 or FP8 cache, head_dim a multiple of 16 up
+ * to 128): FlashAttention-style tiles on tensor cores (WMMA, f16 inputs, f32 accumulation). A
  * block takes 64 consecutive tokens of one sequence for one head and walks the sequence's
  * keys 64 at a time: S = Q K^T, online softmax, O += P V, with K/V tiles staged in shared
- * memory once for all 64 queries. A tile whose tokens are not consecutive positions of one
- * sequence (a ragged batch's seams) is done token by token with the exact path's code.
+ * memory once for all 64 queries (FP8 rows decoded and scaled to f16 as they are staged).
+ * A tile whose tokens are not consecutive positions of one sequence (a ragged batch's
+ * seams) is done token by token with the exact path's code.
  * TPD_ATTN_EXACT=1 in the environment forces the exact path everywhere. */
 #include <mma.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8_dev.cuh"
 #include "ops.cuh"
 
 enum { ATT_WARPS = 4, ATT_MAX_HD = 256, ATT_R = ATT_MAX_HD / 32, ATT_MAX_SPLIT = 32 };
@@ -24,6 +26,7 @@ enum { FA_BQ = 64, FA_BK = 64, FA_MAX_HD = 128 };
 
 static __device__ __forceinline__ float kv_ld(const float *p, int64_t i) { return p[i]; }
 static __device__ __forceinline__ float kv_ld(const __half *p, int64_t i) { return __half2float(p[i]); }
+static __device__ __forceinline__ float kv_ld(const uint8_t *p, int64_t i) { return fp8_dev_decode(p[i]); }
 
 struct att_args {
     float *out;
@@ -34,11 +37,24 @@ struct att_args {
     const int32_t *seq_of, *pos, *block_off, *blocks;
     int bs, n_split;
     float *part; /* n_split > 1: [T][n_q][n_split][hd + 2] = unnormalized sum of p*V, max, sum of p */
+    const int8_t *kexp, *vexp; /* FP8 cache: scale exponent per (slot, KV head) row; else NULL */
 };
 
-/* Element offset of (position j, KV head kvh) of a sequence whose block table is btab. */
-static __device__ __forceinline__ int64_t kv_at(const struct att_args &a, const int32_t *btab, int j, int kvh) {
-    return (((int64_t)btab[j / a.bs] * a.bs + j % a.bs) * a.n_kv + kvh) * a.hd;
+/* 2^e of cache row `row` (a (slot, KV head) pair) for an FP8 cache: its codes times it are
+ * the values; 1 for F32 and F16. */
+template <typename KT>
+static __device__ __forceinline__ float kv_row_scale(const int8_t *exps, int64_t row) {
+    return 1.0f;
+}
+template <>
+__device__ __forceinline__ float kv_row_scale<uint8_t>(const int8_t *exps, int64_t row) {
+    return fp8_exp2(exps[row]);
+}
+
+/* Row (slot * n_kv + kvh) of (position j, KV head kvh) of a sequence whose block table is
+ * btab; its elements start at row * hd. */
+static __device__ __forceinline__ int64_t kv_row(const struct att_args &a, const int32_t *btab, int j, int kvh) {
+    return ((int64_t)btab[j / a.bs] * a.bs + j % a.bs) * a.n_kv + kvh;
 }
 
 /* ---- exact path ---- */
@@ -68,21 +84,22 @@ static __device__ void attend_one(const struct att_args &a, const KT *__restrict
     }
     float m = -INFINITY, l = 0.0f;
     for (int j = k0 + warp; j < k1; j += ATT_WARPS) {
-        const int64_t at = kv_at(a, btab, j, kvh);
+        const int64_t row = kv_row(a, btab, j, kvh), at = row * hd;
         float s = 0.0f;
 #pragma unroll
         for (int r = 0; r < ATT_R; r++) {
             const int i = lane + 32 * r;
             if (i < hd) s += qr[r] * kv_ld(kc, at + i);
         }
-        s = warp_sum(s) * scale;
+        s = warp_sum(s) * (scale * kv_row_scale<KT>(a.kexp, row));
         const float mn = fmaxf(m, s);
         const float corr = expf(m - mn), p = expf(s - mn); /* corr = 0 on the first key */
+        const float pv = p * kv_row_scale<KT>(a.vexp, row);
         l = l * corr + p;
 #pragma unroll
         for (int r = 0; r < ATT_R; r++) {
             const int i = lane + 32 * r;
-            if (i < hd) acc[r] = acc[r] * corr + p * kv_ld(vc, at + i);
+            if (i < hd) acc[r] = acc[r] * corr + pv * kv_ld(vc, at + i);
         }
         m = mn;
     }
@@ -185,8 +202,30 @@ static __host__ __device__ struct fa_layout fa_layout_for(int hd) {
     return L;
 }
 
-static __global__ void __launch_bounds__(ATT_WARPS * 32) flash_kernel(struct att_args a, const __half *__restrict__ kc,
-                                                                       const __half *__restrict__ vc, int T) {
+/* 8 cached elements of cache row `row` from element offset `at` into 8 f16 of shared memory
+ * (16-byte aligned): F16 copied as they are; FP8 codes decoded and scaled by the row's 2^e,
+ * which lands on the values an F16 cache would hold, rounded to F16 only where they have
+ * more than F16's precision (below 2^-14). */
+static __device__ __forceinline__ void fa_load8(__half *dst, const __half *src, int64_t at, const int8_t *exps,
+                                                int64_t row) {
+    (void)exps;
+    (void)row;
+    *(uint4 *)dst = *(const uint4 *)(src + at);
+}
+static __device__ __forceinline__ void fa_load8(__half *dst, const uint8_t *src, int64_t at, const int8_t *exps,
+                                                int64_t row) {
+    const float x = fp8_exp2(exps[row]);
+    const uint2 raw = *(const uint2 *)(src + at); /* at is a multiple of 8: hd % 16 == 0 */
+    const uint8_t *b = (const uint8_t *)&raw;
+    __align__(16) __half h[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) h[i] = __float2half_rn(fp8_dev_decode(b[i]) * x);
+    *(uint4 *)dst = *(const uint4 *)h;
+}
+
+template <typename KT>
+static __global__ void __launch_bounds__(ATT_WARPS * 32) flash_kernel(struct att_args a, const KT *__restrict__ kc,
+                                                                       const KT *__restrict__ vc, int T) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char smem[];
     const int h = blockIdx.x, t0 = blockIdx.y * FA_BQ, nt = min(FA_BQ, T - t0);
@@ -197,7 +236,7 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32) flash_kernel(struct att
     int mine = 1;
     for (int i = threadIdx.x; i < nt; i += blockDim.x) mine &= a.seq_of[t0 + i] == seq && a.pos[t0 + i] == p0 + i;
     if (!__syncthreads_and(mine)) {
-        for (int i = 0; i < nt; i++) attend_one<__half>(a, kc, vc, t0 + i, h, 0, 1, (float *)smem);
+        for (int i = 0; i < nt; i++) attend_one<KT>(a, kc, vc, t0 + i, h, 0, 1, (float *)smem);
         return;
     }
 
@@ -226,14 +265,15 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32) flash_kernel(struct att
         __syncthreads(); /* the previous tile's K, V (and at the start Q, O) are settled */
         for (int e = threadIdx.x; e < FA_BK * chunks; e += blockDim.x) {
             const int r = e / chunks, c = e % chunks, j = kb + r;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            __half *kd = Ks + r * L.ldh + 8 * c, *vd = Vs + r * L.ldh + 8 * c;
             if (j < n_keys) {
-                const int64_t at = kv_at(a, btab, j, kvh) + 8 * c;
-                kv = *(const uint4 *)(kc + at);
-                vv = *(const uint4 *)(vc + at);
+                const int64_t row = kv_row(a, btab, j, kvh), at = row * hd + 8 * c;
+                fa_load8(kd, kc, at, a.kexp, row);
+                fa_load8(vd, vc, at, a.vexp, row);
+            } else {
+                *(uint4 *)kd = make_uint4(0, 0, 0, 0);
+                *(uint4 *)vd = make_uint4(0, 0, 0, 0);
             }
-            *(uint4 *)(Ks + r * L.ldh + 8 * c) = kv;
-            *(uint4 *)(Vs + r * L.ldh + 8 * c) = vv;
         }
         __syncthreads();
 
@@ -326,25 +366,35 @@ static int exact_only(void) {
     return v;
 }
 
+/* The prefill path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache. */
+template <typename KT>
+static void launch_flash(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, int T) {
+    const struct fa_layout L = fa_layout_for(a.hd);
+    const size_t exact = sizeof(float) * ATT_WARPS * (ATT_MAX_HD + 2); /* attend_one's, at the seams */
+    const size_t need = L.bytes > exact ? L.bytes : exact;
+    CUDA_CHECK(cudaFuncSetAttribute(flash_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need));
+    dim3 grid(a.n_q, cuda_blocks(T, FA_BQ));
+    flash_kernel<KT><<<grid, ATT_WARPS * 32, need, c->stream>>>(a, (const KT *)kv->k, (const KT *)kv->v, T);
+    CUDA_LAUNCH_CHECK(c->stream, "flash_kernel");
+}
+
 void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
                     int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
                     const struct attn_batch *b) {
     const int T = b->n_tokens;
     if (T == 0 || n_q == 0) return;
     if (hd > ATT_MAX_HD) FATAL("cuda_attention: head_dim %d > %d", hd, ATT_MAX_HD);
-    if (kv_type != DT_F32 && kv_type != DT_F16)
-        FATAL("cuda_attention: KV cache type %s (F32 or F16 expected)", dtype_name(kv_type));
+    const int fp8 = kv_type == DT_F8_E4M3;
+    if (kv_type != DT_F32 && kv_type != DT_F16 && !fp8)
+        FATAL("cuda_attention: KV cache type %s (F32, F16 or F8_E4M3 expected)", dtype_name(kv_type));
+    if (fp8 && (!kv->k_exp || !kv->v_exp)) FATAL("cuda_attention: FP8 KV cache without its scales");
     struct att_args a = {out, ldo, q, ldq, n_q, q_head0, group, kv_head0, n_kv, hd,
-                         b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL};
-    if (T > 64 && kv_type == DT_F16 && hd % 16 == 0 && hd <= FA_MAX_HD && !exact_only()) {
-        const struct fa_layout L = fa_layout_for(hd);
-        const size_t need = L.bytes > sizeof(float) * ATT_WARPS * (ATT_MAX_HD + 2)
-                                ? L.bytes
-                                : sizeof(float) * ATT_WARPS * (ATT_MAX_HD + 2);
-        CUDA_CHECK(cudaFuncSetAttribute(flash_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need));
-        dim3 grid(n_q, cuda_blocks(T, FA_BQ));
-        flash_kernel<<<grid, ATT_WARPS * 32, need, c->stream>>>(a, (const __half *)kv->k, (const __half *)kv->v, T);
-        CUDA_LAUNCH_CHECK(c->stream, "flash_kernel");
+                         b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp};
+    if (T > 64 && kv_type != DT_F32 && hd % 16 == 0 && hd <= FA_MAX_HD && !exact_only()) {
+        if (fp8)
+            launch_flash<uint8_t>(c, a, kv, T);
+        else
+            launch_flash<__half>(c, a, kv, T);
         return;
     }
     if (T > 65535) FATAL("cuda_attention: %d tokens in one step (at most 65535 on the exact path)", T);
@@ -354,6 +404,9 @@ void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q,
     dim3 grid(n_q, T, a.n_split);
     if (kv_type == DT_F32)
         attention_kernel<float><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const float *)kv->k, (const float *)kv->v);
+    else if (fp8)
+        attention_kernel<uint8_t><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const uint8_t *)kv->k,
+                                                                           (const uint8_t *)kv->v);
     else
         attention_kernel<__half><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const __half *)kv->k,
                                                                           (const __half *)kv->v);

@@ -2,6 +2,7 @@
  * rows and per head), biases, rotary embedding, the paged KV-cache write, SiLU-gate, row
  * gather and residual add. Each matches kernels/cpu/backend_cpu.c operation for operation. */
 #include "ops.cuh"
+#include "fp8_dev.cuh"
 #include "quant_dev.cuh"
 
 /* ---- embedding: one block per token ---- */
@@ -133,11 +134,45 @@ static __global__ void kv_store_kernel(KT *kc, KT *vc, const float *__restrict__
     }
 }
 
+/* FP8: one warp per (token, KV head) row, grid (tokens, n_kv): the row's largest magnitude
+ * gives its power-of-two scale 2^e (util/fp8.h), e goes beside the block in kexp/vexp and
+ * the codes of x / 2^e into the cache. Each row is written whole by one warp, so a block
+ * filled token by token needs no rescaling of the rows already there. */
+static __global__ void kv_store_fp8_kernel(uint8_t *kc, uint8_t *vc, int8_t *kexp, int8_t *vexp,
+                                           const float *__restrict__ k, const float *__restrict__ v, int64_t ld,
+                                           int n_kv, int hd, const int32_t *__restrict__ seq_of,
+                                           const int32_t *__restrict__ pos, const int32_t *__restrict__ block_off,
+                                           const int32_t *__restrict__ blocks, int bs) {
+    const int t = blockIdx.x, h = blockIdx.y, p = pos[t], lane = threadIdx.x;
+    const int blk = blocks[block_off[seq_of[t]] + p / bs];
+    const int64_t row = ((int64_t)blk * bs + p % bs) * n_kv + h, at = row * hd;
+    const float *ks = k + t * ld + (int64_t)h * hd, *vs = v + t * ld + (int64_t)h * hd;
+    float km = 0.0f, vm = 0.0f;
+    for (int i = lane; i < hd; i += 32) {
+        km = fmaxf(km, fabsf(ks[i])); /* fmaxf drops NaNs, as the host's compare does */
+        vm = fmaxf(vm, fabsf(vs[i]));
+    }
+    const int ke = fp8_row_exp(warp_max(km)), ve = fp8_row_exp(warp_max(vm));
+    const float kinv = fp8_exp2(-ke), vinv = fp8_exp2(-ve);
+    for (int i = lane; i < hd; i += 32) {
+        kc[at + i] = fp8_dev_encode(ks[i] * kinv);
+        vc[at + i] = fp8_dev_encode(vs[i] * vinv);
+    }
+    if (lane == 0) {
+        kexp[row] = (int8_t)ke;
+        vexp[row] = (int8_t)ve;
+    }
+}
+
 void cuda_kv_store(struct cuda_ctx *c, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v,
                    int64_t ld, int n_kv, int hd, const struct attn_batch *b) {
     if (b->n_tokens == 0 || n_kv == 0) return;
     const int n = n_kv * hd, threads = n < 256 ? 32 * ((n + 31) / 32) : 256;
-    if (kv_type == DT_F32)
+    if (kv_type == DT_F8_E4M3)
+        kv_store_fp8_kernel<<<dim3(b->n_tokens, n_kv), 32, 0, c->stream>>>(
+            (uint8_t *)kv->k, (uint8_t *)kv->v, kv->k_exp, kv->v_exp, k, v, ld, n_kv, hd, b->seq_of, b->pos,
+            b->block_off, b->blocks, b->block_size);
+    else if (kv_type == DT_F32)
         kv_store_kernel<float><<<b->n_tokens, threads, 0, c->stream>>>(
             (float *)kv->k, (float *)kv->v, k, v, ld, n_kv, hd, b->seq_of, b->pos, b->block_off, b->blocks,
             b->block_size);
@@ -146,7 +181,7 @@ void cuda_kv_store(struct cuda_ctx *c, struct kv_layer *kv, enum dtype kv_type, 
             (__half *)kv->k, (__half *)kv->v, k, v, ld, n_kv, hd, b->seq_of, b->pos, b->block_off, b->blocks,
             b->block_size);
     else
-        FATAL("cuda_kv_store: KV cache type %s (F32 or F16 expected)", dtype_name(kv_type));
+        FATAL("cuda_kv_store: KV cache type %s (F32, F16 or F8_E4M3 expected)", dtype_name(kv_type));
     CUDA_LAUNCH_CHECK(c->stream, "kv_store_kernel");
 }
 

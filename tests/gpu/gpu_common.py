@@ -20,6 +20,10 @@ import tpd_cli  # noqa: E402
 # without a GPU (every check then compares the CPU backend with itself).
 BACKEND = os.environ.get("TPD_GPU_TEST_BACKEND", "cuda")
 
+# SmolLM2-135M-Instruct Q4_1: $TPD_SMOLLM2 (tests/gpu/run assembles it from the two carried
+# halves), else models/ of the checkout.
+SMOLLM2 = os.environ.get("TPD_SMOLLM2") or os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
 
 def gpu_present():
     """True when nvidia-smi lists at least one GPU (or a dry run was asked for)."""
@@ -35,7 +39,7 @@ def gpu_present():
 def record(name, status, detail="", **values):
     """One result line: status PASS, FAIL or SKIP; printed too."""
     detail = " | ".join(ln for ln in str(detail).splitlines() if ln.strip())
-    line = {"name": name, "status": status, "detail": detail}
+    line = {"name": name, "status": status, "detail": detail, "step": os.environ.get("TPD_GPU_STEP", "")}
     line.update(values)
     print(f"[{status}] {name}: {detail}", flush=True)
     path = os.environ.get("TPD_GPU_RESULTS")
@@ -45,8 +49,9 @@ def record(name, status, detail="", **values):
 
 
 def eval_logits(model, seqs, vocab, backend, tp=1, chunk=None, kv_type=None, block_size=None, separate=False,
-                timeout=600, env=None):
-    """Logits [total tokens, vocab] from `mpirun -np tp tpd eval --backend B`."""
+                timeout=600, env=None, rank_env=None, log=None):
+    """Logits [total tokens, vocab] from `mpirun -np tp tpd eval --backend B`. rank_env: see
+    run(); log: a list that receives tpd's stderr (its INFO lines name the all-reduce used)."""
     fd, out = tempfile.mkstemp(prefix="tpd_gpu_eval_", suffix=".f32")
     os.close(fd)
     try:
@@ -61,7 +66,9 @@ def eval_logits(model, seqs, vocab, backend, tp=1, chunk=None, kv_type=None, blo
             args += ["--block-size", block_size]
         if separate:
             args.append("--separate")
-        run(tp, args, timeout, env)
+        p = run(tp, args, timeout, env, rank_env)
+        if log is not None:
+            log.append(p.stderr)
         data = np.fromfile(out, dtype="<f4")
     finally:
         os.unlink(out)
@@ -84,8 +91,39 @@ def generate(model, prompt_ids, n, backend, tp=1, timeout=600, env=None):
     return [int(x) for x in ids.split(",")]
 
 
-def run(tp, args, timeout=600, env=None):
-    cmd = tpd_cli.mpirun_cmd(tp, args)
+def list_mode():
+    """True when a check script was asked for --list: it prints the names of the checks it
+    would record, one a line, and runs nothing (tests/gpu/run names the checks a step did not
+    reach from these)."""
+    return "--list" in sys.argv
+
+
+def run_plan(plan):
+    """Runs [(name, fn)] in order, each fn returning (status, detail, values); an exception is
+    a FAIL with its message. Under --list prints the names only. Returns the failure count."""
+    if list_mode():
+        for name, _ in plan:
+            print(name)
+        return 0
+    fails = 0
+    for name, fn in plan:
+        try:
+            status, detail, values = fn()
+        except Exception as e:  # noqa: BLE001  (a crash is a failed check, with its output)
+            status, detail, values = "FAIL", f"{type(e).__name__}: {str(e)[-1500:]}", {}
+        record(name, status, detail, **values)
+        fails += status == "FAIL"
+    return fails
+
+
+def run(tp, args, timeout=600, env=None, rank_env=None):
+    """mpirun -np tp tpd ARGS. rank_env: {VAR: prefix}, each rank getting VAR=prefix<rank>
+    (NCCL_HOSTID per rank), set by a shell in front of tpd."""
+    if rank_env:
+        sets = "; ".join(f'export {k}="{v}$OMPI_COMM_WORLD_RANK"' for k, v in rank_env.items())
+        cmd = tpd_cli.mpirun_cmd(tp, ["-c", sets + '; exec "$0" "$@"', tpd_cli.tpd_bin()] + list(args), binary="/bin/sh")
+    else:
+        cmd = tpd_cli.mpirun_cmd(tp, args)
     e = tpd_cli.mpirun_env()
     if env:
         e.update(env)

@@ -1,5 +1,6 @@
 """The CUDA backend on the GPU, when the machine has one: CUDA vs CPU backend and vs the
-independent numpy reference on every tiny model (tests/gpu/check_backends.py --quick). The
+independent numpy reference on every tiny model, and the FP8 KV cache CUDA vs CPU
+(tests/gpu/check_backends.py --quick). The
 whole GPU suite with benchmarks is tests/gpu/run. Skips with "skipped: no GPU" elsewhere."""
 import os
 import subprocess
@@ -25,7 +26,7 @@ def test_cuda_backend_matches_cpu_and_reference():
     env.pop("TPD_GPU_RESULTS", None)
     env.pop("TPD_GPU_TEST_BACKEND", None)
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "gpu", "check_backends.py"), "--quick",
-                        "--only=tiny,tp2"], env=env, capture_output=True, text=True, timeout=1700)
+                        "--only=tiny,tp2,fp8"], env=env, capture_output=True, text=True, timeout=1700)
     print(p.stdout[-20000:])
     assert p.returncode == 0, "GPU checks failed:\n" + "\n".join(
         ln for ln in p.stdout.splitlines() if ln.startswith("[FAIL]"))[-8000:] + p.stderr[-4000:]

@@ -30,9 +30,25 @@ def tpd_bin():
     return None
 
 
+# Open MPI on a machine without ssh or rsh (the lent GPU machine, a container): an agent named
+# and on-node transports only, for the variables the user has not set (as launch/ompi-env).
+LONE_MACHINE_OMPI = {
+    "OMPI_MCA_plm_rsh_agent": shutil.which("false") or "/bin/false",
+    "OMPI_MCA_pml": "ob1",
+    "OMPI_MCA_btl": "self,vader",
+    "OMPI_MCA_mtl": "^ofi,psm,psm2",
+    "OMPI_MCA_osc": "^ucx",
+    "OMPI_MCA_btl_base_warn_component_unused": "0",
+    "OMPI_MCA_btl_vader_single_copy_mechanism": "none",  # no CMA: sandboxes that deny ptrace refuse it
+}
+
+
 def mpirun_env():
     env = dict(os.environ)
     env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+    if not shutil.which("ssh") and not shutil.which("rsh"):
+        for k, v in LONE_MACHINE_OMPI.items():
+            env.setdefault(k, v)
     if os.geteuid() == 0:
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
