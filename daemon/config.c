@@ -391,8 +391,6 @@ int config_validate_for(const struct config *c, unsigned cmd, char *err) {
     if (c->spec_ngram_min > c->spec_ngram_max)
         return err_set(err, "speculative.ngram_min (%ld) must not exceed speculative.ngram_max (%ld)", c->spec_ngram_min,
                        c->spec_ngram_max);
-    if (c->spec_method && !strcmp(c->spec_method, "draft") && !c->spec_draft_model)
-        return err_set(err, "speculative.method \"draft\" needs speculative.draft_model (a model with the same tokenizer)");
     if (cmd & (CMD_SERVE | CMD_CONFIG)) {
         if (!c->model_path && !c->synthetic)
             return err_set(err, "no model: set [model] path in the config or pass --model PATH (or --synthetic GEOMETRY)");

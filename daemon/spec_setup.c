@@ -52,7 +52,9 @@ int spec_setup(const struct config *cfg, const struct engine *target, struct spe
         o->drafter = drafter_ngram_new((int)cfg->spec_ngram_min, (int)cfg->spec_ngram_max);
         return 0;
     }
-    /* "draft" (config_validate_for checked the choices and that draft_model is set) */
+    /* "draft" (config_validate_for checked the choices) */
+    if (!cfg->spec_draft_model)
+        return err_set(err, "speculative.method \"draft\" needs speculative.draft_model (a model with the same tokenizer)");
     if (same_tokenizer(cfg->tokenizer ? cfg->tokenizer : cfg->model_path, cfg->spec_draft_model, err)) return -1;
     const struct engine_info *ti = engine_info(target);
     struct engine_opts eo = {.model_path = cfg->spec_draft_model, .backend = cfg->backend, .threads = (int)cfg->threads,
