@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     if (gpu_comm_init(&c, &be, comm_mode, err)) FATAL("communicator: %s", err);
     struct model m;
     double t0 = clock_now();
-    if (model_synthesize(&m, geometry, &be, c.size, c.rank, err)) FATAL("%s", err);
+    if (model_synthesize(&m, geometry, &be, c.size, c.rank, 1, 0, err)) FATAL("%s", err);
     const struct model_hparams *hp = &m.hp;
     int max_b = 1;
     for (int i = 0; i < n_batches; i++) max_b = batches[i] > max_b ? batches[i] : max_b;

@@ -1,6 +1,7 @@
 #include "comm.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +9,10 @@
 
 #include "../util/check_mpi.h"
 #include "../util/clock.h"
+#include "../util/env.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "comm_mpi.h"
 
 void comm_abort(int code) {
     int inited = 0;
@@ -28,6 +31,13 @@ void comm_init(struct comm *c, int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
     c->allreduce = NULL;
     c->allreduce_impl = NULL;
+    c->p2p = NULL;
+    c->p2p_impl = NULL;
+    c->tp = c->size;
+    c->pp = 1;
+    c->tp_rank = c->rank;
+    c->stage = 0;
+    c->tp_group = NULL;
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
@@ -37,8 +47,42 @@ void comm_init(struct comm *c, int *argc, char ***argv) {
 }
 
 void comm_finalize(struct comm *c) {
-    (void)c;
+    if (c->tp_group) {
+        MPI_CHECK(MPI_Comm_free((MPI_Comm *)c->tp_group));
+        free(c->tp_group);
+        c->tp_group = NULL;
+    }
     MPI_CHECK(MPI_Finalize());
+}
+
+MPI_Comm comm_tp_mpi(const struct comm *c) { return c->tp_group ? *(const MPI_Comm *)c->tp_group : MPI_COMM_WORLD; }
+
+int comm_groups_init(struct comm *c, int tp, int pp, char *err) {
+    if (pp < 1) return err_set(err, "parallel.pp = %d: expected at least 1", pp);
+    if (tp <= 0) {
+        if (c->size % pp)
+            return err_set(err, "parallel.pp = %d does not divide the %d ranks mpirun started (ranks = tp x pp)", pp,
+                           c->size);
+        tp = c->size / pp;
+    }
+    if ((long)tp * pp != c->size)
+        return err_set(err, "parallel.tp = %d x parallel.pp = %d = %ld ranks, but mpirun started %d", tp, pp,
+                       (long)tp * pp, c->size);
+    if (c->tp_group) { /* already split: only the same arrangement again */
+        if (tp != c->tp || pp != c->pp)
+            return err_set(err, "process groups already arranged as tp %d x pp %d", c->tp, c->pp);
+        return 0;
+    }
+    c->tp = tp;
+    c->pp = pp;
+    c->stage = c->rank / tp;
+    c->tp_rank = c->rank % tp;
+    if (pp == 1) return 0; /* the TP group is the world */
+    MPI_Comm *g = xmalloc(sizeof *g);
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->stage, c->tp_rank, g));
+    MPI_CHECK(MPI_Comm_set_errhandler(*g, MPI_ERRORS_RETURN));
+    c->tp_group = g;
+    return 0;
 }
 
 void comm_set_allreduce(struct comm *c, void (*fn)(void *impl, float *buf, size_t n), void *impl) {
@@ -47,7 +91,7 @@ void comm_set_allreduce(struct comm *c, void (*fn)(void *impl, float *buf, size_
 }
 
 void comm_allreduce_sum(struct comm *c, float *buf, size_t n) {
-    if (c->size == 1) return;
+    if (c->tp == 1) return;
     if (c->allreduce)
         c->allreduce(c->allreduce_impl, buf, n);
     else
@@ -55,46 +99,47 @@ void comm_allreduce_sum(struct comm *c, float *buf, size_t n) {
 }
 
 void comm_allreduce_host(struct comm *c, float *buf, size_t n) {
-    if (c->size == 1) return;
+    if (c->tp == 1) return;
+    MPI_Comm g = comm_tp_mpi(c);
     while (n > 0) { /* MPI counts are int */
         int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, chunk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, chunk, MPI_FLOAT, MPI_SUM, g));
         buf += chunk;
         n -= (size_t)chunk;
     }
 }
 
-void comm_bcast(struct comm *c, void *buf, size_t bytes, int root) {
-    if (c->size == 1) return;
+static void bcast_on(MPI_Comm g, void *buf, size_t bytes, int root) {
     char *p = buf;
     while (bytes > 0) {
         int chunk = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
-        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, root, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, root, g));
         p += chunk;
         bytes -= (size_t)chunk;
     }
 }
 
-/* A follower waits here between steps, possibly for hours. MPI_Bcast would busy-poll a
- * core all that time, so the broadcast is started non-blocking and polled: spinning for
- * the first SPIN_S (a busy daemon's next plan arrives within it, at no added latency),
- * then sleeping between polls, from 20 us doubling up to 1 ms (an idle rank wakes ~1000
- * times a second for a microsecond; the first step after idling waits at most 1 ms). */
+void comm_bcast(struct comm *c, void *buf, size_t bytes, int root) {
+    if (c->size > 1) bcast_on(MPI_COMM_WORLD, buf, bytes, root);
+}
+
+void comm_tp_bcast(struct comm *c, void *buf, size_t bytes) {
+    if (c->tp > 1) bcast_on(comm_tp_mpi(c), buf, bytes, 0);
+}
+
+/* A follower waits here between steps, possibly for hours. MPI_Bcast (or MPI_Recv) would
+ * busy-poll a core all that time, so the operation is started non-blocking and polled:
+ * spinning for the first SPIN_S (a busy daemon's next plan arrives within it, at no added
+ * latency), then sleeping between polls, from 20 us doubling up to 1 ms (an idle rank wakes
+ * ~1000 times a second for a microsecond; the first step after idling waits at most 1 ms). */
 #define WAIT_SPIN_S 0.002
 #define WAIT_SLEEP_MAX_NS 1000000L
-void comm_bcast_wait(struct comm *c, void *buf, size_t bytes, int root) {
-    if (c->size == 1) return;
-    if (bytes > (size_t)INT_MAX) {
-        comm_bcast(c, buf, bytes, root);
-        return;
-    }
-    MPI_Request req;
-    MPI_CHECK(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req));
+static void wait_polling(MPI_Request *req) {
     int done = 0;
     double spin_until = clock_now() + WAIT_SPIN_S;
     long sleep_ns = 20000;
     for (;;) {
-        MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
         if (done) return;
         if (clock_now() < spin_until) continue;
         struct timespec ts = {0, sleep_ns};
@@ -103,13 +148,163 @@ void comm_bcast_wait(struct comm *c, void *buf, size_t bytes, int root) {
     }
 }
 
+static void bcast_wait_on(MPI_Comm g, void *buf, size_t bytes, int root) {
+    if (bytes > (size_t)INT_MAX) {
+        bcast_on(g, buf, bytes, root);
+        return;
+    }
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, g, &req));
+    wait_polling(&req);
+}
+
+void comm_bcast_wait(struct comm *c, void *buf, size_t bytes, int root) {
+    if (c->size > 1) bcast_wait_on(MPI_COMM_WORLD, buf, bytes, root);
+}
+
+void comm_tp_bcast_wait(struct comm *c, void *buf, size_t bytes) {
+    if (c->tp > 1) bcast_wait_on(comm_tp_mpi(c), buf, bytes, 0);
+}
+
+void comm_tp_barrier(struct comm *c) {
+    if (c->tp > 1) MPI_CHECK(MPI_Barrier(comm_tp_mpi(c)));
+}
+
+/* Point to point, in chunks of at most INT_MAX bytes (each chunk one message, same tag). */
+void comm_send(struct comm *c, const void *buf, size_t bytes, int peer, int tag) {
+    (void)c;
+    const char *p = buf;
+    do {
+        int chunk = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
+        MPI_CHECK(MPI_Send(p, chunk, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
+        p += chunk;
+        bytes -= (size_t)chunk;
+    } while (bytes > 0);
+}
+
+void comm_recv(struct comm *c, void *buf, size_t bytes, int peer, int tag) {
+    (void)c;
+    char *p = buf;
+    do {
+        int chunk = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
+        MPI_CHECK(MPI_Recv(p, chunk, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        p += chunk;
+        bytes -= (size_t)chunk;
+    } while (bytes > 0);
+}
+
+void comm_recv_wait(struct comm *c, void *buf, size_t bytes, int peer, int tag) {
+    if (bytes > (size_t)INT_MAX) {
+        comm_recv(c, buf, bytes, peer, tag);
+        return;
+    }
+    MPI_Request req;
+    MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req));
+    wait_polling(&req);
+}
+
+void *comm_irecv_floats(struct comm *c, float *buf, size_t n, int peer, int tag) {
+    (void)c;
+    if (n > (size_t)INT_MAX) FATAL("a receive of %zu floats is more than MPI counts", n);
+    MPI_Request *req = xmalloc(sizeof *req);
+    MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, req));
+    return req;
+}
+
+void comm_wait(struct comm *c, void *req) {
+    (void)c;
+    MPI_CHECK(MPI_Wait((MPI_Request *)req, MPI_STATUS_IGNORE));
+    free(req);
+}
+
+/* Polls req until done or timeout_s passed (then the job ends with what). */
+static void wait_timed(MPI_Request *req, double timeout_s, int rank, const char *what) {
+    double until = clock_now() + timeout_s;
+    int done = 0;
+    while (!done) {
+        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) break;
+        if (clock_now() > until) FATAL("rank %d: %s did not finish within %.0f s (TPD_COMM_START_TIMEOUT): a rank is hung, "
+                                       "stopped or unreachable", rank, what, timeout_s);
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int comm_startup_check(struct comm *c, char *err) {
+    double timeout_s;
+    int ok = !env_seconds("TPD_COMM_START_TIMEOUT", 60, &timeout_s, err);
+    if (!comm_agree(c, ok, err, "the startup check")) return -1;
+    char what[160];
+    enum { N = 1024 };
+    float buf[N];
+    const int first = c->stage * c->tp;
+    if (c->tp > 1) {
+        for (int i = 0; i < N; i++) buf[i] = (float)(c->tp_rank + 1) * (float)(i % 7 + 1);
+        MPI_Request req;
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, N, MPI_FLOAT, MPI_SUM, comm_tp_mpi(c), &req));
+        snprintf(what, sizeof what, "the startup all-reduce over stage %d's TP group (world ranks %d-%d)", c->stage,
+                 first, first + c->tp - 1);
+        wait_timed(&req, timeout_s, c->rank, what);
+        const double S = (double)c->tp * (c->tp + 1) / 2;
+        for (int i = 0; i < N && ok; i++)
+            if (buf[i] != (float)(S * (i % 7 + 1)))
+                ok = !err_set(err, "%s returned %g at element %d, expected %g", what, buf[i], i, S * (i % 7 + 1));
+    }
+    /* to the next stage, from the previous one, and an answer back (so the sender learns the
+     * receiver is there even when the message went out eagerly): each pair named by its ranks */
+    float out[N];
+    int32_t ack_in = 0, ack_out = 1;
+    MPI_Request sreq = MPI_REQUEST_NULL, rreq = MPI_REQUEST_NULL, areq = MPI_REQUEST_NULL;
+    int next = c->stage + 1 < c->pp ? comm_stage_peer(c, c->stage + 1) : -1;
+    int prev = c->stage > 0 ? comm_stage_peer(c, c->stage - 1) : -1;
+    if (next >= 0) {
+        for (int i = 0; i < N; i++) out[i] = (float)(c->rank + 1) * (float)(i % 5 + 1);
+        MPI_CHECK(MPI_Isend(out, N, MPI_FLOAT, next, COMM_TAG_ACT, MPI_COMM_WORLD, &sreq));
+        MPI_CHECK(MPI_Irecv(&ack_in, 1, MPI_INT32_T, next, COMM_TAG_LOGITS, MPI_COMM_WORLD, &areq));
+    }
+    if (prev >= 0) {
+        MPI_CHECK(MPI_Irecv(buf, N, MPI_FLOAT, prev, COMM_TAG_ACT, MPI_COMM_WORLD, &rreq));
+        snprintf(what, sizeof what, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", prev,
+                 c->stage - 1, c->rank, c->stage);
+        wait_timed(&rreq, timeout_s, c->rank, what);
+        for (int i = 0; i < N && ok; i++)
+            if (buf[i] != (float)(prev + 1) * (float)(i % 5 + 1))
+                ok = !err_set(err, "%s delivered %g at element %d, expected %g", what, buf[i], i,
+                              (double)(prev + 1) * (i % 5 + 1));
+        MPI_CHECK(MPI_Send(&ack_out, 1, MPI_INT32_T, prev, COMM_TAG_LOGITS, MPI_COMM_WORLD));
+    }
+    if (next >= 0) {
+        snprintf(what, sizeof what, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", c->rank,
+                 c->stage, next, c->stage + 1);
+        wait_timed(&sreq, timeout_s, c->rank, what);
+        wait_timed(&areq, timeout_s, c->rank, what);
+    }
+    return comm_agree(c, ok, err, "the startup check") ? 0 : -1;
+}
+
+void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, int peer, int send), void *impl) {
+    c->p2p = fn;
+    c->p2p_impl = impl;
+}
+
+void comm_send_act(struct comm *c, float *buf, size_t n, int peer) {
+    if (c->p2p) c->p2p(c->p2p_impl, buf, n, peer, 1);
+    else comm_send(c, buf, n * sizeof(float), peer, COMM_TAG_ACT);
+}
+
+void comm_recv_act(struct comm *c, float *buf, size_t n, int peer) {
+    if (c->p2p) c->p2p(c->p2p_impl, buf, n, peer, 0);
+    else comm_recv(c, buf, n * sizeof(float), peer, COMM_TAG_ACT);
+}
+
 void comm_gatherv(struct comm *c, const float *send, int count, float *out, const int *counts,
                   const int *displs) {
-    if (c->size == 1) {
+    if (c->tp == 1) {
         for (int i = 0; i < count; i++) out[displs[0] + i] = send[i];
         return;
     }
-    MPI_CHECK(MPI_Gatherv(send, count, MPI_FLOAT, out, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Gatherv(send, count, MPI_FLOAT, out, counts, displs, MPI_FLOAT, 0, comm_tp_mpi(c)));
 }
 
 int comm_all_ok(struct comm *c, int ok) {

@@ -18,6 +18,7 @@
 #include "../util/fatal.h"
 #include "ipc_allreduce.h"
 #include "mpi_staging.h"
+#include "comm_mpi.h"
 #include "nccl.h"
 #include "watchdog.h"
 
@@ -36,6 +37,10 @@ struct gpu_comm {
     struct nccl *nccl;
     struct ipc_allreduce *ipc;
     struct mpi_staging staging;
+    /* between pipeline stages: NCCL send/recv over every rank, else MPI through pinned host memory */
+    struct nccl *pipe;
+    float *p2p_host;
+    size_t p2p_cap;
 };
 
 /* The comm's all-reduce: same choice on every rank (it depends on the size only). */
@@ -53,11 +58,80 @@ static void gpu_allreduce(void *impl, float *buf, size_t n) {
     watchdog_note(g->wd, g->stream);
 }
 
+/* The comm's activations between stages (device memory): NCCL send/recv on the stream, or
+ * through pinned host memory and MPI (the step deadline watches the MPI wait). */
+static void gpu_p2p(void *impl, float *buf, size_t n, int peer, int send) {
+    struct gpu_comm *g = impl;
+    if (n == 0) return;
+    CUDA_CHECK(cudaSetDevice(g->device));
+    cudaStream_t stream = (cudaStream_t)g->stream;
+    if (g->pipe) {
+        if (send) nccl_send(g->pipe, buf, n, peer, g->stream);
+        else nccl_recv(g->pipe, buf, n, peer, g->stream);
+        watchdog_note(g->wd, g->stream);
+        return;
+    }
+    if (n > g->p2p_cap) {
+        if (g->p2p_host) CUDA_CHECK(cudaFreeHost(g->p2p_host));
+        g->p2p_host = NULL;
+        CUDA_CHECK(cudaMallocHost((void **)&g->p2p_host, n * sizeof(float)));
+        g->p2p_cap = n;
+    }
+    if (send) {
+        CUDA_CHECK(cudaMemcpyAsync(g->p2p_host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        comm_send(g->c, g->p2p_host, n * sizeof(float), peer, COMM_TAG_ACT);
+    } else {
+        comm_recv(g->c, g->p2p_host, n * sizeof(float), peer, COMM_TAG_ACT);
+        CUDA_CHECK(cudaMemcpyAsync(buf, g->p2p_host, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream)); /* the host buffer is free for the next message */
+    }
+}
+
+/* Collective: known values from each stage to its next through the path in use, under the
+ * watchdog naming the pair of ranks; checked exactly by the receiver. */
+static int p2p_check(struct gpu_comm *g, char *err) {
+    struct comm *c = g->c;
+    const size_t n = (size_t)1 << 16;
+    cudaStream_t stream = (cudaStream_t)g->stream;
+    float *h = xmalloc(n * sizeof(float)), *d = NULL;
+    CUDA_CHECK(cudaMalloc((void **)&d, n * sizeof(float)));
+    int ok = 1;
+    for (int dir = 0; dir < 2; dir++) { /* send to the next stage, then receive from the previous */
+        int other = dir == 0 ? c->stage + 1 : c->stage - 1;
+        if (other < 0 || other >= c->pp) continue;
+        int peer = comm_stage_peer(c, other);
+        int from = dir == 0 ? c->rank : peer, to = dir == 0 ? peer : c->rank;
+        if (dir == 0) {
+            for (size_t i = 0; i < n; i++) h[i] = (float)(from + 1) * (float)(i % 17 + 1);
+            CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+        }
+        watchdog_arm(g->wd, g->start_timeout_s,
+                     "the startup send/recv of %zu bytes from rank %d (stage %d) to rank %d (stage %d) over %s did not "
+                     "finish within %.0f s (TPD_COMM_START_TIMEOUT); " HANG_HINTS, n * sizeof(float), from,
+                     from / c->tp, to, to / c->tp, g->pipe ? "NCCL" : "MPI", g->start_timeout_s);
+        gpu_p2p(g, d, n, peer, dir == 0);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        watchdog_disarm(g->wd);
+        if (dir == 1) {
+            CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < n && ok; i++)
+                if (h[i] != (float)(from + 1) * (float)(i % 17 + 1))
+                    ok = !err_set(err, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d) delivered "
+                                  "%g at element %zu, expected %g: this path corrupts data", from, from / c->tp, to,
+                                  to / c->tp, h[i], i, (double)(from + 1) * (double)(i % 17 + 1));
+        }
+    }
+    CUDA_CHECK(cudaFree(d));
+    free(h);
+    return comm_agree(c, ok, err, "the startup send/recv between stages") ? 0 : -1;
+}
+
 /* Collective: an all-reduce of known values through every path in use, under the watchdog
  * (a hang ends the job with the likely causes); the sums are checked exactly. */
 static int startup_check(struct gpu_comm *g, char *err) {
     const size_t sizes[2] = {4096, (size_t)1 << 18}; /* 16 KiB (IPC when present), 1 MiB */
-    const int rank = g->c->rank, size = g->c->size;
+    const int rank = g->c->tp_rank, size = g->c->tp, first = g->c->stage * size;
     const double S = (double)size * (size + 1) / 2;
     cudaStream_t stream = (cudaStream_t)g->stream;
     int ok = 1;
@@ -68,8 +142,9 @@ static int startup_check(struct gpu_comm *g, char *err) {
         CUDA_CHECK(cudaMalloc((void **)&d, n * sizeof(float)));
         CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
         watchdog_arm(g->wd, g->start_timeout_s,
-                     "the startup all-reduce of %zu bytes over %d ranks (%s) did not finish within %.0f s "
-                     "(TPD_COMM_START_TIMEOUT); " HANG_HINTS, n * sizeof(float), size, g->desc, g->start_timeout_s);
+                     "the startup all-reduce of %zu bytes over stage %d's TP group (world ranks %d-%d, %s) did not "
+                     "finish within %.0f s (TPD_COMM_START_TIMEOUT); " HANG_HINTS, n * sizeof(float), g->c->stage,
+                     first, first + size - 1, g->desc, g->start_timeout_s);
         gpu_allreduce(g, d, n);
         CUDA_CHECK(cudaStreamSynchronize(stream));
         watchdog_disarm(g->wd);
@@ -77,9 +152,9 @@ static int startup_check(struct gpu_comm *g, char *err) {
         CUDA_CHECK(cudaFree(d));
         for (size_t i = 0; i < n && ok; i++)
             if (h[i] != (float)(S * (double)(i % 13 + 1)))
-                ok = !err_set(err, "the startup all-reduce over %d ranks (%s) returned %g at element %zu of %zu, "
-                              "expected %g: this path corrupts data; " HANG_HINTS, size, g->desc, h[i], i, n,
-                              S * (double)(i % 13 + 1));
+                ok = !err_set(err, "the startup all-reduce over stage %d's TP group (world ranks %d-%d, %s) returned "
+                              "%g at element %zu of %zu, expected %g: this path corrupts data; " HANG_HINTS,
+                              g->c->stage, first, first + size - 1, g->desc, h[i], i, n, S * (double)(i % 13 + 1));
         free(h);
     }
     return comm_agree(g->c, ok, err, "the startup all-reduce") ? 0 : -1;
@@ -93,33 +168,40 @@ struct placement {
     char bus[32];
 };
 
-/* Collective: every rank gets the same facts, so verdicts drawn from them agree without
- * another collective. */
-static void placement_find(struct comm *c, int device, struct placement *p) {
+/* Collective over the stage's TP group (world = 0) or every rank (1): every rank of it gets
+ * the same facts, so verdicts drawn from them agree without another collective. Ranks are
+ * named by world rank. */
+static void placement_find(struct comm *c, int world, int device, struct placement *p) {
+    const int size = world ? c->size : c->tp, first = world ? 0 : c->stage * c->tp;
     struct rank_gpu {
         int node;
         char bus[32];
-    } me, *all = xcalloc((size_t)c->size, sizeof *all);
+    } me, *all = xcalloc((size_t)size, sizeof *all);
     memset(&me, 0, sizeof me);
     memset(p, 0, sizeof *p);
     me.node = c->node;
     CUDA_CHECK(cudaDeviceGetPCIBusId(me.bus, (int)sizeof me.bus, device));
-    MPI_CHECK(MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD));
-    p->one_node = c->local_size == c->size;
-    for (int r = 0; r < c->size && !p->shared_gpu; r++)
-        for (int s = r + 1; s < c->size && !p->shared_gpu; s++)
+    MPI_CHECK(MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE,
+                            world ? MPI_COMM_WORLD : comm_tp_mpi(c)));
+    p->one_node = 1;
+    for (int r = 1; r < size; r++) p->one_node &= all[r].node == all[0].node;
+    for (int r = 0; r < size && !p->shared_gpu; r++)
+        for (int s = r + 1; s < size && !p->shared_gpu; s++)
             if (all[r].node == all[s].node && !strcmp(all[r].bus, all[s].bus)) {
                 p->shared_gpu = 1;
-                p->share_a = r;
-                p->share_b = s;
+                p->share_a = first + r;
+                p->share_b = first + s;
             }
-    snprintf(p->bus, sizeof p->bus, "%s", all[p->share_a].bus);
+    snprintf(p->bus, sizeof p->bus, "%s", all[p->share_a - first].bus);
     free(all);
 }
 
 /* Frees everything; each module withdraws its watchdog probe before the watchdog stops (no
  * collective: the caller makes sure no peer still reads this rank's IPC region). */
 static void gpu_comm_destroy(struct gpu_comm *g) {
+    nccl_close(g->pipe);
+    if (g->p2p_host) cudaFreeHost(g->p2p_host);
+    cudaGetLastError();
     nccl_close(g->nccl);
     ipc_allreduce_close(g->ipc);
     mpi_staging_free(&g->staging);
@@ -156,8 +238,8 @@ int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *er
     if (!comm_agree(c, ok, err, "the GPU communicator")) goto fail;
 
     struct placement pl;
-    placement_find(c, g->device, &pl);
-    const int ipc_possible = pl.one_node && c->size <= IPC_MAX_RANKS;
+    placement_find(c, 0, g->device, &pl);
+    const int ipc_possible = pl.one_node && c->tp <= IPC_MAX_RANKS;
     /* NCCL refuses two ranks on one GPU of one host; with NCCL_HOSTID set per rank they look
      * like separate hosts and talk over its network transport (how the single-GPU machine
      * checks the NCCL path: tests/gpu/check_hf.py). Every rank sees the same placement, and
@@ -178,7 +260,7 @@ int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *er
     const int want_nccl = !strcmp(mode, "nccl") || (TPD_HAVE_NCCL && !strcmp(mode, "auto") && !pl.shared_gpu);
     const int want_ipc = !strcmp(mode, "ipc") || (!strcmp(mode, "auto") && ipc_possible);
     if (want_nccl) {
-        if (!(g->nccl = nccl_open(c, g->device, g->wd, g->start_timeout_s, err))) goto fail;
+        if (!(g->nccl = nccl_open(c, 0, g->device, g->wd, g->start_timeout_s, err))) goto fail;
         g->paths |= PATH_NCCL;
     }
     if (want_ipc) {
@@ -205,7 +287,23 @@ int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *er
         comm_set_allreduce(c, NULL, NULL);
         goto fail;
     }
+    if (c->pp > 1) {
+        /* between stages: NCCL send/recv where NCCL carries the all-reduce and no two ranks of
+         * the job share a GPU (or NCCL_HOSTID separates them); else MPI through host memory */
+        struct placement wpl;
+        placement_find(c, 1, g->device, &wpl);
+        if ((g->paths & PATH_NCCL) && (!wpl.shared_gpu || hostid_all) &&
+            !(g->pipe = nccl_open(c, 1, g->device, g->wd, g->start_timeout_s, err)))
+            goto fail_installed;
+        comm_set_p2p(c, gpu_p2p, g);
+        size_t at = strlen(g->desc);
+        snprintf(g->desc + at, sizeof g->desc - at, "; stages %s", g->pipe ? "nccl" : "mpi");
+        if (p2p_check(g, err)) goto fail_installed;
+    }
     return 0;
+fail_installed:
+    comm_set_p2p(c, NULL, NULL);
+    comm_set_allreduce(c, NULL, NULL);
 fail:
     gpu_comm_destroy(g);
     return -1;
@@ -218,6 +316,7 @@ void gpu_comm_free(struct comm *c) {
     CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)g->stream));
     comm_barrier(c); /* no peer still reads this rank's IPC slots */
     comm_set_allreduce(c, NULL, NULL);
+    comm_set_p2p(c, NULL, NULL);
     gpu_comm_destroy(g);
 }
 

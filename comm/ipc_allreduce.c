@@ -14,10 +14,12 @@
 #include "../util/env.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "comm_mpi.h"
 
 /* Each rank's region is [flag (256 B) | slot 0 | slot 1], slots of cap bytes. */
 struct ipc_allreduce {
-    int rank, size, device;
+    int rank, size, device; /* in the stage's TP group */
+    MPI_Comm group;
     cudaStream_t stream;
     char *base;
     char *peer[IPC_MAX_RANKS]; /* every rank's region as mapped here (own at [rank]) */
@@ -50,13 +52,14 @@ static void release(struct ipc_allreduce *p) {
 
 struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *stream, int host_sync, double timeout_s,
                                          struct watchdog *wd, char *err) {
-    if (c->size > IPC_MAX_RANKS) { /* the same verdict on every rank */
+    if (c->tp > IPC_MAX_RANKS) { /* the same verdict on every rank */
         err_set(err, "the ipc communicator needs at most %d ranks", IPC_MAX_RANKS);
         return NULL;
     }
     struct ipc_allreduce *p = xcalloc(1, sizeof *p);
-    p->rank = c->rank;
-    p->size = c->size;
+    p->rank = c->tp_rank; /* the stage's TP group */
+    p->size = c->tp;
+    p->group = comm_tp_mpi(c);
     p->device = device;
     p->stream = (cudaStream_t)stream;
     p->host_sync = host_sync;
@@ -81,7 +84,7 @@ struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *strea
     if (p->timed_out) *p->timed_out = 0;
     if (comm_agree(c, ok, err, "CUDA IPC buffers")) {
         cudaIpcMemHandle_t *all = xcalloc((size_t)p->size, sizeof *all);
-        MPI_CHECK(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, p->group));
         for (int r = 0; r < p->size && ok; r++) {
             if (r == p->rank) {
                 p->peer[r] = p->base;
@@ -124,7 +127,7 @@ void ipc_allreduce_sum(struct ipc_allreduce *p, float *buf, size_t n) {
                                    p->stream));
         if (p->host_sync) {
             CUDA_CHECK(cudaStreamSynchronize(p->stream));
-            MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+            MPI_CHECK(MPI_Barrier(p->group));
         } else {
             uint64_t *flags[IPC_MAX_RANKS] = {0};
             for (int r = 0; r < p->size; r++) flags[r] = (uint64_t *)p->peer[r];

@@ -12,7 +12,7 @@
 
 struct ipc_allreduce;
 
-/* Collective; every rank on one node, at most IPC_MAX_RANKS of them. Maps every rank's region
+/* Collective over the stage's TP group; every rank of it on one node, at most IPC_MAX_RANKS of them. Maps every rank's region
  * (two slots of TPD_IPC_BYTES, 8 MiB by default) on device; work is queued on stream (a
  * cudaStream_t). host_sync: meet at an MPI barrier rather than in a spinning kernel. A peer
  * missing the device barrier for timeout_s seconds ends the job (a probe added to wd). NULL

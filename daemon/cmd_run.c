@@ -9,6 +9,8 @@
 
 #include "../comm/comm.h"
 #include "../parallel/engine.h"
+#include "../grammar/grammar.h"
+#include "../server/api_grammar.h"
 #include "../tokenizer/chat.h"
 #include "../tokenizer/detok.h"
 #include "../tokenizer/tokenizer.h"
@@ -16,6 +18,7 @@
 #include "../util/fatal.h"
 #include "../util/log.h"
 #include "../util/parse.h"
+#include "../util/sbuf.h"
 #include "../sched/block_pool.h"
 #include "spec_setup.h"
 #include "../sched/metrics.h"
@@ -98,6 +101,32 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
     return 0;
 }
 
+/* --json-schema FILE / --grammar FILE: r's output is constrained to the grammar. 0, or 2
+ * with err. */
+static int constrain(struct gen_request *r, const struct run_opts *o, const struct tokenizer *tok,
+                     struct grammar_vocab **gv, char *err) {
+    if (o->json_schema && o->grammar) return err_set(err, "give at most one of --json-schema and --grammar"), 2;
+    if (!tok) return err_set(err, "--json-schema and --grammar need the tokenizer (give --prompt, not --prompt-ids)"), 2;
+    const char *path = o->json_schema ? o->json_schema : o->grammar;
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(err, "%s: cannot open", path), 2;
+    struct sbuf text = {0};
+    int rc = sbuf_add_stream(&text, f);
+    fclose(f);
+    if (rc) {
+        sbuf_free(&text);
+        return err_set(err, "%s: read error", path), 2;
+    }
+    *gv = api_grammar_vocab(tok);
+    char why[ERR_LEN];
+    struct grammar *g = grammar_compile(*gv, o->json_schema ? GRAMMAR_JSON_SCHEMA : GRAMMAR_GBNF, text.p, text.len, why);
+    sbuf_free(&text);
+    if (!g) return err_set(err, "%s: %s", path, why), 2;
+    r->grammar = grammar_matcher_new(g);
+    grammar_unref(g);
+    return 0;
+}
+
 /* Rank 0: submits the prompt as one request to the scheduler the daemon uses and runs its
  * step loop until the request ends, printing tokens as they arrive. */
 static int generate_rank0(struct engine *e, const struct run_opts *o, const struct tokenizer *tok, int32_t *prompt,
@@ -124,7 +153,12 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     r->sp.seed = (uint64_t)o->seed;
     r->sp.has_seed = 1;
     int rc = 0;
-    if (sched_submit(s, r, err) != SUBMIT_OK) {
+    struct grammar_vocab *gv = NULL;
+    if (o->json_schema || o->grammar) {
+        rc = constrain(r, o, tok, &gv, err);
+        if (rc) fprintf(stderr, "tpd generate: %s\n", err);
+    }
+    if (!rc && sched_submit(s, r, err) != SUBMIT_OK) {
         fprintf(stderr, "tpd generate: %s\n", err);
         rc = 2;
     }
@@ -169,7 +203,8 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
         fprintf(stderr, "timing: prefill_tokens=%d prefill_s=%.6f decode_tokens=%d decode_s=%.6f\n", n_prompt,
                 t_first - r->t_submit, n_gen > 0 ? n_gen - 1 : 0, t_end - t_first);
     }
-    req_unref(r); /* owns the prompt */
+    req_unref(r); /* owns the prompt and the grammar state */
+    grammar_vocab_free(gv);
     sched_free(s);
     spec_teardown(&so.spec);
     metrics_free(m);
@@ -281,7 +316,7 @@ static void eval_group(struct engine *e, struct block_pool *pool, struct step_pl
         }
     }
     for (int i = 0; i < n; i++) {
-        block_pool_give(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks);
+        block_pool_release(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks);
         free(seqs[i].blocks);
     }
 }
@@ -327,7 +362,7 @@ static int eval(struct comm *c, struct run_opts o) {
         /* eval tests the engine itself: a plan built here, blocks from its own pool */
         struct block_pool pool;
         struct step_plan plan;
-        block_pool_init(&pool, engine_info(e)->n_blocks);
+        block_pool_init(&pool, engine_info(e)->n_blocks, engine_info(e)->block_size, 0);
         plan_init(&plan);
         float *all = xmalloc(sizeof(float) * total * (size_t)vocab);
         int step_cap = o.separate ? longest : (int)total;

@@ -22,6 +22,8 @@
 #include "spec_setup.h"
 #include "../server/api.h"
 #include "../server/http.h"
+#include "../server/toolcall.h"
+#include "../util/sbuf.h"
 #include "../sched/metrics.h"
 #include "../sched/scheduler.h"
 
@@ -99,6 +101,33 @@ static void pid_file_remove(const char *path, dev_t dev, ino_t ino) {
 }
 
 /* Rank 0 after the engine is up: frontend, scheduler, and the step loop until SIGTERM. */
+/* model.chat_template and model.tool_format: what chat requests render and parse with. */
+static int set_chat_template(struct api_ctx *api, const struct config *cfg, char *err) {
+    int format = strcmp(cfg->tool_format, "auto") ? toolcall_format_parse(cfg->tool_format) : -1;
+    if (!cfg->chat_template) {
+        if (format >= 0) api->tool_format = (enum tool_format)format;
+        return 0;
+    }
+    FILE *f = fopen(cfg->chat_template, "rb");
+    if (!f) return err_set(err, "model.chat_template %s: %s", cfg->chat_template, strerror(errno));
+    struct sbuf src = {0};
+    int rc = sbuf_add_stream(&src, f);
+    fclose(f);
+    if (rc) {
+        sbuf_free(&src);
+        return err_set(err, "model.chat_template %s: read error", cfg->chat_template);
+    }
+    rc = api_ctx_set_chat_template(api, src.p, format, err);
+    sbuf_free(&src);
+    if (rc) {
+        char why[ERR_LEN];
+        snprintf(why, sizeof why, "%s", err);
+        return err_set(err, "model.chat_template %s: %s", cfg->chat_template, why);
+    }
+    LOG(LOG_INFO, "chat template from %s; tool calls: %s", cfg->chat_template, toolcall_format_name(api->tool_format));
+    return 0;
+}
+
 static int serve_rank0(struct engine *e, const struct config *cfg) {
     char err[ERR_LEN];
     char *dump = config_dump(cfg);
@@ -114,7 +143,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     struct sched_opts so = {.max_running = (int)cfg->max_running, .max_queue = (int)cfg->max_queue,
                             .step_tokens = (int)cfg->step_tokens, .eog_ids = tok->eog, .n_eog = (int)tok->n_eog,
                             .step_timeout_s = cfg->step_timeout_s, .step_time_s = cfg->step_time_s,
-                            .max_share = cfg->max_share};
+                            .max_share = cfg->max_share, .prefix_caching = cfg->prefix_caching,
+                            .micro_batches = (int)cfg->micro_batches};
     if (spec_setup(cfg, e, &so.spec, err)) {
         fprintf(stderr, "tpd serve: %s\n", err);
         metrics_free(m);
@@ -127,6 +157,9 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port,
         .max_body_bytes = (size_t)cfg->max_body_bytes, .max_connections = (int)cfg->max_connections,
         .send_timeout_s = (unsigned)cfg->send_timeout_s,
+        .max_connections_per_uid = (int)cfg->max_connections_per_uid,
+        .header_timeout_s = (unsigned)cfg->header_timeout_s, .idle_timeout_s = (unsigned)cfg->idle_timeout_s,
+        .http_threads = (int)cfg->http_threads,
     };
     struct sched_stats st;
     sched_stats(s, &st);
@@ -144,11 +177,13 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     snprintf(pid_path, sizeof pid_path, "%s.pid", cfg->socket);
     dev_t pid_dev = 0;
     ino_t pid_ino = 0;
-    if (http_start(&h, &sc, s, &api, m, err) || pid_file_write(pid_path, &pid_dev, &pid_ino, err)) {
+    if (set_chat_template(&api, cfg, err) || http_start(&h, &sc, s, &api, m, err) ||
+        pid_file_write(pid_path, &pid_dev, &pid_ino, err)) {
         fprintf(stderr, "tpd serve: %s\n", err);
         rc = 1;
     } else {
-        LOG(LOG_INFO, "serving %s on %s (tp %d)", api.model_name, cfg->socket, engine_info(e)->tp);
+        LOG(LOG_INFO, "serving %s on %s (tp %d x pp %d)", api.model_name, cfg->socket, engine_info(e)->tp,
+            engine_info(e)->pp);
         while (!stop_requested) sched_step(s, 0.05);
         pid_file_remove(pid_path, pid_dev, pid_ino);
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
@@ -178,8 +213,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
     enum dtype kv_type = DT_F16;
-    if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) ||
-        (cfg.tp && cfg.tp != c->size && !err_set(err, "parallel.tp = %ld but mpirun started %d ranks", cfg.tp, c->size)) ||
+    if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) || comm_groups_init(c, (int)cfg.tp, (int)cfg.pp, err) ||
         kvcache_type_parse(cfg.kv_type, &kv_type, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd serve: %s\n", err);
         config_free(&cfg);
@@ -198,7 +232,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
 
     struct engine_opts eo = {
         .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend,
-        .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic,
+        .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic, .tp = (int)cfg.tp, .pp = (int)cfg.pp,
         .threads = (int)cfg.threads,
         .kv_type = kv_type, .block_size = (int)cfg.block_size,
         .n_blocks = (int)(cfg.kv_tokens / cfg.block_size), .max_ctx = (int)cfg.max_ctx,

@@ -7,7 +7,10 @@
  * adding special tokens), or prints the prompt.
  * For the tests: --batch F (one hex-encoded text per line) prints one JSON object per line
  * with the ids, the decoded text and the streamed text (hex); --render-batch F (no
- * tokenizer; JSON lines {"template", "context"}) prints {"ok", "text"|"error"} lines. */
+ * tokenizer; JSON lines {"template", "context"}) prints {"ok", "text"|"error"} lines; a line
+ * {"template", "request"} renders a chat request body as the server does (tools included)
+ * and also prints the tool-call "format" detected in the template (and, for a forced call,
+ * the "grammar" its decoding follows). */
 #include "cmd_tokenize.h"
 
 #include <stdio.h>
@@ -16,10 +19,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "../server/api.h"
+#include "../server/toolcall.h"
 #include "../tokenizer/chat.h"
 #include "../tokenizer/detok.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/sbuf.h"
 #include "options.h"
 
@@ -112,6 +118,56 @@ static int run_batch(struct tokenizer *t, const char *path, int flags) {
     return rc;
 }
 
+/* A batch line {"template", "request": a chat request body, "bos_token"?, "eos_token"?}:
+ * the prompt the server renders for that request (server/api.c), and the tool-call format
+ * it detects in the template. */
+static void render_request(const char *src, const cJSON *line, const cJSON *req, cJSON *res) {
+    char err[ERR_LEN];
+    struct chat_template ct;
+    if (chat_template_load(&ct, NULL, src, err)) {
+        cJSON_AddBoolToObject(res, "ok", 0);
+        cJSON_AddStringToObject(res, "error", err);
+        return;
+    }
+    const char *names[] = {"bos_token", "eos_token"};
+    char **dst[] = {&ct.bos, &ct.eos};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(line, names[i]);
+        if (cJSON_IsString(v)) {
+            free(*dst[i]);
+            *dst[i] = xstrdup(v->valuestring);
+        }
+    }
+    struct api_ctx c = {.chat = &ct, .model_name = NULL, .tool_format = toolcall_detect(src)};
+    char *body = cJSON_PrintUnformatted(req), *text = NULL;
+    size_t tl = 0;
+    struct api_error e;
+    if (body && api_chat_prompt(&c, body, strlen(body), &text, &tl, &e) == 0) {
+        cJSON_AddBoolToObject(res, "ok", 1);
+        cJSON_AddStringToObject(res, "text", text);
+    } else {
+        cJSON_AddBoolToObject(res, "ok", 0);
+        cJSON_AddStringToObject(res, "error", body ? e.message : "out of memory");
+    }
+    cJSON_AddStringToObject(res, "format", toolcall_format_name(c.tool_format));
+    /* a forced call: the GBNF its decoding follows after the prompt */
+    struct api_tools t;
+    if (api_tools_read(req, c.tool_format, &t, &e) == 0 && t.prefix) {
+        struct sbuf g = {0};
+        int bad;
+        if (toolcall_grammar(t.format, (const char *const *)t.names, (const char *const *)t.params, t.n,
+                             t.choice == TOOL_CHOICE_NAMED ? t.named : -1, t.parallel, &g, &bad, err) == 0)
+            cJSON_AddStringToObject(res, "grammar", g.p);
+        else
+            cJSON_AddStringToObject(res, "grammar_error", err);
+        sbuf_free(&g);
+    }
+    api_tools_free(&t);
+    free(text);
+    free(body);
+    chat_template_free(&ct);
+}
+
 static int run_render_batch(const char *path) {
     size_t len;
     char *data = slurp(path, &len);
@@ -123,8 +179,11 @@ static int run_render_batch(const char *path) {
         cJSON *j = cJSON_Parse(line);
         const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(j, "template");
         const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(j, "context");
+        const cJSON *req = cJSON_GetObjectItemCaseSensitive(j, "request");
         cJSON *res = cJSON_CreateObject();
-        if (!cJSON_IsString(tpl) || !cJSON_IsObject(ctx)) {
+        if (cJSON_IsString(tpl) && cJSON_IsObject(req)) {
+            render_request(tpl->valuestring, j, req, res);
+        } else if (!cJSON_IsString(tpl) || !cJSON_IsObject(ctx)) {
             cJSON_AddBoolToObject(res, "ok", 0);
             cJSON_AddStringToObject(res, "error", "bad batch line");
         } else {

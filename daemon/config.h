@@ -28,8 +28,11 @@ struct config {
     char *tokenizer;    /* default: the model path */
     long max_ctx;       /* 0: the model's trained context */
     char *synthetic;    /* random weights of a geometry ("llama3-8b[:bf16]") instead of a file */
+    char *chat_template; /* Jinja file served instead of the tokenizer's template */
+    char *tool_format;  /* "auto" or a toolcall format name */
     /* [parallel] */
-    long tp;            /* 0: whatever mpirun started; else must match */
+    long tp;            /* ranks per stage; 0: ranks started / pp; else tp x pp must match */
+    long pp;            /* pipeline stages */
     long threads;       /* per rank; 0: all CPUs / ranks on this node */
     double step_timeout_s; /* a step running longer: a rank is hung */
     char *backend;      /* "cpu", "cuda", "auto" */
@@ -43,6 +46,8 @@ struct config {
     long tcp_port;
     long max_body_bytes;
     long max_connections;
+    long max_connections_per_uid; /* 0: half of max_connections */
+    long header_timeout_s, idle_timeout_s, http_threads;
     long send_timeout_s;
     double drain_timeout_s;
     /* [scheduler] */
@@ -53,10 +58,12 @@ struct config {
     char *spec_method;      /* "none", "ngram", "draft" */
     long spec_k, spec_ngram_min, spec_ngram_max, spec_max_batch_tokens;
     char *spec_draft_model;
+    long micro_batches; /* in flight in the pipeline; 0: pp */
     /* [cache] */
     long block_size;
     long kv_tokens;     /* KV cache capacity in tokens per rank */
     int require_full_context; /* refuse (else warn) when kv_tokens < the context */
+    int prefix_caching;       /* reuse cached KV blocks of earlier prompts */
     char *kv_type;      /* "f16", "f32" or "fp8" */
     /* [log] */
     char *log_level;
@@ -75,6 +82,7 @@ struct config {
     double temperature, top_p;
     long top_k, seed;
     int print_ids, ignore_eos;
+    char *json_schema, *grammar; /* files: constrained decoding */
     /* [eval] */
     char *seqs, *out;
     int separate;

@@ -97,6 +97,7 @@ int run_opts_parse(struct comm *c, int argc, char **argv, struct run_opts *o, ch
     }
     o->eng = (struct engine_opts){
         .model_path = g->model_path ? g->model_path : g->synthetic, .backend = g->backend, .threads = (int)g->threads,
+        .pp = (int)g->pp,
         .kv_type = kv_type, .block_size = (int)g->block_size,
         .max_ctx = (int)g->max_ctx, .comm = g->comm, .synthetic = g->synthetic,
     };
@@ -113,6 +114,8 @@ int run_opts_parse(struct comm *c, int argc, char **argv, struct run_opts *o, ch
     o->seed = g->seed;
     o->print_ids = g->print_ids;
     o->ignore_eos = g->ignore_eos;
+    o->json_schema = g->json_schema;
+    o->grammar = g->grammar;
     o->seqs = g->seqs;
     o->out = g->out;
     o->separate = g->separate;

@@ -27,6 +27,7 @@ struct run_opts {
     float temperature, top_p;
     long top_k, seed;
     int print_ids, ignore_eos;
+    const char *json_schema, *grammar; /* files */
     const char *seqs, *out;
     int separate;
     struct config cfg;

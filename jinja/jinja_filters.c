@@ -210,11 +210,14 @@ struct jv jl_filter(struct rs *r, const char *f, struct jv v, struct jv *args, s
     if (!strcmp(f, "string")) return rs_to_str(r, v);
     if (!strcmp(f, "escape") || !strcmp(f, "e")) return jl_escape(r, v);
     if (!strcmp(f, "tojson")) {
-        struct jv ind = ARG(0, "indent", jv_none());
+        /* HF's tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
+        struct jv ind = ARG(1, "indent", jv_none());
+        int flags = (jv_truthy(ARG(3, "sort_keys", jv_bool(0))) ? JV_JSON_SORT_KEYS : 0) |
+                    (jv_truthy(ARG(0, "ensure_ascii", jv_bool(0))) ? JV_JSON_ASCII : 0);
         if (v.t == JV_UNDEF) return rs_fail(r, "Object of type Undefined is not JSON serializable");
         if (has_gen(v, 0)) return rs_fail(r, "Object of type generator is not JSON serializable");
         struct buf b = {0};
-        jv_json_append(&b, v, ind.t == JV_INT ? (int)jl_int(ind) : -1, jv_truthy(ARG(3, "sort_keys", jv_bool(0))), 0);
+        jv_json_append(&b, v, ind.t == JV_INT ? (int)jl_int(ind) : -1, flags, 0);
         return rs_take_buf(r, &b);
     }
     if (!strcmp(f, "length") || !strcmp(f, "count")) {

@@ -407,11 +407,13 @@ static void repr_d(struct buf *b, struct jv v, int depth) {
     }
 }
 
-static void json_str(struct buf *b, const char *s, size_t n) {
+/* A string as Python's json.dumps writes it: ascii (ensure_ascii=True) also escapes DEL
+ * and every non-ASCII character as \uXXXX (a surrogate pair above U+FFFF). */
+static void json_str(struct buf *b, const char *s, size_t n, int ascii) {
     buf_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        char e[8];
+        char e[16];
         switch (c) {
         case '"': buf_puts(b, "\\\""); break;
         case '\\': buf_puts(b, "\\\\"); break;
@@ -421,8 +423,25 @@ static void json_str(struct buf *b, const char *s, size_t n) {
         case '\b': buf_puts(b, "\\b"); break;
         case '\f': buf_puts(b, "\\f"); break;
         default:
-            if (c < 0x20 || c == 0x7f) { snprintf(e, sizeof(e), "\\u%04x", c); buf_puts(b, e); }
-            else buf_put(b, (const char *)&c, 1);
+            if (c < 0x20 || (ascii && c == 0x7f)) {
+                snprintf(e, sizeof(e), "\\u%04x", c);
+                buf_puts(b, e);
+            } else if (ascii && c >= 0x80) {
+                int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+                uint32_t cp = len == 4 ? c & 0x07 : len == 3 ? c & 0x0f : len == 2 ? c & 0x1f : c;
+                if (i + (size_t)len > n) len = 1, cp = c;
+                for (int k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)s[i + (size_t)k] & 0x3f);
+                i += (size_t)len - 1;
+                if (cp >= 0x10000) {
+                    cp -= 0x10000;
+                    snprintf(e, sizeof(e), "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+                } else {
+                    snprintf(e, sizeof(e), "\\u%04x", cp);
+                }
+                buf_puts(b, e);
+            } else {
+                buf_put(b, (const char *)&c, 1);
+            }
         }
     }
     buf_puts(b, "\"");
@@ -433,7 +452,8 @@ static void newline_indent(struct buf *b, int indent, int depth) {
     for (int i = 0; i < indent * depth; i++) buf_puts(b, " ");
 }
 
-void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int depth) {
+void jv_json_append(struct buf *b, struct jv v, int indent, int flags, int depth) {
+    int sort_keys = flags & JV_JSON_SORT_KEYS, ascii = flags & JV_JSON_ASCII;
     if (depth > MAX_VALUE_DEPTH) { b->oom = 1; return; }
     switch (v.t) {
     case JV_UNDEF: case JV_NONE: buf_puts(b, "null"); return;
@@ -445,7 +465,7 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int d
         return;
     case JV_STR: {
         size_t at = b->n;
-        json_str(b, v.u.s->s, v.u.s->len);
+        json_str(b, v.u.s->s, v.u.s->len, ascii);
         if (v.u.s->nsp) buf_mark(b, at);
         return;
     }
@@ -455,7 +475,7 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int d
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) buf_puts(b, indent >= 0 ? "," : ", ");
             if (indent >= 0) newline_indent(b, indent, depth + 1);
-            jv_json_append(b, v.u.l->v[i], indent, sort_keys, depth + 1);
+            jv_json_append(b, v.u.l->v[i], indent, flags, depth + 1);
         }
         if (indent >= 0) newline_indent(b, indent, depth);
         buf_puts(b, "]");
@@ -480,10 +500,10 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int d
             if (indent >= 0) newline_indent(b, indent, depth + 1);
             struct jv key = v.u.d->k[i];
             size_t kat = b->n;
-            if (key.t == JV_STR) { json_str(b, key.u.s->s, key.u.s->len); if (key.u.s->nsp) buf_mark(b, kat); }
-            else { struct buf t = {0}; jv_json_append(&t, key, -1, 0, 0); json_str(b, t.p ? t.p : "", t.n); buf_free(&t); }
+            if (key.t == JV_STR) { json_str(b, key.u.s->s, key.u.s->len, ascii); if (key.u.s->nsp) buf_mark(b, kat); }
+            else { struct buf t = {0}; jv_json_append(&t, key, -1, 0, 0); json_str(b, t.p ? t.p : "", t.n, ascii); buf_free(&t); }
             buf_puts(b, ": ");
-            jv_json_append(b, v.u.d->v[i], indent, sort_keys, depth + 1);
+            jv_json_append(b, v.u.d->v[i], indent, flags, depth + 1);
         }
         if (indent >= 0) newline_indent(b, indent, depth);
         buf_puts(b, "}");

@@ -87,7 +87,9 @@ const char *jv_type_name(struct jv v);
 /* Python str(v) / repr(v) / json.dumps(v, ensure_ascii=False, indent, sort_keys). */
 void jv_str_append(struct buf *b, struct jv v);
 void jv_repr_append(struct buf *b, struct jv v);
-void jv_json_append(struct buf *b, struct jv v, int indent, int sort_keys, int depth);
+#define JV_JSON_SORT_KEYS 1
+#define JV_JSON_ASCII 2 /* ensure_ascii */
+void jv_json_append(struct buf *b, struct jv v, int indent, int flags, int depth);
 
 /* JSON text (cJSON) -> value; data: its strings (keys too) are marked request data.
  * Returns 0, or -1 when out of memory. */

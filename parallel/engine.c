@@ -22,6 +22,9 @@ struct engine {
     struct step_plan plan; /* followers: the plan rank 0 sent */
     struct engine_info info;
     struct deadline *deadline; /* NULL: no step timeout */
+    /* rank 0: the logits receives of the steps in flight, oldest first (pp > 1) */
+    void *pending[ENGINE_MAX_IN_FLIGHT];
+    int n_pending;
 };
 
 int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o, char *err) {
@@ -31,15 +34,19 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     plan_init(&e->plan);
     forward_state_init(&e->fs);
     int ok = 1;
+    /* the same options on every rank: every rank reaches the same verdict */
+    if (comm_groups_init(c, o->tp, o->pp > 0 ? o->pp : 1, err)) goto fail;
     if (backend_open(&e->be, o->backend, o->threads, o->local_rank, err)) ok = 0;
     if (!comm_all_ok(c, ok)) {
         if (ok) err_set(err, "another rank failed to open its backend");
         goto fail;
     }
-    /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging) */
+    /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging);
+     * on the CPU, the MPI groups are checked here (a GPU communicator checks its own paths) */
     if (gpu_comm_init(c, &e->be, o->comm, err)) goto fail;
-    if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->size, c->rank, err)
-                     : model_load(&e->model, o->model_path, &e->be, c->size, c->rank, err))
+    if (e->be.kind != BACKEND_CUDA && c->size > 1 && comm_startup_check(c, err)) goto fail;
+    if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err)
+                     : model_load(&e->model, o->model_path, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err))
         ok = 0;
     if (!comm_all_ok(c, ok)) {
         if (ok) {
@@ -54,7 +61,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         err_set(err, "context %d is longer than the model's trained context %d", max_ctx, hp->max_ctx);
         ok = 0;
     }
-    if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, hp->n_layers, o->n_blocks, o->block_size, e->model.sp.n_kv,
+    if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, e->model.sp.n_layers, o->n_blocks, o->block_size, e->model.sp.n_kv,
                            hp->head_dim, err))
         ok = 0;
     if (!comm_all_ok(c, ok)) {
@@ -67,16 +74,29 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     char line[512];
     synthetic_mem_plan(&e->model, o->kv_type, (long long)o->n_blocks * o->block_size, max_ctx, 0, &mp);
     synthetic_mem_plan_format(&mp, line, sizeof line);
+    const struct shard_plan *sp = &e->model.sp;
     LOG(LOG_INFO, "backend %s, all-reduce %s; %s", e->be.name, gpu_comm_describe(c), line);
-    LOG(LOG_INFO, "model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; tp %d; rank 0 holds %.1f MiB of weights, "
-        "KV cache %.1f MiB (%d blocks of %d)", o->model_path, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads,
-        hp->ffn_dim, hp->vocab_size, c->size, e->model.weight_bytes / 1048576.0, e->kv.bytes / 1048576.0,
-        o->n_blocks, o->block_size);
+    LOG(LOG_INFO, "model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; tp %d x pp %d; rank 0 holds %.1f MiB of "
+        "weights, KV cache %.1f MiB (%d blocks of %d)", o->model_path, hp->n_layers, hp->dim, hp->n_heads,
+        hp->n_kv_heads, hp->ffn_dim, hp->vocab_size, c->tp, c->pp, e->model.weight_bytes / 1048576.0,
+        e->kv.bytes / 1048576.0, o->n_blocks, o->block_size);
+    if (c->pp > 1) { /* the memory plan of every stage, as its TP rank 0 sees it */
+        struct { int layer0, n_layers; double w, kv, total; } me = {sp->layer0, sp->n_layers, mp.weights / 1048576.0,
+                                                                     mp.kv / 1048576.0, mp.total / 1048576.0};
+        for (int s = 0; s < c->pp; s++) {
+            if (s > 0 && c->rank == 0) comm_recv(c, &me, sizeof me, s * c->tp, COMM_TAG_PLAN_HDR);
+            else if (s > 0 && c->stage == s && c->tp_rank == 0) comm_send(c, &me, sizeof me, 0, COMM_TAG_PLAN_HDR);
+            if (c->rank == 0)
+                LOG(LOG_INFO, "stage %d of %d: layers %d-%d%s%s; per rank: weights %.1f MiB, KV cache %.1f MiB, "
+                    "total %.1f MiB", s, c->pp, me.layer0, me.layer0 + me.n_layers - 1, s == 0 ? " + embedding" : "",
+                    s == c->pp - 1 ? " + final norm and LM head" : "", me.w, me.kv, me.total);
+        }
+    }
     double q = (double)hp->n_heads * hp->head_dim, kv = (double)hp->n_kv_heads * hp->head_dim;
     double params = (double)hp->n_layers * ((double)hp->dim * (2 * q + 2 * kv) + 3.0 * hp->dim * hp->ffn_dim) +
                     (double)hp->vocab_size * hp->dim;
     e->info = (struct engine_info){.vocab = hp->vocab_size, .eos_id = hp->eos_id, .block_size = o->block_size,
-                                   .n_blocks = o->n_blocks, .max_ctx = max_ctx, .tp = c->size,
+                                   .n_blocks = o->n_blocks, .max_ctx = max_ctx, .tp = c->tp, .pp = c->pp,
                                    .gpu = e->be.kind != BACKEND_CPU,
                                    .attn_ctx_unit = params / (2.0 * hp->n_layers * q)};
     e->deadline = deadline_start(c->rank, c->size, o->step_timeout_s, o->stop_flag, o->stop_grace_s);
@@ -104,24 +124,62 @@ void engine_close(struct engine *e) {
 
 const struct engine_info *engine_info(const struct engine *e) { return &e->info; }
 
-void engine_step(struct engine *e, const struct step_plan *plan, float *logits) {
+/* The step deadline on rank 0 runs from the oldest step in flight: it restarts at each
+ * collect that leaves steps in flight, so a pipeline kept full for hours never trips it,
+ * while any one step that does not come back within step_timeout_s does. */
+int engine_submit(struct engine *e, const struct step_plan *plan, float *logits) {
+    struct comm *c = e->comm;
     for (int i = 0; i < plan->n_blocks; i++)
         if (plan->blocks[i] < 0 || plan->blocks[i] >= e->info.n_blocks)
             FATAL("step plan names KV block %d; the cache has %d", plan->blocks[i], e->info.n_blocks);
-    deadline_step_begin(e->deadline);
-    plan_send(e->comm, plan);
-    forward(&e->model, &e->kv, &e->fs, plan, e->comm, logits);
+    if (e->n_pending == ENGINE_MAX_IN_FLIGHT) FATAL("more than %d steps in flight", ENGINE_MAX_IN_FLIGHT);
+    if (e->n_pending == 0) deadline_step_begin(e->deadline);
+    /* posted before the activations leave: the last stage never waits on rank 0 to send */
+    e->pending[e->n_pending++] =
+        c->pp > 1 ? comm_irecv_floats(c, logits, (size_t)plan->n_out * e->info.vocab, (c->pp - 1) * c->tp,
+                                      COMM_TAG_LOGITS)
+                  : NULL;
+    plan_send(c, plan);
+    forward(&e->model, &e->kv, &e->fs, plan, c, logits);
+    return e->n_pending;
+}
+
+int engine_collect(struct engine *e) {
+    if (e->n_pending == 0) FATAL("engine_collect with no step in flight");
+    if (e->pending[0]) comm_wait(e->comm, e->pending[0]);
+    memmove(e->pending, e->pending + 1, sizeof *e->pending * (size_t)--e->n_pending);
     deadline_step_end(e->deadline);
+    if (e->n_pending) deadline_step_begin(e->deadline);
+    return e->n_pending;
+}
+
+int engine_in_flight(const struct engine *e) { return e->n_pending; }
+
+void engine_step(struct engine *e, const struct step_plan *plan, float *logits) {
+    engine_submit(e, plan, logits);
+    while (engine_collect(e) > 0) {
+    }
+}
+
+/* A heartbeat runs the pipeline's path without work: each stage's TP group meets in a
+ * barrier, passes it on, and the last stage answers rank 0, so a hung rank anywhere keeps
+ * rank 0's step (and its deadline) open. */
+static void ping_answer(struct engine *e) {
+    struct comm *c = e->comm;
+    comm_tp_barrier(c);
+    int32_t ack = 1;
+    if (c->pp > 1 && c->stage == c->pp - 1 && c->tp_rank == 0) comm_send(c, &ack, sizeof ack, 0, COMM_TAG_LOGITS);
+    if (c->pp > 1 && c->rank == 0) comm_recv(c, &ack, sizeof ack, (c->pp - 1) * c->tp, COMM_TAG_LOGITS);
 }
 
 void engine_ping(struct engine *e) {
     if (e->comm->size == 1) return;
     struct step_plan ping = e->plan;
-    ping.n_seqs = -1; /* a heartbeat: every rank answers in a barrier, and nothing runs */
+    ping.n_seqs = -1; /* a heartbeat: nothing runs */
     ping.n_tokens = ping.n_blocks = ping.n_out = 0;
     deadline_step_begin(e->deadline);
     plan_send(e->comm, &ping);
-    comm_barrier(e->comm);
+    ping_answer(e);
     deadline_step_end(e->deadline);
 }
 
@@ -134,14 +192,9 @@ void engine_follow(struct engine *e) {
     for (;;) {
         plan_recv(e->comm, &e->plan);
         if (e->plan.n_seqs == 0) return;
-        if (e->plan.n_seqs < 0) { /* engine_ping */
-            deadline_step_begin(e->deadline);
-            comm_barrier(e->comm);
-            deadline_step_end(e->deadline);
-            continue;
-        }
         deadline_step_begin(e->deadline);
-        forward(&e->model, &e->kv, &e->fs, &e->plan, e->comm, NULL);
+        if (e->plan.n_seqs < 0) ping_answer(e); /* engine_ping */
+        else forward(&e->model, &e->kv, &e->fs, &e->plan, e->comm, NULL);
         deadline_step_end(e->deadline);
     }
 }

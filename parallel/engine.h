@@ -1,7 +1,8 @@
-/* The engine: everything one rank needs to run forward steps (backend, model shards, KV
- * storage, the communicator), behind a small interface. Rank 0 calls engine_step() with
- * a plan its scheduler built; the other ranks sit in engine_follow() running the plans
- * rank 0 broadcasts until engine_stop(). Nothing outside parallel/ sees the model or the
+/* The engine: everything one rank needs to run forward steps (backend, model shards of its
+ * pipeline stage, KV storage for that stage's layers, the communicator), behind a small
+ * interface. Rank 0 (stage 0, TP rank 0) calls engine_step() with a plan its scheduler
+ * built; the other ranks sit in engine_follow() running the plans rank 0 sends (through
+ * stage 0's TP group, then stage to stage) until engine_stop(). Nothing outside parallel/ sees the model or the
  * cache: callers read engine_info() for the few numbers they need. */
 #ifndef TPD_ENGINE_H
 #define TPD_ENGINE_H
@@ -16,6 +17,7 @@ struct engine_opts {
     const char *model_path;
     const char *backend; /* "cpu", "cuda", "auto" (NULL: auto) */
     int local_rank;      /* rank on this node: picks the GPU */
+    int tp, pp;          /* ranks per stage (0: ranks / pp), pipeline stages (0: 1); tp x pp = ranks */
     int threads;        /* per rank; < 1: all online CPUs */
     enum dtype kv_type; /* DT_F16 (default) or DT_F32 */
     int block_size;     /* tokens per KV block */
@@ -35,7 +37,8 @@ struct engine_info {
     int block_size; /* tokens per KV block */
     int n_blocks;   /* KV blocks; ids 0..n_blocks-1 are valid in a plan */
     int max_ctx;    /* longest sequence (prompt + generated) */
-    int tp;         /* ranks the model is split over */
+    int tp;         /* ranks each layer is split over */
+    int pp;         /* pipeline stages the layers are split over */
     int gpu;        /* 1: the backend is a GPU's (weight-bound decode up to larger batches) */
     /* The context length at which one token's attention costs as much as its share of the
      * weights (weight flops 2 x params; attention 4 x layers x heads x head_dim per cached
@@ -53,6 +56,15 @@ const struct engine_info *engine_info(const struct engine *e);
 /* Rank 0: broadcasts the plan and runs it on every rank; logits [plan->n_out][vocab].
  * Every block id in the plan must be below engine_info()->n_blocks. */
 void engine_step(struct engine *e, const struct step_plan *plan, float *logits);
+/* Rank 0, the same in two halves so that up to ENGINE_MAX_IN_FLIGHT steps (micro-batches)
+ * are in the pipeline at once: engine_submit sends the plan, runs stage 0's layers and passes
+ * the activations on (with pp 1 it runs the whole step); engine_collect waits for the oldest
+ * submitted step's logits, which land in the buffer given to its submit (kept alive and
+ * untouched until then). engine_step = submit + collect. Returns the steps in flight. */
+#define ENGINE_MAX_IN_FLIGHT 16
+int engine_submit(struct engine *e, const struct step_plan *plan, float *logits);
+int engine_collect(struct engine *e);
+int engine_in_flight(const struct engine *e);
 /* Rank 0, while idle: a heartbeat every rank must answer, so that a stopped or hung rank
  * ends the job (step_timeout_s) even when no request comes. */
 void engine_ping(struct engine *e);

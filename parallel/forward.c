@@ -17,6 +17,7 @@ void forward_state_free(struct forward_state *fs, struct backend *be) {
     for (unsigned i = 0; i < sizeof bufs / sizeof *bufs; i++) bfree(be, bufs[i]);
     free(fs->host_local);
     free(fs->host_gather);
+    free(fs->host_logits);
     memset(fs, 0, sizeof *fs);
 }
 
@@ -91,8 +92,10 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
         fs->logits_local = regrow(be, fs->logits_local, n * w.logits);
         free(fs->host_local);
         free(fs->host_gather);
-        fs->host_local = xmalloc(n * w.logits);
+        free(fs->host_logits);
+        fs->host_local = xmalloc(n * w.logits + 1);
         fs->host_gather = xmalloc(n * (size_t)hp->vocab_size * sizeof(float));
+        fs->host_logits = m->sp.last && m->sp.pp > 1 ? xmalloc(n * (size_t)hp->vocab_size * sizeof(float)) : NULL;
         fs->cap_out = p->n_out;
     }
     if (p->n_seqs + 1 > fs->cap_seqs) {
@@ -134,11 +137,16 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
     float *x = fs->x, *xb = fs->xb, *y = fs->y, *qkv = fs->qkv;
     float *q = qkv, *k = qkv + nq * hd, *v = qkv + (nq + nkv) * hd;
 
-    // token embedding: each rank looks up the ids in its vocab rows, zeros elsewhere
-    be->embed(bc, x, fs->tokens, T, &m->tok_embd, sp->vocab0);
-    comm_allreduce_sum(c, x, (size_t)T * dim); // after vocab-parallel embedding
+    const int pp = sp->pp, prev = sp->first ? -1 : comm_stage_peer(c, sp->stage - 1);
+    if (sp->first) {
+        // token embedding: each rank looks up the ids in its vocab rows, zeros elsewhere
+        be->embed(bc, x, fs->tokens, T, &m->tok_embd, sp->vocab0);
+        comm_allreduce_sum(c, x, (size_t)T * dim); // after vocab-parallel embedding
+    } else {
+        comm_recv_act(c, x, (size_t)T * dim, prev); // the residual stream from the previous stage
+    }
 
-    for (int il = 0; il < hp->n_layers; il++) {
+    for (int il = 0; il < sp->n_layers; il++) { /* this stage's layers: sp->layer0 + il of the model */
         const struct layer_weights *lw = &m->layers[il];
         // attention rmsnorm
         be->rmsnorm(bc, xb, x, lw->attn_norm, T, dim, hp->norm_eps);
@@ -176,31 +184,39 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
         be->add(bc, x, y, (size_t)T * dim);
     }
 
+    if (!sp->last) { // on to the next stage; rank 0 receives the logits from the last (engine_submit)
+        comm_send_act(c, x, (size_t)T * dim, comm_stage_peer(c, sp->stage + 1));
+        return;
+    }
+
     // final norm of the rows whose logits are wanted, LM head on this rank's vocab rows
     be->gather_rows(bc, fs->xo, x, fs->out_rows, p->n_out, dim);
     be->rmsnorm(bc, fs->xo, fs->xo, m->output_norm, p->n_out, dim, hp->norm_eps);
     be->matmul(bc, fs->logits_local, sp->n_vocab, fs->xo, dim, p->n_out, &m->output);
     be->sync(bc);
 
-    // gather the vocab shards on rank 0: rank-major, then transposed into token-major rows
+    // gather the vocab shards on the stage's TP rank 0: rank-major, then transposed into token-major rows
     size_t local = (size_t)p->n_out * sp->n_vocab;
     be->download(bc, fs->host_local, fs->logits_local, local * sizeof(float));
-    int counts[c->size], displs[c->size];
-    for (int r = 0, at = 0; r < c->size; r++) {
+    int counts[c->tp], displs[c->tp];
+    for (int r = 0, at = 0; r < c->tp; r++) {
         int v0, nv;
-        shard_split(hp->vocab_size, c->size, r, &v0, &nv);
+        shard_split(hp->vocab_size, c->tp, r, &v0, &nv);
         counts[r] = p->n_out * nv;
         displs[r] = at;
         at += counts[r];
     }
     comm_gatherv(c, fs->host_local, (int)local, fs->host_gather, counts, displs);
-    if (c->rank == 0 && logits) {
-        for (int r = 0; r < c->size; r++) {
+    float *out = pp > 1 ? fs->host_logits : logits;
+    if (c->tp_rank == 0 && out) {
+        for (int r = 0; r < c->tp; r++) {
             int v0, nv;
-            shard_split(hp->vocab_size, c->size, r, &v0, &nv);
+            shard_split(hp->vocab_size, c->tp, r, &v0, &nv);
             const float *src = fs->host_gather + displs[r];
             for (int i = 0; i < p->n_out; i++)
-                memcpy(logits + (size_t)i * hp->vocab_size + v0, src + (size_t)i * nv, sizeof(float) * (size_t)nv);
+                memcpy(out + (size_t)i * hp->vocab_size + v0, src + (size_t)i * nv, sizeof(float) * (size_t)nv);
         }
+        if (pp > 1) // back to rank 0, which runs the scheduler
+            comm_send(c, out, (size_t)p->n_out * hp->vocab_size * sizeof(float), 0, COMM_TAG_LOGITS);
     }
 }

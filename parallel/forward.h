@@ -1,7 +1,9 @@
 /* forward(plan): one step of the model on this rank's shards, written once against the
- * backend op table. Every rank calls it with the same plan; the collectives (all-reduce
- * after the embedding, after row-parallel Wo and W_down, gather of the vocab shards) are
- * visible here. Rank 0 receives the logits. */
+ * backend op table. Every rank calls it with the same plan; the collectives inside the
+ * stage's TP group (all-reduce after the embedding, after row-parallel Wo and W_down,
+ * gather of the vocab shards) and the messages between pipeline stages (the residual
+ * stream in from the previous stage, out to the next; logits from the last stage to rank
+ * 0) are visible here. Rank 0 receives the logits. */
 #ifndef TPD_FORWARD_H
 #define TPD_FORWARD_H
 
@@ -18,6 +20,7 @@ struct forward_state {
     int cap_seqs, cap_blocks;
     float *xo, *logits_local;                /* [n_out][dim], [n_out][n_vocab local] */
     float *host_local, *host_gather;         /* host staging for the vocab gather */
+    float *host_logits;                      /* last stage's TP rank 0 when pp > 1: [n_out][vocab] for rank 0 */
 };
 
 void forward_state_init(struct forward_state *fs);
@@ -25,7 +28,9 @@ void forward_state_free(struct forward_state *fs, struct backend *be);
 /* Backend bytes of the activation buffers for steps of up to max_tokens tokens, all of them
  * wanting logits: what forward_state grows to (the memory plan counts it). */
 size_t forward_activation_bytes(const struct model *m, int max_tokens);
-/* logits (rank 0 only, may be NULL elsewhere): [plan->n_out][vocab] on the host. */
+/* logits (rank 0 only, may be NULL elsewhere): [plan->n_out][vocab] on the host, written
+ * here when rank 0 is in the last stage (pp 1); else the last stage's TP rank 0 sends them to
+ * rank 0 (tag COMM_TAG_LOGITS), which must have a receive posted (engine_submit). */
 void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, const struct step_plan *plan,
              struct comm *c, float *logits);
 

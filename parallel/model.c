@@ -175,11 +175,12 @@ static int load_inv_freq(struct loader *L) {
     return 0;
 }
 
+/* Layer il of the file into the stage's slot il - layer0. */
 static int load_layer(struct loader *L, int il) {
     struct model *m = L->m;
     const struct model_hparams *hp = &m->hp;
     const struct shard_plan *sp = &m->sp;
-    struct layer_weights *lw = &m->layers[il];
+    struct layer_weights *lw = &m->layers[il - sp->layer0];
     int hd = hp->head_dim;
     char name[96];
 #define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
@@ -241,7 +242,7 @@ static int load_layer(struct loader *L, int il) {
     return 0;
 }
 
-int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, char *err) {
+int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp, int stage, char *err) {
     memset(m, 0, sizeof *m);
     m->be = be;
     struct loader L = {.m = m, .err = err};
@@ -267,19 +268,23 @@ int model_load(struct model *m, const char *path, struct backend *be, int tp, in
     }
     if (shard_plan_make(&m->sp, hp, tp, rank, dtype_block_elems(to->type), dtype_block_elems(td->type), err))
         goto out;
+    if (shard_stage(&m->sp, hp->n_layers, pp, stage, err)) goto out;
 
     const struct mf_tensor *te = need_matrix(&L, "token_embd.weight", hp->vocab_size, hp->dim);
-    if (!te || load_rows(&L, &m->tok_embd, te, m->sp.vocab0, m->sp.n_vocab)) goto out;
-    if (hp->tied_embeddings) {
-        m->output = m->tok_embd;
-    } else {
-        const struct mf_tensor *tout = need_matrix(&L, "output.weight", hp->vocab_size, hp->dim);
-        if (!tout || load_rows(&L, &m->output, tout, m->sp.vocab0, m->sp.n_vocab)) goto out;
+    if (!te || (m->sp.first && load_rows(&L, &m->tok_embd, te, m->sp.vocab0, m->sp.n_vocab))) goto out;
+    if (m->sp.last) {
+        if (hp->tied_embeddings && m->sp.first) {
+            m->output = m->tok_embd;
+        } else {
+            const struct mf_tensor *tout =
+                hp->tied_embeddings ? te : need_matrix(&L, "output.weight", hp->vocab_size, hp->dim);
+            if (!tout || load_rows(&L, &m->output, tout, m->sp.vocab0, m->sp.n_vocab)) goto out;
+        }
+        if (!(m->output_norm = load_vec(&L, "output_norm.weight", hp->dim))) goto out;
     }
-    if (!(m->output_norm = load_vec(&L, "output_norm.weight", hp->dim))) goto out;
     if (load_inv_freq(&L)) goto out;
-    m->layers = xcalloc((unsigned long)hp->n_layers, sizeof *m->layers);
-    for (int il = 0; il < hp->n_layers; il++)
+    m->layers = xcalloc((unsigned long)m->sp.n_layers + 1, sizeof *m->layers);
+    for (int il = m->sp.layer0; il < m->sp.layer0 + m->sp.n_layers; il++)
         if (load_layer(&L, il)) goto out;
     rc = 0;
 out:
@@ -297,7 +302,7 @@ void model_free(struct model *m) {
     struct backend *be = m->be;
     if (!be) return;
     if (m->layers) {
-        for (int il = 0; il < m->hp.n_layers; il++) {
+        for (int il = 0; il < m->sp.n_layers; il++) {
             struct layer_weights *lw = &m->layers[il];
             float *vecs[] = {lw->attn_norm, lw->ffn_norm, lw->qkv_bias, lw->q_norm, lw->k_norm};
             for (unsigned i = 0; i < sizeof vecs / sizeof *vecs; i++)

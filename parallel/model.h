@@ -1,6 +1,7 @@
-/* The model as one rank holds it: its shards of every attention and MLP matrix (see
- * shard.h), replicated norms, its vocabulary rows of the embedding and LM head, and the
- * rotary frequency table, all in backend memory. Loaded by reading only this rank's byte
+/* The model as one rank holds it: the layers of its pipeline stage, its shards of their
+ * attention and MLP matrices (see shard.h), replicated norms, its vocabulary rows of the
+ * embedding (first stage) and LM head (last stage), and the rotary frequency table, all in
+ * backend memory. Loaded by reading only this rank's byte
  * ranges from the model file. Owned by the rank's compute thread. */
 #ifndef TPD_MODEL_H
 #define TPD_MODEL_H
@@ -30,15 +31,16 @@ struct model {
     struct model_hparams hp;
     struct shard_plan sp;
     struct backend *be;
-    struct bweight tok_embd;   /* n_vocab local rows x dim */
-    struct bweight output;     /* LM head, n_vocab local rows x dim (aliases tok_embd when tied) */
-    float *output_norm;        /* [dim] */
+    struct bweight tok_embd;   /* n_vocab local rows x dim (first stage only) */
+    struct bweight output;     /* LM head, n_vocab local rows x dim (last stage only; aliases tok_embd when tied) */
+    float *output_norm;        /* [dim] (last stage only) */
     float *inv_freq;           /* [head_dim / 2] rotary frequencies, scaling applied */
-    struct layer_weights *layers;
+    struct layer_weights *layers; /* the stage's: [sp.n_layers], layer sp.layer0 + i at i */
     size_t weight_bytes;       /* bytes of weights this rank holds */
 };
 
-int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, char *err);
+/* Rank `rank` of tp in stage `stage` of pp. */
+int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp, int stage, char *err);
 void model_free(struct model *m);
 /* Rotary frequencies theta^(-2i/d), i < head_dim/2, into out: divided by factors[i] when
  * the file carries them (GGUF rope_freqs, NULL otherwise), else scaled by the HF llama3

@@ -87,26 +87,46 @@ static void plan_arrays(const struct step_plan *p, int32_t *arrays[6], size_t le
     memcpy(lens, l, sizeof l);
 }
 
-/* Two broadcasts: the four counts, then every array packed into one buffer. */
-void plan_send(struct comm *c, const struct step_plan *p) {
-    if (c->size == 1) return;
-    int32_t hdr[4] = {p->n_seqs, p->n_tokens, p->n_blocks, p->n_out};
-    comm_bcast_wait(c, hdr, sizeof hdr, 0); /* matches plan_recv's: MPI pairs a non-blocking collective only with its like */
+/* The plan in one buffer: every array packed in order. */
+static int32_t *plan_pack(const struct step_plan *p, size_t *n_out) {
     int32_t *arrays[6];
     size_t lens[6], n = 0;
     plan_arrays(p, arrays, lens);
     for (int i = 0; i < 6; i++) n += lens[i];
-    int32_t *buf = xmalloc(n * sizeof(int32_t));
+    int32_t *buf = xmalloc(n * sizeof(int32_t) + 1);
     for (size_t i = 0, at = 0; i < 6; at += lens[i++])
         if (lens[i]) memcpy(buf + at, arrays[i], lens[i] * sizeof(int32_t));
-    comm_bcast(c, buf, n * sizeof(int32_t), 0);
+    *n_out = n;
+    return buf;
+}
+
+/* To the next stage, when there is one: the counts, then the arrays. */
+static void plan_pass_on(struct comm *c, const int32_t hdr[4], const int32_t *buf, size_t n) {
+    if (c->stage + 1 >= c->pp) return;
+    int next = comm_stage_peer(c, c->stage + 1);
+    comm_send(c, hdr, 4 * sizeof(int32_t), next, COMM_TAG_PLAN_HDR);
+    if (n) comm_send(c, buf, n * sizeof(int32_t), next, COMM_TAG_PLAN);
+}
+
+/* Inside stage 0: two broadcasts, the four counts, then every array packed into one buffer. */
+void plan_send(struct comm *c, const struct step_plan *p) {
+    if (c->size == 1) return;
+    int32_t hdr[4] = {p->n_seqs, p->n_tokens, p->n_blocks, p->n_out};
+    comm_tp_bcast_wait(c, hdr, sizeof hdr); /* matches plan_recv's: MPI pairs a non-blocking collective only with its like */
+    size_t n;
+    int32_t *buf = plan_pack(p, &n);
+    comm_tp_bcast(c, buf, n * sizeof(int32_t));
+    plan_pass_on(c, hdr, buf, n);
     free(buf);
 }
 
 void plan_recv(struct comm *c, struct step_plan *p) {
     int32_t hdr[4];
-    comm_bcast_wait(c, hdr, sizeof hdr, 0); /* the next step may be long in coming */
-    reserve(p, hdr[1], hdr[0], hdr[2]);
+    int prev = c->stage > 0 ? comm_stage_peer(c, c->stage - 1) : -1;
+    /* the next step may be long in coming */
+    if (prev < 0) comm_tp_bcast_wait(c, hdr, sizeof hdr);
+    else comm_recv_wait(c, hdr, sizeof hdr, prev, COMM_TAG_PLAN_HDR);
+    reserve(p, hdr[1], hdr[0] > 0 ? hdr[0] : 0, hdr[2]);
     p->n_seqs = hdr[0];
     p->n_tokens = hdr[1];
     p->n_blocks = hdr[2];
@@ -115,9 +135,11 @@ void plan_recv(struct comm *c, struct step_plan *p) {
     size_t lens[6], n = 0;
     plan_arrays(p, arrays, lens);
     for (int i = 0; i < 6; i++) n += lens[i];
-    int32_t *buf = xmalloc(n * sizeof(int32_t));
-    comm_bcast(c, buf, n * sizeof(int32_t), 0);
+    int32_t *buf = xmalloc(n * sizeof(int32_t) + 1);
+    if (prev < 0) comm_tp_bcast(c, buf, n * sizeof(int32_t));
+    else if (n) comm_recv(c, buf, n * sizeof(int32_t), prev, COMM_TAG_PLAN);
     for (size_t i = 0, at = 0; i < 6; at += lens[i++])
         if (lens[i]) memcpy(arrays[i], buf + at, lens[i] * sizeof(int32_t));
+    plan_pass_on(c, hdr, buf, n);
     free(buf);
 }

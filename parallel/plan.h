@@ -29,7 +29,9 @@ void plan_clear(struct step_plan *p);
 void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const int32_t *blocks, int n_blocks,
               int logits_all);
 /* Collective: rank 0 sends its plan (plan_send); every other rank's plan is replaced by
- * it (plan_recv). */
+ * it (plan_recv). The plan travels as the activations do: broadcast inside stage 0's TP
+ * group, then from each rank to its counterpart (same TP rank) in the next stage, which
+ * receives it (waiting idle) and passes it on before its own step. */
 void plan_send(struct comm *c, const struct step_plan *p);
 void plan_recv(struct comm *c, struct step_plan *p);
 

@@ -18,6 +18,7 @@ int shard_plan_make(struct shard_plan *sp, const struct model_hparams *hp, int t
         return err_set(err, "ffn_down block size %d does not divide the MLP size %d", down_block, hp->ffn_dim);
     sp->tp = tp;
     sp->rank = rank;
+    shard_stage(sp, hp->n_layers, 1, 0, err);
     shard_split(hp->n_heads, tp, rank, &sp->q_head0, &sp->n_q);
 
     int group = hp->n_heads / hp->n_kv_heads;
@@ -44,5 +45,20 @@ int shard_plan_make(struct shard_plan *sp, const struct model_hparams *hp, int t
     int end = (c1 + wo_block - 1) / wo_block * wo_block;
     sp->wo_ncols = end - sp->wo_col0;
     sp->wo_pad = c0 - sp->wo_col0;
+    return 0;
+}
+
+int shard_stage(struct shard_plan *sp, int n_layers, int pp, int s, char *err) {
+    if (pp < 1 || pp > n_layers)
+        return err_set(err, "pipeline size %d cannot serve this model: it has %d layers, so pp must be one of 1..%d", pp,
+                       n_layers, n_layers);
+    if (s < 0 || s >= pp) return err_set(err, "stage %d outside pp %d", s, pp);
+    int base = n_layers / pp, extra = n_layers % pp;
+    sp->pp = pp;
+    sp->stage = s;
+    sp->layer0 = s * base + (s < extra ? s : extra);
+    sp->n_layers = base + (s < extra);
+    sp->first = s == 0;
+    sp->last = s == pp - 1;
     return 0;
 }

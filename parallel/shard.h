@@ -19,10 +19,20 @@ struct shard_plan {
      * attention output is written at wo_pad inside a zeroed row of wo_ncols, so columns
      * that belong to neighbouring ranks meet zeros and add nothing. */
     int wo_col0, wo_ncols, wo_pad;
+    /* Pipeline stage (shard_stage; shard_plan_make sets one stage of every layer): layers
+     * [layer0, layer0 + n_layers); the first stage holds the embedding, the last the final
+     * norm and LM head. */
+    int pp, stage, layer0, n_layers, first, last;
 };
 
 /* Part r of n items split into tp contiguous near-even parts (sizes differ by at most 1). */
 void shard_split(int n, int tp, int r, int *start, int *count);
+
+/* Stage s of pp: contiguous near-even layer ranges, n_layers / pp each, the remainder one
+ * each to the first stages (the last stage also runs the final norm and LM head, whose
+ * matmul over the vocabulary costs several layers' worth for every decode token; the first
+ * stage's embedding is a lookup). Returns -1 with err when pp exceeds the layers. */
+int shard_stage(struct shard_plan *sp, int n_layers, int pp, int s, char *err);
 
 /* wo_block / down_block: block sizes (elements) of attn_output and ffn_down's type.
  * Returns -1 with a message listing the tp values that work when tp cannot be served. */

@@ -173,7 +173,8 @@ static int parse_geometry(const char *spec, const struct geometry **g, enum dtyp
     return 0;
 }
 
-int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank, char *err) {
+int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank, int pp, int stage,
+                     char *err) {
     memset(m, 0, sizeof *m);
     const struct geometry *g = NULL;
     enum dtype type = DT_BF16;
@@ -184,17 +185,20 @@ int model_synthesize(struct model *m, const char *geometry, struct backend *be, 
     const int blk = dtype_block_elems(type);
     if (hp->dim % blk || hp->ffn_dim % blk || (hp->n_heads * hp->head_dim) % blk)
         return err_set(err, "synthetic model \"%s\": rows are not whole %s blocks", geometry, dtype_name(type));
-    if (shard_plan_make(&m->sp, hp, tp, rank, blk, blk, err)) return -1;
+    if (shard_plan_make(&m->sp, hp, tp, rank, blk, blk, err) || shard_stage(&m->sp, hp->n_layers, pp, stage, err))
+        return -1;
     const struct shard_plan *sp = &m->sp;
     struct synth s = {.m = m, .type = type, .rng = 0x2545f4914f6cdd1dull ^ (uint64_t)(rank + 1)};
     const int hd = hp->head_dim;
 
-    make_matrix(&s, &m->tok_embd, sp->n_vocab, hp->dim);
-    make_matrix(&s, &m->output, sp->n_vocab, hp->dim);
-    m->output_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
+    if (sp->first) make_matrix(&s, &m->tok_embd, sp->n_vocab, hp->dim);
+    if (sp->last) {
+        make_matrix(&s, &m->output, sp->n_vocab, hp->dim);
+        m->output_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
+    }
     m->inv_freq = make_inv_freq(&s);
-    m->layers = xcalloc((unsigned long)hp->n_layers, sizeof *m->layers);
-    for (int il = 0; il < hp->n_layers; il++) {
+    m->layers = xcalloc((unsigned long)sp->n_layers + 1, sizeof *m->layers);
+    for (int il = 0; il < sp->n_layers; il++) {
         struct layer_weights *lw = &m->layers[il];
         lw->attn_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
         lw->ffn_norm = make_vec(&s, hp->dim, 1.0f, 0.0f);
@@ -220,7 +224,7 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     out->weights = m->weight_bytes;
     out->kv_type = kv_type;
     out->kv_tokens = kv_tokens > 0 ? kv_tokens : 0;
-    out->kv_per_token = kvcache_token_bytes(kv_type, hp->n_layers, sp->n_kv, hp->head_dim);
+    out->kv_per_token = kvcache_token_bytes(kv_type, sp->n_layers, sp->n_kv, hp->head_dim);
     out->kv = out->kv_per_token * (size_t)out->kv_tokens;
     out->activations = forward_activation_bytes(m, max_tokens);
     /* the largest scratch an op asks for: 16-bit activations of the widest matrix input, or

@@ -11,9 +11,11 @@
 /* geometry: "llama3-8b", "llama3-70b", "qwen2.5-72b" or "tiny" (a small llama for tests),
  * optionally followed by ":bf16" (default), ":f16", ":f32" or ":q8_0" for the matrices.
  * Fills m like model_load. 0, or -1 with err (unknown geometry, tp that does not divide). */
-int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank, char *err);
+int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank, int pp, int stage,
+                     char *err);
 
-/* Bytes one rank needs: weights (exact for the shard), KV cache for kv_tokens positions of
+/* Bytes one rank needs: weights (exact for the shard of its stage), KV cache of its stage's
+ * layers for kv_tokens positions of
  * kv_type, activations for a step of max_tokens (the forward_state buffers), and a bound on
  * backend scratch. kv_tokens_fit: how many KV positions fit in mem_bytes after the rest. */
 struct mem_plan {

@@ -38,7 +38,7 @@ static struct dm_seq *find(struct dm *d, uint64_t id) {
 }
 
 static void drop(struct dm *d, struct dm_seq *q) {
-    if (q->n_blocks) block_pool_give(&d->pool, q->n_blocks, q->blocks);
+    if (q->n_blocks) block_pool_release(&d->pool, q->n_blocks, q->blocks);
     free(q->blocks);
     *q = d->seqs[--d->n_seqs];
 }
@@ -163,7 +163,7 @@ struct drafter *draft_model_new(const struct engine_opts *o, int target_vocab, c
     d->vocab = info->vocab;
     d->block_size = info->block_size;
     d->max_ctx = info->max_ctx;
-    block_pool_init(&d->pool, info->n_blocks);
+    block_pool_init(&d->pool, info->n_blocks, info->block_size, 0);
     plan_init(&d->plan);
     struct drafter *dr = xcalloc(1, sizeof *dr);
     dr->self = d;

@@ -23,6 +23,10 @@ void metrics_free(struct metrics *m);
 void metrics_request(struct metrics *m, int http_status);
 void metrics_tokens(struct metrics *m, long prompt_tokens, long generated_tokens);
 void metrics_preemption(struct metrics *m);
+/* A request's first admission: its prompt tokens looked up in the prefix cache, and found. */
+void metrics_prefix_cache(struct metrics *m, long queried_tokens, long hit_tokens);
+/* Prompt tokens the model computed in one step (not found in the prefix cache). */
+void metrics_prompt_computed(struct metrics *m, long tokens);
 void metrics_observe(struct metrics *m, enum metric_hist h, double seconds);
 /* Prometheus text exposition format; *out malloc'ed. */
 int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, size_t *len);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../grammar/grammar.h"
 #include "../util/clock.h"
 #include "../util/fatal.h"
 
@@ -31,6 +32,7 @@ void req_unref(struct gen_request *r) {
     free(r->sp.logit_bias_ids);
     free(r->sp.logit_bias);
     free(r->events);
+    grammar_matcher_free(r->grammar);
     free(r);
 }
 
@@ -43,6 +45,7 @@ void req_push(struct gen_request *r, const struct token_event *ev) {
     }
     r->events[r->n_events++] = *ev;
     pthread_cond_broadcast(&r->cv);
+    if (r->notify) r->notify(r->notify_arg);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -50,7 +53,21 @@ void req_finish(struct gen_request *r, enum finish_reason why) {
     pthread_mutex_lock(&r->mu);
     if (r->finish == FINISH_NONE) r->finish = why;
     pthread_cond_broadcast(&r->cv);
+    if (r->notify) r->notify(r->notify_arg);
     pthread_mutex_unlock(&r->mu);
+}
+
+void req_set_cached_tokens(struct gen_request *r, int n) {
+    pthread_mutex_lock(&r->mu);
+    r->cached_tokens = n;
+    pthread_mutex_unlock(&r->mu);
+}
+
+int req_cached_tokens(struct gen_request *r) {
+    pthread_mutex_lock(&r->mu);
+    int n = r->cached_tokens;
+    pthread_mutex_unlock(&r->mu);
+    return n;
 }
 
 int req_wait(struct gen_request *r, int seen, struct token_event *out, int max, double timeout_s,
@@ -70,3 +87,10 @@ int req_wait(struct gen_request *r, int seen, struct token_event *out, int max, 
 }
 
 void req_cancel(struct gen_request *r) { atomic_store(&r->cancelled, 1); }
+
+void req_set_notify(struct gen_request *r, void (*fn)(void *arg), void *arg) {
+    pthread_mutex_lock(&r->mu);
+    r->notify = fn;
+    r->notify_arg = arg;
+    pthread_mutex_unlock(&r->mu);
+}

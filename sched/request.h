@@ -60,6 +60,8 @@ struct gen_request {
     int ignore_eos;
     int no_speculation; /* 1: never draft for this request (the API's "speculative": false) */
     struct sampling_params sp;
+    struct grammar_matcher *grammar; /* owned: constrained decoding (NULL: none); the step loop's */
+    uint64_t cache_salt; /* separates prefix-cache entries (0: shared by all); see block_pool.h */
     double t_submit;
 
     /* step loop -> frontend, under mu */
@@ -69,6 +71,12 @@ struct gen_request {
     int n_events, cap_events;
     enum finish_reason finish; /* set once, with the last event */
     double t_first_token;
+    int cached_tokens; /* prompt tokens found in the prefix cache (set on admission) */
+
+    /* optional, set by the frontend (req_set_notify): called under mu after each event
+     * and at the finish, so that a waiter that sleeps elsewhere can be woken */
+    void (*notify)(void *arg);
+    void *notify_arg;
 
     atomic_int cancelled; /* frontend -> step loop */
     atomic_int refs;
@@ -80,6 +88,9 @@ void req_unref(struct gen_request *r);
 /* Step loop side. */
 void req_push(struct gen_request *r, const struct token_event *ev);
 void req_finish(struct gen_request *r, enum finish_reason why);
+void req_set_cached_tokens(struct gen_request *r, int n);
+/* Frontend side: the prompt tokens that came from the prefix cache (0 before admission). */
+int req_cached_tokens(struct gen_request *r);
 /* Frontend side: waits until events beyond `seen` exist or the request finished, or until
  * timeout_s passes; copies up to max new events into out and returns how many (0 on
  * timeout or when finished with nothing new). *finish receives the finish reason (or
@@ -87,5 +98,8 @@ void req_finish(struct gen_request *r, enum finish_reason why);
 int req_wait(struct gen_request *r, int seen, struct token_event *out, int max, double timeout_s,
              enum finish_reason *finish);
 void req_cancel(struct gen_request *r);
+/* Sets (fn NULL: clears) the notifier; once this returns with NULL, the old one is not
+ * running and will not be called again. */
+void req_set_notify(struct gen_request *r, void (*fn)(void *arg), void *arg);
 
 #endif

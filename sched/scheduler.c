@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../grammar/grammar.h"
 #include "../util/clock.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
@@ -25,9 +26,12 @@ struct seq {
     int n_generated;
     int32_t *blocks;
     int n_blocks, cap_blocks;
+    int n_committed; /* leading full blocks registered in the prefix cache (shared, read-only) */
+    int admitted;    /* admitted at least once (prefix hits are counted on the first admission) */
     struct sampler *smp;
     double t_last;
     int in_step; /* tokens fed this step (the last token and spec.n_draft drafts when decoding) */
+    int mb;      /* the micro-batch it is in flight in (see sched_step); 0: none */
     struct spec_seq spec;
 };
 
@@ -45,7 +49,7 @@ struct scheduler {
     struct gen_request **queue; /* ring of max_queue */
     int q_head, q_len;
     int draining;
-    int n_running_pub, kv_free_pub;
+    int n_running_pub, kv_free_pub, kv_cached_pub;
     int n_uids_pub;
     struct sched_uid_usage uids_pub[SCHED_MAX_UID_STATS];
     long preemptions;
@@ -58,11 +62,17 @@ struct scheduler {
     struct seq **preempted; /* waiting to be resumed, oldest first; ahead of the queue */
     int n_preempted;
     struct block_pool pool;
+    int32_t *hit_ids; /* [n_blocks] the prefix-cache hit of the candidate being admitted */
     struct step_plan plan;
     float *logits;
     int rows_per_seq; /* logits rows one sequence may get: 1 + spec.k */
     struct draft_job *jobs;
     struct spec_stats spec_st, spec_pub; /* pub: under mu */
+    /* micro-batches in flight in the pipeline, a ring of max_mb oldest first; slot k's logits
+     * land in mb_logits[k] (slot 0: logits) */
+    int max_mb, n_mb, mb_head, mb_last_id;
+    struct { int id; double t0; } mb[ENGINE_MAX_IN_FLIGHT];
+    float *mb_logits[ENGINE_MAX_IN_FLIGHT];
 };
 
 struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct metrics *m) {
@@ -76,7 +86,8 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     s->max_ctx = info->max_ctx;
     s->eos_id = info->eos_id;
     s->attn_ctx_unit = info->attn_ctx_unit > 1 ? info->attn_ctx_unit : 1;
-    block_pool_init(&s->pool, info->n_blocks);
+    block_pool_init(&s->pool, info->n_blocks, info->block_size, o->prefix_caching);
+    s->hit_ids = xmalloc(sizeof(int32_t) * (size_t)(info->n_blocks > 0 ? info->n_blocks : 1));
     plan_init(&s->plan);
     pthread_mutex_init(&s->mu, NULL);
     clock_cond_init(&s->cv);
@@ -87,7 +98,13 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     s->rows_per_seq = 1 + (o->spec.drafter && o->spec.k > 0 ? o->spec.k : 0);
     s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->rows_per_seq * (size_t)s->vocab);
     s->jobs = xcalloc((unsigned long)o->max_running, sizeof *s->jobs);
-    s->kv_free_pub = s->pool.n_free;
+    /* one micro-batch per pipeline stage keeps every stage busy; with one stage, one */
+    s->max_mb = o->micro_batches > 0 ? o->micro_batches : info->pp;
+    if (s->max_mb > ENGINE_MAX_IN_FLIGHT) s->max_mb = ENGINE_MAX_IN_FLIGHT;
+    s->mb_logits[0] = s->logits;
+    for (int k = 1; k < s->max_mb; k++)
+        s->mb_logits[k] = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->rows_per_seq * (size_t)s->vocab);
+    s->kv_free_pub = block_pool_available(&s->pool);
     s->last_step = clock_now();
     return s;
 }
@@ -95,7 +112,7 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
 static void seq_free(struct scheduler *s, struct seq *q) {
     if (s->o.spec.drafter) drafter_forget(s->o.spec.drafter, (uint64_t)(uintptr_t)q);
     free(q->spec.q);
-    if (q->n_blocks) block_pool_give(&s->pool, q->n_blocks, q->blocks);
+    block_pool_release(&s->pool, q->n_blocks, q->blocks);
     free(q->blocks);
     free(q->tokens);
     if (q->smp) sampler_delete(q->smp);
@@ -111,7 +128,8 @@ void sched_free(struct scheduler *s) {
     free(s->queue);
     free(s->running);
     free(s->preempted);
-    free(s->logits);
+    for (int k = 0; k < s->max_mb; k++) free(s->mb_logits[k]);
+    free(s->hit_ids);
     free(s->jobs);
     plan_free(&s->plan);
     block_pool_free(&s->pool);
@@ -163,6 +181,7 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
     out->running = s->n_running_pub;
     out->kv_blocks_free = s->kv_free_pub;
     out->kv_blocks_used = s->pool.n_blocks - s->kv_free_pub;
+    out->kv_blocks_cached = s->kv_cached_pub;
     out->max_ctx = s->max_ctx;
     out->kv_tokens = s->pool.n_blocks * s->block_size;
     out->max_queue = s->o.max_queue;
@@ -222,7 +241,8 @@ static void publish(struct scheduler *s) {
     for (int i = 0; i < s->q_len; i++)
         count_uid(s->uids_pub, &s->n_uids_pub, s->queue[(s->q_head + i) % s->o.max_queue]->uid, 0, 1, 0);
     s->n_running_pub = s->n_running + s->n_preempted;
-    s->kv_free_pub = s->pool.n_free;
+    s->kv_free_pub = block_pool_available(&s->pool);
+    s->kv_cached_pub = s->pool.n_cached;
     s->last_step = clock_now();
     pthread_mutex_unlock(&s->mu);
 }
@@ -251,12 +271,15 @@ static struct seq *seq_from_request(struct scheduler *s, struct gen_request *r) 
 static int blocks_needed(struct scheduler *s, int tokens) { return block_pool_blocks_for(tokens, s->block_size); }
 
 /* Preemption by recompute: the sequence gives back every block and will prefill its
- * prompt and generated tokens again; its sampler state is kept, so it continues exactly
- * as it would have. The most recently admitted sequence goes first (vLLM's policy). */
+ * prompt and generated tokens again (less whatever of them is still in the prefix cache
+ * when it resumes: its full blocks stay cached until evicted); its sampler state is kept,
+ * so it continues exactly as it would have. The most recently admitted sequence goes
+ * first (vLLM's policy). */
 static void preempt_last(struct scheduler *s) {
     struct seq *q = s->running[--s->n_running];
-    block_pool_give(&s->pool, q->n_blocks, q->blocks);
+    block_pool_release(&s->pool, q->n_blocks, q->blocks); /* its full blocks stay cached */
     q->n_blocks = 0;
+    q->n_committed = 0;
     q->n_cached = 0;
     q->in_step = 0;
     q->spec.n_draft = 0;
@@ -275,12 +298,16 @@ static void preempt_last(struct scheduler *s) {
 /* Makes sure q has blocks for `tokens` cached tokens, preempting the lowest-priority
  * (last admitted) sequences while blocks are short. Returns -1 when q itself had to be
  * preempted, or when q runs alone and the cache still cannot hold it. */
+static void preempt_at(struct scheduler *s, int i);
 static int grow_blocks(struct scheduler *s, struct seq *q, int tokens) {
     int need = blocks_needed(s, tokens) - q->n_blocks;
-    while (need > 0 && s->pool.n_free < need) {
+    while (need > 0 && block_pool_available(&s->pool) < need) {
         if (s->n_running == 1) return -1;
-        struct seq *last = s->running[s->n_running - 1];
-        preempt_last(s);
+        int v = s->n_running - 1; /* a sequence in flight keeps its blocks until it returns */
+        while (v >= 0 && s->running[v]->mb) v--;
+        if (v < 0 || (s->running[v] == q && s->n_mb > 0)) return -1; /* q waits for them */
+        struct seq *last = s->running[v];
+        preempt_at(s, v);
         if (last == q) return -1;
     }
     if (need > 0) {
@@ -293,7 +320,7 @@ static int grow_blocks(struct scheduler *s, struct seq *q, int tokens) {
 static void drop_cancelled(struct scheduler *s) {
     for (int i = 0; i < s->n_running;) {
         struct seq *q = s->running[i];
-        if (atomic_load(&q->req->cancelled)) {
+        if (atomic_load(&q->req->cancelled) && !q->mb) { /* in flight: once it returns */
             memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
             s->n_running--;
             finish_seq(s, q, FINISH_CANCELLED);
@@ -348,7 +375,7 @@ static int victim_for(const struct scheduler *s, const struct gen_request *r) {
     int uid_over = holds_share(s, r, 1);
     for (int i = s->n_running - 1; i >= 0; i--) {
         const struct gen_request *o = s->running[i]->req;
-        if (group_of(o) == group_of(r) || !holds_share(s, o, 0)) continue;
+        if (s->running[i]->mb || group_of(o) == group_of(r) || !holds_share(s, o, 0)) continue;
         if (o->uid == r->uid ? 1 : (!uid_over && holds_share(s, o, 1))) return i;
     }
     return -1;
@@ -370,6 +397,44 @@ static void preempt_at(struct scheduler *s, int i) {
     memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
     s->running[s->n_running - 1] = q;
     preempt_last(s);
+}
+
+/* ---- automatic prefix caching (the cache itself is block_pool's) ---- */
+
+/* The prefix-cache hit of a sequence about to be admitted with these tokens: how many of
+ * its leading full blocks are cached (their ids in s->hit_ids), and how many of those are
+ * idle. The block holding its last token is never reused: that token must be computed for
+ * its logits, so a prompt cached whole recomputes its last block (at most block_size
+ * tokens) rather than copying a shared block to write into. */
+static int prefix_lookup(struct scheduler *s, const struct gen_request *r, const int32_t *tokens, int n, int *n_idle) {
+    return block_pool_match(&s->pool, r->cache_salt, tokens, (n - 1) / s->block_size, s->hit_ids, n_idle);
+}
+
+/* On admission: q starts from the `hit` cached blocks prefix_lookup found (shared and
+ * read-only: q writes only past them) and prefills only the rest. The first admission
+ * tells the request and the metrics how many prompt tokens came from the cache. */
+static void seq_take_prefix(struct scheduler *s, struct seq *q, int hit) {
+    memcpy(q->blocks, s->hit_ids, sizeof(int32_t) * (size_t)hit);
+    block_pool_ref(&s->pool, hit, q->blocks);
+    q->n_blocks = q->n_committed = hit;
+    q->n_cached = hit * s->block_size;
+    if (q->admitted) return;
+    q->admitted = 1;
+    int cached = q->n_cached < q->req->n_prompt ? q->n_cached : q->req->n_prompt;
+    req_set_cached_tokens(q->req, cached);
+    if (s->pool.caching) metrics_prefix_cache(s->m, q->req->n_prompt, cached);
+}
+
+/* After a step: every block of q that is now full joins the prefix cache (during prefill
+ * and decode alike), in order, each chained to the one before. A block another sequence
+ * computed at the same time is replaced by that cached copy. */
+static void seq_commit_blocks(struct scheduler *s, struct seq *q) {
+    if (!s->pool.caching) return;
+    for (int bs = s->block_size; (q->n_committed + 1) * bs <= q->n_cached; q->n_committed++) {
+        int k = q->n_committed;
+        q->blocks[k] = block_pool_commit(&s->pool, q->blocks[k], k ? q->blocks[k - 1] : -1, q->req->cache_salt,
+                                         q->tokens + (size_t)k * (size_t)bs);
+    }
 }
 
 /* Moves waiting work into the running set while there is room: preempted sequences first,
@@ -402,7 +467,10 @@ static void admit(struct scheduler *s) {
         struct gen_request *r =
             pick < s->n_preempted ? s->preempted[pick]->req : s->queue[(s->q_head + pick - s->n_preempted) % s->o.max_queue];
         int tokens = pick < s->n_preempted ? s->preempted[pick]->n_tokens : r->n_prompt;
-        int room = s->n_running < s->o.max_running && blocks_needed(s, tokens + 1) <= s->pool.n_free;
+        const int32_t *known = pick < s->n_preempted ? s->preempted[pick]->tokens : r->prompt;
+        int idle, hit = prefix_lookup(s, r, known, tokens, &idle);
+        int room = s->n_running < s->o.max_running &&
+                   blocks_needed(s, tokens + 1) - hit <= block_pool_available(&s->pool) - idle;
         if (!room) {
             int v = fair ? victim_for(s, r) : -1;
             pthread_mutex_unlock(&s->mu);
@@ -420,6 +488,7 @@ static void admit(struct scheduler *s) {
             pthread_mutex_unlock(&s->mu);
             q = seq_from_request(s, r);
         }
+        seq_take_prefix(s, q, hit);
         s->running[s->n_running++] = q;
     }
 }
@@ -437,6 +506,7 @@ static void draft_all(struct scheduler *s) {
     int n_dec = 0, n_jobs = 0;
     for (int i = 0; i < s->n_running; i++) {
         struct seq *q = s->running[i];
+        if (q->mb) continue; /* in flight in the pipeline */
         q->spec.n_draft = 0;
         n_dec += q->n_tokens - q->n_cached == 1;
     }
@@ -444,7 +514,10 @@ static void draft_all(struct scheduler *s) {
     long limit = sched_seq_limit(s->max_ctx, s->pool.n_blocks * s->block_size);
     for (int i = 0; i < s->n_running; i++) {
         struct seq *q = s->running[i];
-        if (q->n_tokens - q->n_cached != 1 || q->req->no_speculation || q->req->max_tokens == 0) continue;
+        /* grammar-constrained requests do not speculate: the mask would have to follow each draft */
+        if (q->mb || q->n_tokens - q->n_cached != 1 || q->req->no_speculation || q->req->max_tokens == 0 ||
+            q->req->grammar)
+            continue;
         /* every draft accepted still leaves one more token to emit within max_tokens and
          * the context: the step then emits n_draft + 1 */
         long room = q->req->max_tokens - q->n_generated - 1;
@@ -466,7 +539,7 @@ static void draft_all(struct scheduler *s) {
 static void trim_blocks(struct scheduler *s, struct seq *q) {
     int keep = blocks_needed(s, q->n_tokens);
     if (q->n_blocks > keep) {
-        block_pool_give(&s->pool, q->n_blocks - keep, q->blocks + keep);
+        block_pool_release(&s->pool, q->n_blocks - keep, q->blocks + keep);
         q->n_blocks = keep;
     }
 }
@@ -497,6 +570,7 @@ static enum finish_reason verify_drafts(struct scheduler *s, struct seq *q, floa
     q->n_cached += accepted; /* the accepted drafts' K/V was written this step */
     if (why == FINISH_NONE) {
         trim_blocks(s, q);
+        seq_commit_blocks(s, q);
         drafter_keep(s->o.spec.drafter, (uint64_t)(uintptr_t)q, q->n_tokens);
     }
     return why;
@@ -535,9 +609,12 @@ static void build_plan(struct scheduler *s) {
     int budget = s->o.step_tokens;
     double units = s->o.step_time_s > 0 && s->sec_per_unit > 0 ? s->o.step_time_s / s->sec_per_unit : 1e300;
     draft_all(s);
+    /* micro-batches share the running sequences: each takes at most its part */
+    int seqs = s->max_mb > 1 ? (s->n_running + s->max_mb - 1) / s->max_mb : s->n_running;
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < s->n_running && budget > 0; i++) {
+        for (int i = 0; i < s->n_running && budget > 0 && seqs > 0; i++) {
             struct seq *q = s->running[i];
+            if (q->mb) continue; /* in flight in another micro-batch */
             int pending = q->n_tokens - q->n_cached;
             int is_decode = pending == 1;
             if (pass == 0 ? !is_decode : is_decode) continue;
@@ -550,16 +627,15 @@ static void build_plan(struct scheduler *s) {
                 continue;
             }
             q->in_step = n;
+            seqs--;
             budget -= n;
             units -= step_units(s, q->n_cached, n);
         }
     /* preemption may have removed sequences already given tokens; build from survivors */
     for (int i = 0; i < s->n_running; i++) {
         struct seq *q = s->running[i];
-        if (!q->in_step) {
-            q->spec.n_draft = 0;
-            continue;
-        }
+        if (!q->in_step) q->spec.n_draft = 0;
+        if (!q->in_step || q->mb) continue;
         plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, q->spec.n_draft > 0);
     }
 }
@@ -589,22 +665,27 @@ static enum finish_reason emit(struct scheduler *s, struct seq *q, int32_t tok, 
     return FINISH_NONE;
 }
 
-/* After a step: every sequence whose fed tokens reached its last known token samples
- * (verifying its drafts first, when it had some). */
-static void sample_all(struct scheduler *s) {
+/* After micro-batch mb returned with its logits: every sequence of it whose fed tokens reached
+ * its last known token samples (verifying its drafts first, when it had some). */
+static void sample_all(struct scheduler *s, int mb, float *logits) {
     int row = 0;
     double now = clock_now();
     for (int i = 0; i < s->n_running;) {
         struct seq *q = s->running[i];
-        if (!q->in_step) {
+        if (!q->in_step || q->mb != mb) {
             i++;
             continue;
         }
         int n_draft = q->spec.n_draft;
+        int prompt_end = q->n_cached + q->in_step < q->req->n_prompt ? q->n_cached + q->in_step : q->req->n_prompt;
+        if (prompt_end > q->n_cached) /* prompt tokens computed, not found in the cache */
+            metrics_prompt_computed(s->m, prompt_end - q->n_cached);
         q->n_cached += q->in_step - n_draft; /* drafts count once accepted */
         q->in_step = 0;
+        q->mb = 0;
         q->spec.n_draft = 0;
-        float *lg = s->logits + (size_t)row * (size_t)s->vocab;
+        seq_commit_blocks(s, q);
+        float *lg = logits + (size_t)row * (size_t)s->vocab;
         row += 1 + n_draft;
         if (q->n_cached < q->n_tokens) { /* mid-prompt chunk */
             i++;
@@ -618,7 +699,10 @@ static void sample_all(struct scheduler *s) {
         } else {
             struct token_event ev;
             memset(&ev, 0, sizeof ev);
-            why = emit(s, q, sampler_next(q->smp, lg, &ev), &ev, now);
+            if (q->req->grammar) grammar_matcher_apply(q->req->grammar, lg, s->vocab); /* before any sampling step */
+            int32_t tok = sampler_next(q->smp, lg, &ev);
+            if (q->req->grammar) grammar_matcher_accept(q->req->grammar, tok);
+            why = emit(s, q, tok, &ev, now);
         }
         if (why != FINISH_NONE) {
             memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
@@ -635,13 +719,43 @@ static void sample_all(struct scheduler *s) {
 
 /* After a step: seconds per token-equivalent, averaged over recent steps large enough
  * that fixed per-step costs do not dominate. */
-static void learn_step_speed(struct scheduler *s, double seconds) {
+static void learn_step_speed(struct scheduler *s, int mb, double seconds) {
     double u = 0;
     for (int i = 0; i < s->n_running; i++)
-        if (s->running[i]->in_step) u += step_units(s, s->running[i]->n_cached, s->running[i]->in_step);
+        if (s->running[i]->in_step && s->running[i]->mb == mb) u += step_units(s, s->running[i]->n_cached, s->running[i]->in_step);
     if (u < 32) return;
     double spu = seconds / u;
     s->sec_per_unit = s->sec_per_unit > 0 ? 0.7 * s->sec_per_unit + 0.3 * spu : spu;
+}
+
+/* The plan just built goes into the pipeline as a new micro-batch; its sequences are marked
+ * in flight, so no later plan feeds them until it returns. */
+static void submit_micro_batch(struct scheduler *s) {
+    int slot = (s->mb_head + s->n_mb) % s->max_mb;
+    int id = s->mb_last_id = s->mb_last_id % 1000000000 + 1;
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i]->in_step && !s->running[i]->mb) s->running[i]->mb = id;
+    s->mb[slot].id = id;
+    s->mb[slot].t0 = clock_now();
+    if (s->n_mb++ == 0) {
+        pthread_mutex_lock(&s->mu);
+        s->step_started = s->mb[slot].t0;
+        pthread_mutex_unlock(&s->mu);
+    }
+    engine_submit(s->e, &s->plan, s->mb_logits[slot]);
+}
+
+/* Waits for the oldest micro-batch's logits; its sequences sample. */
+static void collect_micro_batch(struct scheduler *s) {
+    int slot = s->mb_head;
+    engine_collect(s->e);
+    s->mb_head = (s->mb_head + 1) % s->max_mb;
+    s->n_mb--;
+    pthread_mutex_lock(&s->mu);
+    s->step_started = s->n_mb ? s->mb[s->mb_head].t0 : 0;
+    pthread_mutex_unlock(&s->mu);
+    learn_step_speed(s, s->mb[slot].id, clock_now() - s->mb[slot].t0);
+    sample_all(s, s->mb[slot].id, s->mb_logits[slot]);
 }
 
 int sched_step(struct scheduler *s, double idle_s) {
@@ -663,19 +777,16 @@ int sched_step(struct scheduler *s, double idle_s) {
         pthread_mutex_unlock(&s->mu);
         return n;
     }
-    build_plan(s);
+    /* With pipeline stages, up to max_mb micro-batches are in flight: a new one is submitted
+     * while there is room and some sequence is in none; else the oldest is collected and its
+     * sequences sample (docs/tensor-parallel.md#micro-batches). With max_mb 1: one step. */
+    plan_clear(&s->plan);
+    if (s->n_mb < s->max_mb) build_plan(s);
     if (s->plan.n_seqs > 0) {
-        pthread_mutex_lock(&s->mu);
-        s->step_started = clock_now();
-        pthread_mutex_unlock(&s->mu);
-        double t0 = clock_now();
-        engine_step(s->e, &s->plan, s->logits);
-        double t1 = clock_now();
-        pthread_mutex_lock(&s->mu);
-        s->step_started = 0;
-        pthread_mutex_unlock(&s->mu);
-        learn_step_speed(s, t1 - t0);
-        sample_all(s);
+        submit_micro_batch(s);
+        if (s->max_mb == 1) collect_micro_batch(s);
+    } else if (s->n_mb > 0) {
+        collect_micro_batch(s);
     } else if (s->n_running == 1) {
         /* a lone sequence that cannot get a block: the cache is too small for it */
         struct seq *q = s->running[--s->n_running];
@@ -690,6 +801,14 @@ int sched_step(struct scheduler *s, double idle_s) {
 }
 
 void sched_abort_all(struct scheduler *s) {
+    while (s->n_mb > 0) { /* the pipeline finishes what it holds: every rank expects it */
+        int slot = s->mb_head;
+        engine_collect(s->e);
+        for (int i = 0; i < s->n_running; i++)
+            if (s->running[i]->mb == s->mb[slot].id) s->running[i]->mb = s->running[i]->in_step = 0;
+        s->mb_head = (s->mb_head + 1) % s->max_mb;
+        s->n_mb--;
+    }
     while (s->n_running) finish_seq(s, s->running[--s->n_running], FINISH_ABORTED);
     while (s->n_preempted) finish_seq(s, s->preempted[--s->n_preempted], FINISH_ABORTED);
     pthread_mutex_lock(&s->mu);

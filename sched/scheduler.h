@@ -1,5 +1,6 @@
 /* The scheduler on rank 0: a bounded FCFS queue of requests, continuous (iteration-level)
- * batching over the paged KV cache, chunked prefill under a per-step token budget, and
+ * batching over the paged KV cache, chunked prefill under a per-step token budget,
+ * automatic prefix caching (a prompt starts from the cached blocks of earlier ones), and
  * preemption by recompute when blocks run out. HTTP threads call sched_submit() and
  * sched_stats(); only the step-loop thread calls sched_step(). */
 #ifndef TPD_SCHEDULER_H
@@ -20,7 +21,10 @@ struct sched_opts {
     double step_time_s;    /* target duration of one step, so prefill chunks (whose cost grows with
                             * their position) never stall decode for long; 0: tokens only */
     double max_share;      /* while others wait, one API request (its n choices) or one peer uid
-                            * holds at most this share of the running slots and KV blocks; 0 or 1: off */
+                            * holds at most this share of the running slots and KV blocks (a block
+                            * shared through the prefix cache counts for each holder); 0 or 1: off */
+    int prefix_caching;    /* reuse cached full KV blocks of earlier prompts (block_pool.h) */
+    int micro_batches;     /* most micro-batches in flight in the pipeline; 0: one per stage (pp) */
     struct spec_opts spec; /* speculative decoding (spec.drafter NULL: off) */
 };
 

@@ -12,7 +12,8 @@ struct sched_uid_usage {
 
 struct sched_stats {
     int queued, running;
-    int kv_blocks_used, kv_blocks_free;
+    int kv_blocks_used, kv_blocks_free; /* held by sequences; free or idle in the prefix cache */
+    int kv_blocks_cached;               /* in the prefix cache, held or idle */
     int max_ctx;
     int kv_tokens; /* the whole cache, in tokens */
     int max_queue;

@@ -16,6 +16,9 @@
 #include "../util/log.h"
 #include "../util/utf8.h"
 #include "../tokenizer/chat.h"
+#include "toolcall.h"
+#include "../grammar/grammar.h"
+#include "api_grammar.h"
 
 /* ---- small pieces ---- */
 
@@ -25,6 +28,7 @@ void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_na
     c->tok = tok;
     c->name_own = xstrdup(model_name && model_name[0] ? model_name : "tpd");
     c->model_name = c->name_own;
+    c->gvocab = tok ? api_grammar_vocab(tok) : NULL;
     c->max_ctx = max_ctx;
     c->kv_tokens = kv_tokens;
     c->max_queue = max_queue;
@@ -44,6 +48,22 @@ void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_na
         c->chat_own = NULL;
     }
     c->chat = c->chat_own;
+    if (c->chat) c->tool_format = toolcall_detect(tok->chat_template);
+}
+
+int api_ctx_set_chat_template(struct api_ctx *c, const char *src, int format, char *err) {
+    struct chat_template *ct = xcalloc(1, sizeof *ct);
+    if (chat_template_load(ct, c->tok, src, err)) {
+        free(ct);
+        return -1;
+    }
+    if (c->chat_own) {
+        chat_template_free(c->chat_own);
+        free(c->chat_own);
+    }
+    c->chat = c->chat_own = ct;
+    c->tool_format = format >= 0 ? (enum tool_format)format : toolcall_detect(src);
+    return 0;
 }
 
 void api_ctx_free(struct api_ctx *c) {
@@ -52,6 +72,7 @@ void api_ctx_free(struct api_ctx *c) {
         free(c->chat_own);
     }
     free(c->name_own);
+    grammar_vocab_free(c->gvocab);
     memset(c, 0, sizeof *c);
 }
 
@@ -299,13 +320,20 @@ static int read_messages(const cJSON *o, cJSON **out, struct api_error *e) {
         cJSON_DeleteItemFromObjectCaseSensitive(m, "content");
         cJSON_AddItemToObject(m, "content", text);
         cJSON_AddItemToArray(arr, m);
+        if (api_tools_message(m, i, known, e)) {
+            cJSON_Delete(arr);
+            return -1;
+        }
     }
     *out = arr;
     return 0;
 }
 
-static int render_chat(const struct api_ctx *c, const cJSON *o, int add_gen, int32_t **ids, int *n,
-                       struct api_error *e) {
+/* The chat prompt of body o as text, with the byte spans that came from the request's data
+ * (chat.h). tools: the request's tools (their JSON goes to the template's `tools`; a forced
+ * call's start follows the generation prompt). */
+static int chat_text(const struct api_ctx *c, const cJSON *o, int add_gen, const struct api_tools *tools, char **text,
+                     size_t *len, struct tok_span **data, size_t *n_data, struct api_error *e) {
     cJSON *msgs = NULL;
     if (read_messages(o, &msgs, e)) return -1;
     if (!c->chat) {
@@ -316,24 +344,35 @@ static int render_chat(const struct api_ctx *c, const cJSON *o, int add_gen, int
     char *js = cJSON_PrintUnformatted(msgs);
     cJSON_Delete(msgs);
     if (!js) FATAL("out of memory for messages");
+    char err[ERR_LEN];
+    int rc = chat_template_render_spans(c->chat, js, add_gen, tools->tools_json, text, len, data, n_data, err);
+    free(js);
+    /* a template may refuse a conversation (raise_exception: roles must alternate, ...) */
+    if (rc) return api_err(e, 400, "messages", "messages: the chat template refused them: %s", err);
+    if (tools->prefix && add_gen) {
+        /* template text, not data: its markers are the model's own tokens */
+        size_t pl = strlen(tools->prefix);
+        *text = xrealloc(*text, *len + pl + 1);
+        memcpy(*text + *len, tools->prefix, pl + 1);
+        *len += pl;
+    }
+    return 0;
+}
+
+static int render_chat(const struct api_ctx *c, const cJSON *o, int add_gen, const struct api_tools *tools,
+                       int32_t **ids, int *n, struct api_error *e) {
     struct tok_span *data = NULL;
     size_t n_data = 0;
     /* Only the template's own markers (BOS, turn markers) become special tokens: special-
      * token text inside the messages is plain text unless a trusted caller allows it, or
      * a message could forge a turn (chat.h). */
     int allow = 0;
-    if (read_bool(o, "allow_special_tokens_in_content", &allow, e) < 0) {
-        free(js);
-        return -1;
-    }
+    if (read_bool(o, "allow_special_tokens_in_content", &allow, e) < 0) return -1;
     char err[ERR_LEN], *text;
     size_t len;
-    int rc = chat_template_render_spans(c->chat, js, add_gen, NULL, &text, &len, &data, &n_data, err);
-    free(js);
-    /* a template may refuse a conversation (raise_exception: roles must alternate, ...) */
-    if (rc) return api_err(e, 400, "messages", "messages: the chat template refused them: %s", err);
+    if (chat_text(c, o, add_gen, tools, &text, &len, &data, &n_data, e)) return -1;
     size_t nid;
-    rc = tokenizer_encode_spans(c->tok, text, len, TOK_PARSE_SPECIAL, data, allow ? 0 : n_data, ids, &nid, err);
+    int rc = tokenizer_encode_spans(c->tok, text, len, TOK_PARSE_SPECIAL, data, allow ? 0 : n_data, ids, &nid, err);
     free(text);
     free(data);
     if (rc) return api_err(e, 400, "messages", "messages: cannot be tokenized: %s", err);
@@ -623,6 +662,7 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         goto out;
     }
     if (read_sampling(c, o, p, e) || read_logprobs(o, p, e) || read_stops(o, p, e)) goto out;
+    if (api_read_grammar(c, o, &p->grammar, e)) goto out;
     if (p->echo && p->logprobs) {
         api_err(e, 400, "echo", "echo: cannot be combined with logprobs (prompt logprobs are not computed)");
         goto out;
@@ -641,7 +681,17 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     } else {
         int add_gen = 1;
         if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
-        if (render_chat(c, o, add_gen, &p->prompt, &p->n_prompt, e)) goto out;
+        if (api_tools_read(o, c->tool_format, &p->tools, e)) goto out;
+        if (p->tools.prefix && !add_gen) {
+            api_err(e, 400, "tool_choice", "tool_choice: a required call needs \"add_generation_prompt\": true");
+            goto out;
+        }
+        if (p->tools.prefix && p->grammar) {
+            api_err(e, 400, "tool_choice", "tool_choice: a required call cannot be combined with response_format or guided_*");
+            goto out;
+        }
+        if (api_tools_grammar(&p->tools, c->gvocab, &p->grammar, e)) goto out;
+        if (render_chat(c, o, add_gen, &p->tools, &p->prompt, &p->n_prompt, e)) goto out;
     }
     const char *pname = kind == API_COMPLETION ? "prompt" : "messages";
     long room = sched_room(c->max_ctx, c->kv_tokens, p->n_prompt);
@@ -693,6 +743,8 @@ void api_params_free(struct api_params *p) {
     free(p->sp.logit_bias);
     free(p->echo_text);
     for (int i = 0; i < p->n_stops; i++) free(p->stops[i]);
+    api_tools_free(&p->tools);
+    grammar_unref(p->grammar);
     memset(p, 0, sizeof *p);
 }
 
@@ -704,8 +756,11 @@ int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, in
     if (check_model(c, o, e)) goto out;
     if (field(o, "messages")) {
         int add_gen = 1;
+        struct api_tools tools = {0};
         if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
-        rc = render_chat(c, o, add_gen, ids, n, e);
+        if (api_tools_read(o, c->tool_format, &tools, e) == 0)
+            rc = render_chat(c, o, add_gen, &tools, ids, n, e);
+        api_tools_free(&tools);
     } else if (field(o, "prompt")) {
         int add_special = 1;
         if (read_bool(o, "add_special_tokens", &add_special, e) < 0) goto out;
@@ -714,6 +769,22 @@ int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, in
         api_err(e, 400, "prompt", "prompt: required (or messages)");
     }
 out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int api_chat_prompt(const struct api_ctx *c, const char *body, size_t len, char **text, size_t *text_len,
+                    struct api_error *e) {
+    cJSON *o = parse_body(c, body, len, e);
+    if (!o) return -1;
+    int add_gen = 1, rc = -1;
+    struct api_tools tools = {0};
+    struct tok_span *data = NULL;
+    size_t n_data = 0;
+    if (read_bool(o, "add_generation_prompt", &add_gen, e) >= 0 && api_tools_read(o, c->tool_format, &tools, e) == 0)
+        rc = chat_text(c, o, add_gen, &tools, text, text_len, &data, &n_data, e);
+    free(data);
+    api_tools_free(&tools);
     cJSON_Delete(o);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include "../util/err.h"
 #include "../util/sbuf.h"
 #include "../sched/request.h"
+#include "api_tools.h"
 
 #define API_MAX_N 16            /* choices per request */
 #define API_MAX_STOPS 16        /* stop strings per request */
@@ -19,6 +20,8 @@
 
 struct tokenizer;
 struct chat_template;
+struct grammar;
+struct grammar_vocab;
 
 /* What a request is validated against: built once at start by api_ctx_init (the chat
  * template loaded, the limits known), read-only afterwards by every HTTP thread. */
@@ -31,6 +34,8 @@ struct api_ctx {
     const struct chat_template *chat; /* NULL: chat requests fail with chat_err */
     const char *chat_err;
     size_t max_token_bytes; /* the longest token's bytes (0: unknown): bounds a text's tokens from below */
+    enum tool_format tool_format; /* the call format chat's template teaches (toolcall_detect) */
+    struct grammar_vocab *gvocab; /* structured output (api_grammar.h); owned */
     /* owned by api_ctx_init */
     struct chat_template *chat_own;
     char *name_own;
@@ -42,6 +47,9 @@ struct api_ctx {
 void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_name, int max_ctx, int kv_tokens,
                   int max_queue);
 void api_ctx_free(struct api_ctx *c);
+/* Serves chat with the template src instead of the tokenizer's own (model.chat_template);
+ * format: the tool-call format, or -1 to detect it from src. 0, or -1 with err. */
+int api_ctx_set_chat_template(struct api_ctx *c, const char *src, int format, char *err);
 
 /* A client-visible error: the HTTP status and OpenAI's {"error": {...}} fields. */
 struct api_error {
@@ -71,6 +79,8 @@ struct api_params {
     struct sampling_params sp; /* has_seed is always set: drawn when the client gave none */
     char *stops[API_MAX_STOPS]; /* owned */
     int n_stops;
+    struct api_tools tools; /* chat: the request's functions and tool_choice (tools.n 0: none) */
+    struct grammar *grammar; /* owned reference: response_format / guided_* (NULL: none) */
 };
 
 /* Fills e and returns -1, so validators can `return api_err(...)`. */
@@ -86,6 +96,11 @@ char *api_error_json(const struct api_error *e, size_t *len);
 int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *body,
                        size_t len, struct api_params *p, struct api_error *e);
 void api_params_free(struct api_params *p);
+
+/* The prompt text a chat request's body renders to, tools and the forced start of a call
+ * included (tests compare it with HF's rendering). *text malloc'd. 0, or -1 with e. */
+int api_chat_prompt(const struct api_ctx *c, const char *body, size_t len, char **text, size_t *text_len,
+                    struct api_error *e);
 
 /* POST /tokenize: {"prompt": str, "add_special_tokens"?} or {"messages": [...],
  * "add_generation_prompt"?} -> malloc'ed ids. */

@@ -8,11 +8,13 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "../grammar/grammar.h"
 #include "../tokenizer/detok.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/clock.h"
 #include "../util/fatal.h"
 #include "api_stop.h"
+#include "toolcall.h"
 #include "../sched/scheduler.h"
 
 #define EVENTS_PER_WAIT 64
@@ -29,6 +31,10 @@ struct gen_choice {
     /* non-streaming: the whole output */
     struct sbuf text;
     cJSON *lp;               /* logprobs object, or NULL */
+    /* tool calling on: the output goes through the call parser */
+    int tc_on;
+    struct toolcall_parser tc;
+    int calls_sent;          /* streaming: calls already sent as deltas */
 };
 
 struct api_gen {
@@ -42,6 +48,10 @@ struct api_gen {
     int finished;            /* every choice done, and (streaming) [DONE] written */
     int n;
     struct gen_choice c[API_MAX_N];
+    /* the call format's markers that are control tokens (the detokenizer drops those) */
+    int n_markers;
+    int32_t marker_id[4];
+    const char *marker_text[4];
 };
 
 static void make_id(char *out, size_t n, const char *prefix) {
@@ -63,6 +73,7 @@ static void free_choice(struct gen_choice *c) {
     stop_free(&c->sm);
     sbuf_free(&c->text);
     cJSON_Delete(c->lp);
+    if (c->tc_on) toolcall_parser_free(&c->tc);
 }
 
 static void gen_free(struct api_gen *g) {
@@ -83,6 +94,11 @@ void gen_cancel(struct api_gen *g) {
         if (g->c[i].r && !g->c[i].finish) req_cancel(g->c[i].r);
 }
 
+void gen_set_notify(struct api_gen *g, void (*fn)(void *arg), void *arg) {
+    for (int i = 0; i < g->n; i++)
+        if (g->c[i].r) req_set_notify(g->c[i].r, fn, arg);
+}
+
 int gen_done(const struct api_gen *g) { return g->finished; }
 int gen_streaming(const struct api_gen *g) { return g->p.stream; }
 
@@ -94,6 +110,7 @@ static struct gen_request *make_request(const struct api_params *p, int i) {
     r->max_tokens = p->max_tokens;
     r->ignore_eos = p->ignore_eos;
     r->no_speculation = !p->speculative;
+    if (p->grammar) r->grammar = grammar_matcher_new(p->grammar); /* each choice its own state */
     r->sp = p->sp;
     r->sp.seed = p->sp.seed + (uint64_t)i; /* n choices: n different streams */
     r->sp.logit_bias_ids = NULL;
@@ -120,8 +137,26 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
     g->model = xstrdup(model_name ? model_name : "tpd");
     g->created = (long)time(NULL);
     make_id(g->id, sizeof g->id, g->p.kind == API_CHAT ? "chatcmpl" : "cmpl");
+    const struct api_tools *tools = &g->p.tools;
+    int tc_on = g->p.kind == API_CHAT && tools->n && tools->choice != TOOL_CHOICE_NONE;
+    for (const char *const *m = toolcall_markers(tc_on ? tools->format : TOOL_FORMAT_NONE); *m && g->n_markers < 4; m++) {
+        int32_t id = tokenizer_find(tok, *m, strlen(*m));
+        if (id >= 0 && tokenizer_is_special(tok, id)) {
+            g->marker_id[g->n_markers] = id;
+            g->marker_text[g->n_markers++] = *m;
+        }
+    }
     for (int i = 0; i < g->p.n; i++) {
         struct gen_choice *c = &g->c[i];
+        if (tc_on) {
+            c->tc_on = 1;
+            toolcall_parser_init(&c->tc, tools->format, (const char *const *)tools->names, tools->n, tools->parallel);
+            if (tools->prefix) { /* the call's start the prompt ended with: the output continues it */
+                struct sbuf none = {0};
+                toolcall_feed(&c->tc, tools->prefix, strlen(tools->prefix), &none);
+                sbuf_free(&none);
+            }
+        }
         detok_init(&c->dt, tok, TOK_SKIP_SPECIAL);
         stop_init(&c->sm, (const char *const *)g->p.stops, g->p.n_stops);
         c->text_pos = g->p.echo ? g->p.echo_len : 0;
@@ -276,6 +311,9 @@ static cJSON *usage(const struct api_gen *g) {
     cJSON_AddNumberToObject(u, "prompt_tokens", g->p.n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)gen);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(gen + g->p.n_prompt));
+    /* the prompt is shared by the n choices: the first one's prefix-cache hit */
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", g->n && g->c[0].r ? req_cached_tokens(g->c[0].r) : 0);
     return u;
 }
 
@@ -284,6 +322,42 @@ static const char *finish_name(enum finish_reason f) {
     case FINISH_LENGTH: return "length";
     case FINISH_EOS: return "stop";
     default: return "abort";
+    }
+}
+
+/* The format's marker text when id is one of its markers spelled as a control token. */
+static const char *marker_of(const struct api_gen *g, int32_t id) {
+    for (int i = 0; i < g->n_markers; i++)
+        if (g->marker_id[i] == id) return g->marker_text[i];
+    return NULL;
+}
+
+/* Streaming: tool calls calls[from..to) of choice i as OpenAI sends them: a delta naming the
+ * call (index, id, type, name, empty arguments), then one with its arguments. */
+static void sse_tool_calls(const struct api_gen *g, struct sbuf *out, int i, const struct tool_call *calls, int from,
+                           int to) {
+    for (int k = from; k < to; k++) {
+        for (int part = 0; part < 2; part++) {
+            cJSON *o = chunk_new(g);
+            cJSON *ch = cJSON_CreateObject();
+            cJSON_AddNumberToObject(ch, "index", i);
+            cJSON *d = cJSON_AddObjectToObject(ch, "delta");
+            cJSON *tc = cJSON_CreateObject();
+            cJSON_AddNumberToObject(tc, "index", k);
+            if (part == 0) {
+                cJSON_AddStringToObject(tc, "id", calls[k].id);
+                cJSON_AddStringToObject(tc, "type", "function");
+            }
+            cJSON *fn = cJSON_AddObjectToObject(tc, "function");
+            if (part == 0) cJSON_AddStringToObject(fn, "name", calls[k].name);
+            cJSON_AddStringToObject(fn, "arguments", part == 0 ? "" : calls[k].arguments);
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), tc);
+            cJSON_AddNullToObject(ch, "logprobs");
+            cJSON_AddNullToObject(ch, "finish_reason");
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), ch);
+            if (g->p.include_usage) cJSON_AddNullToObject(o, "usage");
+            sse_emit(out, o);
+        }
     }
 }
 
@@ -305,6 +379,8 @@ static int step_choice(struct api_gen *g, int i, double timeout_s, struct sbuf *
         size_t plen;
         const char *piece = detok_push(&c->dt, ev[k].token, &plen);
         if (!piece) piece = "", plen = 0; /* an id past the tokenizer: nothing to show */
+        const char *marker = c->tc_on ? marker_of(g, ev[k].token) : NULL;
+        if (marker) piece = marker, plen = strlen(marker); /* the call parser must see it */
         if (lp) lp_add(g, lp, &ev[k], c->text_pos);
         c->text_pos += plen;
         if (stop_feed(&c->sm, piece, plen, &text)) {
@@ -320,11 +396,29 @@ static int step_choice(struct api_gen *g, int i, double timeout_s, struct sbuf *
         if (!c->finish) c->finish = finish_name(fin);
         c->aborted = fin == FINISH_ABORTED;
     }
+    if (c->tc_on) { /* the text the client sees as content is what is not a call */
+        struct sbuf shown = {0};
+        sbuf_add(&shown, "", 0);
+        toolcall_feed(&c->tc, text.p, text.len, &shown);
+        if (c->finish) {
+            toolcall_finish(&c->tc, &shown);
+            if (c->tc.n_calls && !strcmp(c->finish, "stop")) c->finish = "tool_calls";
+        }
+        sbuf_free(&text);
+        text = shown;
+    }
     if (g->p.stream) {
-        if (text.len || c->finish || (lp && cJSON_GetArraySize(cJSON_GetObjectItem(lp, g->p.kind == API_CHAT ? "content" : "tokens"))))
-            sse_choice(g, out, i, text.p, text.len, lp, c->finish, 0);
+        int new_calls = c->tc_on && c->tc.n_calls > c->calls_sent;
+        const char *finish = new_calls ? NULL : c->finish;
+        if (text.len || finish || (lp && cJSON_GetArraySize(cJSON_GetObjectItem(lp, g->p.kind == API_CHAT ? "content" : "tokens"))))
+            sse_choice(g, out, i, text.p, text.len, lp, finish, 0);
         else
             cJSON_Delete(lp);
+        if (new_calls) {
+            sse_tool_calls(g, out, i, c->tc.calls, c->calls_sent, c->tc.n_calls);
+            c->calls_sent = c->tc.n_calls;
+            if (c->finish) sse_choice(g, out, i, "", 0, NULL, c->finish, 0);
+        }
     } else {
         sbuf_add(&c->text, text.p, text.len);
     }
@@ -399,7 +493,21 @@ int gen_body(struct api_gen *g, struct sbuf *out) {
         if (g->p.kind == API_CHAT) {
             cJSON *m = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
-            cJSON_AddStringToObject(m, "content", c->text.p ? c->text.p : "");
+            if (c->tc_on && c->tc.n_calls && !c->text.len) cJSON_AddNullToObject(m, "content");
+            else cJSON_AddStringToObject(m, "content", c->text.p ? c->text.p : "");
+            if (c->tc_on && c->tc.n_calls) {
+                cJSON *arr = cJSON_AddArrayToObject(m, "tool_calls");
+                for (int k = 0; k < c->tc.n_calls; k++) {
+                    const struct tool_call *tc = &c->tc.calls[k];
+                    cJSON *x = cJSON_CreateObject();
+                    cJSON_AddStringToObject(x, "id", tc->id);
+                    cJSON_AddStringToObject(x, "type", "function");
+                    cJSON *fn = cJSON_AddObjectToObject(x, "function");
+                    cJSON_AddStringToObject(fn, "name", tc->name);
+                    cJSON_AddStringToObject(fn, "arguments", tc->arguments);
+                    cJSON_AddItemToArray(arr, x);
+                }
+            }
         } else {
             cJSON_AddStringToObject(ch, "text", c->text.p ? c->text.p : "");
         }

@@ -27,6 +27,9 @@ int gen_streaming(const struct api_gen *g);
 int gen_body(struct api_gen *g, struct sbuf *out);
 /* Stops every unfinished choice (client gone); the scheduler frees them within a step. */
 void gen_cancel(struct api_gen *g);
+/* Every choice calls fn(arg) (from the step loop) when it gets an event or finishes;
+ * fn NULL clears it, after which fn is not running and is not called again. */
+void gen_set_notify(struct api_gen *g, void (*fn)(void *arg), void *arg);
 void gen_ref(struct api_gen *g);
 void gen_unref(struct api_gen *g); /* the last reference cancels what still runs */
 

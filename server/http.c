@@ -30,18 +30,20 @@
 #include "../util/log.h"
 #include "api.h"
 #include "api_gen.h"
+#include "conns.h"
 #include "../sched/metrics.h"
 #include "../sched/scheduler.h"
 
 #define DEFAULT_SOCKET "/tmp/tpd/tpd.sock"
 #define DEFAULT_BODY (1u << 20)
-#define DEFAULT_CONNECTIONS 512
-#define IDLE_TIMEOUT_S 120  /* a connection with no traffic (outside a generation) closes */
+#define DEFAULT_CONNECTIONS 16384
+#define DEFAULT_HEADER_TIMEOUT_S 10
+#define DEFAULT_IDLE_TIMEOUT_S 60
+#define DEFAULT_HTTP_THREADS 4
 #define PROBE_TIMEOUT_MS 1000 /* start-up: how long a socket already at the path may take to answer */
 #define KEEPALIVE_S 10.0    /* a stream with no token for this long gets an SSE comment */
 #define DEFAULT_SEND_TIMEOUT_S 30
 #define RETRY_AFTER_S "1"   /* seconds, on 429 and 503 */
-#define POLL_S 0.25         /* how often a waiting handler looks at its client */
 #define FLUSH_GRACE_S 5.0   /* at shutdown, how long finished answers may take to be sent */
 
 struct http_server {
@@ -55,7 +57,9 @@ struct http_server {
     size_t max_body;
     unsigned send_timeout_s; /* a client that takes no bytes for this long is dropped */
     double keepalive_s;
-    struct MHD_Daemon *unix_d, *tcp_d;
+    unsigned idle_timeout_s;
+    struct MHD_Daemon *d;  /* serves the connections conns hands over, unix and TCP alike */
+    struct conns *cs;      /* accepts, counts, times out and wakes connections */
     dev_t sock_dev;
     ino_t sock_ino;
     int accepting;
@@ -74,6 +78,7 @@ struct conn {
     int fd;
     struct api_gen *gen;  /* a generation this request started (a reference) */
     unsigned uid; /* peer uid, REQ_UID_UNKNOWN over TCP */
+    struct conn_rec *rec; /* the connection's record in conns (waking, deadlines) */
 };
 
 /* A streamed response: the SSE bytes produced but not yet handed to MHD. */
@@ -83,6 +88,9 @@ struct stream {
     struct sbuf out;
     size_t off;
     int fd;
+    struct conn_rec *rec;
+    struct MHD_Connection *mc;
+    double last_out; /* when bytes were last produced, for the keep-alive comment */
 };
 
 typedef enum MHD_Result (*handler_fn)(struct conn *c, struct MHD_Connection *mc);
@@ -332,7 +340,7 @@ static int unix_listen(struct http_server *h, const struct server_config *cfg, i
     }
     h->sock_dev = st.st_dev;
     h->sock_ino = st.st_ino;
-    if (listen(fd, 128)) {
+    if (listen(fd, SOMAXCONN)) {
         err_set(err, "listen on %s: %s", path, strerror(errno));
         goto fail;
     }
@@ -355,7 +363,7 @@ static int tcp_listen(int port, int *out, char *err) {
     sa.sin_family = AF_INET;
     sa.sin_port = htons((uint16_t)port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK); /* loopback only, by design */
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 128)) {
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, SOMAXCONN)) {
         int e = errno;
         close(fd);
         return err_set(err, "cannot listen on 127.0.0.1:%d: %s", port, strerror(e));
@@ -432,23 +440,34 @@ static int client_gone(int fd) {
 
 /* ---------------------------------------------------------------- handlers */
 
-/* MHD asks for more of a stream once the client took what was sent. Waiting here for
- * tokens is bounded by KEEPALIVE_S (then an SSE comment, which clients ignore), so MHD
- * comes back often enough to apply the send timeout to a client that stopped reading. */
+/* MHD asks for more of a stream once the client took what was sent. With nothing to
+ * send, the connection is suspended (no thread waits) until the request gets an event,
+ * its client leaves, or a keep-alive comment (which clients ignore) is due; then MHD calls
+ * again. A client that stops reading is not suspended but waits in MHD, whose timeout
+ * (send_timeout_s) drops it. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     struct stream *s = cls;
-    double since = clock_now();
     while (s->off == s->out.len) {
         if (gen_done(s->gen)) return MHD_CONTENT_READER_END_OF_STREAM;
         s->out.len = 0;
         s->off = 0;
-        gen_poll(s->gen, &s->out, POLL_S);
-        if (s->out.len == 0 && (client_gone(s->fd) || atomic_load(&s->h->stopping))) {
+        gen_poll(s->gen, &s->out, 0);
+        double now = clock_now();
+        if (s->out.len) {
+            s->last_out = now;
+            break;
+        }
+        if (client_gone(s->fd) || atomic_load(&s->h->stopping)) {
             gen_cancel(s->gen);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        if (s->out.len == 0 && clock_now() - since > s->h->keepalive_s) sbuf_adds(&s->out, ": keep-alive\n\n");
+        if (now - s->last_out >= s->h->keepalive_s) {
+            sbuf_adds(&s->out, ": keep-alive\n\n");
+            s->last_out = now;
+            break;
+        }
+        if (conns_suspend(s->h->cs, s->rec, s->mc)) return 0;
     }
     size_t n = s->out.len - s->off;
     if (n > max) n = max;
@@ -464,6 +483,10 @@ static void stream_free(void *cls) {
     free(s);
 }
 
+static void notify_conn(void *rec) { conns_wake(rec); }
+
+static enum MHD_Result gen_wait(struct conn *c, struct MHD_Connection *mc);
+
 static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind) {
     struct http_server *h = c->h;
     struct api_params p;
@@ -476,15 +499,19 @@ static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enu
         return reply_api_error(c, mc, &e);
     }
     /* a generation may wait long for its first token: no idle timeout while it runs
-     * (the handler watches the client itself); on_completed restores it */
+     * (suspended, or watched by conns); on_completed restores it */
     MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     c->gen = g; /* the request's reference: on_completed cancels on a broken connection */
     atomic_fetch_add(&h->active, 1);
+    if (c->rec) gen_set_notify(g, notify_conn, c->rec); /* cleared by on_completed */
     if (gen_streaming(g)) {
         struct stream *s = xcalloc(1, sizeof *s);
         s->h = h;
         s->gen = g;
         s->fd = c->fd;
+        s->rec = c->rec;
+        s->mc = mc;
+        s->last_out = clock_now();
         gen_ref(g);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, s, stream_free);
         if (!r) {
@@ -501,11 +528,27 @@ static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enu
         MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, h->send_timeout_s);
         return rc;
     }
+    return gen_wait(c, mc);
+}
+
+/* A non-streamed generation: answers once it is done; until then the connection is
+ * suspended and MHD calls on_request (hence here) again when it is woken. */
+static enum MHD_Result gen_wait(struct conn *c, struct MHD_Connection *mc) {
+    struct http_server *h = c->h;
+    struct api_gen *g = c->gen;
     struct sbuf scratch = {0};
-    while (!gen_poll(g, &scratch, POLL_S)) {
+    for (;;) {
+        int done = gen_poll(g, &scratch, 0);
+        scratch.len = 0;
+        if (done) break;
         if (client_gone(c->fd) || atomic_load(&h->stopping)) {
+            sbuf_free(&scratch);
             gen_cancel(g);
             return MHD_NO; /* closes the connection */
+        }
+        if (conns_suspend(h->cs, c->rec, mc)) {
+            sbuf_free(&scratch);
+            return MHD_YES;
         }
     }
     sbuf_free(&scratch);
@@ -589,8 +632,12 @@ static enum MHD_Result h_metrics(struct conn *c, struct MHD_Connection *mc) {
     size_t len;
     if (metrics_render(c->h->m, &st, &text, &len))
         return reply_error(c, mc, 500, "", "cannot render the metrics");
-    enum MHD_Result rc = reply(c, mc, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    struct sbuf b = {0};
+    sbuf_add(&b, text, len);
     free(text);
+    conns_metrics(c->h->cs, &b);
+    enum MHD_Result rc = reply(c, mc, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
+    sbuf_free(&b);
     return rc;
 }
 
@@ -685,6 +732,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->h = h;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         c->fd = ci ? ci->connect_fd : -1;
+        const union MHD_ConnectionInfo *si = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        c->rec = si ? si->socket_context : NULL;
         *con_cls = c;
         return on_headers(c, mc, url, method);
     }
@@ -697,6 +746,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         return MHD_YES;
     }
     if (c->status) return MHD_YES; /* answered on the first call */
+    if (c->gen) return gen_wait(c, mc); /* resumed: a non-streamed generation goes on */
+    conns_request_begin(h->cs, c->rec); /* all of it arrived in time: no deadline while it runs */
     if (c->too_large)
         return reply_error(c, mc, 413, "", "request body exceeds the limit of %zu bytes", h->max_body);
     return c->route->fn(c, mc);
@@ -708,11 +759,13 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     struct conn *c = *con_cls;
     if (!c) return;
     if (c->gen) {
+        gen_set_notify(c->gen, NULL, NULL); /* from here the record may go */
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) gen_cancel(c->gen);
         gen_unref(c->gen);
-        MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S);
+        MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, h->idle_timeout_s);
         atomic_fetch_sub(&h->active, 1);
     }
+    conns_request_end(h->cs, c->rec);
     /* 499: the client left before any answer (nginx's convention) */
     metrics_request(h->m, c->status ? c->status : 499);
     sbuf_free(&c->body);
@@ -729,16 +782,36 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     LOG(LOG_DEBUG, "libmicrohttpd: %s", msg);
 }
 
-static struct MHD_Daemon *start_mhd(struct http_server *h, int fd, int max_conn) {
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    struct http_server *h = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conns_started(h->cs, ci ? ci->connect_fd : -1, socket_context);
+    } else {
+        conns_closed(h->cs, socket_context);
+    }
+}
+
+static int handoff(void *arg, int fd, const struct sockaddr *sa, socklen_t len) {
+    struct http_server *h = arg;
+    return MHD_add_connection(h->d, fd, sa, len) == MHD_YES ? 0 : -1;
+}
+
+/* A pool of threads each running an epoll loop over its share of the connections; they
+ * come from conns (MHD_add_connection), never from a listening socket of MHD's own. */
+static struct MHD_Daemon *start_mhd(struct http_server *h, int max_conn, int threads) {
     return MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
             MHD_USE_ERROR_LOG,
         0, NULL, NULL, on_request, h,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* first, so that every message goes to it */
-        MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
+        /* conns enforces max_conn; MHD's own limit is split per thread, so give it room */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn + 64u * (unsigned)threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, h->idle_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
         MHD_OPTION_END);
 }
 
@@ -770,7 +843,16 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
     h->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_BODY;
     h->send_timeout_s = cfg->send_timeout_s ? cfg->send_timeout_s : DEFAULT_SEND_TIMEOUT_S;
     h->keepalive_s = h->send_timeout_s / 3.0 < KEEPALIVE_S ? h->send_timeout_s / 3.0 : KEEPALIVE_S;
+    h->idle_timeout_s = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
     int max_conn = cfg->max_connections > 0 ? cfg->max_connections : DEFAULT_CONNECTIONS;
+    conns_raise_fd_limit(&max_conn);
+    int per_uid = cfg->max_connections_per_uid > 0 ? cfg->max_connections_per_uid : (max_conn + 1) / 2;
+    if (per_uid > max_conn) per_uid = max_conn;
+    struct conns_config cc = {
+        .max_connections = max_conn, .max_per_uid = per_uid,
+        .header_timeout_s = cfg->header_timeout_s > 0 ? cfg->header_timeout_s : DEFAULT_HEADER_TIMEOUT_S,
+        .idle_timeout_s = h->idle_timeout_s, .keepalive_s = h->keepalive_s,
+    };
     h->created = (long)time(NULL);
     int ufd = -1, tfd = -1;
     if (unix_listen(h, cfg, &ufd, err)) {
@@ -783,15 +865,16 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
         server_free(h);
         return -1;
     }
-    h->unix_d = start_mhd(h, ufd, max_conn);
-    if (h->unix_d && tfd >= 0) h->tcp_d = start_mhd(h, tfd, max_conn);
-    if (!h->unix_d || (tfd >= 0 && !h->tcp_d)) {
-        if (h->unix_d) MHD_stop_daemon(h->unix_d); /* closes ufd */
-        else close(ufd);
+    h->d = start_mhd(h, max_conn, cfg->http_threads > 0 ? cfg->http_threads : DEFAULT_HTTP_THREADS);
+    int lfds[2] = {ufd, tfd};
+    if (!h->d || conns_start(&h->cs, &cc, lfds, tfd >= 0 ? 2 : 1, handoff, h, err)) {
+        if (h->d) MHD_stop_daemon(h->d);
+        else err_set(err, "libmicrohttpd failed to start");
+        close(ufd);
         if (tfd >= 0) close(tfd);
         unlink_ours(h);
         server_free(h);
-        return err_set(err, "libmicrohttpd failed to start");
+        return -1;
     }
     h->accepting = 1;
     *out = h;
@@ -801,17 +884,7 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
 void http_stop_accepting(struct http_server *h) {
     if (!h || !h->accepting) return;
     h->accepting = 0;
-    struct MHD_Daemon *ds[2] = {h->unix_d, h->tcp_d};
-    for (int i = 0; i < 2; i++) {
-        if (!ds[i]) continue;
-        MHD_socket fd = MHD_quiesce_daemon(ds[i]);
-        /* shutdown first: MHD's polling thread may still hold the file in poll(), and
-         * close alone would leave it listening until that returns */
-        if (fd != MHD_INVALID_SOCKET) {
-            shutdown(fd, SHUT_RDWR);
-            close(fd);
-        }
-    }
+    conns_stop_accepting(h->cs); /* closes the listening sockets */
     unlink_ours(h);
 }
 
@@ -826,8 +899,9 @@ void http_free(struct http_server *h) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    atomic_store(&h->stopping, 1); /* waiting handlers give up within POLL_S */
-    if (h->unix_d) MHD_stop_daemon(h->unix_d);
-    if (h->tcp_d) MHD_stop_daemon(h->tcp_d);
+    atomic_store(&h->stopping, 1); /* waiting handlers give up when woken, */
+    conns_release_all(h->cs);      /* which happens now to every suspended one */
+    MHD_stop_daemon(h->d);
+    conns_free(h->cs);
     server_free(h);
 }

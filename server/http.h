@@ -1,7 +1,9 @@
 /* The HTTP frontend on rank 0: an OpenAI-compatible API served by libmicrohttpd over a
- * Unix socket (and optionally loopback TCP), one thread per connection so that a handler
- * may block waiting for tokens. Owns the socket file: creation, permissions, stale-file
- * detection and removal. Routes to api.c (parsing) and api_gen.c (generation). */
+ * Unix socket (and optionally loopback TCP). conns.c accepts and admits connections
+ * (limits, per-uid share, timeouts) and hands them to a small pool of libmicrohttpd
+ * threads; a request waiting for tokens is suspended, holding no thread, and resumed by
+ * the step loop. Owns the socket file: creation, permissions, stale-file detection and
+ * removal. Routes to api.c (parsing) and api_gen.c (generation). */
 #ifndef TPD_HTTP_H
 #define TPD_HTTP_H
 
@@ -21,7 +23,13 @@ struct server_config {
     int n_allowed_uids;
     int tcp_port;              /* 0 = off (default); when set, listens on 127.0.0.1 only */
     size_t max_body_bytes;     /* default 1 MiB (0 = default) -> 413 beyond */
-    int max_connections;       /* default 512 (0 = default) */
+    int max_connections;       /* default 16384 (0 = default); lowered to fit the open-file limit */
+    int max_connections_per_uid; /* one peer uid's share (all TCP peers together); 0 = half */
+    unsigned header_timeout_s; /* a request (header and body) must be complete this long after
+                                * its first byte; default 10 (0 = default) */
+    unsigned idle_timeout_s;   /* a connection with no request under way for this long is
+                                * closed; default 60 (0 = default) */
+    int http_threads;          /* libmicrohttpd's threads; default 4 (0 = default) */
     unsigned send_timeout_s;   /* a client that takes no bytes of its answer for this long is
                                 * dropped and its generation cancelled; default 30 (0 = default) */
 };

@@ -135,6 +135,21 @@ static const struct bad bad[] = {
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]}", 400, "messages[0].content[0]"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", 400, "messages[0].content[0]"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"add_generation_prompt\": 1}", 400, "add_generation_prompt"},
+    /* tools (server/api_tools.c; SmolLM2's own template knows no call format) */
+#define U "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+#define F1 "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"
+    {CHAT, U "\"tools\": 5}", 400, "tools"},
+    {CHAT, U "\"tools\": [5]}", 400, "tools[0]"},
+    {CHAT, U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]}", 400, "tools[0]"},
+    {CHAT, U "\"tools\": " F1 "}", 400, "tools"}, /* no call format to parse calls in */
+    {CHAT, U "\"tools\": " F1 ", \"tool_choice\": \"maybe\"}", 400, "tool_choice"},
+    {CHAT, U "\"tools\": " F1 ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}", 400, "tool_choice"},
+    {CHAT, U "\"tool_choice\": \"auto\"}", 400, "tool_choice"},
+    {CHAT, U "\"tools\": " F1 ", \"tool_choice\": \"none\", \"parallel_tool_calls\": 1}", 400, "parallel_tool_calls"},
+    {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", 400, "messages[0].tool_call_id"},
+    {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"a\", \"function\": {\"name\": \"f\", \"arguments\": \"[1]\"}}]}]}", 400, "messages[0].tool_calls[0]"},
+#undef U
+#undef F1
     /* tokenize / detokenize */
     {TOKENIZE, "{}", 400, "prompt"},
     {TOKENIZE, "{\"prompt\": 3}", 400, "prompt"},

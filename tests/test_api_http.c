@@ -6,7 +6,9 @@
  * allow-list answers 403 to others; optional loopback TCP; and the answers that need no
  * engine (404, 405, 413, conflicting framing) come in OpenAI's error shape. The socket's
  * directory, and every one on the way, must be one only we (or root) can change: another
- * user's, or one others may write to (/tmp itself), is refused. The generation endpoints are tested
+ * user's, or one others may write to (/tmp itself), is refused. Connection admission: a
+ * 503 at once past the uid's share and past the total; header and idle timeouts. The
+ * generation endpoints are tested
  * end to end by tests/py/test_server_*.py. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -295,6 +298,88 @@ static void test_limits_and_framing(void **state) {
     http_free(h);
 }
 
+/* Reads what the server sends until it closes (or timeout_s passes: returns -1). */
+static int read_to_close(int fd, char *buf, size_t cap, double timeout_s) {
+    struct timeval tv = {(time_t)timeout_s, (suseconds_t)((timeout_s - (time_t)timeout_s) * 1e6)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    size_t n = 0;
+    for (;;) {
+        ssize_t k = recv(fd, buf + n, cap - 1 - n, 0);
+        if (k == 0 || (k < 0 && errno == ECONNRESET)) break;
+        if (k < 0) return -1;
+        n += (size_t)k;
+    }
+    buf[n] = 0;
+    return (int)n;
+}
+
+/* Connection admission: past the uid's share and past the total a new connection gets a
+ * 503 at once (the others go on); a request header trickling in is closed after the header
+ * timeout; a connection that sends nothing, after the idle timeout. */
+static void test_connection_limits_and_timeouts(void **state) {
+    (void)state;
+    fresh_paths();
+    struct server_config c = config();
+    c.max_connections = 8;
+    c.max_connections_per_uid = 5;
+    c.header_timeout_s = 1;
+    c.idle_timeout_s = 2;
+    struct http_server *h;
+    char err[ERR_LEN], buf[4096];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    int held[5];
+    for (int i = 0; i < 5; i++) assert_true((held[i] = connect_unix(sock)) >= 0);
+    usleep(300 * 1000); /* the accept thread counts them */
+    int fd = connect_unix(sock);
+    assert_true(fd >= 0);
+    assert_true(read_to_close(fd, buf, sizeof buf, 1.0) > 0);
+    close(fd);
+    assert_non_null(strstr(buf, "HTTP/1.1 503 "));
+    assert_non_null(strstr(buf, "Retry-After: 1\r\n"));
+    assert_non_null(strstr(buf, "\"code\":\"too_many_connections\""));
+    assert_non_null(strstr(buf, "share"));
+    /* the held ones are still served */
+    const char *req = "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_int_equal(send(held[0], req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    assert_true(read_to_close(held[0], buf, sizeof buf, 5.0) > 0);
+    assert_non_null(strstr(buf, "HTTP/1.1 404 "));
+    close(held[0]);
+    /* slowloris: a byte at a time, never a whole header: closed after ~1 s */
+    held[0] = connect_unix(sock);
+    assert_true(held[0] >= 0);
+    const char *part = "GET /nope HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 6; i++) {
+        send(held[0], part + i, 1, MSG_NOSIGNAL);
+        usleep(200 * 1000);
+    }
+    assert_true(read_to_close(held[0], buf, sizeof buf, 1.5) >= 0); /* 1.2 s + up to 1.5 s */
+    close(held[0]);
+    /* those that sent nothing: closed after the idle timeout (2 s since they came) */
+    for (int i = 1; i < 5; i++) {
+        assert_true(read_to_close(held[i], buf, sizeof buf, 1.5) >= 0);
+        close(held[i]);
+    }
+    http_free(h);
+
+    /* the total: with a share as large as it, the 4th of 3 gets the 503 */
+    fresh_paths();
+    c.max_connections = 3;
+    c.max_connections_per_uid = 3;
+    c.idle_timeout_s = 60;
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    for (int i = 0; i < 3; i++) assert_true((held[i] = connect_unix(sock)) >= 0);
+    usleep(300 * 1000);
+    fd = connect_unix(sock);
+    assert_true(read_to_close(fd, buf, sizeof buf, 1.0) > 0);
+    close(fd);
+    assert_non_null(strstr(buf, "HTTP/1.1 503 "));
+    assert_non_null(strstr(buf, "connection limit"));
+    for (int i = 0; i < 3; i++) close(held[i]);
+    usleep(300 * 1000);
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &req), 404);
+    http_free(h); /* with connections never handed over gone, and none left open */
+}
+
 /* Loopback TCP, off by default: when a port is given it serves there too, on 127.0.0.1. */
 static void test_loopback_tcp(void **state) {
     (void)state;
@@ -519,6 +604,7 @@ int main(void) {
         cmocka_unit_test(test_peer_uid_allow_list),
         cmocka_unit_test(test_limits_and_framing),
         cmocka_unit_test(test_loopback_tcp),
+        cmocka_unit_test(test_connection_limits_and_timeouts),
         cmocka_unit_test(test_directory_of_another_user_refused),
         cmocka_unit_test(test_writable_directories_refused),
         cmocka_unit_test(test_private_directories_accepted),

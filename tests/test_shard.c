@@ -2,7 +2,7 @@
 /* The sharding plan: for many model shapes and every tp from 1 to n_heads, the ranks'
  * pieces cover each query head, MLP column and vocab row exactly once, each rank holds
  * the KV heads its query heads use, and Wo column spans are block-aligned and contain
- * the rank's heads. */
+ * the rank's heads; pipeline stages cover the layers near-evenly in order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,12 +101,50 @@ static void test_kv_replicated_when_group_straddles(void **state) {
     assert_int_equal(b.kv_head0, 1);
 }
 
+/* Pipeline stages: for every layer count up to 130 and every pp up to it, the stages cover
+ * each layer exactly once in order, sizes differ by at most one, the larger ones come first
+ * (the last stage, which also runs the LM head, never gets the extra layer), and exactly the
+ * first and the last are marked so. */
+static void test_stages_cover_layers_near_even(void **state) {
+    (void)state;
+    struct shard_plan sp;
+    char err[512];
+    for (int n = 1; n <= 130; n++)
+        for (int pp = 1; pp <= n; pp++) {
+            int next = 0, prev_size = n + 1;
+            for (int s = 0; s < pp; s++) {
+                assert_int_equal(shard_stage(&sp, n, pp, s, err), 0);
+                assert_int_equal(sp.layer0, next);
+                assert_true(sp.n_layers >= n / pp && sp.n_layers <= n / pp + 1);
+                assert_true(sp.n_layers <= prev_size);
+                assert_int_equal(sp.first, s == 0);
+                assert_int_equal(sp.last, s == pp - 1);
+                prev_size = sp.n_layers;
+                next += sp.n_layers;
+            }
+            assert_int_equal(next, n);
+        }
+    /* SmolLM2 (30 layers) at pp 4: 8, 8, 7, 7; Llama-3.1-405B (126) at pp 2: 63 + 63 */
+    assert_int_equal(shard_stage(&sp, 30, 4, 1, err), 0);
+    assert_int_equal(sp.layer0, 8);
+    assert_int_equal(sp.n_layers, 8);
+    assert_int_equal(shard_stage(&sp, 30, 4, 3, err), 0);
+    assert_int_equal(sp.layer0, 23);
+    assert_int_equal(sp.n_layers, 7);
+    assert_int_equal(shard_stage(&sp, 126, 2, 1, err), 0);
+    assert_int_equal(sp.layer0, 63);
+    assert_int_equal(shard_stage(&sp, 2, 3, 0, err), -1);
+    assert_non_null(strstr(err, "pp must be one of 1..2"));
+    assert_int_equal(shard_stage(&sp, 30, 0, 0, err), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_smollm2_shapes),
         cmocka_unit_test(test_llama_70b_shapes),
         cmocka_unit_test(test_refuses_tp_beyond_heads),
         cmocka_unit_test(test_kv_replicated_when_group_straddles),
+        cmocka_unit_test(test_stages_cover_layers_near_even),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

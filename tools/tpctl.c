@@ -30,7 +30,7 @@ struct cli {
     int stream;
     int json;
     const char *concurrency;
-    long requests, prompt_len, warmup;
+    long requests, prompt_len, warmup, shared_prefix, turns;
     const char *samples;
     char **args; /* positional arguments after the command */
     int n_args;
@@ -50,6 +50,9 @@ static void usage(FILE *f) {
             "  tokenize TEXT        token ids of TEXT\n"
             "  bench [--concurrency 1,4,16] [--requests N] [--prompt-len P] [--max-tokens M]\n"
             "        [--warmup W] [--model M] [--temperature T] [--json] [--samples FILE]\n"
+            "        [--shared-prefix WORDS] [--turns T]   shared-prefix workload: every prompt starts\n"
+            "        with one WORDS-word system prompt; conversations of T turns resend the whole\n"
+            "        exchange each turn; the table shows the share of prompt tokens the server cached\n"
             "options: --socket PATH (default $TPD_SOCKET or " DEFAULT_SOCKET "), --timeout S (no data for\n"
             "  S seconds ends a request; default 600, 0 waits forever), -v (usage and timing on stderr)\n");
 }
@@ -62,7 +65,7 @@ struct opt_def {
 
 enum {
     O_SOCKET = 1000, O_TIMEOUT, O_MODEL, O_SYSTEM, O_ONCE, O_TEMP, O_SEED, O_STREAM, O_JSON,
-    O_CONC, O_REQUESTS, O_PROMPT_LEN, O_WARMUP, O_SAMPLES,
+    O_CONC, O_REQUESTS, O_PROMPT_LEN, O_WARMUP, O_SAMPLES, O_SHARED_PREFIX, O_TURNS,
 };
 
 static const struct opt_def OPTS[] = {
@@ -83,6 +86,8 @@ static const struct opt_def OPTS[] = {
     {{"prompt-len", required_argument, 0, O_PROMPT_LEN}, "bench"},
     {{"warmup", required_argument, 0, O_WARMUP}, "bench"},
     {{"samples", required_argument, 0, O_SAMPLES}, "bench"},
+    {{"shared-prefix", required_argument, 0, O_SHARED_PREFIX}, "bench"},
+    {{"turns", required_argument, 0, O_TURNS}, "bench"},
 };
 #define N_OPTS (sizeof OPTS / sizeof *OPTS)
 
@@ -169,6 +174,13 @@ static int parse_cli(int argc, char **argv, struct cli *o) {
             if (parse_long(optarg, 0, 1000000, &o->warmup)) return bad_value("warmup", optarg, "an integer >= 0");
             break;
         case O_SAMPLES: o->samples = optarg; break;
+        case O_SHARED_PREFIX:
+            if (parse_long(optarg, 0, 1000000, &o->shared_prefix))
+                return bad_value("shared-prefix", optarg, "an integer >= 0");
+            break;
+        case O_TURNS:
+            if (parse_long(optarg, 1, 10000, &o->turns)) return bad_value("turns", optarg, "an integer in [1, 10000]");
+            break;
         default: return -1;
         }
     }
@@ -423,7 +435,8 @@ static int cmd_bench(struct cli *o) {
     if (o->n_args) return fprintf(stderr, "tpctl bench: unexpected argument '%s'\n", o->args[0]), 2;
     struct bench_opts b = {.target = o->target, .requests = (int)o->requests, .prompt_len = (int)o->prompt_len,
                            .max_tokens = o->max_tokens ? (int)o->max_tokens : 64, .temperature = o->temperature,
-                           .warmup = (int)o->warmup, .json = o->json, .samples_path = o->samples};
+                           .warmup = (int)o->warmup, .json = o->json, .samples_path = o->samples,
+                           .shared_prefix = (int)o->shared_prefix, .turns = (int)o->turns};
     int32_t *levels = NULL;
     int n = 0;
     if (parse_ids(o->concurrency, BENCH_MAX_LEVELS, &levels, &n, err))

@@ -105,6 +105,9 @@ static void take_usage(struct api_result *res, const cJSON *j) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
     if (cJSON_IsNumber(p) && p->valuedouble >= 0) res->prompt_tokens = (long)p->valuedouble;
     if (cJSON_IsNumber(c) && c->valuedouble >= 0) res->completion_tokens = (long)c->valuedouble;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details");
+    const cJSON *k = cJSON_IsObject(d) ? cJSON_GetObjectItemCaseSensitive(d, "cached_tokens") : NULL;
+    if (cJSON_IsNumber(k) && k->valuedouble >= 0) res->cached_tokens = (long)k->valuedouble;
 }
 
 /* One answer object, streamed chunk or whole: usage, error, and the first choice's text
@@ -176,7 +179,7 @@ static int starts_with_ci(const char *s, const char *prefix) {
 int api_generate(struct httpc *c, const char *target, const cJSON *body, api_piece_fn on_piece,
                  void *ud, struct api_result *res, char *err) {
     memset(res, 0, sizeof *res);
-    res->prompt_tokens = res->completion_tokens = -1;
+    res->prompt_tokens = res->completion_tokens = res->cached_tokens = -1;
     struct gen_ctx g = {.on_piece = on_piece, .ud = ud, .res = res};
     sse_init(&g.sse, API_MAX_EVENT);
     int rc = -1;

@@ -36,6 +36,7 @@ struct api_result {
     char finish_reason[32];  /* "" if the server gave none */
     long prompt_tokens;      /* from usage; -1 if the server did not say */
     long completion_tokens;
+    long cached_tokens;      /* usage.prompt_tokens_details.cached_tokens; -1 if not said */
     long n_chunks;           /* streamed chunks that carried a choice */
 };
 

@@ -9,6 +9,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/fatal.h"
+#include "util/sbuf.h"
 
 /* What one request measured. */
 struct req_sample {
@@ -19,6 +20,7 @@ struct req_sample {
     long chunks;       /* token chunks seen */
     long tokens;       /* usage.completion_tokens, else chunks */
     long prompt_tokens;
+    long cached_tokens; /* of the prompt, found in the server's prefix cache; -1: not said */
     int ok;
 };
 
@@ -91,22 +93,22 @@ static void record_failure(struct level_run *L, const char *msg) {
     pthread_mutex_unlock(&L->mu);
 }
 
-static void run_one(struct level_run *L, struct httpc *c, int *open, int idx) {
+/* Sends prompt as request idx; on success appends the answer to *reply (when not NULL)
+ * and returns 0. */
+static int run_one(struct level_run *L, struct httpc *c, int *open, int idx, const char *prompt, struct sbuf *reply) {
     const struct bench_opts *o = L->o;
     struct req_sample *s = &L->reqs[idx];
     char err[ERR_LEN];
     if (!*open) {
         if (api_connect(c, &o->target, err)) {
             record_failure(L, err);
-            return;
+            return -1;
         }
         *open = 1;
     }
     struct gen_opts g = {.model = o->model, .max_tokens = o->max_tokens, .temperature = o->temperature,
                          .seed = -1, .stream = 1, .ignore_eos = 1};
-    char *prompt = make_prompt(L->first_prompt + idx, o->prompt_len);
     cJSON *body = api_completion_body(&g, prompt);
-    free(prompt);
     struct api_result res;
     s->t_start = clock_now();
     int rc = api_generate(c, "/v1/completions", body, on_piece, s, &res, err);
@@ -116,6 +118,8 @@ static void run_one(struct level_run *L, struct httpc *c, int *open, int idx) {
         s->ok = 1;
         s->tokens = res.completion_tokens >= 0 ? res.completion_tokens : s->chunks;
         s->prompt_tokens = res.prompt_tokens;
+        s->cached_tokens = res.cached_tokens;
+        if (reply && res.text) sbuf_add(reply, res.text, res.text_len);
     } else {
         record_failure(L, err);
     }
@@ -124,16 +128,45 @@ static void run_one(struct level_run *L, struct httpc *c, int *open, int idx) {
         *open = 0;
     }
     api_result_free(&res);
+    return rc;
+}
+
+/* The system prompt of the shared-prefix workload: the same for every request of the run
+ * (its seed is one no request's own words use). */
+#define SHARED_SEED (1 << 30)
+
+/* Conversation k (0-based) of the level: requests k*turns .. k*turns+turns-1. Each turn's
+ * prompt is the shared system prompt (if any), then every earlier turn's words and
+ * answer, then this turn's own words; a failed turn ends the conversation. */
+static void run_conversation(struct level_run *L, struct httpc *c, int *open, int k) {
+    const struct bench_opts *o = L->o;
+    int turns = o->turns > 1 ? o->turns : 1;
+    struct sbuf convo = {0};
+    sbuf_add(&convo, "", 0);
+    if (o->shared_prefix > 0) {
+        char *sys = make_prompt(SHARED_SEED, o->shared_prefix);
+        sbuf_adds(&convo, sys);
+        free(sys);
+    }
+    for (int t = 0; t < turns && k * turns + t < L->total; t++) {
+        int idx = k * turns + t;
+        char *words = make_prompt(L->first_prompt + idx, o->prompt_len);
+        if (convo.len) sbuf_add(&convo, " ", 1);
+        sbuf_adds(&convo, words);
+        free(words);
+        if (run_one(L, c, open, idx, convo.p, turns > 1 ? &convo : NULL)) break;
+    }
+    sbuf_free(&convo);
 }
 
 static void *worker(void *arg) {
     struct level_run *L = arg;
     struct httpc *c = xmalloc(sizeof *c);
-    int open = 0;
+    int open = 0, turns = L->o->turns > 1 ? L->o->turns : 1;
     for (;;) {
-        int i = atomic_fetch_add(&L->next, 1);
-        if (i >= L->total) break;
-        run_one(L, c, &open, i);
+        int k = atomic_fetch_add(&L->next, 1);
+        if (k * turns >= L->total) break;
+        run_conversation(L, c, &open, k);
     }
     if (open) httpc_close(c);
     free(c);
@@ -208,11 +241,15 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
         level_free(&W);
         if (wall < 0 || failed) return -1;
     }
-    if (!o->json)
+    if (!o->json) {
+        if (o->shared_prefix > 0 || o->turns > 1)
+            fprintf(out, "# shared-prefix workload: a %d-word system prompt, conversations of %d turns of ~%d "
+                         "words each\n", o->shared_prefix, o->turns > 1 ? o->turns : 1, o->prompt_len);
         fprintf(out, "# prompt ~%d tokens, max_tokens %d (ignore_eos), %d requests per level, socket %s\n"
-                     "%5s %6s %5s %9s %11s %10s %10s %10s %10s\n",
+                     "%5s %6s %5s %9s %11s %10s %10s %6s %10s %10s\n",
                 o->prompt_len, o->max_tokens, o->requests, o->target.socket, "conc", "reqs", "errs", "req/s",
-                "out tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99");
+                "out tok/s", "TTFT p50", "TTFT p99", "hit", "ITL p50", "ITL p99");
+    }
     cJSON *samples = o->samples_path ? cJSON_CreateArray() : NULL;
     int rc = 0, n_prompts = o->warmup > 0 ? o->warmup : 0;
     for (int li = 0; li < o->n_levels; li++) {
@@ -229,7 +266,7 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
         }
         double *ttft = xmalloc(sizeof(double) * (size_t)total);
         size_t n_ttft = 0, n_gaps = 0;
-        long tokens = 0, ok = 0, prompt_sum = 0, prompt_n = 0;
+        long tokens = 0, ok = 0, prompt_sum = 0, prompt_n = 0, cached_sum = 0, cached_prompt_sum = 0;
         for (int i = 0; i < total; i++) n_gaps += L.reqs[i].ok ? L.reqs[i].n_gaps : 0;
         double *gaps = xmalloc(sizeof(double) * (n_gaps ? n_gaps : 1));
         n_gaps = 0;
@@ -242,7 +279,11 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
             memcpy(gaps + n_gaps, s->gaps, s->n_gaps * sizeof(double));
             n_gaps += s->n_gaps;
             if (s->prompt_tokens >= 0) prompt_sum += s->prompt_tokens, prompt_n++;
+            if (s->prompt_tokens >= 0 && s->cached_tokens >= 0)
+                cached_sum += s->cached_tokens, cached_prompt_sum += s->prompt_tokens;
         }
+        /* the share of prompt tokens the server's prefix cache held (NaN: it did not say) */
+        double hit = cached_prompt_sum > 0 ? (double)cached_sum / (double)cached_prompt_sum : NAN;
         qsort(ttft, n_ttft, sizeof(double), cmp_double);
         qsort(gaps, n_gaps, sizeof(double), cmp_double);
         double rps = ok / wall, tps = tokens / wall;
@@ -258,6 +299,10 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
             cJSON_AddNumberToObject(j, "output_tokens", (double)tokens);
             cJSON_AddNumberToObject(j, "output_tok_per_s", tps);
             if (prompt_n) cJSON_AddNumberToObject(j, "prompt_tokens_mean", (double)prompt_sum / (double)prompt_n);
+            if (!isnan(hit)) {
+                cJSON_AddNumberToObject(j, "cached_tokens", (double)cached_sum);
+                cJSON_AddNumberToObject(j, "prefix_hit_rate", hit);
+            }
             /* NaN has no JSON form: a missing percentile is null */
             const char *keys[4] = {"ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"};
             double vals[4] = {t50, t99, i50, i99};
@@ -269,8 +314,10 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
             free(s);
             cJSON_Delete(j);
         } else {
-            fprintf(out, "%5d %6ld %5d %9.3f %11.2f %7.2f ms %7.2f ms %7.2f ms %7.2f ms\n", conc, ok, L.n_failed,
-                    rps, tps, t50, t99, i50, i99);
+            char hs[16] = "-";
+            if (!isnan(hit)) snprintf(hs, sizeof hs, "%.1f%%", 100 * hit);
+            fprintf(out, "%5d %6ld %5d %9.3f %11.2f %7.2f ms %7.2f ms %6s %7.2f ms %7.2f ms\n", conc, ok, L.n_failed,
+                    rps, tps, t50, t99, hs, i50, i99);
         }
         fflush(out);
         if (samples) {

@@ -1,6 +1,10 @@
 /* tpctl bench: a concurrency sweep against tpd. Per level, C threads (one connection each)
  * send streamed completions with generated prompts and report requests/s, output tokens/s,
- * time to first token and inter-token latency percentiles. Run from tpctl's main thread. */
+ * time to first token and inter-token latency percentiles, and the share of prompt tokens
+ * the server found in its prefix cache. Prompts are distinct by default; the shared-prefix
+ * workload starts every prompt with one long system prompt and sends conversations that
+ * resend the whole exchange turn by turn (a thread runs one conversation at a time). Run
+ * from tpctl's main thread. */
 #ifndef TPD_TPCTL_BENCH_H
 #define TPD_TPCTL_BENCH_H
 
@@ -17,7 +21,11 @@ struct bench_opts {
     int levels[BENCH_MAX_LEVELS];
     int n_levels;
     int requests;             /* per level; at least the concurrency */
-    int prompt_len;           /* words in each generated prompt (about one token each) */
+    int prompt_len;           /* words in each generated prompt (about one token each); with turns,
+                               * the words each turn adds */
+    int shared_prefix;        /* words of a system prompt every prompt starts with; 0: none */
+    int turns;                /* requests per conversation, each resending the ones before and their
+                               * answers; <= 1: every request stands alone */
     int max_tokens;
     double temperature;       /* < 0: omitted (the server's default) */
     int warmup;               /* requests before the sweep, not measured */

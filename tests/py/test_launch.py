@@ -136,3 +136,31 @@ def test_srun_launcher_command(setup):
     assert "--cpu-bind=none" in args and "--partition=gpu" in args, args
     i = args.index("serve")
     assert os.path.basename(args[i - 1]) == "tpd" and args[i + 1:] == ["--config", cfg, "--threads", "1"], args
+
+
+def test_pipeline_ranks_stage_major(setup):
+    """[parallel] tp 2, pp 2 with a hostfile: mpirun starts tp x pp = 4 ranks filling each
+    host's slots in order (stage-major: a stage's TP group on one host)."""
+    d, sock, env = setup
+    hostfile = os.path.join(d, "hosts")
+    with open(hostfile, "w") as f:
+        f.write("node1 slots=2\nnode2 slots=2\n")
+    cfg = write_config(d, sock, f'hostfile = "{hostfile}"\n')
+    with open(cfg) as f:
+        text = f.read().replace("[parallel]\n", "[parallel]\npp = 2\n")
+    with open(cfg, "w") as f:
+        f.write(text)
+    bindir = os.path.join(d, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    record = os.path.join(d, "mpirun.args")
+    fake = os.path.join(bindir, "mpirun")
+    with open(fake, "w") as f:
+        f.write(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{record}"\nexit 0\n')
+    os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
+    env["PATH"] = bindir + os.pathsep + env["PATH"]
+    r = subprocess.run([LAUNCH, cfg], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    args = open(record).read().split("\n")[:-1]
+    assert args[:2] == ["-np", "4"], args
+    assert args[args.index("--hostfile") + 1] == hostfile and args[args.index("--map-by") + 1] == "slot", args
+    assert "--oversubscribe" not in args, args

@@ -42,15 +42,15 @@ with open(FIXTURE) as _f:
 # ------------------------------------------------------------------------------ harness
 
 class Server:
-    """One `mpirun -np 2 tpd serve`; output goes to a file (read on failure)."""
+    """One `mpirun -np 2 tpd serve` (np ranks); output goes to a file (read on failure)."""
 
-    def __init__(self, sock, extra=(), wait=True):
+    def __init__(self, sock, extra=(), wait=True, np=2):
         self.sock = sock
         self.stopped = False
         self.log = tempfile.NamedTemporaryFile(prefix="tpd_serve_", suffix=".log", delete=False)
         args = ["serve", "--model", MODEL, "--socket", sock, "--threads", 1, "--model-name", NAME,
                 "--ctx", CTX, *extra]
-        self.proc = subprocess.Popen(tpd_cli.mpirun_cmd(2, args), env=tpd_cli.mpirun_env(),
+        self.proc = subprocess.Popen(tpd_cli.mpirun_cmd(np, args), env=tpd_cli.mpirun_env(),
                                      stdout=self.log, stderr=subprocess.STDOUT)
         if wait:
             self.wait_healthy()
@@ -234,8 +234,10 @@ def test_curl(server):
                          capture_output=True, text=True, timeout=60)
     body = json.loads(out.stdout)
     assert body["object"] == "text_completion"
+    # a 4-token prompt fills no whole KV block: nothing of it can come from the prefix cache
     assert body["usage"] == {"prompt_tokens": body["usage"]["prompt_tokens"], "completion_tokens": 4,
-                             "total_tokens": body["usage"]["prompt_tokens"] + 4}
+                             "total_tokens": body["usage"]["prompt_tokens"] + 4,
+                             "prompt_tokens_details": {"cached_tokens": 0}}
     out = subprocess.run(["curl", "-sN", "--unix-socket", server.sock, "http://localhost/v1/chat/completions",
                           "-d", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3,
                                             "stream": True})],

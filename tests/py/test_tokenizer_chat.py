@@ -100,6 +100,9 @@ def test_engine_constructs(tmp_path):
         "{% set x %}block {{ 1 + 1 }}{% endset %}{{ x | trim }}|{{ x | indent(2, true) }}",
         "{{ \"'q'\" }}{{ [1, 'two', none] }}{{ {'k': 'v'} }}{{ 3.0 }}{{ 1e20 }}{{ 0.1 + 0.2 }}",
         "{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}",
+        # HF's tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+        "{{ {'k\u00e9': 'caf\u00e9 \x7f \U0001F600 \x01'} | tojson(ensure_ascii=True) }}|{{ 'caf\u00e9 \x7f' | tojson }}"
+        "|{{ [1, {'b': 2, 'a': 'x'}] | tojson(true, 2, none, true) }}|{{ messages[0] | tojson(indent=1, sort_keys=true) }}",
     ]
     ctx = {"messages": [{"role": "system", "content": "You are nice."}, {"role": "user", "content": "Hello there"}],
            "add_generation_prompt": True, "bos_token": "<s>", "eos_token": "</s>"}

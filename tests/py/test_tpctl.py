@@ -74,6 +74,7 @@ class FakeServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.itl_delay = 0.0
         self.closing_chunk = False  # llama.cpp style: an empty chunk carries finish_reason
         self.send_usage = True
+        self.cached_words = None  # a list: report, like a prefix cache, the words seen before
         self.release = threading.Event()  # the "slow" prompt waits for this
         self.chats = []         # answers given, in order
 
@@ -234,9 +235,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if prompt == "trigger-hang":
             time.sleep(3)
         if body.get("stream_options", {}).get("include_usage") and srv.send_usage:
-            self.event(dict(base, choices=[], usage={"prompt_tokens": len(prompt.split()),
-                                                     "completion_tokens": len(pieces),
-                                                     "total_tokens": len(prompt.split()) + len(pieces)}))
+            usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(pieces),
+                     "total_tokens": len(prompt.split()) + len(pieces)}
+            if srv.cached_words is not None:  # the longest word prefix of an earlier prompt
+                words = prompt.split()
+                with srv.lock:
+                    hit = max([next((i for i, (x, y) in enumerate(zip(words, w)) if x != y), min(len(words), len(w)))
+                               for w in srv.cached_words] or [0])
+                    srv.cached_words.append(words)
+                usage["prompt_tokens_details"] = {"cached_tokens": hit}
+                srv.hits.append((hit, len(words)))
+            self.event(dict(base, choices=[], usage=usage))
         self.end_stream()
 
     def chat(self, body):
@@ -489,6 +498,41 @@ def test_bench_sweep(tpctl, server, tmp_path):
     # one connection per thread, kept alive: warm-up 1 + level 1 + level 4 (+ GET /v1/models)
     assert server.connections == 1 + 1 + 1 + 4
     assert server.max_inflight == 4
+
+
+def test_bench_shared_prefix(tpctl, server):
+    """--shared-prefix W --turns T: every prompt starts with one W-word system prompt; a
+    conversation's turn resends the turn before and its answer; the hit rate is the servers'
+    cached_tokens over its prompt_tokens."""
+    server.cached_words, server.hits = [], []
+    W, T, P, M = 30, 3, 4, 2
+    rc, out, err = run(tpctl, server, "bench", "--concurrency", "2", "--requests", "6", "--shared-prefix", str(W),
+                       "--turns", str(T), "--prompt-len", str(P), "--max-tokens", str(M), "--warmup", "0", "--json",
+                       timeout=60)
+    assert rc == 0, err
+    lv = json.loads(out)
+    prompts = [b["prompt"] for _, b in posts(server, "/v1/completions")]
+    assert len(prompts) == 6 and lv["requests"] == 6
+    system = prompts[0].split()[:W]
+    assert all(p.split()[:W] == system for p in prompts)
+    # two conversations of three turns: each turn = the one before + its answer + P words
+    firsts = [p for p in prompts if len(p.split()) == W + P]
+    assert len(firsts) == 2
+    for f in firsts:
+        chain = [f]
+        while True:
+            nxt = [p for p in prompts if p.startswith(chain[-1] + " t0 t1 ") and len(p.split()) == len(chain[-1].split()) + M + P]
+            if not nxt:
+                break
+            chain.append(nxt[0])
+        assert len(chain) == T
+    hit, total = sum(h for h, _ in server.hits), sum(n for _, n in server.hits)
+    assert lv["cached_tokens"] == hit and lv["prefix_hit_rate"] == pytest.approx(hit / total, rel=1e-9)
+    rc, out, err = run(tpctl, server, "bench", "--concurrency", "1", "--requests", "2", "--shared-prefix", "5",
+                       "--max-tokens", "2", "--prompt-len", "3", "--warmup", "0")
+    assert rc == 0, err
+    row = [ln.split() for ln in out.splitlines() if not ln.startswith("#")][1]
+    assert row[-5].endswith("%")  # the hit column beside TTFT
 
 
 def test_bench_counts_tokens_without_usage(tpctl, server):

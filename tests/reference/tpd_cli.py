@@ -84,8 +84,9 @@ def run(tp, args, timeout=300):
 
 
 def eval_logits(model, seqs, vocab, tp=1, chunk=None, separate=False, kv_type=None,
-                threads=None, block_size=None, timeout=300):
-    """Logits [total_tokens, vocab] float32 from `tpd eval` for a list of token lists."""
+                threads=None, block_size=None, timeout=300, pp=1):
+    """Logits [total_tokens, vocab] float32 from `tpd eval` for a list of token lists, on
+    tp x pp ranks (pp pipeline stages of tp)."""
     fd, out = tempfile.mkstemp(prefix="tpd_eval_", suffix=".f32")
     os.close(fd)
     try:
@@ -99,7 +100,9 @@ def eval_logits(model, seqs, vocab, tp=1, chunk=None, separate=False, kv_type=No
             args += ["--kv-type", kv_type]
         if block_size:
             args += ["--block-size", block_size]
-        run(tp, args, timeout)
+        if pp != 1:
+            args += ["--pp", pp]
+        run(tp * pp, args, timeout)
         data = np.fromfile(out, dtype="<f4")
     finally:
         os.unlink(out)
@@ -113,12 +116,15 @@ TIMING_RE = re.compile(r"timing:\s*prefill_tokens=(\d+)\s+prefill_s=([0-9.eE+-]+
                        r"decode_tokens=(\d+)\s+decode_s=([0-9.eE+-]+)")
 
 
-def generate(model, prompt_ids, n, tp=1, threads=None, timeout=600, extra=()):
-    """(generated ids, timing dict or None) from `tpd generate --temperature 0 --ids`."""
+def generate(model, prompt_ids, n, tp=1, threads=None, timeout=600, extra=(), pp=1):
+    """(generated ids, timing dict or None) from `tpd generate --temperature 0 --ids` on
+    tp x pp ranks."""
     args = ["generate", "--model", model, "--prompt-ids", ",".join(str(t) for t in prompt_ids),
-            "-n", n, "--temperature", 0, "--ids", "--threads", threads or default_threads(tp)]
+            "-n", n, "--temperature", 0, "--ids", "--threads", threads or default_threads(tp * pp)]
     args += list(extra)
-    p = run(tp, args, timeout)
+    if pp != 1:
+        args += ["--pp", pp]
+    p = run(tp * pp, args, timeout)
     lines = [ln.strip() for ln in p.stdout.splitlines() if ln.strip()]
     ids_line = next((ln for ln in reversed(lines) if re.fullmatch(r"\d+(,\d+)*", ln)), None)
     if ids_line is None:

@@ -1,0 +1,289 @@
+/* Grammar builder, checks and flattening (see gram_ir.h). */
+#include "gram_ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/err.h"
+#include "../util/fatal.h"
+#include "grammar.h"
+
+void gb_init(struct gbuild *b) { memset(b, 0, sizeof *b); }
+
+void gb_free(struct gbuild *b) {
+    for (int i = 0; i < b->n; i++) {
+        free(b->r[i].name);
+        for (int j = 0; j < b->r[i].n_alts; j++) free(b->r[i].alts[j].e);
+        free(b->r[i].alts);
+    }
+    free(b->r);
+    free(b->cls);
+    memset(b, 0, sizeof *b);
+}
+
+static int new_rule(struct gbuild *b) {
+    if (b->n >= (int)GRAMMAR_MAX_RULES) return -1;
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 64;
+        b->r = xrealloc(b->r, sizeof *b->r * (size_t)b->cap);
+    }
+    memset(&b->r[b->n], 0, sizeof b->r[b->n]);
+    return b->n++;
+}
+
+int gb_rule(struct gbuild *b, const char *name, size_t len, size_t pos) {
+    for (int i = 0; i < b->n; i++)
+        if (b->r[i].name && strlen(b->r[i].name) == len && memcmp(b->r[i].name, name, len) == 0) return i;
+    int r = new_rule(b);
+    if (r < 0) return -1;
+    b->r[r].name = xmalloc(len + 1);
+    memcpy(b->r[r].name, name, len);
+    b->r[r].name[len] = 0;
+    b->r[r].def_pos = pos;
+    return r;
+}
+
+int gb_anon(struct gbuild *b) {
+    int r = new_rule(b);
+    if (r >= 0) b->r[r].defined = 1;
+    return r;
+}
+
+struct galt *gb_alt(struct gbuild *b, int r) {
+    struct grule *ru = &b->r[r];
+    if (ru->n_alts == ru->cap_alts) {
+        ru->cap_alts = ru->cap_alts ? 2 * ru->cap_alts : 2;
+        ru->alts = xrealloc(ru->alts, sizeof *ru->alts * (size_t)ru->cap_alts);
+    }
+    struct galt *a = &ru->alts[ru->n_alts++];
+    memset(a, 0, sizeof *a);
+    b->n_elems++; /* its E_END */
+    return a;
+}
+
+static int push(struct gbuild *b, struct galt *a, struct gelem e) {
+    if (b->n_elems >= GRAMMAR_MAX_ELEMS) return -1;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 8;
+        a->e = xrealloc(a->e, sizeof *a->e * (size_t)a->cap);
+    }
+    a->e[a->n++] = e;
+    b->n_elems++;
+    return 0;
+}
+
+int gb_class(struct gbuild *b, struct galt *a, const uint64_t bits[4]) {
+    int c = -1;
+    /* recent classes first: literals repeat the same few bytes */
+    for (int i = b->n_cls - 1; i >= 0 && i >= b->n_cls - 512; i--)
+        if (memcmp(b->cls[i], bits, 32) == 0) {
+            c = i;
+            break;
+        }
+    if (c < 0) {
+        if (b->n_cls >= (int)GRAMMAR_MAX_ELEMS) return -1;
+        if (b->n_cls == b->cap_cls) {
+            b->cap_cls = b->cap_cls ? 2 * b->cap_cls : 64;
+            b->cls = xrealloc(b->cls, sizeof *b->cls * (size_t)b->cap_cls);
+        }
+        memcpy(b->cls[b->n_cls], bits, 32);
+        c = b->n_cls++;
+    }
+    return push(b, a, (struct gelem){E_CLASS, (uint32_t)c});
+}
+
+int gb_byte(struct gbuild *b, struct galt *a, uint8_t c) {
+    uint64_t bits[4] = {0};
+    bits[c >> 6] = 1ull << (c & 63);
+    return gb_class(b, a, bits);
+}
+
+int gb_ref(struct gbuild *b, struct galt *a, int rule) { return push(b, a, (struct gelem){E_REF, (uint32_t)rule}); }
+
+int gb_copy(struct gbuild *b, struct galt *a, const struct gelem *e, int n) {
+    for (int i = 0; i < n; i++)
+        if (push(b, a, e[i]) < 0) return -1;
+    return 0;
+}
+
+static const char *rname(const struct gbuild *b, int r) { return b->r[r].name ? b->r[r].name : "(group)"; }
+
+/* An alternative's elements are all productive / nullable under the current marks. */
+static int alt_all(const struct galt *a, const uint8_t *mark, int classes_ok) {
+    for (int i = 0; i < a->n; i++) {
+        if (a->e[i].type == E_CLASS) {
+            if (!classes_ok) return 0;
+        } else if (!mark[a->e[i].arg]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void fixpoint(const struct gbuild *b, uint8_t *mark, int classes_ok) {
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int r = 0; r < b->n; r++) {
+            if (mark[r]) continue;
+            for (int j = 0; j < b->r[r].n_alts; j++)
+                if (alt_all(&b->r[r].alts[j], mark, classes_ok)) {
+                    mark[r] = 1;
+                    changed = 1;
+                    break;
+                }
+        }
+    }
+}
+
+/* Left recursion: rule r calls s at a position preceded only by nullable references.
+ * Iterative depth-first search for a cycle over those edges. */
+static int left_recursive(const struct gbuild *b, const uint8_t *nullable, char *err) {
+    uint8_t *state = xcalloc((size_t)b->n, 1); /* 0 new, 1 on path, 2 done */
+    struct frame { int r, alt, pos; } *st = xmalloc(sizeof *st * (size_t)(b->n + 1));
+    int bad = -1;
+    for (int start = 0; start < b->n && bad < 0; start++) {
+        if (state[start]) continue;
+        int sp = 0;
+        st[sp++] = (struct frame){start, 0, 0};
+        state[start] = 1;
+        while (sp > 0 && bad < 0) {
+            struct frame *f = &st[sp - 1];
+            const struct grule *ru = &b->r[f->r];
+            if (f->alt >= ru->n_alts) {
+                state[f->r] = 2;
+                sp--;
+                continue;
+            }
+            const struct galt *a = &ru->alts[f->alt];
+            if (f->pos >= a->n || (f->pos > 0 && (a->e[f->pos - 1].type != E_REF || !nullable[a->e[f->pos - 1].arg]))) {
+                f->alt++;
+                f->pos = 0;
+                continue;
+            }
+            struct gelem e = a->e[f->pos++];
+            if (e.type != E_REF) {
+                f->pos = a->n; /* a byte: nothing further is leftmost */
+                continue;
+            }
+            if (state[e.arg] == 1) {
+                bad = (int)e.arg;
+            } else if (state[e.arg] == 0) {
+                state[e.arg] = 1;
+                st[sp++] = (struct frame){(int)e.arg, 0, 0};
+            }
+        }
+    }
+    if (bad >= 0) err_set(err, "grammar: left recursion through rule '%s' (not supported)", rname(b, bad));
+    free(st);
+    free(state);
+    return bad >= 0 ? -1 : 0;
+}
+
+int gb_finish(struct gbuild *b, const char *root, struct gram *g, char *err) {
+    memset(g, 0, sizeof *g);
+    int ro = -1;
+    for (int i = 0; i < b->n; i++) {
+        if (!b->r[i].defined) return err_set(err, "grammar: rule '%s' is used but not defined", rname(b, i));
+        if (b->r[i].name && strcmp(b->r[i].name, root) == 0) ro = i;
+    }
+    if (ro < 0) return err_set(err, "grammar: no start rule '%s'", root);
+    uint8_t *nullable = xcalloc((size_t)b->n, 1), *productive = xcalloc((size_t)b->n, 1);
+    fixpoint(b, nullable, 0);
+    fixpoint(b, productive, 1);
+    int rc = -1;
+    if (!productive[ro]) {
+        err_set(err, "grammar: the start rule '%s' matches nothing (unsatisfiable)", root);
+        goto out;
+    }
+    if (left_recursive(b, nullable, err) < 0) goto out;
+    /* flatten, leaving out alternatives that can never complete */
+    size_t n_el = 0, n_alts = 0;
+    for (int r = 0; r < b->n; r++)
+        for (int j = 0; j < b->r[r].n_alts; j++)
+            if (alt_all(&b->r[r].alts[j], productive, 1)) {
+                n_el += (size_t)b->r[r].alts[j].n + 1;
+                n_alts++;
+            }
+    g->el = xmalloc(sizeof *g->el * (n_el + 1));
+    g->alts = xmalloc(sizeof *g->alts * (n_alts + 1));
+    g->alt_off = xmalloc(sizeof *g->alt_off * ((size_t)b->n + 1));
+    uint32_t ne = 0, na = 0;
+    for (int r = 0; r < b->n; r++) {
+        g->alt_off[r] = na;
+        for (int j = 0; j < b->r[r].n_alts; j++) {
+            const struct galt *a = &b->r[r].alts[j];
+            if (!alt_all(a, productive, 1)) continue;
+            g->alts[na++] = ne;
+            if (a->n) memcpy(g->el + ne, a->e, sizeof *a->e * (size_t)a->n);
+            ne += (uint32_t)a->n;
+            g->el[ne++] = (struct gelem){E_END, 0};
+        }
+    }
+    g->alt_off[b->n] = na;
+    g->n_el = ne;
+    g->n_rules = (uint32_t)b->n;
+    g->root = (uint32_t)ro;
+    g->n_cls = (uint32_t)b->n_cls;
+    g->cls = b->cls;
+    b->cls = NULL;
+    b->n_cls = b->cap_cls = 0;
+    rc = 0;
+out:
+    free(nullable);
+    free(productive);
+    return rc;
+}
+
+void gram_free(struct gram *g) {
+    free(g->el);
+    free(g->cls);
+    free(g->alt_off);
+    free(g->alts);
+    memset(g, 0, sizeof *g);
+}
+
+/* Code point ranges [lo, hi], sorted and merged. */
+
+void cps_add(struct cpset *s, uint32_t lo, uint32_t hi) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 8;
+        s->r = xrealloc(s->r, sizeof *s->r * (size_t)s->cap);
+    }
+    s->r[s->n][0] = lo;
+    s->r[s->n][1] = hi;
+    s->n++;
+}
+
+static int cmp_range(const void *a, const void *b) {
+    const uint32_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+void cps_norm(struct cpset *s) {
+    if (s->n == 0) return;
+    qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
+    int o = 0;
+    for (int k = 1; k < s->n; k++) {
+        if (s->r[k][0] <= s->r[o][1] + 1) {
+            if (s->r[k][1] > s->r[o][1]) s->r[o][1] = s->r[k][1];
+        } else {
+            s->r[++o][0] = s->r[k][0];
+            s->r[o][1] = s->r[k][1];
+        }
+    }
+    s->n = o + 1;
+}
+
+void cps_negate(struct cpset *s) {
+    cps_norm(s);
+    struct cpset o = {0};
+    uint32_t next = 0;
+    for (int k = 0; k < s->n; k++) {
+        if (s->r[k][0] > next) cps_add(&o, next, s->r[k][0] - 1);
+        next = s->r[k][1] + 1;
+    }
+    if (next <= 0x10FFFF) cps_add(&o, next, 0x10FFFF);
+    free(s->r);
+    *s = o;
+}
+

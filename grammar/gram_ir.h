@@ -1,0 +1,82 @@
+/* The grammar module's internal form: rules of alternatives of elements over bytes (a
+ * byte class or a rule reference), built by the GBNF parser and flattened into the arrays
+ * the matcher walks. Checked once: every rule defined, no left recursion, alternatives
+ * that can match nothing removed. Any thread (one builder per compile). */
+#ifndef TPD_GRAM_IR_H
+#define TPD_GRAM_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { E_END = 0, E_CLASS = 1, E_REF = 2 };
+
+struct gelem {
+    uint32_t type : 2;
+    uint32_t arg : 30; /* class index or rule id */
+};
+
+struct galt {
+    struct gelem *e;
+    int n, cap;
+};
+
+struct grule {
+    char *name; /* NULL for anonymous rules */
+    struct galt *alts;
+    int n_alts, cap_alts;
+    int defined;
+    size_t def_pos; /* where it was first referenced (errors) */
+};
+
+struct gbuild {
+    struct grule *r;
+    int n, cap;
+    uint64_t (*cls)[4];
+    int n_cls, cap_cls;
+    size_t n_elems; /* elements so far, against GRAMMAR_MAX_ELEMS */
+};
+
+/* The flattened grammar: alternatives are runs of elements ended by E_END; rule r's
+ * alternatives start at alts[alt_off[r] .. alt_off[r+1]). */
+struct gram {
+    struct gelem *el;
+    uint32_t n_el;
+    uint64_t (*cls)[4];
+    uint32_t n_cls;
+    uint32_t *alt_off;
+    uint32_t *alts;
+    uint32_t n_rules;
+    uint32_t root;
+};
+
+void gb_init(struct gbuild *b);
+void gb_free(struct gbuild *b);
+/* Rule id by name, created undefined when new (-1 past GRAMMAR_MAX_RULES). */
+int gb_rule(struct gbuild *b, const char *name, size_t len, size_t pos);
+int gb_anon(struct gbuild *b);
+/* Starts a new alternative of rule r; returns it. */
+struct galt *gb_alt(struct gbuild *b, int r);
+/* Appends to alternative a. -1 past GRAMMAR_MAX_ELEMS. */
+int gb_class(struct gbuild *b, struct galt *a, const uint64_t bits[4]);
+int gb_byte(struct gbuild *b, struct galt *a, uint8_t c);
+int gb_ref(struct gbuild *b, struct galt *a, int rule);
+int gb_copy(struct gbuild *b, struct galt *a, const struct gelem *e, int n);
+
+/* Checks and flattens b into g with start rule `root`. 0, or -1 with err. */
+int gb_finish(struct gbuild *b, const char *root, struct gram *g, char *err);
+void gram_free(struct gram *g);
+
+/* Code point sets: ranges [lo, hi]; cps_norm sorts and merges, cps_negate complements
+ * over [0, U+10FFFF]. */
+struct cpset {
+    uint32_t (*r)[2];
+    int n, cap;
+};
+void cps_add(struct cpset *s, uint32_t lo, uint32_t hi);
+void cps_norm(struct cpset *s);
+void cps_negate(struct cpset *s);
+
+/* GBNF text -> builder (gbnf.c). 0, or -1 with err naming line and column. */
+int gbnf_parse(struct gbuild *b, const char *text, size_t len, char *err);
+
+#endif

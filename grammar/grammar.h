@@ -1,0 +1,103 @@
+/* Constrained decoding: a context-free grammar over bytes, compiled from llama.cpp's GBNF
+ * notation, a regular expression, a JSON Schema or "any JSON object", and matched token by
+ * token against a model's vocabulary. Rank 0 only. A grammar_vocab is built once per
+ * tokenizer at load and shared by every thread; compiled grammars are immutable, cached by
+ * their text and reference-counted (any thread); a grammar_matcher is one sequence's state,
+ * used by one thread at a time (the step loop).
+ *
+ * Front ends all produce GBNF text, so that callers can compose grammars: the JSON Schema
+ * and regex converters append rules to a GBNF text under a name the caller chooses (tool
+ * calling wraps a function's parameter schema in the model's call syntax this way).
+ *
+ * GBNF as in llama.cpp (grammars/README.md): `name ::= alternatives`, "literals" and
+ * [character classes] over Unicode code points (UTF-8 on the wire), `.`, ( groups ),
+ * postfix * + ? {m} {m,} {m,n}, # comments; the start rule is `root`. Left recursion is
+ * refused (as llama.cpp does).
+ *
+ * Whitespace policy of the JSON grammars (JSON Schema and json_object): llama.cpp's, after
+ * every value, `:` and `,`: nothing, one space, or one newline followed by at most 20 spaces
+ * or tabs, so output may be compact or pretty-printed but the model cannot emit whitespace
+ * without end. Numbers have at most 16 integer and 16 fraction digits. */
+#ifndef TPD_GRAMMAR_H
+#define TPD_GRAMMAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/err.h"
+#include "../util/sbuf.h"
+
+/* Bounds on untrusted grammar input (each is an error naming itself when exceeded). */
+#define GRAMMAR_MAX_TEXT (256u << 10)   /* bytes of a schema, regex or GBNF text (generated GBNF: 32x) */
+#define GRAMMAR_MAX_ELEMS (1u << 20)    /* compiled grammar elements */
+#define GRAMMAR_MAX_RULES (1u << 17)
+#define GRAMMAR_MAX_NESTING 64          /* schema / regex / GBNF group nesting */
+#define GRAMMAR_MAX_REPEAT 1000         /* m, n in {m,n}; minItems/maxItems; maxLength */
+#define GRAMMAR_MAX_DEPTH 512           /* matcher stack depth (nesting of the output) */
+
+enum grammar_kind {
+    GRAMMAR_GBNF,        /* text: GBNF, start rule `root` */
+    GRAMMAR_REGEX,       /* text: a regular expression, matched whole (Python re.fullmatch) */
+    GRAMMAR_JSON_SCHEMA, /* text: a JSON Schema (JSON) */
+    GRAMMAR_JSON_OBJECT, /* text ignored: any JSON object (response_format json_object) */
+};
+
+/* The vocabulary as the grammar sees it: each token's bytes (tokenizer_token_bytes), which
+ * tokens grammars may produce (special/control tokens never; usable[id] == 0), and the
+ * end-of-generation tokens, allowed exactly where the grammar may end. */
+struct grammar_vocab;
+
+struct grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const size_t *lens,
+                                        const uint8_t *usable, const int32_t *eog, int n_eog);
+void grammar_vocab_free(struct grammar_vocab *v);
+int grammar_vocab_size(const struct grammar_vocab *v);
+
+/* A compiled grammar bound to one vocabulary. */
+struct grammar;
+
+/* Compiles text[0..len) of the given kind, or returns a cached grammar compiled from the
+ * same kind and text (an LRU of the last 64). NULL with err (ERR_LEN bytes) naming the
+ * problem: an unsupported JSON Schema keyword, the position of a parse error, an
+ * unsatisfiable schema or grammar, a limit exceeded. Bounded time and memory. The caller
+ * owns one reference. */
+struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text,
+                                size_t len, char *err);
+void grammar_ref(struct grammar *g);
+void grammar_unref(struct grammar *g);
+
+/* Converters to GBNF. Each appends rules to out: `name ::= ...` and helpers named
+ * `name-...`, so several can share one text under distinct names (names: [A-Za-z0-9-]).
+ * Return 0, or -1 with err. */
+int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *name, struct sbuf *out,
+                                  char *err);
+int grammar_gbnf_from_regex(const char *re, size_t len, const char *name, struct sbuf *out, char *err);
+/* Any JSON value (`name`) and any JSON object (`name-object`), with the whitespace above. */
+void grammar_gbnf_json_value(const char *name, struct sbuf *out);
+
+/* One sequence's position in a grammar. */
+struct grammar_matcher;
+
+struct grammar_matcher *grammar_matcher_new(struct grammar *g); /* takes its own reference */
+void grammar_matcher_free(struct grammar_matcher *m);
+
+/* The tokens allowed next, as bits (bit id of mask[id / 64]) over the vocabulary:
+ * tokens whose bytes keep the output a prefix of the grammar's language, plus the
+ * end-of-generation tokens where the grammar may end. Never empty: at a dead end (a limit
+ * reached) the end-of-generation tokens are allowed. mask has (n_vocab + 63) / 64 words. */
+void grammar_matcher_mask(struct grammar_matcher *m, uint64_t *mask);
+/* Sets logits[id] = -INFINITY for every token not in the mask (n = n_vocab). */
+void grammar_matcher_apply(struct grammar_matcher *m, float *logits, int n);
+/* Advances on token id. Returns 0, or -1 (state unchanged) when the grammar does not
+ * allow it. An end-of-generation token ends the matcher. */
+int grammar_matcher_accept(struct grammar_matcher *m, int32_t id);
+/* Advances on raw bytes (a forced prefix). 0, or -1 (state unchanged). */
+int grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size_t n);
+/* 1 when the output so far is a complete sentence of the grammar. */
+int grammar_matcher_can_end(const struct grammar_matcher *m);
+/* 1 when nothing but the end may follow (the grammar is complete and cannot continue). */
+int grammar_matcher_done(const struct grammar_matcher *m);
+/* Undoes the last k accepted tokens (speculative decoding); at most the last 64.
+ * Returns 0, or -1 (state unchanged) when fewer are remembered. */
+int grammar_matcher_rollback(struct grammar_matcher *m, int k);
+
+#endif

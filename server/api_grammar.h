@@ -1,0 +1,23 @@
+/* Structured output on the API (rank 0, any HTTP thread): the request fields that constrain
+ * decoding (response_format json_object / json_schema, and the extensions guided_json,
+ * guided_regex, guided_grammar) compiled into a grammar (grammar/grammar.h), and the
+ * vocabulary view the grammars need, built once from the tokenizer. */
+#ifndef TPD_API_GRAMMAR_H
+#define TPD_API_GRAMMAR_H
+
+#include <cjson/cJSON.h>
+
+#include "api.h"
+
+struct grammar;
+struct grammar_vocab;
+
+/* The tokenizer's vocabulary as grammars see it: every token's bytes, special tokens left
+ * out, the end-of-generation tokens allowed where a grammar may end. */
+struct grammar_vocab *api_grammar_vocab(const struct tokenizer *t);
+
+/* Reads the body's constraint fields into *out (NULL when there are none). 0, or -1 with
+ * a 400 naming the field and the problem (an unsupported keyword, a parse error...). */
+int api_read_grammar(const struct api_ctx *c, const cJSON *o, struct grammar **out, struct api_error *e);
+
+#endif

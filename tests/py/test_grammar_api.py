@@ -1,0 +1,303 @@
+"""Structured output over the API, end to end on SmolLM2 (`tpd serve` on its Unix socket):
+response_format json_schema / json_object and the guided_regex / guided_grammar extensions.
+
+Independent references: outputs are parsed by Python's `json` and validated by the
+`jsonschema` package (with its format checker), regex outputs by `re.fullmatch`, GBNF
+outputs by the recogniser in tests/reference/gbnf_ref.py; the `openai` SDK's
+`chat.completions.parse` turns the answer into a pydantic object.
+
+The corpus (tests/data/grammar/corpus.py, >= 60 schemas x 3 prompts, 20 regexes, GBNF
+grammars) runs in part here (every schema with one prompt of the three, rotating); the
+whole of it with TPD_GRAMMAR_CORPUS=full (figures in tests/data/grammar/README.md)."""
+import concurrent.futures
+import json
+import os
+import re
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "data", "grammar"))
+sys.path.insert(0, HERE)
+
+import corpus  # noqa: E402
+import gbnf_ref  # noqa: E402
+from test_server_api import Server, client, oai, MODEL, sse_events  # noqa: E402
+import tpd_cli  # noqa: E402
+
+jsonschema = pytest.importorskip("jsonschema")
+FULL = os.environ.get("TPD_GRAMMAR_CORPUS") == "full"
+MAX_TOKENS = 384
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if tpd_cli.tpd_bin() is None:
+        pytest.skip("tpd binary not built (set TPD_BIN)")
+    if not os.path.exists(MODEL):
+        pytest.skip(f"{MODEL} absent")
+    s = Server(str(tmp_path_factory.mktemp("g") / "run" / "tpd.sock"))
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def http(server):
+    with client(server.sock, timeout=3600) as c:
+        yield c
+
+
+def chat(http, content, **kw):
+    body = {"messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": MAX_TOKENS, **kw}
+    r = http.post("/v1/chat/completions", json=body)
+    return r
+
+
+def run_all(jobs, fn, workers=8):
+    """fn over jobs on `workers` threads (the server batches them); results as they finish."""
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+        for f in concurrent.futures.as_completed([ex.submit(fn, j) for j in jobs]):
+            yield f.result()
+
+
+def validator(schema):
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def test_schema_corpus(http):
+    jobs = []  # prompt-major: every schema appears early
+    for j in range(3):
+        for k, (name, topic, schema) in enumerate(corpus.SCHEMAS):
+            if FULL or k % 3 == j:
+                jobs.append((name, schema, corpus.PROMPTS[j].format(topic=topic)))
+    assert len(corpus.SCHEMAS) >= 60
+
+    def one(job):
+        name, schema, prompt = job
+        t0 = time.time()
+        r = chat(http, prompt, response_format={"type": "json_schema",
+                                               "json_schema": {"name": "x", "schema": schema, "strict": True}})
+        return name, prompt, r.status_code, r.json(), time.time() - t0
+
+    bad = []
+    tokens = 0
+    t0 = time.time()
+    log = open(os.environ.get("TPD_GRAMMAR_LOG", os.devnull), "a")
+    for name, prompt, status, body, secs in run_all(jobs, one, workers=16):
+        log.write(json.dumps({"name": name, "prompt": prompt, "status": status, "body": body, "s": secs}) + "\n")
+        log.flush()
+        if status != 200:
+            bad.append((name, prompt, status, body))
+            continue
+        ch = body["choices"][0]
+        tokens += body["usage"]["completion_tokens"]
+        schema = next(s for n, _, s in corpus.SCHEMAS if n == name)
+        try:
+            value = json.loads(ch["message"]["content"])
+            errors = [e.message for e in validator(schema).iter_errors(value)]
+        except json.JSONDecodeError as e:
+            errors = [f"not JSON: {e}"]
+        if errors or ch["finish_reason"] != "stop":
+            bad.append((name, prompt, ch["finish_reason"], ch["message"]["content"][:300], errors[:3]))
+    print(f"\nschema corpus: {len(jobs)} outputs, {tokens} tokens, {time.time() - t0:.1f} s, {len(bad)} bad")
+    assert not bad, bad
+
+
+def test_regex_corpus(http):
+    def one(job):
+        name, topic, pattern = job
+        r = http.post("/v1/completions", json={"prompt": f"Here is {topic}: ", "max_tokens": 64, "temperature": 0,
+                                               "guided_regex": pattern})
+        return name, pattern, r.status_code, r.json()
+
+    bad = []
+    assert len(corpus.REGEXES) >= 20
+    for name, pattern, status, body in run_all(corpus.REGEXES, one):
+        if status != 200:
+            bad.append((name, status, body))
+            continue
+        ch = body["choices"][0]
+        if not re.fullmatch(pattern, ch["text"]) or ch["finish_reason"] != "stop":
+            bad.append((name, pattern, ch["text"], ch["finish_reason"]))
+    assert not bad, bad
+
+
+def test_gbnf_corpus(http):
+    def one(job):
+        name, topic, text = job
+        r = chat(http, f"Write {topic}.", guided_grammar=text, max_tokens=128)
+        return name, text, r.status_code, r.json()
+
+    bad = []
+    for name, text, status, body in run_all(corpus.GBNF, one):
+        if status != 200:
+            bad.append((name, status, body))
+            continue
+        out = body["choices"][0]["message"]["content"]
+        if not gbnf_ref.Grammar(text).matches(out) or body["choices"][0]["finish_reason"] != "stop":
+            bad.append((name, out, body["choices"][0]["finish_reason"]))
+    assert not bad, bad
+
+
+def test_json_object_completions_stream_n_and_stop(http):
+    """json_object on /v1/completions, streamed, n = 3 sampled choices (each its own grammar
+    state), with logprobs: every choice parses as an object; the logprobs are of the
+    constrained distribution (each chosen token's probability is at most 1 and the top
+    alternatives are all allowed, so finite)."""
+    r = http.post("/v1/completions", json={
+        "prompt": "A JSON object describing a cat:", "max_tokens": 200, "n": 3, "temperature": 0.8, "seed": 5,
+        "stream": True, "logprobs": 2, "response_format": {"type": "json_object"}})
+    assert r.status_code == 200
+    texts, finish = {}, {}
+    for ev in sse_events(r.text):
+        if ev == "[DONE]":
+            continue
+        for ch in json.loads(ev)["choices"]:
+            texts[ch["index"]] = texts.get(ch["index"], "") + ch["text"]
+            if ch.get("finish_reason"):
+                finish[ch["index"]] = ch["finish_reason"]
+            lp = ch.get("logprobs")
+            if lp:
+                for alts in lp["top_logprobs"] or []:
+                    assert all(v > -1e9 for v in alts.values()), alts
+    assert sorted(texts) == [0, 1, 2]
+    for i, t in texts.items():
+        assert finish[i] == "stop", (t, finish)
+        assert isinstance(json.loads(t), dict), t
+    # a stop string inside the constrained output ends it early, as without constraints
+    r = chat(http, "Give me a person as JSON.", stop=['"age"'],
+             response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": corpus.obj(
+                 {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer"}})}})
+    ch = r.json()["choices"][0]
+    assert ch["finish_reason"] == "stop" and '"age"' not in ch["message"]["content"]
+    assert ch["message"]["content"].startswith("{")
+
+
+def test_openai_sdk_parse(server):
+    pydantic = pytest.importorskip("pydantic")
+
+    class City(pydantic.BaseModel):
+        name: str = pydantic.Field(max_length=20)
+        country: str = pydantic.Field(max_length=20)
+        population: int
+
+    class Cities(pydantic.BaseModel):
+        cities: list[City] = pydantic.Field(max_length=2)
+
+    c = oai(server.sock)
+    done = c.chat.completions.parse(model="smollm2", temperature=0, max_tokens=MAX_TOKENS, response_format=Cities,
+                                    messages=[{"role": "user", "content": "Name two big cities."}])
+    parsed = done.choices[0].message.parsed
+    assert isinstance(parsed, Cities) and all(isinstance(x, City) for x in parsed.cities)
+
+
+BAD = [
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "patternProperties": {}}}},
+     "patternProperties"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}, "unknown type 'strin'"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "minItems": 3, "maxItems": 2}}},
+     "unsatisfiable"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#/$defs/a", "$defs": {
+        "a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}}}, "refers to itself"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#/$defs/nope"}}}, "does not resolve"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
+        "a": {"$ref": "#"}}, "required": ["a"]}}}, "unsatisfiable"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "(a"}}},
+     "missing ')'"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "uri"}}},
+     "unsupported format 'uri'"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "minimum": 5,
+                                                                      "maximum": 1}}}, "unsatisfiable"),
+    ({"type": "json_schema", "json_schema": {"schema": {}}}, "name"),
+    ({"type": "xml"}, "response_format.type"),
+]
+
+
+@pytest.mark.parametrize("rf,needle", BAD)
+def test_bad_response_format(http, rf, needle):
+    t0 = time.time()
+    r = chat(http, "hi", response_format=rf, max_tokens=4)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert needle in err["message"], err
+    assert err["param"].startswith("response_format")
+    assert time.time() - t0 < 10
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("guided_regex", "a(b", "missing ')'"),
+    ("guided_regex", "(a)\\1", "backreferences"),
+    ("guided_regex", "(?=a)b", "lookaround"),
+    ("guided_grammar", "root ::= foo", "'foo' is used but not defined"),
+    ("guided_grammar", "root ::= \"a\" (", "line 1 column"),
+    ("guided_grammar", "root ::= x \"a\"\nx ::= root | \"b\"", "left recursion"),
+    ("guided_grammar", "rot ::= \"a\"", "no start rule 'root'"),
+])
+def test_bad_regex_and_grammar(http, field, value, needle):
+    r = chat(http, "hi", max_tokens=4, **{field: value})
+    assert r.status_code == 400, r.text
+    assert needle in r.json()["error"]["message"] and r.json()["error"]["param"] == field
+
+
+def test_huge_and_deep_schemas_refused_quickly_then_service_continues(http):
+    # a ~1 MB schema (the body limit is 1 MiB): refused by the schema size limit, named
+    big = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "x" * 100} for i in range(6500)}}
+    t0 = time.time()
+    r = chat(http, "hi", max_tokens=4, response_format={"type": "json_schema", "json_schema": {"name": "x",
+                                                                                               "schema": big}})
+    assert r.status_code == 400 and "longer than the limit" in r.json()["error"]["message"], r.text[:500]
+    # deeply nested schema and a long chain of $refs
+    deep = {"type": "integer"}
+    for _ in range(200):
+        deep = {"type": "object", "properties": {"a": deep}}
+    r = chat(http, "hi", max_tokens=4, response_format={"type": "json_schema", "json_schema": {"name": "x",
+                                                                                               "schema": deep}})
+    assert r.status_code == 400 and "nested deeper" in r.json()["error"]["message"], r.text[:500]
+    chain = {"$defs": {f"d{i}": {"type": "object", "properties": {"n": {"$ref": f"#/$defs/d{i + 1}"}}}
+                       for i in range(2000)}, "$ref": "#/$defs/d0"}
+    chain["$defs"]["d2000"] = {"type": "integer"}
+    r = chat(http, "A JSON value:", max_tokens=40, response_format={"type": "json_schema", "json_schema": {
+        "name": "x", "schema": chain}})
+    assert r.status_code == 200, r.text[:500]  # 2000 $refs compile (one rule each), and generate
+    ch = r.json()["choices"][0]
+    if ch["finish_reason"] == "stop":
+        jsonschema.validate(json.loads(ch["message"]["content"]), chain)
+    assert time.time() - t0 < 60
+    # and a good request still works
+    r = chat(http, "Give me a point.", response_format={"type": "json_schema", "json_schema": {
+        "name": "p", "schema": corpus.obj({"x": {"type": "integer"}, "y": {"type": "integer"}})}})
+    assert r.status_code == 200
+    v = json.loads(r.json()["choices"][0]["message"]["content"])
+    assert isinstance(v["x"], int) and isinstance(v["y"], int)
+
+
+def test_generate_cli_json_schema_and_grammar(tmp_path):
+    """`tpd generate --json-schema FILE` prints JSON valid for the schema; `--grammar FILE`
+    output matches the grammar (independent recogniser); a bad grammar exits 2 naming it."""
+    if tpd_cli.tpd_bin() is None or not os.path.exists(MODEL):
+        pytest.skip("tpd or the model absent")
+    import subprocess
+    schema = corpus.obj({"city": {"type": "string", "maxLength": 20}, "rank": {"type": "integer", "minimum": 1,
+                                                                                 "maximum": 10}})
+    sf = tmp_path / "s.json"
+    sf.write_text(json.dumps(schema))
+    gf = tmp_path / "g.gbnf"
+    gf.write_text(corpus.GBNF[0][2])
+    base = ["generate", "--model", MODEL, "--chat", "--threads", "1", "-n", "96"]
+    for extra, check in [(["--prompt", "Name a big city as JSON.", "--json-schema", str(sf)],
+                          lambda out: jsonschema.validate(json.loads(out), schema)),
+                         (["--prompt", "Write an arithmetic expression.", "--grammar", str(gf)],
+                          lambda out: gbnf_ref.Grammar(corpus.GBNF[0][2]).matches(out) or pytest.fail(out))]:
+        p = subprocess.run(tpd_cli.mpirun_cmd(2, base + extra), env=tpd_cli.mpirun_env(), capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        check(p.stdout.rstrip("\n"))
+    gf.write_text("root ::= \"x\" (\n")
+    p = subprocess.run(tpd_cli.mpirun_cmd(2, base + ["--prompt", "hi", "--grammar", str(gf)]), env=tpd_cli.mpirun_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "GBNF parse error at line 2 column 1" in p.stderr, p.stderr[-2000:]
