@@ -20,6 +20,7 @@
 #include "../util/parse.h"
 #include "../util/sbuf.h"
 #include "../sched/block_pool.h"
+#include "spec_setup.h"
 #include "../sched/metrics.h"
 #include "options.h"
 #include "../sched/request.h"
@@ -133,6 +134,13 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     struct metrics *m = metrics_new();
     struct sched_opts so = {.max_running = 1, .max_queue = 1, .step_tokens = o->chunk,
                             .eog_ids = tok ? tok->eog : NULL, .n_eog = tok ? (int)tok->n_eog : 0};
+    char err[ERR_LEN] = "";
+    if (spec_setup(&o->cfg, e, &so.spec, err)) {
+        fprintf(stderr, "tpd generate: %s\n", err);
+        metrics_free(m);
+        free(prompt);
+        return 2;
+    }
     struct scheduler *s = sched_new(e, &so, m);
     struct gen_request *r = req_new();
     r->prompt = prompt;
@@ -144,7 +152,6 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     r->sp.top_p = o->top_p;
     r->sp.seed = (uint64_t)o->seed;
     r->sp.has_seed = 1;
-    char err[ERR_LEN] = "";
     int rc = 0;
     struct grammar_vocab *gv = NULL;
     if (o->json_schema || o->grammar) {
@@ -183,6 +190,12 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
         if (rest) fwrite(rest, 1, len, stdout);
         detok_free(&dt);
     }
+    if (!rc && so.spec.drafter) {
+        struct sched_stats sst;
+        sched_stats(s, &sst);
+        fprintf(stderr, "speculative: drafted=%ld accepted=%ld verify_steps=%ld\n", sst.spec_drafted, sst.spec_accepted,
+                sst.spec_verified);
+    }
     if (!rc) {
         printf("\n");
         /* decode steps = generated tokens after the first, which came from the prefill */
@@ -193,6 +206,7 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     req_unref(r); /* owns the prompt and the grammar state */
     grammar_vocab_free(gv);
     sched_free(s);
+    spec_teardown(&so.spec);
     metrics_free(m);
     return rc;
 }

@@ -19,6 +19,7 @@
 #include "../util/log.h"
 #include "config.h"
 #include "options.h"
+#include "spec_setup.h"
 #include "../server/api.h"
 #include "../server/http.h"
 #include "../server/toolcall.h"
@@ -144,6 +145,12 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
                             .step_timeout_s = cfg->step_timeout_s, .step_time_s = cfg->step_time_s,
                             .max_share = cfg->max_share, .prefix_caching = cfg->prefix_caching,
                             .micro_batches = (int)cfg->micro_batches};
+    if (spec_setup(cfg, e, &so.spec, err)) {
+        fprintf(stderr, "tpd serve: %s\n", err);
+        metrics_free(m);
+        tokenizer_free(tok);
+        return 1;
+    }
     struct scheduler *s = sched_new(e, &so, m);
     struct server_config sc = {
         .socket_path = cfg->socket, .socket_mode = (unsigned)cfg->socket_mode, .socket_group = cfg->socket_group,
@@ -195,6 +202,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     sched_abort_all(s);
     if (h) http_free(h);
     sched_free(s);
+    spec_teardown(&so.spec);
     api_ctx_free(&api);
     metrics_free(m);
     tokenizer_free(tok);

@@ -66,6 +66,14 @@ static const struct config_key keys[] = {
      "micro-batches in flight through the pipeline stages; 0 = one per stage (pp), 1 = one batch at a time"},
     {"scheduler", "step_time_s", K_DBL, F(step_time_s), 0, 3600, NULL, S, "0.5", NULL, NULL,
      "target step duration: long-prompt chunks shrink so decode keeps its pace; 0 = tokens only"},
+    {"speculative", "method", K_STR, F(spec_method), 0, 0, NULL, S | G, "none", "none|ngram|draft", NULL,
+     "speculative decoding: draft tokens by prompt lookup (ngram) or a small model (draft), verify them in one step"},
+    {"speculative", "k", K_INT, F(spec_k), 1, 32, NULL, S | G, "4", NULL, NULL, "most tokens drafted per sequence per step"},
+    {"speculative", "ngram_min", K_INT, F(spec_ngram_min), 1, 64, NULL, S | G, "2", NULL, NULL, "shortest n-gram the lookup matches"},
+    {"speculative", "ngram_max", K_INT, F(spec_ngram_max), 1, 64, NULL, S | G, "4", NULL, NULL, "longest n-gram the lookup matches (tried first)"},
+    {"speculative", "draft_model", K_STR, F(spec_draft_model), 0, 0, NULL, S | G, NULL, NULL, "PATH", "the draft model (method draft): same tokenizer as the model"},
+    {"speculative", "max_batch_tokens", K_INT, F(spec_max_batch_tokens), 0, 1 << 20, NULL, S | G, "0", NULL, NULL,
+     "with n sequences decoding each drafts at most this / n - 1 tokens (off once n >= this / 2); 0 = auto: 4 on the CPU, 64 on a GPU"},
     {"cache", "block_size", K_INT, F(block_size), 1, 4096, "--block-size", S | R, "16", NULL, NULL, "tokens per KV block"},
     {"cache", "kv_tokens", K_INT, F(kv_tokens), 1, 1 << 28, "--kv-tokens", S, "16384", NULL, NULL, "KV cache capacity in tokens"},
     {"cache", "require_full_context", K_BOOL, F(require_full_context), 0, 0, NULL, S, "false", NULL, NULL,
@@ -398,6 +406,9 @@ int config_validate_for(const struct config *c, unsigned cmd, char *err) {
         return err_set(err, "%s.%s must be %s, not \"%s\"", k->section, k->key, list, v);
     }
     if (c->top_p <= 0) return err_set(err, "generate.top_p must be in (0, 1], not %g", c->top_p);
+    if (c->spec_ngram_min > c->spec_ngram_max)
+        return err_set(err, "speculative.ngram_min (%ld) must not exceed speculative.ngram_max (%ld)", c->spec_ngram_min,
+                       c->spec_ngram_max);
     if (cmd & (CMD_SERVE | CMD_CONFIG)) {
         if (!c->model_path && !c->synthetic)
             return err_set(err, "no model: set [model] path in the config or pass --model PATH (or --synthetic GEOMETRY)");

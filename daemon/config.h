@@ -54,6 +54,10 @@ struct config {
     long max_running, max_queue, step_tokens;
     double step_time_s;
     double max_share;
+    /* [speculative] */
+    char *spec_method;      /* "none", "ngram", "draft" */
+    long spec_k, spec_ngram_min, spec_ngram_max, spec_max_batch_tokens;
+    char *spec_draft_model;
     long micro_batches; /* in flight in the pipeline; 0: pp */
     /* [cache] */
     long block_size;

@@ -97,6 +97,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
                     (double)hp->vocab_size * hp->dim;
     e->info = (struct engine_info){.vocab = hp->vocab_size, .eos_id = hp->eos_id, .block_size = o->block_size,
                                    .n_blocks = o->n_blocks, .max_ctx = max_ctx, .tp = c->tp, .pp = c->pp,
+                                   .gpu = e->be.kind != BACKEND_CPU,
                                    .attn_ctx_unit = params / (2.0 * hp->n_layers * q)};
     e->deadline = deadline_start(c->rank, c->size, o->step_timeout_s, o->stop_flag, o->stop_grace_s);
     *out = e;

@@ -39,6 +39,7 @@ struct engine_info {
     int max_ctx;    /* longest sequence (prompt + generated) */
     int tp;         /* ranks each layer is split over */
     int pp;         /* pipeline stages the layers are split over */
+    int gpu;        /* 1: the backend is a GPU's (weight-bound decode up to larger batches) */
     /* The context length at which one token's attention costs as much as its share of the
      * weights (weight flops 2 x params; attention 4 x layers x heads x head_dim per cached
      * position): a prefill token at position p costs about 1 + p / attn_ctx_unit tokens. */

@@ -146,6 +146,18 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
         sbuf_addf(&b, "tpd_prefix_cache_blocks %d\n", st->kv_blocks_cached);
         head(&b, "tpd_max_context_tokens", "gauge", "Longest sequence (prompt + generated) served.");
         sbuf_addf(&b, "tpd_max_context_tokens %d\n", st->max_ctx);
+        head(&b, "tpd_spec_draft_tokens_total", "counter", "Speculative decoding: tokens drafted.");
+        sbuf_addf(&b, "tpd_spec_draft_tokens_total %ld\n", st->spec_drafted);
+        head(&b, "tpd_spec_accepted_tokens_total", "counter", "Speculative decoding: drafted tokens accepted.");
+        sbuf_addf(&b, "tpd_spec_accepted_tokens_total %ld\n", st->spec_accepted);
+        head(&b, "tpd_spec_verify_steps_total", "counter", "Speculative decoding: sequence-steps that verified drafts.");
+        sbuf_addf(&b, "tpd_spec_verify_steps_total %ld\n", st->spec_verified);
+        head(&b, "tpd_spec_acceptance_rate", "gauge", "Speculative decoding: accepted / drafted tokens so far (0: none drafted).");
+        sbuf_addf(&b, "tpd_spec_acceptance_rate %.6f\n", st->spec_drafted ? (double)st->spec_accepted / (double)st->spec_drafted : 0.0);
+        head(&b, "tpd_spec_mean_accepted_length", "gauge",
+             "Speculative decoding: accepted drafts per verifying sequence-step (tokens per step = this + 1).");
+        sbuf_addf(&b, "tpd_spec_mean_accepted_length %.6f\n",
+                  st->spec_verified ? (double)st->spec_accepted / (double)st->spec_verified : 0.0);
         head(&b, "tpd_draining", "gauge", "1 while the server finishes in-flight requests before exiting.");
         sbuf_addf(&b, "tpd_draining %d\n", st->draining ? 1 : 0);
         static const char *per_uid[3][2] = {

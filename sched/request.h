@@ -58,6 +58,7 @@ struct gen_request {
     int n_prompt;
     int max_tokens;
     int ignore_eos;
+    int no_speculation; /* 1: never draft for this request (the API's "speculative": false) */
     struct sampling_params sp;
     struct grammar_matcher *grammar; /* owned: constrained decoding (NULL: none); the step loop's */
     uint64_t cache_salt; /* separates prefix-cache entries (0: shared by all); see block_pool.h */

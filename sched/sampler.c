@@ -617,30 +617,90 @@ void sampler_probs(struct sampler *s, float *logits, float *probs) {
     }
 }
 
-int32_t sampler_next(struct sampler *s, float *logits, struct token_event *ev) {
-    int V = s->n_vocab;
-    double lse = 0;
-    int want_lp = ev && (s->sp.logprobs || s->sp.top_logprobs > 0);
+/* Step 1 of the header: ev's top_logprobs, and the log-sum-exp of the raw row for the
+ * chosen token's logprob (0 when not asked). */
+static double event_logprobs(struct sampler *s, const float *logits, struct token_event *ev) {
     if (ev) memset(ev, 0, sizeof *ev);
-    if (want_lp) {
-        lse = log_sum_exp(logits, V);
-        if (s->sp.top_logprobs > 0) {
-            struct sampler_cand top[REQ_MAX_TOP_LOGPROBS];
-            ev->n_top = top_heap(logits, V, s->sp.top_logprobs, top);
-            qsort(top, (size_t)ev->n_top, sizeof *top, cand_cmp);
-            for (int i = 0; i < ev->n_top; i++) {
-                ev->top_ids[i] = top[i].id;
-                ev->top_logprobs[i] = (float)(top[i].v - lse);
-            }
+    if (!ev || !(s->sp.logprobs || s->sp.top_logprobs > 0)) return 0;
+    double lse = log_sum_exp(logits, s->n_vocab);
+    if (s->sp.top_logprobs > 0) {
+        struct sampler_cand top[REQ_MAX_TOP_LOGPROBS];
+        ev->n_top = top_heap(logits, s->n_vocab, s->sp.top_logprobs, top);
+        qsort(top, (size_t)ev->n_top, sizeof *top, cand_cmp);
+        for (int i = 0; i < ev->n_top; i++) {
+            ev->top_ids[i] = top[i].id;
+            ev->top_logprobs[i] = (float)(top[i].v - lse);
         }
     }
+    return lse;
+}
+
+/* The chosen token into ev and into the penalty counts. */
+static void record(struct sampler *s, const float *logits, double lse, int32_t tok, struct token_event *ev) {
+    if (ev) {
+        ev->token = tok;
+        if (s->sp.logprobs || s->sp.top_logprobs > 0) ev->logprob = (float)(logits[tok] - lse);
+    }
+    if (s->track_output) count_get(s, tok)->count++;
+}
+
+int32_t sampler_next(struct sampler *s, float *logits, struct token_event *ev) {
+    double lse = event_logprobs(s, logits, ev);
     double u = rng_uniform(s->rng); /* one draw per token, greedy or not */
     int32_t tok = prepare(s, logits);
     if (tok < 0) tok = draw(s, u);
-    if (ev) {
-        ev->token = tok;
-        if (want_lp) ev->logprob = (float)(logits[tok] - lse);
+    record(s, logits, lse, tok, ev);
+    return tok;
+}
+
+/* p(id) of the distribution prepare() left (not greedy). */
+static double kept_prob(const struct sampler *s, int32_t id) {
+    if (s->total <= 0) return 0;
+    if (s->dense) return s->w[id] / s->total;
+    for (int i = 0; i < s->n_cand; i++)
+        if (s->cand[i].id == id) return s->cand[i].v / s->total;
+    return 0;
+}
+
+/* A draw from norm(max(0, p - q)) over the kept tokens; -1 when that is empty (p <= q
+ * everywhere, so p == q and no draft could have been rejected). */
+static int32_t draw_residual(const struct sampler *s, const float *q, double u) {
+    double sum = 0;
+    int n = s->dense ? s->n_vocab : s->n_cand;
+    for (int pass = 0; pass < 2; pass++) {
+        double acc = 0, r = u * sum;
+        int32_t last = -1;
+        for (int i = 0; i < n; i++) {
+            int32_t id = s->dense ? i : s->cand[i].id;
+            double w = (s->dense ? s->w[i] : s->cand[i].v) / s->total - q[id];
+            if (w <= 0) continue;
+            acc += w;
+            last = id;
+            if (pass == 1 && r < acc) return id;
+        }
+        if (pass == 1 || !(acc > 0)) return last;
+        sum = acc;
     }
-    if (s->track_output) count_get(s, tok)->count++;
+    return -1;
+}
+
+int32_t sampler_verify(struct sampler *s, float *logits, int32_t draft, const float *q, int *accepted,
+                       struct token_event *ev) {
+    double lse = event_logprobs(s, logits, ev);
+    double u = rng_uniform(s->rng);
+    int32_t tok = prepare(s, logits);
+    if (tok < 0 && (!q || draft < 0 || draft >= s->n_vocab)) {
+        tok = draw(s, u); /* point mass: accepted exactly when the ordinary draw hits it */
+    } else if (tok < 0) {
+        double p = kept_prob(s, draft), qx = q[draft];
+        if (qx > 0 && u * qx < p) {
+            tok = draft;
+        } else {
+            tok = draw_residual(s, q, rng_uniform(s->rng));
+            if (tok < 0) tok = draw(s, rng_uniform(s->rng));
+        }
+    }
+    *accepted = tok == draft;
+    record(s, logits, lse, tok, ev);
     return tok;
 }

@@ -47,6 +47,24 @@ void sampler_delete(struct sampler *s);
  * ~0.04 ms greedy or top_k <= 2048, ~0.15 ms over the whole row, ~0.15 ms more for logprobs. */
 int32_t sampler_next(struct sampler *s, float *logits, struct token_event *ev);
 
+/* Speculative decoding: verifies the drafted token `draft` against this row of the target
+ * model (the row computed with every earlier accepted token in the history, which the
+ * penalties see because each verified token is recorded like sampler_next's). Returns the
+ * token to emit, with *accepted = (token == draft), and fills ev as sampler_next does.
+ *  - greedy: the argmax (the draft is accepted when it is the argmax);
+ *  - q == NULL (a deterministic drafter, q a point mass on draft): one ordinary draw from
+ *    p, exactly sampler_next's. It equals the draft with probability p(draft) = min(1,
+ *    p/q), and otherwise is distributed as p without the draft, renormalised, which is
+ *    norm(max(0, p - q)): the rejection rule, and the very tokens sampler_next would give
+ *    for the same seed, whatever was drafted;
+ *  - q[n_vocab] (the drafter's distribution, from which draft was drawn): accepted with
+ *    probability min(1, p(draft) / q(draft)) (one draw); on rejection a second draw from
+ *    norm(max(0, p - q)).
+ * p is the distribution after every transform of sampler_next (bias, penalties,
+ * temperature, min_p, top_k, top_p), so the emitted tokens follow the target's exactly. */
+int32_t sampler_verify(struct sampler *s, float *logits, int32_t draft, const float *q, int *accepted,
+                       struct token_event *ev);
+
 /* The distribution the next sampler_next would draw from, densely into probs[n_vocab]
  * (zeros outside the kept set; one-hot when greedy). Draws nothing, records nothing.
  * For tests and debugging. */

@@ -12,6 +12,7 @@
 #include "../util/fatal.h"
 #include "../util/log.h"
 #include "block_pool.h"
+#include "drafter.h"
 #include "metrics.h"
 #include "sampler.h"
 
@@ -29,8 +30,9 @@ struct seq {
     int admitted;    /* admitted at least once (prefix hits are counted on the first admission) */
     struct sampler *smp;
     double t_last;
-    int in_step; /* tokens fed this step */
+    int in_step; /* tokens fed this step (the last token and spec.n_draft drafts when decoding) */
     int mb;      /* the micro-batch it is in flight in (see sched_step); 0: none */
+    struct spec_seq spec;
 };
 
 struct scheduler {
@@ -63,6 +65,9 @@ struct scheduler {
     int32_t *hit_ids; /* [n_blocks] the prefix-cache hit of the candidate being admitted */
     struct step_plan plan;
     float *logits;
+    int rows_per_seq; /* logits rows one sequence may get: 1 + spec.k */
+    struct draft_job *jobs;
+    struct spec_stats spec_st, spec_pub; /* pub: under mu */
     /* micro-batches in flight in the pipeline, a ring of max_mb oldest first; slot k's logits
      * land in mb_logits[k] (slot 0: logits) */
     int max_mb, n_mb, mb_head, mb_last_id;
@@ -90,18 +95,23 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     s->running = xcalloc((unsigned long)o->max_running, sizeof *s->running);
     /* fairness may admit from the queue while others wait preempted */
     s->preempted = xcalloc((unsigned long)o->max_running + (unsigned long)o->max_queue, sizeof *s->preempted);
-    s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->vocab);
+    s->rows_per_seq = 1 + (o->spec.drafter && o->spec.k > 0 ? o->spec.k : 0);
+    s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->rows_per_seq * (size_t)s->vocab);
+    s->jobs = xcalloc((unsigned long)o->max_running, sizeof *s->jobs);
     /* one micro-batch per pipeline stage keeps every stage busy; with one stage, one */
     s->max_mb = o->micro_batches > 0 ? o->micro_batches : info->pp;
     if (s->max_mb > ENGINE_MAX_IN_FLIGHT) s->max_mb = ENGINE_MAX_IN_FLIGHT;
     s->mb_logits[0] = s->logits;
-    for (int k = 1; k < s->max_mb; k++) s->mb_logits[k] = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->vocab);
+    for (int k = 1; k < s->max_mb; k++)
+        s->mb_logits[k] = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->rows_per_seq * (size_t)s->vocab);
     s->kv_free_pub = block_pool_available(&s->pool);
     s->last_step = clock_now();
     return s;
 }
 
 static void seq_free(struct scheduler *s, struct seq *q) {
+    if (s->o.spec.drafter) drafter_forget(s->o.spec.drafter, (uint64_t)(uintptr_t)q);
+    free(q->spec.q);
     block_pool_release(&s->pool, q->n_blocks, q->blocks);
     free(q->blocks);
     free(q->tokens);
@@ -120,6 +130,7 @@ void sched_free(struct scheduler *s) {
     free(s->preempted);
     for (int k = 0; k < s->max_mb; k++) free(s->mb_logits[k]);
     free(s->hit_ids);
+    free(s->jobs);
     plan_free(&s->plan);
     block_pool_free(&s->pool);
     free(s);
@@ -176,6 +187,9 @@ void sched_stats(struct scheduler *s, struct sched_stats *out) {
     out->max_queue = s->o.max_queue;
     out->draining = s->draining;
     out->preemptions = s->preemptions;
+    out->spec_drafted = s->spec_pub.drafted;
+    out->spec_accepted = s->spec_pub.accepted;
+    out->spec_verified = s->spec_pub.verified;
     out->last_step = s->last_step;
     out->step_started = s->step_started;
     out->step_timeout_s = s->o.step_timeout_s;
@@ -243,7 +257,7 @@ static void finish_seq(struct scheduler *s, struct seq *q, enum finish_reason wh
 static struct seq *seq_from_request(struct scheduler *s, struct gen_request *r) {
     struct seq *q = xcalloc(1, sizeof *q);
     q->req = r;
-    q->cap_tokens = r->n_prompt + r->max_tokens + 1;
+    q->cap_tokens = r->n_prompt + r->max_tokens + s->rows_per_seq; /* room for drafts */
     q->tokens = xmalloc(sizeof(int32_t) * (size_t)q->cap_tokens);
     memcpy(q->tokens, r->prompt, sizeof(int32_t) * (size_t)r->n_prompt);
     q->n_tokens = r->n_prompt;
@@ -268,6 +282,8 @@ static void preempt_last(struct scheduler *s) {
     q->n_committed = 0;
     q->n_cached = 0;
     q->in_step = 0;
+    q->spec.n_draft = 0;
+    if (s->o.spec.drafter) drafter_forget(s->o.spec.drafter, (uint64_t)(uintptr_t)q);
     /* resumed before anything preempted later, and before the queue */
     memmove(s->preempted + 1, s->preempted, sizeof *s->preempted * (size_t)s->n_preempted);
     s->preempted[0] = q;
@@ -477,6 +493,89 @@ static void admit(struct scheduler *s) {
     }
 }
 
+/* ---- speculative decoding (policy in spec.h): drafts before the plan, verification
+ * after the step, rollback of what was rejected ---- */
+
+static enum finish_reason emit(struct scheduler *s, struct seq *q, int32_t tok, const struct token_event *ev,
+                               double now);
+
+/* Asks the drafter for tokens for every decoding sequence that may speculate; the drafts
+ * go into q->tokens after its last token (not counted in n_tokens until accepted). */
+static void draft_all(struct scheduler *s) {
+    const struct spec_opts *o = &s->o.spec;
+    int n_dec = 0, n_jobs = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        struct seq *q = s->running[i];
+        if (q->mb) continue; /* in flight in the pipeline */
+        q->spec.n_draft = 0;
+        n_dec += q->n_tokens - q->n_cached == 1;
+    }
+    if (!o->drafter) return;
+    long limit = sched_seq_limit(s->max_ctx, s->pool.n_blocks * s->block_size);
+    for (int i = 0; i < s->n_running; i++) {
+        struct seq *q = s->running[i];
+        /* grammar-constrained requests do not speculate: the mask would have to follow each draft */
+        if (q->mb || q->n_tokens - q->n_cached != 1 || q->req->no_speculation || q->req->max_tokens == 0 ||
+            q->req->grammar)
+            continue;
+        /* every draft accepted still leaves one more token to emit within max_tokens and
+         * the context: the step then emits n_draft + 1 */
+        long room = q->req->max_tokens - q->n_generated - 1;
+        if (limit - q->n_tokens < room) room = limit - q->n_tokens;
+        int k = spec_want(o, &q->spec, n_dec, (int)(room < o->k ? room : o->k));
+        if (k < 1) continue;
+        if (o->drafter->stochastic && !q->spec.q)
+            q->spec.q = xmalloc(sizeof(float) * (size_t)o->k * (size_t)s->vocab);
+        s->jobs[n_jobs++] = (struct draft_job){.seq = (uint64_t)(uintptr_t)q, .request = q->req->id, .tokens = q->tokens,
+                                              .n_tokens = q->n_tokens, .k = k, .out = q->tokens + q->n_tokens,
+                                              .q = o->drafter->stochastic ? q->spec.q : NULL};
+    }
+    if (!n_jobs) return;
+    drafter_propose(o->drafter, s->jobs, n_jobs);
+    for (int j = 0; j < n_jobs; j++) ((struct seq *)(uintptr_t)s->jobs[j].seq)->spec.n_draft = s->jobs[j].n_out;
+}
+
+/* Gives back the blocks past what q's tokens need (those that held only rejected drafts). */
+static void trim_blocks(struct scheduler *s, struct seq *q) {
+    int keep = blocks_needed(s, q->n_tokens);
+    if (q->n_blocks > keep) {
+        block_pool_release(&s->pool, q->n_blocks - keep, q->blocks + keep);
+        q->n_blocks = keep;
+    }
+}
+
+/* Rows lg[0..n_draft] are the target's logits after q's last token and after each draft.
+ * Emits the accepted drafts, then the correction (at the first rejection) or a bonus token
+ * (all accepted), stopping early where the request ends. The K/V of the last token and
+ * of the accepted drafts stays cached; positions past them (rejected drafts) are rolled
+ * back and later steps overwrite them. */
+static enum finish_reason verify_drafts(struct scheduler *s, struct seq *q, float *lg, int n_draft, double now) {
+    int32_t draft[n_draft];
+    memcpy(draft, q->tokens + q->n_tokens, sizeof draft); /* emit overwrites them */
+    const float *qd = s->o.spec.drafter->stochastic ? q->spec.q : NULL;
+    enum finish_reason why = FINISH_NONE;
+    int accepted = 0;
+    for (int j = 0; j <= n_draft && why == FINISH_NONE; j++) {
+        struct token_event ev;
+        float *row = lg + (size_t)j * (size_t)s->vocab;
+        int32_t tok;
+        int ok = 0;
+        if (j < n_draft) tok = sampler_verify(q->smp, row, draft[j], qd ? qd + (size_t)j * (size_t)s->vocab : NULL, &ok, &ev);
+        else tok = sampler_next(q->smp, row, &ev); /* every draft accepted: the bonus token */
+        why = emit(s, q, tok, &ev, now);
+        if (!ok) break;
+        accepted++;
+    }
+    spec_observe(&q->spec, &s->spec_st, n_draft, accepted);
+    q->n_cached += accepted; /* the accepted drafts' K/V was written this step */
+    if (why == FINISH_NONE) {
+        trim_blocks(s, q);
+        seq_commit_blocks(s, q);
+        drafter_keep(s->o.spec.drafter, (uint64_t)(uintptr_t)q, q->n_tokens);
+    }
+    return why;
+}
+
 /* Fills the plan: first one decode token for every sequence whose tokens are all cached
  * but the last, then prefill chunks in running order, all within the token budget. */
 /* The work of n tokens fed at positions pos..pos+n-1, in token-equivalents: each costs its
@@ -509,6 +608,7 @@ static void build_plan(struct scheduler *s) {
     plan_clear(p);
     int budget = s->o.step_tokens;
     double units = s->o.step_time_s > 0 && s->sec_per_unit > 0 ? s->o.step_time_s / s->sec_per_unit : 1e300;
+    draft_all(s);
     /* micro-batches share the running sequences: each takes at most its part */
     int seqs = s->max_mb > 1 ? (s->n_running + s->max_mb - 1) / s->max_mb : s->n_running;
     for (int pass = 0; pass < 2; pass++)
@@ -518,9 +618,14 @@ static void build_plan(struct scheduler *s) {
             int pending = q->n_tokens - q->n_cached;
             int is_decode = pending == 1;
             if (pass == 0 ? !is_decode : is_decode) continue;
+            if (is_decode) pending += q->spec.n_draft;
             int n = pending < budget ? pending : budget;
+            if (is_decode) q->spec.n_draft = n - 1; /* drafts past the budget dropped */
             if (!is_decode) n = chunk_within(s, q->n_cached, n, units, PREFILL_MIN_TOKENS);
-            if (grow_blocks(s, q, q->n_cached + n)) continue; /* q preempted, or alone and too long */
+            if (grow_blocks(s, q, q->n_cached + n)) { /* q preempted, or alone and too long */
+                q->spec.n_draft = 0;
+                continue;
+            }
             q->in_step = n;
             seqs--;
             budget -= n;
@@ -529,8 +634,9 @@ static void build_plan(struct scheduler *s) {
     /* preemption may have removed sequences already given tokens; build from survivors */
     for (int i = 0; i < s->n_running; i++) {
         struct seq *q = s->running[i];
+        if (!q->in_step) q->spec.n_draft = 0;
         if (!q->in_step || q->mb) continue;
-        plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, 0);
+        plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, q->spec.n_draft > 0);
     }
 }
 
@@ -541,8 +647,26 @@ static int is_eog(const struct scheduler *s, int32_t tok) {
     return 0;
 }
 
+/* Appends a sampled token to q and its request; returns why q ends now (FINISH_NONE: it goes on). */
+static enum finish_reason emit(struct scheduler *s, struct seq *q, int32_t tok, const struct token_event *ev,
+                               double now) {
+    q->tokens[q->n_tokens++] = tok;
+    q->n_generated++;
+    if (q->n_generated == 1) {
+        q->req->t_first_token = now;
+        metrics_observe(s->m, HIST_TTFT, now - q->req->t_submit);
+    } else {
+        metrics_observe(s->m, HIST_ITL, now - q->t_last);
+    }
+    q->t_last = now;
+    req_push(q->req, ev);
+    if (!q->req->ignore_eos && is_eog(s, tok)) return FINISH_EOS;
+    if (q->n_generated >= q->req->max_tokens || q->n_tokens >= s->max_ctx) return FINISH_LENGTH;
+    return FINISH_NONE;
+}
+
 /* After micro-batch mb returned with its logits: every sequence of it whose fed tokens reached
- * its last known token samples. */
+ * its last known token samples (verifying its drafts first, when it had some). */
 static void sample_all(struct scheduler *s, int mb, float *logits) {
     int row = 0;
     double now = clock_now();
@@ -552,42 +676,34 @@ static void sample_all(struct scheduler *s, int mb, float *logits) {
             i++;
             continue;
         }
+        int n_draft = q->spec.n_draft;
         int prompt_end = q->n_cached + q->in_step < q->req->n_prompt ? q->n_cached + q->in_step : q->req->n_prompt;
         if (prompt_end > q->n_cached) /* prompt tokens computed, not found in the cache */
             metrics_prompt_computed(s->m, prompt_end - q->n_cached);
-        q->n_cached += q->in_step;
+        q->n_cached += q->in_step - n_draft; /* drafts count once accepted */
         q->in_step = 0;
         q->mb = 0;
+        q->spec.n_draft = 0;
         seq_commit_blocks(s, q);
-        float *lg = logits + (size_t)row++ * (size_t)s->vocab;
+        float *lg = logits + (size_t)row * (size_t)s->vocab;
+        row += 1 + n_draft;
         if (q->n_cached < q->n_tokens) { /* mid-prompt chunk */
             i++;
             continue;
         }
-        if (q->req->max_tokens == 0) { /* prefill only (tpd generate -n 0) */
-            memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
-            s->n_running--;
-            finish_seq(s, q, FINISH_LENGTH);
-            continue;
-        }
-        struct token_event ev;
-        memset(&ev, 0, sizeof ev);
-        if (q->req->grammar) grammar_matcher_apply(q->req->grammar, lg, s->vocab); /* before any sampling step */
-        int32_t tok = sampler_next(q->smp, lg, &ev);
-        if (q->req->grammar) grammar_matcher_accept(q->req->grammar, tok);
-        q->tokens[q->n_tokens++] = tok;
-        q->n_generated++;
-        if (q->n_generated == 1) {
-            q->req->t_first_token = now;
-            metrics_observe(s->m, HIST_TTFT, now - q->req->t_submit);
-        } else {
-            metrics_observe(s->m, HIST_ITL, now - q->t_last);
-        }
-        q->t_last = now;
-        req_push(q->req, &ev);
         enum finish_reason why = FINISH_NONE;
-        if (!q->req->ignore_eos && is_eog(s, tok)) why = FINISH_EOS;
-        else if (q->n_generated >= q->req->max_tokens || q->n_tokens >= s->max_ctx) why = FINISH_LENGTH;
+        if (q->req->max_tokens == 0) { /* prefill only (tpd generate -n 0) */
+            why = FINISH_LENGTH;
+        } else if (n_draft > 0) {
+            why = verify_drafts(s, q, lg, n_draft, now);
+        } else {
+            struct token_event ev;
+            memset(&ev, 0, sizeof ev);
+            if (q->req->grammar) grammar_matcher_apply(q->req->grammar, lg, s->vocab); /* before any sampling step */
+            int32_t tok = sampler_next(q->smp, lg, &ev);
+            if (q->req->grammar) grammar_matcher_accept(q->req->grammar, tok);
+            why = emit(s, q, tok, &ev, now);
+        }
         if (why != FINISH_NONE) {
             memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
             s->n_running--;
@@ -596,6 +712,9 @@ static void sample_all(struct scheduler *s, int mb, float *logits) {
             i++;
         }
     }
+    pthread_mutex_lock(&s->mu);
+    s->spec_pub = s->spec_st;
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* After a step: seconds per token-equivalent, averaged over recent steps large enough

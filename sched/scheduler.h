@@ -7,6 +7,7 @@
 #define TPD_SCHEDULER_H
 
 #include "../parallel/engine.h"
+#include "spec.h"
 #include "stats.h"
 #include "request.h"
 
@@ -24,6 +25,7 @@ struct sched_opts {
                             * shared through the prefix cache counts for each holder); 0 or 1: off */
     int prefix_caching;    /* reuse cached full KV blocks of earlier prompts (block_pool.h) */
     int micro_batches;     /* most micro-batches in flight in the pipeline; 0: one per stage (pp) */
+    struct spec_opts spec; /* speculative decoding (spec.drafter NULL: off) */
 };
 
 

@@ -19,6 +19,9 @@ struct sched_stats {
     int max_queue;
     int draining;
     long preemptions;
+    /* speculative decoding: drafted tokens, accepted ones, and sequence-steps that verified
+     * at least one draft */
+    long spec_drafted, spec_accepted, spec_verified;
     double last_step;    /* monotonic time the loop last ran (stepping or idle) */
     double step_started; /* monotonic start of the step in progress; 0 between steps */
     double step_timeout_s;

@@ -652,6 +652,8 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     }
     if (kind == API_COMPLETION && read_bool(o, "echo", &p->echo, e) < 0) goto out;
     if (read_bool(o, "ignore_eos", &p->ignore_eos, e) < 0) goto out;
+    p->speculative = 1;
+    if (read_bool(o, "speculative", &p->speculative, e) < 0) goto out;
     p->n = 1;
     if ((r = read_int(o, "n", 1, API_MAX_N, &i, e)) < 0) goto out;
     if (r) p->n = (int)i;

@@ -73,6 +73,7 @@ struct api_params {
     char *echo_text; /* owned: the prompt as text, when echo */
     size_t echo_len;
     int ignore_eos;
+    int speculative; /* 0: the request opts out of speculative decoding ("speculative": false) */
     int logprobs;    /* return the chosen tokens' logprobs */
     int top_logprobs;
     struct sampling_params sp; /* has_seed is always set: drawn when the client gave none */

@@ -183,7 +183,17 @@ const char *tm_write_gguf(const struct tm_spec *s, const char *fname, struct tm_
     }
     for (int i = 0; i < *nt; i++) {
         while (b.n % 32) tu_put(&b, "", 1);
-        for (uint64_t j = 0; j < tensor_bytes(t[i].type, t[i].ne0, t[i].ne1); j++) {
+        uint64_t nb = tensor_bytes(t[i].type, t[i].ne0, t[i].ne1);
+        if (s->random_f32 > 0 && t[i].type == DT_F32) {
+            uint64_t x = 0x12345u + (uint64_t)i;
+            for (uint64_t j = 0; j < nb / 4; j++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                float u = (float)((x >> 40) * 0x1.0p-24) * 2 - 1;
+                tu_put_f32(&b, strstr(t[i].gguf, "norm") ? 1.0f : u * s->random_f32);
+            }
+            continue;
+        }
+        for (uint64_t j = 0; j < nb; j++) {
             uint8_t v = pattern(i, j);
             tu_put(&b, &v, 1);
         }

@@ -25,6 +25,9 @@ struct tm_spec {
     const char *skip_key;   /* GGUF: metadata suffix to leave out */
     const char *string_key; /* GGUF: metadata suffix to write as a string */
     int meta_layers;        /* GGUF: block_count to claim instead of layers */
+    float random_f32;       /* GGUF, > 0: F32 tensors hold seeded uniform values in
+                             * [-random_f32, random_f32] (norms: 1), a model whose outputs
+                             * spread, instead of the byte pattern */
 };
 
 struct tm_tensor {
