@@ -35,10 +35,10 @@ def passage(i):
     return f"The {w[0]} {w[1]} and the {w[2]} {w[3]} went to the {w[4]} {w[5]}."
 
 
-def requests(scale):
-    """(path, body) for 32 greedy requests; completions' max_tokens times scale."""
+def requests(scale, n=32):
+    """(path, body) for the first n of 32 greedy requests; completions' max_tokens times scale."""
     out = []
-    for i in range(32):
+    for i in range(n):
         text = " ".join(passage(i + k) for k in range(2 + i % 3))
         if i % 4 == 0:  # chat: ends with the end-of-turn token
             text = " ".join(passage(i + k) for k in range(1 + i % 8 // 4))
@@ -89,7 +89,10 @@ def answer(c, path, body):
 def test_greedy_same_with_and_without_speculation(spec_server):
     with client(spec_server.sock, timeout=900) as c:
         kinds = {"stop": 0, "length_ctx": 0, "stop_eos": 0}
-        for i, (path, body) in enumerate(requests(0.6 if spec_server.method == "ngram" else 0.4)):
+        # The draft-model case serves an F16 target (a few tokens/s on the CPU): CI sends the
+        # first 16 requests (every kind of ending, 4 of each); TPD_SPEC_FULL=1 sends all 32.
+        n = 32 if spec_server.method == "ngram" or os.environ.get("TPD_SPEC_FULL") == "1" else 16
+        for i, (path, body) in enumerate(requests(0.6 if spec_server.method == "ngram" else 0.4, n)):
             plain = answer(c, path, dict(body, speculative=False))
             if i % 4 == 1 and len(plain[0]) > 30:  # a stop string from the reference answer
                 stop = plain[0][20:26]
@@ -105,7 +108,7 @@ def test_greedy_same_with_and_without_speculation(spec_server):
                 kinds["length_ctx"] += plain[1] == "length"
             if i % 4 == 0:
                 kinds["stop_eos"] += plain[1] == "stop"
-        assert kinds["stop"] >= 4 and kinds["length_ctx"] >= 6 and kinds["stop_eos"] >= 4, kinds
+        assert kinds["stop"] >= n // 8 and kinds["length_ctx"] >= 3 * n // 16 and kinds["stop_eos"] >= n // 8, kinds
         drafted = metric(c, "tpd_spec_draft_tokens_total")
         accepted = metric(c, "tpd_spec_accepted_tokens_total")
         assert 0 < accepted < drafted, (accepted, drafted)
