@@ -665,6 +665,13 @@ static enum finish_reason emit(struct scheduler *s, struct seq *q, int32_t tok, 
     return FINISH_NONE;
 }
 
+/* The speculative-decoding counters, for sched_stats. */
+static void publish_spec(struct scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    s->spec_pub = s->spec_st;
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* After micro-batch mb returned with its logits: every sequence of it whose fed tokens reached
  * its last known token samples (verifying its drafts first, when it had some). */
 static void sample_all(struct scheduler *s, int mb, float *logits) {
@@ -705,6 +712,7 @@ static void sample_all(struct scheduler *s, int mb, float *logits) {
             why = emit(s, q, tok, &ev, now);
         }
         if (why != FINISH_NONE) {
+            publish_spec(s); /* a client that sees its request end finds its drafts counted */
             memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
             s->n_running--;
             finish_seq(s, q, why);
@@ -712,9 +720,7 @@ static void sample_all(struct scheduler *s, int mb, float *logits) {
             i++;
         }
     }
-    pthread_mutex_lock(&s->mu);
-    s->spec_pub = s->spec_st;
-    pthread_mutex_unlock(&s->mu);
+    publish_spec(s);
 }
 
 /* After a step: seconds per token-equivalent, averaged over recent steps large enough

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
 
 import dequant_gguf  # noqa: E402
 import tpd_cli  # noqa: E402
-from test_server_api import MODEL, Server, client, metric  # noqa: E402
+from test_server_api import MODEL, Server, client  # noqa: E402
 
 CTX = 256
 ROOT_SRC = os.environ.get("TPD_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
@@ -109,12 +109,16 @@ def test_greedy_same_with_and_without_speculation(spec_server):
             if i % 4 == 0:
                 kinds["stop_eos"] += plain[1] == "stop"
         assert kinds["stop"] >= n // 8 and kinds["length_ctx"] >= 3 * n // 16 and kinds["stop_eos"] >= n // 8, kinds
-        drafted = metric(c, "tpd_spec_draft_tokens_total")
-        accepted = metric(c, "tpd_spec_accepted_tokens_total")
+        text = c.get("/metrics").text  # one snapshot, so the gauges and counters agree
+
+        def metric_of(name):
+            return next(float(ln.split()[-1]) for ln in text.splitlines() if ln.startswith(name + " "))
+        drafted = metric_of("tpd_spec_draft_tokens_total")
+        accepted = metric_of("tpd_spec_accepted_tokens_total")
         assert 0 < accepted < drafted, (accepted, drafted)
-        rate = metric(c, "tpd_spec_acceptance_rate")
+        rate = metric_of("tpd_spec_acceptance_rate")
         assert rate == pytest.approx(accepted / drafted, rel=1e-4)
-        assert metric(c, "tpd_spec_mean_accepted_length") > 1
+        assert metric_of("tpd_spec_mean_accepted_length") > 1
         print(f"tp 2 {spec_server.method}: drafted {drafted:.0f}, accepted {accepted:.0f} ({rate:.2f})")
 
 
