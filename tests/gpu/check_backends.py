@@ -32,7 +32,7 @@ NEAR_TIE = 0.75  # logits; as tests/py/test_smollm2_llamacpp.py
 TP2_MODELS = ["llama_gqa-gguf-f32", "qwen2-hf-f32", "qwen3-gguf-q4_1", "llama_kq-gguf-q4_k_m", "qwen2-hf-bf16"]
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=64)
 def tiny_case(name):
     """(seqs, numpy reference logits, vocab) of one tiny model."""
     seqs = refs.random_seqs(name, LENGTHS, seed=zlib.crc32(name.encode()))

@@ -15,11 +15,11 @@ TPD_GPU_TEST_BACKEND=cpu runs the same comparison with tpd's CPU backend (tp 1 a
 MPI), which needs no GPU: the CPU half of this check, runnable anywhere torch is.
 
 Usage: check_hf.py [--keep DIR] [--list]     (results in $TPD_GPU_RESULTS, see gpu_common.py)"""
-import functools
 import os
 import shutil
 import sys
 import tempfile
+import threading
 
 import numpy as np
 
@@ -67,10 +67,17 @@ class Models:
 
     def __init__(self, base):
         self.base = base
+        self.made = {}
+        self.lock = threading.Lock()  # checks run in parallel (run_plan): each model made once
 
-    @functools.lru_cache(maxsize=None)
     def get(self, name):
         """(directory, prompts, HF logits [tokens, vocab], vocab)."""
+        with self.lock:
+            if name not in self.made:
+                self.made[name] = self.make(name)
+            return self.made[name]
+
+    def make(self, name):
         import torch
         import transformers as tf
         cfg_cls, model_cls, kw = configs(tf)[name]

@@ -288,7 +288,7 @@ def main():
         for name, _ in plan:
             record(name, "SKIP", "no GPU")
         return 0
-    return 1 if run_plan(plan) else 0
+    return 1 if run_plan(plan, jobs=1) else 0
 
 
 if __name__ == "__main__":

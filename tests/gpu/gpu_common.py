@@ -1,11 +1,14 @@
 """Helpers for the GPU checks (tests/gpu/*.py): `tpd eval` / `tpd generate` with a chosen
 backend under mpirun, results recorded one JSON line each in $TPD_GPU_RESULTS (the table
 that tests/gpu/run prints last is made from them)."""
+import concurrent.futures
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 import numpy as np
 
@@ -57,7 +60,7 @@ def eval_logits(model, seqs, vocab, backend, tp=1, chunk=None, kv_type=None, blo
     try:
         args = ["eval", "--model", model, "--backend", backend,
                 "--seqs", ";".join(",".join(str(t) for t in s) for s in seqs), "--out", out,
-                "--threads", tpd_cli.default_threads(tp) if backend == "cpu" else 1]
+                "--threads", cpu_threads(tp) if backend == "cpu" else 1]
         if chunk:
             args += ["--chunk", chunk]
         if kv_type:
@@ -82,7 +85,7 @@ def generate(model, prompt_ids, n, backend, tp=1, timeout=600, env=None):
     """Greedy ids from `tpd generate --temperature 0 --ids --ignore-eos`."""
     args = ["generate", "--model", model, "--backend", backend, "--prompt-ids", ",".join(map(str, prompt_ids)),
             "-n", n, "--temperature", 0, "--ids", "--ignore-eos",
-            "--threads", tpd_cli.default_threads(tp) if backend == "cpu" else 1]
+            "--threads", cpu_threads(tp) if backend == "cpu" else 1]
     p = run(tp, args, timeout, env)
     lines = [ln.strip() for ln in p.stdout.splitlines() if ln.strip()]
     ids = next((ln for ln in reversed(lines) if ln.replace(",", "").isdigit()), None)
@@ -98,22 +101,44 @@ def list_mode():
     return "--list" in sys.argv
 
 
-def run_plan(plan):
-    """Runs [(name, fn)] in order, each fn returning (status, detail, values); an exception is
-    a FAIL with its message. Under --list prints the names only. Returns the failure count."""
+# Checks a plan may run at once (TPD_GPU_JOBS): each is a few short tpd runs on tiny models,
+# mostly process start-up and CUDA context creation, so several share the GPU and the 16
+# cores well; run_plan(plan, jobs=1) keeps timing-sensitive checks alone.
+JOBS = max(1, int(os.environ.get("TPD_GPU_JOBS", "6")))
+
+
+def cpu_threads(tp):
+    """Threads for a CPU-backend reference run: the cores shared among the parallel checks."""
+    return max(1, (os.cpu_count() or 1) // JOBS) if tp == 1 else 1
+
+
+def run_plan(plan, jobs=None):
+    """Runs [(name, fn)], each fn returning (status, detail, values); an exception is a FAIL
+    with its message. Up to `jobs` (default JOBS) at once; results are recorded as each ends.
+    Under --list prints the names only. Returns the failure count."""
     if list_mode():
         for name, _ in plan:
             print(name)
         return 0
-    fails = 0
-    for name, fn in plan:
+
+    def one(item):
+        name, fn = item
         try:
             status, detail, values = fn()
         except Exception as e:  # noqa: BLE001  (a crash is a failed check, with its output)
             status, detail, values = "FAIL", f"{type(e).__name__}: {str(e)[-1500:]}", {}
-        record(name, status, detail, **values)
-        fails += status == "FAIL"
-    return fails
+        with _record_lock:
+            record(name, status, detail, **values)
+        return status == "FAIL"
+
+    jobs = JOBS if jobs is None else max(1, jobs)
+    if jobs == 1:
+        return sum(one(item) for item in plan)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return sum(pool.map(one, plan))
+
+
+_record_lock = threading.Lock()
 
 
 def run(tp, args, timeout=600, env=None, rank_env=None):
@@ -127,11 +152,35 @@ def run(tp, args, timeout=600, env=None, rank_env=None):
     e = tpd_cli.mpirun_env()
     if env:
         e.update(env)
-    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+    p = run_group(cmd, e, min(timeout, CALL_TIMEOUT))
     if p.returncode != 0:
         raise RuntimeError(f"exit {p.returncode}: {p.stderr.strip()[-1200:] or p.stdout.strip()[-1200:]} "
                            f"[command: {' '.join(map(str, cmd))[:400]}]")
     return p
+
+
+# Each tpd run of a check is cut off after this many seconds (TPD_GPU_CALL_TIMEOUT): a hung
+# rank must cost one check, not the step's whole time limit.
+CALL_TIMEOUT = int(os.environ.get("TPD_GPU_CALL_TIMEOUT", "120"))
+
+
+def run_group(cmd, env, timeout):
+    """subprocess.run in a process group of its own; on timeout the whole group (mpirun and
+    every rank it started) is killed, so no rank lingers holding the GPU, and a RuntimeError
+    carries the end of what it had printed."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = p.communicate()
+        raise RuntimeError(f"timed out after {timeout} s (TPD_GPU_CALL_TIMEOUT), process group killed: "
+                           f"{(err or out or '').strip()[-1200:]} [command: {' '.join(map(str, cmd))[:300]}]")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def rel_err(a, b):
