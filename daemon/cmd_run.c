@@ -198,6 +198,7 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     }
     if (!rc) {
         printf("\n");
+        fflush(stdout); /* the line ends before the timing line on stderr (2>&1 keeps the order) */
         /* decode steps = generated tokens after the first, which came from the prefill */
         double t_first = n_gen ? r->t_first_token : t_end;
         fprintf(stderr, "timing: prefill_tokens=%d prefill_s=%.6f decode_tokens=%d decode_s=%.6f\n", n_prompt,

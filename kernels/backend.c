@@ -1,15 +1,16 @@
 #include "backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../util/err.h"
 #include "cpu/backend_cpu.h"
+#include "profile.h"
 #if TPD_HAVE_CUDA
 #include "cuda/backend_cuda.h"
 #endif
 
-int backend_open(struct backend *b, const char *kind, int threads, int local_rank, char *err) {
-    memset(b, 0, sizeof *b);
+static int open_kind(struct backend *b, const char *kind, int threads, int local_rank, char *err) {
     if (!kind) kind = "auto";
 #if TPD_HAVE_CUDA
     if (!strcmp(kind, "cuda") || (!strcmp(kind, "auto") && backend_cuda_available()))
@@ -22,6 +23,15 @@ int backend_open(struct backend *b, const char *kind, int threads, int local_ran
         return err_set(err, "unknown backend \"%s\" (cpu, cuda, auto)", kind);
     backend_cpu_init(b, threads);
     return 0;
+}
+
+/* TPD_PROFILE_OPS=1: every op timed (kernels/profile.h), a table at exit */
+int backend_open(struct backend *b, const char *kind, int threads, int local_rank, char *err) {
+    memset(b, 0, sizeof *b);
+    int rc = open_kind(b, kind, threads, local_rank, err);
+    const char *p = getenv("TPD_PROFILE_OPS");
+    if (!rc && p && *p && strcmp(p, "0")) backend_profile_wrap(b);
+    return rc;
 }
 
 void backend_close(struct backend *b) {

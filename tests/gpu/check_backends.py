@@ -25,7 +25,14 @@ import refs  # noqa: E402
 
 # CUDA vs CPU: the same arithmetic up to summation order (quantized: the same integer dot
 # products; F16/BF16: the same rounding of activations, but cuBLAS sums in another order).
-TOL_CPU = {"f32": 1e-3, "quant": 1e-2, "f16": 1e-2, "bf16": 2e-2}
+# Quantized: the activations are rounded to 8 bits before each product (Q8_0/Q8_1/Q8_K, as
+# llama.cpp), and a last-bit difference upstream (summation order) that moves one value across
+# a rounding boundary moves these tiny random models' logits by ~1e-2: on the H200 (first GPU
+# run, 2026-11-26) the CPU backend itself was 1.09e-2 from the numpy reference on
+# llama_kq-gguf-q4_k_m while CUDA matched the CPU to 3.8e-7 there, and CUDA vs CPU on the
+# other quantized models ranged 1e-7 .. 1.37e-2. So the bound is the one against the numpy
+# reference (refs.tolerance, 2e-2), and every quantized model is also held to that reference.
+TOL_CPU = {"f32": 1e-3, "quant": 2e-2, "f16": 1e-2, "bf16": 2e-2}
 LENGTHS = [1, 7, 19, 70]
 FIXTURE = os.path.join(ROOT, "tests", "data", "smollm2_greedy.json")
 NEAR_TIE = 0.75  # logits; as tests/py/test_smollm2_llamacpp.py
@@ -48,12 +55,13 @@ def tiny_check(name, chunk):
         bs = 8 if chunk else None
         cpu = eval_logits(path, seqs, vocab, "cpu", chunk=chunk, kv_type=kv, block_size=bs)
         gpu = eval_logits(path, seqs, vocab, BACKEND, chunk=chunk, kv_type=kv, block_size=bs)
-        e_cpu, e_ref = rel_err(gpu, cpu), rel_err(gpu, ref)
+        e_cpu, e_ref, e_cpu_ref = rel_err(gpu, cpu), rel_err(gpu, ref), rel_err(cpu, ref)
         tol_ref = refs.tolerance(name, kv or "f16")
         ok = bool(np.all(np.isfinite(gpu))) and e_cpu <= TOL_CPU[kind] and e_ref <= tol_ref
         return ("PASS" if ok else "FAIL",
-                f"rel err vs cpu {e_cpu:.2e} (tol {TOL_CPU[kind]:.0e}), vs numpy {e_ref:.2e} (tol {tol_ref:.0e})",
-                dict(err_cpu=e_cpu, err_ref=e_ref, kind=kind))
+                f"rel err vs cpu {e_cpu:.2e} (tol {TOL_CPU[kind]:.0e}), vs numpy {e_ref:.2e} (tol {tol_ref:.0e}); "
+                f"cpu vs numpy {e_cpu_ref:.2e}",
+                dict(err_cpu=e_cpu, err_ref=e_ref, err_cpu_ref=e_cpu_ref, kind=kind))
     return fn
 
 

@@ -51,6 +51,11 @@ def model():
     return refs.paths()[TINY], False
 
 
+def context(smol):
+    """The daemon's context: 2048 for SmolLM2, the tiny models' trained 256 (tpd refuses more)."""
+    return 2048 if smol else 256
+
+
 def startup(label):
     env, rank_env, want = COMMS[label]
 
@@ -69,10 +74,10 @@ def startup(label):
 class Serve:
     """`mpirun -np 2 tpd serve` on the GPU; output to a file."""
 
-    def __init__(self, path, sock, extra=(), env=None, rank_env=None):
-        self.sock = sock
+    def __init__(self, path, sock, ctx, extra=(), env=None, rank_env=None):
+        self.sock, self.ctx = sock, ctx
         self.log = tempfile.NamedTemporaryFile(prefix="tpd_gpu_serve_", suffix=".log", delete=False)
-        args = ["serve", "--model", path, "--socket", sock, "--threads", 1, "--model-name", "m", "--ctx", 2048,
+        args = ["serve", "--model", path, "--socket", sock, "--threads", 1, "--model-name", "m", "--ctx", ctx,
                 "--backend", BACKEND, *extra]
         if rank_env:
             sets = "; ".join(f'export {k}="{v}$OMPI_COMM_WORLD_RANK"' for k, v in rank_env.items())
@@ -132,33 +137,38 @@ class Serve:
         os.unlink(self.log.name)
 
 
-def stream_forever(sock, chunks, stop):
-    """A streamed completion of 1800 tokens (the context is 2048); counts its chunks until the
-    job dies; chunks[1] gets the HTTP status."""
+def stream_forever(sock, ctx, chunks, stop):
+    """Streamed completions filling most of the context (ctx), one after another until stop is
+    set or the job dies (on a GPU one tiny-model completion is over in a second, before the
+    watchdog check has stopped a rank); counts their chunks; chunks[1] gets the HTTP status."""
     import httpx
-    body = {"prompt": "Once upon a time", "max_tokens": 1800, "stream": True, "ignore_eos": True, "temperature": 0}
+    body = {"prompt": "Once upon a time", "max_tokens": ctx - 48, "stream": True, "ignore_eos": True,
+            "temperature": 0}
     try:
         with httpx.Client(transport=httpx.HTTPTransport(uds=sock), base_url="http://localhost", timeout=600) as c:
-            with c.stream("POST", "/v1/completions", json=body) as r:
-                chunks[1] = r.status_code
-                for line in r.iter_lines():
-                    if line.startswith("data:"):
-                        chunks[0] += 1
-                    if stop.is_set():
+            while not stop.is_set():
+                with c.stream("POST", "/v1/completions", json=body) as r:
+                    chunks[1] = r.status_code
+                    if r.status_code != 200:
                         return
+                    for line in r.iter_lines():
+                        if line.startswith("data:"):
+                            chunks[0] += 1
+                        if stop.is_set():
+                            return
     except Exception:  # noqa: BLE001  (the job is killed under it: expected)
         pass
 
 
 def watchdog(extra, env, rank_env, expect):
     def fn():
-        path, _ = model()
+        path, smol = model()
         d = tempfile.mkdtemp(prefix="tpd_gpu_wd_")
-        srv = Serve(path, os.path.join(d, "s.sock"), extra, dict(env, TPD_LOG="info"), rank_env)
+        srv = Serve(path, os.path.join(d, "s.sock"), context(smol), extra, dict(env, TPD_LOG="info"), rank_env)
         stop, chunks = threading.Event(), [0, None]
         try:
             srv.wait_healthy()
-            t = threading.Thread(target=stream_forever, args=(srv.sock, chunks, stop), daemon=True)
+            t = threading.Thread(target=stream_forever, args=(srv.sock, srv.ctx, chunks, stop), daemon=True)
             t.start()
             t0 = time.time()
             while chunks[0] < 8 and time.time() - t0 < 60 and srv.proc.poll() is None:
@@ -200,7 +210,7 @@ def serve_openai():
             return "FAIL", f"openai/httpx not importable ({e}): carry build-gpu-wheels (tests/gpu/fetch-deps)", {}
         path, smol = model()
         d = tempfile.mkdtemp(prefix="tpd_gpu_serve_")
-        srv = Serve(path, os.path.join(d, "s.sock"), env={"TPD_LOG": "info"})
+        srv = Serve(path, os.path.join(d, "s.sock"), context(smol), env={"TPD_LOG": "info"})
         try:
             srv.wait_healthy()
             c = openai.OpenAI(base_url="http://localhost/v1", api_key="unused", max_retries=0,
