@@ -47,6 +47,10 @@ struct backend {
     void (*free)(void *ctx, void *p);
     void (*upload)(void *ctx, void *dst, const void *src, size_t bytes);
     void (*download)(void *ctx, void *dst, const void *src, size_t bytes);
+    /* host memory that download/upload move fastest (page-locked on a GPU; plain zeroed
+     * memory on the CPU); fatal on failure */
+    void *(*alloc_host)(void *ctx, size_t bytes);
+    void (*free_host)(void *ctx, void *p);
 
     /* y[t][r] = sum_k W[r][k] x[t][k] */
     void (*matmul)(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T,

@@ -15,7 +15,7 @@ void forward_state_free(struct forward_state *fs, struct backend *be) {
     void *bufs[] = {fs->x, fs->xb, fs->qkv, fs->att, fs->y, fs->gu, fs->hb, fs->tokens, fs->seq_of, fs->pos,
                     fs->block_off, fs->blocks, fs->out_rows, fs->xo, fs->logits_local};
     for (unsigned i = 0; i < sizeof bufs / sizeof *bufs; i++) bfree(be, bufs[i]);
-    free(fs->host_local);
+    if (fs->host_local) be->free_host(be->ctx, fs->host_local);
     free(fs->host_gather);
     free(fs->host_logits);
     memset(fs, 0, sizeof *fs);
@@ -90,10 +90,12 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
         size_t n = (size_t)p->n_out;
         fs->xo = regrow(be, fs->xo, n * w.xo);
         fs->logits_local = regrow(be, fs->logits_local, n * w.logits);
-        free(fs->host_local);
+        if (fs->host_local) be->free_host(be->ctx, fs->host_local);
         free(fs->host_gather);
         free(fs->host_logits);
-        fs->host_local = xmalloc(n * w.logits + 1);
+        /* page-locked: the logits download is the step's largest copy (32 MiB at 64 rows of
+         * a 128k vocabulary), several times faster into it than into pageable memory */
+        fs->host_local = be->alloc_host(be->ctx, n * w.logits + 1);
         fs->host_gather = xmalloc(n * (size_t)hp->vocab_size * sizeof(float));
         fs->host_logits = m->sp.last && m->sp.pp > 1 ? xmalloc(n * (size_t)hp->vocab_size * sizeof(float)) : NULL;
         fs->cap_out = p->n_out;

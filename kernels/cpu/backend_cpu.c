@@ -191,6 +191,7 @@ void backend_cpu_init(struct backend *b, int n_threads) {
     c->attn = cpu_attn_create();
     *b = (struct backend){
         .kind = BACKEND_CPU, .name = "cpu", .ctx = c, .alloc = cpu_alloc, .free = cpu_free,
+        .alloc_host = cpu_alloc, .free_host = cpu_free,
         .upload = cpu_copy, .download = cpu_copy, .matmul = cpu_matmul_op, .embed = cpu_embed,
         .rmsnorm = cpu_rmsnorm, .head_rmsnorm = cpu_head_rmsnorm, .add_bias = cpu_add_bias,
         .rope = cpu_rope, .kv_store = cpu_kv_store, .attention = cpu_attention,

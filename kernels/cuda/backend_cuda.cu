@@ -87,6 +87,24 @@ static void cu_free(void *ctx, void *p) {
     CUDA_CHECK(cudaFree(p));
 }
 
+/* Page-locked host memory: device-to-host copies into it run at the link's speed (a
+ * pageable destination is staged through a driver buffer, several times slower). */
+static void *cu_alloc_host(void *ctx, size_t bytes) {
+    (void)bind(ctx);
+    void *p = NULL;
+    size_t n = bytes ? bytes : 64;
+    CUDA_CHECK(cudaHostAlloc(&p, n, cudaHostAllocDefault));
+    memset(p, 0, n);
+    return p;
+}
+
+static void cu_free_host(void *ctx, void *p) {
+    struct cuda_ctx *c = bind(ctx);
+    if (!p) return;
+    CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* a queued copy may still use it */
+    CUDA_CHECK(cudaFreeHost(p));
+}
+
 /* The source is pageable host memory the caller may free or reuse at once (the loader
  * does), and CUDA does not promise that an asynchronous copy from pageable memory has read
  * it on return: so wait. Uploads come at load time and a few small ones at the start of a
@@ -227,6 +245,8 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
     b->ctx = c;
     b->alloc = cu_alloc;
     b->free = cu_free;
+    b->alloc_host = cu_alloc_host;
+    b->free_host = cu_free_host;
     b->upload = cu_upload;
     b->download = cu_download;
     b->matmul = cu_matmul;

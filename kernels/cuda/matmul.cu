@@ -1,12 +1,16 @@
 /* Products with F32 / F16 / BF16 weights, and the dispatch for every weight type. Up to
- * MMV_T tokens (decode): a warp per weight row, 16-byte loads, bandwidth-bound. More tokens
- * (prefill, large batches): cuBLAS, with the activations rounded to the weight's 16-bit type
+ * MMV_TILE_T tokens (decode): a warp per weight row (two with several tokens, which are
+ * staged in shared memory), 16-byte loads, bandwidth-bound. More tokens (prefill, large
+ * batches): cuBLAS, with the activations rounded to the weight's 16-bit type
  * first, which is also what the CPU backend does before its dot products. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops.cuh"
 
 enum { MMV_T = 8, MMV_WARPS = 4, MMV_U = 4 };
+/* mmv_tile_kernel: most tokens, warps per block, rows per warp, columns staged per pass */
+enum { MMV_TILE_T = 16, MMV_WARPS2 = 8, MMV_R = 2, MMV_KC = 1024 };
 
 /* 8 consecutive weights as loaded (16 bytes of F16/BF16, 32 of F32) and as floats. */
 struct raw8 {
@@ -127,6 +131,76 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32)
     }
 }
 
+/* 2..MMV_TILE_T tokens: the same products with the step's activations staged in shared memory,
+ * so that they are read from global memory once per block rather than once per row, and
+ * each warp takes MMV_R rows so that every activation read from shared memory serves
+ * MMV_R rows. A block of MMV_WARPS2 warps takes MMV_WARPS2 * MMV_R consecutive rows and walks
+ * the columns MMV_KC at a time: all its threads copy x[0..T)[k0, k0 + MMV_KC) into shared
+ * memory (rounded to the weight's type, as the CPU backend rounds them), while lane l of each
+ * warp has loaded the 8 weights at k0 + 256u + 8l (u < MMV_KC / 256) of each of its rows, 16
+ * bytes at a time, all before any is used (issued before the staging, so they are in flight
+ * during it), and adds their products with the T staged rows into acc[row][token]. Needs the vec conditions of mmv_dense_kernel. Per row the columns are
+ * summed in the same order as mmv_dense_kernel (lane-strided pieces of 8, then warp_sum). */
+template <int WT, int NT>
+static __global__ void __launch_bounds__(MMV_WARPS2 * 32)
+    mmv_tile_kernel(float *__restrict__ y, int64_t ldy, const float *__restrict__ x, int64_t ldx,
+                    const void *__restrict__ W, int rows, int cols, int T) {
+    extern __shared__ float4 xs4[]; /* [NT][MMV_KC] floats (64 KiB at NT = 16) */
+    float *xs = (float *)xs4;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r0 = (blockIdx.x * MMV_WARPS2 + warp) * MMV_R;
+    float acc[MMV_R][NT];
+#pragma unroll
+    for (int r = 0; r < MMV_R; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    for (int k0 = 0; k0 < cols; k0 += MMV_KC) {
+        const int kc = min(MMV_KC, cols - k0); /* a multiple of 8 */
+        /* the weights first: their loads stay in flight while x is staged */
+        struct raw8 raw[MMV_R][MMV_KC / 256];
+#pragma unroll
+        for (int r = 0; r < MMV_R; r++)
+#pragma unroll
+            for (int u = 0; u < MMV_KC / 256; u++)
+                if (r0 + r < rows && 256 * u + 8 * lane < kc)
+                    raw[r][u] = load_raw8<WT>(W, (int64_t)(r0 + r) * cols + k0 + 256 * u + 8 * lane);
+        __syncthreads(); /* the previous chunk's readers are done */
+        for (int e = threadIdx.x; e < T * (kc / 4); e += blockDim.x) {
+            const int t = e / (kc / 4), i = 4 * (e % (kc / 4));
+            float4 v = *(const float4 *)(x + t * ldx + k0 + i);
+            v.x = round_x<WT>(v.x), v.y = round_x<WT>(v.y), v.z = round_x<WT>(v.z), v.w = round_x<WT>(v.w);
+            *(float4 *)(xs + t * MMV_KC + i) = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < MMV_KC / 256; u++) {
+            const int k = 256 * u + 8 * lane;
+            if (k >= kc) break;
+            float w[MMV_R][8];
+#pragma unroll
+            for (int r = 0; r < MMV_R; r++) unpack8<WT>(raw[r][u], w[r]);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < T) {
+                    const float4 a = *(const float4 *)(xs + t * MMV_KC + k), b = *(const float4 *)(xs + t * MMV_KC + k + 4);
+                    const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+                    for (int r = 0; r < MMV_R; r++)
+#pragma unroll
+                        for (int j = 0; j < 8; j++) acc[r][t] += w[r][j] * xv[j];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < MMV_R; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float v = warp_sum(acc[r][t]);
+            if (lane == 0 && t < T && r0 + r < rows) y[t * ldy + r0 + r] = v;
+        }
+}
+
 static __device__ __forceinline__ void store16(__half *p, float v) { *p = __float2half_rn(v); }
 static __device__ __forceinline__ void store16(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
@@ -138,10 +212,46 @@ static __global__ void to_16bit_kernel(H *__restrict__ out, const float *__restr
         store16(out + i, x[(i / cols) * ldx + i % cols]);
 }
 
+/* Most tokens of a step that dense weights multiply with the mmv kernels (mmv_dense_kernel at
+ * one token, mmv_tile_kernel up to MMV_TILE_T); cuBLAS above. TPD_MMV_MAX_T=N (1..16) lowers
+ * it, to compare the paths (1: cuBLAS for every step of several tokens). */
+static int mmv_max_t(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TPD_MMV_MAX_T");
+        v = e && *e ? atoi(e) : MMV_TILE_T;
+        if (v < 1 || v > MMV_TILE_T) v = v < 1 ? 1 : MMV_TILE_T;
+    }
+    return v;
+}
+
+/* The mmv kernels when they take this product (returns 1), else 0 (then cuBLAS does). */
 template <int WT>
-static void launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
-                             const struct bweight *w) {
+static int launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                            const struct bweight *w) {
     const int vec = w->cols % 8 == 0 && ldx % 4 == 0 && ((uintptr_t)x & 15) == 0;
+    if (T > mmv_max_t() || (!vec && T > MMV_T)) return 0;
+    if (vec && T >= 2) {
+        const unsigned tb = cuda_blocks(w->rows, MMV_WARPS2 * MMV_R), tth = MMV_WARPS2 * 32;
+        const size_t sh = sizeof(float) * MMV_KC * (T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : MMV_TILE_T);
+        if (T <= 2)
+            mmv_tile_kernel<WT, 2><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
+        else if (T <= 4)
+            mmv_tile_kernel<WT, 4><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
+        else if (T <= 8)
+            mmv_tile_kernel<WT, 8><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
+        else {
+            static int attr_set; /* per weight type: one instantiation each */
+            if (!attr_set) {
+                CUDA_CHECK(cudaFuncSetAttribute(mmv_tile_kernel<WT, MMV_TILE_T>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
+                attr_set = 1;
+            }
+            mmv_tile_kernel<WT, MMV_TILE_T><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
+        }
+        CUDA_LAUNCH_CHECK(c->stream, "mmv_tile_kernel");
+        return 1;
+    }
     const unsigned blocks = cuda_blocks(w->rows, MMV_WARPS), th = MMV_WARPS * 32;
     if (T <= 1)
         mmv_dense_kernel<WT, 1><<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
@@ -152,6 +262,7 @@ static void launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const fl
     else
         mmv_dense_kernel<WT, MMV_T><<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
     CUDA_LAUNCH_CHECK(c->stream, "mmv_dense_kernel");
+    return 1;
 }
 
 /* cuBLAS is column-major: Y (rows x T, ld ldy) = W^T-as-stored (cols x rows, ld cols)^T * X
@@ -186,16 +297,13 @@ void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int6
     case DT_F32:
     case DT_F16:
     case DT_BF16:
-        if (T > MMV_T) {
-            gemm_cublas(c, y, ldy, x, ldx, T, w);
-        } else if (w->type == DT_F32) {
-            launch_mmv_dense<DT_F32>(c, y, ldy, x, ldx, T, w);
-        } else if (w->type == DT_F16) {
-            launch_mmv_dense<DT_F16>(c, y, ldy, x, ldx, T, w);
-        } else {
-            launch_mmv_dense<DT_BF16>(c, y, ldy, x, ldx, T, w);
-        }
+    {
+        const int done = w->type == DT_F32   ? launch_mmv_dense<DT_F32>(c, y, ldy, x, ldx, T, w)
+                         : w->type == DT_F16 ? launch_mmv_dense<DT_F16>(c, y, ldy, x, ldx, T, w)
+                                             : launch_mmv_dense<DT_BF16>(c, y, ldy, x, ldx, T, w);
+        if (!done) gemm_cublas(c, y, ldy, x, ldx, T, w);
         return;
+    }
     case DT_Q4_0:
     case DT_Q4_1:
     case DT_Q8_0:
