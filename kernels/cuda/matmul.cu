@@ -68,6 +68,12 @@ static __device__ __forceinline__ float round_x(float x) {
     return x;
 }
 
+/* v[0..8) = p[0..8), 16 bytes at a time (p 16-byte aligned) */
+static __device__ __forceinline__ void load8f(const float *p, float *v) {
+    const float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
 /* acc[t] += w . x[t][k .. k+8) for the step's tokens */
 template <int WT, int NT>
 static __device__ __forceinline__ void dot8(float *acc, const float *w, const float *__restrict__ x, int64_t ldx,
@@ -75,8 +81,8 @@ static __device__ __forceinline__ void dot8(float *acc, const float *w, const fl
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         if (t < T) {
-            const float4 a = *(const float4 *)(x + t * ldx + k), b = *(const float4 *)(x + t * ldx + k + 4);
-            const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            float xs[8];
+            load8f(x + t * ldx + k, xs);
 #pragma unroll
             for (int j = 0; j < 8; j++) acc[t] += w[j] * round_x<WT>(xs[j]);
         }
@@ -182,8 +188,8 @@ static __global__ void __launch_bounds__(MMV_WARPS2 * 32)
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 if (t < T) {
-                    const float4 a = *(const float4 *)(xs + t * MMV_KC + k), b = *(const float4 *)(xs + t * MMV_KC + k + 4);
-                    const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                    float xv[8];
+                    load8f(xs + t * MMV_KC + k, xv);
 #pragma unroll
                     for (int r = 0; r < MMV_R; r++)
 #pragma unroll
