@@ -84,6 +84,11 @@ struct backend {
     /* x += y, n floats */
     void (*add)(void *ctx, float *x, const float *y, size_t n);
     void (*sync)(void *ctx); /* wait for queued work (no-op on the CPU) */
+    /* Optional (NULL where the backend has none): body(arg) queues a step's work, the same
+     * work whenever key is the same (same buffers, sizes and launch shapes; the data in the
+     * buffers may differ). Returns 1 when that work has been queued as a graph (replayed,
+     * or captured now), 0 when the caller must run body itself (a key's first sighting). */
+    int (*graph_run)(void *ctx, uint64_t key, void (*body)(void *arg), void *arg);
     void (*destroy)(struct backend *b);
 };
 

@@ -202,6 +202,7 @@ void backend_profile_wrap(struct backend *b) {
     b->add = w_add;
     b->upload = w_upload;
     b->download = w_download;
+    b->graph_run = NULL; /* the wrappers synchronize, which a capture cannot hold */
     if (!prof.registered) {
         prof.registered = 1;
         atexit(report);

@@ -100,13 +100,15 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
         fs->host_logits = m->sp.last && m->sp.pp > 1 ? xmalloc(n * (size_t)hp->vocab_size * sizeof(float)) : NULL;
         fs->cap_out = p->n_out;
     }
+    /* the block tables grow with every sequence's context: doubled, so that they rarely move
+     * (a move frees the old buffer, which ends the backend's captured graphs) */
     if (p->n_seqs + 1 > fs->cap_seqs) {
-        fs->block_off = regrow(be, fs->block_off, (size_t)(p->n_seqs + 1) * i4);
-        fs->cap_seqs = p->n_seqs + 1;
+        fs->cap_seqs = p->n_seqs + 1 > 2 * fs->cap_seqs ? p->n_seqs + 1 : 2 * fs->cap_seqs;
+        fs->block_off = regrow(be, fs->block_off, (size_t)fs->cap_seqs * i4);
     }
     if (p->n_blocks > fs->cap_blocks) {
-        fs->blocks = regrow(be, fs->blocks, (size_t)p->n_blocks * i4);
-        fs->cap_blocks = p->n_blocks;
+        fs->cap_blocks = p->n_blocks > 2 * fs->cap_blocks ? p->n_blocks : 2 * fs->cap_blocks;
+        fs->blocks = regrow(be, fs->blocks, (size_t)fs->cap_blocks * i4);
     }
     be->upload(be->ctx, fs->tokens, p->tokens, (size_t)p->n_tokens * i4);
     be->upload(be->ctx, fs->seq_of, p->seq_of, (size_t)p->n_tokens * i4);
@@ -126,20 +128,36 @@ static void matmul_parts(struct backend *be, float *y, int64_t ldy, const float 
     for (int i = 0, col = 0; i < n_parts; col += w[i].rows, i++) be->matmul(be->ctx, y + col, ldy, x, ldx, T, &w[i]);
 }
 
-void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, const struct step_plan *p,
-             struct comm *c, float *logits) {
+/* What a step's work needs; forward_layers' argument. */
+struct step_args {
+    struct model *m;
+    struct kvcache *kv;
+    struct forward_state *fs;
+    const struct step_plan *p;
+    struct comm *c;
+};
+
+/* The step's work on the backend after forward_prepare: the embedding (or the activations
+ * from the previous stage), this stage's layers, and on the last stage the final norm and
+ * LM head into fs->logits_local; queued, not waited for. A graph's body (graph_key). */
+static void forward_layers(void *arg) {
+    const struct step_args *a = arg;
+    struct model *m = a->m;
+    struct kvcache *kv = a->kv;
+    struct forward_state *fs = a->fs;
+    const struct step_plan *p = a->p;
+    struct comm *c = a->c;
     struct backend *be = m->be;
     void *bc = be->ctx;
     const struct model_hparams *hp = &m->hp;
     const struct shard_plan *sp = &m->sp;
     const int T = p->n_tokens, dim = hp->dim, hd = hp->head_dim;
     const int nq = sp->n_q, nkv = sp->n_kv, ldqkv = qkv_rows(m), nffn = sp->n_ffn;
-    forward_prepare(m, fs, p);
     struct attn_batch ab = {T, p->n_seqs, fs->seq_of, fs->pos, fs->block_off, fs->blocks, kv->block_size};
     float *x = fs->x, *xb = fs->xb, *y = fs->y, *qkv = fs->qkv;
     float *q = qkv, *k = qkv + nq * hd, *v = qkv + (nq + nkv) * hd;
 
-    const int pp = sp->pp, prev = sp->first ? -1 : comm_stage_peer(c, sp->stage - 1);
+    const int prev = sp->first ? -1 : comm_stage_peer(c, sp->stage - 1);
     if (sp->first) {
         // token embedding: each rank looks up the ids in its vocab rows, zeros elsewhere
         be->embed(bc, x, fs->tokens, T, &m->tok_embd, sp->vocab0);
@@ -195,6 +213,33 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
     be->gather_rows(bc, fs->xo, x, fs->out_rows, p->n_out, dim);
     be->rmsnorm(bc, fs->xo, fs->xo, m->output_norm, p->n_out, dim, hp->norm_eps);
     be->matmul(bc, fs->logits_local, sp->n_vocab, fs->xo, dim, p->n_out, &m->output);
+}
+
+/* Steps of at most this many tokens run as graphs (forward). */
+enum { FORWARD_GRAPH_MAX_T = 16 };
+
+/* A step's work is the same when the plan has the same shape (tokens, sequences, logits
+ * rows): the buffers it uses move only when they are freed, which the backend notices. */
+static uint64_t graph_key(const struct step_plan *p) {
+    return (uint64_t)p->n_tokens | (uint64_t)p->n_seqs << 16 | (uint64_t)p->n_out << 32;
+}
+
+void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, const struct step_plan *p,
+             struct comm *c, float *logits) {
+    struct backend *be = m->be;
+    void *bc = be->ctx;
+    const struct model_hparams *hp = &m->hp;
+    const struct shard_plan *sp = &m->sp;
+    const int pp = sp->pp;
+    forward_prepare(m, fs, p);
+    struct step_args a = {m, kv, fs, p, c};
+    /* Decode-sized steps (many small kernels, launch-bound) as graphs where the backend has
+     * them; one rank per stage and one stage only: the all-reduce and stage-to-stage paths
+     * wait on the host, which a capture cannot hold. */
+    const int graphable = be->graph_run && c->tp == 1 && pp == 1 && p->n_tokens <= FORWARD_GRAPH_MAX_T &&
+                          p->n_tokens < 65536 && p->n_seqs < 65536 && p->n_out < 65536;
+    if (!graphable || !be->graph_run(bc, graph_key(p), forward_layers, &a)) forward_layers(&a);
+    if (!sp->last) return;
     be->sync(bc);
 
     // gather the vocab shards on the stage's TP rank 0: rank-major, then transposed into token-major rows

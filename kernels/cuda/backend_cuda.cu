@@ -36,13 +36,34 @@ static struct cuda_ctx *bind(void *ctx) {
     return c;
 }
 
+/* Frees the workspaces outgrown during captures (the stream must be idle or about to be
+ * synchronized here). */
+static void free_retired(struct cuda_ctx *c) {
+    if (!c->n_retired) return;
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    for (int i = 0; i < c->n_retired; i++) CUDA_CHECK(cudaFree(c->retired[i]));
+    c->n_retired = 0;
+}
+
 void *cuda_ws(struct cuda_ctx *c, size_t bytes) {
     if (bytes <= c->ws_bytes) return c->ws;
     size_t want = bytes > 2 * c->ws_bytes ? bytes : 2 * c->ws_bytes;
     want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-    if (c->ws) {
-        CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* queued work may still use the old one */
-        CUDA_CHECK(cudaFree(c->ws));
+    c->epoch++; /* graphs captured with the old one are stale */
+    if (c->capturing) {
+        /* work captured so far uses the old one: kept until the capture has run; this
+         * capture is not kept for replay (its sizes were not settled) */
+        c->capture_spoiled = 1;
+        if (c->ws) {
+            if (c->n_retired == CUDA_RETIRED_MAX) FATAL("cuda_ws: %d workspaces outgrown in one capture", CUDA_RETIRED_MAX);
+            c->retired[c->n_retired++] = c->ws;
+        }
+    } else {
+        free_retired(c);
+        if (c->ws) {
+            CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* queued work may still use the old one */
+            CUDA_CHECK(cudaFree(c->ws));
+        }
     }
     c->ws = NULL;
     CUDA_CHECK(cudaMalloc(&c->ws, want));
@@ -83,6 +104,7 @@ static void *cu_alloc(void *ctx, size_t bytes) {
 static void cu_free(void *ctx, void *p) {
     struct cuda_ctx *c = bind(ctx);
     if (!p) return;
+    c->epoch++; /* a captured graph may use it: none of them is replayed again */
     CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* queued kernels may still read it */
     CUDA_CHECK(cudaFree(p));
 }
@@ -181,11 +203,85 @@ static void cu_gather_rows(void *ctx, float *dst, const float *src, const int32_
 
 static void cu_add(void *ctx, float *x, const float *y, size_t n) { cuda_add(bind(ctx), x, y, n); }
 
+/* ---- graphs ---- */
+
+/* TPD_CUDA_GRAPHS=0 (or TPD_CUDA_SYNC, whose synchronizations a capture cannot hold) turns
+ * graphs off. */
+static int graphs_off(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *g = getenv("TPD_CUDA_GRAPHS"), *s = getenv("TPD_CUDA_SYNC");
+        v = (g && !strcmp(g, "0")) || (s && *s && strcmp(s, "0"));
+    }
+    return v;
+}
+
+static struct cuda_graph_slot *graph_slot(struct cuda_ctx *c, uint64_t key) {
+    struct cuda_graph_slot *victim = &c->graphs[0];
+    for (int i = 0; i < CUDA_GRAPH_SLOTS; i++) {
+        struct cuda_graph_slot *g = &c->graphs[i];
+        if (g->used && g->key == key) return g;
+        if (!g->used || (victim->used && g->last_use < victim->last_use)) victim = g;
+    }
+    if (victim->exec) CUDA_CHECK(cudaGraphExecDestroy(victim->exec));
+    memset(victim, 0, sizeof *victim);
+    victim->used = 1;
+    victim->key = key;
+    return victim;
+}
+
+/* The step's work as a graph: replayed when this key was captured in the current epoch;
+ * captured (then launched) on the key's second sighting, so that the first, run uncaptured
+ * by the caller, has settled the workspaces and the kernels' one-time attributes. The body
+ * only queues work on c->stream (no synchronization, no copies from pageable memory). */
+static int cu_graph_run(void *ctx, uint64_t key, void (*body)(void *), void *arg) {
+    struct cuda_ctx *c = bind(ctx);
+    if (graphs_off()) return 0;
+    struct cuda_graph_slot *g = graph_slot(c, key);
+    g->last_use = ++c->graph_clock;
+    if (g->exec && g->epoch == c->epoch) {
+        CUDA_CHECK(cudaGraphLaunch(g->exec, c->stream));
+        return 1;
+    }
+    if (g->exec) { /* stale: a workspace it uses has moved */
+        CUDA_CHECK(cudaGraphExecDestroy(g->exec));
+        g->exec = NULL;
+        g->seen = 0;
+    }
+    if (!g->seen) {
+        g->seen = 1;
+        return 0;
+    }
+    cudaGraph_t graph;
+    c->capturing = 1;
+    c->capture_spoiled = 0;
+    CUDA_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
+    body(arg);
+    CUDA_CHECK(cudaStreamEndCapture(c->stream, &graph));
+    c->capturing = 0;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaGraphLaunch(exec, c->stream));
+    if (c->capture_spoiled) { /* ran once; captured again at the next sighting */
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        CUDA_CHECK(cudaGraphExecDestroy(exec));
+        free_retired(c);
+    } else {
+        g->exec = exec;
+        g->epoch = c->epoch;
+    }
+    return 1;
+}
+
 static void cu_destroy(struct backend *b) {
     struct cuda_ctx *c = (struct cuda_ctx *)b->ctx;
     if (!c) return;
     bind(c);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    free_retired(c);
+    for (int i = 0; i < CUDA_GRAPH_SLOTS; i++)
+        if (c->graphs[i].exec) CUDA_CHECK(cudaGraphExecDestroy(c->graphs[i].exec));
     if (c->ws) CUDA_CHECK(cudaFree(c->ws));
     if (c->host_pinned) CUDA_CHECK(cudaFreeHost(c->host_pinned));
     CUBLAS_CHECK(cublasDestroy(c->cublas));
@@ -262,6 +358,7 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
     b->zero = cu_zero;
     b->add = cu_add;
     b->sync = cu_sync;
+    b->graph_run = cu_graph_run;
     b->destroy = cu_destroy;
     return 0;
 }

@@ -24,6 +24,18 @@ void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int
 /* One rank's device state. Work is queued on `stream` only, so the ops need no other
  * synchronization; `ws` is scratch that any op may use for the length of its own work
  * (stream order keeps users apart), grown on demand. */
+enum { CUDA_GRAPH_SLOTS = 16, CUDA_RETIRED_MAX = 8 };
+
+/* One captured step (cu_graph_run): the key the caller gave, the executable graph (NULL
+ * until captured), the epoch it was captured in, whether the key has been seen uncaptured. */
+struct cuda_graph_slot {
+    uint64_t key;
+    cudaGraphExec_t exec;
+    unsigned epoch;
+    int used, seen;
+    long last_use;
+};
+
 struct cuda_ctx {
     int device;
     int n_sm;
@@ -33,6 +45,16 @@ struct cuda_ctx {
     size_t ws_bytes;
     void *host_pinned; /* small pinned staging for results the host waits on */
     size_t host_pinned_bytes;
+    /* Graphs: a captured graph holds the addresses of ws and of the caller's buffers as they
+     * were; growing ws or freeing any device memory starts a new epoch, and graphs of an
+     * older one are not replayed. A ws outgrown during a capture
+     * is kept (the captured work uses it) in retired until the stream is idle. */
+    unsigned epoch;
+    int capturing, capture_spoiled;
+    void *retired[CUDA_RETIRED_MAX];
+    int n_retired;
+    struct cuda_graph_slot graphs[CUDA_GRAPH_SLOTS];
+    long graph_clock;
 };
 
 /* Scratch of at least `bytes` on the device, valid until the next call. */
