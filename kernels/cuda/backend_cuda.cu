@@ -205,13 +205,14 @@ static void cu_add(void *ctx, float *x, const float *y, size_t n) { cuda_add(bin
 
 /* ---- graphs ---- */
 
-/* TPD_CUDA_GRAPHS=0 (or TPD_CUDA_SYNC, whose synchronizations a capture cannot hold) turns
- * graphs off. */
+/* TPD_CUDA_GRAPHS=1 turns graphs on: off by default until a GPU run has checked and timed
+ * them (tests/gpu/run turns them on for its checks; its bench controls compare). Never with
+ * TPD_CUDA_SYNC, whose synchronizations a capture cannot hold. */
 static int graphs_off(void) {
     static int v = -1;
     if (v < 0) {
         const char *g = getenv("TPD_CUDA_GRAPHS"), *s = getenv("TPD_CUDA_SYNC");
-        v = (g && !strcmp(g, "0")) || (s && *s && strcmp(s, "0"));
+        v = !(g && *g && strcmp(g, "0")) || (s && *s && strcmp(s, "0"));
     }
     return v;
 }

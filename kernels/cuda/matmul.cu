@@ -1,7 +1,7 @@
 /* Products with F32 / F16 / BF16 weights, and the dispatch for every weight type. Up to
- * MMV_TILE_T tokens (decode): a warp per weight row (two with several tokens, which are
- * staged in shared memory), 16-byte loads, bandwidth-bound. More tokens (prefill, large
- * batches): cuBLAS, with the activations rounded to the weight's 16-bit type
+ * MMV_T tokens (decode; MMV_TILE_T with TPD_MMV_TILE=1): a warp per weight row (two with
+ * several tokens, which are then staged in shared memory), 16-byte loads, bandwidth-bound.
+ * More tokens (prefill, large batches): cuBLAS, with the activations rounded to the weight's 16-bit type
  * first, which is also what the CPU backend does before its dot products. */
 #include <stdlib.h>
 #include <string.h>
@@ -218,15 +218,14 @@ static __global__ void to_16bit_kernel(H *__restrict__ out, const float *__restr
         store16(out + i, x[(i / cols) * ldx + i % cols]);
 }
 
-/* Most tokens of a step that dense weights multiply with the mmv kernels (mmv_dense_kernel at
- * one token, mmv_tile_kernel up to MMV_TILE_T); cuBLAS above. TPD_MMV_MAX_T=N (1..16) lowers
- * it, to compare the paths (1: cuBLAS for every step of several tokens). */
-static int mmv_max_t(void) {
+/* TPD_MMV_TILE=1: steps of 2..MMV_TILE_T tokens take mmv_tile_kernel (and 9..16 leave
+ * cuBLAS). Off by default until a GPU run has checked it against the CPU backend and timed it
+ * (tests/gpu/run turns it on for its checks; its bench controls compare). */
+static int mmv_tile_on(void) {
     static int v = -1;
     if (v < 0) {
-        const char *e = getenv("TPD_MMV_MAX_T");
-        v = e && *e ? atoi(e) : MMV_TILE_T;
-        if (v < 1 || v > MMV_TILE_T) v = v < 1 ? 1 : MMV_TILE_T;
+        const char *e = getenv("TPD_MMV_TILE");
+        v = e && *e && strcmp(e, "0") != 0;
     }
     return v;
 }
@@ -236,8 +235,9 @@ template <int WT>
 static int launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                             const struct bweight *w) {
     const int vec = w->cols % 8 == 0 && ldx % 4 == 0 && ((uintptr_t)x & 15) == 0;
-    if (T > mmv_max_t() || (!vec && T > MMV_T)) return 0;
-    if (vec && T >= 2) {
+    const int tile = vec && mmv_tile_on();
+    if (T > (tile ? (int)MMV_TILE_T : (int)MMV_T)) return 0;
+    if (tile && T >= 2) {
         const unsigned tb = cuda_blocks(w->rows, MMV_WARPS2 * MMV_R), tth = MMV_WARPS2 * 32;
         const size_t sh = sizeof(float) * MMV_KC * (T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : MMV_TILE_T);
         if (T <= 2)
