@@ -1,7 +1,7 @@
 /* Causal attention over the paged KV cache (layout [n_blocks][block_size][n_kv][hd]).
  *
- * Decode path (every step the prefill path does not take; head_dim a multiple of 8, cache
- * 16-byte aligned): one 4-warp block per (token, KV head, split of the sequence) serves the
+ * Decode path (with TPD_ATTN_DECODE=1, see decode_on; every step the prefill path does not
+ * take; head_dim a multiple of 8, cache 16-byte aligned): one 4-warp block per (token, KV head, split of the sequence) serves the
  * query heads of the KV head's GQA group (8 at a time), so each K and V row is read once for
  * all of them. A warp takes 16 positions at a time, their K and V rows loaded together with
  * wide loads, and keeps an online softmax per head; the warps merge at the end. F16 and FP8
@@ -11,7 +11,7 @@
  * several blocks (partial results in scratch, merged by a second kernel) to fill the GPU on
  * long contexts.
  *
- * Exact path (TPD_ATTN_EXACT=1, or a head_dim the decode path cannot take): one 4-warp block
+ * Exact path (the default for now; TPD_ATTN_EXACT=1; a head_dim the decode path cannot take): one 4-warp block
  * per (query head, token, split), one position at a time per warp; also the code for the
  * prefill path's seams.
  *
@@ -959,6 +959,18 @@ static int exact_only(void) {
     return v;
 }
 
+/* TPD_ATTN_DECODE=1 turns the decode path on: off by default until tpd's end-to-end GPU checks
+ * have run with it (tests/cuda/test_cuda_attention passed on an H200; tests/gpu/run turns it
+ * on for its checks, and its bench controls compare) */
+static int decode_on(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TPD_ATTN_DECODE");
+        v = e && *e && strcmp(e, "0") != 0;
+    }
+    return v;
+}
+
 /* The prefill path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache. */
 template <typename KT>
 static void launch_flash(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, int T) {
@@ -1029,7 +1041,7 @@ void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q,
         return;
     }
     if (T > 65535) FATAL("cuda_attention: %d tokens in one step (at most 65535 on the exact path)", T);
-    const int decode = hd % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && !exact_only();
+    const int decode = hd % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && !exact_only() && decode_on();
     /* decode path: local KV heads kvl0.., and per KV head up to min(group, n_q) query heads in
      * tiles of ng: 8 on tensor cores, else the smallest of 1, 2, 4, 8 that holds them */
     const int mma = decode && kv_type != DT_F32 && hd % 32 == 0;
