@@ -1,0 +1,411 @@
+/* The decode path of kernels/cuda/attention.cu on the GPU: cuda_attention (decode_mma_kernel
+ * for F16 and FP8 caches with head_dim a multiple of 32, decode_kernel for the F32 cache and
+ * other multiples of 8, the exact attention_kernel for head_dim 36, plus the split merge)
+ * checked against a double-precision reference computed here on the same decoded cache
+ * values, within 1e-4 of the largest |output|; the old exact kernel (attention_kernel, the
+ * path decode steps take without the decode path) on the same inputs, its error printed
+ * beside for scale. Cases: F32, F16 and FP8 caches; head_dim 32, 40, 64, 80, 96, 128, 256 and 36;
+ * groups 1 to 16, with partial groups at a rank's ends; a ragged batch (decode tokens of
+ * depths 1..512, a 5-token chunk, a token at position 0) over shuffled paged blocks, with the
+ * GPU's SM count (positions split over blocks) and with 1 SM (no split); an 80-token step;
+ * Llama-3-8B-shaped steps (the benchmark cases). Every output left NaN, and every write into
+ * the padding between rows, counts as an error.
+ *
+ *   test_cuda_attention            every case; exit 1 if one fails
+ *   test_cuda_attention --time     (or ATT_TIME_ONLY=1) the benchmark cases alone, checked and
+ *                                  timed: "BENCH attention case=NAME us=T exact_us=T" lines
+ * Without a GPU it prints "skipped: no GPU" and exits 0.
+ *
+ * The decode path being opt-in for now, the test turns it on (TPD_ATTN_DECODE=1, and
+ * TPD_ATTN_EXACT=0) whatever the environment says. attention.cu is compiled into this test
+ * (its kernels and launch helpers are static); backend_cuda.cu's two helpers that it calls
+ * are stood in for below. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "../../kernels/cuda/attention.cu"
+
+enum { BENCH_WARMUP = 3, BENCH_ITERS = 50 };
+static const double TOLERANCE = 1e-4; /* of the largest |output| of the case */
+
+/* ---- stand-ins for backend_cuda.cu's helpers, without the graph bookkeeping ---- */
+
+/* Outside timing every launch is synchronized, so that a fault names its kernel. */
+static int sync_launches = 1;
+
+void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && sync_launches) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) fatal_exit(file, line, "%s: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+void *cuda_ws(struct cuda_ctx *c, size_t bytes) {
+    if (bytes <= c->ws_bytes) return c->ws;
+    if (c->ws) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaFree(c->ws));
+    }
+    CUDA_CHECK(cudaMalloc(&c->ws, bytes));
+    c->ws_bytes = bytes;
+    return c->ws;
+}
+
+/* The exact path as cuda_attention runs a decode step without TPD_ATTN_DECODE=1 (or with
+ * TPD_ATTN_EXACT=1): one block per (query head, token, split). */
+static void exact_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q,
+                            int q_head0, int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type,
+                            int n_kv, int hd, const struct attn_batch *b) {
+    const int T = b->n_tokens;
+    struct att_args a = {out, ldo, q, ldq, n_q, q_head0, group, kv_head0, n_kv, hd,
+                         b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp};
+    a.n_split = att_splits(c, (int64_t)n_q * T, T);
+    if (a.n_split > 1)
+        a.part = (float *)cuda_ws(c, sizeof(float) * (size_t)T * (size_t)n_q * (size_t)a.n_split * (size_t)(hd + 2));
+    dim3 grid(n_q, T, a.n_split);
+    if (kv_type == DT_F32)
+        attention_kernel<float><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const float *)kv->k, (const float *)kv->v);
+    else if (kv_type == DT_F8_E4M3)
+        attention_kernel<uint8_t><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const uint8_t *)kv->k,
+                                                                           (const uint8_t *)kv->v);
+    else
+        attention_kernel<__half><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const __half *)kv->k,
+                                                                          (const __half *)kv->v);
+    CUDA_LAUNCH_CHECK(c->stream, "attention_kernel");
+    if (a.n_split > 1) {
+        attention_merge_kernel<<<dim3(n_q, T), hd < 128 ? 32 * ((hd + 31) / 32) : 128, 0, c->stream>>>(a);
+        CUDA_LAUNCH_CHECK(c->stream, "attention_merge_kernel");
+    }
+}
+
+/* ---- cases ---- */
+
+struct att_case {
+    char name[200];     /* for the result line: cache type, geometry, n_sm, batch */
+    const char *bench;  /* the BENCH line's case name; NULL: not a benchmark case */
+    enum dtype type;
+    int hd, n_q, q_head0, group, kv_head0, n_kv, bs, n_sm;
+    std::vector<int> seq_len;              /* cached positions per sequence */
+    std::vector<std::pair<int, int>> tok;  /* (sequence, position) per token of the step */
+};
+
+/* One rank's heads: n_q query heads from q_head0 (global), n_kv KV heads from kv_head0. */
+struct geometry {
+    int hd, n_q, q_head0, group, kv_head0, n_kv;
+    const char *what;
+};
+
+static const struct geometry geometries[] = {
+    {128, 32, 0, 4, 0, 8, "Llama-3-8B at tp 1"},
+    {64, 8, 0, 1, 0, 8, "no GQA (group 1)"},
+    {256, 16, 0, 2, 0, 8, "head_dim 256"},
+    {96, 16, 0, 8, 0, 2, "head_dim 96, group 8"},
+    {32, 16, 0, 16, 0, 1, "head_dim 32, one KV head for 16"},
+    {40, 12, 0, 3, 0, 4, "head_dim 40 (not a multiple of 32), group 3"},
+    {128, 32, 0, 16, 0, 2, "group 16: two tiles of 8 per KV head"},
+    {128, 12, 9, 6, 1, 3, "partial groups at both ends (query heads 9..20, KV heads 1..3)"},
+    {128, 20, 2, 12, 0, 2, "group 12, the rank starting mid-group (query heads 2..21)"},
+    {128, 3, 5, 4, 1, 1, "3 of a group's 4 query heads (5..7 of KV head 1)"},
+    {80, 10, 0, 5, 0, 2, "head_dim 80 (not a multiple of 32), group 5"},
+    {36, 4, 0, 2, 0, 2, "head_dim 36 (not a multiple of 8): the exact path's fallback"},
+};
+
+static const struct {
+    enum dtype type;
+    const char *name;
+} cache_types[] = {{DT_F16, "f16"}, {DT_F8_E4M3, "fp8"}, {DT_F32, "f32"}};
+
+static std::mt19937 rng(1234);
+static float urand(void) { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng); }
+
+template <typename T> static T *to_device(const std::vector<T> &v) {
+    T *p;
+    CUDA_CHECK(cudaMalloc(&p, v.size() * sizeof(T) + 16));
+    CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return p;
+}
+
+/* Totals over the cases run. */
+static int n_cases, n_failed;
+static double worst_decode, worst_exact;
+static char worst_case[200];
+
+/* Largest |out - ref| over the case's outputs, as a share of rmax; infinite if an output was
+ * left NaN or a padding element (columns n_q * hd .. ldo - 1, filled with 0xff) was written. */
+static double output_error(const std::vector<float> &out, const std::vector<double> &ref, int T, int n_q, int hd,
+                           int64_t ldo, double rmax) {
+    double e = 0;
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < n_q * hd; i++) {
+            const double d = fabs(out[t * ldo + i] - ref[(size_t)t * n_q * hd + i]);
+            e = d <= 1e30 ? std::max(e, d) : INFINITY;
+        }
+        for (int64_t i = (int64_t)n_q * hd; i < ldo; i++) {
+            uint32_t bits;
+            memcpy(&bits, &out[t * ldo + i], 4);
+            if (bits != 0xffffffffu) e = INFINITY;
+        }
+    }
+    return e / rmax;
+}
+
+/* Builds the case's cache (shuffled blocks, random K in [-2, 2) and V in [-1, 1), FP8 rows
+ * scaled by 1e-3, 50 or 1 in turn before encoding), queries and batch; runs cuda_attention
+ * and the exact kernel and compares both with the reference; times both if time_it. */
+static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it) {
+    const int hd = cs.hd, n_kv = cs.n_kv, bs = cs.bs, n_seqs = (int)cs.seq_len.size(), T = (int)cs.tok.size();
+    c->n_sm = cs.n_sm;
+    std::vector<int32_t> block_off(n_seqs + 1), blocks;
+    int nb = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        block_off[s] = nb;
+        nb += (cs.seq_len[s] + bs - 1) / bs;
+    }
+    block_off[n_seqs] = nb;
+    blocks.resize(nb);
+    for (int i = 0; i < nb; i++) blocks[i] = i;
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+
+    /* the cache: kf, vf hold the values as decoded from the stored type */
+    const int64_t rows = (int64_t)nb * bs * n_kv;
+    std::vector<float> kf(rows * hd), vf(rows * hd);
+    for (auto &x : kf) x = urand() * 2.0f;
+    for (auto &x : vf) x = urand();
+    void *dk, *dv;
+    int8_t *dk_exp = NULL, *dv_exp = NULL;
+    if (cs.type == DT_F16) {
+        std::vector<uint16_t> kh(kf.size()), vh(vf.size());
+        for (size_t i = 0; i < kf.size(); i++) {
+            __half h = __float2half(kf[i]);
+            kf[i] = __half2float(h);
+            memcpy(&kh[i], &h, 2);
+            h = __float2half(vf[i]);
+            vf[i] = __half2float(h);
+            memcpy(&vh[i], &h, 2);
+        }
+        dk = to_device(kh), dv = to_device(vh);
+    } else if (cs.type == DT_F8_E4M3) {
+        std::vector<uint8_t> k8(kf.size()), v8(vf.size());
+        std::vector<int8_t> k_exp(rows), v_exp(rows);
+        for (int pass = 0; pass < 2; pass++) {
+            std::vector<float> &f = pass ? vf : kf;
+            std::vector<uint8_t> &codes = pass ? v8 : k8;
+            std::vector<int8_t> &ex = pass ? v_exp : k_exp;
+            for (int64_t r = 0; r < rows; r++) {
+                const float sc = r % 3 == 0 ? 1e-3f : r % 3 == 1 ? 50.0f : 1.0f;
+                float amax = 0;
+                for (int d = 0; d < hd; d++) {
+                    f[r * hd + d] *= sc;
+                    amax = fmaxf(amax, fabsf(f[r * hd + d]));
+                }
+                const int e = fp8_row_exp(amax);
+                ex[r] = (int8_t)e;
+                for (int d = 0; d < hd; d++) {
+                    const uint8_t b = fp8_e4m3_from_f32(f[r * hd + d] / ldexpf(1.0f, e));
+                    codes[r * hd + d] = b;
+                    f[r * hd + d] = fp8_e4m3_to_f32(b) * ldexpf(1.0f, e);
+                }
+            }
+        }
+        dk = to_device(k8), dv = to_device(v8);
+        dk_exp = to_device(k_exp), dv_exp = to_device(v_exp);
+    } else {
+        dk = to_device(kf), dv = to_device(vf);
+    }
+    /* queries and outputs with padded rows (ld not n_q * hd) */
+    const int64_t ldq = (int64_t)cs.n_q * hd + 3, ldo = (int64_t)cs.n_q * hd + 5;
+    std::vector<float> q(T * ldq);
+    for (auto &x : q) x = urand();
+    std::vector<int32_t> seq_of(T), pos(T);
+    for (int t = 0; t < T; t++) seq_of[t] = cs.tok[t].first, pos[t] = cs.tok[t].second;
+
+    /* the reference: softmax(q K^T / sqrt(hd)) V over positions 0..pos, in double */
+    std::vector<double> ref((size_t)T * cs.n_q * hd);
+    double rmax = 0;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < cs.n_q; h++) {
+            const int kvh = (cs.q_head0 + h) / cs.group - cs.kv_head0, s = seq_of[t], np = pos[t] + 1;
+            std::vector<int64_t> row(np);
+            std::vector<double> p(np);
+            double mx = -1e300, sum = 0;
+            for (int j = 0; j < np; j++) {
+                row[j] = ((int64_t)blocks[block_off[s] + j / bs] * bs + j % bs) * n_kv + kvh;
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)q[t * ldq + h * hd + i] * kf[row[j] * hd + i];
+                p[j] = d / sqrt((double)hd);
+                mx = std::max(mx, p[j]);
+            }
+            for (int j = 0; j < np; j++) p[j] = exp(p[j] - mx), sum += p[j];
+            for (int i = 0; i < hd; i++) {
+                double v = 0;
+                for (int j = 0; j < np; j++) v += p[j] * vf[row[j] * hd + i];
+                ref[((size_t)t * cs.n_q + h) * hd + i] = v / sum;
+                rmax = std::max(rmax, fabs(v / sum));
+            }
+        }
+
+    float *dq = to_device(q), *dout;
+    CUDA_CHECK(cudaMalloc(&dout, sizeof(float) * T * ldo));
+    int32_t *dseq = to_device(seq_of), *dpos = to_device(pos), *doff = to_device(block_off), *dblk = to_device(blocks);
+    const struct attn_batch b = {T, n_seqs, dseq, dpos, doff, dblk, bs};
+    const struct kv_layer kv = {dk, dv, dk_exp, dv_exp};
+    auto attend = [&](int exact) {
+        if (exact)
+            exact_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, &kv, cs.type, n_kv,
+                            hd, &b);
+        else
+            cuda_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, &kv, cs.type, n_kv, hd,
+                           &b);
+    };
+    std::vector<float> out(T * ldo);
+    double err[2]; /* cuda_attention, exact kernel */
+    for (int exact = 0; exact < 2; exact++) {
+        CUDA_CHECK(cudaMemset(dout, 0xff, sizeof(float) * T * ldo)); /* NaN */
+        attend(exact);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(out.data(), dout, sizeof(float) * T * ldo, cudaMemcpyDeviceToHost));
+        err[exact] = output_error(out, ref, T, cs.n_q, hd, ldo, rmax);
+    }
+    n_cases++;
+    if (!(err[0] <= worst_decode)) {
+        worst_decode = err[0];
+        snprintf(worst_case, sizeof worst_case, "%s", cs.name);
+    }
+    if (!(err[1] <= worst_exact)) worst_exact = err[1];
+    if (err[0] < TOLERANCE) {
+        printf("ok    %s: error %.2e (exact kernel %.2e)\n", cs.name, err[0], err[1]);
+    } else {
+        n_failed++;
+        printf("FAIL  %s: cuda_attention's error %.2e > tolerance %.0e of max |out| %.3g (exact kernel %.2e)\n",
+               cs.name, err[0], TOLERANCE, rmax, err[1]);
+    }
+
+    if (time_it) {
+        float us[2];
+        cudaEvent_t e0, e1;
+        CUDA_CHECK(cudaEventCreate(&e0));
+        CUDA_CHECK(cudaEventCreate(&e1));
+        sync_launches = 0;
+        for (int exact = 0; exact < 2; exact++) {
+            for (int i = 0; i < BENCH_WARMUP; i++) attend(exact);
+            CUDA_CHECK(cudaEventRecord(e0, c->stream));
+            for (int i = 0; i < BENCH_ITERS; i++) attend(exact);
+            CUDA_CHECK(cudaEventRecord(e1, c->stream));
+            CUDA_CHECK(cudaEventSynchronize(e1));
+            float ms;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            us[exact] = 1000.0f * ms / BENCH_ITERS;
+        }
+        sync_launches = 1;
+        CUDA_CHECK(cudaEventDestroy(e0));
+        CUDA_CHECK(cudaEventDestroy(e1));
+        printf("BENCH attention case=%s us=%.1f exact_us=%.1f\n", cs.bench, us[0], us[1]);
+    }
+    void *bufs[] = {dk, dv, dk_exp, dv_exp, dq, dout, dseq, dpos, doff, dblk};
+    for (void *p : bufs) CUDA_CHECK(cudaFree(p));
+}
+
+/* Fills cs.name: cache type, geometry, n_sm, then `batch` (what the step holds). */
+static void name_case(struct att_case &cs, const char *type_name, const char *batch, const char *what) {
+    snprintf(cs.name, sizeof cs.name, "%s hd=%d n_q=%d q_head0=%d group=%d kv_head0=%d n_kv=%d n_sm=%d, %s%s%s",
+             type_name, cs.hd, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, cs.n_kv, cs.n_sm, batch,
+             what ? ": " : "", what ? what : "");
+}
+
+int main(int argc, char **argv) {
+    const char *env = getenv("ATT_TIME_ONLY");
+    int time_only = env && *env && strcmp(env, "0") != 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--time")) {
+            time_only = 1;
+        } else {
+            fprintf(stderr, "usage: test_cuda_attention [--time]\n");
+            return 2;
+        }
+    }
+    /* cuda_attention reads them once, at its first call */
+    setenv("TPD_ATTN_DECODE", "1", 1);
+    setenv("TPD_ATTN_EXACT", "0", 1);
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev < 1) {
+        printf("skipped: no GPU\n");
+        return 0;
+    }
+    struct cuda_ctx c;
+    memset(&c, 0, sizeof c);
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaStreamCreate(&c.stream));
+    const int n_sm = prop.multiProcessorCount;
+    printf("%s, %d SMs\n", prop.name, n_sm);
+
+    /* The ragged step: the last token of sequences of 1..512 cached positions, a token at
+     * position 0 of the last sequence, then a 5-token chunk (positions 195..199) of it. */
+    const std::vector<int> ragged_len = {1, 17, 100, 512, 33, 64, 300, 15, 200};
+    std::vector<std::pair<int, int>> ragged;
+    for (int s = 0; s < 8; s++) ragged.push_back({s, ragged_len[s] - 1});
+    for (int p = 195; p < 200; p++) ragged.push_back({8, p});
+    ragged.insert(ragged.begin() + 3, {8, 0});
+    char batch[64];
+    snprintf(batch, sizeof batch, "ragged step of %d tokens", (int)ragged.size());
+
+    std::vector<struct att_case> cases;
+    for (int ti = 0; ti < 3 && !time_only; ti++) {
+        const char *tn = cache_types[ti].name;
+        for (const struct geometry &g : geometries)
+            for (int sm : {n_sm, 1}) {
+                struct att_case cs = {"", NULL, cache_types[ti].type, g.hd, g.n_q, g.q_head0, g.group,
+                                      g.kv_head0, g.n_kv, 16, sm, ragged_len, ragged};
+                name_case(cs, tn, batch, g.what);
+                cases.push_back(cs);
+            }
+        /* an 80-token step of one sequence on the decode kernels: more than the 64 tokens
+         * that take the prefill path, which needs an F16/FP8 cache and hd a multiple of 16 */
+        std::vector<std::pair<int, int>> step80;
+        for (int p = 0; p < 80; p++) step80.push_back({0, p});
+        const int hd = cache_types[ti].type == DT_F32 ? 128 : 72;
+        struct att_case cs = {"", NULL, cache_types[ti].type, hd, 8, 0, 4, 0, 2, 16, n_sm, {80}, step80};
+        name_case(cs, tn, "80-token step of one sequence", NULL);
+        cases.push_back(cs);
+    }
+
+    /* The benchmark cases: one layer of Llama-3-8B (32 query heads, 8 KV heads of 128) and a
+     * variant with 64 query heads; 64 x 512, 1 x 512 and 8 x 4096 cached positions. */
+    const std::vector<int> len64(64, 512), len8(8, 4096);
+    std::vector<std::pair<int, int>> tok64, tok8;
+    for (int s = 0; s < 64; s++) tok64.push_back({s, 511});
+    for (int s = 0; s < 8; s++) tok8.push_back({s, 4095});
+    static const char *bench_names[2][4] = {{"f16_64x512_g4", "f16_1x512_g4", "f16_64x512_g8", "f16_8x4096_g4"},
+                                            {"fp8_64x512_g4", "fp8_1x512_g4", "fp8_64x512_g8", "fp8_8x4096_g4"}};
+    for (int ti = 0; ti < 2; ti++) {
+        const enum dtype t = cache_types[ti].type;
+        const char *tn = cache_types[ti].name;
+        struct att_case bench[4] = {
+            {"", bench_names[ti][0], t, 128, 32, 0, 4, 0, 8, 16, n_sm, len64, tok64},
+            {"", bench_names[ti][1], t, 128, 32, 0, 4, 0, 8, 16, n_sm, {512}, {{0, 511}}},
+            {"", bench_names[ti][2], t, 128, 64, 0, 8, 0, 8, 16, n_sm, len64, tok64},
+            {"", bench_names[ti][3], t, 128, 32, 0, 4, 0, 8, 16, n_sm, len8, tok8},
+        };
+        const char *batches[4] = {"64 tokens over 512 positions each", "1 token over 512 positions",
+                                  "64 tokens over 512 positions each", "8 tokens over 4096 positions each"};
+        for (int i = 0; i < 4; i++) {
+            name_case(bench[i], tn, batches[i], "benchmark case");
+            cases.push_back(bench[i]);
+        }
+    }
+
+    for (const struct att_case &cs : cases) run_case(&c, cs, time_only && cs.bench);
+
+    CUDA_CHECK(cudaFree(c.ws));
+    CUDA_CHECK(cudaStreamDestroy(c.stream));
+    printf("test_cuda_attention: %d cases, %d failed; largest error %.2e of max |out| (tolerance %.0e), "
+           "exact kernel's %.2e; largest in %s\n",
+           n_cases, n_failed, worst_decode, TOLERANCE, worst_exact, worst_case);
+    return n_failed ? 1 : 0;
+}
