@@ -68,6 +68,8 @@ struct scheduler {
     int rows_per_seq; /* logits rows one sequence may get: 1 + spec.k */
     struct draft_job *jobs;
     struct spec_stats spec_st, spec_pub; /* pub: under mu */
+    struct spec_cost spec_cost;          /* decode step costs for the speculation rule */
+    int plan_decode_only;                /* the plan being built has decoding sequences only */
     /* micro-batches in flight in the pipeline, a ring of max_mb oldest first; slot k's logits
      * land in mb_logits[k] (slot 0: logits) */
     int max_mb, n_mb, mb_head, mb_last_id;
@@ -522,7 +524,7 @@ static void draft_all(struct scheduler *s) {
          * the context: the step then emits n_draft + 1 */
         long room = q->req->max_tokens - q->n_generated - 1;
         if (limit - q->n_tokens < room) room = limit - q->n_tokens;
-        int k = spec_want(o, &q->spec, n_dec, (int)(room < o->k ? room : o->k));
+        int k = spec_want(o, &q->spec, n_dec, (int)(room < o->k ? room : o->k), &s->spec_cost);
         if (k < 1) continue;
         if (o->drafter->stochastic && !q->spec.q)
             q->spec.q = xmalloc(sizeof(float) * (size_t)o->k * (size_t)s->vocab);
@@ -608,6 +610,7 @@ static void build_plan(struct scheduler *s) {
     plan_clear(p);
     int budget = s->o.step_tokens;
     double units = s->o.step_time_s > 0 && s->sec_per_unit > 0 ? s->o.step_time_s / s->sec_per_unit : 1e300;
+    s->plan_decode_only = 1;
     draft_all(s);
     /* micro-batches share the running sequences: each takes at most its part */
     int seqs = s->max_mb > 1 ? (s->n_running + s->max_mb - 1) / s->max_mb : s->n_running;
@@ -627,6 +630,7 @@ static void build_plan(struct scheduler *s) {
                 continue;
             }
             q->in_step = n;
+            if (!is_decode) s->plan_decode_only = 0;
             seqs--;
             budget -= n;
             units -= step_units(s, q->n_cached, n);
@@ -787,10 +791,16 @@ int sched_step(struct scheduler *s, double idle_s) {
      * while there is room and some sequence is in none; else the oldest is collected and its
      * sequences sample (docs/tensor-parallel.md#micro-batches). With max_mb 1: one step. */
     plan_clear(&s->plan);
+    const double t0 = clock_now();
     if (s->n_mb < s->max_mb) build_plan(s);
     if (s->plan.n_seqs > 0) {
+        const int T = s->plan.n_tokens;
         submit_micro_batch(s);
-        if (s->max_mb == 1) collect_micro_batch(s);
+        if (s->max_mb == 1) {
+            collect_micro_batch(s);
+            /* what a decode step costs, drafting and verification included (spec.h) */
+            if (s->o.spec.drafter && s->plan_decode_only) spec_cost_observe(&s->spec_cost, T, clock_now() - t0);
+        }
     } else if (s->n_mb > 0) {
         collect_micro_batch(s);
     } else if (s->n_running == 1) {

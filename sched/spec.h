@@ -12,7 +12,16 @@
  *  - acceptance: each sequence keeps a moving average a of its acceptance rate (accepted /
  *    drafted, weight 0.3 per verification, starting at 1). It drafts k tokens while
  *    a >= 0.5, fewer below (ceil(k * a / 0.5), at least 1), and none once a < 0.1, except
- *    for a one-token probe every PROBE_EVERY steps, which lets a recover. */
+ *    for a one-token probe every PROBE_EVERY steps, which lets a recover.
+ *  - cost (when the scheduler passes its step costs): drafting j tokens is worth it only if
+ *    the tokens a step then yields, E(j) = 1 + p + ... + p^j (p: the sequence's moving
+ *    average of the chance that a draft is accepted given the one before was), beat what
+ *    the step costs over a step without drafts, r(j) = t(n (1 + j)) / t(n) (t(T): the moving
+ *    average of the seconds of a decode step of T tokens, drafting included; n: sequences
+ *    decoding). Within the caps above, k is the j of the largest E(j) / r(j), 0 when none
+ *    beats 1 by 2%; a step size not measured yet counts as free (r = 1), so each is tried;
+ *    t(n) itself is measured by a step without drafts first. While the cost says 0, a
+ *    one-token probe every PROBE_EVERY steps keeps p and t(2n) current. */
 #ifndef TPD_SPEC_H
 #define TPD_SPEC_H
 
@@ -31,16 +40,27 @@ struct spec_seq {
     int n_draft;       /* drafted tokens fed this step */
     float *q;          /* [k][vocab] for a stochastic drafter, else NULL */
     double accept;     /* moving average of the acceptance rate; used once started */
+    double chain;      /* moving average of P(draft accepted | the one before was); once started */
     int started;
-    int idle_steps;    /* steps without drafting since acceptance fell */
+    int idle_steps;    /* steps without drafting since acceptance fell (or the cost said 0) */
+};
+
+/* Decode step costs, measured by the scheduler (spec_cost_observe). Zero-initialised: none. */
+enum { SPEC_COST_T = 64 };
+struct spec_cost {
+    double t[SPEC_COST_T + 1]; /* [T]: moving average of a decode step's seconds at T tokens; 0 unknown */
 };
 
 struct spec_stats {
     long drafted, accepted, verified; /* verified: sequence-steps with at least one draft */
 };
 
-/* How many tokens to draft for this sequence now: 0..o->k per the rule, and at most room. */
-int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int room);
+/* How many tokens to draft for this sequence now: 0..o->k per the rule, and at most room;
+ * cost NULL: the rule without its cost part. */
+int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int room, const struct spec_cost *cost);
+/* A decode-only step (every sequence in it decoding, with or without drafts) of T tokens took
+ * seconds, drafting, forward pass and verification included. */
+void spec_cost_observe(struct spec_cost *c, int T, double seconds);
 /* After verification: drafted tokens, how many were accepted. */
 void spec_observe(struct spec_seq *q, struct spec_stats *st, int drafted, int accepted);
 

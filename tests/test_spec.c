@@ -212,25 +212,30 @@ static void test_ngram_lookup(void **state) {
 
 /* ---- the rule for k (sched/spec.h) ---- */
 
+/* the rule without its cost part */
+static int spec_want_nc(const struct spec_opts *o, struct spec_seq *q, int n, int room) {
+    return spec_want(o, q, n, room, NULL);
+}
+
 static void test_adaptive_k(void **state) {
     (void)state;
     struct drafter *d = drafter_ngram_new(1, 3);
     struct spec_opts o = {.drafter = d, .k = 4, .max_batch_tokens = 32};
     struct spec_seq q = {0};
     struct spec_stats st = {0};
-    assert_int_equal(spec_want(&o, &q, 1, 100), 4);  /* fresh: full k */
-    assert_int_equal(spec_want(&o, &q, 1, 2), 2);    /* room (max_tokens, context) */
-    assert_int_equal(spec_want(&o, &q, 8, 100), 3);  /* 32 / 8 - 1 */
-    assert_int_equal(spec_want(&o, &q, 16, 100), 1); /* 32 / 16 - 1 */
-    assert_int_equal(spec_want(&o, &q, 17, 100), 0); /* decode no longer weight-bound: off */
+    assert_int_equal(spec_want_nc(&o, &q, 1, 100), 4);  /* fresh: full k */
+    assert_int_equal(spec_want_nc(&o, &q, 1, 2), 2);    /* room (max_tokens, context) */
+    assert_int_equal(spec_want_nc(&o, &q, 8, 100), 3);  /* 32 / 8 - 1 */
+    assert_int_equal(spec_want_nc(&o, &q, 16, 100), 1); /* 32 / 16 - 1 */
+    assert_int_equal(spec_want_nc(&o, &q, 17, 100), 0); /* decode no longer weight-bound: off */
     /* acceptance falls: fewer drafts, then none but a one-token probe every 16 steps */
     for (int i = 0; i < 3; i++) spec_observe(&q, &st, 4, 0);
     assert_true(q.accept < 0.5 && q.accept > 0.1); /* 0.7^3 = 0.343 */
-    assert_int_equal(spec_want(&o, &q, 1, 100), (int)ceil(4 * q.accept / 0.5));
+    assert_int_equal(spec_want_nc(&o, &q, 1, 100), (int)ceil(4 * q.accept / 0.5));
     for (int i = 0; i < 4; i++) spec_observe(&q, &st, 4, 0);
     int drafts = 0, probes = 0;
     for (int i = 0; i < 32; i++) {
-        int k = spec_want(&o, &q, 1, 100);
+        int k = spec_want_nc(&o, &q, 1, 100);
         drafts += k;
         probes += k > 0;
     }
@@ -238,13 +243,64 @@ static void test_adaptive_k(void **state) {
     assert_int_equal(drafts, 2);
     /* and recovers when the probes are accepted */
     for (int i = 0; i < 8; i++) spec_observe(&q, &st, 1, 1);
-    assert_int_equal(spec_want(&o, &q, 1, 100), 4);
+    assert_int_equal(spec_want_nc(&o, &q, 1, 100), 4);
     assert_int_equal(st.drafted, 7 * 4 + 8);
     assert_int_equal(st.accepted, 8);
     o.max_batch_tokens = 0; /* no batch limit */
-    assert_int_equal(spec_want(&o, &q, 1000, 100), 4);
+    assert_int_equal(spec_want_nc(&o, &q, 1000, 100), 4);
     o.drafter = NULL; /* off */
-    assert_int_equal(spec_want(&o, &q, 1, 100), 0);
+    assert_int_equal(spec_want_nc(&o, &q, 1, 100), 0);
+    drafter_free(d);
+}
+
+/* the cost part: drafts only where the tokens a step yields beat what it costs */
+static void test_cost_k(void **state) {
+    (void)state;
+    struct drafter *d = drafter_ngram_new(1, 3);
+    struct spec_opts o = {.drafter = d, .k = 4, .max_batch_tokens = 0};
+    struct spec_seq q = {0};
+    struct spec_stats st = {0};
+    struct spec_cost c = {0};
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 0); /* t(1) unknown: a step without drafts first */
+    spec_cost_observe(&c, 1, 1.0);
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 4); /* other sizes unknown: counted free */
+    /* fresh (p = 1): E(j) = j + 1; r = 1.1, 1.2, 1.3, 2.0: E / r = 1.8, 2.5, 3.1, 2.5 */
+    spec_cost_observe(&c, 2, 1.1);
+    spec_cost_observe(&c, 3, 1.2);
+    spec_cost_observe(&c, 4, 1.3);
+    spec_cost_observe(&c, 5, 2.0);
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 3);
+    assert_int_equal(spec_want(&o, &q, 1, 2, &c), 2); /* within room */
+    /* p from chains of acceptances: 2 of 4 accepted is 2 successes in 3 tries */
+    spec_observe(&q, &st, 4, 2);
+    assert_true(fabs(q.chain - (0.7 + 0.3 * 2.0 / 3.0)) < 1e-12);
+    assert_true(fabs(q.accept - (0.7 + 0.3 * 0.5)) < 1e-12);
+    /* p = 0.9: E = 1.9, 2.71, 3.44, 4.10 over r: 1.73, 2.26, 2.65, 2.05: k = 3 */
+    q.chain = 0.9;
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 3);
+    /* p = 0.5: E = 1.5, 1.75, 1.875, 1.94: 1.36, 1.46, 1.44, 0.97: k = 2 */
+    q.chain = 0.5;
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 2);
+    /* drafting costs more than it yields at every size: none, but a probe every 16 steps */
+    struct spec_cost dear = {0};
+    spec_cost_observe(&dear, 2, 1.0);
+    for (int j = 1; j <= 4; j++) spec_cost_observe(&dear, 2 * (1 + j), 3.0 + j);
+    q.chain = 1.0;
+    int drafts = 0, probes = 0;
+    for (int i = 0; i < 32; i++) {
+        int k = spec_want(&o, &q, 2, 100, &dear); /* n = 2: t(4), t(6), ... over t(2) */
+        drafts += k;
+        probes += k > 0;
+    }
+    assert_int_equal(probes, 2);
+    assert_int_equal(drafts, 2);
+    /* measurements are moving averages; nonsense is ignored */
+    spec_cost_observe(&c, 1, 2.0);
+    assert_true(fabs(c.t[1] - 1.2) < 1e-12);
+    spec_cost_observe(&c, 0, 1.0);
+    spec_cost_observe(&c, SPEC_COST_T + 1, 1.0);
+    spec_cost_observe(&c, 3, -1.0);
+    assert_true(fabs(c.t[3] - 1.2) < 1e-12);
     drafter_free(d);
 }
 
@@ -678,6 +734,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ngram_lookup),
         cmocka_unit_test(test_adaptive_k),
+        cmocka_unit_test(test_cost_k),
         cmocka_unit_test(test_kv_accounting),
         cmocka_unit_test(test_sampling_exact),
         cmocka_unit_test(test_greedy_equal),
