@@ -11,9 +11,9 @@
  * several blocks (partial results in scratch, merged by a second kernel) to fill the GPU on
  * long contexts.
  *
- * Exact path (the default for now; TPD_ATTN_EXACT=1; a head_dim the decode path cannot take): one 4-warp block
- * per (query head, token, split), one position at a time per warp; also the code for the
- * prefill path's seams.
+ * Exact path (the default for now; TPD_ATTN_EXACT=1; a head_dim the decode path cannot
+ * take): one 4-warp block per (query head, token, split), one position at a time per warp;
+ * also the code for the prefill path's seams.
  *
  * Prefill path (steps of more than 64 tokens, F16 or FP8 cache, head_dim a multiple of 16 up
  * to 128): FlashAttention-style tiles on tensor cores (WMMA, f16 inputs, f32 accumulation). A
