@@ -952,11 +952,7 @@ static int att_splits(const struct cuda_ctx *c, int64_t per_split, int T) {
 
 static int exact_only(void) {
     static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("TPD_ATTN_EXACT");
-        v = e && *e && strcmp(e, "0") != 0;
-    }
-    return v;
+    return cuda_env_flag("TPD_ATTN_EXACT", &v);
 }
 
 /* TPD_ATTN_DECODE=1 turns the decode path on: off by default until tpd's end-to-end GPU checks
@@ -964,11 +960,7 @@ static int exact_only(void) {
  * on for its checks, and its bench controls compare) */
 static int decode_on(void) {
     static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("TPD_ATTN_DECODE");
-        v = e && *e && strcmp(e, "0") != 0;
-    }
-    return v;
+    return cuda_env_flag("TPD_ATTN_DECODE", &v);
 }
 
 /* The prefill path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache. */
@@ -1021,6 +1013,28 @@ static void launch_decode(struct cuda_ctx *c, const struct att_args &a, const st
         launch_decode_ng<KT, DEC_MAX_G>(c, a, kv, grid, kvl0, n_ht);
 }
 
+/* The exact path's kernel over a step of T tokens (a.n_split and a.part set). */
+static void launch_exact(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, enum dtype kv_type,
+                         int T) {
+    const dim3 grid(a.n_q, T, a.n_split);
+    if (kv_type == DT_F32)
+        attention_kernel<float><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const float *)kv->k, (const float *)kv->v);
+    else if (kv_type == DT_F8_E4M3)
+        attention_kernel<uint8_t><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const uint8_t *)kv->k,
+                                                                           (const uint8_t *)kv->v);
+    else
+        attention_kernel<__half><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const __half *)kv->k,
+                                                                          (const __half *)kv->v);
+    CUDA_LAUNCH_CHECK(c->stream, "attention_kernel");
+}
+
+/* The splits' partial results merged into a.out (nothing when a step is not split). */
+static void launch_merge(struct cuda_ctx *c, const struct att_args &a, int T) {
+    if (a.n_split <= 1) return;
+    attention_merge_kernel<<<dim3(a.n_q, T), a.hd < 128 ? 32 * ((a.hd + 31) / 32) : 128, 0, c->stream>>>(a);
+    CUDA_LAUNCH_CHECK(c->stream, "attention_merge_kernel");
+}
+
 void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
                     int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
                     const struct attn_batch *b) {
@@ -1065,19 +1079,7 @@ void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q,
         else
             launch_decode<__half>(c, a, kv, grid, ng, kvl0, n_ht);
     } else {
-        dim3 grid(n_q, T, a.n_split);
-        if (kv_type == DT_F32)
-            attention_kernel<float><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const float *)kv->k, (const float *)kv->v);
-        else if (fp8)
-            attention_kernel<uint8_t><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const uint8_t *)kv->k,
-                                                                               (const uint8_t *)kv->v);
-        else
-            attention_kernel<__half><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const __half *)kv->k,
-                                                                              (const __half *)kv->v);
-        CUDA_LAUNCH_CHECK(c->stream, "attention_kernel");
+        launch_exact(c, a, kv, kv_type, T);
     }
-    if (a.n_split > 1) {
-        attention_merge_kernel<<<dim3(n_q, T), hd < 128 ? 32 * ((hd + 31) / 32) : 128, 0, c->stream>>>(a);
-        CUDA_LAUNCH_CHECK(c->stream, "attention_merge_kernel");
-    }
+    launch_merge(c, a, T);
 }

@@ -12,15 +12,19 @@ extern "C" {
 
 static int launch_sync = -1; /* TPD_CUDA_SYNC=1: synchronize after every kernel (debugging) */
 
+int cuda_env_flag(const char *name, int *cache) {
+    if (*cache < 0) {
+        const char *v = getenv(name);
+        *cache = v && *v && strcmp(v, "0") != 0;
+    }
+    return *cache;
+}
+
 void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int line) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         fatal_exit(file, line, "launch of %s failed: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
-    if (launch_sync < 0) {
-        const char *v = getenv("TPD_CUDA_SYNC");
-        launch_sync = v && *v && strcmp(v, "0") != 0;
-    }
-    if (launch_sync) {
+    if (cuda_env_flag("TPD_CUDA_SYNC", &launch_sync)) {
         e = cudaStreamSynchronize(s);
         if (e != cudaSuccess)
             fatal_exit(file, line, "%s failed while running: %s (%s)", kernel, cudaGetErrorString(e),
@@ -209,12 +213,8 @@ static void cu_add(void *ctx, float *x, const float *y, size_t n) { cuda_add(bin
  * them (tests/gpu/run turns them on for its checks; its bench controls compare). Never with
  * TPD_CUDA_SYNC, whose synchronizations a capture cannot hold. */
 static int graphs_off(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *g = getenv("TPD_CUDA_GRAPHS"), *s = getenv("TPD_CUDA_SYNC");
-        v = !(g && *g && strcmp(g, "0")) || (s && *s && strcmp(s, "0"));
-    }
-    return v;
+    static int on = -1;
+    return !cuda_env_flag("TPD_CUDA_GRAPHS", &on) || cuda_env_flag("TPD_CUDA_SYNC", &launch_sync);
 }
 
 static struct cuda_graph_slot *graph_slot(struct cuda_ctx *c, uint64_t key) {

@@ -57,6 +57,10 @@ struct cuda_ctx {
     long graph_clock;
 };
 
+/* 1 when the environment variable `name` is set to anything but "" or "0"; read once into
+ * *cache (a call site's static, -1 until read). */
+int cuda_env_flag(const char *name, int *cache);
+
 /* Scratch of at least `bytes` on the device, valid until the next call. */
 void *cuda_ws(struct cuda_ctx *c, size_t bytes);
 /* Pinned host scratch of at least `bytes`. */

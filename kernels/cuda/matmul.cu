@@ -223,11 +223,7 @@ static __global__ void to_16bit_kernel(H *__restrict__ out, const float *__restr
  * (tests/gpu/run turns it on for its checks; its bench controls compare). */
 static int mmv_tile_on(void) {
     static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("TPD_MMV_TILE");
-        v = e && *e && strcmp(e, "0") != 0;
-    }
-    return v;
+    return cuda_env_flag("TPD_MMV_TILE", &v);
 }
 
 /* The mmv kernels when they take this product (returns 1), else 0 (then cuBLAS does). */

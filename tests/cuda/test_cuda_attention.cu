@@ -16,10 +16,10 @@
  *                                  timed: "BENCH attention case=NAME us=T exact_us=T" lines
  * Without a GPU it prints "skipped: no GPU" and exits 77 (ctest counts it skipped).
  *
- * The decode path being opt-in for now, the test turns it on (TPD_ATTN_DECODE=1, and
- * TPD_ATTN_EXACT=0) whatever the environment says. attention.cu is compiled into this test
- * (its kernels and launch helpers are static); backend_cuda.cu's two helpers that it calls
- * are stood in for below. */
+ * The decode path being opt-in for now, the test turns it on (TPD_ATTN_DECODE on and
+ * TPD_ATTN_EXACT off, whatever the environment says: the stand-in cuda_env_flag below).
+ * attention.cu is compiled into this test (its kernels and launch helpers are static);
+ * backend_cuda.cu's three helpers that it calls are stood in for below. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +46,11 @@ void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int
     if (e != cudaSuccess) fatal_exit(file, line, "%s: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* The switches the kernels read: TPD_ATTN_DECODE on and TPD_ATTN_EXACT off (see main). */
+int cuda_env_flag(const char *name, int *cache) {
+    return *cache = !strcmp(name, "TPD_ATTN_DECODE");
+}
+
 void *cuda_ws(struct cuda_ctx *c, size_t bytes) {
     if (bytes <= c->ws_bytes) return c->ws;
     if (c->ws) {
@@ -68,20 +73,8 @@ static void exact_attention(struct cuda_ctx *c, float *out, int64_t ldo, const f
     a.n_split = att_splits(c, (int64_t)n_q * T, T);
     if (a.n_split > 1)
         a.part = (float *)cuda_ws(c, sizeof(float) * (size_t)T * (size_t)n_q * (size_t)a.n_split * (size_t)(hd + 2));
-    dim3 grid(n_q, T, a.n_split);
-    if (kv_type == DT_F32)
-        attention_kernel<float><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const float *)kv->k, (const float *)kv->v);
-    else if (kv_type == DT_F8_E4M3)
-        attention_kernel<uint8_t><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const uint8_t *)kv->k,
-                                                                           (const uint8_t *)kv->v);
-    else
-        attention_kernel<__half><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const __half *)kv->k,
-                                                                          (const __half *)kv->v);
-    CUDA_LAUNCH_CHECK(c->stream, "attention_kernel");
-    if (a.n_split > 1) {
-        attention_merge_kernel<<<dim3(n_q, T), hd < 128 ? 32 * ((hd + 31) / 32) : 128, 0, c->stream>>>(a);
-        CUDA_LAUNCH_CHECK(c->stream, "attention_merge_kernel");
-    }
+    launch_exact(c, a, kv, kv_type, T);
+    launch_merge(c, a, T);
 }
 
 /* ---- cases ---- */
@@ -329,9 +322,6 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    /* cuda_attention reads them once, at its first call */
-    setenv("TPD_ATTN_DECODE", "1", 1);
-    setenv("TPD_ATTN_EXACT", "0", 1);
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev < 1) {
         printf("skipped: no GPU\n");
