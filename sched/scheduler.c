@@ -791,14 +791,14 @@ int sched_step(struct scheduler *s, double idle_s) {
      * while there is room and some sequence is in none; else the oldest is collected and its
      * sequences sample (docs/tensor-parallel.md#micro-batches). With max_mb 1: one step. */
     plan_clear(&s->plan);
-    const double t0 = clock_now();
     if (s->n_mb < s->max_mb) build_plan(s);
     if (s->plan.n_seqs > 0) {
         const int T = s->plan.n_tokens;
+        const double t0 = clock_now();
         submit_micro_batch(s);
         if (s->max_mb == 1) {
             collect_micro_batch(s);
-            /* what a decode step costs, drafting and verification included (spec.h) */
+            /* what a decode step costs, verification included (spec.h) */
             if (s->o.spec.drafter && s->plan_decode_only) spec_cost_observe(&s->spec_cost, T, clock_now() - t0);
         }
     } else if (s->n_mb > 0) {

@@ -8,6 +8,7 @@
 #define PROBE_EVERY 16
 #define COST_WEIGHT 0.2
 #define COST_MARGIN 1.02
+#define COST_CLAMP 3.0
 
 /* The cost part of the rule (spec.h): the j in 0..k with the largest E(j) / r(j). */
 static int cost_k(struct spec_seq *q, int n, int k, const struct spec_cost *c) {
@@ -55,6 +56,7 @@ int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int
 
 void spec_cost_observe(struct spec_cost *c, int T, double seconds) {
     if (T < 1 || T > SPEC_COST_T || !(seconds > 0)) return;
+    if (c->t[T] > 0 && seconds > COST_CLAMP * c->t[T]) seconds = COST_CLAMP * c->t[T]; /* a hiccup */
     c->t[T] = c->t[T] > 0 ? (1 - COST_WEIGHT) * c->t[T] + COST_WEIGHT * seconds : seconds;
 }
 

@@ -17,8 +17,10 @@
  *    the tokens a step then yields, E(j) = 1 + p + ... + p^j (p: the sequence's moving
  *    average of the chance that a draft is accepted given the one before was), beat what
  *    the step costs over a step without drafts, r(j) = t(n (1 + j)) / t(n) (t(T): the moving
- *    average of the seconds of a decode step of T tokens, drafting included; n: sequences
- *    decoding). Within the caps above, k is the j of the largest E(j) / r(j), 0 when none
+ *    average of the seconds of a decode step of T tokens: forward pass, sampling and
+ *    verification, not drafting, whose first call for a sequence (a draft model catching up
+ *    on the prompt) says nothing of the next; a sample over 3 times the average counts as 3
+ *    times; n: sequences decoding). Within the caps above, k is the j of the largest E(j) / r(j), 0 when none
  *    beats 1 by 2%; a step size not measured yet counts as free (r = 1), so each is tried;
  *    t(n) itself is measured by a step without drafts first. While the cost says 0, a
  *    one-token probe every PROBE_EVERY steps keeps p and t(2n) current. */
@@ -59,7 +61,7 @@ struct spec_stats {
  * cost NULL: the rule without its cost part. */
 int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int room, const struct spec_cost *cost);
 /* A decode-only step (every sequence in it decoding, with or without drafts) of T tokens took
- * seconds, drafting, forward pass and verification included. */
+ * seconds: forward pass, sampling and verification (not drafting). */
 void spec_cost_observe(struct spec_cost *c, int T, double seconds);
 /* After verification: drafted tokens, how many were accepted. */
 void spec_observe(struct spec_seq *q, struct spec_stats *st, int drafted, int accepted);

@@ -301,6 +301,8 @@ static void test_cost_k(void **state) {
     spec_cost_observe(&c, SPEC_COST_T + 1, 1.0);
     spec_cost_observe(&c, 3, -1.0);
     assert_true(fabs(c.t[3] - 1.2) < 1e-12);
+    spec_cost_observe(&c, 3, 100.0); /* a hiccup counts as 3x the average */
+    assert_true(fabs(c.t[3] - (0.8 * 1.2 + 0.2 * 3.6)) < 1e-12);
     drafter_free(d);
 }
 
