@@ -1,8 +1,8 @@
 #include "backend.h"
 
-#include <stdlib.h>
 #include <string.h>
 
+#include "../util/env.h"
 #include "../util/err.h"
 #include "cpu/backend_cpu.h"
 #include "profile.h"
@@ -29,8 +29,7 @@ static int open_kind(struct backend *b, const char *kind, int threads, int local
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank, char *err) {
     memset(b, 0, sizeof *b);
     int rc = open_kind(b, kind, threads, local_rank, err);
-    const char *p = getenv("TPD_PROFILE_OPS");
-    if (!rc && p && *p && strcmp(p, "0")) backend_profile_wrap(b);
+    if (!rc && env_flag("TPD_PROFILE_OPS")) backend_profile_wrap(b);
     return rc;
 }
 

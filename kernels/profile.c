@@ -2,8 +2,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "../util/clock.h"
 
 enum { T_CLASSES = 4 };
 static const char *const t_class_name[T_CLASSES] = {"T=1", "T=2..8", "T=9..64", "T>64"};
@@ -41,21 +42,15 @@ static struct {
 
 static int t_class(int T) { return T <= 1 ? 0 : T <= 8 ? 1 : T <= 64 ? 2 : 3; }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double begin(void *ctx) {
     prof.inner.sync(ctx);
-    return now_s();
+    return clock_now();
 }
 
 static void end(void *ctx, int op, double t0) {
     prof.inner.sync(ctx);
     if (op != P_UPLOAD && op != P_DOWNLOAD) prof.computing = 1;
-    prof.total[op] += now_s() - t0;
+    prof.total[op] += clock_now() - t0;
     prof.calls[op]++;
 }
 

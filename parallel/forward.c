@@ -219,7 +219,8 @@ static void forward_layers(void *arg) {
 enum { FORWARD_GRAPH_MAX_T = 16 };
 
 /* A step's work is the same when the plan has the same shape (tokens, sequences, logits
- * rows): the buffers it uses move only when they are freed, which the backend notices. */
+ * rows; each at most FORWARD_GRAPH_MAX_T, so 16 bits apiece): the buffers it uses move only
+ * when they are freed, which the backend notices. */
 static uint64_t graph_key(const struct step_plan *p) {
     return (uint64_t)p->n_tokens | (uint64_t)p->n_seqs << 16 | (uint64_t)p->n_out << 32;
 }
@@ -236,8 +237,7 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
     /* Decode-sized steps (many small kernels, launch-bound) as graphs where the backend has
      * them; one rank per stage and one stage only: the all-reduce and stage-to-stage paths
      * wait on the host, which a capture cannot hold. */
-    const int graphable = be->graph_run && c->tp == 1 && pp == 1 && p->n_tokens <= FORWARD_GRAPH_MAX_T &&
-                          p->n_tokens < 65536 && p->n_seqs < 65536 && p->n_out < 65536;
+    const int graphable = be->graph_run && c->tp == 1 && pp == 1 && p->n_tokens <= FORWARD_GRAPH_MAX_T;
     if (!graphable || !be->graph_run(bc, graph_key(p), forward_layers, &a)) forward_layers(&a);
     if (!sp->last) return;
     be->sync(bc);

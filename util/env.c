@@ -1,8 +1,14 @@
 #include "env.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "err.h"
+
+int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
 
 int env_seconds(const char *name, double def, double *out, char *err) {
     const char *v = getenv(name);

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+/* 1 when name is set to anything but "" or "0" (switches such as TPD_PROFILE_OPS). */
+int env_flag(const char *name);
 /* Seconds in (0, 1e6], else def. 0, or -1 with err. */
 int env_seconds(const char *name, double def, double *out, char *err);
 /* A decimal byte count in [lo, hi], else def. 0, or -1 with err. */

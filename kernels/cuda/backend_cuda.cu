@@ -6,6 +6,7 @@
 #include "ops.cuh"
 
 extern "C" {
+#include "../../util/env.h"
 #include "../../util/err.h"
 #include "backend_cuda.h"
 }
@@ -13,10 +14,7 @@ extern "C" {
 static int launch_sync = -1; /* TPD_CUDA_SYNC=1: synchronize after every kernel (debugging) */
 
 int cuda_env_flag(const char *name, int *cache) {
-    if (*cache < 0) {
-        const char *v = getenv(name);
-        *cache = v && *v && strcmp(v, "0") != 0;
-    }
+    if (*cache < 0) *cache = env_flag(name);
     return *cache;
 }
 

@@ -57,8 +57,7 @@ struct cuda_ctx {
     long graph_clock;
 };
 
-/* 1 when the environment variable `name` is set to anything but "" or "0"; read once into
- * *cache (a call site's static, -1 until read). */
+/* env_flag(name) (util/env.h), read once into *cache (a call site's static, -1 until read). */
 int cuda_env_flag(const char *name, int *cache);
 
 /* Scratch of at least `bytes` on the device, valid until the next call. */

@@ -1,8 +1,9 @@
 /* Products with F32 / F16 / BF16 weights, and the dispatch for every weight type. Up to
  * MMV_T tokens (decode; MMV_TILE_T with TPD_MMV_TILE=1): a warp per weight row (two with
  * several tokens, which are then staged in shared memory), 16-byte loads, bandwidth-bound.
- * More tokens (prefill, large batches): cuBLAS, with the activations rounded to the weight's 16-bit type
- * first, which is also what the CPU backend does before its dot products. */
+ * More tokens (prefill, large batches): cuBLAS, with the activations rounded to the
+ * weight's 16-bit type first, which is also what the CPU backend does before its dot
+ * products. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,8 +146,9 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32)
  * memory (rounded to the weight's type, as the CPU backend rounds them), while lane l of each
  * warp has loaded the 8 weights at k0 + 256u + 8l (u < MMV_KC / 256) of each of its rows, 16
  * bytes at a time, all before any is used (issued before the staging, so they are in flight
- * during it), and adds their products with the T staged rows into acc[row][token]. Needs the vec conditions of mmv_dense_kernel. Per row the columns are
- * summed in the same order as mmv_dense_kernel (lane-strided pieces of 8, then warp_sum). */
+ * during it), and adds their products with the T staged rows into acc[row][token]. Needs
+ * the vec conditions of mmv_dense_kernel. Per row the columns are summed in the same order
+ * as mmv_dense_kernel (lane-strided pieces of 8, then warp_sum). */
 template <int WT, int NT>
 static __global__ void __launch_bounds__(MMV_WARPS2 * 32)
     mmv_tile_kernel(float *__restrict__ y, int64_t ldy, const float *__restrict__ x, int64_t ldx,

@@ -109,7 +109,7 @@ JOBS = max(1, int(os.environ.get("TPD_GPU_JOBS", "6")))
 
 def cpu_threads(tp):
     """Threads for a CPU-backend reference run: the cores shared among the parallel checks."""
-    return max(1, (os.cpu_count() or 1) // JOBS) if tp == 1 else 1
+    return max(1, tpd_cli.default_threads(tp) // JOBS)
 
 
 def run_plan(plan, jobs=None):
