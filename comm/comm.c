@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "../util/check_mpi.h"
@@ -38,6 +39,7 @@ void comm_init(struct comm *c, int *argc, char ***argv) {
     c->tp_rank = c->rank;
     c->stage = 0;
     c->tp_group = NULL;
+    c->sends = NULL;
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
@@ -46,7 +48,10 @@ void comm_init(struct comm *c, int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_free(&node));
 }
 
+static void sends_finish(struct comm *c);
+
 void comm_finalize(struct comm *c) {
+    sends_finish(c);
     if (c->tp_group) {
         MPI_CHECK(MPI_Comm_free((MPI_Comm *)c->tp_group));
         free(c->tp_group);
@@ -182,6 +187,52 @@ void comm_send(struct comm *c, const void *buf, size_t bytes, int peer, int tag)
     } while (bytes > 0);
 }
 
+/* comm_send_detached's sends in flight, oldest first: each owns a copy of its bytes. */
+#define SENDS_MAX 16 /* more in flight: the oldest are waited for (a receiver this far behind is stuck) */
+struct detached {
+    int n;
+    MPI_Request req[SENDS_MAX];
+    void *buf[SENDS_MAX];
+};
+
+/* Frees the leading sends that are complete; with wait, waits for the oldest first. */
+static void sends_reap(struct detached *d, int wait) {
+    int k = 0;
+    for (; k < d->n; k++) {
+        int done = 1;
+        if (wait && k == 0) MPI_CHECK(MPI_Wait(&d->req[0], MPI_STATUS_IGNORE));
+        else MPI_CHECK(MPI_Test(&d->req[k], &done, MPI_STATUS_IGNORE));
+        if (!done) break;
+        free(d->buf[k]);
+    }
+    memmove(d->req, d->req + k, sizeof *d->req * (size_t)(d->n - k));
+    memmove(d->buf, d->buf + k, sizeof *d->buf * (size_t)(d->n - k));
+    d->n -= k;
+}
+
+void comm_send_detached(struct comm *c, const void *buf, size_t bytes, int peer, int tag) {
+    if (bytes > (size_t)INT_MAX) { /* past what one message carries: not the step's traffic */
+        comm_send(c, buf, bytes, peer, tag);
+        return;
+    }
+    struct detached *d = c->sends ? c->sends : (c->sends = xcalloc(1, sizeof *d));
+    sends_reap(d, 0);
+    if (d->n == SENDS_MAX) sends_reap(d, 1);
+    void *copy = xmalloc(bytes ? bytes : 1);
+    if (bytes) memcpy(copy, buf, bytes);
+    d->buf[d->n] = copy;
+    MPI_CHECK(MPI_Isend(copy, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &d->req[d->n]));
+    d->n++;
+}
+
+static void sends_finish(struct comm *c) {
+    struct detached *d = c->sends;
+    if (!d) return;
+    while (d->n) sends_reap(d, 1);
+    free(d);
+    c->sends = NULL;
+}
+
 void comm_recv(struct comm *c, void *buf, size_t bytes, int peer, int tag) {
     (void)c;
     char *p = buf;
@@ -208,6 +259,14 @@ void *comm_irecv_floats(struct comm *c, float *buf, size_t n, int peer, int tag)
     if (n > (size_t)INT_MAX) FATAL("a receive of %zu floats is more than MPI counts", n);
     MPI_Request *req = xmalloc(sizeof *req);
     MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, req));
+    return req;
+}
+
+void *comm_isend_floats(struct comm *c, const float *buf, size_t n, int peer, int tag) {
+    (void)c;
+    if (n > (size_t)INT_MAX) FATAL("a send of %zu floats is more than MPI counts", n);
+    MPI_Request *req = xmalloc(sizeof *req);
+    MPI_CHECK(MPI_Isend(buf, (int)n, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, req));
     return req;
 }
 
@@ -290,7 +349,7 @@ void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, i
 
 void comm_send_act(struct comm *c, float *buf, size_t n, int peer) {
     if (c->p2p) c->p2p(c->p2p_impl, buf, n, peer, 1);
-    else comm_send(c, buf, n * sizeof(float), peer, COMM_TAG_ACT);
+    else comm_send_detached(c, buf, n * sizeof(float), peer, COMM_TAG_ACT);
 }
 
 void comm_recv_act(struct comm *c, float *buf, size_t n, int peer) {

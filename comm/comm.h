@@ -31,6 +31,7 @@ struct comm {
      * backend installs its own (NCCL send/recv, or host staging) with comm_set_p2p. */
     void (*p2p)(void *impl, float *buf, size_t n, int peer, int send);
     void *p2p_impl;
+    void *sends; /* comm_send_detached's sends in flight */
 };
 
 /* Message tags between stages: each kind keeps its order (MPI does not overtake within
@@ -80,9 +81,20 @@ void comm_tp_barrier(struct comm *c);
 void comm_send(struct comm *c, const void *buf, size_t bytes, int peer, int tag);
 void comm_recv(struct comm *c, void *buf, size_t bytes, int peer, int tag);
 void comm_recv_wait(struct comm *c, void *buf, size_t bytes, int peer, int tag);
+/* comm_send that returns at once: the bytes are copied and sent while the caller goes on,
+ * so a stage never waits for its receiver to be ready (MPI_Send of more than the eager
+ * limit, ~4 KiB, waits until the receive is posted: a stage would wait for the next one to
+ * finish its step, and micro-batches would not overlap). Order per (peer, tag) is kept.
+ * Sends still in flight are completed by comm_finalize, or by a later call when more than
+ * a few are. */
+void comm_send_detached(struct comm *c, const void *buf, size_t bytes, int peer, int tag);
 /* A receive of n floats (host memory) from world rank peer left in flight: the handle for
  * comm_wait, which completes and frees it. The buffer is the caller's until then. */
 void *comm_irecv_floats(struct comm *c, float *buf, size_t n, int peer, int tag);
+/* A send of n floats (host memory) to world rank peer left in flight, without a copy: the
+ * buffer stays untouched until comm_wait on the handle (for a send too large to copy each
+ * step, such as the logits). */
+void *comm_isend_floats(struct comm *c, const float *buf, size_t n, int peer, int tag);
 void comm_wait(struct comm *c, void *req);
 /* Activations (backend memory, n floats) to or from world rank peer, whatever comm_set_p2p
  * installed (default: MPI on host memory). */

@@ -113,6 +113,7 @@ fail:
 void engine_close(struct engine *e) {
     if (!e) return;
     deadline_free(e->deadline);
+    forward_state_settle(&e->fs, e->comm);
     forward_state_free(&e->fs, &e->be);
     kvcache_free(&e->kv);
     model_free(&e->model);

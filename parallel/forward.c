@@ -21,6 +21,11 @@ void forward_state_free(struct forward_state *fs, struct backend *be) {
     memset(fs, 0, sizeof *fs);
 }
 
+void forward_state_settle(struct forward_state *fs, struct comm *c) {
+    if (fs->logits_send) comm_wait(c, fs->logits_send);
+    fs->logits_send = NULL;
+}
+
 static void *regrow(struct backend *be, void *p, size_t bytes) {
     bfree(be, p);
     return be->alloc(be->ctx, bytes);
@@ -232,6 +237,7 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
     const struct model_hparams *hp = &m->hp;
     const struct shard_plan *sp = &m->sp;
     const int pp = sp->pp;
+    forward_state_settle(fs, c); /* forward_prepare may move host_logits */
     forward_prepare(m, fs, p);
     struct step_args a = {m, kv, fs, p, c};
     /* Decode-sized steps (many small kernels, launch-bound) as graphs where the backend has
@@ -263,7 +269,7 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
             for (int i = 0; i < p->n_out; i++)
                 memcpy(out + (size_t)i * hp->vocab_size + v0, src + (size_t)i * nv, sizeof(float) * (size_t)nv);
         }
-        if (pp > 1) // back to rank 0, which runs the scheduler
-            comm_send(c, out, (size_t)p->n_out * hp->vocab_size * sizeof(float), 0, COMM_TAG_LOGITS);
+        if (pp > 1) // back to rank 0, which runs the scheduler; the next step waits for it first
+            fs->logits_send = comm_isend_floats(c, out, (size_t)p->n_out * hp->vocab_size, 0, COMM_TAG_LOGITS);
     }
 }

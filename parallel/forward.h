@@ -21,10 +21,14 @@ struct forward_state {
     float *xo, *logits_local;                /* [n_out][dim], [n_out][n_vocab local] */
     float *host_local, *host_gather;         /* host staging for the vocab gather */
     float *host_logits;                      /* last stage's TP rank 0 when pp > 1: [n_out][vocab] for rank 0 */
+    void *logits_send;                       /* host_logits on its way to rank 0 (comm_isend_floats), or NULL */
 };
 
 void forward_state_init(struct forward_state *fs);
 void forward_state_free(struct forward_state *fs, struct backend *be);
+/* Completes the last stage's logits send still in flight, if any (before host_logits is
+ * written or freed; engine_close calls it before forward_state_free). */
+void forward_state_settle(struct forward_state *fs, struct comm *c);
 /* Backend bytes of the activation buffers for steps of up to max_tokens tokens, all of them
  * wanting logits: what forward_state grows to (the memory plan counts it). */
 size_t forward_activation_bytes(const struct model *m, int max_tokens);

@@ -242,6 +242,16 @@ static int load_layer(struct loader *L, int il) {
     return 0;
 }
 
+/* The LM head's cost in layers' worth (shard_stage): its elements over layer 0's matrices'. */
+static double head_layers(const struct model_file *mf) {
+    double layer = 0;
+    for (int i = 0; i < mf->n_tensors; i++) {
+        const struct mf_tensor *t = &mf->tensors[i];
+        if (!strncmp(t->name, "blk.0.", 6) && t->n_dims >= 2) layer += (double)t->ne[0] * (double)t->ne[1];
+    }
+    return shard_head_layers((double)mf->hp.vocab_size * mf->hp.dim, layer);
+}
+
 int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp, int stage, char *err) {
     memset(m, 0, sizeof *m);
     m->be = be;
@@ -268,9 +278,9 @@ int model_load(struct model *m, const char *path, struct backend *be, int tp, in
     }
     if (shard_plan_make(&m->sp, hp, tp, rank, dtype_block_elems(to->type), dtype_block_elems(td->type), err))
         goto out;
-    if (shard_stage(&m->sp, hp->n_layers, pp, stage, err)) goto out;
-
     const struct mf_tensor *te = need_matrix(&L, "token_embd.weight", hp->vocab_size, hp->dim);
+    if (!te || shard_stage(&m->sp, hp->n_layers, pp, stage, head_layers(&L.mf), err)) goto out;
+
     if (!te || (m->sp.first && load_rows(&L, &m->tok_embd, te, m->sp.vocab0, m->sp.n_vocab))) goto out;
     if (m->sp.last) {
         if (hp->tied_embeddings && m->sp.first) {

@@ -104,8 +104,8 @@ static int32_t *plan_pack(const struct step_plan *p, size_t *n_out) {
 static void plan_pass_on(struct comm *c, const int32_t hdr[4], const int32_t *buf, size_t n) {
     if (c->stage + 1 >= c->pp) return;
     int next = comm_stage_peer(c, c->stage + 1);
-    comm_send(c, hdr, 4 * sizeof(int32_t), next, COMM_TAG_PLAN_HDR);
-    if (n) comm_send(c, buf, n * sizeof(int32_t), next, COMM_TAG_PLAN);
+    comm_send_detached(c, hdr, 4 * sizeof(int32_t), next, COMM_TAG_PLAN_HDR);
+    if (n) comm_send_detached(c, buf, n * sizeof(int32_t), next, COMM_TAG_PLAN);
 }
 
 /* Inside stage 0: two broadcasts, the four counts, then every array packed into one buffer. */

@@ -18,7 +18,7 @@ int shard_plan_make(struct shard_plan *sp, const struct model_hparams *hp, int t
         return err_set(err, "ffn_down block size %d does not divide the MLP size %d", down_block, hp->ffn_dim);
     sp->tp = tp;
     sp->rank = rank;
-    shard_stage(sp, hp->n_layers, 1, 0, err);
+    shard_stage(sp, hp->n_layers, 1, 0, 0, err);
     shard_split(hp->n_heads, tp, rank, &sp->q_head0, &sp->n_q);
 
     int group = hp->n_heads / hp->n_kv_heads;
@@ -48,16 +48,36 @@ int shard_plan_make(struct shard_plan *sp, const struct model_hparams *hp, int t
     return 0;
 }
 
-int shard_stage(struct shard_plan *sp, int n_layers, int pp, int s, char *err) {
+double shard_head_layers(double head_elems, double layer_elems) {
+    return layer_elems > 0 && head_elems > 0 ? head_elems / layer_elems : 0;
+}
+
+int shard_stage(struct shard_plan *sp, int n_layers, int pp, int s, double head_layers, char *err) {
     if (pp < 1 || pp > n_layers)
         return err_set(err, "pipeline size %d cannot serve this model: it has %d layers, so pp must be one of 1..%d", pp,
                        n_layers, n_layers);
     if (s < 0 || s >= pp) return err_set(err, "stage %d outside pp %d", s, pp);
-    int base = n_layers / pp, extra = n_layers % pp;
+    if (!(head_layers >= 0)) head_layers = 0; /* NaN or negative: no weight */
+    int n_last = n_layers;
+    if (pp > 1) {
+        double best = 0;
+        for (int n = 1; n <= n_layers - (pp - 1); n++) {
+            double others = (n_layers - n + pp - 2) / (pp - 1), last = n + head_layers;
+            double cost = others > last ? others : last;
+            if (n == 1 || cost <= best) best = cost, n_last = n;
+        }
+    }
+    int n_rest = n_layers - n_last, front = pp - 1;
+    int base = front ? n_rest / front : 0, extra = front ? n_rest % front : 0;
     sp->pp = pp;
     sp->stage = s;
-    sp->layer0 = s * base + (s < extra ? s : extra);
-    sp->n_layers = base + (s < extra);
+    sp->layer0 = 0;
+    for (int i = 0; i <= s; i++) {
+        /* stages 1.. take a remaining layer before stage 0 does */
+        int n = i == pp - 1 ? n_last : base + (i > 0 && i <= extra);
+        if (i == s) sp->n_layers = n;
+        else sp->layer0 += n;
+    }
     sp->first = s == 0;
     sp->last = s == pp - 1;
     return 0;

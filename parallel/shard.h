@@ -28,11 +28,21 @@ struct shard_plan {
 /* Part r of n items split into tp contiguous near-even parts (sizes differ by at most 1). */
 void shard_split(int n, int tp, int r, int *start, int *count);
 
-/* Stage s of pp: contiguous near-even layer ranges, n_layers / pp each, the remainder one
- * each to the first stages (the last stage also runs the final norm and LM head, whose
- * matmul over the vocabulary costs several layers' worth for every decode token; the first
- * stage's embedding is a lookup). Returns -1 with err when pp exceeds the layers. */
-int shard_stage(struct shard_plan *sp, int n_layers, int pp, int s, char *err);
+/* Stage s of pp: contiguous layer ranges balanced by cost, with head_layers the cost of
+ * the final norm and LM head in layers' worth (shard_head_layers; the first stage's
+ * embedding is a lookup, counted as nothing). The last stage gets the n_last layers that
+ * make the most loaded stage cheapest, max(ceil((n_layers - n_last) / (pp - 1)),
+ * n_last + head_layers), the larger n_last on a tie; the other stages split the rest
+ * near-evenly, a remaining layer one each to stages 1, 2, ..., never to stage 0 (whose
+ * rank 0 also schedules and samples). head_layers 0 gives near-even ranges. Returns -1 with err
+ * when pp exceeds the layers. */
+int shard_stage(struct shard_plan *sp, int n_layers, int pp, int s, double head_layers, char *err);
+/* The LM head's cost in layers' worth: its weight elements over one layer's, i.e. its
+ * multiply-adds per token over a layer's (attention over the context left out). Elements,
+ * not bytes: with one weight type they agree; where the head's type is wider than the
+ * layers' (GGUFs often keep it Q8_0 beside Q4 layers), a CPU's time followed elements
+ * (SmolLM2 Q4_1 at pp 2: 19 + 11 layers, 394 tok/s; by bytes 22 + 8, 362 tok/s). */
+double shard_head_layers(double head_elems, double layer_elems);
 
 /* wo_block / down_block: block sizes (elements) of attn_output and ffn_down's type.
  * Returns -1 with a message listing the tp values that work when tp cannot be served. */

@@ -185,7 +185,11 @@ int model_synthesize(struct model *m, const char *geometry, struct backend *be, 
     const int blk = dtype_block_elems(type);
     if (hp->dim % blk || hp->ffn_dim % blk || (hp->n_heads * hp->head_dim) % blk)
         return err_set(err, "synthetic model \"%s\": rows are not whole %s blocks", geometry, dtype_name(type));
-    if (shard_plan_make(&m->sp, hp, tp, rank, blk, blk, err) || shard_stage(&m->sp, hp->n_layers, pp, stage, err))
+    /* every matrix has one type here: the head's cost is its share of the elements */
+    const double layer = (double)hp->dim * ((hp->n_heads + 2.0 * hp->n_kv_heads) * hp->head_dim) +
+                         (double)hp->n_heads * hp->head_dim * hp->dim + 3.0 * hp->dim * hp->ffn_dim;
+    if (shard_plan_make(&m->sp, hp, tp, rank, blk, blk, err) ||
+        shard_stage(&m->sp, hp->n_layers, pp, stage, shard_head_layers((double)hp->vocab_size * hp->dim, layer), err))
         return -1;
     const struct shard_plan *sp = &m->sp;
     struct synth s = {.m = m, .type = type, .rng = 0x2545f4914f6cdd1dull ^ (uint64_t)(rank + 1)};

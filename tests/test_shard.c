@@ -101,41 +101,68 @@ static void test_kv_replicated_when_group_straddles(void **state) {
     assert_int_equal(b.kv_head0, 1);
 }
 
-/* Pipeline stages: for every layer count up to 130 and every pp up to it, the stages cover
- * each layer exactly once in order, sizes differ by at most one, the larger ones come first
- * (the last stage, which also runs the LM head, never gets the extra layer), and exactly the
- * first and the last are marked so. */
-static void test_stages_cover_layers_near_even(void **state) {
+static double stage_cost(int n_layers, int pp, int n_last, double head) {
+    double others = pp > 1 ? (n_layers - n_last + pp - 2) / (pp - 1) : 0, last = n_last + head;
+    return others > last ? others : last;
+}
+
+/* Pipeline stages: for every layer count up to 130, every pp up to it and LM head costs
+ * from none to 14 layers' worth, the stages cover each layer exactly once in order, exactly
+ * the first and the last are marked so, no other size of the last stage makes the most
+ * loaded stage cheaper (checked against every alternative), the other stages differ by at
+ * most one with stage 0 never the larger, and with no head cost all sizes differ by at most
+ * one. */
+static void test_stages_cover_layers_balanced(void **state) {
     (void)state;
     struct shard_plan sp;
     char err[512];
-    for (int n = 1; n <= 130; n++)
-        for (int pp = 1; pp <= n; pp++) {
-            int next = 0, prev_size = n + 1;
-            for (int s = 0; s < pp; s++) {
-                assert_int_equal(shard_stage(&sp, n, pp, s, err), 0);
-                assert_int_equal(sp.layer0, next);
-                assert_true(sp.n_layers >= n / pp && sp.n_layers <= n / pp + 1);
-                assert_true(sp.n_layers <= prev_size);
-                assert_int_equal(sp.first, s == 0);
-                assert_int_equal(sp.last, s == pp - 1);
-                prev_size = sp.n_layers;
-                next += sp.n_layers;
+    const double heads[] = {0, 0.66, 1.3, 8.0, 13.6};
+    for (int h = 0; h < 5; h++)
+        for (int n = 1; n <= 130; n++)
+            for (int pp = 1; pp <= n; pp++) {
+                int next = 0, size[130], lo = n, hi = 0;
+                for (int s = 0; s < pp; s++) {
+                    assert_int_equal(shard_stage(&sp, n, pp, s, heads[h], err), 0);
+                    assert_int_equal(sp.layer0, next);
+                    assert_true(sp.n_layers >= 1);
+                    assert_int_equal(sp.first, s == 0);
+                    assert_int_equal(sp.last, s == pp - 1);
+                    size[s] = sp.n_layers;
+                    next += sp.n_layers;
+                    if (s < pp - 1 || pp == 1) {
+                        lo = sp.n_layers < lo ? sp.n_layers : lo;
+                        hi = sp.n_layers > hi ? sp.n_layers : hi;
+                    }
+                }
+                assert_int_equal(next, n);
+                assert_true(hi - lo <= 1);
+                assert_int_equal(size[0], lo);
+                const double got = stage_cost(n, pp, size[pp - 1], heads[h]);
+                for (int alt = 1; pp > 1 && alt <= n - (pp - 1); alt++) assert_true(stage_cost(n, pp, alt, heads[h]) >= got - 1e-9);
+                const int last = size[pp - 1];
+                if (heads[h] == 0) assert_true((last > hi ? last : hi) - (last < lo ? last : lo) <= 1);
             }
-            assert_int_equal(next, n);
-        }
-    /* SmolLM2 (30 layers) at pp 4: 8, 8, 7, 7; Llama-3.1-405B (126) at pp 2: 63 + 63 */
-    assert_int_equal(shard_stage(&sp, 30, 4, 1, err), 0);
-    assert_int_equal(sp.layer0, 8);
-    assert_int_equal(sp.n_layers, 8);
-    assert_int_equal(shard_stage(&sp, 30, 4, 3, err), 0);
-    assert_int_equal(sp.layer0, 23);
-    assert_int_equal(sp.n_layers, 7);
-    assert_int_equal(shard_stage(&sp, 126, 2, 1, err), 0);
+    /* SmolLM2 (30 layers, LM head 49152 x 576 = 8.0 layers' worth) at pp 2: 19 + 11, at pp
+     * 4: 9, 10, 9, 2; with no head: 7, 8, 7, 8. Llama-3.1-405B (126 layers, head 0.66) at
+     * pp 2: 63 + 63. */
+    assert_true(shard_head_layers(49152.0 * 576, 576.0 * 960 + 576.0 * 576 + 3.0 * 576 * 1536) == 8.0);
+    assert_int_equal(shard_stage(&sp, 30, 2, 1, 8.0, err), 0);
+    assert_int_equal(sp.layer0, 19);
+    assert_int_equal(sp.n_layers, 11);
+    const int smol4[4] = {9, 10, 9, 2}, even4[4] = {7, 8, 7, 8};
+    for (int s = 0, at = 0, at0 = 0; s < 4; at += smol4[s], at0 += even4[s], s++) {
+        assert_int_equal(shard_stage(&sp, 30, 4, s, 8.0, err), 0);
+        assert_int_equal(sp.layer0, at);
+        assert_int_equal(sp.n_layers, smol4[s]);
+        assert_int_equal(shard_stage(&sp, 30, 4, s, 0, err), 0);
+        assert_int_equal(sp.layer0, at0);
+        assert_int_equal(sp.n_layers, even4[s]);
+    }
+    assert_int_equal(shard_stage(&sp, 126, 2, 1, 0.66, err), 0);
     assert_int_equal(sp.layer0, 63);
-    assert_int_equal(shard_stage(&sp, 2, 3, 0, err), -1);
+    assert_int_equal(shard_stage(&sp, 2, 3, 0, 0, err), -1);
     assert_non_null(strstr(err, "pp must be one of 1..2"));
-    assert_int_equal(shard_stage(&sp, 30, 0, 0, err), -1);
+    assert_int_equal(shard_stage(&sp, 30, 0, 0, 0, err), -1);
 }
 
 int main(void) {
@@ -144,7 +171,7 @@ int main(void) {
         cmocka_unit_test(test_llama_70b_shapes),
         cmocka_unit_test(test_refuses_tp_beyond_heads),
         cmocka_unit_test(test_kv_replicated_when_group_straddles),
-        cmocka_unit_test(test_stages_cover_layers_near_even),
+        cmocka_unit_test(test_stages_cover_layers_balanced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
