@@ -80,7 +80,7 @@ static void gpu_p2p(void *impl, float *buf, size_t n, int peer, int send) {
     if (send) {
         CUDA_CHECK(cudaMemcpyAsync(g->p2p_host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
-        comm_send(g->c, g->p2p_host, n * sizeof(float), peer, COMM_TAG_ACT);
+        comm_send_detached(g->c, g->p2p_host, n * sizeof(float), peer, COMM_TAG_ACT); /* as on the CPU path */
     } else {
         comm_recv(g->c, g->p2p_host, n * sizeof(float), peer, COMM_TAG_ACT);
         CUDA_CHECK(cudaMemcpyAsync(buf, g->p2p_host, n * sizeof(float), cudaMemcpyHostToDevice, stream));
