@@ -59,6 +59,9 @@ struct backend {
     void (*embed)(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table, int row0);
     /* y[t] = x[t] / rms(x[t]) * w, rows of n, contiguous */
     void (*rmsnorm)(void *ctx, float *y, const float *x, const float *w, int T, int n, float eps);
+    /* the residual add and the next RMSNorm in one pass: x += y, then y_norm = rmsnorm(x) * w
+     * (T rows of n; what add then rmsnorm compute, without reading x twice) */
+    void (*add_rmsnorm)(void *ctx, float *x, const float *y, float *y_norm, const float *w, int T, int n, float eps);
     /* the same per head, in place: T rows of ld floats holding n_heads heads of hd */
     void (*head_rmsnorm)(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd,
                          const float *w, float eps);

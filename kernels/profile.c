@@ -22,6 +22,7 @@ enum prof_op {
     P_GATHER_ROWS,
     P_ZERO,
     P_ADD,
+    P_ADD_RMSNORM,
     P_UPLOAD,
     P_DOWNLOAD,
     P_N
@@ -29,7 +30,7 @@ enum prof_op {
 
 static const char *const op_name[P_N - P_EMBED] = {"embed",    "rmsnorm", "head_rmsnorm", "add_bias", "rope",
                                                    "kv_store", "silu_mul", "gather_rows", "zero",     "add",
-                                                   "upload",   "download"};
+                                                   "add_rmsnorm", "upload", "download"};
 
 /* The wrapped backend's own ops and the counts: one profiled backend per process. */
 static struct {
@@ -165,6 +166,13 @@ static void w_add(void *ctx, float *x, const float *y, size_t n) {
     end(ctx, P_ADD, t0);
 }
 
+static void w_add_rmsnorm(void *ctx, float *x, const float *y, float *y_norm, const float *w, int T, int n,
+                          float eps) {
+    double t0 = begin(ctx);
+    prof.inner.add_rmsnorm(ctx, x, y, y_norm, w, T, n, eps);
+    end(ctx, P_ADD_RMSNORM, t0);
+}
+
 static void w_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     if (!prof.computing) { /* loading the model */
         prof.inner.upload(ctx, dst, src, bytes);
@@ -195,6 +203,7 @@ void backend_profile_wrap(struct backend *b) {
     b->gather_rows = w_gather_rows;
     b->zero = w_zero;
     b->add = w_add;
+    b->add_rmsnorm = w_add_rmsnorm;
     b->upload = w_upload;
     b->download = w_download;
     b->graph_run = NULL; /* the wrappers synchronize, which a capture cannot hold */

@@ -171,10 +171,10 @@ static void forward_layers(void *arg) {
         comm_recv_act(c, x, (size_t)T * dim, prev); // the residual stream from the previous stage
     }
 
+    // the first layer's attention rmsnorm (each later one comes with the residual add before it)
+    if (sp->n_layers > 0) be->rmsnorm(bc, xb, x, m->layers[0].attn_norm, T, dim, hp->norm_eps);
     for (int il = 0; il < sp->n_layers; il++) { /* this stage's layers: sp->layer0 + il of the model */
         const struct layer_weights *lw = &m->layers[il];
-        // attention rmsnorm
-        be->rmsnorm(bc, xb, x, lw->attn_norm, T, dim, hp->norm_eps);
         // q, k, v for this rank's heads (column-parallel)
         matmul_parts(be, qkv, ldqkv, xb, dim, T, lw->qkv, 3, lw->qkv_fused);
         if (lw->qkv_bias) be->add_bias(bc, qkv, ldqkv, T, ldqkv, lw->qkv_bias);
@@ -192,10 +192,8 @@ static void forward_layers(void *arg) {
         // output projection on this rank's columns (row-parallel), then sum over ranks
         be->matmul(bc, y, dim, fs->att, sp->wo_ncols, T, &lw->wo);
         comm_allreduce_sum(c, y, (size_t)T * dim); // after row-parallel Wo
-        be->add(bc, x, y, (size_t)T * dim);
-
-        // MLP rmsnorm
-        be->rmsnorm(bc, xb, x, lw->ffn_norm, T, dim, hp->norm_eps);
+        // residual add, then the MLP rmsnorm, in one pass
+        be->add_rmsnorm(bc, x, y, xb, lw->ffn_norm, T, dim, hp->norm_eps);
         if (nffn > 0) {
             // gate and up on this rank's MLP columns (column-parallel), SwiGLU
             matmul_parts(be, fs->gu, 2 * nffn, xb, dim, T, lw->gate_up, 2, lw->gate_up_fused);
@@ -206,7 +204,9 @@ static void forward_layers(void *arg) {
             be->zero(bc, y, sizeof(float) * (size_t)T * dim); /* this rank holds no MLP columns */
         }
         comm_allreduce_sum(c, y, (size_t)T * dim); // after row-parallel W_down
-        be->add(bc, x, y, (size_t)T * dim);
+        // residual add, then the next layer's attention rmsnorm, in one pass
+        if (il + 1 < sp->n_layers) be->add_rmsnorm(bc, x, y, xb, m->layers[il + 1].attn_norm, T, dim, hp->norm_eps);
+        else be->add(bc, x, y, (size_t)T * dim);
     }
 
     if (!sp->last) { // on to the next stage; rank 0 receives the logits from the last (engine_submit)

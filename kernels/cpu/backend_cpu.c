@@ -72,6 +72,17 @@ static void cpu_rmsnorm(void *vctx, float *y, const float *x, const float *w, in
     for (int t = 0; t < T; t++) rmsnorm_row(y + (int64_t)t * n, x + (int64_t)t * n, w, n, eps);
 }
 
+static void cpu_add_rmsnorm(void *vctx, float *x, const float *y, float *y_norm, const float *w, int T, int n,
+                            float eps) {
+    (void)vctx;
+    for (int t = 0; t < T; t++) {
+        float *xr = x + (int64_t)t * n;
+        const float *yr = y + (int64_t)t * n;
+        for (int i = 0; i < n; i++) xr[i] += yr[i];
+        rmsnorm_row(y_norm + (int64_t)t * n, xr, w, n, eps);
+    }
+}
+
 static void cpu_head_rmsnorm(void *vctx, float *x, int64_t ld, int T, int n_heads, int hd, const float *w,
                              float eps) {
     (void)vctx;
@@ -193,7 +204,7 @@ void backend_cpu_init(struct backend *b, int n_threads) {
         .kind = BACKEND_CPU, .name = "cpu", .ctx = c, .alloc = cpu_alloc, .free = cpu_free,
         .alloc_host = cpu_alloc, .free_host = cpu_free,
         .upload = cpu_copy, .download = cpu_copy, .matmul = cpu_matmul_op, .embed = cpu_embed,
-        .rmsnorm = cpu_rmsnorm, .head_rmsnorm = cpu_head_rmsnorm, .add_bias = cpu_add_bias,
+        .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm, .head_rmsnorm = cpu_head_rmsnorm, .add_bias = cpu_add_bias,
         .rope = cpu_rope, .kv_store = cpu_kv_store, .attention = cpu_attention,
         .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows, .zero = cpu_zero, .add = cpu_add,
         .sync = cpu_sync, .destroy = cpu_destroy,

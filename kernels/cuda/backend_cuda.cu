@@ -171,6 +171,11 @@ static void cu_rmsnorm(void *ctx, float *y, const float *x, const float *w, int 
     cuda_rmsnorm(bind(ctx), y, x, w, T, n, eps);
 }
 
+static void cu_add_rmsnorm(void *ctx, float *x, const float *y, float *y_norm, const float *w, int T, int n,
+                           float eps) {
+    cuda_add_rmsnorm(bind(ctx), x, y, y_norm, w, T, n, eps);
+}
+
 static void cu_head_rmsnorm(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd, const float *w, float eps) {
     cuda_head_rmsnorm(bind(ctx), x, ld, T, n_heads, hd, w, eps);
 }
@@ -347,6 +352,7 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
     b->matmul = cu_matmul;
     b->embed = cu_embed;
     b->rmsnorm = cu_rmsnorm;
+    b->add_rmsnorm = cu_add_rmsnorm;
     b->head_rmsnorm = cu_head_rmsnorm;
     b->add_bias = cu_add_bias;
     b->rope = cu_rope;

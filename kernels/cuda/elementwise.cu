@@ -45,6 +45,26 @@ static __global__ void rmsnorm_kernel(float *y, const float *x, const float *__r
     for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
 }
 
+/* The residual add and the next RMSNorm: one block per row; each thread adds its own
+ * elements, keeps them for the sum of squares, and reads back only what it wrote. */
+static __global__ void add_rmsnorm_kernel(float *x, const float *__restrict__ y, float *__restrict__ yn,
+                                          const float *__restrict__ w, int n, float eps) {
+    __shared__ float red[32];
+    const int64_t base = (int64_t)blockIdx.x * n;
+    float *xr = x + base;
+    const float *yr = y + base;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = xr[i] + yr[i];
+        xr[i] = v;
+        ss += v * v;
+    }
+    ss = block_sum(ss, red);
+    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+    float *o = yn + base;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = xr[i] * scale * w[i];
+}
+
 static int norm_threads(int n) {
     int t = 32;
     while (t < n && t < 1024) t *= 2;
@@ -55,6 +75,13 @@ void cuda_rmsnorm(struct cuda_ctx *c, float *y, const float *x, const float *w, 
     if (T == 0) return;
     rmsnorm_kernel<<<dim3(T, 1), norm_threads(n), 0, c->stream>>>(y, x, w, n, n, eps);
     CUDA_LAUNCH_CHECK(c->stream, "rmsnorm_kernel");
+}
+
+void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, const float *y, float *y_norm, const float *w, int T, int n,
+                      float eps) {
+    if (T == 0) return;
+    add_rmsnorm_kernel<<<T, norm_threads(n), 0, c->stream>>>(x, y, y_norm, w, n, eps);
+    CUDA_LAUNCH_CHECK(c->stream, "add_rmsnorm_kernel");
 }
 
 void cuda_head_rmsnorm(struct cuda_ctx *c, float *x, int64_t ld, int T, int n_heads, int hd, const float *w,

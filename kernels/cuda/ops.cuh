@@ -19,6 +19,8 @@ void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, in
 /* elementwise.cu: the ops of kernels/backend.h with the same names and meaning */
 void cuda_embed(struct cuda_ctx *c, float *x, const int32_t *tok, int T, const struct bweight *table, int row0);
 void cuda_rmsnorm(struct cuda_ctx *c, float *y, const float *x, const float *w, int T, int n, float eps);
+void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, const float *y, float *y_norm, const float *w, int T, int n,
+                      float eps);
 void cuda_head_rmsnorm(struct cuda_ctx *c, float *x, int64_t ld, int T, int n_heads, int hd, const float *w,
                        float eps);
 void cuda_add_bias(struct cuda_ctx *c, float *x, int64_t ld, int T, int n, const float *b);
