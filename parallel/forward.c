@@ -183,8 +183,8 @@ static void forward_layers(void *arg) {
             be->head_rmsnorm(bc, k, ldqkv, T, nkv, hd, lw->k_norm, hp->norm_eps);
         }
         // rotary embedding of q and k at each token's position
-        be->rope(bc, q, ldqkv, T, nq, hd, fs->pos, m->inv_freq, hp->rope_neox);
-        be->rope(bc, k, ldqkv, T, nkv, hd, fs->pos, m->inv_freq, hp->rope_neox);
+        // (k's heads follow q's in each row of qkv: one call covers both)
+        be->rope(bc, q, ldqkv, T, nq + nkv, hd, fs->pos, m->inv_freq, hp->rope_neox);
         // k, v into the paged cache, then attention over each sequence's cached positions
         be->kv_store(bc, &kv->layers[il], kv->type, k, v, ldqkv, nkv, hd, &ab);
         be->attention(bc, fs->att + sp->wo_pad, sp->wo_ncols, q, ldqkv, nq, sp->q_head0,
