@@ -10,6 +10,7 @@
 #include "../util/err.h"
 #include "../util/sbuf.h"
 #include "../sched/request.h"
+#include "api_err.h"
 #include "api_tools.h"
 
 #define API_MAX_N 16            /* choices per request */
@@ -51,13 +52,6 @@ void api_ctx_free(struct api_ctx *c);
  * format: the tool-call format, or -1 to detect it from src. 0, or -1 with err. */
 int api_ctx_set_chat_template(struct api_ctx *c, const char *src, int format, char *err);
 
-/* A client-visible error: the HTTP status and OpenAI's {"error": {...}} fields. */
-struct api_error {
-    int status;
-    char message[ERR_LEN];
-    char param[96]; /* the offending field ("messages[2].role"), or "" */
-    const char *code; /* NULL or a short machine-readable code */
-};
 
 enum api_kind { API_COMPLETION, API_CHAT };
 
@@ -83,11 +77,6 @@ struct api_params {
     struct grammar *grammar; /* owned reference: response_format / guided_* (NULL: none) */
 };
 
-/* Fills e and returns -1, so validators can `return api_err(...)`. */
-int api_err(struct api_error *e, int status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* {"error": {"message", "type", "param", "code"}}; malloc'ed, NUL-terminated. */
-char *api_error_json(const struct api_error *e, size_t *len);
 
 /* Every body handed to the parsers is NUL-terminated at body[len]. */
 

@@ -32,28 +32,28 @@ struct grammar_vocab *api_grammar_vocab(const struct tokenizer *t) {
     return v;
 }
 
-static int compile(const struct api_ctx *c, enum grammar_kind kind, const char *text, size_t len,
+static int compile(struct grammar_vocab *gv, enum grammar_kind kind, const char *text, size_t len,
                    const char *param, struct grammar **out, struct api_error *e) {
-    if (!c->gvocab) return api_err(e, 400, param, "%s: structured output is not available for this model", param);
+    if (!gv) return api_err(e, 400, param, "%s: structured output is not available for this model", param);
     char err[ERR_LEN];
-    *out = grammar_compile(c->gvocab, kind, text, len, err);
+    *out = grammar_compile(gv, kind, text, len, err);
     if (!*out) return api_err(e, 400, param, "%s: %s", param, err);
     return 0;
 }
 
 /* A schema given as an object (or, for guided_json, as a JSON string) -> compiled. */
-static int compile_schema(const struct api_ctx *c, const cJSON *s, const char *param, struct grammar **out,
+static int compile_schema(struct grammar_vocab *gv, const cJSON *s, const char *param, struct grammar **out,
                           struct api_error *e) {
-    if (cJSON_IsString(s)) return compile(c, GRAMMAR_JSON_SCHEMA, s->valuestring, strlen(s->valuestring), param, out, e);
+    if (cJSON_IsString(s)) return compile(gv, GRAMMAR_JSON_SCHEMA, s->valuestring, strlen(s->valuestring), param, out, e);
     if (!cJSON_IsObject(s) && !cJSON_IsBool(s)) return api_err(e, 400, param, "%s: must be a JSON Schema object", param);
     char *text = cJSON_PrintUnformatted(s);
     if (!text) FATAL("out of memory");
-    int rc = compile(c, GRAMMAR_JSON_SCHEMA, text, strlen(text), param, out, e);
+    int rc = compile(gv, GRAMMAR_JSON_SCHEMA, text, strlen(text), param, out, e);
     free(text);
     return rc;
 }
 
-int api_read_grammar(const struct api_ctx *c, const cJSON *o, struct grammar **out, struct api_error *e) {
+int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out, struct api_error *e) {
     *out = NULL;
     static const char *const fields[] = {"response_format", "guided_json", "guided_regex", "guided_grammar"};
     const cJSON *f[4];
@@ -72,7 +72,7 @@ int api_read_grammar(const struct api_ctx *c, const cJSON *o, struct grammar **o
             return api_err(e, 400, "response_format", "response_format: must be an object with a string \"type\"");
         if (strcmp(type->valuestring, "text") == 0) return 0;
         if (strcmp(type->valuestring, "json_object") == 0)
-            return compile(c, GRAMMAR_JSON_OBJECT, "", 0, "response_format", out, e);
+            return compile(gv, GRAMMAR_JSON_OBJECT, "", 0, "response_format", out, e);
         if (strcmp(type->valuestring, "json_schema") != 0)
             return api_err(e, 400, "response_format.type",
                            "response_format.type: must be \"text\", \"json_object\" or \"json_schema\", not \"%.64s\"",
@@ -88,14 +88,14 @@ int api_read_grammar(const struct api_ctx *c, const cJSON *o, struct grammar **o
             return api_err(e, 400, "response_format.json_schema.strict", "response_format.json_schema.strict: must be a boolean");
         const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
         if (!schema) /* OpenAI: no schema means any JSON object */
-            return compile(c, GRAMMAR_JSON_OBJECT, "", 0, "response_format", out, e);
-        return compile_schema(c, schema, "response_format.json_schema.schema", out, e);
+            return compile(gv, GRAMMAR_JSON_OBJECT, "", 0, "response_format", out, e);
+        return compile_schema(gv, schema, "response_format.json_schema.schema", out, e);
     }
-    if (f[1]) return compile_schema(c, f[1], "guided_json", out, e);
+    if (f[1]) return compile_schema(gv, f[1], "guided_json", out, e);
     for (int i = 2; i < 4; i++)
         if (f[i]) {
             if (!cJSON_IsString(f[i])) return api_err(e, 400, fields[i], "%s: must be a string", fields[i]);
-            return compile(c, i == 2 ? GRAMMAR_REGEX : GRAMMAR_GBNF, f[i]->valuestring, strlen(f[i]->valuestring),
+            return compile(gv, i == 2 ? GRAMMAR_REGEX : GRAMMAR_GBNF, f[i]->valuestring, strlen(f[i]->valuestring),
                            fields[i], out, e);
         }
     return 0;

@@ -7,17 +7,19 @@
 
 #include <cjson/cJSON.h>
 
-#include "api.h"
+#include "api_err.h"
 
 struct grammar;
 struct grammar_vocab;
+struct tokenizer;
 
 /* The tokenizer's vocabulary as grammars see it: every token's bytes, special tokens left
  * out, the end-of-generation tokens allowed where a grammar may end. */
 struct grammar_vocab *api_grammar_vocab(const struct tokenizer *t);
 
-/* Reads the body's constraint fields into *out (NULL when there are none). 0, or -1 with
- * a 400 naming the field and the problem (an unsupported keyword, a parse error...). */
-int api_read_grammar(const struct api_ctx *c, const cJSON *o, struct grammar **out, struct api_error *e);
+/* Reads the body's constraint fields into *out (NULL when there are none), compiled for
+ * gv (NULL: the model has no vocabulary view, and a constraint is a 400). 0, or -1 with a
+ * 400 naming the field and the problem (an unsupported keyword, a parse error...). */
+int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out, struct api_error *e);
 
 #endif

@@ -6,7 +6,7 @@
 
 #include "../grammar/grammar.h"
 #include "../util/fatal.h"
-#include "api.h"
+#include "api_err.h"
 
 static cJSON *field(const cJSON *o, const char *name) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
