@@ -1,4 +1,4 @@
-// link: tpd_daemon
+// link: tpd_testutil_sched
 /* Automatic prefix caching, the scheduler over the real SmolLM2 model at tp 1 (tp 2 and 3
  * and the daemon's API: tests/py/test_prefix_cache.py):
  * - greedy output with the cache on equals output with it off, for 32 requests sharing
@@ -27,6 +27,7 @@
 #include "sched/metrics.h"
 #include "sched/request.h"
 #include "sched/scheduler.h"
+#include "testutil_sched.h"
 #include "util/clock.h"
 
 #define BS 16
@@ -37,34 +38,17 @@
 static struct comm g_comm;
 static char g_model[4096];
 
-struct run {
-    struct engine *e;
-    struct metrics *m;
-    struct scheduler *s;
-};
-
-static void run_open(struct run *r, int kv_tokens, int max_ctx, int step_tokens, int caching) {
+static void run_open(struct sched_run *r, int kv_tokens, int max_ctx, int step_tokens, int caching) {
     struct engine_opts eo = {.model_path = g_model, .threads = 2, .kv_type = DT_F16, .block_size = BS,
                              .n_blocks = kv_tokens / BS, .max_ctx = max_ctx};
-    char err[512];
-    assert_int_equal(engine_open(&r->e, &g_comm, &eo, err), 0);
-    r->m = metrics_new();
     struct sched_opts so = {.max_running = 32, .max_queue = 64, .step_tokens = step_tokens, .prefix_caching = caching};
-    r->s = sched_new(r->e, &so, r->m);
+    sched_run_open(r, &g_comm, &eo, &so);
 }
 
-static void run_close(struct run *r) {
-    sched_free(r->s);
-    metrics_free(r->m);
-    engine_close(r->e);
-}
-
-static void drain(struct run *r) {
-    for (int guard = 0; sched_step(r->s, 0) > 0; guard++) assert_true(guard < 100000);
-}
+static void drain(struct sched_run *r) { sched_run_drain(r, 100000); }
 
 /* The value of one counter or gauge in the metrics text. */
-static double metric(struct run *r, const char *name) {
+static double metric(struct sched_run *r, const char *name) {
     struct sched_stats st;
     sched_stats(r->s, &st);
     char *text;
@@ -91,7 +75,7 @@ struct pattern {
     int expect_cached[N_REQ]; /* with a roomy cache; -1: not known in advance */
 };
 
-static struct gen_request *submit(struct run *r, const int32_t *prompt, int n, int id, int max_tokens) {
+static struct gen_request *submit(struct sched_run *r, const int32_t *prompt, int n, int id, int max_tokens) {
     struct gen_request *q = req_new();
     q->id = (uint64_t)id + 1;
     q->n_prompt = n;
@@ -107,7 +91,7 @@ static struct gen_request *submit(struct run *r, const int32_t *prompt, int n, i
 static int full_blocks_before_last(int n) { return (n - 1) / BS * BS; }
 
 /* Runs the 32 requests; out: their tokens, cached: what each was told came from the cache. */
-static void run_patterns(struct run *r, int32_t out[N_REQ][MAX_TOK], int cached[N_REQ], int expect[N_REQ],
+static void run_patterns(struct sched_run *r, int32_t out[N_REQ][MAX_TOK], int cached[N_REQ], int expect[N_REQ],
                          long *prompt_total) {
     static struct pattern p;
     memset(&p, 0, sizeof p);
@@ -192,14 +176,14 @@ static void test_cached_equals_uncached(void **state) {
     static int32_t off[N_REQ][MAX_TOK], on[N_REQ][MAX_TOK], tight[N_REQ][MAX_TOK];
     int cached[N_REQ], expect[N_REQ];
     long prompt_total;
-    struct run r;
+    struct sched_run r;
 
     run_open(&r, 8192, 512, 256, 0);
     run_patterns(&r, off, cached, expect, &prompt_total);
     for (int i = 0; i < N_REQ; i++) assert_int_equal(cached[i], 0);
     assert_int_equal((long)metric(&r, "tpd_prompt_tokens_computed_total"), prompt_total);
     assert_int_equal((long)metric(&r, "tpd_prefix_cache_blocks"), 0);
-    run_close(&r);
+    sched_run_close(&r);
 
     run_open(&r, 8192, 512, 256, 1);
     run_patterns(&r, on, cached, expect, &prompt_total);
@@ -217,7 +201,7 @@ static void test_cached_equals_uncached(void **state) {
     /* only what the cache did not hold was computed */
     assert_int_equal((long)metric(&r, "tpd_prompt_tokens_computed_total"), prompt_total - hits);
     assert_true(metric(&r, "tpd_prefix_cache_blocks") > 20);
-    run_close(&r);
+    sched_run_close(&r);
     assert_memory_equal(off, on, sizeof off);
 
     /* 14 blocks for up to 32 sequences of up to 150 tokens: preemption and eviction */
@@ -226,7 +210,7 @@ static void test_cached_equals_uncached(void **state) {
     sched_stats(r.s, &st);
     print_message("tight cache: %ld preemptions\n", st.preemptions);
     assert_true(st.preemptions > 0);
-    run_close(&r);
+    sched_run_close(&r);
     assert_memory_equal(off, tight, sizeof off);
 }
 
@@ -235,7 +219,7 @@ static void test_cached_equals_uncached(void **state) {
  * exactly their tokens with the cache off, and every block comes back. */
 static void shared_prefix_with_cancels(int caching, int cancel, int32_t out[8][MAX_TOK]) {
     int32_t prompt[8][80];
-    struct run r;
+    struct sched_run r;
     run_open(&r, 4096, 512, 16, caching); /* 16 tokens a step: prefills take several */
     for (int i = 0; i < 8; i++) {
         fill(prompt[i], 64, 21);
@@ -265,7 +249,7 @@ static void shared_prefix_with_cancels(int caching, int cancel, int32_t out[8][M
     sched_stats(r.s, &st);
     assert_int_equal(st.kv_blocks_used, 0);
     assert_int_equal(st.kv_blocks_free, 4096 / BS);
-    run_close(&r);
+    sched_run_close(&r);
 }
 
 static void test_cancel_while_shared(void **state) {
@@ -277,7 +261,7 @@ static void test_cancel_while_shared(void **state) {
 }
 
 /* Submit to first token, stepping the scheduler. */
-static double ttft(struct run *r, const int32_t *prompt, int n, int id, int *cached) {
+static double ttft(struct sched_run *r, const int32_t *prompt, int n, int id, int *cached) {
     struct gen_request *q = submit(r, prompt, n, id, 1);
     double t0 = clock_now();
     while (q->n_events == 0) assert_true(sched_step(r->s, 0) > 0 || q->n_events);
@@ -296,7 +280,7 @@ static void test_long_prefix_ttft(void **state) {
     memcpy(b, a, sizeof(int32_t) * PREFIX);
     fill(a + PREFIX, TAIL, 12);
     fill(b + PREFIX, TAIL, 13);
-    struct run r;
+    struct sched_run r;
     run_open(&r, 8192, 4096, 512, 1);
     int ca, cb;
     double before = metric(&r, "tpd_prompt_tokens_computed_total");
@@ -311,16 +295,11 @@ static void test_long_prefix_ttft(void **state) {
     assert_int_equal((long)(mid - before), PREFIX + TAIL);
     assert_int_equal((long)(after - mid), TAIL); /* only the new tokens were prefilled */
     assert_true(t_cached <= 0.25 * t_uncached);
-    run_close(&r);
+    sched_run_close(&r);
 }
 
 int main(int argc, char **argv) {
-    const char *src = getenv("TPD_SOURCE_DIR");
-    snprintf(g_model, sizeof g_model, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", src ? src : ".");
-    if (access(g_model, R_OK) != 0) {
-        printf("skipped: %s not present (./launch/get-model smollm2)\n", g_model);
-        return 77;
-    }
+    if (sched_run_smollm2(g_model, sizeof g_model)) return 77;
     comm_init(&g_comm, &argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cached_equals_uncached),

@@ -1,4 +1,4 @@
-// link: tpd_daemon
+// link: tpd_testutil_sched
 /* The scheduler on the real SmolLM2 model at tp 1: continuous batching gives every
  * request exactly the tokens it gets alone; a KV cache too small for the batch forces
  * preemption by recompute with the same result; cancelled requests give back their
@@ -13,11 +13,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "comm/comm.h"
-#include "sched/metrics.h"
 #include "sched/request.h"
-#include "sched/scheduler.h"
-#include "parallel/engine.h"
+#include "testutil_sched.h"
 
 #define N_REQ 32
 #define MAX_TOK 10
@@ -26,27 +23,12 @@ static struct comm g_comm;
 static double g_max_share; /* scheduler.max_share of the next run_open (0: first come, first served) */
 static char g_model[4096];
 
-struct run {
-    struct engine *e;
-    struct metrics *m;
-    struct scheduler *s;
-};
-
-static void run_open(struct run *r, int kv_tokens, int max_running, int step_tokens) {
+static void run_open(struct sched_run *r, int kv_tokens, int max_running, int step_tokens) {
     struct engine_opts eo = {.model_path = g_model, .threads = 2, .kv_type = DT_F16, .block_size = 16,
                              .n_blocks = kv_tokens / 16, .max_ctx = 512};
-    char err[512];
-    assert_int_equal(engine_open(&r->e, &g_comm, &eo, err), 0);
-    r->m = metrics_new();
     struct sched_opts so = {.max_running = max_running, .max_queue = 64, .step_tokens = step_tokens,
                             .max_share = g_max_share};
-    r->s = sched_new(r->e, &so, r->m);
-}
-
-static void run_close(struct run *r) {
-    sched_free(r->s);
-    metrics_free(r->m);
-    engine_close(r->e);
+    sched_run_open(r, &g_comm, &eo, &so);
 }
 
 static struct gen_request *make_req(int i, float temperature) {
@@ -63,12 +45,10 @@ static struct gen_request *make_req(int i, float temperature) {
     return q;
 }
 
-static void drain(struct run *r) {
-    for (int guard = 0; sched_step(r->s, 0) > 0; guard++) assert_true(guard < 100000);
-}
+static void drain(struct sched_run *r) { sched_run_drain(r, 100000); }
 
 /* Tokens of each request: all submitted together, or one at a time. */
-static void collect(struct run *r, int together, float temperature, int32_t out[N_REQ][MAX_TOK]) {
+static void collect(struct sched_run *r, int together, float temperature, int32_t out[N_REQ][MAX_TOK]) {
     struct gen_request *reqs[N_REQ];
     char err[512];
     for (int i = 0; i < N_REQ; i++) {
@@ -97,14 +77,14 @@ static void collect(struct run *r, int together, float temperature, int32_t out[
 static void test_batched_equals_alone(void **state) {
     (void)state;
     static int32_t alone[N_REQ][MAX_TOK], together[N_REQ][MAX_TOK], tight[N_REQ][MAX_TOK];
-    struct run r;
+    struct sched_run r;
     run_open(&r, 8192, 32, 256);
     collect(&r, 0, 0, alone);
     collect(&r, 1, 0, together);
     struct sched_stats st;
     sched_stats(r.s, &st);
     assert_int_equal(st.preemptions, 0);
-    run_close(&r);
+    sched_run_close(&r);
     assert_memory_equal(alone, together, sizeof alone);
 
     /* 12 blocks of 16 tokens for 32 requests of up to 49 tokens: preemption must happen */
@@ -112,18 +92,18 @@ static void test_batched_equals_alone(void **state) {
     collect(&r, 1, 0, tight);
     sched_stats(r.s, &st);
     assert_true(st.preemptions > 0);
-    run_close(&r);
+    sched_run_close(&r);
     assert_memory_equal(alone, tight, sizeof alone);
 }
 
 static void test_seeded_sampling_batched_equals_alone(void **state) {
     (void)state;
     static int32_t alone[N_REQ][MAX_TOK], together[N_REQ][MAX_TOK];
-    struct run r;
+    struct sched_run r;
     run_open(&r, 8192, 32, 256);
     collect(&r, 0, 0.9f, alone);
     collect(&r, 1, 0.9f, together);
-    run_close(&r);
+    sched_run_close(&r);
     assert_memory_equal(alone, together, sizeof alone);
     int differs = 0; /* seeds differ per request, so sampling really happened */
     for (int i = 1; i < N_REQ; i++) differs |= memcmp(alone[0], alone[i], sizeof alone[0]) != 0;
@@ -134,7 +114,7 @@ static void test_seeded_sampling_batched_equals_alone(void **state) {
  * eight slots and b (another request, 4 tokens) arriving after them. */
 static int steps_for_late_short_request(double max_share, int *a_unfinished) {
     g_max_share = max_share;
-    struct run r;
+    struct sched_run r;
     run_open(&r, 8192, 8, 64);
     g_max_share = 0;
     char err[512];
@@ -166,7 +146,7 @@ static int steps_for_late_short_request(double max_share, int *a_unfinished) {
     }
     assert_int_equal(b->n_events, 4);
     req_unref(b);
-    run_close(&r);
+    sched_run_close(&r);
     return steps;
 }
 
@@ -187,7 +167,7 @@ static void test_fair_share(void **state) {
 
 static void test_cancel_frees_blocks(void **state) {
     (void)state;
-    struct run r;
+    struct sched_run r;
     run_open(&r, 4096, 8, 16); /* small step budget: prompts take several steps */
     char err[512];
     struct gen_request *reqs[8];
@@ -210,12 +190,12 @@ static void test_cancel_frees_blocks(void **state) {
         assert_int_equal(reqs[i]->finish, FINISH_CANCELLED);
         req_unref(reqs[i]);
     }
-    run_close(&r);
+    sched_run_close(&r);
 }
 
 static void test_limits(void **state) {
     (void)state;
-    struct run r;
+    struct sched_run r;
     run_open(&r, 4096, 4, 64);
     char err[512];
     struct gen_request *q = make_req(1, 0);
@@ -241,16 +221,11 @@ static void test_limits(void **state) {
         if (i < 64) assert_int_equal(many[i]->finish, FINISH_ABORTED);
         req_unref(many[i]);
     }
-    run_close(&r);
+    sched_run_close(&r);
 }
 
 int main(int argc, char **argv) {
-    const char *src = getenv("TPD_SOURCE_DIR");
-    snprintf(g_model, sizeof g_model, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", src ? src : ".");
-    if (access(g_model, R_OK) != 0) {
-        printf("skipped: %s not present (./launch/get-model smollm2)\n", g_model);
-        return 77;
-    }
+    if (sched_run_smollm2(g_model, sizeof g_model)) return 77;
     comm_init(&g_comm, &argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_alone),

@@ -1,4 +1,4 @@
-// link: tpd_daemon tpd_testutil_model
+// link: tpd_testutil_sched tpd_testutil_model
 /* Speculative decoding through the real scheduler and engine (tp 1):
  *  - the n-gram lookup proposes the continuation of the latest earlier occurrence;
  *  - greedy output with speculation is token for token (and logprob for logprob) the output
@@ -35,6 +35,7 @@
 #include "sched/spec.h"
 #include "testutil.h"
 #include "testutil_model.h"
+#include "testutil_sched.h"
 #include "util/dtype.h"
 
 static struct comm g_comm;
@@ -53,35 +54,18 @@ static int rnd_int(uint64_t *x, int n) { return (int)(rnd_next(x) % (uint64_t)n)
 
 /* ---- a scheduler over an engine ---- */
 
-struct run {
-    struct engine *e;
-    struct metrics *m;
-    struct scheduler *s;
-};
-
-static void run_open(struct run *r, const char *model, int block_size, int n_blocks, int max_ctx, int max_running,
+static void run_open(struct sched_run *r, const char *model, int block_size, int n_blocks, int max_ctx, int max_running,
                      const int32_t *eog, int n_eog, struct drafter *d, int k) {
     struct engine_opts eo = {.model_path = model, .threads = 2, .kv_type = DT_F32, .block_size = block_size,
                              .n_blocks = n_blocks, .max_ctx = max_ctx};
-    char err[512];
-    assert_int_equal(engine_open(&r->e, &g_comm, &eo, err), 0);
-    r->m = metrics_new();
     struct sched_opts so = {.max_running = max_running, .max_queue = 1 << 16, .step_tokens = 4096,
                             .eog_ids = eog, .n_eog = n_eog, .spec = {.drafter = d, .k = k}};
-    r->s = sched_new(r->e, &so, r->m);
+    sched_run_open(r, &g_comm, &eo, &so);
 }
 
-static void run_close(struct run *r) {
-    sched_free(r->s);
-    metrics_free(r->m);
-    engine_close(r->e);
-}
+static void drain(struct sched_run *r) { sched_run_drain(r, 1000000); }
 
-static void drain(struct run *r) {
-    for (int guard = 0; sched_step(r->s, 0) > 0; guard++) assert_true(guard < 1000000);
-}
-
-static void assert_no_blocks_held(struct run *r) {
+static void assert_no_blocks_held(struct sched_run *r) {
     struct sched_stats st;
     sched_stats(r->s, &st);
     assert_int_equal(st.running, 0);
@@ -341,7 +325,7 @@ static struct gen_request *greedy_req(int i) {
 
 static void greedy_collect(const int32_t *eog, int n_eog, struct drafter *d, struct greedy_out *o,
                            struct sched_stats *st_out) {
-    struct run r;
+    struct sched_run r;
     run_open(&r, g_smol, 16, SMOL_CTX / 16 * 32, SMOL_CTX, 32, eog, n_eog, d, 5);
     struct gen_request *reqs[N_GREEDY];
     char err[512];
@@ -361,7 +345,7 @@ static void greedy_collect(const int32_t *eog, int n_eog, struct drafter *d, str
     }
     assert_no_blocks_held(&r);
     sched_stats(r.s, st_out);
-    run_close(&r);
+    sched_run_close(&r);
 }
 
 static void assert_same_output(const struct greedy_out *a, const struct greedy_out *b) {
@@ -501,7 +485,7 @@ struct setting {
 /* The first 3 tokens of g_runs seeded runs (seeds from seed0) into out[run][3]. */
 static void tiny_runs(const struct setting *st, struct drafter *d, uint64_t seed0, int32_t (*out)[3],
                       struct sched_stats *stats) {
-    struct run r;
+    struct sched_run r;
     run_open(&r, g_tiny, 4, 4096, 64, 256, NULL, 0, d, 3);
     static int32_t bias_ids[2] = {5, 77};
     static float bias[2] = {2.5f, -1.5f};
@@ -541,7 +525,7 @@ static void tiny_runs(const struct setting *st, struct drafter *d, uint64_t seed
     }
     assert_no_blocks_held(&r);
     sched_stats(r.s, stats);
-    run_close(&r);
+    sched_run_close(&r);
 }
 
 /* p-value of each of the 3 positions' marginals and of the joint (hashed into 4096
@@ -652,7 +636,7 @@ static void test_kv_accounting(void **state) {
     (void)state;
     static int32_t want[KV_REQS][64], truth[KV_REQS][128];
     static int n_truth[KV_REQS];
-    struct run r;
+    struct sched_run r;
     char err[512];
     run_open(&r, g_tiny, 4, 4096, 128, 64, NULL, 0, NULL, 0);
     struct gen_request *reqs[KV_REQS];
@@ -669,7 +653,7 @@ static void test_kv_accounting(void **state) {
         n_truth[i] = reqs[i]->n_prompt + reqs[i]->n_events;
         req_unref(reqs[i]);
     }
-    run_close(&r);
+    sched_run_close(&r);
 
     /* 24 blocks of 4 tokens for up to 16 sequences of up to 70 tokens: preemptions; drafts
      * from an oracle that corrupts 30% of its tokens: accepted runs of every length */
@@ -715,7 +699,7 @@ static void test_kv_accounting(void **state) {
         req_unref(q);
     }
     assert_true(n_full > next / 2);
-    run_close(&r);
+    sched_run_close(&r);
     drafter_free(d);
 }
 
