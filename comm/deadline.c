@@ -13,7 +13,7 @@
 struct deadline {
     int rank, size;
     double step_timeout_s, stop_grace_s;
-    const volatile sig_atomic_t *stop_flag;
+    const atomic_int *stop_flag;
     _Atomic double step_began; /* 0 between steps */
     _Atomic long steps;
     atomic_int quit;
@@ -36,7 +36,7 @@ static void *deadline_main(void *arg) {
                     d->rank, atomic_load(&d->steps), d->step_timeout_s, d->size);
             comm_abort(3);
         }
-        if (d->stop_flag && *d->stop_flag && stop_seen == 0) stop_seen = now;
+        if (d->stop_flag && atomic_load(d->stop_flag) && stop_seen == 0) stop_seen = now;
         if (stop_seen > 0 && now - stop_seen > d->stop_grace_s) {
             fprintf(stderr, "tpd: rank %d: asked to stop %.0f s ago and still running (a step is stuck): ending the job\n",
                     d->rank, now - stop_seen);
@@ -46,7 +46,7 @@ static void *deadline_main(void *arg) {
     return NULL;
 }
 
-struct deadline *deadline_start(int rank, int size, double step_timeout_s, const volatile sig_atomic_t *stop_flag,
+struct deadline *deadline_start(int rank, int size, double step_timeout_s, const atomic_int *stop_flag,
                                 double stop_grace_s) {
     if (step_timeout_s <= 0 && !stop_flag) return NULL;
     struct deadline *d = xcalloc(1, sizeof *d);

@@ -6,13 +6,13 @@
 #ifndef TPD_DEADLINE_H
 #define TPD_DEADLINE_H
 
-#include <signal.h>
+#include <stdatomic.h>
 
 struct deadline;
 
 /* Starts watching (NULL: step_timeout_s <= 0 and no stop flag: nothing to watch).
  * stop_flag: when it becomes non-zero, the job must be gone within stop_grace_s. */
-struct deadline *deadline_start(int rank, int size, double step_timeout_s, const volatile sig_atomic_t *stop_flag,
+struct deadline *deadline_start(int rank, int size, double step_timeout_s, const atomic_int *stop_flag,
                                 double stop_grace_s);
 void deadline_free(struct deadline *d);
 /* Around each step (cheap: two clock reads and a store each). */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,11 +28,13 @@
 #include "../sched/metrics.h"
 #include "../sched/scheduler.h"
 
-static volatile sig_atomic_t stop_requested;
+/* an atomic, not a volatile sig_atomic_t: the deadline thread reads it too (lock-free, so
+ * the handler may update it) */
+static atomic_int stop_requested;
 
 static void on_stop_signal(int sig) {
     (void)sig;
-    stop_requested = stop_requested + 1; /* the second one: stop at once */
+    atomic_fetch_add(&stop_requested, 1); /* the second one: stop at once */
 }
 
 static const char *base_name(const char *p) {

@@ -7,7 +7,7 @@
 #ifndef TPD_ENGINE_H
 #define TPD_ENGINE_H
 
-#include <signal.h>
+#include <stdatomic.h>
 
 #include "../comm/comm.h"
 #include "../util/dtype.h"
@@ -26,7 +26,7 @@ struct engine_opts {
     const char *comm;      /* GPU all-reduce: "auto", "nccl", "ipc", "mpi" (NULL: $TPD_COMM, else auto) */
     const char *synthetic; /* random weights of a geometry ("llama3-8b[:bf16]"), no file; NULL: model_path */
     double step_timeout_s; /* a step not done by then ends the job (a peer is hung); 0: no limit */
-    const volatile sig_atomic_t *stop_flag; /* when set, the job must end within stop_grace_s */
+    const atomic_int *stop_flag; /* when set, the job must end within stop_grace_s */
     double stop_grace_s;
 };
 

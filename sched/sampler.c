@@ -130,8 +130,10 @@ static inline float exp1(float x) {
 
 /* The row passes get an AVX2+FMA build beside the baseline one on x86-64, picked at load
  * time (GCC function multiversioning); the 4-wide code then runs as VEX with fused
- * multiply-adds. SAMPLER_BASELINE_ONLY leaves the baseline alone, so tests can run it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(SAMPLER_BASELINE_ONLY)
+ * multiply-adds. SAMPLER_BASELINE_ONLY leaves the baseline alone, so tests can run it; so
+ * does a ThreadSanitizer build, whose instrumented resolver would run before its runtime. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(SAMPLER_BASELINE_ONLY) && \
+    !defined(__SANITIZE_THREAD__)
 #define ROW_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
 #else
 #define ROW_CLONES
