@@ -1,4 +1,5 @@
-"""Speculative decoding at tp 2, end to end: `mpirun -np 2 tpd serve` with each drafter: the
+"""Speculative decoding at tp 2 (and tp 1 with the draft model, on demand: TPD_SPEC_FULL=1),
+end to end: `mpirun -np 2 tpd serve` with each drafter: the
 n-gram drafter on SmolLM2-135M-Instruct Q4_1, and the Q4_1 file as the draft model of an F16
 GGUF made from it (tests/reference/dequant_gguf.py, written at test time under
 tests/data/gen/). 32 greedy requests (completions and chat: copying tasks, where the
@@ -8,7 +9,8 @@ answers cut by stop strings, answers that run into the context limit and chat an
 end with the end-of-turn token (which the n-gram lookup drafts from the prompt's own turn
 ends, so it falls inside accepted runs). /metrics must show drafts accepted; the acceptance
 is printed.
-(tp 1 and the sampling exactness are in tests/test_spec.c.)"""
+(tp 1 with the n-gram and an oracle drafter, and the sampling exactness, are in
+tests/test_spec.c.)"""
 import os
 import subprocess
 import sys
@@ -55,22 +57,30 @@ def requests(scale, n=32):
     return out
 
 
-@pytest.fixture(scope="module", params=["ngram", "draft"])
+FULL = os.environ.get("TPD_SPEC_FULL") == "1"
+
+
+@pytest.fixture(scope="module", params=[("ngram", 2), ("draft", 2), ("draft", 1)], ids=["ngram-tp2", "draft-tp2",
+                                                                                       "draft-tp1"])
 def spec_server(request):
+    method, tp = request.param
+    if tp == 1 and not FULL:
+        pytest.skip("the draft model at tp 1 runs with TPD_SPEC_FULL=1 (on demand; tests/test_spec.c covers tp 1 "
+                    "with the n-gram and an oracle drafter)")
     if tpd_cli.tpd_bin() is None:
         pytest.skip("tpd binary not built (set TPD_BIN)")
     if not os.path.exists(MODEL):
         pytest.skip(f"{MODEL} absent (run ./launch/get-model smollm2)")
     import tempfile
     d = tempfile.mkdtemp(prefix="tpd_spec_")
-    if request.param == "ngram":
+    if method == "ngram":
         extra = ["--speculative.method", "ngram", "--speculative.ngram_min", 1, "--speculative.k", 5]
     else:
         target = dequant_gguf.ensure(MODEL, os.path.join(ROOT_SRC, "tests", "data", "gen", "smollm2_f16.gguf"))
         extra = ["--model", target, "--speculative.method", "draft", "--speculative.draft_model", MODEL,
                  "--speculative.k", 4]
-    s = Server(os.path.join(d, "run", "tpd.sock"), extra=["--ctx", CTX, *extra])
-    s.method = request.param
+    s = Server(os.path.join(d, "run", "tpd.sock"), extra=["--ctx", CTX, *extra], np=tp)
+    s.method, s.tp = method, tp
     yield s
     out = s.output()
     assert s.stop() == 0, out[-4000:]
@@ -91,7 +101,7 @@ def test_greedy_same_with_and_without_speculation(spec_server):
         kinds = {"stop": 0, "length_ctx": 0, "stop_eos": 0}
         # The draft-model case serves an F16 target (a few tokens/s on the CPU): CI sends the
         # first 16 requests (every kind of ending, 4 of each); TPD_SPEC_FULL=1 sends all 32.
-        n = 32 if spec_server.method == "ngram" or os.environ.get("TPD_SPEC_FULL") == "1" else 16
+        n = 32 if spec_server.method == "ngram" or FULL else 16
         for i, (path, body) in enumerate(requests(0.6 if spec_server.method == "ngram" else 0.4, n)):
             plain = answer(c, path, dict(body, speculative=False))
             if i % 4 == 1 and len(plain[0]) > 30:  # a stop string from the reference answer
@@ -119,7 +129,7 @@ def test_greedy_same_with_and_without_speculation(spec_server):
         rate = metric_of("tpd_spec_acceptance_rate")
         assert rate == pytest.approx(accepted / drafted, rel=1e-4)
         assert metric_of("tpd_spec_mean_accepted_length") > 1
-        print(f"tp 2 {spec_server.method}: drafted {drafted:.0f}, accepted {accepted:.0f} ({rate:.2f})")
+        print(f"tp {spec_server.tp} {spec_server.method}: {n} requests, drafted {drafted:.0f}, accepted {accepted:.0f} ({rate:.2f})")
 
 
 def test_draft_model_with_another_tokenizer_is_refused():
