@@ -99,6 +99,40 @@ def plan_tp2():
     return [(f"tp2 on one GPU vs tp1 {name}", tp2_check(name)) for name in TP2_MODELS]
 
 
+PP_MODELS = ["llama_gqa-gguf-f32", "qwen3-gguf-q4_1", "qwen2-hf-bf16"]
+
+
+def pp_check(name, tp, nccl):
+    """Pipeline stages on the GPU: tp x pp 2 against tp x pp 1 on the same backend, same
+    chunking. The stage split changes no arithmetic (each layer runs the same kernels on the
+    same inputs), so the logits agree to float rounding of the activations' trip between
+    stages (none: they travel as F32). nccl: every rank its own NCCL_HOSTID, so NCCL carries
+    the all-reduce and the stage-to-stage sends; else the ranks share the GPU and the sends
+    go through pinned host memory over MPI (and the all-reduce over IPC)."""
+    def fn():
+        seqs = refs.random_seqs(name, [5, 19, 33], seed=13)
+        kv = refs.kv_type_for(name)
+        path = refs.paths()[name]
+        vocab = refs.load(name).config["vocab_size"]
+        rank_env = {"NCCL_HOSTID": "tpd-pp-"} if nccl else None
+        env = {"TPD_COMM": "nccl", "NCCL_SOCKET_IFNAME": "lo", "NCCL_IB_DISABLE": "1"} if nccl else None
+        one = eval_logits(path, seqs, vocab, BACKEND, tp=tp, kv_type=kv, chunk=3, env=env, rank_env=rank_env)
+        log = []
+        two = eval_logits(path, seqs, vocab, BACKEND, tp=tp, pp=2, kv_type=kv, chunk=3, env=env, rank_env=rank_env,
+                          log=log)
+        e = rel_err(two, one)
+        ok = bool(np.all(np.isfinite(two))) and e <= 1e-5
+        return ("PASS" if ok else "FAIL", f"rel err pp2 vs pp1 at tp {tp} {e:.2e} (tol 1e-5)", dict(err=e))
+    return fn
+
+
+def plan_pp(quick):
+    """Both ranks (or all four) on the one GPU, host-staged and over NCCL."""
+    cases = [(1, False), (1, True)] if quick else [(1, False), (1, True), (2, False), (2, True)]
+    return [(f"pp2 on one GPU vs pp1 tp{tp} {'nccl' if nccl else 'host-staged'} {name}", pp_check(name, tp, nccl))
+            for name in (PP_MODELS[:2] if quick else PP_MODELS) for tp, nccl in cases]
+
+
 FP8_MODELS = ["llama_gqa-hf-f32", "llama3_tied-gguf-q4_0", "mistral-gguf-q4_1", "qwen2-hf-f32", "qwen3-hf-f32",
               "llama_kq-gguf-q4_k"]
 
@@ -197,12 +231,14 @@ def plan_smollm2(quick):
 def main():
     quick = "--quick" in sys.argv
     parts = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
-    parts = parts[0].split(",") if parts else ["tiny", "tp2", "smollm2", "fp8"]
+    parts = parts[0].split(",") if parts else ["tiny", "tp2", "pp", "smollm2", "fp8"]
     plan = []
     if "tiny" in parts:
         plan += plan_tiny(quick)
     if "tp2" in parts:
         plan += plan_tp2()
+    if "pp" in parts:
+        plan += plan_pp(quick)
     if "smollm2" in parts:
         plan += plan_smollm2(quick)
     if "fp8" in parts:

@@ -52,9 +52,10 @@ def record(name, status, detail="", **values):
 
 
 def eval_logits(model, seqs, vocab, backend, tp=1, chunk=None, kv_type=None, block_size=None, separate=False,
-                timeout=600, env=None, rank_env=None, log=None):
-    """Logits [total tokens, vocab] from `mpirun -np tp tpd eval --backend B`. rank_env: see
-    run(); log: a list that receives tpd's stderr (its INFO lines name the all-reduce used)."""
+                timeout=600, env=None, rank_env=None, log=None, pp=1):
+    """Logits [total tokens, vocab] from `mpirun -np tp*pp tpd eval --backend B` (pp pipeline
+    stages of tp ranks). rank_env: see run(); log: a list that receives tpd's stderr (its
+    INFO lines name the all-reduce used)."""
     fd, out = tempfile.mkstemp(prefix="tpd_gpu_eval_", suffix=".f32")
     os.close(fd)
     try:
@@ -69,7 +70,9 @@ def eval_logits(model, seqs, vocab, backend, tp=1, chunk=None, kv_type=None, blo
             args += ["--block-size", block_size]
         if separate:
             args.append("--separate")
-        p = run(tp, args, timeout, env, rank_env)
+        if pp != 1:
+            args += ["--pp", pp]
+        p = run(tp * pp, args, timeout, env, rank_env)
         if log is not None:
             log.append(p.stderr)
         data = np.fromfile(out, dtype="<f4")
