@@ -159,8 +159,11 @@ sock, n_hold = sys.argv[1], int(sys.argv[2])
 def req(method, path, body=b""):
     t0 = time.monotonic()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(20); s.connect(sock)
-    s.sendall((f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+    try:  # at the limit the server answers 503 on accept and closes: the send may meet a closed peer
+        s.sendall((f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
     raw = b""
     while True:
         try: b = s.recv(65536)
