@@ -1,31 +1,14 @@
 /* The TOML document parser: expressions line by line, keys, [table] and [[array]] headers,
  * inline tables and arrays, and the spec's rules on which tables may be defined, redefined
- * or extended. Scalars come from toml_value.c; the tree from toml.c. */
+ * or extended. Scalars (and the error helpers) come from toml_value.c; the tree from toml.c. */
 #include "toml_internal.h"
 
 #include "err.h"
 #include "fatal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int toml_perr(struct toml_parser *p, int line, const char *fmt, ...) {
-    char msg[ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return err_set(p->err, "%s:%d: %s", p->file, line, msg);
-}
-
-const char *toml_char_name(unsigned char c, char *buf) {
-    if (c >= 0x20 && c < 0x7f) snprintf(buf, TOML_CHAR_NAME, "'%c'", c);
-    else if (c < 0x80) snprintf(buf, TOML_CHAR_NAME, "U+%04X", c);
-    else snprintf(buf, TOML_CHAR_NAME, "a non-ASCII character");
-    return buf;
-}
 
 static int at(const struct toml_parser *p) {
     return p->pos < p->len ? (unsigned char)p->s[p->pos] : -1;

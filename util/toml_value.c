@@ -1,15 +1,35 @@
 /* Scalar lexers of the TOML parser: the UTF-8 check over the whole input, the four string
- * forms with their escapes, and bare values (booleans, integers, floats, dates and times). */
+ * forms with their escapes, and bare values (booleans, integers, floats, dates and times);
+ * and the parser's error helpers, which they and toml_parse.c share. */
 #include "toml_internal.h"
 
 #include <locale.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "err.h"
 #include "fatal.h"
 #include "sbuf.h"
 #include "utf8.h"
+
+int toml_perr(struct toml_parser *p, int line, const char *fmt, ...) {
+    char msg[ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return err_set(p->err, "%s:%d: %s", p->file, line, msg);
+}
+
+const char *toml_char_name(unsigned char c, char *buf) {
+    if (c >= 0x20 && c < 0x7f) snprintf(buf, TOML_CHAR_NAME, "'%c'", c);
+    else if (c < 0x80) snprintf(buf, TOML_CHAR_NAME, "U+%04X", c);
+    else snprintf(buf, TOML_CHAR_NAME, "a non-ASCII character");
+    return buf;
+}
 
 static bool is_ctrl(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
