@@ -73,7 +73,7 @@ struct scheduler {
     /* micro-batches in flight in the pipeline, a ring of max_mb oldest first; slot k's logits
      * land in mb_logits[k] (slot 0: logits) */
     int max_mb, n_mb, mb_head, mb_last_id;
-    struct { int id; double t0; } mb[ENGINE_MAX_IN_FLIGHT];
+    struct { int id, n_tokens, decode_only; double t0; } mb[ENGINE_MAX_IN_FLIGHT];
     float *mb_logits[ENGINE_MAX_IN_FLIGHT];
 };
 
@@ -746,6 +746,8 @@ static void submit_micro_batch(struct scheduler *s) {
     for (int i = 0; i < s->n_running; i++)
         if (s->running[i]->in_step && !s->running[i]->mb) s->running[i]->mb = id;
     s->mb[slot].id = id;
+    s->mb[slot].n_tokens = s->plan.n_tokens;
+    s->mb[slot].decode_only = s->plan_decode_only;
     s->mb[slot].t0 = clock_now();
     if (s->n_mb++ == 0) {
         pthread_mutex_lock(&s->mu);
@@ -766,6 +768,10 @@ static void collect_micro_batch(struct scheduler *s) {
     pthread_mutex_unlock(&s->mu);
     learn_step_speed(s, s->mb[slot].id, clock_now() - s->mb[slot].t0);
     sample_all(s, s->mb[slot].id, s->mb_logits[slot]);
+    /* what a decode step costs, verification included (spec.h); with micro-batches in
+     * flight, from its submission to its sampling, other stages' overlap included */
+    if (s->o.spec.drafter && s->mb[slot].decode_only)
+        spec_cost_observe(&s->spec_cost, s->mb[slot].n_tokens, clock_now() - s->mb[slot].t0);
 }
 
 int sched_step(struct scheduler *s, double idle_s) {
@@ -793,14 +799,8 @@ int sched_step(struct scheduler *s, double idle_s) {
     plan_clear(&s->plan);
     if (s->n_mb < s->max_mb) build_plan(s);
     if (s->plan.n_seqs > 0) {
-        const int T = s->plan.n_tokens;
-        const double t0 = clock_now();
         submit_micro_batch(s);
-        if (s->max_mb == 1) {
-            collect_micro_batch(s);
-            /* what a decode step costs, verification included (spec.h) */
-            if (s->o.spec.drafter && s->plan_decode_only) spec_cost_observe(&s->spec_cost, T, clock_now() - t0);
-        }
+        if (s->max_mb == 1) collect_micro_batch(s);
     } else if (s->n_mb > 0) {
         collect_micro_batch(s);
     } else if (s->n_running == 1) {

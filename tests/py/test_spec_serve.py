@@ -1,5 +1,6 @@
-"""Speculative decoding at tp 2 (and tp 1 with the draft model, on demand: TPD_SPEC_FULL=1),
-end to end: `mpirun -np 2 tpd serve` with each drafter: the
+"""Speculative decoding end to end, `mpirun -np 2 tpd serve` with each drafter at tp 2, the
+n-gram drafter also at tp 1 x pp 2 (micro-batches in flight), and the draft model at tp 1 on
+demand (TPD_SPEC_FULL=1): the
 n-gram drafter on SmolLM2-135M-Instruct Q4_1, and the Q4_1 file as the draft model of an F16
 GGUF made from it (tests/reference/dequant_gguf.py, written at test time under
 tests/data/gen/). 32 greedy requests (completions and chat: copying tasks, where the
@@ -60,11 +61,11 @@ def requests(scale, n=32):
 FULL = os.environ.get("TPD_SPEC_FULL") == "1"
 
 
-@pytest.fixture(scope="module", params=[("ngram", 2), ("draft", 2), ("draft", 1)], ids=["ngram-tp2", "draft-tp2",
-                                                                                       "draft-tp1"])
+@pytest.fixture(scope="module", params=[("ngram", 2, 1), ("ngram", 1, 2), ("draft", 2, 1), ("draft", 1, 1)],
+                ids=["ngram-tp2", "ngram-pp2", "draft-tp2", "draft-tp1"])
 def spec_server(request):
-    method, tp = request.param
-    if tp == 1 and not FULL:
+    method, tp, pp = request.param
+    if method == "draft" and tp == 1 and not FULL:
         pytest.skip("the draft model at tp 1 runs with TPD_SPEC_FULL=1 (on demand; tests/test_spec.c covers tp 1 "
                     "with the n-gram and an oracle drafter)")
     if tpd_cli.tpd_bin() is None:
@@ -79,8 +80,10 @@ def spec_server(request):
         target = dequant_gguf.ensure(MODEL, os.path.join(ROOT_SRC, "tests", "data", "gen", "smollm2_f16.gguf"))
         extra = ["--model", target, "--speculative.method", "draft", "--speculative.draft_model", MODEL,
                  "--speculative.k", 4]
-    s = Server(os.path.join(d, "run", "tpd.sock"), extra=["--ctx", CTX, *extra], np=tp)
-    s.method, s.tp = method, tp
+    if pp > 1:
+        extra += ["--pp", pp]
+    s = Server(os.path.join(d, "run", "tpd.sock"), extra=["--ctx", CTX, *extra], np=tp * pp)
+    s.method, s.tp, s.pp = method, tp, pp
     yield s
     out = s.output()
     assert s.stop() == 0, out[-4000:]
@@ -129,7 +132,7 @@ def test_greedy_same_with_and_without_speculation(spec_server):
         rate = metric_of("tpd_spec_acceptance_rate")
         assert rate == pytest.approx(accepted / drafted, rel=1e-4)
         assert metric_of("tpd_spec_mean_accepted_length") > 1
-        print(f"tp {spec_server.tp} {spec_server.method}: {n} requests, drafted {drafted:.0f}, accepted {accepted:.0f} ({rate:.2f})")
+        print(f"tp {spec_server.tp} x pp {spec_server.pp} {spec_server.method}: {n} requests, drafted {drafted:.0f}, accepted {accepted:.0f} ({rate:.2f})")
 
 
 def test_draft_model_with_another_tokenizer_is_refused():
