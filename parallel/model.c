@@ -281,7 +281,7 @@ int model_load(struct model *m, const char *path, struct backend *be, int tp, in
     const struct mf_tensor *te = need_matrix(&L, "token_embd.weight", hp->vocab_size, hp->dim);
     if (!te || shard_stage(&m->sp, hp->n_layers, pp, stage, head_layers(&L.mf), err)) goto out;
 
-    if (!te || (m->sp.first && load_rows(&L, &m->tok_embd, te, m->sp.vocab0, m->sp.n_vocab))) goto out;
+    if (m->sp.first && load_rows(&L, &m->tok_embd, te, m->sp.vocab0, m->sp.n_vocab)) goto out;
     if (m->sp.last) {
         if (hp->tied_embeddings && m->sp.first) {
             m->output = m->tok_embd;

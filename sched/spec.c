@@ -10,6 +10,9 @@
 #define COST_MARGIN 1.02
 #define COST_CLAMP 3.0
 
+/* 1 on every PROBE_EVERY-th call while a sequence does not draft: the one-token probe. */
+static int probe_now(struct spec_seq *q) { return ++q->idle_steps % PROBE_EVERY == 0; }
+
 /* The cost part of the rule (spec.h): the j in 0..k with the largest E(j) / r(j). */
 static int cost_k(struct spec_seq *q, int n, int k, const struct spec_cost *c) {
     const double base = n <= SPEC_COST_T ? c->t[n] : 0;
@@ -27,8 +30,7 @@ static int cost_k(struct spec_seq *q, int n, int k, const struct spec_cost *c) {
             best = j;
         }
     }
-    if (best == 0 && k > 0) /* a probe now and then keeps p and t(2n) current */
-        return ++q->idle_steps % PROBE_EVERY == 0 ? 1 : 0;
+    if (best == 0 && k > 0) return probe_now(q); /* a probe now and then keeps p and t(2n) current */
     return best;
 }
 
@@ -43,7 +45,7 @@ int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int
     int probing = 0;
     if (q->started && q->accept < FULL_K_AT) {
         if (q->accept < OFF_BELOW) {
-            k = ++q->idle_steps % PROBE_EVERY == 0 ? (k < 1 ? k : 1) : 0;
+            k = probe_now(q) ? (k < 1 ? k : 1) : 0;
             probing = 1;
         } else {
             int ka = (int)ceil(o->k * q->accept / FULL_K_AT);
