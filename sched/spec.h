@@ -22,9 +22,9 @@
  *    on the prompt) says nothing of the next; a sample over 3 times the average counts as 3
  *    times; n: sequences decoding). Within the caps above, k is the j of the largest
  *    E(j) / r(j), 0 when none beats 1 by 2%; a step size not measured yet counts as free
- *    (r = 1), so each is tried;
- *    t(n) itself is measured by a step without drafts first. While the cost says 0, a
- *    one-token probe every PROBE_EVERY steps keeps p and t(2n) current. */
+ *    (r = 1), so each is tried; t(n) itself is measured by a step without drafts first.
+ *    While the cost says 0, a one-token probe every PROBE_EVERY steps keeps p and t(2n)
+ *    current. */
 #ifndef TPD_SPEC_H
 #define TPD_SPEC_H
 
