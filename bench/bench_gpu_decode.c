@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     const int per_seq = blocks_for(ctx + steps + 8, bs);
     const int n_blocks = max_b * per_seq + blocks_for(prefill, bs) + 1;
     struct kvcache kv;
-    if (kvcache_init(&kv, &be, kv_type, hp->n_layers, n_blocks, bs, m.sp.n_kv, hp->head_dim, err)) FATAL("%s", err);
+    if (kvcache_init(&kv, &be, kv_type, hp->n_layers, n_blocks, bs, m.sp.n_kv, hp->head_dim, 0, err)) FATAL("%s", err);
     if (c.rank == 0) {
         size_t total_b = 0; /* device memory, for how many KV positions fit */
 #if TPD_HAVE_CUDA

@@ -230,6 +230,7 @@ static int generate(struct comm *c, struct run_opts o) {
     /* the cache holds exactly this request: prompt + every token it may generate */
     int total = n_prompt + (int)o.n_predict;
     o.eng.n_blocks = block_pool_blocks_for(total + 1, o.eng.block_size);
+    o.eng.sink_blocks = o.eng.n_blocks;
     if (!o.eng.max_ctx) o.eng.max_ctx = total;
     struct engine *e = open_engine(c, &o.eng);
     if (!e) {
@@ -293,7 +294,7 @@ static void eval_group(struct engine *e, struct block_pool *pool, struct step_pl
     for (int i = 0; i < n; i++) {
         seqs[i].done = 0;
         seqs[i].blocks = xmalloc(sizeof(int32_t) * (size_t)block_pool_blocks_for(seqs[i].n, bs) + 1);
-        if (block_pool_take(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks)) FATAL("KV cache smaller than planned");
+        if (block_pool_take(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks, 1)) FATAL("KV cache smaller than planned");
     }
     for (;;) {
         plan_clear(plan);
@@ -343,6 +344,7 @@ static int eval(struct comm *c, struct run_opts o) {
         if (seqs[i].n > longest) longest = seqs[i].n;
         o.eng.n_blocks += block_pool_blocks_for(seqs[i].n, o.eng.block_size);
     }
+    o.eng.sink_blocks = o.eng.n_blocks; /* every sequence's first block has its sink */
     if (!o.eng.max_ctx) o.eng.max_ctx = longest;
     int rc = 0;
     struct engine *e = open_engine(c, &o.eng);
@@ -363,7 +365,7 @@ static int eval(struct comm *c, struct run_opts o) {
         /* eval tests the engine itself: a plan built here, blocks from its own pool */
         struct block_pool pool;
         struct step_plan plan;
-        block_pool_init(&pool, engine_info(e)->n_blocks, engine_info(e)->block_size, 0);
+        block_pool_init(&pool, engine_info(e)->n_blocks, engine_info(e)->block_size, 0, engine_info(e)->sink_blocks);
         plan_init(&plan);
         float *all = xmalloc(sizeof(float) * total * (size_t)vocab);
         int step_cap = o.separate ? longest : (int)total;

@@ -29,11 +29,28 @@ struct attn_batch {
 /* One layer's KV cache on this rank: [n_blocks][block_size][n_kv][head_dim] of kv_type
  * (F32, F16 or F8_E4M3) for K and for V. F8_E4M3 rows are codes of x / 2^e, with each
  * (token, KV head) row's exponent e in k_exp / v_exp: [n_blocks][block_size][n_kv] int8
- * (util/fp8.h); NULL for the other types. */
+ * (util/fp8.h); NULL for the other types.
+ *
+ * The FP8 sink: blocks with id < sink_blocks also keep their first sink_rows rows in F16,
+ * in k_sink / v_sink: [sink_blocks][sink_rows][n_kv][head_dim] (written by kv_store
+ * beside the codes), as x / 2^e with the row's own exponent e, so that a kernel swaps the
+ * codes for these values and changes nothing else. Attention reads a sequence's positions
+ * 0 .. sink_rows-1 from there when its first block is such a block. Those first positions are the attention sink that
+ * every later query attends to most; E4M3's 3 mantissa bits there alone flip the argmax
+ * of SmolLM2 at 4 of 546 positions, and keeping them exact flips none
+ * (docs/configuration.md). sink_blocks is 0 (no sink) for the other types. */
 struct kv_layer {
     void *k, *v;
     int8_t *k_exp, *v_exp;
+    uint16_t *k_sink, *v_sink;
+    int sink_blocks, sink_rows;
 };
+
+/* Element offset of (block blk, row, KV head 0) in a layer's sink; -1 when it has none. */
+static inline int64_t kv_sink_index(const struct kv_layer *kv, int blk, int row, int n_kv, int hd) {
+    if (blk >= kv->sink_blocks || row >= kv->sink_rows) return -1;
+    return (((int64_t)blk * kv->sink_rows + row) * n_kv) * hd;
+}
 
 /* Which implementation a backend is, for code that must tell them apart (the communicator
  * picks the GPU all-reduce only when every rank has a CUDA backend). 0: no backend open. */

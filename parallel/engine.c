@@ -62,7 +62,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         ok = 0;
     }
     if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, e->model.sp.n_layers, o->n_blocks, o->block_size, e->model.sp.n_kv,
-                           hp->head_dim, err))
+                           hp->head_dim, o->sink_blocks, err))
         ok = 0;
     if (!comm_all_ok(c, ok)) {
         if (ok) err_set(err, "another rank failed to set up its KV cache");
@@ -73,6 +73,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     struct mem_plan mp;
     char line[512];
     synthetic_mem_plan(&e->model, o->kv_type, (long long)o->n_blocks * o->block_size, max_ctx, 0, &mp);
+    synthetic_mem_plan_sink(&e->model, o->block_size, e->kv.sink_blocks, &mp);
     synthetic_mem_plan_format(&mp, line, sizeof line);
     const struct shard_plan *sp = &e->model.sp;
     LOG(LOG_INFO, "backend %s, all-reduce %s; %s", e->be.name, gpu_comm_describe(c), line);
@@ -96,7 +97,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     double params = (double)hp->n_layers * ((double)hp->dim * (2 * q + 2 * kv) + 3.0 * hp->dim * hp->ffn_dim) +
                     (double)hp->vocab_size * hp->dim;
     e->info = (struct engine_info){.vocab = hp->vocab_size, .eos_id = hp->eos_id, .block_size = o->block_size,
-                                   .n_blocks = o->n_blocks, .max_ctx = max_ctx, .tp = c->tp, .pp = c->pp,
+                                   .n_blocks = o->n_blocks, .sink_blocks = e->kv.sink_blocks, .max_ctx = max_ctx, .tp = c->tp, .pp = c->pp,
                                    .gpu = e->be.kind != BACKEND_CPU,
                                    .attn_ctx_unit = params / (2.0 * hp->n_layers * q)};
     e->deadline = deadline_start(c->rank, c->size, o->step_timeout_s, o->stop_flag, o->stop_grace_s);

@@ -22,6 +22,7 @@ struct engine_opts {
     enum dtype kv_type; /* DT_F16 (default) or DT_F32 */
     int block_size;     /* tokens per KV block */
     int n_blocks;       /* KV blocks per rank */
+    int sink_blocks;    /* FP8 cache: blocks with an F16 sink, for sequences' first blocks (kvcache.h) */
     int max_ctx;        /* longest sequence served; 0: the model's trained context */
     const char *comm;      /* GPU all-reduce: "auto", "nccl", "ipc", "mpi" (NULL: $TPD_COMM, else auto) */
     const char *synthetic; /* random weights of a geometry ("llama3-8b[:bf16]"), no file; NULL: model_path */
@@ -36,6 +37,7 @@ struct engine_info {
     int eos_id;     /* the model's end-of-sequence token (tokenizers may add more) */
     int block_size; /* tokens per KV block */
     int n_blocks;   /* KV blocks; ids 0..n_blocks-1 are valid in a plan */
+    int sink_blocks; /* blocks 0..sink_blocks-1 keep a sequence's first positions exact (FP8); else 0 */
     int max_ctx;    /* longest sequence (prompt + generated) */
     int tp;         /* ranks each layer is split over */
     int pp;         /* pipeline stages the layers are split over */

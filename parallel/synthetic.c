@@ -1,6 +1,7 @@
 #include "synthetic.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +244,14 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     out->kv_tokens_fit = mem_bytes > rest && out->kv_per_token ? (long long)((mem_bytes - rest) / out->kv_per_token) : 0;
 }
 
+void synthetic_mem_plan_sink(const struct model *m, int block_size, int sink_blocks, struct mem_plan *p) {
+    p->sink_blocks = kvcache_sink_blocks(p->kv_type, INT32_MAX, sink_blocks);
+    p->kv_sink = kvcache_sink_bytes(p->kv_type, m->sp.n_layers, m->sp.n_kv, m->hp.head_dim, block_size, p->sink_blocks);
+    p->kv += p->kv_sink;
+    p->total += p->kv_sink;
+    if (p->kv_sink && p->kv_tokens_fit > 0) p->kv_tokens_fit -= (long long)(p->kv_sink / p->kv_per_token);
+}
+
 void synthetic_mem_plan_format(const struct mem_plan *p, char *buf, size_t len) {
     const double G = 1073741824.0;
     int n = snprintf(buf, len,
@@ -251,6 +260,9 @@ void synthetic_mem_plan_format(const struct mem_plan *p, char *buf, size_t len) 
                      p->weights / G, p->kv / G, p->kv_tokens, kvcache_type_name(p->kv_type), p->kv_per_token / 1024.0,
                      p->kv_per_token ? G / (double)p->kv_per_token : 0.0, p->activations / G, p->workspace / G,
                      p->total / G);
+    if (p->kv_sink && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "; the KV cache includes an F16 sink of %.2f MiB (the first %d positions "
+                      "of up to %d sequences)", p->kv_sink / 1048576.0, KV_SINK_ROWS, p->sink_blocks);
     if (p->kv_tokens_fit > 0 && n > 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, "; KV tokens that fit: %lld", p->kv_tokens_fit);
 }

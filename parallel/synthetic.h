@@ -23,9 +23,13 @@ struct mem_plan {
     enum dtype kv_type;
     long long kv_tokens;     /* the cache's capacity, as asked */
     long long kv_tokens_fit; /* 0 when mem_bytes is 0 */
+    size_t kv_sink;          /* FP8: the F16 sink beside the cache (in kv and total) */
+    int sink_blocks;         /* blocks that have one */
 };
 void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_tokens, int max_tokens,
                         size_t mem_bytes, struct mem_plan *out);
+/* Adds an FP8 cache's sink (parallel/kvcache.h) of sink_blocks blocks to the plan. */
+void synthetic_mem_plan_sink(const struct model *m, int block_size, int sink_blocks, struct mem_plan *p);
 /* One line per item, for a log. The KV cache's tokens per GiB say what the chosen type
  * holds in a given memory (FP8: 2 hd / (hd + 1) times F16's, hd = head_dim). */
 void synthetic_mem_plan_format(const struct mem_plan *p, char *buf, size_t len);

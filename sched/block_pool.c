@@ -5,15 +5,19 @@
 
 #include "../util/fatal.h"
 
-void block_pool_init(struct block_pool *bp, int n_blocks, int block_size, int caching) {
+void block_pool_init(struct block_pool *bp, int n_blocks, int block_size, int caching, int sink_blocks) {
     memset(bp, 0, sizeof *bp);
     size_t n = (size_t)(n_blocks > 0 ? n_blocks : 1);
     bp->n_blocks = n_blocks;
     bp->block_size = block_size;
     bp->caching = caching;
+    bp->sink_blocks = sink_blocks < 0 ? 0 : sink_blocks > n_blocks ? n_blocks : sink_blocks;
     bp->free_ids = xmalloc(sizeof(int32_t) * n);
-    for (int i = 0; i < n_blocks; i++) bp->free_ids[i] = n_blocks - 1 - i;
-    bp->n_free = n_blocks;
+    bp->free_sink = xmalloc(sizeof(int32_t) * n);
+    for (int i = n_blocks - 1; i >= 0; i--) {
+        if (i < bp->sink_blocks) bp->free_sink[bp->n_free_sink++] = i;
+        else bp->free_ids[bp->n_free++] = i;
+    }
     bp->refs = xcalloc(n, sizeof(int32_t));
     bp->lru_head = bp->lru_tail = -1;
     bp->next_serial = 1;
@@ -34,6 +38,7 @@ void block_pool_init(struct block_pool *bp, int n_blocks, int block_size, int ca
 
 void block_pool_free(struct block_pool *bp) {
     free(bp->free_ids);
+    free(bp->free_sink);
     free(bp->refs);
     free(bp->hash);
     free(bp->serial);
@@ -47,7 +52,7 @@ void block_pool_free(struct block_pool *bp) {
     memset(bp, 0, sizeof *bp);
 }
 
-int block_pool_available(const struct block_pool *bp) { return bp->n_free + bp->n_idle; }
+int block_pool_available(const struct block_pool *bp) { return bp->n_free + bp->n_free_sink + bp->n_idle; }
 
 /* ---- the LRU list of idle blocks ---- */
 
@@ -106,22 +111,51 @@ static void uncache(struct block_pool *bp, int32_t b) {
 
 /* ---- references ---- */
 
-int block_pool_take(struct block_pool *bp, int n, int32_t *out) {
+static void evict(struct block_pool *bp, int32_t b) {
+    lru_remove(bp, b);
+    uncache(bp, b);
+    bp->evictions++;
+}
+
+/* A sink block for a sequence's first block: free, else the least recently released idle
+ * one; -1 when every sink block is held. */
+static int32_t take_sink(struct block_pool *bp) {
+    if (bp->n_free_sink) return bp->free_sink[--bp->n_free_sink];
+    if (!bp->caching) return -1;
+    for (int32_t b = bp->lru_head; b >= 0; b = bp->lru_next[b])
+        if (b < bp->sink_blocks) {
+            evict(bp, b);
+            return b;
+        }
+    return -1;
+}
+
+/* Any other block (one is available): free, else the least recently released idle one,
+ * else a free sink block. */
+static int32_t take_other(struct block_pool *bp) {
+    if (bp->n_free) return bp->free_ids[--bp->n_free];
+    if (bp->n_idle) {
+        int32_t b = bp->lru_head;
+        evict(bp, b);
+        return b;
+    }
+    return bp->free_sink[--bp->n_free_sink];
+}
+
+int block_pool_take(struct block_pool *bp, int n, int32_t *out, int first) {
     if (n > block_pool_available(bp)) return -1;
     for (int i = 0; i < n; i++) {
-        int32_t b;
-        if (bp->n_free) {
-            b = bp->free_ids[--bp->n_free];
-        } else { /* evict the least recently released cached block */
-            b = bp->lru_head;
-            lru_remove(bp, b);
-            uncache(bp, b);
-            bp->evictions++;
-        }
+        int32_t b = i == 0 && first && bp->sink_blocks ? take_sink(bp) : -1;
+        if (b < 0) b = take_other(bp);
         bp->refs[b] = 1;
         out[i] = b;
     }
     return 0;
+}
+
+static void put_free(struct block_pool *bp, int32_t b) {
+    if (b < bp->sink_blocks) bp->free_sink[bp->n_free_sink++] = b;
+    else bp->free_ids[bp->n_free++] = b;
 }
 
 void block_pool_release(struct block_pool *bp, int n, const int32_t *ids) {
@@ -130,7 +164,7 @@ void block_pool_release(struct block_pool *bp, int n, const int32_t *ids) {
         if (b < 0 || b >= bp->n_blocks || bp->refs[b] < 1) FATAL("KV block %d released but not held", b);
         if (--bp->refs[b]) continue;
         if (bp->caching && bp->serial[b]) lru_append(bp, b);
-        else bp->free_ids[bp->n_free++] = b;
+        else put_free(bp, b);
     }
 }
 

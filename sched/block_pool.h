@@ -22,7 +22,15 @@
  *
  * Leaves go first: a sequence releases its blocks last-first, and a block's parent is
  * held at least as long as the block itself, so in the LRU order a chain's tail blocks
- * always precede the blocks they extend. */
+ * always precede the blocks they extend.
+ *
+ * Sink blocks: ids below sink_blocks are where an FP8 cache keeps its first rows exact
+ * (parallel/kvcache.h), so a sequence's first block is taken from them: a free one, else
+ * the least recently released idle one (its cached chain's later blocks then stay cached
+ * but unreachable until evicted in turn), else any block as above. Other blocks are taken
+ * from the rest first (free, then idle), and from free sink blocks only when nothing else
+ * is left. With sink_blocks above the number of sequences that run at once, every first
+ * block is a sink block. */
 #ifndef TPD_BLOCK_POOL_H
 #define TPD_BLOCK_POOL_H
 
@@ -31,8 +39,11 @@
 struct block_pool {
     int n_blocks, block_size;
     int caching;        /* prefix caching on: full blocks are kept for reuse */
-    int32_t *free_ids;  /* free blocks: a stack, the lowest ids on top */
+    int32_t *free_ids;  /* free blocks from sink_blocks up: a stack, the lowest ids on top */
     int n_free;
+    int sink_blocks;    /* ids 0 .. sink_blocks-1 are for sequences' first blocks */
+    int32_t *free_sink; /* free blocks below sink_blocks: a stack, the lowest ids on top */
+    int n_free_sink;
     int32_t *refs;      /* [n_blocks] sequences holding each block */
     int n_idle;         /* cached, unreferenced */
     int n_cached;       /* cached, referenced or not */
@@ -49,13 +60,14 @@ struct block_pool {
     long evictions;
 };
 
-void block_pool_init(struct block_pool *bp, int n_blocks, int block_size, int caching);
+void block_pool_init(struct block_pool *bp, int n_blocks, int block_size, int caching, int sink_blocks);
 void block_pool_free(struct block_pool *bp);
 /* Free plus idle blocks: what take can hand out. */
 int block_pool_available(const struct block_pool *bp);
 /* Takes n blocks (one reference each) into out, evicting idle cached blocks when no free
- * one is left; -1 (nothing taken) if fewer than n are available. */
-int block_pool_take(struct block_pool *bp, int n, int32_t *out);
+ * one is left; -1 (nothing taken) if fewer than n are available. first: out[0] is to be a
+ * sequence's first block (a sink block when one can be had). */
+int block_pool_take(struct block_pool *bp, int n, int32_t *out, int first);
 /* Drops one reference to each of n blocks, last first; a block nobody holds becomes idle
  * if cached, else free. Releasing an unheld block is a fatal bug. */
 void block_pool_release(struct block_pool *bp, int n, const int32_t *ids);

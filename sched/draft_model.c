@@ -61,7 +61,7 @@ static void dm_keep(void *self, uint64_t id, int n_valid) {
 static int grow(struct dm *d, struct dm_seq *q, int tokens) {
     int need = block_pool_blocks_for(tokens, d->block_size) - q->n_blocks;
     if (need <= 0) return 0;
-    if (block_pool_take(&d->pool, need, q->blocks + q->n_blocks)) return -1;
+    if (block_pool_take(&d->pool, need, q->blocks + q->n_blocks, q->n_blocks == 0)) return -1;
     q->n_blocks += need;
     return 0;
 }
@@ -163,7 +163,7 @@ struct drafter *draft_model_new(const struct engine_opts *o, int target_vocab, c
     d->vocab = info->vocab;
     d->block_size = info->block_size;
     d->max_ctx = info->max_ctx;
-    block_pool_init(&d->pool, info->n_blocks, info->block_size, 0);
+    block_pool_init(&d->pool, info->n_blocks, info->block_size, 0, 0);
     plan_init(&d->plan);
     struct drafter *dr = xcalloc(1, sizeof *dr);
     dr->self = d;

@@ -88,7 +88,7 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     s->max_ctx = info->max_ctx;
     s->eos_id = info->eos_id;
     s->attn_ctx_unit = info->attn_ctx_unit > 1 ? info->attn_ctx_unit : 1;
-    block_pool_init(&s->pool, info->n_blocks, info->block_size, o->prefix_caching);
+    block_pool_init(&s->pool, info->n_blocks, info->block_size, o->prefix_caching, info->sink_blocks);
     s->hit_ids = xmalloc(sizeof(int32_t) * (size_t)(info->n_blocks > 0 ? info->n_blocks : 1));
     plan_init(&s->plan);
     pthread_mutex_init(&s->mu, NULL);
@@ -313,7 +313,7 @@ static int grow_blocks(struct scheduler *s, struct seq *q, int tokens) {
         if (last == q) return -1;
     }
     if (need > 0) {
-        if (block_pool_take(&s->pool, need, q->blocks + q->n_blocks)) return -1;
+        if (block_pool_take(&s->pool, need, q->blocks + q->n_blocks, q->n_blocks == 0)) return -1;
         q->n_blocks += need;
     }
     return 0;

@@ -22,7 +22,9 @@
  * same bound against a reference on the decoded FP8 values, which the kernels' tile
  * conversion reproduces exactly; their rows get magnitudes from 2^-4 to 2^3, so the
  * scales differ. The error against the unrounded K/V (what FP8 storage costs) is printed
- * and held to the bound that E4M3's relative rounding of 2^-4 implies (see run_case). */
+ * and held to the bound that E4M3's relative rounding of 2^-4 implies (see run_case). Half
+ * of the pool's blocks have an FP8 sink (kernels/backend.h): sequences whose first block is
+ * one of them read their first 4 positions as F16, and no other position may read one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,6 +62,8 @@ struct config {
     int n_q, q_head0; /* this rank's query heads */
     float qscale;     /* spread of the queries: larger makes peakier softmax */
 };
+
+static long g_sink_seqs; /* FP8 sequences that read their first positions from the sink */
 
 static void run_case(const struct config *cf, const struct seqspec *ss, int n_seqs) {
     const int hd = cf->hd, group = cf->n_heads / cf->n_kv_heads, bs = cf->block_size;
@@ -134,6 +138,33 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
             }
         }
 
+    /* FP8's sink: the lower half of the pool's block ids keep their first rows in F16. A
+     * sequence whose first block is one of them reads its first positions from there (the
+     * reference then reads them F16-rounded); the sink rows of every other block are NaN,
+     * so reading one where the codes should be read would show. */
+    uint16_t *ksink = NULL, *vsink = NULL;
+    const int sink_blocks = pool / 2, sink_rows = bs < 4 ? bs : 4;
+    if (cf->kv == DT_F8_E4M3) {
+        const size_t n_sink = (size_t)sink_blocks * sink_rows * row;
+        ksink = malloc(sizeof(uint16_t) * (n_sink ? n_sink : 1));
+        vsink = malloc(sizeof(uint16_t) * (n_sink ? n_sink : 1));
+        for (size_t i = 0; i < n_sink; i++) ksink[i] = vsink[i] = 0x7e00;
+        for (int s = 0; s < n_seqs; s++) {
+            const int b0 = blocks[block_off[s]];
+            if (b0 >= sink_blocks) continue;
+            g_sink_seqs++;
+            for (int p = 0; p < sink_rows && p < ss[s].len; p++)
+                for (size_t i = 0; i < row; i++) { /* F16 of x / 2^e, e the row's FP8 exponent */
+                    const size_t at = ((size_t)b0 * bs + (size_t)p) * row + i, sa = ((size_t)b0 * sink_rows + p) * row + i;
+                    const int ke = kexp[at / (size_t)hd], ve = vexp[at / (size_t)hd];
+                    ksink[sa] = f32_to_f16(ldexpf((float)kraw[at], -ke));
+                    vsink[sa] = f32_to_f16(ldexpf((float)vraw[at], -ve));
+                    kd[at] = ldexp(f16_to_f32(ksink[sa]), ke);
+                    vd[at] = ldexp(f16_to_f32(vsink[sa]), ve);
+                }
+        }
+    }
+
     int32_t *seq_of = malloc(sizeof(int32_t) * (size_t)n_tok), *pos = malloc(sizeof(int32_t) * (size_t)n_tok);
     for (int s = 0, t = 0; s < n_seqs; s++)
         for (int i = 0; i < ss[s].n; i++, t++) {
@@ -149,6 +180,10 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
     if (cf->kv == DT_F8_E4M3) {
         kv.k_exp = kexp;
         kv.v_exp = vexp;
+        kv.k_sink = ksink;
+        kv.v_sink = vsink;
+        kv.sink_blocks = sink_blocks;
+        kv.sink_rows = sink_rows;
     }
 
     /* reference and bound per (token, head); raw: the same on the unrounded K/V */
@@ -267,6 +302,8 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
     free(vraw);
     free(kexp);
     free(vexp);
+    free(ksink);
+    free(vsink);
     free(kf);
     free(vf);
     free(raw);
@@ -297,6 +334,8 @@ static void test_ragged(void **state) {
                 c.q_head0 = 0;
                 run_case(&c, ragged, 5);
             }
+    printf("fp8: %ld sequences read their first positions from the sink\n", g_sink_seqs);
+    assert_true(g_sink_seqs > 0);
 }
 
 static void test_groups(void **state) {

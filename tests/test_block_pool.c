@@ -23,14 +23,14 @@
 
 /* Takes n fresh blocks, "computes" them and commits them as one chain over tokens. */
 static void fill_chain(struct block_pool *bp, const int32_t *tokens, int n, int32_t *ids) {
-    assert_int_equal(block_pool_take(bp, n, ids), 0);
+    assert_int_equal(block_pool_take(bp, n, ids, 0), 0);
     for (int k = 0; k < n; k++) ids[k] = block_pool_commit(bp, ids[k], k ? ids[k - 1] : -1, 0, tokens + k * BS);
 }
 
 static void test_hash_chain(void **state) {
     (void)state;
     struct block_pool bp;
-    block_pool_init(&bp, 16, BS, 1);
+    block_pool_init(&bp, 16, BS, 1, 0);
     int32_t a[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, ids[3], hit[3];
     fill_chain(&bp, a, 3, ids);
     assert_int_equal(bp.n_cached, 3);
@@ -68,10 +68,10 @@ static void test_hash_chain(void **state) {
 static void test_commit_duplicate(void **state) {
     (void)state;
     struct block_pool bp;
-    block_pool_init(&bp, 8, BS, 1);
+    block_pool_init(&bp, 8, BS, 1, 0);
     int32_t t[BS] = {5, 6, 7, 8}, x, y;
-    assert_int_equal(block_pool_take(&bp, 1, &x), 0);
-    assert_int_equal(block_pool_take(&bp, 1, &y), 0);
+    assert_int_equal(block_pool_take(&bp, 1, &x, 0), 0);
+    assert_int_equal(block_pool_take(&bp, 1, &y, 0), 0);
     assert_int_equal(block_pool_commit(&bp, x, -1, 0, t), x);
     assert_int_equal(block_pool_commit(&bp, y, -1, 0, t), x);
     assert_int_equal(bp.refs[x], 2);
@@ -87,7 +87,7 @@ static void test_commit_duplicate(void **state) {
 static void test_lru(void **state) {
     (void)state;
     struct block_pool bp;
-    block_pool_init(&bp, 6, BS, 1);
+    block_pool_init(&bp, 6, BS, 1, 0);
     int32_t a[3 * BS], b[3 * BS], ia[3], ib[3], hit[3], extra[6];
     for (int i = 0; i < 3 * BS; i++) a[i] = 100 + i, b[i] = 200 + i;
     int idle;
@@ -103,13 +103,13 @@ static void test_lru(void **state) {
     block_pool_release(&bp, 2, hit);
     int expect_left[][2] = {{2, 3}, {2, 2}, {2, 1}, {2, 0}, {1, 0}, {0, 0}}; /* {a hit, b hit} after each eviction */
     for (int k = 0; k < 6; k++) {
-        assert_int_equal(block_pool_take(&bp, 1, &extra[k]), 0);
+        assert_int_equal(block_pool_take(&bp, 1, &extra[k], 0), 0);
         assert_int_equal(block_pool_match(&bp, 0, a, 3, hit, &idle), expect_left[k][0]);
         assert_int_equal(block_pool_match(&bp, 0, b, 3, hit, &idle), expect_left[k][1]);
     }
     assert_int_equal(bp.evictions, 6);
     assert_int_equal(bp.n_cached, 0);
-    assert_int_equal(block_pool_take(&bp, 1, hit), -1); /* all held */
+    assert_int_equal(block_pool_take(&bp, 1, hit, 0), -1); /* all held */
     block_pool_release(&bp, 6, extra);
     assert_int_equal(bp.n_free, 6);
     block_pool_free(&bp);
@@ -120,7 +120,7 @@ static void test_lru(void **state) {
 static void test_refs_across_preempt_cancel(void **state) {
     (void)state;
     struct block_pool bp;
-    block_pool_init(&bp, 8, BS, 1);
+    block_pool_init(&bp, 8, BS, 1, 0);
     int32_t t[2 * BS] = {1, 2, 3, 4, 5, 6, 7, 8}, s1[2], s2[2], s3[2], rest[8];
     int idle;
     fill_chain(&bp, t, 2, s1);                              /* sequence 1 computed it */
@@ -134,8 +134,8 @@ static void test_refs_across_preempt_cancel(void **state) {
     assert_int_equal(bp.refs[s2[0]], 1);
     assert_int_equal(bp.n_idle, 0);
     assert_int_equal(block_pool_available(&bp), 6);
-    assert_int_equal(block_pool_take(&bp, 7, rest), -1);
-    assert_int_equal(block_pool_take(&bp, 6, rest), 0);
+    assert_int_equal(block_pool_take(&bp, 7, rest, 0), -1);
+    assert_int_equal(block_pool_take(&bp, 6, rest, 0), 0);
     for (int i = 0; i < 6; i++) assert_true(rest[i] != s2[0] && rest[i] != s2[1]);
     /* sequence 1 resumes: its prefix is still there, held by sequence 2 */
     assert_int_equal(block_pool_match(&bp, 0, t, 2, s1, &idle), 2);
@@ -149,10 +149,10 @@ static void test_refs_across_preempt_cancel(void **state) {
 static void test_caching_off(void **state) {
     (void)state;
     struct block_pool bp;
-    block_pool_init(&bp, 4, BS, 0);
+    block_pool_init(&bp, 4, BS, 0, 0);
     int32_t t[BS] = {1, 2, 3, 4}, id, hit;
     int idle;
-    assert_int_equal(block_pool_take(&bp, 1, &id), 0);
+    assert_int_equal(block_pool_take(&bp, 1, &id, 0), 0);
     assert_int_equal(block_pool_commit(&bp, id, -1, 0, t), id);
     assert_int_equal(block_pool_match(&bp, 0, t, 1, &hit, &idle), 0);
     block_pool_release(&bp, 1, &id);
@@ -187,6 +187,7 @@ static uint64_t kv_digest_upto(const int32_t *tokens, int k, int upto) {
 static uint64_t kv_digest(const int32_t *tokens, int k) { return kv_digest_upto(tokens, k, (k + 1) * BS); }
 
 static uint64_t g_content[NB]; /* the simulated cache: what each block holds */
+static long g_firsts[2];       /* first blocks taken outside / inside the sink blocks */
 
 static void check_invariants(const struct block_pool *bp, const struct simseq *sq) {
     int holders[NB] = {0}, in_free[NB] = {0}, in_lru[NB] = {0};
@@ -205,7 +206,12 @@ static void check_invariants(const struct block_pool *bp, const struct simseq *s
     }
     for (int i = 0; i < bp->n_free; i++) {
         int32_t b = bp->free_ids[i];
-        assert_true(b >= 0 && b < NB);
+        assert_true(b >= bp->sink_blocks && b < NB);
+        assert_int_equal(in_free[b]++, 0);
+    }
+    for (int i = 0; i < bp->n_free_sink; i++) {
+        int32_t b = bp->free_sink[i];
+        assert_true(b >= 0 && b < bp->sink_blocks);
         assert_int_equal(in_free[b]++, 0);
     }
     int n_lru = 0;
@@ -256,7 +262,8 @@ static int sim_step(struct block_pool *bp, struct simseq *q, int n) {
     if (n > q->n_tokens - q->n_cached) n = q->n_tokens - q->n_cached;
     int need = block_pool_blocks_for(q->n_cached + n, BS) - q->n_blocks;
     if (need > 0) {
-        if (block_pool_take(bp, need, q->blocks + q->n_blocks)) return -1;
+        if (block_pool_take(bp, need, q->blocks + q->n_blocks, q->n_blocks == 0)) return -1;
+        if (q->n_blocks == 0) g_firsts[q->blocks[0] < bp->sink_blocks]++;
         for (int k = 0; k < need; k++) g_content[q->blocks[q->n_blocks + k]] = 0; /* garbage until written */
         q->n_blocks += need;
     }
@@ -273,11 +280,11 @@ static int sim_step(struct block_pool *bp, struct simseq *q, int n) {
     return 0;
 }
 
-static void test_randomized(void **state) {
-    (void)state;
+static void run_randomized(int sink_blocks) {
     srand(12345);
+    g_firsts[0] = g_firsts[1] = 0;
     struct block_pool bp;
-    block_pool_init(&bp, NB, BS, 1);
+    block_pool_init(&bp, NB, BS, 1, sink_blocks);
     struct simseq sq[MAXSEQ];
     memset(sq, 0, sizeof sq);
     static const int32_t shared[3][16] = {{1, 2, 1, 2, 1, 2, 1, 2, 0, 0, 1, 1, 2, 2, 0, 1},
@@ -318,8 +325,67 @@ static void test_randomized(void **state) {
     memset(sq, 0, sizeof sq);
     check_invariants(&bp, sq);
     assert_int_equal(block_pool_available(&bp), NB); /* no leak */
-    print_message("randomized: %ld admissions, %ld tokens from the cache, %ld evictions\n", admits, hits, bp.evictions);
+    print_message("randomized (%d sink blocks): %ld admissions, %ld tokens from the cache, %ld evictions; first blocks "
+                  "%ld in the sink blocks, %ld elsewhere\n", sink_blocks, admits, hits, bp.evictions, g_firsts[1],
+                  g_firsts[0]);
     assert_true(hits > 0 && bp.evictions > 0); /* both paths were exercised */
+    if (sink_blocks >= MAXSEQ) assert_int_equal(g_firsts[0], 0); /* room for every sequence: always a sink block */
+    if (sink_blocks) assert_true(g_firsts[1] > 0);
+    block_pool_free(&bp);
+}
+
+static void test_randomized(void **state) {
+    (void)state;
+    run_randomized(0);
+}
+
+/* Sink blocks fewer than the sequences (some first blocks land elsewhere), and enough. */
+static void test_randomized_sink(void **state) {
+    (void)state;
+    run_randomized(MAXSEQ / 2);
+    run_randomized(MAXSEQ);
+}
+
+/* First blocks go to the sink blocks (free, else the least recently released idle one),
+ * other blocks elsewhere while anything else is left. */
+static void test_sink_first_blocks(void **state) {
+    (void)state;
+    struct block_pool bp;
+    block_pool_init(&bp, 8, BS, 1, 2);
+    int32_t a[3], b[2], c[1], d[1], e[5];
+    assert_int_equal(block_pool_take(&bp, 3, a, 1), 0);
+    assert_int_equal(a[0], 0); /* first block: a sink block */
+    assert_true(a[1] >= 2 && a[2] >= 2);
+    assert_int_equal(block_pool_take(&bp, 2, b, 1), 0);
+    assert_int_equal(b[0], 1);
+    assert_int_equal(block_pool_take(&bp, 1, c, 1), 0);
+    assert_true(c[0] >= 2); /* both sink blocks held: any block */
+    /* b's chain cached and released: idle; a new first block evicts its sink block even
+     * though free blocks remain */
+    static const int32_t t[2 * BS] = {1, 2, 3, 4, 5, 6, 7, 8};
+    b[0] = block_pool_commit(&bp, b[0], -1, 0, t);
+    b[1] = block_pool_commit(&bp, b[1], b[0], 0, t + BS);
+    block_pool_release(&bp, 2, b);
+    assert_int_equal(bp.n_idle, 2);
+    long ev = bp.evictions;
+    assert_int_equal(block_pool_take(&bp, 1, d, 1), 0);
+    assert_int_equal(d[0], 1);
+    assert_int_equal(bp.evictions, ev + 1);
+    int32_t hit[2];
+    int idle;
+    assert_int_equal(block_pool_match(&bp, 0, t, 2, hit, &idle), 0); /* the chain's head is gone */
+    /* non-first blocks: the rest first, a free sink block only when nothing else is left */
+    block_pool_release(&bp, 3, a); /* uncached: sink block 0 and two others free */
+    assert_int_equal(bp.n_free_sink, 1);
+    const int others = bp.n_free + bp.n_idle;
+    assert_int_equal(others, 5); /* two never taken, two of a's, b's orphaned second block (idle) */
+    assert_int_equal(block_pool_take(&bp, 5, e, 0), 0);
+    for (int i = 0; i < 5; i++) assert_true(e[i] >= 2);
+    assert_int_equal(bp.n_free_sink, 1);
+    int32_t f;
+    assert_int_equal(block_pool_take(&bp, 1, &f, 0), 0);
+    assert_int_equal(f, 0);
+    assert_int_equal(block_pool_available(&bp), 0);
     block_pool_free(&bp);
 }
 
@@ -328,6 +394,8 @@ int main(void) {
         cmocka_unit_test(test_hash_chain),
         cmocka_unit_test(test_commit_duplicate),
         cmocka_unit_test(test_lru),
+        cmocka_unit_test(test_sink_first_blocks),
+        cmocka_unit_test(test_randomized_sink),
         cmocka_unit_test(test_refs_across_preempt_cancel),
         cmocka_unit_test(test_caching_off),
         cmocka_unit_test(test_randomized),

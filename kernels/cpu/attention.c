@@ -76,6 +76,13 @@ static void attn_item_scalar(const struct attn_call *c, const struct attn_item *
             if (c->kv_type == DT_F32) {
                 memcpy(kd, (const float *)c->k + at, sizeof(float) * (size_t)hd);
                 memcpy(vd, (const float *)c->v + at, sizeof(float) * (size_t)hd);
+            } else if (c->kv_type == DT_F8_E4M3 && attn_sink_index(c, it->seq, j0 + j) >= 0) {
+                const int64_t s = attn_sink_index(c, it->seq, j0 + j) + (int64_t)it->kvh * hd;
+                const float kx = fp8_exp2(c->k_exp[at / hd]), vx = fp8_exp2(c->v_exp[at / hd]);
+                for (int d = 0; d < hd; d++) {
+                    kd[d] = f16_to_f32(c->kvl->k_sink[s + d]) * kx;
+                    vd[d] = f16_to_f32(c->kvl->v_sink[s + d]) * vx;
+                }
             } else if (c->kv_type == DT_F8_E4M3) {
                 const uint8_t *ks = (const uint8_t *)c->k + at, *vs = (const uint8_t *)c->v + at;
                 const float kx = fp8_exp2(c->k_exp[at / hd]), vx = fp8_exp2(c->v_exp[at / hd]);
@@ -254,7 +261,7 @@ void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t
         }
     }
     const struct attn_call c = {.out = out, .ldo = ldo, .q = q, .ldq = ldq, .n_q = n_q, .hd = hd, .n_kv = n_kv,
-                                .k = kv->k, .v = kv->v, .k_exp = kv->k_exp, .v_exp = kv->v_exp,
+                                .k = kv->k, .v = kv->v, .k_exp = kv->k_exp, .v_exp = kv->v_exp, .kvl = kv,
                                 .kv_type = kv_type, .b = b,
                                 .scale = 1.0f / sqrtf((float)hd), .n_split = n_split, .n_seg = max_seg,
                                 .part = a->part};

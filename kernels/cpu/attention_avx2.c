@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../util/fp8.h"
+#include "../../util/half.h"
 
 /* K is stored transposed per key tile ([hd][64]): a query row's 64 scores are then 8
  * vector accumulators fed by one broadcast query element per dimension, with no
@@ -126,6 +127,15 @@ static void load_tile(const struct attn_call *c, const struct attn_item *it, str
         float *vd = w->vt + (int64_t)j * hd;
         const float vx = row_x256(c, c->v_exp, rix[j]);
         for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(vd + d, load8(c->v, c->kv_type, at[j] + d, vx));
+    }
+    /* an FP8 cache's sink: the sequence's first positions replaced by their exact rows */
+    for (int j = 0; c->kv_type == DT_F8_E4M3 && j < nk && attn_sink_index(c, it->seq, j0 + j) >= 0; j++) {
+        const int64_t s = attn_sink_index(c, it->seq, j0 + j) + (int64_t)it->kvh * hd;
+        const float kx = fp8_exp2(c->k_exp[rix[j]]), vx = fp8_exp2(c->v_exp[rix[j]]);
+        for (int d = 0; d < hd; d++) {
+            w->kt[(int64_t)d * ATTN_KT + j] = f16_to_f32(c->kvl->k_sink[s + d]) * kx;
+            w->vt[(int64_t)j * hd + d] = f16_to_f32(c->kvl->v_sink[s + d]) * vx;
+        }
     }
 }
 

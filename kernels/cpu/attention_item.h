@@ -24,6 +24,7 @@ struct attn_call {
     int n_q, hd, n_kv;
     const void *k, *v;
     const int8_t *k_exp, *v_exp; /* F8_E4M3: per (slot, KV head) scale exponents */
+    const struct kv_layer *kvl;  /* the layer (its FP8 sink) */
     enum dtype kv_type;
     const struct attn_batch *b;
     float scale;
@@ -55,6 +56,13 @@ struct attn_buf {
 static inline int64_t attn_kv_index(const struct attn_batch *b, int seq, int pos, int n_kv, int hd) {
     int blk = b->blocks[b->block_off[seq] + pos / b->block_size];
     return (((int64_t)blk * b->block_size + pos % b->block_size) * n_kv) * hd;
+}
+
+/* Element offset of a sequence's position pos (KV head 0) in the layer's FP8 sink, or -1
+ * when that position is read from the codes (kernels/backend.h, struct kv_layer). */
+static inline int64_t attn_sink_index(const struct attn_call *c, int seq, int pos) {
+    if (!c->kvl->sink_blocks || pos >= c->kvl->sink_rows) return -1;
+    return kv_sink_index(c->kvl, c->b->blocks[c->b->block_off[seq]], pos, c->n_kv, c->hd);
 }
 
 /* (M, L, ACC) += segment (m, l, acc), both unnormalised softmax partials: one function for

@@ -140,6 +140,15 @@ static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, co
                 kv->k_exp[row + h] = (int8_t)fp8_encode_row(kd + (int64_t)h * hd, ks + (int64_t)h * hd, hd);
                 kv->v_exp[row + h] = (int8_t)fp8_encode_row(vd + (int64_t)h * hd, vs + (int64_t)h * hd, hd);
             }
+            const int blk = b->blocks[b->block_off[b->seq_of[t]] + b->pos[t] / b->block_size];
+            const int64_t s = kv_sink_index(kv, blk, b->pos[t] % b->block_size, n_kv, hd);
+            for (int h = 0; s >= 0 && h < n_kv; h++) { /* the sink: these rows in F16 too, same scale */
+                const float kx = fp8_exp2(-kv->k_exp[row + h]), vx = fp8_exp2(-kv->v_exp[row + h]);
+                for (int i = h * hd; i < (h + 1) * hd; i++) {
+                    kv->k_sink[s + i] = f32_to_f16(ks[i] * kx);
+                    kv->v_sink[s + i] = f32_to_f16(vs[i] * vx);
+                }
+            }
         } else {
             uint16_t *kd = (uint16_t *)kv->k + at, *vd = (uint16_t *)kv->v + at;
             for (int i = 0; i < n; i++) {

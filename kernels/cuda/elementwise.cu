@@ -165,7 +165,8 @@ static __global__ void kv_store_kernel(KT *kc, KT *vc, const float *__restrict__
  * gives its power-of-two scale 2^e (util/fp8.h), e goes beside the block in kexp/vexp and
  * the codes of x / 2^e into the cache. Each row is written whole by one warp, so a block
  * filled token by token needs no rescaling of the rows already there. */
-static __global__ void kv_store_fp8_kernel(uint8_t *kc, uint8_t *vc, int8_t *kexp, int8_t *vexp,
+static __global__ void kv_store_fp8_kernel(uint8_t *kc, uint8_t *vc, int8_t *kexp, int8_t *vexp, __half *ksink,
+                                           __half *vsink, int sink_blocks, int sink_rows,
                                            const float *__restrict__ k, const float *__restrict__ v, int64_t ld,
                                            int n_kv, int hd, const int32_t *__restrict__ seq_of,
                                            const int32_t *__restrict__ pos, const int32_t *__restrict__ block_off,
@@ -189,6 +190,13 @@ static __global__ void kv_store_fp8_kernel(uint8_t *kc, uint8_t *vc, int8_t *kex
         kexp[row] = (int8_t)ke;
         vexp[row] = (int8_t)ve;
     }
+    if (blk < sink_blocks && p % bs < sink_rows) { /* the sink (kernels/backend.h): this row exact too */
+        const int64_t sa = (((int64_t)blk * sink_rows + p % bs) * n_kv + h) * hd;
+        for (int i = lane; i < hd; i += 32) {
+            ksink[sa + i] = __float2half_rn(ks[i]);
+            vsink[sa + i] = __float2half_rn(vs[i]);
+        }
+    }
 }
 
 void cuda_kv_store(struct cuda_ctx *c, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v,
@@ -197,7 +205,8 @@ void cuda_kv_store(struct cuda_ctx *c, struct kv_layer *kv, enum dtype kv_type, 
     const int n = n_kv * hd, threads = n < 256 ? 32 * ((n + 31) / 32) : 256;
     if (kv_type == DT_F8_E4M3)
         kv_store_fp8_kernel<<<dim3(b->n_tokens, n_kv), 32, 0, c->stream>>>(
-            (uint8_t *)kv->k, (uint8_t *)kv->v, kv->k_exp, kv->v_exp, k, v, ld, n_kv, hd, b->seq_of, b->pos,
+            (uint8_t *)kv->k, (uint8_t *)kv->v, kv->k_exp, kv->v_exp, (__half *)kv->k_sink, (__half *)kv->v_sink,
+            kv->sink_blocks, kv->sink_rows, k, v, ld, n_kv, hd, b->seq_of, b->pos,
             b->block_off, b->blocks, b->block_size);
     else if (kv_type == DT_F32)
         kv_store_kernel<float><<<b->n_tokens, threads, 0, c->stream>>>(

@@ -3,14 +3,12 @@
 - Teacher-forced next-token argmax with an FP8 cache equals the F16 cache's at every
   position where F16's top-2 logit gap is >= GAP (0.5), on one tiny model of every
   architecture variant (tests/reference/make_tiny.py; random tokens), at tp 1 and 2.
-- On SmolLM2-135M Q4_1 (real text: the prompts and llama.cpp's continuations of
-  tests/data/smollm2_greedy.json; 660 positions) that bound does NOT hold: E4M3's 3
-  mantissa bits flip the argmax at 4 of ~545 positions with gap >= 0.5 (gaps up to 1.32,
-  tp 1 and 2). Emulating K/V rounding to fewer mantissa bits in an F16 cache shows it is
-  the format, not the code: 7 or 5 bits move the logits as much as F16 vs F32 does (mean
-  0.20-0.21) with no such flip, 4 bits flip 1, 3 bits flip 2-4 (docs/configuration.md).
-  So for SmolLM2 the test asserts what holds with margin: every position with gap >=
-  SMOLLM2_GAP agrees, and at least SMOLLM2_AGREE of those with gap >= 0.5 do.
+- The same on SmolLM2-135M Q4_1 (real text: the prompts and llama.cpp's continuations of
+  tests/data/smollm2_greedy.json; 660 positions, ~545 with gap >= 0.5). This holds because
+  of the F16 sink (kernels/backend.h, struct kv_layer): without it, E4M3's 3 mantissa bits
+  on the first 4 positions (the attention sink every later query attends to) flipped the
+  argmax at 4 of ~545 positions (gaps up to 1.32, tp 1 and 2); emulation showed keeping
+  positions 0, 0-1, 0-3 exact leaves 3, 1, 0 flips (docs/configuration.md).
   The mean and largest absolute logit differences are printed (recorded in
   docs/configuration.md). F16 is the baseline here because it is what FP8 replaces; F16
   itself is checked against independent references by test_forward_ref.py and
@@ -37,8 +35,6 @@ import refs  # noqa: E402
 import tpd_cli  # noqa: E402
 
 GAP = 0.5
-SMOLLM2_GAP = 2.0     # measured: largest F16 gap where FP8 flips the argmax 1.32
-SMOLLM2_AGREE = 0.98  # measured: 99.3% (tp 1), 99.3% (tp 2) of positions with gap >= 0.5
 SMOLLM2 = os.path.join(os.environ.get("TPD_SOURCE_DIR", ROOT), "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 FIXTURE = os.path.join(ROOT, "tests", "data", "smollm2_greedy.json")
 # one model per architecture variant of make_tiny.VARIANTS (head_dim 16, 32, 32, 32, 32, 128)
@@ -98,10 +94,7 @@ def test_fp8_argmax_matches_f16(tpd, name, tp):
     model, seqs, vocab = smollm2_case() if name == "smollm2" else tiny_case(name)
     f16 = tpd_cli.eval_logits(model, seqs, vocab, tp=tp, kv_type="f16")
     fp8 = tpd_cli.eval_logits(model, seqs, vocab, tp=tp, kv_type="fp8")
-    if name == "smollm2":
-        mean, _, checked = compare(name, f16, fp8, tp, gap_all=SMOLLM2_GAP, agree=SMOLLM2_AGREE)
-    else:
-        mean, _, checked = compare(name, f16, fp8, tp)
+    mean, _, checked = compare(name, f16, fp8, tp)
     assert checked > 0.3 * f16.shape[0], "too few positions with a clear argmax to check anything"
     # FP8's error must stay a perturbation: well below the logits' own scale
     assert mean < 0.1 * float(np.abs(f16).mean())
