@@ -48,6 +48,8 @@ struct att_args {
     int bs, n_split;
     float *part; /* n_split > 1: [T][n_q][n_split][hd + 2] = unnormalized sum of p*V, max, sum of p */
     const int8_t *kexp, *vexp; /* FP8 cache: scale exponent per (slot, KV head) row; else NULL */
+    const __half *ksink, *vsink; /* FP8 cache: its sink (kernels/backend.h); sink_rows 0: none */
+    int sink_blocks, sink_rows;
 };
 
 /* 2^e of cache row `row` (a (slot, KV head) pair) for an FP8 cache: its codes times it are
@@ -65,6 +67,16 @@ __device__ __forceinline__ float kv_row_scale<uint8_t>(const int8_t *exps, int64
  * btab; its elements start at row * hd. */
 static __device__ __forceinline__ int64_t kv_row(const struct att_args &a, const int32_t *btab, int j, int kvh) {
     return ((int64_t)btab[j / a.bs] * a.bs + j % a.bs) * a.n_kv + kvh;
+}
+
+/* Element offset of position j (KV head kvh) of a sequence whose block table is btab in the
+ * FP8 sink, or -1 when j is read from the codes. A sink row holds F16 values of x / 2^e with
+ * the row's own exponent (kernels/backend.h), so a kernel takes them in place of the decoded
+ * codes and keeps every scale as it is. Only KT = uint8_t (FP8) has a sink. */
+template <typename KT>
+static __device__ __forceinline__ int64_t kv_sink(const struct att_args &a, const int32_t *btab, int j, int kvh) {
+    if (sizeof(KT) != 1 || j >= a.sink_rows || btab[0] >= a.sink_blocks) return -1;
+    return (((int64_t)btab[0] * a.sink_rows + j) * a.n_kv + kvh) * a.hd;
 }
 
 /* ---- exact path ---- */
@@ -94,12 +106,12 @@ static __device__ void attend_one(const struct att_args &a, const KT *__restrict
     }
     float m = -INFINITY, l = 0.0f;
     for (int j = k0 + warp; j < k1; j += ATT_WARPS) {
-        const int64_t row = kv_row(a, btab, j, kvh), at = row * hd;
+        const int64_t row = kv_row(a, btab, j, kvh), at = row * hd, sk = kv_sink<KT>(a, btab, j, kvh);
         float s = 0.0f;
 #pragma unroll
         for (int r = 0; r < ATT_R; r++) {
             const int i = lane + 32 * r;
-            if (i < hd) s += qr[r] * kv_ld(kc, at + i);
+            if (i < hd) s += qr[r] * (sk >= 0 ? __half2float(a.ksink[sk + i]) : kv_ld(kc, at + i));
         }
         s = warp_sum(s) * (scale * kv_row_scale<KT>(a.kexp, row));
         const float mn = fmaxf(m, s);
@@ -109,7 +121,7 @@ static __device__ void attend_one(const struct att_args &a, const KT *__restrict
 #pragma unroll
         for (int r = 0; r < ATT_R; r++) {
             const int i = lane + 32 * r;
-            if (i < hd) acc[r] = acc[r] * corr + pv * kv_ld(vc, at + i);
+            if (i < hd) acc[r] = acc[r] * corr + pv * (sk >= 0 ? __half2float(a.vsink[sk + i]) : kv_ld(vc, at + i));
         }
         m = mn;
     }
@@ -395,6 +407,8 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
         const int64_t row = jr < k1 ? kv_row(a, btab, jr, kvh) : 0;
         const int64_t ra = __shfl_sync(0xffffffffu, row, ks), rb = __shfl_sync(0xffffffffu, row, ks + 8);
         const bool va = j0 + ks < k1, vb = j0 + 8 + ks < k1;
+        const int64_t sink_a = va ? kv_sink<KT>(a, btab, j0 + ks, kvh) : -1;
+        const int64_t sink_b = vb ? kv_sink<KT>(a, btab, j0 + 8 + ks, kvh) : -1;
 
         /* scores of positions j0 + ks (sa) and j0 + 8 + ks (sb), up to 4 units per lane per pass */
         float sa[NG], sb[NG];
@@ -417,6 +431,11 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
                 float fa[8], fb[8];
                 kv_unpack8(fa, xa[u]);
                 kv_unpack8(fb, xb[u]);
+                if (sink_a >= 0 || sink_b >= 0) { /* the sink's rows instead of the codes */
+                    kv8<__half> h;
+                    if (sink_a >= 0) kv_load8(h, a.ksink, sink_a + 8 * c), kv_unpack8(fa, h);
+                    if (sink_b >= 0) kv_load8(h, a.ksink, sink_b + 8 * c), kv_unpack8(fb, h);
+                }
 #pragma unroll
                 for (int g = 0; g < NG; g++) {
                     if (g >= ng) continue;
@@ -483,12 +502,15 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 if (j0 + ib + i >= k1) continue;
+                const int64_t sv = kv_sink<KT>(a, btab, j0 + ib + i, kvh);
                 float p[NG];
 #pragma unroll
                 for (int g = 0; g < NG; g++) p[g] = sp[warp][ib + i][g];
 #pragma unroll
                 for (int r = 0; r < VR; r++) {
-                    const float2 v = kv_unpack2(xv[i][r]);
+                    const int d = 2 * lane + 64 * r;
+                    float2 v = kv_unpack2(xv[i][r]);
+                    if (sv >= 0 && d < hd) v = __half22float2(*(const __half2 *)(a.vsink + sv + d));
 #pragma unroll
                     for (int g = 0; g < NG; g++) {
                         if (g >= ng) continue;
@@ -641,6 +663,8 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
         const int64_t row = jr < k1 ? kv_row(a, wk.btab, jr, wk.kvh) : 0;
         const int64_t ra = __shfl_sync(0xffffffffu, row, g), rb = __shfl_sync(0xffffffffu, row, g + 8);
         const bool va = j0 + g < k1, vb = j0 + g + 8 < k1;
+        const int64_t sink_a = va ? kv_sink<KT>(a, wk.btab, j0 + g, wk.kvh) : -1;
+        const int64_t sink_b = vb ? kv_sink<KT>(a, wk.btab, j0 + g + 8, wk.kvh) : -1;
         const int kv_i[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9}; /* tile positions of this lane's V rows */
         int64_t rv[4];
 #pragma unroll
@@ -669,6 +693,11 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
             unsigned ka[4], kb[4];
             kv_f16x8(ka, xa[u]);
             kv_f16x8(kb, xb[u]);
+            if (sink_a >= 0 || sink_b >= 0) { /* the sink's rows (F16 words) instead of the codes */
+                kv8<__half> h;
+                if (sink_a >= 0) kv_load8(h, a.ksink, sink_a + 32 * u + 8 * t), kv_f16x8(ka, h);
+                if (sink_b >= 0) kv_load8(h, a.ksink, sink_b + 32 * u + 8 * t), kv_f16x8(kb, h);
+            }
             const uint4 qh = *(const uint4 *)(sqh + g * LQ + 32 * u + 8 * t);
             const uint4 ql = *(const uint4 *)(sql + g * LQ + 32 * u + 8 * t);
             mma_16816(c, ka[0], kb[0], ka[1], kb[1], qh.x, qh.y);
@@ -720,7 +749,15 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
             if (u >= nu) continue;
             unsigned w[4][2];
 #pragma unroll
-            for (int i = 0; i < 4; i++) kv_f16x4(w[i], xv[u][i]);
+            for (int i = 0; i < 4; i++) {
+                kv_f16x4(w[i], xv[u][i]);
+                const int64_t sv = j0 + kv_i[i] < k1 ? kv_sink<KT>(a, wk.btab, j0 + kv_i[i], wk.kvh) : -1;
+                if (sv >= 0) {
+                    kv4<__half> h;
+                    kv_load4(h, a.vsink, sv + 32 * u + 4 * g);
+                    kv_f16x4(w[i], h);
+                }
+            }
 #pragma unroll
             for (int x = 0; x < 2; x++) {
                 const unsigned a0 = __byte_perm(w[0][x], w[1][x], 0x5410), a1 = __byte_perm(w[0][x], w[1][x], 0x7632);
@@ -815,6 +852,17 @@ static __device__ __forceinline__ void fa_load8(__half *dst, const uint8_t *src,
     for (int i = 0; i < 8; i++) h[i] = __float2half_rn(fp8_dev_decode(b[i]) * x);
     *(uint4 *)dst = *(const uint4 *)h;
 }
+/* The same from an FP8 sink row (kv_sink): its F16 values of x / 2^e, scaled by the row's 2^e. */
+static __device__ __forceinline__ void fa_load8_sink(__half *dst, const __half *src, int64_t at, const int8_t *exps,
+                                                     int64_t row) {
+    const float x = fp8_exp2(exps[row]);
+    const uint4 raw = *(const uint4 *)(src + at);
+    const __half *v = (const __half *)&raw;
+    __align__(16) __half h[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) h[i] = __float2half_rn(__half2float(v[i]) * x);
+    *(uint4 *)dst = *(const uint4 *)h;
+}
 
 template <typename KT>
 static __global__ void __launch_bounds__(ATT_WARPS * 32) flash_kernel(struct att_args a, const KT *__restrict__ kc,
@@ -859,7 +907,12 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32) flash_kernel(struct att
         for (int e = threadIdx.x; e < FA_BK * chunks; e += blockDim.x) {
             const int r = e / chunks, c = e % chunks, j = kb + r;
             __half *kd = Ks + r * L.ldh + 8 * c, *vd = Vs + r * L.ldh + 8 * c;
-            if (j < n_keys) {
+            const int64_t sk = j < n_keys ? kv_sink<KT>(a, btab, j, kvh) : -1;
+            if (sk >= 0) {
+                const int64_t row = kv_row(a, btab, j, kvh);
+                fa_load8_sink(kd, a.ksink, sk + 8 * c, a.kexp, row);
+                fa_load8_sink(vd, a.vsink, sk + 8 * c, a.vexp, row);
+            } else if (j < n_keys) {
                 const int64_t row = kv_row(a, btab, j, kvh), at = row * hd + 8 * c;
                 fa_load8(kd, kc, at, a.kexp, row);
                 fa_load8(vd, vc, at, a.vexp, row);
@@ -1046,7 +1099,9 @@ void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q,
         FATAL("cuda_attention: KV cache type %s (F32, F16 or F8_E4M3 expected)", dtype_name(kv_type));
     if (fp8 && (!kv->k_exp || !kv->v_exp)) FATAL("cuda_attention: FP8 KV cache without its scales");
     struct att_args a = {out, ldo, q, ldq, n_q, q_head0, group, kv_head0, n_kv, hd,
-                         b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp};
+                         b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp,
+                         (const __half *)kv->k_sink, (const __half *)kv->v_sink, fp8 ? kv->sink_blocks : 0,
+                         fp8 && kv->k_sink ? kv->sink_rows : 0};
     if (T > 64 && kv_type != DT_F32 && hd % 16 == 0 && hd <= FA_MAX_HD && !exact_only()) {
         if (fp8)
             launch_flash<uint8_t>(c, a, kv, T);

@@ -190,11 +190,11 @@ static __global__ void kv_store_fp8_kernel(uint8_t *kc, uint8_t *vc, int8_t *kex
         kexp[row] = (int8_t)ke;
         vexp[row] = (int8_t)ve;
     }
-    if (blk < sink_blocks && p % bs < sink_rows) { /* the sink (kernels/backend.h): this row exact too */
+    if (blk < sink_blocks && p % bs < sink_rows) { /* the sink (kernels/backend.h): F16 of x / 2^e too */
         const int64_t sa = (((int64_t)blk * sink_rows + p % bs) * n_kv + h) * hd;
         for (int i = lane; i < hd; i += 32) {
-            ksink[sa + i] = __float2half_rn(ks[i]);
-            vsink[sa + i] = __float2half_rn(vs[i]);
+            ksink[sa + i] = __float2half_rn(ks[i] * kinv);
+            vsink[sa + i] = __float2half_rn(vs[i] * vinv);
         }
     }
 }

@@ -9,7 +9,8 @@
  * depths 1..512, a 5-token chunk, a token at position 0) over shuffled paged blocks, with the
  * GPU's SM count (positions split over blocks) and with 1 SM (no split); an 80-token step;
  * Llama-3-8B-shaped steps (the benchmark cases). Every output left NaN, and every write into
- * the padding between rows, counts as an error.
+ * the padding between rows, counts as an error. FP8 caches have a sink (kernels/backend.h) on
+ * half of their blocks: sequences whose first block is one read positions 0..3 from it.
  *
  *   test_cuda_attention            every case; exit 1 if one fails
  *   test_cuda_attention --time     (or ATT_TIME_ONLY=1) the benchmark cases alone, checked and
@@ -68,8 +69,11 @@ static void exact_attention(struct cuda_ctx *c, float *out, int64_t ldo, const f
                             int q_head0, int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type,
                             int n_kv, int hd, const struct attn_batch *b) {
     const int T = b->n_tokens;
+    const int fp8 = kv_type == DT_F8_E4M3;
     struct att_args a = {out, ldo, q, ldq, n_q, q_head0, group, kv_head0, n_kv, hd,
-                         b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp};
+                         b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp,
+                         (const __half *)kv->k_sink, (const __half *)kv->v_sink, fp8 ? kv->sink_blocks : 0,
+                         fp8 && kv->k_sink ? kv->sink_rows : 0};
     a.n_split = att_splits(c, (int64_t)n_q * T, T);
     if (a.n_split > 1)
         a.part = (float *)cuda_ws(c, sizeof(float) * (size_t)T * (size_t)n_q * (size_t)a.n_split * (size_t)(hd + 2));
@@ -125,7 +129,7 @@ template <typename T> static T *to_device(const std::vector<T> &v) {
 }
 
 /* Totals over the cases run. */
-static int n_cases, n_failed;
+static int n_cases, n_failed, n_sink_seqs;
 static double worst_decode, worst_exact;
 static char worst_case[200];
 
@@ -172,6 +176,12 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
     for (auto &x : vf) x = urand();
     void *dk, *dv;
     int8_t *dk_exp = NULL, *dv_exp = NULL;
+    uint16_t *dk_sink = NULL, *dv_sink = NULL;
+    /* FP8's sink (kernels/backend.h): the lower half of the block ids keep their first rows
+     * as F16 of x / 2^e; sequences whose first block is one read positions 0..3 from there
+     * (the reference then has those values), and every other sink row is NaN, so a kernel
+     * reading one where it should read the codes fails the case */
+    const int sink_blocks = nb / 2, sink_rows = bs < 4 ? bs : 4;
     if (cs.type == DT_F16) {
         std::vector<uint16_t> kh(kf.size()), vh(vf.size());
         for (size_t i = 0; i < kf.size(); i++) {
@@ -186,8 +196,9 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
     } else if (cs.type == DT_F8_E4M3) {
         std::vector<uint8_t> k8(kf.size()), v8(vf.size());
         std::vector<int8_t> k_exp(rows), v_exp(rows);
+        std::vector<float> kraw(kf.size()), vraw(vf.size());
         for (int pass = 0; pass < 2; pass++) {
-            std::vector<float> &f = pass ? vf : kf;
+            std::vector<float> &f = pass ? vf : kf, &raw = pass ? vraw : kraw;
             std::vector<uint8_t> &codes = pass ? v8 : k8;
             std::vector<int8_t> &ex = pass ? v_exp : k_exp;
             for (int64_t r = 0; r < rows; r++) {
@@ -199,6 +210,7 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
                 }
                 const int e = fp8_row_exp(amax);
                 ex[r] = (int8_t)e;
+                for (int d = 0; d < hd; d++) raw[r * hd + d] = f[r * hd + d];
                 for (int d = 0; d < hd; d++) {
                     const uint8_t b = fp8_e4m3_from_f32(f[r * hd + d] / ldexpf(1.0f, e));
                     codes[r * hd + d] = b;
@@ -208,6 +220,26 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
         }
         dk = to_device(k8), dv = to_device(v8);
         dk_exp = to_device(k_exp), dv_exp = to_device(v_exp);
+        const size_t n_sink = (size_t)sink_blocks * sink_rows * n_kv * hd;
+        std::vector<uint16_t> ks(n_sink + 1, 0x7e00), vs(n_sink + 1, 0x7e00);
+        for (int sq = 0; sq < n_seqs; sq++) {
+            const int b0 = blocks[block_off[sq]];
+            if (b0 >= sink_blocks) continue;
+            for (int j = 0; j < sink_rows && j < cs.seq_len[sq]; j++)
+                for (int h = 0; h < n_kv; h++) {
+                    const int64_t r = ((int64_t)b0 * bs + j) * n_kv + h, sa = (((int64_t)b0 * sink_rows + j) * n_kv + h) * hd;
+                    for (int d = 0; d < hd; d++) {
+                        __half hk = __float2half(kraw[r * hd + d] / ldexpf(1.0f, k_exp[r]));
+                        __half hv = __float2half(vraw[r * hd + d] / ldexpf(1.0f, v_exp[r]));
+                        memcpy(&ks[sa + d], &hk, 2);
+                        memcpy(&vs[sa + d], &hv, 2);
+                        kf[r * hd + d] = __half2float(hk) * ldexpf(1.0f, k_exp[r]);
+                        vf[r * hd + d] = __half2float(hv) * ldexpf(1.0f, v_exp[r]);
+                    }
+                }
+            n_sink_seqs++;
+        }
+        dk_sink = to_device(ks), dv_sink = to_device(vs);
     } else {
         dk = to_device(kf), dv = to_device(vf);
     }
@@ -247,7 +279,7 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
     CUDA_CHECK(cudaMalloc(&dout, sizeof(float) * T * ldo));
     int32_t *dseq = to_device(seq_of), *dpos = to_device(pos), *doff = to_device(block_off), *dblk = to_device(blocks);
     const struct attn_batch b = {T, n_seqs, dseq, dpos, doff, dblk, bs};
-    const struct kv_layer kv = {dk, dv, dk_exp, dv_exp};
+    const struct kv_layer kv = {dk, dv, dk_exp, dv_exp, dk_sink, dv_sink, dk_sink ? sink_blocks : 0, dk_sink ? sink_rows : 0};
     auto attend = [&](int exact) {
         if (exact)
             exact_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, &kv, cs.type, n_kv,
@@ -300,7 +332,7 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
         CUDA_CHECK(cudaEventDestroy(e1));
         printf("BENCH attention case=%s us=%.1f exact_us=%.1f\n", cs.bench, us[0], us[1]);
     }
-    void *bufs[] = {dk, dv, dk_exp, dv_exp, dq, dout, dseq, dpos, doff, dblk};
+    void *bufs[] = {dk, dv, dk_exp, dv_exp, dk_sink, dv_sink, dq, dout, dseq, dpos, doff, dblk};
     for (void *p : bufs) CUDA_CHECK(cudaFree(p));
 }
 
@@ -395,7 +427,11 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaFree(c.ws));
     CUDA_CHECK(cudaStreamDestroy(c.stream));
     printf("test_cuda_attention: %d cases, %d failed; largest error %.2e of max |out| (tolerance %.0e), "
-           "exact kernel's %.2e; largest in %s\n",
-           n_cases, n_failed, worst_decode, TOLERANCE, worst_exact, worst_case);
+           "exact kernel's %.2e; largest in %s; %d FP8 sequences read their first positions from the sink\n",
+           n_cases, n_failed, worst_decode, TOLERANCE, worst_exact, worst_case, n_sink_seqs);
+    if (!time_only && n_sink_seqs == 0) {
+        printf("FAIL  no FP8 case had a sequence whose first block has a sink\n");
+        return 1;
+    }
     return n_failed ? 1 : 0;
 }
