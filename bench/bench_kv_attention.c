@@ -1,6 +1,7 @@
 /* CPU attention (cpu_attn_run) over an FP8 KV cache against F16 and F32 in the same run, on
  * SmolLM2-135M's shape (30 layers of 9 query heads over 3 KV heads of 64): one decode token
- * and a 64-token prefill chunk at the end of `ctx` cached positions, every layer's cache
+ * a 4-token step (a speculative verify step: the last token and 3 drafts) and a 64-token
+ * prefill chunk at the end of `ctx` cached positions, every layer's cache
  * its own memory as in a forward step (so a long context streams from DRAM, not cache).
  * The types alternate for `reps` rounds and each keeps its fastest step (the least
  * disturbed by other load); printed as microseconds per step and as ratios to F16.
@@ -66,10 +67,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 64 * N_Q * HD; i++) q[i] = src[i];
     struct threadpool *tp = threadpool_create(nth);
     struct cpu_attn *a = cpu_attn_create();
-    const int sizes[2] = {1, 64};
+    const int sizes[3] = {1, 4, 64}; /* decode, a speculative verify step, a prefill chunk */
     printf("cpu attention, %d layers x %d cached positions, %d/%d heads of %d, %d threads, fastest step of %d (us):\n",
            LAYERS, ctx, N_Q, N_KV, HD, nth, reps);
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < 3; s++) {
         const int T = sizes[s];
         for (int i = 0; i < T; i++) pos[i] = ctx - T + i;
         struct attn_batch b = {.n_tokens = T, .n_seqs = 1, .seq_of = seq_of, .pos = pos, .block_off = block_off,

@@ -191,6 +191,23 @@ static int make_tiles(struct tile *tiles, const struct attn_batch *b, int tq) {
     return n;
 }
 
+/* An item's key conversion (K transposed and V, to f32) costs about as much as scoring
+ * ATTN_CONVERT_ROWS query rows against those keys (measured with bench_kv_attention: one
+ * thread, SmolLM2's shape, 1 and 4 tokens of one sequence). */
+#define ATTN_CONVERT_ROWS 10.0
+
+/* Estimated time of the items these tiles make (n_kvl per tile), in row-key units, over nth
+ * threads taking items as they free up: the average load plus the largest item's tail. */
+static double tile_cost(const struct tile *tiles, int n_tiles, int n_kvl, int gl, int nth) {
+    double total = 0, most = 0;
+    for (int i = 0; i < n_tiles; i++) {
+        const double w = (tiles[i].pmax + 1.0) * (ATTN_CONVERT_ROWS + (double)tiles[i].n_tok * gl);
+        total += w * n_kvl;
+        if (w > most) most = w;
+    }
+    return total / nth + most * (1.0 - 1.0 / nth);
+}
+
 /* Folds each row's segment partials, in order, into out. */
 static void merge_splits(const struct attn_call *c) {
     const struct attn_batch *b = c->b;
@@ -225,13 +242,17 @@ void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t
         a->tiles = xmalloc(sizeof(struct tile) * (size_t)a->tiles_cap);
     }
     /* about 64 query rows per item keep the scaled queries and accumulators in L2 while
-     * amortising each converted K/V tile; fewer when that leaves threads idle */
-    int tq = 64 / gl > 1 ? 64 / gl : 1;
-    int n_tiles = make_tiles(a->tiles, b, tq);
-    while (tq > 1 && n_tiles * n_kvl < 4 * nth) {
+     * amortising each converted K/V tile; fewer when that leaves threads idle, as long as
+     * the time saved beats converting the keys once more per extra item (tile_cost) */
+    int tq = 64 / gl > 1 ? 64 / gl : 1, best_tq = tq;
+    double best = tile_cost(a->tiles, make_tiles(a->tiles, b, tq), n_kvl, gl, nth);
+    while (tq > 1) {
         tq = (tq + 1) / 2;
-        n_tiles = make_tiles(a->tiles, b, tq);
+        const double t = tile_cost(a->tiles, make_tiles(a->tiles, b, tq), n_kvl, gl, nth);
+        if (t < best) best = t, best_tq = tq;
     }
+    tq = best_tq;
+    int n_tiles = make_tiles(a->tiles, b, tq);
     int max_seg = 1;
     for (int i = 0; i < n_tiles; i++)
         if (a->tiles[i].pmax / (ATTN_KT * ATTN_SEG) + 1 > max_seg) max_seg = a->tiles[i].pmax / (ATTN_KT * ATTN_SEG) + 1;
