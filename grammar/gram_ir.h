@@ -36,8 +36,15 @@ struct gbuild {
     size_t n_elems; /* elements so far, against GRAMMAR_MAX_ELEMS */
 };
 
+/* Shortest-completion lengths saturate here: nested repetitions ({1000} inside {1000}...)
+ * could otherwise overflow, and a need this large is "more than any budget" anyway. */
+#define GRAM_NEED_INF (1u << 30)
+
 /* The flattened grammar: alternatives are runs of elements ended by E_END; rule r's
- * alternatives start at alts[alt_off[r] .. alt_off[r+1]). */
+ * alternatives start at alts[alt_off[r] .. alt_off[r+1]). rest[pos] is the fewest bytes
+ * that finish the alternative holding pos from pos on (E_END: 0; a byte class counts 1, a
+ * rule its shortest sentence), so the fewest bytes that finish a matcher stack are the sum
+ * of rest[] over its entries (the budget-aware closer, grammar.h). */
 struct gram {
     struct gelem *el;
     uint32_t n_el;
@@ -47,6 +54,7 @@ struct gram {
     uint32_t *alts;
     uint32_t n_rules;
     uint32_t root;
+    uint32_t *rest; /* n_el entries, saturated at GRAM_NEED_INF */
 };
 
 void gb_init(struct gbuild *b);

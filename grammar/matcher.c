@@ -6,7 +6,14 @@
  * shallower, the usual case for JSON), so a mask is computed the first time a state is
  * seen and is a lookup and an OR afterwards. Where the key leaves part of the stack out,
  * tokens whose bytes reach below it are recorded as uncertain and checked one by one
- * against the full stack at run time (xgrammar's context-dependent tokens). */
+ * against the full stack at run time (xgrammar's context-dependent tokens).
+ *
+ * The budget-aware closer (grammar_matcher_mask_budget) rests on need: the fewest bytes
+ * that finish a stack, the sum of gram.rest[] over its entries, and of a state the least
+ * over its stacks. The same trie walk records, per cached stack, each allowed token whose
+ * need after it differs from the stack's (delta), sorted by delta; most tokens change
+ * nothing (a string's characters), so the list is short, and a budget far away costs one
+ * comparison with its largest delta per stack. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,6 +57,25 @@ static void sset_free(struct sset *s) {
 }
 
 static const int32_t *sset_stack(const struct sset *s, int i) { return s->pool + s->off[i]; }
+
+/* The fewest bytes that finish stack stk: each entry is a position in an alternative still
+ * to be finished (the top the element to match now, the others where to return to), and
+ * they finish one after the other. */
+static uint32_t stack_need(const struct gram *g, const int32_t *stk, int len) {
+    uint64_t n = 0;
+    for (int i = 0; i < len; i++) n += g->rest[stk[i]];
+    return n >= GRAM_NEED_INF ? GRAM_NEED_INF : (uint32_t)n;
+}
+
+/* The least need over the stacks of s (GRAM_NEED_INF when there are none). */
+static uint32_t sset_need(const struct gram *g, const struct sset *s) {
+    uint32_t best = GRAM_NEED_INF;
+    for (int i = 0; i < s->n; i++) {
+        uint32_t n = stack_need(g, sset_stack(s, i), s->len[i]);
+        if (n < best) best = n;
+    }
+    return best;
+}
 
 static void sset_add(struct sset *s, const int32_t *stk, int len) {
     for (int i = 0; i < s->n; i++)
@@ -261,6 +287,16 @@ int grammar_vocab_size(const struct grammar_vocab *v) { return v->n; }
 
 /* ---- compiled grammars and their mask cache ---- */
 
+/* An allowed token that changes the need: need after it = the key stack's need + d (a
+ * jumper when d > 0: it opens a structure). In jmp, d is exact; in bnd (keys cut from a
+ * deeper stack, tokens whose bytes also reached below the cut), d is an upper bound: a
+ * path below the cut may finish sooner, so the exact need is computed at run time, and
+ * only where the bound does not already settle the token. */
+struct jump {
+    int32_t id;
+    int32_t d;
+};
+
 struct mentry {
     uint64_t hash;
     int32_t *key;
@@ -268,8 +304,11 @@ struct mentry {
     uint64_t *bits; /* dense accepted set, or NULL */
     int32_t *ids;   /* sparse accepted set */
     int n_ids;
+    int n_acc;    /* tokens in the accepted set */
     int32_t *unc; /* uncertain tokens (only when trunc) */
     int n_unc;
+    struct jump *jmp, *bnd; /* sorted by d, ascending (see struct jump); bnd only when trunc */
+    int n_jmp, n_bnd;
     size_t bytes;
 };
 
@@ -298,6 +337,8 @@ static void mentry_free(struct mentry *e) {
     free(e->bits);
     free(e->ids);
     free(e->unc);
+    free(e->jmp);
+    free(e->bnd);
     free(e);
 }
 
@@ -340,7 +381,8 @@ void grammar_vocab_free(struct grammar_vocab *v) {
 struct dstate {
     struct sset s;
     uint64_t h;
-    uint32_t *tr; /* transitions by byte (see transition) */
+    uint32_t need; /* sset_need of s (relative to the key's cut when opaque) */
+    uint32_t *tr;  /* transitions by byte (see transition) */
 };
 
 struct walk {
@@ -354,6 +396,9 @@ struct walk {
     struct sset tmp;
     int32_t *acc, *unc;
     int n_acc, cap_acc, n_unc, cap_unc;
+    uint32_t need0; /* the key stack's need */
+    struct jump *jmp, *bnd;
+    int n_jmp, cap_jmp, n_bnd, cap_bnd;
 };
 
 static void push_id(int32_t **a, int *n, int *cap, int32_t id) {
@@ -362,6 +407,20 @@ static void push_id(int32_t **a, int *n, int *cap, int32_t id) {
         *a = xrealloc(*a, sizeof **a * (size_t)*cap);
     }
     (*a)[(*n)++] = id;
+}
+
+static void push_jump(struct jump **a, int *n, int *cap, int32_t id, int32_t d) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 256;
+        *a = xrealloc(*a, sizeof **a * (size_t)*cap);
+    }
+    (*a)[(*n)++] = (struct jump){id, d};
+}
+
+static int cmp_jump(const void *a, const void *b) {
+    const struct jump *x = a, *y = b;
+    if (x->d != y->d) return x->d < y->d ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
 }
 
 static uint64_t sset_hash(const struct sset *s) {
@@ -408,6 +467,7 @@ static int intern(struct walk *w, const struct sset *s) {
     memset(d, 0, sizeof *d);
     sset_copy(&d->s, s);
     d->h = h;
+    d->need = sset_need(w->g, s);
     w->stab[j] = w->n_st + 1;
     return w->n_st++;
 }
@@ -431,10 +491,18 @@ static void walk(struct walk *w, uint32_t node, int id, int unc) {
     for (uint32_t c = t[node].child; c; c = t[c].sib) {
         uint32_t tr = id >= 0 ? transition(w, id, t[c].byte) : 0;
         int next = (int)((tr & 0x7fffffffu) >> 2) - 1, matched = (tr >> 1) & 1, touched = tr & 1;
+        /* the need after a token: the least over the sets it leads to (none: a limit was hit,
+         * the token leads nowhere, so it never fits a budget) */
+        int32_t d = (int32_t)(next >= 0 ? w->st[next].need : GRAM_NEED_INF) - (int32_t)w->need0;
         for (uint32_t k = 0; k < t[c].n_tok; k++) {
             int32_t tok = w->v->sorted[t[c].tok + k];
-            if (matched) push_id(&w->acc, &w->n_acc, &w->cap_acc, tok);
-            else if (unc) push_id(&w->unc, &w->n_unc, &w->cap_unc, tok);
+            if (matched) {
+                push_id(&w->acc, &w->n_acc, &w->cap_acc, tok);
+                if (unc || touched) push_jump(&w->bnd, &w->n_bnd, &w->cap_bnd, tok, d);
+                else if (d) push_jump(&w->jmp, &w->n_jmp, &w->cap_jmp, tok, d);
+            } else if (unc) {
+                push_id(&w->unc, &w->n_unc, &w->cap_unc, tok);
+            }
         }
         if (t[c].child && (next >= 0 || unc || touched)) walk(w, c, next, unc || touched);
     }
@@ -447,7 +515,9 @@ static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key,
     w.g = &gr->g;
     w.opaque = trunc;
     sset_add(&w.tmp, key, klen);
-    walk(&w, 0, intern(&w, &w.tmp), 0);
+    int root = intern(&w, &w.tmp);
+    w.need0 = w.st[root].need;
+    walk(&w, 0, root, 0);
     for (int i = 0; i < w.n_st; i++) {
         sset_free(&w.st[i].s);
         free(w.st[i].tr);
@@ -471,9 +541,16 @@ static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key,
         e->n_ids = w.n_acc;
         e->bytes = (size_t)w.n_acc * 4;
     }
+    e->n_acc = w.n_acc;
     e->unc = w.unc;
     e->n_unc = w.n_unc;
-    e->bytes += (size_t)w.n_unc * 4 + (size_t)klen * 4 + sizeof *e;
+    qsort(w.jmp, (size_t)w.n_jmp, sizeof *w.jmp, cmp_jump);
+    qsort(w.bnd, (size_t)w.n_bnd, sizeof *w.bnd, cmp_jump);
+    e->jmp = w.jmp;
+    e->n_jmp = w.n_jmp;
+    e->bnd = w.bnd;
+    e->n_bnd = w.n_bnd;
+    e->bytes += (size_t)w.n_unc * 4 + (size_t)(w.n_jmp + w.n_bnd) * sizeof(struct jump) + (size_t)klen * 4 + sizeof *e;
     return e;
 }
 
@@ -611,7 +688,10 @@ struct grammar_matcher {
     struct sset hist[GRAM_HISTORY]; /* states before the last accepted tokens (a ring) */
     int hist_ended[GRAM_HISTORY];
     int h_head, h_n;
-    struct sset a, b; /* scratch */
+    struct sset a, b, one; /* scratch */
+    int32_t *clr;          /* scratch of grammar_matcher_mask_budget */
+    int n_clr, cap_clr;
+    uint64_t *plain; /* scratch: the mask without a budget, (n_vocab + 63) / 64 words */
 };
 
 struct grammar_matcher *grammar_matcher_new(struct grammar *g) {
@@ -638,6 +718,9 @@ void grammar_matcher_free(struct grammar_matcher *m) {
     for (int i = 0; i < GRAM_HISTORY; i++) sset_free(&m->hist[i]);
     sset_free(&m->a);
     sset_free(&m->b);
+    sset_free(&m->one);
+    free(m->clr);
+    free(m->plain);
     grammar_unref(m->g);
     free(m);
 }
@@ -673,11 +756,20 @@ static int run_bytes(struct grammar_matcher *m, const struct sset *in, const cha
 }
 
 static int token_ok(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id) {
-    struct sset one = {0};
-    sset_add(&one, stk, len);
-    int ok = run_bytes(m, &one, m->g->v->bytes[id], m->g->v->lens[id]) == 0;
-    sset_free(&one);
-    return ok;
+    sset_clear(&m->one);
+    sset_add(&m->one, stk, len);
+    return run_bytes(m, &m->one, m->g->v->bytes[id], m->g->v->lens[id]) == 0;
+}
+
+/* token_ok, and *need: the need of the state the token leads to from the full stack. */
+static int token_need(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id, uint32_t *need) {
+    if (!token_ok(m, stk, len, id)) return 0;
+    *need = sset_need(&m->g->g, &m->a);
+    return 1;
+}
+
+uint32_t grammar_matcher_need(const struct grammar_matcher *m) {
+    return m->ended ? 0 : sset_need(&m->g->g, &m->cur);
 }
 
 void grammar_matcher_mask(struct grammar_matcher *m, uint64_t *mask) {
@@ -712,10 +804,142 @@ void grammar_matcher_mask(struct grammar_matcher *m, uint64_t *mask) {
         for (int i = 0; i < v->n_eog; i++) mask[v->eog[i] >> 6] |= 1ull << (v->eog[i] & 63);
 }
 
-void grammar_matcher_apply(struct grammar_matcher *m, float *logits, int n) {
+static int bit_get(const uint64_t *mask, int32_t id) { return (int)((mask[id >> 6] >> (id & 63)) & 1); }
+static void bit_set(uint64_t *mask, int32_t id) { mask[id >> 6] |= 1ull << (id & 63); }
+
+static void push_clr(struct grammar_matcher *m, int32_t id) {
+    if (m->n_clr == m->cap_clr) {
+        m->cap_clr = m->cap_clr ? 2 * m->cap_clr : 256;
+        m->clr = xrealloc(m->clr, sizeof *m->clr * (size_t)m->cap_clr);
+    }
+    m->clr[m->n_clr++] = id;
+}
+
+/* One stack within the budget (its need plus every token's need, at most lim bytes after
+ * this token): its cached mask minus the tokens whose need after exceeds lim. The mask is
+ * a union over stacks, so a removed token stays when an earlier stack allowed it: those
+ * not yet set are noted, the entry ORed in, and the noted ones cleared. Returns the
+ * number of the entry's tokens removed (the caller learns whether the stack contributed). */
+static int mask_stack_within(struct grammar_matcher *m, const struct mentry *e, const int32_t *stk, int len,
+                             int64_t slack, int64_t lim, uint64_t *mask, int *any) {
     size_t words = ((size_t)m->g->v->n + 63) / 64;
-    uint64_t stackbuf[4096], *mask = words <= 4096 ? stackbuf : xmalloc(words * sizeof *mask);
-    grammar_matcher_mask(m, mask);
+    int removed = 0;
+    m->n_clr = 0;
+    int k = e->n_jmp;
+    while (k > 0 && e->jmp[k - 1].d > slack) k--;
+    for (; k < e->n_jmp; k++) {
+        removed++;
+        if (!bit_get(mask, e->jmp[k].id)) push_clr(m, e->jmp[k].id);
+    }
+    k = e->n_bnd;
+    while (k > 0 && e->bnd[k - 1].d > slack) k--;
+    for (; k < e->n_bnd; k++) {
+        uint32_t need;
+        if (token_need(m, stk, len, e->bnd[k].id, &need) && need <= lim) continue;
+        removed++;
+        if (!bit_get(mask, e->bnd[k].id)) push_clr(m, e->bnd[k].id);
+    }
+    if (e->bits) {
+        for (size_t w = 0; w < words; w++) mask[w] |= e->bits[w];
+    } else {
+        for (int i = 0; i < e->n_ids; i++) bit_set(mask, e->ids[i]);
+    }
+    for (int i = 0; i < m->n_clr; i++) mask[m->clr[i] >> 6] &= ~(1ull << (m->clr[i] & 63));
+    if (e->n_acc > removed) *any = 1;
+    return removed;
+}
+
+/* One stack over the budget (or, in force mode, any stack): only the tokens whose need
+ * after is at most allow(token) = max(lim, force_need - the token's length); force_need
+ * is -1 outside force mode. Tokens that leave the need unchanged never qualify (the
+ * stack's need exceeds lim, and a token of length >= 1 would have to lower it), so only
+ * the entry's jumps and the uncertain tokens are visited. */
+static void mask_stack_over(struct grammar_matcher *m, const struct mentry *e, const int32_t *stk, int len,
+                            uint32_t need_stk, int64_t lim, int64_t force_need, uint64_t *mask, int *any) {
+    const size_t *lens = m->g->v->lens;
+    int64_t cap = lim > force_need - 1 ? lim : force_need - 1; /* allow(token) <= cap for every token */
+#define ALLOW(id) (lim > force_need - (int64_t)lens[id] ? lim : force_need - (int64_t)lens[id])
+    for (int k = 0; k < e->n_jmp && (int64_t)need_stk + e->jmp[k].d <= cap; k++) {
+        int32_t id = e->jmp[k].id;
+        if (!bit_get(mask, id) && (int64_t)need_stk + e->jmp[k].d <= ALLOW(id)) {
+            bit_set(mask, id);
+            *any = 1;
+        }
+    }
+    for (int k = 0; k < e->n_bnd; k++) {
+        int32_t id = e->bnd[k].id;
+        uint32_t need;
+        if (bit_get(mask, id)) continue;
+        if ((int64_t)need_stk + e->bnd[k].d <= ALLOW(id) || (token_need(m, stk, len, id, &need) && need <= ALLOW(id))) {
+            bit_set(mask, id);
+            *any = 1;
+        }
+    }
+    for (int k = 0; k < e->n_unc; k++) {
+        int32_t id = e->unc[k];
+        uint32_t need;
+        if (!bit_get(mask, id) && token_need(m, stk, len, id, &need) && need <= ALLOW(id)) {
+            bit_set(mask, id);
+            *any = 1;
+        }
+    }
+#undef ALLOW
+}
+
+int grammar_matcher_mask_budget(struct grammar_matcher *m, uint64_t *mask, int64_t budget) {
+    const struct grammar_vocab *v = m->g->v;
+    const struct gram *g = &m->g->g;
+    size_t words = ((size_t)v->n + 63) / 64;
+    if (m->ended || budget >= GRAM_NEED_INF) { /* nothing to close, or no sentence is that long */
+        grammar_matcher_mask(m, mask);
+        return 0;
+    }
+    int64_t lim = (budget < 1 ? 1 : budget) - 1; /* the need left after this token must fit */
+    uint32_t need_min = sset_need(g, &m->cur);
+    int force = need_min > lim;
+    memset(mask, 0, words * sizeof *mask);
+    int any = 0, maybe = force; /* maybe: some token the plain mask allows may be out */
+    for (int i = 0; i < m->cur.n; i++) {
+        int len = m->cur.len[i];
+        if (len == 0) continue;
+        const int32_t *stk = sset_stack(&m->cur, i);
+        uint32_t need = stack_need(g, stk, len);
+        struct mentry *tmp, *e = mask_entry(m->g, stk, len, &tmp);
+        int64_t slack = lim - need;
+        if (!force && slack >= 0) {
+            maybe |= mask_stack_within(m, e, stk, len, slack, lim, mask, &any) > 0;
+            for (int k = 0; k < e->n_unc; k++) {
+                int32_t id = e->unc[k];
+                uint32_t nt;
+                if (bit_get(mask, id) || !token_need(m, stk, len, id, &nt)) continue;
+                if (nt <= lim) {
+                    bit_set(mask, id);
+                    any = 1;
+                } else {
+                    maybe = 1;
+                }
+            }
+        } else {
+            maybe = 1;
+            mask_stack_over(m, e, stk, len, need, lim, force ? (int64_t)need_min : -1, mask, &any);
+        }
+        mentry_free(tmp);
+    }
+    int can_end = grammar_matcher_can_end(m);
+    if (!any && !can_end) { /* no token fits (a vocabulary without the bytes the shortest ending needs) */
+        grammar_matcher_mask(m, mask);
+        return 0;
+    }
+    if (can_end)
+        for (int i = 0; i < v->n_eog; i++) bit_set(mask, v->eog[i]);
+    if (!maybe) return 0;
+    if (!m->plain) m->plain = xmalloc(words * sizeof *m->plain);
+    grammar_matcher_mask(m, m->plain);
+    return memcmp(mask, m->plain, words * sizeof *mask) != 0;
+}
+
+/* Writes -inf into logits[id] for every token not in mask (n = the logits row's length). */
+static void apply_mask(const struct grammar_matcher *m, const uint64_t *mask, float *logits, int n) {
     int nv = n < m->g->v->n ? n : m->g->v->n;
     int full = nv / 64;
     for (int w = 0; w < full; w++) { /* whole words: the common all-out and all-in ones cost little */
@@ -732,7 +956,23 @@ void grammar_matcher_apply(struct grammar_matcher *m, float *logits, int n) {
     for (int i = full * 64; i < nv; i++)
         if (!((mask[i >> 6] >> (i & 63)) & 1)) logits[i] = -INFINITY;
     for (int i = nv; i < n; i++) logits[i] = -INFINITY; /* padding rows past the tokenizer's vocabulary */
+}
+
+void grammar_matcher_apply(struct grammar_matcher *m, float *logits, int n) {
+    size_t words = ((size_t)m->g->v->n + 63) / 64;
+    uint64_t stackbuf[4096], *mask = words <= 4096 ? stackbuf : xmalloc(words * sizeof *mask);
+    grammar_matcher_mask(m, mask);
+    apply_mask(m, mask, logits, n);
     if (mask != stackbuf) free(mask);
+}
+
+int grammar_matcher_apply_budget(struct grammar_matcher *m, float *logits, int n, int64_t budget) {
+    size_t words = ((size_t)m->g->v->n + 63) / 64;
+    uint64_t stackbuf[4096], *mask = words <= 4096 ? stackbuf : xmalloc(words * sizeof *mask);
+    int restricted = grammar_matcher_mask_budget(m, mask, budget);
+    apply_mask(m, mask, logits, n);
+    if (mask != stackbuf) free(mask);
+    return restricted;
 }
 
 static void save_history(struct grammar_matcher *m) {
