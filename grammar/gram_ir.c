@@ -179,7 +179,7 @@ static int left_recursive(const struct gbuild *b, const uint8_t *nullable, char 
     return bad >= 0 ? -1 : 0;
 }
 
-/* A binary min-heap of (length, rule) for gram_min_lengths. */
+/* A binary min-heap of (cost, rule) for gram_need_tables. */
 struct lheap {
     uint64_t *v; /* length << 32 | rule */
     size_t n, cap;
@@ -216,16 +216,39 @@ static uint64_t lheap_pop(struct lheap *h) {
 
 static uint32_t sat_add(uint32_t a, uint32_t b) { return a + b >= GRAM_NEED_INF ? GRAM_NEED_INF : a + b; }
 
-/* g->rest from the flattened grammar. The shortest sentence of each rule comes from Knuth's
+/* Bytes as the cost of a run: one token per byte (the default, and where no vocabulary is
+ * known). */
+static void run_cost_bytes(void *ctx, const struct gram *g, uint32_t p, uint32_t q, uint32_t *cost) {
+    (void)ctx;
+    (void)g;
+    for (uint32_t i = p; i < q; i++) cost[i - p] = q - i;
+}
+
+/* The shortest sentence of each rule, in the cost of gram_need_tables, comes from Knuth's
  * generalisation of Dijkstra to grammars (a sum of parts is a "superior function"): an
- * alternative's length is known once every rule it refers to is, the smallest known length
- * is final, so each rule is settled once, in O(elements log elements) whatever the
- * grammar's shape (an iterated fixed point could take a pass per rule). Every rule left
- * after flattening is productive, so every length is finite (or saturated). */
-static void gram_min_lengths(struct gram *g) {
+ * alternative's cost is known once every rule it refers to is, the smallest known cost is
+ * final, so each rule is settled once, in O(elements log elements) whatever the grammar's
+ * shape (an iterated fixed point could take a pass per rule). Every rule left after
+ * flattening is productive, so every cost is finite (or saturated, or a run no token can
+ * emit). */
+void gram_need_tables(struct gram *g, gram_run_cost fn, void *ctx) {
+    if (!fn) fn = run_cost_bytes;
     uint32_t n_alts = g->alt_off[g->n_rules];
+    /* runs of byte classes: runc[i] = the cost from i to the end of i's run */
+    uint32_t *runc = xmalloc(sizeof *runc * ((size_t)g->n_el + 1));
+    for (uint32_t a = 0; a < n_alts; a++)
+        for (uint32_t p = g->alts[a]; g->el[p].type != E_END;) {
+            if (g->el[p].type != E_CLASS) {
+                p++;
+                continue;
+            }
+            uint32_t q = p;
+            while (g->el[q].type == E_CLASS) q++;
+            fn(ctx, g, p, q, runc + p);
+            p = q;
+        }
     uint32_t *minlen = xmalloc(sizeof *minlen * ((size_t)g->n_rules + 1));
-    uint32_t *alt_len = xcalloc((size_t)n_alts + 1, sizeof *alt_len);  /* bytes known so far */
+    uint32_t *alt_len = xcalloc((size_t)n_alts + 1, sizeof *alt_len);  /* cost known so far */
     uint32_t *alt_wait = xcalloc((size_t)n_alts + 1, sizeof *alt_wait); /* rule references not settled */
     uint32_t *alt_rule = xmalloc(sizeof *alt_rule * ((size_t)n_alts + 1));
     uint32_t *use_off = xcalloc((size_t)g->n_rules + 2, sizeof *use_off); /* references to rule r, by alternative */
@@ -238,8 +261,8 @@ static void gram_min_lengths(struct gram *g) {
                 if (g->el[p].type == E_REF) {
                     alt_wait[a]++;
                     use_off[g->el[p].arg + 1]++;
-                } else {
-                    alt_len[a] = sat_add(alt_len[a], 1);
+                } else if (p == g->alts[a] || g->el[p - 1].type != E_CLASS) { /* a run's start */
+                    alt_len[a] = sat_add(alt_len[a], runc[p]);
                 }
         }
     }
@@ -268,14 +291,23 @@ static void gram_min_lengths(struct gram *g) {
     }
     free(h.v);
     free(settled);
+    free(g->rest);
     g->rest = xmalloc(sizeof *g->rest * ((size_t)g->n_el + 1));
     for (uint32_t a = 0; a < n_alts; a++) {
         uint32_t end = g->alts[a];
         while (g->el[end].type != E_END) end++;
         g->rest[end] = 0;
-        for (uint32_t p = end; p-- > g->alts[a];)
-            g->rest[p] = sat_add(g->rest[p + 1], g->el[p].type == E_CLASS ? 1 : minlen[g->el[p].arg]);
+        uint32_t run_end = end; /* the first element after the run holding p */
+        for (uint32_t p = end; p-- > g->alts[a];) {
+            if (g->el[p].type == E_REF) {
+                g->rest[p] = sat_add(g->rest[p + 1], minlen[g->el[p].arg]);
+                run_end = p;
+            } else {
+                g->rest[p] = sat_add(g->rest[run_end], runc[p]);
+            }
+        }
     }
+    free(runc);
     free(minlen);
     free(alt_len);
     free(alt_wait);
@@ -332,7 +364,6 @@ int gb_finish(struct gbuild *b, const char *root, struct gram *g, char *err) {
     g->cls = b->cls;
     b->cls = NULL;
     b->n_cls = b->cap_cls = 0;
-    gram_min_lengths(g);
     rc = 0;
 out:
     free(nullable);

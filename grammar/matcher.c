@@ -8,9 +8,9 @@
  * tokens whose bytes reach below it are recorded as uncertain and checked one by one
  * against the full stack at run time (xgrammar's context-dependent tokens).
  *
- * The budget-aware closer (grammar_matcher_mask_budget) rests on need: the fewest bytes
- * that finish a stack, the sum of gram.rest[] over its entries, and of a state the least
- * over its stacks. The same trie walk records, per cached stack, each allowed token whose
+ * The budget-aware closer (grammar_matcher_mask_budget) rests on need: a bound on the
+ * tokens that finish a stack, the sum of gram.rest[] over its entries (need_tables), and
+ * of a state the least over its stacks. The same trie walk records, per cached stack, each allowed token whose
  * need after it differs from the stack's (delta), sorted by delta; most tokens change
  * nothing (a string's characters), so the list is short, and a budget far away costs one
  * comparison with its largest delta per stack. */
@@ -58,9 +58,9 @@ static void sset_free(struct sset *s) {
 
 static const int32_t *sset_stack(const struct sset *s, int i) { return s->pool + s->off[i]; }
 
-/* The fewest bytes that finish stack stk: each entry is a position in an alternative still
- * to be finished (the top the element to match now, the others where to return to), and
- * they finish one after the other. */
+/* The need of stack stk: each entry is a position in an alternative still to be finished
+ * (the top the element to match now, the others where to return to), and they finish one
+ * after the other, so their costs add (a token spanning two is not counted on: a bound). */
 static uint32_t stack_need(const struct gram *g, const int32_t *stk, int len) {
     uint64_t n = 0;
     for (int i = 0; i < len; i++) n += g->rest[stk[i]];
@@ -605,6 +605,85 @@ static struct mentry *mask_entry(struct grammar *gr, const int32_t *stk, int len
 
 /* ---- compiling ---- */
 
+#define GRAM_RUN_WORK (1l << 22) /* trie children visited for a grammar's run costs */
+
+/* gram_run_cost over the vocabulary: the fewest tokens that spell a run of byte classes,
+ * by dynamic programming from its end: from element i, a token whose bytes match the
+ * classes i..i+len-1 leads to i+len. Tokens are found by walking the trie along the
+ * classes (one path for a literal, as JSON's keys are). The walks of one grammar share a
+ * bound on trie children visited (GRAM_RUN_WORK); past it, single-byte tokens only, which
+ * bounds the cost as well (a byte-level vocabulary has every byte). The cost is an upper
+ * bound on the tokens needed, never less, and has the property the closer relies on: from
+ * a stack whose need is n > 0, the token that starts the cheapest spelling leads to a
+ * stack whose need is at most n - 1. */
+struct runctx {
+    const struct grammar_vocab *v;
+    uint64_t single[4]; /* bytes that are tokens of their own */
+    uint32_t root_child[256]; /* the trie root's child by byte (0: none) */
+    long work;
+    uint32_t *front, *next;
+    size_t cap;
+};
+
+static void run_cost_vocab(void *ctx, const struct gram *g, uint32_t p, uint32_t q, uint32_t *cost) {
+    struct runctx *rc = ctx;
+    const struct tnode *t = rc->v->t;
+#define AFTER(j) ((j) < q ? cost[(j) - p] : 0) /* the cost from element j on */
+    for (uint32_t i = q; i-- > p;) {
+        const uint64_t *cls = g->cls[g->el[i].arg];
+        uint32_t best = GRAM_NEED_INF;
+        if ((cls[0] & rc->single[0]) | (cls[1] & rc->single[1]) | (cls[2] & rc->single[2]) | (cls[3] & rc->single[3]))
+            best = AFTER(i + 1) + 1;
+        /* longer tokens: the trie nodes whose bytes match classes i, i+1, ... level by level */
+        size_t nf = 0;
+        for (int c = 0; c < 256 && rc->work > 0; c++)
+            if (rc->root_child[c] && ((cls[c >> 6] >> (c & 63)) & 1) && t[rc->root_child[c]].child) {
+                rc->front[nf++] = rc->root_child[c];
+                rc->work--;
+            }
+        for (uint32_t j = i + 1; j < q && nf > 0 && rc->work > 0; j++) {
+            const uint64_t *cj = g->cls[g->el[j].arg];
+            size_t nn = 0;
+            for (size_t k = 0; k < nf && rc->work > 0; k++)
+                for (uint32_t c = t[rc->front[k]].child; c && rc->work > 0; c = t[c].sib) {
+                    rc->work--;
+                    if (!((cj[t[c].byte >> 6] >> (t[c].byte & 63)) & 1)) continue;
+                    if (t[c].n_tok && AFTER(j + 1) + 1 < best) best = AFTER(j + 1) + 1;
+                    if (!t[c].child) continue;
+                    if (nn == rc->cap) {
+                        rc->cap *= 2;
+                        rc->front = xrealloc(rc->front, sizeof *rc->front * rc->cap);
+                        rc->next = xrealloc(rc->next, sizeof *rc->next * rc->cap);
+                    }
+                    rc->next[nn++] = c;
+                }
+            uint32_t *tmp = rc->front;
+            rc->front = rc->next;
+            rc->next = tmp;
+            nf = nn;
+        }
+        cost[i - p] = best >= GRAM_NEED_INF ? GRAM_NEED_INF : best;
+    }
+#undef AFTER
+}
+
+static void need_tables(struct gram *g, const struct grammar_vocab *v) {
+    struct runctx rc;
+    memset(&rc, 0, sizeof rc);
+    rc.v = v;
+    rc.work = GRAM_RUN_WORK;
+    for (uint32_t c = v->t[0].child; c; c = v->t[c].sib) {
+        rc.root_child[v->t[c].byte] = c;
+        if (v->t[c].n_tok) rc.single[v->t[c].byte >> 6] |= 1ull << (v->t[c].byte & 63);
+    }
+    rc.cap = 1024;
+    rc.front = xmalloc(sizeof *rc.front * rc.cap);
+    rc.next = xmalloc(sizeof *rc.next * rc.cap);
+    gram_need_tables(g, run_cost_vocab, &rc);
+    free(rc.front);
+    free(rc.next);
+}
+
 static int compile_text(struct gram *out, enum grammar_kind kind, const char *text, size_t len, char *err) {
     struct sbuf gb = {0};
     const char *src = text;
@@ -659,6 +738,7 @@ struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind,
         free(g);
         return NULL;
     }
+    need_tables(&g->g, v);
     atomic_init(&g->refs, 2); /* the caller's and the cache's */
     g->v = v;
     g->kind = kind;
@@ -850,18 +930,16 @@ static int mask_stack_within(struct grammar_matcher *m, const struct mentry *e, 
 }
 
 /* One stack over the budget (or, in force mode, any stack): only the tokens whose need
- * after is at most allow(token) = max(lim, force_need - the token's length); force_need
- * is -1 outside force mode. Tokens that leave the need unchanged never qualify (the
- * stack's need exceeds lim, and a token of length >= 1 would have to lower it), so only
- * the entry's jumps and the uncertain tokens are visited. */
+ * after is at most allow = lim, or in force mode max(lim, the state's need - 1): progress
+ * (force_need: the state's need, or 0 outside force mode). Tokens that leave the stack's
+ * need unchanged never qualify (it exceeds both), so only the entry's jumps and its
+ * uncertain tokens are visited. */
 static void mask_stack_over(struct grammar_matcher *m, const struct mentry *e, const int32_t *stk, int len,
                             uint32_t need_stk, int64_t lim, int64_t force_need, uint64_t *mask, int *any) {
-    const size_t *lens = m->g->v->lens;
-    int64_t cap = lim > force_need - 1 ? lim : force_need - 1; /* allow(token) <= cap for every token */
-#define ALLOW(id) (lim > force_need - (int64_t)lens[id] ? lim : force_need - (int64_t)lens[id])
-    for (int k = 0; k < e->n_jmp && (int64_t)need_stk + e->jmp[k].d <= cap; k++) {
+    int64_t allow = lim > force_need - 1 ? lim : force_need - 1;
+    for (int k = 0; k < e->n_jmp && (int64_t)need_stk + e->jmp[k].d <= allow; k++) {
         int32_t id = e->jmp[k].id;
-        if (!bit_get(mask, id) && (int64_t)need_stk + e->jmp[k].d <= ALLOW(id)) {
+        if (!bit_get(mask, id)) {
             bit_set(mask, id);
             *any = 1;
         }
@@ -870,7 +948,7 @@ static void mask_stack_over(struct grammar_matcher *m, const struct mentry *e, c
         int32_t id = e->bnd[k].id;
         uint32_t need;
         if (bit_get(mask, id)) continue;
-        if ((int64_t)need_stk + e->bnd[k].d <= ALLOW(id) || (token_need(m, stk, len, id, &need) && need <= ALLOW(id))) {
+        if ((int64_t)need_stk + e->bnd[k].d <= allow || (token_need(m, stk, len, id, &need) && need <= allow)) {
             bit_set(mask, id);
             *any = 1;
         }
@@ -878,12 +956,11 @@ static void mask_stack_over(struct grammar_matcher *m, const struct mentry *e, c
     for (int k = 0; k < e->n_unc; k++) {
         int32_t id = e->unc[k];
         uint32_t need;
-        if (!bit_get(mask, id) && token_need(m, stk, len, id, &need) && need <= ALLOW(id)) {
+        if (!bit_get(mask, id) && token_need(m, stk, len, id, &need) && need <= allow) {
             bit_set(mask, id);
             *any = 1;
         }
     }
-#undef ALLOW
 }
 
 int grammar_matcher_mask_budget(struct grammar_matcher *m, uint64_t *mask, int64_t budget) {
@@ -921,7 +998,7 @@ int grammar_matcher_mask_budget(struct grammar_matcher *m, uint64_t *mask, int64
             }
         } else {
             maybe = 1;
-            mask_stack_over(m, e, stk, len, need, lim, force ? (int64_t)need_min : -1, mask, &any);
+            mask_stack_over(m, e, stk, len, need, lim, force ? (int64_t)need_min : 0, mask, &any);
         }
         mentry_free(tmp);
     }

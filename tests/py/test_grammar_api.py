@@ -184,9 +184,9 @@ def test_json_object_completions_stream_n_and_stop(http):
     assert ch["message"]["content"].startswith("{")
 
 
-# A schema whose natural output is far longer than 48 tokens (a story in chapters), and
-# whose shortest document, {"title":"","chapters":[""]}, is 28 bytes: the closer's need
-# counts bytes (one token each at worst), so it steps in with 28 tokens left.
+# A schema whose natural output is far longer than 48 tokens (a story in chapters); its
+# shortest document, {"title":"","chapters":[""]}, is 28 bytes but about 10 tokens (the
+# closer's need counts the fewest tokens that spell its literals).
 LONG_SCHEMA = corpus.obj({"title": {"type": "string"}, "chapters": {"type": "array", "minItems": 1,
                                                                     "items": {"type": "string"}}})
 LONG_PROMPT = "Write a long story in several chapters, as JSON."
