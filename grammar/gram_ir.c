@@ -179,6 +179,143 @@ static int left_recursive(const struct gbuild *b, const uint8_t *nullable, char 
     return bad >= 0 ? -1 : 0;
 }
 
+/* A binary min-heap of (cost, rule) for gram_need_tables. */
+struct lheap {
+    uint64_t *v; /* length << 32 | rule */
+    size_t n, cap;
+};
+
+static void lheap_push(struct lheap *h, uint32_t len, uint32_t rule) {
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 64;
+        h->v = xrealloc(h->v, sizeof *h->v * h->cap);
+    }
+    size_t i = h->n++;
+    uint64_t x = (uint64_t)len << 32 | rule;
+    while (i > 0 && h->v[(i - 1) / 2] > x) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = x;
+}
+
+static uint64_t lheap_pop(struct lheap *h) {
+    uint64_t top = h->v[0], x = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && h->v[c + 1] < h->v[c]) c++;
+        if (h->v[c] >= x) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n) h->v[i] = x;
+    return top;
+}
+
+static uint32_t sat_add(uint32_t a, uint32_t b) { return a + b >= GRAM_NEED_INF ? GRAM_NEED_INF : a + b; }
+
+/* Bytes as the cost of a run: one token per byte (the default, and where no vocabulary is
+ * known). */
+static void run_cost_bytes(void *ctx, const struct gram *g, uint32_t p, uint32_t q, uint32_t *cost) {
+    (void)ctx;
+    (void)g;
+    for (uint32_t i = p; i < q; i++) cost[i - p] = q - i;
+}
+
+/* The shortest sentence of each rule, in the cost of gram_need_tables, comes from Knuth's
+ * generalisation of Dijkstra to grammars (a sum of parts is a "superior function"): an
+ * alternative's cost is known once every rule it refers to is, the smallest known cost is
+ * final, so each rule is settled once, in O(elements log elements) whatever the grammar's
+ * shape (an iterated fixed point could take a pass per rule). Every rule left after
+ * flattening is productive, so every cost is finite (or saturated, or a run no token can
+ * emit). */
+void gram_need_tables(struct gram *g, gram_run_cost fn, void *ctx) {
+    if (!fn) fn = run_cost_bytes;
+    uint32_t n_alts = g->alt_off[g->n_rules];
+    /* runs of byte classes: runc[i] = the cost from i to the end of i's run */
+    uint32_t *runc = xmalloc(sizeof *runc * ((size_t)g->n_el + 1));
+    for (uint32_t a = 0; a < n_alts; a++)
+        for (uint32_t p = g->alts[a]; g->el[p].type != E_END;) {
+            if (g->el[p].type != E_CLASS) {
+                p++;
+                continue;
+            }
+            uint32_t q = p;
+            while (g->el[q].type == E_CLASS) q++;
+            fn(ctx, g, p, q, runc + p);
+            p = q;
+        }
+    uint32_t *minlen = xmalloc(sizeof *minlen * ((size_t)g->n_rules + 1));
+    uint32_t *alt_len = xcalloc((size_t)n_alts + 1, sizeof *alt_len);  /* cost known so far */
+    uint32_t *alt_wait = xcalloc((size_t)n_alts + 1, sizeof *alt_wait); /* rule references not settled */
+    uint32_t *alt_rule = xmalloc(sizeof *alt_rule * ((size_t)n_alts + 1));
+    uint32_t *use_off = xcalloc((size_t)g->n_rules + 2, sizeof *use_off); /* references to rule r, by alternative */
+    uint32_t *use = xmalloc(sizeof *use * ((size_t)g->n_el + 1));
+    for (uint32_t r = 0; r < g->n_rules; r++) {
+        minlen[r] = GRAM_NEED_INF;
+        for (uint32_t a = g->alt_off[r]; a < g->alt_off[r + 1]; a++) {
+            alt_rule[a] = r;
+            for (uint32_t p = g->alts[a]; g->el[p].type != E_END; p++)
+                if (g->el[p].type == E_REF) {
+                    alt_wait[a]++;
+                    use_off[g->el[p].arg + 1]++;
+                } else if (p == g->alts[a] || g->el[p - 1].type != E_CLASS) { /* a run's start */
+                    alt_len[a] = sat_add(alt_len[a], runc[p]);
+                }
+        }
+    }
+    for (uint32_t r = 0; r < g->n_rules; r++) use_off[r + 1] += use_off[r];
+    uint32_t *fill = xmalloc(sizeof *fill * ((size_t)g->n_rules + 1));
+    memcpy(fill, use_off, sizeof *fill * g->n_rules);
+    for (uint32_t a = 0; a < n_alts; a++)
+        for (uint32_t p = g->alts[a]; g->el[p].type != E_END; p++)
+            if (g->el[p].type == E_REF) use[fill[g->el[p].arg]++] = a;
+    free(fill);
+    struct lheap h = {0};
+    for (uint32_t a = 0; a < n_alts; a++)
+        if (alt_wait[a] == 0) lheap_push(&h, alt_len[a], alt_rule[a]);
+    uint8_t *settled = xcalloc((size_t)g->n_rules + 1, 1);
+    while (h.n) {
+        uint64_t x = lheap_pop(&h);
+        uint32_t r = (uint32_t)x, len = (uint32_t)(x >> 32);
+        if (settled[r]) continue;
+        settled[r] = 1;
+        minlen[r] = len;
+        for (uint32_t k = use_off[r]; k < use_off[r + 1]; k++) {
+            uint32_t a = use[k];
+            alt_len[a] = sat_add(alt_len[a], len);
+            if (--alt_wait[a] == 0) lheap_push(&h, alt_len[a], alt_rule[a]);
+        }
+    }
+    free(h.v);
+    free(settled);
+    free(g->rest);
+    g->rest = xmalloc(sizeof *g->rest * ((size_t)g->n_el + 1));
+    for (uint32_t a = 0; a < n_alts; a++) {
+        uint32_t end = g->alts[a];
+        while (g->el[end].type != E_END) end++;
+        g->rest[end] = 0;
+        uint32_t run_end = end; /* the first element after the run holding p */
+        for (uint32_t p = end; p-- > g->alts[a];) {
+            if (g->el[p].type == E_REF) {
+                g->rest[p] = sat_add(g->rest[p + 1], minlen[g->el[p].arg]);
+                run_end = p;
+            } else {
+                g->rest[p] = sat_add(g->rest[run_end], runc[p]);
+            }
+        }
+    }
+    free(runc);
+    free(minlen);
+    free(alt_len);
+    free(alt_wait);
+    free(alt_rule);
+    free(use_off);
+    free(use);
+}
+
 int gb_finish(struct gbuild *b, const char *root, struct gram *g, char *err) {
     memset(g, 0, sizeof *g);
     int ro = -1;
@@ -239,6 +376,7 @@ void gram_free(struct gram *g) {
     free(g->cls);
     free(g->alt_off);
     free(g->alts);
+    free(g->rest);
     memset(g, 0, sizeof *g);
 }
 

@@ -36,8 +36,16 @@ struct gbuild {
     size_t n_elems; /* elements so far, against GRAMMAR_MAX_ELEMS */
 };
 
+/* Shortest-completion lengths saturate here: nested repetitions ({1000} inside {1000}...)
+ * could otherwise overflow, and a need this large is "more than any budget" anyway. */
+#define GRAM_NEED_INF (1u << 30)
+
 /* The flattened grammar: alternatives are runs of elements ended by E_END; rule r's
- * alternatives start at alts[alt_off[r] .. alt_off[r+1]). */
+ * alternatives start at alts[alt_off[r] .. alt_off[r+1]). rest[pos] bounds the tokens
+ * that finish the alternative holding pos from pos on (E_END: 0; a rule reference costs its
+ * cheapest sentence; a run of byte classes the fewest tokens that spell it, as
+ * gram_need_tables' run cost says), so the sum of rest[] over a matcher stack's entries
+ * bounds the tokens that finish it (the budget-aware closer, grammar.h). */
 struct gram {
     struct gelem *el;
     uint32_t n_el;
@@ -47,6 +55,7 @@ struct gram {
     uint32_t *alts;
     uint32_t n_rules;
     uint32_t root;
+    uint32_t *rest; /* n_el entries, saturated at GRAM_NEED_INF (gram_need_tables) */
 };
 
 void gb_init(struct gbuild *b);
@@ -62,7 +71,14 @@ int gb_byte(struct gbuild *b, struct galt *a, uint8_t c);
 int gb_ref(struct gbuild *b, struct galt *a, int rule);
 int gb_copy(struct gbuild *b, struct galt *a, const struct gelem *e, int n);
 
-/* Checks and flattens b into g with start rule `root`. 0, or -1 with err. */
+/* The cost of a run of byte classes, elements [p, q) of one alternative: cost[i - p] for
+ * i in [p, q) = the fewest tokens that spell elements i..q-1 (GRAM_NEED_INF: none can). */
+typedef void (*gram_run_cost)(void *ctx, const struct gram *g, uint32_t p, uint32_t q, uint32_t *cost);
+/* (Re)computes g->rest with run costs from fn (NULL: one per byte). */
+void gram_need_tables(struct gram *g, gram_run_cost fn, void *ctx);
+
+/* Checks and flattens b into g with start rule `root` (rest left NULL: gram_need_tables
+ * fills it). 0, or -1 with err. */
 int gb_finish(struct gbuild *b, const char *root, struct gram *g, char *err);
 void gram_free(struct gram *g);
 

@@ -87,6 +87,29 @@ void grammar_matcher_free(struct grammar_matcher *m);
 void grammar_matcher_mask(struct grammar_matcher *m, uint64_t *mask);
 /* Sets logits[id] = -INFINITY for every token not in the mask (n = n_vocab). */
 void grammar_matcher_apply(struct grammar_matcher *m, float *logits, int n);
+/* The budget-aware closer: the mask when at most `budget` more tokens may be generated,
+ * this one included (max_tokens and the context both count), chosen so that the output is
+ * a complete sentence of the grammar by the time the budget is spent. It rests on need
+ * (grammar_matcher_need): an upper bound on the tokens that finish the output so far,
+ * the cheapest completion with each literal run spelled in the fewest of the vocabulary's
+ * tokens (JSON's keys cost a token or two, not a token per byte), which always has a
+ * token that lowers it by one. A token is allowed when the plain mask allows it and the
+ * need after it is at most budget - 1, so that each step keeps need <= the budget left;
+ * where that cannot hold (need >= budget: force mode) the tokens that lower the need
+ * are. Where the need at the start exceeds the budget, force mode from the first token
+ * finishes as soon as it can, but the output is then cut as without the closer. Never
+ * empty (the plain mask's rule at dead ends; the plain mask where no token fits, which a
+ * vocabulary with every byte as a token never meets). Returns 1 when the budget took out
+ * some token the plain mask allows (the caller reports finish "length": the content was
+ * shortened to fit), else 0; budget >= GRAM_NEED_INF (2^30) is the plain mask. Costs a
+ * comparison per stack while the budget is far; near the end, a pass over the tokens that
+ * change the need and a plain mask to compare with. */
+int grammar_matcher_mask_budget(struct grammar_matcher *m, uint64_t *mask, int64_t budget);
+/* grammar_matcher_apply with grammar_matcher_mask_budget's mask; returns as it does. */
+int grammar_matcher_apply_budget(struct grammar_matcher *m, float *logits, int n, int64_t budget);
+/* The closer's need: an upper bound on the tokens that finish the output so far (0:
+ * complete or ended; 2^30 saturates it). */
+uint32_t grammar_matcher_need(const struct grammar_matcher *m);
 /* Advances on token id. Returns 0, or -1 (state unchanged) when the grammar does not
  * allow it. An end-of-generation token ends the matcher. */
 int grammar_matcher_accept(struct grammar_matcher *m, int32_t id);

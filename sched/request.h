@@ -61,6 +61,9 @@ struct gen_request {
     int no_speculation; /* 1: never draft for this request (the API's "speculative": false) */
     struct sampling_params sp;
     struct grammar_matcher *grammar; /* owned: constrained decoding (NULL: none); the step loop's */
+    int grammar_no_close; /* 1: no budget-aware closer (the API's "guided_close": false): output cut
+                             at max_tokens as is; 0: the grammar's mask keeps the output completable
+                             within max_tokens and the context (grammar_matcher_mask_budget) */
     uint64_t cache_salt; /* separates prefix-cache entries (0: shared by all); see block_pool.h */
     double t_submit;
 

@@ -32,6 +32,7 @@ struct seq {
     double t_last;
     int in_step; /* tokens fed this step (the last token and spec.n_draft drafts when decoding) */
     int mb;      /* the micro-batch it is in flight in (see sched_step); 0: none */
+    int closed;  /* the grammar's closer took out a token at some step: finish is "length" */
     struct spec_seq spec;
 };
 
@@ -676,6 +677,20 @@ static void publish_spec(struct scheduler *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The grammar's mask on q's logits row. With the closer (the default), the budget is the
+ * tokens q may still generate, this one included: max_tokens and the sequence's context
+ * limit both count, as emit ends q at either; the output then ends complete within it. */
+static void apply_grammar(struct scheduler *s, struct seq *q, float *lg) {
+    if (q->req->grammar_no_close) {
+        grammar_matcher_apply(q->req->grammar, lg, s->vocab);
+        return;
+    }
+    long limit = sched_seq_limit(s->max_ctx, s->pool.n_blocks * s->block_size);
+    long budget = (long)q->req->max_tokens - q->n_generated;
+    if (limit - q->n_tokens < budget) budget = limit - q->n_tokens;
+    if (grammar_matcher_apply_budget(q->req->grammar, lg, s->vocab, budget)) q->closed = 1;
+}
+
 /* After micro-batch mb returned with its logits: every sequence of it whose fed tokens reached
  * its last known token samples (verifying its drafts first, when it had some). */
 static void sample_all(struct scheduler *s, int mb, float *logits) {
@@ -710,10 +725,13 @@ static void sample_all(struct scheduler *s, int mb, float *logits) {
         } else {
             struct token_event ev;
             memset(&ev, 0, sizeof ev);
-            if (q->req->grammar) grammar_matcher_apply(q->req->grammar, lg, s->vocab); /* before any sampling step */
+            if (q->req->grammar) apply_grammar(s, q, lg); /* before any sampling step */
             int32_t tok = sampler_next(q->smp, lg, &ev);
             if (q->req->grammar) grammar_matcher_accept(q->req->grammar, tok);
             why = emit(s, q, tok, &ev, now);
+            /* the grammar ended early because the budget shortened it: the client learns
+             * the content was cut to fit, as OpenAI's "length" says */
+            if (why == FINISH_EOS && q->closed) why = FINISH_LENGTH;
         }
         if (why != FINISH_NONE) {
             publish_spec(s); /* a client that sees its request end finds its drafts counted */

@@ -626,6 +626,8 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     }
     if (read_sampling(c, o, p, e) || read_logprobs(o, p, e) || read_stops(o, p, e)) goto out;
     if (api_read_grammar(c->gvocab, o, &p->grammar, e)) goto out;
+    p->guided_close = 1; /* the budget-aware closer is on unless the request opts out */
+    if (read_bool(o, "guided_close", &p->guided_close, e) < 0) goto out;
     if (p->echo && p->logprobs) {
         api_err(e, 400, "echo", "echo: cannot be combined with logprobs (prompt logprobs are not computed)");
         goto out;

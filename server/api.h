@@ -75,6 +75,8 @@ struct api_params {
     int n_stops;
     struct api_tools tools; /* chat: the request's functions and tool_choice (tools.n 0: none) */
     struct grammar *grammar; /* owned reference: response_format / guided_* (NULL: none) */
+    int guided_close; /* 1 (default): the grammar's output ends complete within max_tokens
+                         (grammar_matcher_mask_budget); 0: "guided_close": false, cut as is */
 };
 
 

@@ -111,6 +111,7 @@ static struct gen_request *make_request(const struct api_params *p, int i) {
     r->ignore_eos = p->ignore_eos;
     r->no_speculation = !p->speculative;
     if (p->grammar) r->grammar = grammar_matcher_new(p->grammar); /* each choice its own state */
+    r->grammar_no_close = !p->guided_close;
     r->sp = p->sp;
     r->sp.seed = p->sp.seed + (uint64_t)i; /* n choices: n different streams */
     r->sp.logit_bias_ids = NULL;

@@ -9,7 +9,11 @@
  *   walk SEED STEPS    a random walk through allowed tokens; one JSON line per state:
  *                      {"prefix": hex, "allowed": [ids], "can_end": 0|1}
  *   bench STEPS        mask time per step along a random walk: median/p99 us (cold: first
- *                      visit of each state; warm: the same walk again) */
+ *                      visit of each state; warm: the same walk again; budget_far: the
+ *                      closer's mask with 2^20 tokens left; budget_near: with need + 2
+ *                      left, tokens that would overrun taken out; budget_force: with need
+ *                      left, only tokens that lower the need; plain_again: the plain
+ *                      mask timed just before them, as warm in the CPU's caches) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +208,8 @@ int main(int argc, char **argv) {
         grammar_matcher_free(m);
         m = grammar_matcher_new(g);
         double acc_us = 0, *apply = calloc((size_t)steps + 1, sizeof *apply);
+        double *bud[4]; /* budget far, near, force; the plain mask timed just before them */
+        for (int k = 0; k < 4; k++) bud[k] = calloc((size_t)steps + 1, sizeof *bud[k]);
         float *logits = calloc((size_t)n_vocab, sizeof *logits);
         for (int i = 0; i < n; i++) {
             double a = clock_now();
@@ -218,19 +224,41 @@ int main(int argc, char **argv) {
             acc_us += (clock_now() - a) * 1e6;
         }
         grammar_matcher_free(m);
+        /* the closer's masks, on a third pass (so that the passes above time what they did
+         * before it existed) */
+        m = grammar_matcher_new(g);
+        for (int i = 0; i < n; i++) {
+            int64_t need = grammar_matcher_need(m), budgets[3] = {1 << 20, need + 2, need > 0 ? need : 1};
+            double a = clock_now(); /* the plain mask again, as warm as the budgeted ones after it */
+            grammar_matcher_mask(m, mask);
+            bud[3][i] = (clock_now() - a) * 1e6;
+            for (int k = 0; k < 3; k++) {
+                a = clock_now();
+                grammar_matcher_mask_budget(m, mask, budgets[k]);
+                bud[k][i] = (clock_now() - a) * 1e6;
+            }
+            grammar_matcher_accept(m, path[i]);
+        }
+        grammar_matcher_free(m);
         double total_cold = 0;
         for (int i = 0; i < n; i++) total_cold += cold[i];
         qsort(cold, (size_t)n, sizeof *cold, cmp_d);
         qsort(warm, (size_t)n, sizeof *warm, cmp_d);
         qsort(apply, (size_t)n, sizeof *apply, cmp_d);
+        for (int k = 0; k < 4; k++) qsort(bud[k], (size_t)n, sizeof *bud[k], cmp_d);
         int p99 = (int)floor(0.99 * (n - 1));
         printf("{\"vocab\": %d, \"steps\": %d, \"compile_ms\": %.3f, \"cold_median_us\": %.2f, \"cold_p99_us\": %.2f, "
                "\"cold_total_ms\": %.2f, \"warm_median_us\": %.2f, \"warm_p99_us\": %.2f, \"accept_mean_us\": %.2f, "
-               "\"apply_median_us\": %.2f}\n",
+               "\"apply_median_us\": %.2f, \"budget_far_median_us\": %.2f, \"budget_far_p99_us\": %.2f, "
+               "\"budget_near_median_us\": %.2f, \"budget_near_p99_us\": %.2f, \"budget_force_median_us\": %.2f, "
+               "\"budget_force_p99_us\": %.2f, \"plain_again_median_us\": %.2f, \"plain_again_p99_us\": %.2f}\n",
                n_vocab, n, ms, n ? cold[n / 2] : 0, n ? cold[p99] : 0, total_cold / 1e3, n ? warm[n / 2] : 0,
-               n ? warm[p99] : 0, n ? acc_us / n : 0, n ? apply[n / 2] : 0);
+               n ? warm[p99] : 0, n ? acc_us / n : 0, n ? apply[n / 2] : 0, n ? bud[0][n / 2] : 0,
+               n ? bud[0][p99] : 0, n ? bud[1][n / 2] : 0, n ? bud[1][p99] : 0, n ? bud[2][n / 2] : 0,
+               n ? bud[2][p99] : 0, n ? bud[3][n / 2] : 0, n ? bud[3][p99] : 0);
         free(logits);
         free(apply);
+        for (int k = 0; k < 4; k++) free(bud[k]);
     }
     grammar_unref(g);
     grammar_vocab_free(v);

@@ -85,7 +85,7 @@ def test_schema_corpus(http):
                                                "json_schema": {"name": "x", "schema": schema, "strict": True}}, **extra)
         return name, prompt, r.status_code, r.json(), time.time() - t0
 
-    bad, cut = [], []
+    bad, closed = [], []
     tokens = 0
     t0 = time.time()
     log = open(os.environ.get("TPD_GRAMMAR_LOG", os.devnull), "a")
@@ -103,12 +103,14 @@ def test_schema_corpus(http):
             errors = [e.message for e in validator(schema).iter_errors(value)]
         except json.JSONDecodeError as e:
             errors = [f"not JSON: {e}"]
-        if ch["finish_reason"] == "length" and name in corpus.OPEN_ENDED:
-            cut.append((name, prompt))  # see corpus.OPEN_ENDED: counted, never passed as valid
-        elif errors or ch["finish_reason"] != "stop":
+        # every output is a valid document: the closer (on by default) ends one that would
+        # run past max_tokens within it, finish "length" (the content was shortened to fit)
+        if errors or ch["finish_reason"] not in ("stop", "length"):
             bad.append((name, prompt, ch["finish_reason"], ch["message"]["content"][:300], errors[:3]))
+        elif ch["finish_reason"] == "length":
+            closed.append((name, prompt))
     print(f"\nschema corpus: {len(jobs)} outputs, {tokens} tokens, {time.time() - t0:.1f} s, {len(bad)} bad, "
-          f"{len(cut)} open-ended outputs cut by max_tokens: {cut}")
+          f"{len(jobs) - len(bad)} parsed and valid, {len(closed)} closed by the budget: {closed}")
     assert not bad, bad
 
 
@@ -180,6 +182,81 @@ def test_json_object_completions_stream_n_and_stop(http):
     ch = r.json()["choices"][0]
     assert ch["finish_reason"] == "stop" and '"age"' not in ch["message"]["content"]
     assert ch["message"]["content"].startswith("{")
+
+
+# A schema whose natural output is far longer than 48 tokens (a story in chapters); its
+# shortest document, {"title":"","chapters":[""]}, is 28 bytes but about 10 tokens (the
+# closer's need counts the fewest tokens that spell its literals).
+LONG_SCHEMA = corpus.obj({"title": {"type": "string"}, "chapters": {"type": "array", "minItems": 1,
+                                                                    "items": {"type": "string"}}})
+LONG_PROMPT = "Write a long story in several chapters, as JSON."
+LONG_MAX = 48
+
+
+def long_request(**kw):
+    return {"messages": [{"role": "user", "content": LONG_PROMPT}], "temperature": 0, "max_tokens": LONG_MAX,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": LONG_SCHEMA}}, **kw}
+
+
+def test_closer_ends_complete_within_max_tokens(http):
+    """The budget-aware closer (on by default): a max_tokens too small for the model's
+    natural answer still gives a complete, valid document, finish_reason "length" (the
+    content was shortened to fit), within max_tokens; streamed the same; "guided_close":
+    false restores the plain cut (the output does not parse)."""
+    r = http.post("/v1/chat/completions", json=long_request())
+    assert r.status_code == 200, r.text
+    ch, usage = r.json()["choices"][0], r.json()["usage"]
+    value = json.loads(ch["message"]["content"])
+    validator(LONG_SCHEMA).validate(value)
+    assert ch["finish_reason"] == "length" and usage["completion_tokens"] <= LONG_MAX, (ch, usage)
+    # streamed: the same text and finish
+    r2 = http.post("/v1/chat/completions", json=long_request(stream=True, stream_options={"include_usage": True}))
+    text, finish, u2 = "", None, None
+    for ev in sse_events(r2.text):
+        if ev == "[DONE]":
+            continue
+        e = json.loads(ev)
+        if e.get("usage"):
+            u2 = e["usage"]
+        for c in e["choices"]:
+            text += c["delta"].get("content") or ""
+            finish = c.get("finish_reason") or finish
+    assert text == ch["message"]["content"] and finish == "length" and u2["completion_tokens"] <= LONG_MAX
+    validator(LONG_SCHEMA).validate(json.loads(text))
+    # opted out: cut at max_tokens as before, not a document
+    r3 = http.post("/v1/chat/completions", json=long_request(guided_close=False))
+    ch3 = r3.json()["choices"][0]
+    assert ch3["finish_reason"] == "length" and r3.json()["usage"]["completion_tokens"] == LONG_MAX
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(ch3["message"]["content"])
+    # both follow the same greedy path until the closer steps in
+    common = 0
+    while common < min(len(text), len(ch3["message"]["content"])) and text[common] == ch3["message"]["content"][common]:
+        common += 1
+    assert common >= 10, (text, ch3["message"]["content"])
+    # a budget below the shortest document is best effort: the shortest way on, cut as
+    # without the closer, finish "length"
+    r4 = http.post("/v1/chat/completions", json=long_request(max_tokens=3))
+    assert r4.json()["choices"][0]["finish_reason"] == "length"
+    r5 = http.post("/v1/chat/completions", json=long_request(guided_close="no"))
+    assert r5.status_code == 400 and r5.json()["error"]["param"] == "guided_close", r5.text
+
+
+def test_closer_leaves_fitting_and_unconstrained_requests_alone(http):
+    """A constrained answer that fits its max_tokens, and an unconstrained one, come out the
+    same with the closer as without it (token for token, finish "stop")."""
+    fits = {"messages": [{"role": "user", "content": "Give me a point."}], "temperature": 0, "max_tokens": 64,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": corpus.obj(
+                {"x": {"type": "integer"}, "y": {"type": "integer"}})}}}
+    free = {"messages": [{"role": "user", "content": "Name three colors."}], "temperature": 0, "max_tokens": 24}
+    for body in (fits, free):
+        a = http.post("/v1/chat/completions", json=body).json()
+        b = http.post("/v1/chat/completions", json={**body, "guided_close": False}).json()
+        assert a["choices"][0]["message"]["content"] == b["choices"][0]["message"]["content"]
+        assert a["choices"][0]["finish_reason"] == b["choices"][0]["finish_reason"]
+        assert a["usage"]["completion_tokens"] == b["usage"]["completion_tokens"]
+    assert a["choices"][0]["finish_reason"] in ("stop", "length")  # unconstrained: whatever it was
+    json.loads(http.post("/v1/chat/completions", json=fits).json()["choices"][0]["message"]["content"])
 
 
 def test_openai_sdk_parse(server):

@@ -11,8 +11,8 @@ PROMPTS = [
 # Schemas whose instances have no size bound (recursion, maps, unbounded strings in a
 # pattern): greedy SmolLM2 can repeat itself inside them until max_tokens (measured: 12 of
 # 180 outputs in the first full run, all in these, none invalid). Their requests carry
-# frequency_penalty 1.0, which breaks the repetition (see README.md); an output still cut by max_tokens is
-# counted and printed by the test, not treated as valid.
+# frequency_penalty 1.0, which breaks the repetition (see README.md); one that would still run past
+# max_tokens is ended within it by the closer (finish "length", a valid document), counted and printed.
 OPEN_ENDED = {"hand:additional-schema", "hand:additional-true", "hand:recursive", "hand:empty-schema",
               "openai:ui-generation", "github-actions:step", "npm:package.json", "docker-compose:service",
               "k8s:configmap", "stripe:create-customer", "geojson:feature", "aws:s3-put-object",
