@@ -105,7 +105,10 @@ void grammar_matcher_apply(struct grammar_matcher *m, float *logits, int n);
  * comparison per stack while the budget is far; near the end, a pass over the tokens that
  * change the need and a plain mask to compare with. */
 int grammar_matcher_mask_budget(struct grammar_matcher *m, uint64_t *mask, int64_t budget);
-/* grammar_matcher_apply with grammar_matcher_mask_budget's mask; returns as it does. */
+/* grammar_matcher_apply with grammar_matcher_mask_budget's mask. Returns 1 when the budget
+ * took out the token of highest logit that the plain mask allows (the model's first
+ * choice: the caller reports finish "length", the content was shortened to fit), else 0
+ * (also when it took out only tokens the model preferred less). */
 int grammar_matcher_apply_budget(struct grammar_matcher *m, float *logits, int n, int64_t budget);
 /* The closer's need: an upper bound on the tokens that finish the output so far (0:
  * complete or ended; 2^30 saturates it). */

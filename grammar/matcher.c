@@ -1089,13 +1089,27 @@ void grammar_matcher_apply(struct grammar_matcher *m, float *logits, int n) {
     if (mask != stackbuf) free(mask);
 }
 
+/* The highest of logits[0 .. n) among the tokens in mask (the first on ties); -1: none. */
+static int masked_argmax(const uint64_t *mask, const float *logits, int n) {
+    int best = -1;
+    for (int id = 0; id < n; id++)
+        if ((mask[id >> 6] >> (id & 63) & 1) && (best < 0 || logits[id] > logits[best])) best = id;
+    return best;
+}
+
 int grammar_matcher_apply_budget(struct grammar_matcher *m, float *logits, int n, int64_t budget) {
     size_t words = ((size_t)m->g->v->n + 63) / 64;
-    uint64_t stackbuf[4096], *mask = words <= 4096 ? stackbuf : xmalloc(words * sizeof *mask);
-    int restricted = grammar_matcher_mask_budget(m, mask, budget);
+    uint64_t stackbuf[2][4096], *mask = words <= 4096 ? stackbuf[0] : xmalloc(2 * words * sizeof *mask);
+    uint64_t *plain = words <= 4096 ? stackbuf[1] : mask + words;
+    int changed = 0;
+    if (grammar_matcher_mask_budget(m, mask, budget)) { /* did the budget take out the first choice? */
+        grammar_matcher_mask(m, plain);
+        const int top = masked_argmax(plain, logits, n < m->g->v->n ? n : m->g->v->n);
+        changed = top >= 0 && !(mask[top >> 6] >> (top & 63) & 1);
+    }
     apply_mask(m, mask, logits, n);
-    if (mask != stackbuf) free(mask);
-    return restricted;
+    if (mask != stackbuf[0]) free(mask);
+    return changed;
 }
 
 static void save_history(struct grammar_matcher *m) {

@@ -32,7 +32,7 @@ struct seq {
     double t_last;
     int in_step; /* tokens fed this step (the last token and spec.n_draft drafts when decoding) */
     int mb;      /* the micro-batch it is in flight in (see sched_step); 0: none */
-    int closed;  /* the grammar's closer took out a token at some step: finish is "length" */
+    int closed;  /* the grammar's closer took out the first choice at some step: finish is "length" */
     struct spec_seq spec;
 };
 
@@ -502,6 +502,17 @@ static void admit(struct scheduler *s) {
 static enum finish_reason emit(struct scheduler *s, struct seq *q, int32_t tok, const struct token_event *ev,
                                double now);
 
+/* How many of the n drafts the grammar allows in a row from its state (which it keeps): a
+ * draft it refuses would be rejected at verification (its target probability is 0), and
+ * with a drafter that proposes tokens the verification then samples from the target's
+ * distribution as it would without that draft, so cutting there changes no output. */
+static int grammar_drafts(struct grammar_matcher *g, const int32_t *draft, int n) {
+    int ok = 0;
+    while (ok < n && ok < 64 && grammar_matcher_accept(g, draft[ok]) == 0) ok++; /* 64: rollback's reach */
+    if (ok && grammar_matcher_rollback(g, ok)) FATAL("grammar rollback of %d drafts failed", ok);
+    return ok;
+}
+
 /* Asks the drafter for tokens for every decoding sequence that may speculate; the drafts
  * go into q->tokens after its last token (not counted in n_tokens until accepted). */
 static void draft_all(struct scheduler *s) {
@@ -517,9 +528,11 @@ static void draft_all(struct scheduler *s) {
     long limit = sched_seq_limit(s->max_ctx, s->pool.n_blocks * s->block_size);
     for (int i = 0; i < s->n_running; i++) {
         struct seq *q = s->running[i];
-        /* grammar-constrained requests do not speculate: the mask would have to follow each draft */
+        /* a grammar-constrained request speculates with a drafter that proposes tokens (not
+         * distributions: a stochastic drafter's q would have to be masked as the draft
+         * advances); its drafts are cut where the grammar refuses one (grammar_drafts) */
         if (q->mb || q->n_tokens - q->n_cached != 1 || q->req->no_speculation || q->req->max_tokens == 0 ||
-            q->req->grammar)
+            (q->req->grammar && o->drafter->stochastic))
             continue;
         /* every draft accepted still leaves one more token to emit within max_tokens and
          * the context: the step then emits n_draft + 1 */
@@ -535,7 +548,11 @@ static void draft_all(struct scheduler *s) {
     }
     if (!n_jobs) return;
     drafter_propose(o->drafter, s->jobs, n_jobs);
-    for (int j = 0; j < n_jobs; j++) ((struct seq *)(uintptr_t)s->jobs[j].seq)->spec.n_draft = s->jobs[j].n_out;
+    for (int j = 0; j < n_jobs; j++) {
+        struct seq *q = (struct seq *)(uintptr_t)s->jobs[j].seq;
+        q->spec.n_draft = q->req->grammar ? grammar_drafts(q->req->grammar, s->jobs[j].out, s->jobs[j].n_out)
+                                          : s->jobs[j].n_out;
+    }
 }
 
 /* Gives back the blocks past what q's tokens need (those that held only rejected drafts). */
@@ -545,6 +562,38 @@ static void trim_blocks(struct scheduler *s, struct seq *q) {
         block_pool_release(&s->pool, q->n_blocks - keep, q->blocks + keep);
         q->n_blocks = keep;
     }
+}
+
+/* The grammar's mask on q's logits row. With the closer (the default), the budget is the
+ * tokens q may still generate, this one included: max_tokens and the sequence's context
+ * limit both count, as emit ends q at either; the output then ends complete within it. */
+static void apply_grammar(struct scheduler *s, struct seq *q, float *lg) {
+    if (q->req->grammar_no_close) {
+        grammar_matcher_apply(q->req->grammar, lg, s->vocab);
+        return;
+    }
+    long limit = sched_seq_limit(s->max_ctx, s->pool.n_blocks * s->block_size);
+    long budget = (long)q->req->max_tokens - q->n_generated;
+    if (limit - q->n_tokens < budget) budget = limit - q->n_tokens;
+    if (grammar_matcher_apply_budget(q->req->grammar, lg, s->vocab, budget)) q->closed = 1;
+}
+
+/* Samples q's next token from its logits row, through q's grammar when it has one, and
+ * emits it. draft >= 0: verifies that draft instead (qd: the drafter's distribution, NULL
+ * for a drafter that proposes tokens), *ok = 1 when it is accepted. */
+static enum finish_reason sample_token(struct scheduler *s, struct seq *q, float *row, int32_t draft, const float *qd,
+                                       int *ok, double now) {
+    struct token_event ev;
+    memset(&ev, 0, sizeof ev);
+    *ok = 0;
+    if (q->req->grammar) apply_grammar(s, q, row); /* before any sampling step */
+    const int32_t tok = draft >= 0 ? sampler_verify(q->smp, row, draft, qd, ok, &ev) : sampler_next(q->smp, row, &ev);
+    if (q->req->grammar) grammar_matcher_accept(q->req->grammar, tok);
+    enum finish_reason why = emit(s, q, tok, &ev, now);
+    /* the grammar ended early because the budget shortened it: the client learns the
+     * content was cut to fit, as OpenAI's "length" says */
+    if (why == FINISH_EOS && q->closed) why = FINISH_LENGTH;
+    return why;
 }
 
 /* Rows lg[0..n_draft] are the target's logits after q's last token and after each draft.
@@ -559,13 +608,9 @@ static enum finish_reason verify_drafts(struct scheduler *s, struct seq *q, floa
     enum finish_reason why = FINISH_NONE;
     int accepted = 0;
     for (int j = 0; j <= n_draft && why == FINISH_NONE; j++) {
-        struct token_event ev;
-        float *row = lg + (size_t)j * (size_t)s->vocab;
-        int32_t tok;
-        int ok = 0;
-        if (j < n_draft) tok = sampler_verify(q->smp, row, draft[j], qd ? qd + (size_t)j * (size_t)s->vocab : NULL, &ok, &ev);
-        else tok = sampler_next(q->smp, row, &ev); /* every draft accepted: the bonus token */
-        why = emit(s, q, tok, &ev, now);
+        int ok; /* every draft accepted: row n_draft gives the bonus token */
+        why = sample_token(s, q, lg + (size_t)j * (size_t)s->vocab, j < n_draft ? draft[j] : -1,
+                           qd && j < n_draft ? qd + (size_t)j * (size_t)s->vocab : NULL, &ok, now);
         if (!ok) break;
         accepted++;
     }
@@ -677,19 +722,6 @@ static void publish_spec(struct scheduler *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* The grammar's mask on q's logits row. With the closer (the default), the budget is the
- * tokens q may still generate, this one included: max_tokens and the sequence's context
- * limit both count, as emit ends q at either; the output then ends complete within it. */
-static void apply_grammar(struct scheduler *s, struct seq *q, float *lg) {
-    if (q->req->grammar_no_close) {
-        grammar_matcher_apply(q->req->grammar, lg, s->vocab);
-        return;
-    }
-    long limit = sched_seq_limit(s->max_ctx, s->pool.n_blocks * s->block_size);
-    long budget = (long)q->req->max_tokens - q->n_generated;
-    if (limit - q->n_tokens < budget) budget = limit - q->n_tokens;
-    if (grammar_matcher_apply_budget(q->req->grammar, lg, s->vocab, budget)) q->closed = 1;
-}
 
 /* After micro-batch mb returned with its logits: every sequence of it whose fed tokens reached
  * its last known token samples (verifying its drafts first, when it had some). */
@@ -723,15 +755,8 @@ static void sample_all(struct scheduler *s, int mb, float *logits) {
         } else if (n_draft > 0) {
             why = verify_drafts(s, q, lg, n_draft, now);
         } else {
-            struct token_event ev;
-            memset(&ev, 0, sizeof ev);
-            if (q->req->grammar) apply_grammar(s, q, lg); /* before any sampling step */
-            int32_t tok = sampler_next(q->smp, lg, &ev);
-            if (q->req->grammar) grammar_matcher_accept(q->req->grammar, tok);
-            why = emit(s, q, tok, &ev, now);
-            /* the grammar ended early because the budget shortened it: the client learns
-             * the content was cut to fit, as OpenAI's "length" says */
-            if (why == FINISH_EOS && q->closed) why = FINISH_LENGTH;
+            int ok;
+            why = sample_token(s, q, lg, -1, NULL, &ok, now);
         }
         if (why != FINISH_NONE) {
             publish_spec(s); /* a client that sees its request end finds its drafts counted */

@@ -371,6 +371,28 @@ static void test_budget_union_over_stacks(void **state) {
     grammar_vocab_free(v);
 }
 
+/* apply_budget says "length" (returns 1) only when the budget took out the model's first
+ * choice, the token of highest logit the plain mask allows. */
+static void test_apply_budget_first_choice(void **state) {
+    (void)state;
+    struct grammar_vocab *v = vocab();
+    struct grammar *g = compile(v, GRAMMAR_GBNF, "root ::= [a-z]* \".\"\n");
+    struct grammar_matcher *m = grammar_matcher_new(g);
+    static float lg[NV];
+    const int cases[3][3] = {/* budget, first choice, want */ {1, 'x', 1}, {1, '.', 0}, {100, 'x', 0}};
+    for (int c = 0; c < 3; c++) {
+        for (int i = 0; i < NV; i++) lg[i] = 0.0f;
+        lg['x'] = lg['.'] = 1.0f;
+        lg[cases[c][1]] = 5.0f;
+        assert_int_equal(grammar_matcher_apply_budget(m, lg, NV, cases[c][0]), cases[c][2]);
+        assert_true(lg['.'] > 0.0f);                       /* "." always fits */
+        assert_true((lg['x'] > 0.0f) == (cases[c][0] > 1)); /* "x" only with room after it */
+    }
+    grammar_matcher_free(m);
+    grammar_unref(g);
+    grammar_vocab_free(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_need_counts_tokens),
@@ -378,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_budget_deep_states),
         cmocka_unit_test(test_budget_far_and_short),
         cmocka_unit_test(test_budget_union_over_stacks),
+        cmocka_unit_test(test_apply_budget_first_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

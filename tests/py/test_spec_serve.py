@@ -9,9 +9,11 @@ speculation, and must give the same text, tokens' logprobs and finish reason, in
 answers cut by stop strings, answers that run into the context limit and chat answers that
 end with the end-of-turn token (which the n-gram lookup drafts from the prompt's own turn
 ends, so it falls inside accepted runs). /metrics must show drafts accepted; the acceptance
-is printed.
+is printed. Grammar-constrained requests (a JSON Schema, json_object, a regex, one closed by
+the budget) speculate too and give the same output.
 (tp 1 with the n-gram and an oracle drafter, and the sampling exactness, are in
 tests/test_spec.c.)"""
+import json
 import os
 import subprocess
 import sys
@@ -133,6 +135,50 @@ def test_greedy_same_with_and_without_speculation(spec_server):
         assert rate == pytest.approx(accepted / drafted, rel=1e-4)
         assert metric_of("tpd_spec_mean_accepted_length") > 1
         print(f"tp {spec_server.tp} x pp {spec_server.pp} {spec_server.method}: {n} requests, drafted {drafted:.0f}, accepted {accepted:.0f} ({rate:.2f})")
+
+
+def grammar_requests():
+    """Greedy requests under a grammar whose answer is in the prompt (drafts found and
+    accepted): a JSON Schema, json_object, a regex, and a schema cut by the closer."""
+    doc = '{"name": "apple river", "age": 7, "tags": ["stone", "cloud", "green"]}'
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                               "tags": {"type": "array", "items": {"type": "string"}}},
+              "required": ["name", "age", "tags"], "additionalProperties": False}
+    rf = {"type": "json_schema", "json_schema": {"name": "person", "schema": schema}}
+    ask = [{"role": "user", "content": f"Repeat exactly this JSON, nothing else: {doc}"}]
+    text = " ".join(passage(k) for k in range(3))
+    return [
+        ("/v1/chat/completions", {"messages": ask, "response_format": rf, "max_tokens": 64}),
+        ("/v1/chat/completions", {"messages": ask, "response_format": {"type": "json_object"}, "max_tokens": 64}),
+        ("/v1/completions", {"prompt": f"Copy the text.\nText: {text}\nCopy: {text}\nText: {text}\nCopy:",
+                             "guided_regex": r"( The [a-z]+ [a-z]+ and the [a-z]+ [a-z]+ went to the [a-z]+ [a-z]+\.){3}",
+                             "max_tokens": 80}),
+        ("/v1/chat/completions", {"messages": ask, "response_format": rf, "max_tokens": 16}),  # closed: "length"
+    ]
+
+
+def test_grammar_requests_speculate_with_the_same_output(spec_server):
+    """A grammar-constrained request speculates (its drafts cut where the grammar refuses one,
+    each verified row masked at its own grammar state, the closer's budget counting the
+    accepted drafts) and gives exactly the output it gives without speculation."""
+    with client(spec_server.sock, timeout=900) as c:
+        def counters():
+            text = c.get("/metrics").text
+            return [next(float(ln.split()[-1]) for ln in text.splitlines() if ln.startswith(n + " "))
+                    for n in ("tpd_spec_draft_tokens_total", "tpd_spec_accepted_tokens_total")]
+        reqs = grammar_requests()
+        plain = [answer(c, path, dict(body, speculative=False)) for path, body in reqs]
+        d0, a0 = counters()
+        spec = [answer(c, path, body) for path, body in reqs]
+        d1, a1 = counters()
+        for i, (p_, s_) in enumerate(zip(plain, spec)):
+            assert s_[0] == p_[0] and s_[1] == p_[1] and s_[3] == p_[3], (i, p_, s_)
+        assert json.loads(plain[0][0])["tags"] == ["stone", "cloud", "green"], plain[0]
+        assert plain[3][1] == "length"
+        json.loads(plain[3][0])  # the closer ended it as a whole document
+        assert a1 - a0 > 0, (d1 - d0, a1 - a0)
+        print(f"{spec_server.method} tp {spec_server.tp} x pp {spec_server.pp}: grammar requests drafted "
+              f"{d1 - d0:.0f}, accepted {a1 - a0:.0f}")
 
 
 def test_draft_model_with_another_tokenizer_is_refused():
