@@ -3,7 +3,8 @@
  * environment variable TPD_GGML_CPU_LIB names llama.cpp's libggml-cpu.so, next to ggml's own
  * vec_dot kernels driven over the same rows and threads.
  *
- *   bench_matmul [--quick] [--threads 1,2] [--tokens 1,64]
+ *   bench_matmul [--quick] [--threads 1,2] [--tokens 1,64] [--no-vnni]
+ *   (--no-vnni: the AVX2 tiles where the CPU has AVX-VNNI, to compare the two)
  *   TPD_GGML_CPU_LIB=.venv/lib/python3.11/site-packages/llama_cpp/lib/libggml-cpu.so bench_matmul
  *
  * Weights are random valid blocks; each case cycles through enough copies (>= 256 MB) that
@@ -236,14 +237,15 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) nthreads = parse_list(argv[++i], threads, 8);
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) ntokens = parse_list(argv[++i], tokens, 8);
+        else if (!strcmp(argv[i], "--no-vnni")) cpu_matmul_force_no_vnni(1);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--threads 1,2] [--tokens 1,64]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--threads 1,2] [--tokens 1,64] [--no-vnni]\n", argv[0]);
             return 2;
         }
     }
     const double budget = quick ? 0.15 : 0.5;
     const int have_ggml = ggml_load();
-    printf("cpu_matmul: %s path%s\n", cpu_matmul_has_avx2() ? "AVX2" : "scalar",
+    printf("cpu_matmul: %s path%s\n", cpu_matmul_has_vnni() ? "AVX2 + AVX-VNNI" : cpu_matmul_has_avx2() ? "AVX2" : "scalar",
            have_ggml ? "; ggml = llama.cpp's vec_dot kernels over the same rows and threads" : "");
 
     const size_t stream_bytes = (size_t)1 << 30;

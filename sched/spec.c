@@ -7,11 +7,17 @@
 #define OFF_BELOW 0.1
 #define PROBE_EVERY 16
 #define COST_WEIGHT 0.2
+#define COST_WEIGHT_DOWN 0.5
 #define COST_MARGIN 1.02
 #define COST_CLAMP 3.0
 
 /* 1 on every PROBE_EVERY-th call while a sequence does not draft: the one-token probe. */
 static int probe_now(struct spec_seq *q) { return ++q->idle_steps % PROBE_EVERY == 0; }
+
+/* 1 when t[T] is to be measured again (spec.h: few samples and not lately, or none lately). */
+static int stale(const struct spec_cost *c, int T) {
+    return c->seen[T] < c->n_obs - (c->count[T] < 3 ? SPEC_COST_CONFIRM : SPEC_COST_STALE);
+}
 
 /* The cost part of the rule (spec.h): the j in 0..k with the largest E(j) / r(j). */
 static int cost_k(struct spec_seq *q, int n, int k, const struct spec_cost *c) {
@@ -23,7 +29,8 @@ static int cost_k(struct spec_seq *q, int n, int k, const struct spec_cost *c) {
     for (int j = 1; j <= k && n * (1 + j) <= SPEC_COST_T; j++) {
         pj *= p;
         e += pj;
-        const double tj = c->t[n * (1 + j)];
+        const int T = n * (1 + j);
+        const double tj = stale(c, T) ? 0 : c->t[T]; /* stale: try it again */
         const double v = e / (tj > 0 ? tj / base : 1.0);
         if (v > best_v) {
             best_v = v;
@@ -58,8 +65,12 @@ int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int
 
 void spec_cost_observe(struct spec_cost *c, int T, double seconds) {
     if (T < 1 || T > SPEC_COST_T || !(seconds > 0)) return;
+    if (stale(c, T)) c->t[T] = 0; /* this sample replaces it */
     if (c->t[T] > 0 && seconds > COST_CLAMP * c->t[T]) seconds = COST_CLAMP * c->t[T]; /* a hiccup */
-    c->t[T] = c->t[T] > 0 ? (1 - COST_WEIGHT) * c->t[T] + COST_WEIGHT * seconds : seconds;
+    const double w = seconds < c->t[T] ? COST_WEIGHT_DOWN : COST_WEIGHT;
+    c->t[T] = c->t[T] > 0 ? (1 - w) * c->t[T] + w * seconds : seconds;
+    c->seen[T] = ++c->n_obs;
+    if (c->count[T] < 1000) c->count[T]++;
 }
 
 void spec_observe(struct spec_seq *q, struct spec_stats *st, int drafted, int accepted) {

@@ -23,6 +23,11 @@
  *    times; n: sequences decoding). Within the caps above, k is the j of the largest
  *    E(j) / r(j), 0 when none beats 1 by 2%; a step size not measured yet counts as free
  *    (r = 1), so each is tried; t(n) itself is measured by a step without drafts first.
+ *    The average falls fast (half way to a lower sample) and rises slowly (a fifth of the
+ *    way), since a step is only ever slowed by something else (the first steps of a run, a
+ *    busy moment). A size measured fewer than 3 times and not in the last SPEC_COST_CONFIRM
+ *    decode steps, or not in the last SPEC_COST_STALE, counts as free again (its next
+ *    sample replaces the average), so that one slow sample cannot keep it out for good.
  *    While the cost says 0, a one-token probe every PROBE_EVERY steps keeps p and t(2n)
  *    current. */
 #ifndef TPD_SPEC_H
@@ -49,9 +54,12 @@ struct spec_seq {
 };
 
 /* Decode step costs, measured by the scheduler (spec_cost_observe). Zero-initialised: none. */
-enum { SPEC_COST_T = 64 };
+enum { SPEC_COST_T = 64, SPEC_COST_STALE = 64, SPEC_COST_CONFIRM = 16 };
 struct spec_cost {
     double t[SPEC_COST_T + 1]; /* [T]: moving average of a decode step's seconds at T tokens; 0 unknown */
+    long n_obs;                /* decode steps observed */
+    long seen[SPEC_COST_T + 1]; /* [T]: n_obs when T was last observed */
+    int count[SPEC_COST_T + 1]; /* [T]: samples in t[T] (saturates) */
 };
 
 struct spec_stats {

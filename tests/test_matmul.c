@@ -511,6 +511,45 @@ static void test_quantizers(void **s) {
     }
 }
 
+/* The AVX-VNNI tiles (vpdpbusd) give the AVX2 tiles' bits for every type and token count,
+ * on rows that end mid-group and extreme quants (all 15s against activations of +-127). */
+static void test_vnni_same_bits(void **s) {
+    (void)s;
+    if (!cpu_matmul_has_vnni()) {
+        printf("vnni: skipped: this CPU has no AVX-VNNI\n");
+        return;
+    }
+    for (size_t i = 0; i < sizeof all_types / sizeof *all_types; i++)
+        for (int extreme = 0; extreme < 2; extreme++) {
+            const enum dtype t = all_types[i];
+            const int rows = 103, cols = 512, T = 7;
+            const int64_t rb = dtype_row_bytes(t, cols);
+            uint8_t *W = malloc((size_t)(rb * rows));
+            fill_weights(t, W, rows, cols);
+            float *x = malloc(sizeof(float) * T * cols), *y0 = malloc(sizeof(float) * T * rows),
+                  *y1 = malloc(sizeof(float) * T * rows);
+            for (int tt = 0; tt < T; tt++) fill_x(x + tt * cols, cols);
+            if (extreme && (t == DT_Q4_0 || t == DT_Q4_1)) { /* every nibble 15, x at the block's amax */
+                const int bb = dtype_block_bytes(t), head = t == DT_Q4_0 ? 2 : 4;
+                for (int64_t o = 0; o < rb * rows; o += bb) memset(W + o + head, 0xff, (size_t)(bb - head));
+                for (int k = 0; k < T * cols; k++) x[k] = k % 3 ? 1.0f : -1.0f;
+            }
+            for (int tn = 1; tn <= T; tn++) {
+                cpu_matmul_force_no_vnni(1);
+                cpu_matmul(y0, rows, x, cols, tn, W, t, rows, cols, pools[2]);
+                cpu_matmul_force_no_vnni(0);
+                cpu_matmul(y1, rows, x, cols, tn, W, t, rows, cols, pools[2]);
+                assert_memory_equal(y0, y1, sizeof(float) * (size_t)(tn * rows));
+            }
+            free(W);
+            free(x);
+            free(y0);
+            free(y1);
+        }
+    printf("vnni: the AVX-VNNI tiles give the AVX2 tiles' bits (%zu types, 1..7 tokens)\n",
+           sizeof all_types / sizeof *all_types);
+}
+
 static int setup(void **s) {
     (void)s;
     pools[0] = NULL;
@@ -535,7 +574,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_q4_0),    cmocka_unit_test(test_matmul_q4_1),
         cmocka_unit_test(test_matmul_q4_K),    cmocka_unit_test(test_matmul_q6_K),
         cmocka_unit_test(test_matmul_big),     cmocka_unit_test(test_matmul_multi),
-        cmocka_unit_test(test_matmul_thread_invariance),
+        cmocka_unit_test(test_matmul_thread_invariance), cmocka_unit_test(test_vnni_same_bits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -287,6 +287,35 @@ static void test_cost_k(void **state) {
     assert_true(fabs(c.t[3] - 1.2) < 1e-12);
     spec_cost_observe(&c, 3, 100.0); /* a hiccup counts as 3x the average */
     assert_true(fabs(c.t[3] - (0.8 * 1.2 + 0.2 * 3.6)) < 1e-12);
+    /* the average falls half way to a lower sample */
+    spec_cost_observe(&c, 3, 0.2);
+    assert_true(fabs(c.t[3] - (0.5 * (0.8 * 1.2 + 0.2 * 3.6) + 0.5 * 0.2)) < 1e-12);
+    /* a size measured fewer than 3 times and not in the last SPEC_COST_CONFIRM steps counts
+     * as free again, and its next sample replaces the old average: one slow first sample of
+     * t(5) cannot keep k = 4 out for good */
+    struct spec_cost st_c = {0};
+    spec_cost_observe(&st_c, 1, 1.0);
+    spec_cost_observe(&st_c, 2, 1.1);
+    spec_cost_observe(&st_c, 3, 1.2);
+    spec_cost_observe(&st_c, 4, 1.3);
+    spec_cost_observe(&st_c, 5, 4.0);
+    q.chain = 0.9;
+    assert_int_equal(spec_want(&o, &q, 1, 100, &st_c), 3);
+    for (int i = 0; i < SPEC_COST_CONFIRM; i++) { /* steps of 1..4 tokens only: t(5) goes stale */
+        assert_int_equal(spec_want(&o, &q, 1, 100, &st_c), 3);
+        spec_cost_observe(&st_c, 1 + i % 4, 1.0 + 0.1 * (i % 4));
+    }
+    spec_cost_observe(&st_c, 1, 1.0);
+    assert_int_equal(spec_want(&o, &q, 1, 100, &st_c), 4); /* stale t(5): tried again */
+    spec_cost_observe(&st_c, 5, 1.4);
+    assert_true(fabs(st_c.t[5] - 1.4) < 1e-12); /* replaced, not averaged with 4.0 */
+    assert_int_equal(spec_want(&o, &q, 1, 100, &st_c), 4); /* 4.10 / 1.4 beats 3.44 / 1.3 */
+    /* measured 3 times, a size stays current for SPEC_COST_STALE steps */
+    spec_cost_observe(&st_c, 5, 1.4);
+    spec_cost_observe(&st_c, 5, 1.4);
+    for (int i = 0; i < SPEC_COST_STALE - 1; i++) spec_cost_observe(&st_c, 1 + i % 4, 1.0 + 0.1 * (i % 4));
+    spec_cost_observe(&st_c, 5, 2.8); /* not stale: averaged */
+    assert_true(fabs(st_c.t[5] - (0.8 * 1.4 + 0.2 * 2.8)) < 1e-12);
     drafter_free(d);
 }
 

@@ -12,14 +12,49 @@
 #include "../../util/half.h"
 #include "../../util/log.h"
 #include "attention.h"
+#include "convert_avx2.h"
 #include "matmul.h"
 #include "threadpool.h"
+
+/* The angles of the last rope call (every layer of a step asks for the same positions):
+ * cos and sin of pos[t] * inv_freq[i], computed once a step instead of once a layer. */
+struct rope_cache {
+    int32_t *pos;
+    int T, pos_cap, cap, half;
+    const float *inv_freq;
+    float *cs, *sn; /* [T][half] */
+};
 
 struct cpu_ctx {
     struct threadpool *tp;
     int n_threads;
     struct cpu_attn *attn;
+    int f16c; /* convert_avx2's row conversions */
+    struct rope_cache rope;
 };
+
+/* Rows [0, n_rows) split over the pool's threads in contiguous ranges (each row computed by
+ * one thread exactly as it would be alone, so the split changes no bit). */
+struct rows_task {
+    void (*row)(const struct rows_task *t, int r);
+    int n_rows;
+    float *out, *x;
+    const float *a, *w;
+    int n;
+    float eps;
+};
+
+static void rows_run(void *p, int ith, int nth) {
+    const struct rows_task *t = p;
+    const int r0 = (int)((int64_t)t->n_rows * ith / nth), r1 = (int)((int64_t)t->n_rows * (ith + 1) / nth);
+    for (int r = r0; r < r1; r++) t->row(t, r);
+}
+
+/* Runs t's rows on the pool when there are enough of them to pay for waking it. */
+static void rows_dispatch(struct cpu_ctx *c, struct rows_task *t, int64_t elems) {
+    if (t->n_rows > 1 && elems >= 2048 && c->n_threads > 1) threadpool_run(c->tp, rows_run, t);
+    else rows_run(t, 0, 1);
+}
 
 static void *cpu_alloc(void *ctx, size_t bytes) {
     (void)ctx;
@@ -72,15 +107,17 @@ static void cpu_rmsnorm(void *vctx, float *y, const float *x, const float *w, in
     for (int t = 0; t < T; t++) rmsnorm_row(y + (int64_t)t * n, x + (int64_t)t * n, w, n, eps);
 }
 
+static void add_rmsnorm_row(const struct rows_task *t, int r) {
+    float *xr = t->x + (int64_t)r * t->n;
+    const float *yr = t->a + (int64_t)r * t->n;
+    for (int i = 0; i < t->n; i++) xr[i] += yr[i];
+    rmsnorm_row(t->out + (int64_t)r * t->n, xr, t->w, t->n, t->eps);
+}
+
 static void cpu_add_rmsnorm(void *vctx, float *x, const float *y, float *y_norm, const float *w, int T, int n,
                             float eps) {
-    (void)vctx;
-    for (int t = 0; t < T; t++) {
-        float *xr = x + (int64_t)t * n;
-        const float *yr = y + (int64_t)t * n;
-        for (int i = 0; i < n; i++) xr[i] += yr[i];
-        rmsnorm_row(y_norm + (int64_t)t * n, xr, w, n, eps);
-    }
+    struct rows_task t = {.row = add_rmsnorm_row, .n_rows = T, .out = y_norm, .x = x, .a = y, .w = w, .n = n, .eps = eps};
+    rows_dispatch(vctx, &t, (int64_t)T * n);
 }
 
 static void cpu_head_rmsnorm(void *vctx, float *x, int64_t ld, int T, int n_heads, int hd, const float *w,
@@ -99,14 +136,42 @@ static void cpu_add_bias(void *vctx, float *x, int64_t ld, int T, int n, const f
         for (int i = 0; i < n; i++) x[t * ld + i] += b[i];
 }
 
-static void cpu_rope(void *vctx, float *x, int64_t ld, int T, int n_heads, int hd, const int32_t *pos,
-                     const float *inv_freq, int neox) {
-    (void)vctx;
-    int half = hd / 2;
+/* Points rc at the angles of (pos, inv_freq), computing them only when they changed. */
+static void rope_angles(struct rope_cache *rc, int T, int half, const int32_t *pos, const float *inv_freq) {
+    if (rc->T == T && rc->half == half && rc->inv_freq == inv_freq && !memcmp(rc->pos, pos, sizeof *pos * (size_t)T))
+        return;
+    if (T * half > rc->cap) {
+        free(rc->cs);
+        free(rc->sn);
+        rc->cap = T * half;
+        rc->cs = xmalloc(sizeof(float) * (size_t)rc->cap);
+        rc->sn = xmalloc(sizeof(float) * (size_t)rc->cap);
+    }
+    if (T > rc->pos_cap) {
+        free(rc->pos);
+        rc->pos_cap = T;
+        rc->pos = xmalloc(sizeof(int32_t) * (size_t)T);
+    }
     for (int t = 0; t < T; t++)
         for (int i = 0; i < half; i++) {
-            float ang = (float)pos[t] * inv_freq[i];
-            float cs = cosf(ang), sn = sinf(ang);
+            const float ang = (float)pos[t] * inv_freq[i];
+            rc->cs[t * half + i] = cosf(ang);
+            rc->sn[t * half + i] = sinf(ang);
+        }
+    memcpy(rc->pos, pos, sizeof *pos * (size_t)T);
+    rc->T = T;
+    rc->half = half;
+    rc->inv_freq = inv_freq;
+}
+
+static void cpu_rope(void *vctx, float *x, int64_t ld, int T, int n_heads, int hd, const int32_t *pos,
+                     const float *inv_freq, int neox) {
+    struct cpu_ctx *c = vctx;
+    int half = hd / 2;
+    rope_angles(&c->rope, T, half, pos, inv_freq);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            const float cs = c->rope.cs[t * half + i], sn = c->rope.sn[t * half + i];
             for (int h = 0; h < n_heads; h++) {
                 float *p = x + t * ld + (int64_t)h * hd;
                 int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
@@ -125,7 +190,7 @@ static inline int64_t kv_index(const struct attn_batch *b, int seq, int pos, int
 
 static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v,
                          int64_t ld, int n_kv, int hd, const struct attn_batch *b) {
-    (void)vctx;
+    const struct cpu_ctx *c = vctx;
     int n = n_kv * hd;
     for (int t = 0; t < b->n_tokens; t++) {
         int64_t at = kv_index(b, b->seq_of[t], b->pos[t], n_kv, hd);
@@ -149,6 +214,9 @@ static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, co
                     kv->v_sink[s + i] = f32_to_f16(vs[i] * vx);
                 }
             }
+        } else if (c->f16c) {
+            f16_from_f32_row_avx2((uint16_t *)kv->k + at, ks, n, 1.0f);
+            f16_from_f32_row_avx2((uint16_t *)kv->v + at, vs, n, 1.0f);
         } else {
             uint16_t *kd = (uint16_t *)kv->k + at, *vd = (uint16_t *)kv->v + at;
             for (int i = 0; i < n; i++) {
@@ -166,14 +234,37 @@ static void cpu_attention(void *vctx, float *out, int64_t ldo, const float *q, i
     cpu_attn_run(c->attn, c->tp, out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv, hd, b);
 }
 
+/* silu(g) * u over the elements [e0, e1) of a T x n block (rows of ld / ldo floats): each
+ * thread takes a contiguous share of the elements, so one row splits too */
+struct silu_task {
+    float *out;
+    const float *g, *u;
+    int64_t ldo, ld, elems;
+    int n;
+};
+
+static void silu_mul_run(void *p, int ith, int nth) {
+    const struct silu_task *t = p;
+    const int64_t e0 = t->elems * ith / nth, e1 = t->elems * (ith + 1) / nth;
+    for (int64_t e = e0; e < e1;) {
+        const int64_t row = e / t->n;
+        const int i0 = (int)(e % t->n), i1 = e1 - row * t->n < t->n ? (int)(e1 - row * t->n) : t->n;
+        const float *g = t->g + row * t->ld, *u = t->u + row * t->ld;
+        float *out = t->out + row * t->ldo;
+        for (int i = i0; i < i1; i++) {
+            const float x = g[i];
+            out[i] = x / (1.0f + expf(-x)) * u[i];
+        }
+        e = row * t->n + i1;
+    }
+}
+
 static void cpu_silu_mul(void *vctx, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T,
                          int n) {
-    (void)vctx;
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < n; i++) {
-            float x = g[t * ld + i];
-            out[t * ldo + i] = x / (1.0f + expf(-x)) * u[t * ld + i];
-        }
+    const struct cpu_ctx *c = vctx;
+    struct silu_task t = {.out = out, .g = g, .u = u, .ldo = ldo, .ld = ld, .elems = (int64_t)T * n, .n = n};
+    if (t.elems >= 1024 && c->n_threads > 1) threadpool_run(c->tp, silu_mul_run, &t);
+    else silu_mul_run(&t, 0, 1);
 }
 
 static void cpu_add(void *vctx, float *x, const float *y, size_t n) {
@@ -208,6 +299,7 @@ void backend_cpu_init(struct backend *b, int n_threads) {
             n_threads, usable);
     c->n_threads = n_threads;
     c->tp = threadpool_create(n_threads);
+    c->f16c = cpu_has_f16c();
     c->attn = cpu_attn_create();
     *b = (struct backend){
         .kind = BACKEND_CPU, .name = "cpu", .ctx = c, .alloc = cpu_alloc, .free = cpu_free,
@@ -225,6 +317,9 @@ void backend_cpu_free(struct backend *b) {
     if (!c) return;
     threadpool_free(c->tp);
     cpu_attn_free(c->attn);
+    free(c->rope.pos);
+    free(c->rope.cs);
+    free(c->rope.sn);
     free(c);
     b->ctx = NULL;
 }

@@ -33,6 +33,15 @@ int cpu_matmul_has_avx2(void) {
     return !atomic_load_explicit(&force_scalar, memory_order_relaxed) && cpu_has_avx2();
 }
 
+static atomic_int no_vnni;
+
+void cpu_matmul_force_no_vnni(int on) { atomic_store_explicit(&no_vnni, on, memory_order_relaxed); }
+
+int cpu_matmul_has_vnni(void) {
+    return cpu_matmul_has_avx2() && !atomic_load_explicit(&no_vnni, memory_order_relaxed) &&
+           __builtin_cpu_supports("avxvnni");
+}
+
 /* ---- per-thread scratch ---- */
 
 struct scratch {
@@ -197,6 +206,7 @@ struct mm_ctx {
     const struct mm_job *jobs;
     int njobs;
     int avx2;
+    int vnni; /* the AVX-VNNI tiles (the same bits as the AVX2 ones) */
 };
 
 /* Boundary i of n over rows, rounded to a multiple of 4 so that neighbours rarely share a
@@ -214,7 +224,9 @@ static void mm_task(void *p, int ith, int nth) {
         const struct mm_job *j = &c->jobs[i];
         const int r0 = row_split(j->rows, ith, nth), r1 = row_split(j->rows, ith + 1, nth);
         if (r0 >= r1) continue;
-        if (c->avx2)
+        if (c->vnni)
+            mm_rows_avxvnni(j, r0, r1);
+        else if (c->avx2)
             mm_rows_avx2(j, r0, r1);
         else
             mm_rows_scalar(j, r0, r1);
@@ -266,7 +278,7 @@ void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, in
         jobs[i].a.x = x;
         jobs[i].a.ldx = ldx;
     }
-    struct mm_ctx ctx = {.jobs = jobs, .njobs = n, .avx2 = avx2};
+    struct mm_ctx ctx = {.jobs = jobs, .njobs = n, .avx2 = avx2, .vnni = avx2 && cpu_matmul_has_vnni()};
     threadpool_run(tp, mm_task, &ctx);
 }
 

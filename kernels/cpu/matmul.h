@@ -41,5 +41,10 @@ void cpu_dequant_row(enum dtype t, const void *src, float *dst, int64_t n);
 int cpu_matmul_has_avx2(void);
 /* Force the scalar path (tests compare the two). */
 void cpu_matmul_force_scalar(int on);
+/* 1 if the AVX-VNNI tiles are in use: the AVX2 path's bits with vpdpbusd for Q4_0 / Q4_1
+ * (x86 CPUs since Alder Lake / Sapphire Rapids); forcing them off lets tests and
+ * benchmarks compare. */
+int cpu_matmul_has_vnni(void);
+void cpu_matmul_force_no_vnni(int on);
 
 #endif

@@ -19,6 +19,25 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* matmul_avxvnni.c compiles this file again with TPD_MM_VNNI and AVX-VNNI enabled: the tiles
+ * and their dispatch (mm_rows_avxvnni) then take 4-byte dot products with vpdpbusd, which
+ * sums unsigned x signed byte products straight into int32 lanes. maddubs + madd add the
+ * same products, in int16 pairs that never saturate for 4-bit weights (at most 2 x 15 x 128
+ * a pair), so both give the same int32 sums and the same floats after them. */
+#ifdef TPD_MM_VNNI
+#define MM_ROWS mm_rows_avxvnni
+/* sum over each 4-byte group of lo * yl + hi * yh, as int32 lanes */
+INLINE __m256i dot2_u8s8(__m256i lo, __m256i yl, __m256i hi, __m256i yh, __m256i ones) {
+    (void)ones;
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, yl), hi, yh);
+}
+#else
+#define MM_ROWS mm_rows_avx2
+INLINE __m256i dot2_u8s8(__m256i lo, __m256i yl, __m256i hi, __m256i yh, __m256i ones) {
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, yl), _mm256_maddubs_epi16(hi, yh)), ones);
+}
+#endif
+
 INLINE __m128i ld128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
 INLINE __m256i ld256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 INLINE __m256i bcast128(const void *p) { return _mm256_broadcastsi128_si256(ld128(p)); }
@@ -134,14 +153,10 @@ INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, con
             /* [dA*d mA*s dB*d mB*s ...]: the odd lanes sum to the m*s terms */
             const __m256 p = _mm256_mul_ps(wdm, _mm256_castpd_ps(_mm256_set1_pd(dsv)));
             ms[t] = _mm256_add_ps(ms[t], p);
-            const __m256i sab =
-                _mm256_add_epi16(_mm256_maddubs_epi16(abl, yl), _mm256_maddubs_epi16(abh, yh));
             acc0[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, iab),
-                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(sab, ones)), acc0[t]);
-            const __m256i scd =
-                _mm256_add_epi16(_mm256_maddubs_epi16(cdl, yl), _mm256_maddubs_epi16(cdh, yh));
+                                      _mm256_cvtepi32_ps(dot2_u8s8(abl, yl, abh, yh, ones)), acc0[t]);
             acc1[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, icd),
-                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(scd, ones)), acc1[t]);
+                                      _mm256_cvtepi32_ps(dot2_u8s8(cdl, yl, cdh, yh, ones)), acc1[t]);
         }
     }
     const __m256i iodd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
@@ -190,18 +205,25 @@ INLINE void tile_q4_0(const struct mm_job *j, int r, int nr, int t0, int nt, con
 #pragma GCC unroll 2
         for (int t = 0; t < NT; t++) {
             const __m256i yl = bcast128(q[t] + QK * b), yh = bcast128(q[t] + QK * b + 16);
+            const __m256 p = _mm256_castps128_ps256(_mm_mul_ps(wd, _mm_set1_ps(dy[t][b])));
+#ifdef TPD_MM_VNNI
+            /* sum (q - 8) * y = sum q * y - 8 * sum y, exactly, in int32 lanes */
+            const __m256i c8 = dot2_u8s8(eight, yl, eight, yh, ones);
+            const __m256i sab = _mm256_sub_epi32(dot2_u8s8(abl, yl, abh, yh, ones), c8);
+            const __m256i scd = _mm256_sub_epi32(dot2_u8s8(cdl, yl, cdh, yh, ones), c8);
+#else
             /* sum (q - 8) * y = sum q * y - 8 * sum y, exactly, in the same int16 lanes */
             const __m256i c8 =
                 _mm256_add_epi16(_mm256_maddubs_epi16(eight, yl), _mm256_maddubs_epi16(eight, yh));
-            const __m256 p = _mm256_castps128_ps256(_mm_mul_ps(wd, _mm_set1_ps(dy[t][b])));
-            const __m256i sab = _mm256_sub_epi16(
-                _mm256_add_epi16(_mm256_maddubs_epi16(abl, yl), _mm256_maddubs_epi16(abh, yh)), c8);
-            acc0[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, iab),
-                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(sab, ones)), acc0[t]);
-            const __m256i scd = _mm256_sub_epi16(
-                _mm256_add_epi16(_mm256_maddubs_epi16(cdl, yl), _mm256_maddubs_epi16(cdh, yh)), c8);
-            acc1[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, icd),
-                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(scd, ones)), acc1[t]);
+            const __m256i sab = _mm256_madd_epi16(
+                _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(abl, yl), _mm256_maddubs_epi16(abh, yh)), c8),
+                ones);
+            const __m256i scd = _mm256_madd_epi16(
+                _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(cdl, yl), _mm256_maddubs_epi16(cdh, yh)), c8),
+                ones);
+#endif
+            acc0[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, iab), _mm256_cvtepi32_ps(sab), acc0[t]);
+            acc1[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, icd), _mm256_cvtepi32_ps(scd), acc1[t]);
         }
     }
 #pragma GCC unroll 2
@@ -492,7 +514,7 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
         if (t0 < T) call1;                                            \
     }
 
-void mm_rows_avx2(const struct mm_job *j, int r0, int r1) {
+void MM_ROWS(const struct mm_job *j, int r0, int r1) {
     const int T = j->a.T;
     /* the first lines of the range, which the tiles' look-ahead never covers */
     const int64_t head = (r1 - r0) * j->row_bytes;
@@ -516,6 +538,7 @@ void mm_rows_avx2(const struct mm_job *j, int r0, int r1) {
     }
 }
 
+#ifndef TPD_MM_VNNI /* the rest once, in matmul_avx2.c */
 /* ---------------------------------------------------------------- activation quantizers */
 
 /* ggml's AVX2 quantize_row_q8_0/q8_1 block: returns the f32 d and the sum of the quants. */
@@ -571,3 +594,4 @@ void round_row_f16_avx2(const float *x, int n, float *out) {
                                                                   _MM_FROUND_TO_NEAREST_INT)));
     for (; i < n; i++) out[i] = f16_round(x[i]);
 }
+#endif
