@@ -12,7 +12,7 @@
 #include "../../util/half.h"
 #include "../../util/log.h"
 #include "attention.h"
-#include "convert_avx2.h"
+#include "eltwise_avx2.h"
 #include "matmul.h"
 #include "threadpool.h"
 
@@ -29,7 +29,7 @@ struct cpu_ctx {
     struct threadpool *tp;
     int n_threads;
     struct cpu_attn *attn;
-    int f16c; /* convert_avx2's row conversions */
+    int f16c; /* eltwise_avx2.c's rows (AVX2, FMA and F16C) */
     struct rope_cache rope;
 };
 
@@ -241,6 +241,7 @@ struct silu_task {
     const float *g, *u;
     int64_t ldo, ld, elems;
     int n;
+    int avx2; /* eltwise_avx2's row (the correctly rounded exponential) */
 };
 
 static void silu_mul_run(void *p, int ith, int nth) {
@@ -251,9 +252,13 @@ static void silu_mul_run(void *p, int ith, int nth) {
         const int i0 = (int)(e % t->n), i1 = e1 - row * t->n < t->n ? (int)(e1 - row * t->n) : t->n;
         const float *g = t->g + row * t->ld, *u = t->u + row * t->ld;
         float *out = t->out + row * t->ldo;
-        for (int i = i0; i < i1; i++) {
-            const float x = g[i];
-            out[i] = x / (1.0f + expf(-x)) * u[i];
+        if (t->avx2) {
+            silu_mul_row_avx2(out + i0, g + i0, u + i0, i1 - i0);
+        } else {
+            for (int i = i0; i < i1; i++) {
+                const float x = g[i];
+                out[i] = x / (1.0f + expf(-x)) * u[i];
+            }
         }
         e = row * t->n + i1;
     }
@@ -262,7 +267,8 @@ static void silu_mul_run(void *p, int ith, int nth) {
 static void cpu_silu_mul(void *vctx, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T,
                          int n) {
     const struct cpu_ctx *c = vctx;
-    struct silu_task t = {.out = out, .g = g, .u = u, .ldo = ldo, .ld = ld, .elems = (int64_t)T * n, .n = n};
+    struct silu_task t = {.out = out, .g = g, .u = u, .ldo = ldo, .ld = ld, .elems = (int64_t)T * n, .n = n,
+                          .avx2 = c->f16c};
     if (t.elems >= 1024 && c->n_threads > 1) threadpool_run(c->tp, silu_mul_run, &t);
     else silu_mul_run(&t, 0, 1);
 }

@@ -24,6 +24,14 @@
  * sums unsigned x signed byte products straight into int32 lanes. maddubs + madd add the
  * same products, in int16 pairs that never saturate for 4-bit weights (at most 2 x 15 x 128
  * a pair), so both give the same int32 sums and the same floats after them. */
+/* Tokens a tile serves at most: 4 with VNNI (its dot products leave registers for them), 2
+ * otherwise. A token's arithmetic is the same in a tile of any size. */
+#ifdef TPD_MM_VNNI
+#define MAX_NT 4
+#else
+#define MAX_NT 2
+#endif
+
 #ifdef TPD_MM_VNNI
 #define MM_ROWS mm_rows_avxvnni
 /* sum over each 4-byte group of lo * yl + hi * yh, as int32 lanes */
@@ -118,10 +126,10 @@ INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, con
     const uint8_t *w[4];
     group_rows(j, r, nr, w);
     const uint8_t *pf = j->W + (int64_t)r * j->row_bytes + 3 * j->row_bytes + PF_DIST;
-    const int8_t *q[2];
-    const float *ds[2];
-    __m256 acc0[2], acc1[2], ms[2];
-#pragma GCC unroll 2
+    const int8_t *q[MAX_NT];
+    const float *ds[MAX_NT];
+    __m256 acc0[MAX_NT], acc1[MAX_NT], ms[MAX_NT];
+#pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         const int tt = clamp_token(t0, t, nt);
         q[t] = a->qs + (int64_t)tt * a->cols;
@@ -145,7 +153,7 @@ INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, con
         const __m256i abh = _mm256_and_si256(_mm256_srli_epi16(ab, 4), m4);
         const __m256i cdl = _mm256_and_si256(cd, m4);
         const __m256i cdh = _mm256_and_si256(_mm256_srli_epi16(cd, 4), m4);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
             const __m256i yl = bcast128(q[t] + QK * b), yh = bcast128(q[t] + QK * b + 16);
             double dsv; /* the (d, s) pair of this activation block */
@@ -160,7 +168,7 @@ INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, con
         }
     }
     const __m256i iodd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         if (t >= nt) break;
         const __m128 m = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(ms[t], iodd));
@@ -175,10 +183,10 @@ INLINE void tile_q4_0(const struct mm_job *j, int r, int nr, int t0, int nt, con
     const uint8_t *w[4];
     group_rows(j, r, nr, w);
     const uint8_t *pf = j->W + (int64_t)r * j->row_bytes + 3 * j->row_bytes + PF_DIST;
-    const int8_t *q[2];
-    const float *dy[2];
-    __m256 acc0[2], acc1[2];
-#pragma GCC unroll 2
+    const int8_t *q[MAX_NT];
+    const float *dy[MAX_NT];
+    __m256 acc0[MAX_NT], acc1[MAX_NT];
+#pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         const int tt = clamp_token(t0, t, nt);
         q[t] = a->qs + (int64_t)tt * a->cols;
@@ -202,7 +210,7 @@ INLINE void tile_q4_0(const struct mm_job *j, int r, int nr, int t0, int nt, con
         const __m256i abh = _mm256_and_si256(_mm256_srli_epi16(ab, 4), m4);
         const __m256i cdl = _mm256_and_si256(cd, m4);
         const __m256i cdh = _mm256_and_si256(_mm256_srli_epi16(cd, 4), m4);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
             const __m256i yl = bcast128(q[t] + QK * b), yh = bcast128(q[t] + QK * b + 16);
             const __m256 p = _mm256_castps128_ps256(_mm_mul_ps(wd, _mm_set1_ps(dy[t][b])));
@@ -226,7 +234,7 @@ INLINE void tile_q4_0(const struct mm_job *j, int r, int nr, int t0, int nt, con
             acc1[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, icd), _mm256_cvtepi32_ps(scd), acc1[t]);
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         if (t >= nt) break;
         store_rows(j->y + (int64_t)(t0 + t) * j->ldy + r, pairs_sum(acc0[t], acc1[t]), nr);
@@ -507,6 +515,17 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
         for (; t0 + 2 <= T; t0 += 2) call2;                           \
         if (t0 < T) call1;                                            \
     }
+/* Q4_0 / Q4_1 with VNNI: tiles of 4, then 3, 2 or 1 for the rest (a verify step of 3 or 4
+ * tokens reads and unpacks each weight block once). */
+#define FOR_TILES4_Q4(tile)                                          \
+    for (int r = r0; r < r1; r += 4) {                                \
+        const int nr = r1 - r < 4 ? r1 - r : 4;                       \
+        int t0 = 0;                                                   \
+        for (; t0 + 4 <= T; t0 += 4) tile(j, r, nr, t0, 4, 4);        \
+        if (T - t0 == 3) tile(j, r, nr, t0, 3, 3);                    \
+        else if (T - t0 == 2) tile(j, r, nr, t0, 2, 2);               \
+        else if (T - t0 == 1) tile(j, r, nr, t0, 1, 1);               \
+    }
 #define FOR_TILES1(call1, call2)                                      \
     for (int r = r0; r < r1; r++) {                                   \
         int t0 = 0;                                                   \
@@ -521,8 +540,13 @@ void MM_ROWS(const struct mm_job *j, int r0, int r1) {
     const uint8_t *w0 = j->W + (int64_t)r0 * j->row_bytes;
     for (int64_t o = 0; o < head && o < 3 * j->row_bytes + PF_DIST; o += 64) _mm_prefetch((const char *)w0 + o, _MM_HINT_T0);
     switch (j->wt) {
+#ifdef TPD_MM_VNNI
+    case DT_Q4_1: FOR_TILES4_Q4(tile_q4_1); break;
+    case DT_Q4_0: FOR_TILES4_Q4(tile_q4_0); break;
+#else
     case DT_Q4_1: FOR_TILES4(tile_q4_1(j, r, nr, t0, 1, 1), tile_q4_1(j, r, nr, t0, 2, 2)); break;
     case DT_Q4_0: FOR_TILES4(tile_q4_0(j, r, nr, t0, 1, 1), tile_q4_0(j, r, nr, t0, 2, 2)); break;
+#endif
     case DT_Q8_0: FOR_TILES4(tile_q8_0(j, r, nr, t0, 1, 1), tile_q8_0(j, r, nr, t0, 2, 2)); break;
     case DT_Q4_K: FOR_TILES1(tile_q4_K(j, r, t0, 1, 1), tile_q4_K(j, r, t0, 2, 2)); break;
     case DT_Q6_K: FOR_TILES1(tile_q6_K(j, r, t0, 1, 1), tile_q6_K(j, r, t0, 2, 2)); break;
