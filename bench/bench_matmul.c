@@ -3,8 +3,9 @@
  * environment variable TPD_GGML_CPU_LIB names llama.cpp's libggml-cpu.so, next to ggml's own
  * vec_dot kernels driven over the same rows and threads.
  *
- *   bench_matmul [--quick] [--threads 1,2] [--tokens 1,64] [--no-vnni]
- *   (--no-vnni: the AVX2 tiles where the CPU has AVX-VNNI, to compare the two)
+ *   bench_matmul [--quick] [--threads 1,2] [--tokens 1,64] [--no-vnni] [--no-avx512]
+ *   (--no-vnni: the AVX2 tiles where the CPU has AVX-VNNI; --no-avx512: the AVX-VNNI ones
+ *   where it has AVX-512; to compare them)
  *   TPD_GGML_CPU_LIB=.venv/lib/python3.11/site-packages/llama_cpp/lib/libggml-cpu.so bench_matmul
  *
  * Weights are random valid blocks; each case cycles through enough copies (>= 256 MB) that
@@ -238,14 +239,20 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) nthreads = parse_list(argv[++i], threads, 8);
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) ntokens = parse_list(argv[++i], tokens, 8);
         else if (!strcmp(argv[i], "--no-vnni")) cpu_matmul_force_no_vnni(1);
+        else if (!strcmp(argv[i], "--no-avx512")) cpu_matmul_force_no_avx512(1);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--threads 1,2] [--tokens 1,64] [--no-vnni]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--threads 1,2] [--tokens 1,64] [--no-vnni] [--no-avx512]\n",
+                    argv[0]);
             return 2;
         }
     }
     const double budget = quick ? 0.15 : 0.5;
     const int have_ggml = ggml_load();
-    printf("cpu_matmul: %s path%s\n", cpu_matmul_has_vnni() ? "AVX2 + AVX-VNNI" : cpu_matmul_has_avx2() ? "AVX2" : "scalar",
+    const char *path = cpu_matmul_has_avx512() ? "AVX-512 VNNI"
+                       : cpu_matmul_has_vnni() ? "AVX2 + AVX-VNNI"
+                       : cpu_matmul_has_avx2() ? "AVX2"
+                                               : "scalar";
+    printf("cpu_matmul: %s path%s\n", path,
            have_ggml ? "; ggml = llama.cpp's vec_dot kernels over the same rows and threads" : "");
 
     const size_t stream_bytes = (size_t)1 << 30;

@@ -97,7 +97,8 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     double params = (double)hp->n_layers * ((double)hp->dim * (2 * q + 2 * kv) + 3.0 * hp->dim * hp->ffn_dim) +
                     (double)hp->vocab_size * hp->dim;
     e->info = (struct engine_info){.vocab = hp->vocab_size, .eos_id = hp->eos_id, .block_size = o->block_size,
-                                   .n_blocks = o->n_blocks, .sink_blocks = e->kv.sink_blocks, .max_ctx = max_ctx, .tp = c->tp, .pp = c->pp,
+                                   .n_blocks = o->n_blocks, .sink_blocks = e->kv.sink_blocks, .max_ctx = max_ctx,
+                                   .tp = c->tp, .pp = c->pp,
                                    .gpu = e->be.kind != BACKEND_CPU,
                                    .attn_ctx_unit = params / (2.0 * hp->n_layers * q)};
     e->deadline = deadline_start(c->rank, c->size, o->step_timeout_s, o->stop_flag, o->stop_grace_s);

@@ -511,7 +511,8 @@ static void test_quantizers(void **s) {
     }
 }
 
-/* The AVX-VNNI tiles (vpdpbusd) give the AVX2 tiles' bits for every type and token count,
+/* The AVX-VNNI tiles (vpdpbusd), and the AVX-512 ones where the CPU has them, give the AVX2
+ * tiles' bits for every type and token count,
  * on rows that end mid-group and extreme quants (all 15s against activations of +-127). */
 static void test_vnni_same_bits(void **s) {
     (void)s;
@@ -519,6 +520,7 @@ static void test_vnni_same_bits(void **s) {
         printf("vnni: skipped: this CPU has no AVX-VNNI\n");
         return;
     }
+    const int avx512 = cpu_matmul_has_avx512();
     for (size_t i = 0; i < sizeof all_types / sizeof *all_types; i++)
         for (int extreme = 0; extreme < 2; extreme++) {
             const enum dtype t = all_types[i];
@@ -538,16 +540,21 @@ static void test_vnni_same_bits(void **s) {
                 cpu_matmul_force_no_vnni(1);
                 cpu_matmul(y0, rows, x, cols, tn, W, t, rows, cols, pools[2]);
                 cpu_matmul_force_no_vnni(0);
-                cpu_matmul(y1, rows, x, cols, tn, W, t, rows, cols, pools[2]);
-                assert_memory_equal(y0, y1, sizeof(float) * (size_t)(tn * rows));
+                for (int wide = 0; wide < 2; wide++) { /* the AVX-VNNI tiles, then the AVX-512 ones */
+                    if (wide && !avx512) break;
+                    cpu_matmul_force_no_avx512(!wide);
+                    cpu_matmul(y1, rows, x, cols, tn, W, t, rows, cols, pools[2]);
+                    assert_memory_equal(y0, y1, sizeof(float) * (size_t)(tn * rows));
+                }
+                cpu_matmul_force_no_avx512(0);
             }
             free(W);
             free(x);
             free(y0);
             free(y1);
         }
-    printf("vnni: the AVX-VNNI tiles give the AVX2 tiles' bits (%zu types, 1..7 tokens)\n",
-           sizeof all_types / sizeof *all_types);
+    printf("vnni: the AVX-VNNI tiles%s give the AVX2 tiles' bits (%zu types, 1..7 tokens)\n",
+           avx512 ? " and the AVX-512 ones" : " (no AVX-512 here)", sizeof all_types / sizeof *all_types);
 }
 
 static int setup(void **s) {

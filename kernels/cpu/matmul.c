@@ -42,6 +42,16 @@ int cpu_matmul_has_vnni(void) {
            __builtin_cpu_supports("avxvnni");
 }
 
+static atomic_int no_avx512;
+
+void cpu_matmul_force_no_avx512(int on) { atomic_store_explicit(&no_avx512, on, memory_order_relaxed); }
+
+int cpu_matmul_has_avx512(void) {
+    return cpu_matmul_has_vnni() && !atomic_load_explicit(&no_avx512, memory_order_relaxed) &&
+           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
 /* ---- per-thread scratch ---- */
 
 struct scratch {
@@ -206,7 +216,8 @@ struct mm_ctx {
     const struct mm_job *jobs;
     int njobs;
     int avx2;
-    int vnni; /* the AVX-VNNI tiles (the same bits as the AVX2 ones) */
+    int vnni;   /* the AVX-VNNI tiles (the same bits as the AVX2 ones) */
+    int avx512; /* the AVX-512 tiles (the same bits too) */
 };
 
 /* Boundary i of n over rows, rounded to a multiple of 4 so that neighbours rarely share a
@@ -224,7 +235,9 @@ static void mm_task(void *p, int ith, int nth) {
         const struct mm_job *j = &c->jobs[i];
         const int r0 = row_split(j->rows, ith, nth), r1 = row_split(j->rows, ith + 1, nth);
         if (r0 >= r1) continue;
-        if (c->vnni)
+        if (c->avx512)
+            mm_rows_avx512(j, r0, r1);
+        else if (c->vnni)
             mm_rows_avxvnni(j, r0, r1);
         else if (c->avx2)
             mm_rows_avx2(j, r0, r1);
@@ -278,7 +291,8 @@ void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, in
         jobs[i].a.x = x;
         jobs[i].a.ldx = ldx;
     }
-    struct mm_ctx ctx = {.jobs = jobs, .njobs = n, .avx2 = avx2, .vnni = avx2 && cpu_matmul_has_vnni()};
+    struct mm_ctx ctx = {.jobs = jobs, .njobs = n, .avx2 = avx2, .vnni = avx2 && cpu_matmul_has_vnni(),
+                         .avx512 = avx2 && cpu_matmul_has_avx512()};
     threadpool_run(tp, mm_task, &ctx);
 }
 

@@ -46,5 +46,8 @@ void cpu_matmul_force_scalar(int on);
  * benchmarks compare. */
 int cpu_matmul_has_vnni(void);
 void cpu_matmul_force_no_vnni(int on);
+/* 1 if the AVX-512 tiles are in use (Q4_1 over 512-bit vpdpbusd; the same bits again). */
+int cpu_matmul_has_avx512(void);
+void cpu_matmul_force_no_avx512(int on);
 
 #endif

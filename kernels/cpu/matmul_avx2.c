@@ -32,15 +32,21 @@
 #define MAX_NT 2
 #endif
 
-#ifdef TPD_MM_VNNI
+#if defined(TPD_MM_AVX512)
+#define MM_ROWS mm_rows_avx512
+#elif defined(TPD_MM_VNNI)
 #define MM_ROWS mm_rows_avxvnni
+#else
+#define MM_ROWS mm_rows_avx2
+#endif
+
+#ifdef TPD_MM_VNNI
 /* sum over each 4-byte group of lo * yl + hi * yh, as int32 lanes */
 INLINE __m256i dot2_u8s8(__m256i lo, __m256i yl, __m256i hi, __m256i yh, __m256i ones) {
     (void)ones;
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, yl), hi, yh);
 }
 #else
-#define MM_ROWS mm_rows_avx2
 INLINE __m256i dot2_u8s8(__m256i lo, __m256i yl, __m256i hi, __m256i yh, __m256i ones) {
     return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, yl), _mm256_maddubs_epi16(hi, yh)), ones);
 }
@@ -175,6 +181,67 @@ INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, con
         store_rows(j->y + (int64_t)(t0 + t) * j->ldy + r, _mm_add_ps(pairs_sum(acc0[t], acc1[t]), m), nr);
     }
 }
+
+#ifdef TPD_MM_AVX512
+/* Q4_1 on AVX-512 (matmul_avx512.c): the four rows' nibbles in one 512-bit register (row A in
+ * lanes 0-3 ... row D in lanes 12-15), so a block takes two vpdpbusd a token, where the AVX2
+ * tile takes four. Each lane does the AVX2 tile's arithmetic exactly: acc0's lanes are
+ * lanes 0-7 here and acc1's lanes 8-15 (the same int32 sums, the same scale, one FMA a
+ * block), and the sums at the end are the AVX2 tile's on those halves: the same bits. */
+INLINE void tile_q4_1_512(const struct mm_job *j, int r, int nr, int t0, int nt, const int NT) {
+    const struct act *a = &j->a;
+    const uint8_t *w[4];
+    group_rows(j, r, nr, w);
+    const uint8_t *pf = j->W + (int64_t)r * j->row_bytes + 3 * j->row_bytes + PF_DIST;
+    const int8_t *q[4];
+    const float *ds[4];
+    __m512 acc[4];
+    __m256 ms[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+        const int tt = clamp_token(t0, t, nt);
+        q[t] = a->qs + (int64_t)tt * a->cols;
+        ds[t] = a->d + (int64_t)tt * a->nb * 2;
+        acc[t] = _mm512_setzero_ps();
+        ms[t] = _mm256_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i iabcd = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+    for (int b = 0; b < a->nb; b++) {
+        const int o = 20 * b;
+        prefetch_span(pf + 4 * o, 80);
+        const __m256 wdm = _mm256_cvtph_ps(
+            _mm_setr_epi32(ld32(w[0] + o), ld32(w[1] + o), ld32(w[2] + o), ld32(w[3] + o)));
+        const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[0] + o + 4)),
+                                                   ld128(w[1] + o + 4), 1);
+        const __m256i cd = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[2] + o + 4)),
+                                                   ld128(w[3] + o + 4), 1);
+        const __m512i abcd = _mm512_inserti64x4(_mm512_castsi256_si512(ab), cd, 1);
+        const __m512i lo = _mm512_and_si512(abcd, m4), hi = _mm512_and_si512(_mm512_srli_epi16(abcd, 4), m4);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const __m512i yl = _mm512_broadcast_i32x4(ld128(q[t] + QK * b));
+            const __m512i yh = _mm512_broadcast_i32x4(ld128(q[t] + QK * b + 16));
+            double dsv;
+            memcpy(&dsv, ds[t] + 2 * b, sizeof dsv);
+            const __m256 p = _mm256_mul_ps(wdm, _mm256_castpd_ps(_mm256_set1_pd(dsv)));
+            ms[t] = _mm256_add_ps(ms[t], p);
+            const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, yl), hi, yh);
+            acc[t] = _mm512_fmadd_ps(_mm512_permutexvar_ps(iabcd, _mm512_castps256_ps512(p)),
+                                     _mm512_cvtepi32_ps(sum), acc[t]);
+        }
+    }
+    const __m256i iodd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+        if (t >= nt) break;
+        const __m256 acc0 = _mm512_castps512_ps256(acc[t]);
+        const __m256 acc1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t]), 1));
+        const __m128 m = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(ms[t], iodd));
+        store_rows(j->y + (int64_t)(t0 + t) * j->ldy + r, _mm_add_ps(pairs_sum(acc0, acc1), m), nr);
+    }
+}
+#endif
 
 /* ---------------------------------------------------------------- Q4_0 x Q8_0 */
 
@@ -540,7 +607,10 @@ void MM_ROWS(const struct mm_job *j, int r0, int r1) {
     const uint8_t *w0 = j->W + (int64_t)r0 * j->row_bytes;
     for (int64_t o = 0; o < head && o < 3 * j->row_bytes + PF_DIST; o += 64) _mm_prefetch((const char *)w0 + o, _MM_HINT_T0);
     switch (j->wt) {
-#ifdef TPD_MM_VNNI
+#if defined(TPD_MM_AVX512)
+    case DT_Q4_1: FOR_TILES4_Q4(tile_q4_1_512); break;
+    case DT_Q4_0: FOR_TILES4_Q4(tile_q4_0); break;
+#elif defined(TPD_MM_VNNI)
     case DT_Q4_1: FOR_TILES4_Q4(tile_q4_1); break;
     case DT_Q4_0: FOR_TILES4_Q4(tile_q4_0); break;
 #else

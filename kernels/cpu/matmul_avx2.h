@@ -24,6 +24,8 @@ struct mm_job {
 void mm_rows_avx2(const struct mm_job *job, int r0, int r1);
 /* The same bits with AVX-VNNI as well (matmul_avxvnni.c); only where the CPU has it. */
 void mm_rows_avxvnni(const struct mm_job *job, int r0, int r1);
+/* The same bits with AVX-512 F/BW/VNNI (matmul_avx512.c); only where the CPU has them. */
+void mm_rows_avx512(const struct mm_job *job, int r0, int r1);
 
 void quant_row_q8_0_avx2(const float *x, int n, int8_t *qs, float *d);
 void quant_row_q8_1_avx2(const float *x, int n, int8_t *qs, float *ds);
