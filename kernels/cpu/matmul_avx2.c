@@ -127,6 +127,14 @@ INLINE int clamp_token(int t0, int t, int nt) { return t0 + (t < nt ? t : nt - 1
 
 /* ---------------------------------------------------------------- Q4_1 x Q8_1 */
 
+/* Block o of a 4-row group: wdm = [dA mA dB mB dC mC dD mD] (scales and mins), ab = the
+ * nibble bytes of rows A | B, cd = those of C | D. */
+INLINE void q4_1_block(const uint8_t *const w[4], int o, __m256 *wdm, __m256i *ab, __m256i *cd) {
+    *wdm = _mm256_cvtph_ps(_mm_setr_epi32(ld32(w[0] + o), ld32(w[1] + o), ld32(w[2] + o), ld32(w[3] + o)));
+    *ab = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[0] + o + 4)), ld128(w[1] + o + 4), 1);
+    *cd = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[2] + o + 4)), ld128(w[3] + o + 4), 1);
+}
+
 INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, const int NT) {
     const struct act *a = &j->a;
     const uint8_t *w[4];
@@ -148,13 +156,9 @@ INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, con
     for (int b = 0; b < a->nb; b++) {
         const int o = 20 * b;
         prefetch_span(pf + 4 * o, 80);
-        /* [dA mA dB mB dC mC dD mD] */
-        const __m256 wdm = _mm256_cvtph_ps(
-            _mm_setr_epi32(ld32(w[0] + o), ld32(w[1] + o), ld32(w[2] + o), ld32(w[3] + o)));
-        const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[0] + o + 4)),
-                                                   ld128(w[1] + o + 4), 1);
-        const __m256i cd = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[2] + o + 4)),
-                                                   ld128(w[3] + o + 4), 1);
+        __m256 wdm;
+        __m256i ab, cd;
+        q4_1_block(w, o, &wdm, &ab, &cd);
         const __m256i abl = _mm256_and_si256(ab, m4);
         const __m256i abh = _mm256_and_si256(_mm256_srli_epi16(ab, 4), m4);
         const __m256i cdl = _mm256_and_si256(cd, m4);
@@ -210,12 +214,9 @@ INLINE void tile_q4_1_512(const struct mm_job *j, int r, int nr, int t0, int nt,
     for (int b = 0; b < a->nb; b++) {
         const int o = 20 * b;
         prefetch_span(pf + 4 * o, 80);
-        const __m256 wdm = _mm256_cvtph_ps(
-            _mm_setr_epi32(ld32(w[0] + o), ld32(w[1] + o), ld32(w[2] + o), ld32(w[3] + o)));
-        const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[0] + o + 4)),
-                                                   ld128(w[1] + o + 4), 1);
-        const __m256i cd = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[2] + o + 4)),
-                                                   ld128(w[3] + o + 4), 1);
+        __m256 wdm;
+        __m256i ab, cd;
+        q4_1_block(w, o, &wdm, &ab, &cd);
         const __m512i abcd = _mm512_inserti64x4(_mm512_castsi256_si512(ab), cd, 1);
         const __m512i lo = _mm512_and_si512(abcd, m4), hi = _mm512_and_si512(_mm512_srli_epi16(abcd, 4), m4);
 #pragma GCC unroll 4
