@@ -36,6 +36,7 @@ static int cost_k(struct spec_seq *q, int n, int k, const struct spec_cost *c) {
             best_v = v;
             best = j;
         }
+        if (tj <= 0) break; /* an untimed size counts as free, the larger ones wait for it */
     }
     if (best == 0 && k > 0) return probe_now(q); /* a probe now and then keeps p and t(2n) current */
     return best;

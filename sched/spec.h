@@ -22,7 +22,9 @@
  *    on the prompt) says nothing of the next; a sample over 3 times the average counts as 3
  *    times; n: sequences decoding). Within the caps above, k is the j of the largest
  *    E(j) / r(j), 0 when none beats 1 by 2%; a step size not measured yet counts as free
- *    (r = 1), so each is tried; t(n) itself is measured by a step without drafts first.
+ *    (r = 1), so each is tried, the smallest first (larger ones are not considered until
+ *    it is measured: a first verify step whose drafts all fail then costs one draft, not
+ *    k); t(n) itself is measured by a step without drafts first.
  *    The average falls fast (half way to a lower sample) and rises slowly (a fifth of the
  *    way), since a step is only ever slowed by something else (the first steps of a run, a
  *    busy moment). A size measured fewer than 3 times and not in the last SPEC_COST_CONFIRM

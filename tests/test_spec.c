@@ -247,11 +247,15 @@ static void test_cost_k(void **state) {
     struct spec_cost c = {0};
     assert_int_equal(spec_want(&o, &q, 1, 100, &c), 0); /* t(1) unknown: a step without drafts first */
     spec_cost_observe(&c, 1, 1.0);
-    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 4); /* other sizes unknown: counted free */
-    /* fresh (p = 1): E(j) = j + 1; r = 1.1, 1.2, 1.3, 2.0: E / r = 1.8, 2.5, 3.1, 2.5 */
+    /* other sizes unknown: counted free, the smallest first, one more each time one is timed */
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 1);
     spec_cost_observe(&c, 2, 1.1);
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 2);
     spec_cost_observe(&c, 3, 1.2);
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 3);
     spec_cost_observe(&c, 4, 1.3);
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 4);
+    /* fresh (p = 1): E(j) = j + 1; r = 1.1, 1.2, 1.3, 2.0: E / r = 1.8, 2.5, 3.1, 2.5 */
     spec_cost_observe(&c, 5, 2.0);
     assert_int_equal(spec_want(&o, &q, 1, 100, &c), 3);
     assert_int_equal(spec_want(&o, &q, 1, 2, &c), 2); /* within room */
