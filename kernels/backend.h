@@ -46,11 +46,6 @@ struct kv_layer {
     int sink_blocks, sink_rows;
 };
 
-/* Element offset of (block blk, row, KV head 0) in a layer's sink; -1 when it has none. */
-static inline int64_t kv_sink_index(const struct kv_layer *kv, int blk, int row, int n_kv, int hd) {
-    if (blk >= kv->sink_blocks || row >= kv->sink_rows) return -1;
-    return (((int64_t)blk * kv->sink_rows + row) * n_kv) * hd;
-}
 
 /* Which implementation a backend is, for code that must tell them apart (the communicator
  * picks the GPU all-reduce only when every rank has a CUDA backend). 0: no backend open. */

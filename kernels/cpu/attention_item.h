@@ -58,6 +58,13 @@ static inline int64_t attn_kv_index(const struct attn_batch *b, int seq, int pos
     return (((int64_t)blk * b->block_size + pos % b->block_size) * n_kv) * hd;
 }
 
+/* Element offset of (block blk, row, KV head 0) in a layer's FP8 sink (kernels/backend.h,
+ * struct kv_layer); -1 when it has none. */
+static inline int64_t kv_sink_index(const struct kv_layer *kv, int blk, int row, int n_kv, int hd) {
+    if (blk >= kv->sink_blocks || row >= kv->sink_rows) return -1;
+    return (((int64_t)blk * kv->sink_rows + row) * n_kv) * hd;
+}
+
 /* Element offset of a sequence's position pos (KV head 0) in the layer's FP8 sink, or -1
  * when that position is read from the codes (kernels/backend.h, struct kv_layer). */
 static inline int64_t attn_sink_index(const struct attn_call *c, int seq, int pos) {

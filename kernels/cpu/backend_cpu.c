@@ -12,6 +12,7 @@
 #include "../../util/half.h"
 #include "../../util/log.h"
 #include "attention.h"
+#include "attention_item.h"
 #include "eltwise_avx2.h"
 #include "matmul.h"
 #include "threadpool.h"
