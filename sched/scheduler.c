@@ -538,7 +538,7 @@ static void draft_all(struct scheduler *s) {
          * the context: the step then emits n_draft + 1 */
         long room = q->req->max_tokens - q->n_generated - 1;
         if (limit - q->n_tokens < room) room = limit - q->n_tokens;
-        int k = spec_want(o, &q->spec, n_dec, (int)(room < o->k ? room : o->k), &s->spec_cost);
+        int k = spec_want(o, &q->spec, n_dec, (int)(room < o->k ? room : o->k), o->no_cost ? NULL : &s->spec_cost);
         if (k < 1) continue;
         if (o->drafter->stochastic && !q->spec.q)
             q->spec.q = xmalloc(sizeof(float) * (size_t)o->k * (size_t)s->vocab);

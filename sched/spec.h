@@ -43,6 +43,7 @@ struct spec_opts {
     struct drafter *drafter; /* NULL: speculation off; the scheduler does not own it */
     int k;                   /* most tokens drafted per sequence per step */
     int max_batch_tokens;    /* see the rule above; 0: no batch limit (daemon/spec_setup.c picks it by backend) */
+    int no_cost;             /* 1: the rule without its cost part, so drafting does not depend on timing (tests) */
 };
 
 /* Per sequence. Zero-initialised is the starting state. */
