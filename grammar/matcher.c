@@ -832,7 +832,7 @@ struct grammar_matcher {
     struct sset a, b, one; /* scratch */
     int32_t *clr;          /* scratch of grammar_matcher_mask_budget */
     int n_clr, cap_clr;
-    uint64_t *plain; /* scratch: the mask without a budget, (n_vocab + 63) / 64 words */
+    uint64_t *plain; /* the mask without a budget, (n_vocab + 63) / 64 words: mask_budget leaves it there when it returns 1 (apply_budget reads it) */
 };
 
 struct grammar_matcher *grammar_matcher_new(struct grammar *g) {
@@ -1099,16 +1099,15 @@ static int masked_argmax(const uint64_t *mask, const float *logits, int n) {
 
 int grammar_matcher_apply_budget(struct grammar_matcher *m, float *logits, int n, int64_t budget) {
     size_t words = ((size_t)m->g->v->n + 63) / 64;
-    uint64_t stackbuf[2][4096], *mask = words <= 4096 ? stackbuf[0] : xmalloc(2 * words * sizeof *mask);
-    uint64_t *plain = words <= 4096 ? stackbuf[1] : mask + words;
+    uint64_t stackbuf[4096], *mask = words <= 4096 ? stackbuf : xmalloc(words * sizeof *mask);
     int changed = 0;
     if (grammar_matcher_mask_budget(m, mask, budget)) { /* did the budget take out the first choice? */
-        grammar_matcher_mask(m, plain);
-        const int top = masked_argmax(plain, logits, n < m->g->v->n ? n : m->g->v->n);
+        /* mask_budget returns 1 only after comparing with the plain mask, left in m->plain */
+        const int top = masked_argmax(m->plain, logits, n < m->g->v->n ? n : m->g->v->n);
         changed = top >= 0 && !(mask[top >> 6] >> (top & 63) & 1);
     }
     apply_mask(m, mask, logits, n);
-    if (mask != stackbuf[0]) free(mask);
+    if (mask != stackbuf) free(mask);
     return changed;
 }
 

@@ -49,10 +49,15 @@ int kvcache_sink_default(int n_blocks, int max_running) {
     return want < n_blocks ? (int)want : n_blocks;
 }
 
+/* Bytes of one layer's K (or V) sink: F16 rows. The sink is at most a few rows of each
+ * block, so it cannot overflow where the codes' size did not. */
+static size_t sink_tensor_bytes(int n_kv, int head_dim, int block_size, int sink_blocks) {
+    return (size_t)sink_blocks * (size_t)sink_rows(block_size) * (size_t)n_kv * (size_t)head_dim * 2;
+}
+
 size_t kvcache_sink_bytes(enum dtype type, int n_layers, int n_kv, int head_dim, int block_size, int sink_blocks) {
     if (type != DT_F8_E4M3 || sink_blocks <= 0) return 0;
-    return 2 * (size_t)n_layers * (size_t)sink_blocks * (size_t)sink_rows(block_size) * (size_t)n_kv *
-           (size_t)head_dim * 2;
+    return 2 * (size_t)n_layers * sink_tensor_bytes(n_kv, head_dim, block_size, sink_blocks);
 }
 
 int kvcache_init(struct kvcache *kv, struct backend *be, enum dtype type, int n_layers, int n_blocks,
@@ -65,8 +70,7 @@ int kvcache_init(struct kvcache *kv, struct backend *be, enum dtype type, int n_
         size_mul(rows, (uint64_t)head_dim * (uint64_t)elem_bytes(type), &per))
         return err_set(err, "KV cache size overflows");
     const int sinks = kvcache_sink_blocks(type, n_blocks, sink_blocks), srows = sink_rows(block_size);
-    /* the sink is at most a few rows of each block: no overflow once the codes' size did not */
-    const size_t sink = (size_t)sinks * (size_t)srows * (size_t)n_kv * (size_t)head_dim * 2;
+    const size_t sink = sink_tensor_bytes(n_kv, head_dim, block_size, sinks);
     *kv = (struct kvcache){.be = be, .type = type, .n_layers = n_layers, .n_blocks = n_blocks,
                            .block_size = block_size, .n_kv = n_kv, .head_dim = head_dim, .sink_blocks = sinks};
     kv->layers = xcalloc((unsigned long)n_layers, sizeof *kv->layers);

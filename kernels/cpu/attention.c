@@ -72,12 +72,13 @@ static void attn_item_scalar(const struct attn_call *c, const struct attn_item *
         if (nk > ATTN_KT) nk = ATTN_KT;
         for (int j = 0; j < nk; j++) {
             const int64_t at = attn_kv_index(b, it->seq, j0 + j, c->n_kv, hd) + (int64_t)it->kvh * hd;
+            int64_t sk; /* FP8: the position's row in the sink, when it has one */
             float *kd = w->kt + (int64_t)j * hd, *vd = w->vt + (int64_t)j * hd;
             if (c->kv_type == DT_F32) {
                 memcpy(kd, (const float *)c->k + at, sizeof(float) * (size_t)hd);
                 memcpy(vd, (const float *)c->v + at, sizeof(float) * (size_t)hd);
-            } else if (c->kv_type == DT_F8_E4M3 && attn_sink_index(c, it->seq, j0 + j) >= 0) {
-                const int64_t s = attn_sink_index(c, it->seq, j0 + j) + (int64_t)it->kvh * hd;
+            } else if (c->kv_type == DT_F8_E4M3 && (sk = attn_sink_index(c, it->seq, j0 + j)) >= 0) {
+                const int64_t s = sk + (int64_t)it->kvh * hd;
                 const float kx = fp8_exp2(c->k_exp[at / hd]), vx = fp8_exp2(c->v_exp[at / hd]);
                 for (int d = 0; d < hd; d++) {
                     kd[d] = f16_to_f32(c->kvl->k_sink[s + d]) * kx;

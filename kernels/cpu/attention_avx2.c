@@ -129,8 +129,10 @@ static void load_tile(const struct attn_call *c, const struct attn_item *it, str
         for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(vd + d, load8(c->v, c->kv_type, at[j] + d, vx));
     }
     /* an FP8 cache's sink: the sequence's first positions replaced by their exact rows */
-    for (int j = 0; c->kv_type == DT_F8_E4M3 && j < nk && attn_sink_index(c, it->seq, j0 + j) >= 0; j++) {
-        const int64_t s = attn_sink_index(c, it->seq, j0 + j) + (int64_t)it->kvh * hd;
+    for (int j = 0; c->kv_type == DT_F8_E4M3 && j < nk; j++) {
+        const int64_t sk = attn_sink_index(c, it->seq, j0 + j);
+        if (sk < 0) break; /* the sink rows are a sequence's first positions */
+        const int64_t s = sk + (int64_t)it->kvh * hd;
         const float kx = fp8_exp2(c->k_exp[rix[j]]), vx = fp8_exp2(c->v_exp[rix[j]]);
         for (int d = 0; d < hd; d++) {
             w->kt[(int64_t)d * ATTN_KT + j] = f16_to_f32(c->kvl->k_sink[s + d]) * kx;

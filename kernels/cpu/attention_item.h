@@ -52,9 +52,14 @@ struct attn_buf {
     float *facc, *fm, *fl; /* the same, folded over the finished segments */
 };
 
+/* The KV block holding position pos of sequence seq. */
+static inline int attn_kv_block(const struct attn_batch *b, int seq, int pos) {
+    return b->blocks[b->block_off[seq] + pos / b->block_size];
+}
+
 /* Element offset of (position, kv head 0) in a layer's cache. */
 static inline int64_t attn_kv_index(const struct attn_batch *b, int seq, int pos, int n_kv, int hd) {
-    int blk = b->blocks[b->block_off[seq] + pos / b->block_size];
+    int blk = attn_kv_block(b, seq, pos);
     return (((int64_t)blk * b->block_size + pos % b->block_size) * n_kv) * hd;
 }
 
@@ -69,7 +74,7 @@ static inline int64_t kv_sink_index(const struct kv_layer *kv, int blk, int row,
  * when that position is read from the codes (kernels/backend.h, struct kv_layer). */
 static inline int64_t attn_sink_index(const struct attn_call *c, int seq, int pos) {
     if (!c->kvl->sink_blocks || pos >= c->kvl->sink_rows) return -1;
-    return kv_sink_index(c->kvl, c->b->blocks[c->b->block_off[seq]], pos, c->n_kv, c->hd);
+    return kv_sink_index(c->kvl, attn_kv_block(c->b, seq, 0), pos, c->n_kv, c->hd);
 }
 
 /* (M, L, ACC) += segment (m, l, acc), both unnormalised softmax partials: one function for

@@ -34,29 +34,6 @@ struct cpu_ctx {
     struct rope_cache rope;
 };
 
-/* Rows [0, n_rows) split over the pool's threads in contiguous ranges (each row computed by
- * one thread exactly as it would be alone, so the split changes no bit). */
-struct rows_task {
-    void (*row)(const struct rows_task *t, int r);
-    int n_rows;
-    float *out, *x;
-    const float *a, *w;
-    int n;
-    float eps;
-};
-
-static void rows_run(void *p, int ith, int nth) {
-    const struct rows_task *t = p;
-    const int r0 = (int)((int64_t)t->n_rows * ith / nth), r1 = (int)((int64_t)t->n_rows * (ith + 1) / nth);
-    for (int r = r0; r < r1; r++) t->row(t, r);
-}
-
-/* Runs t's rows on the pool when there are enough of them to pay for waking it. */
-static void rows_dispatch(struct cpu_ctx *c, struct rows_task *t, int64_t elems) {
-    if (t->n_rows > 1 && elems >= 2048 && c->n_threads > 1) threadpool_run(c->tp, rows_run, t);
-    else rows_run(t, 0, 1);
-}
-
 static void *cpu_alloc(void *ctx, size_t bytes) {
     (void)ctx;
     void *p = NULL;
@@ -108,17 +85,32 @@ static void cpu_rmsnorm(void *vctx, float *y, const float *x, const float *w, in
     for (int t = 0; t < T; t++) rmsnorm_row(y + (int64_t)t * n, x + (int64_t)t * n, w, n, eps);
 }
 
-static void add_rmsnorm_row(const struct rows_task *t, int r) {
-    float *xr = t->x + (int64_t)r * t->n;
-    const float *yr = t->a + (int64_t)r * t->n;
-    for (int i = 0; i < t->n; i++) xr[i] += yr[i];
-    rmsnorm_row(t->out + (int64_t)r * t->n, xr, t->w, t->n, t->eps);
+/* x += y, then y_norm = rmsnorm(x) * w, rows split over the pool's threads in contiguous
+ * ranges (each row computed by one thread exactly as alone: the split changes no bit) */
+struct add_rmsnorm_task {
+    float *x, *y_norm;
+    const float *y, *w;
+    int T, n;
+    float eps;
+};
+
+static void add_rmsnorm_run(void *p, int ith, int nth) {
+    const struct add_rmsnorm_task *a = p;
+    const int t0 = (int)((int64_t)a->T * ith / nth), t1 = (int)((int64_t)a->T * (ith + 1) / nth);
+    for (int t = t0; t < t1; t++) {
+        float *xr = a->x + (int64_t)t * a->n;
+        const float *yr = a->y + (int64_t)t * a->n;
+        for (int i = 0; i < a->n; i++) xr[i] += yr[i];
+        rmsnorm_row(a->y_norm + (int64_t)t * a->n, xr, a->w, a->n, a->eps);
+    }
 }
 
 static void cpu_add_rmsnorm(void *vctx, float *x, const float *y, float *y_norm, const float *w, int T, int n,
                             float eps) {
-    struct rows_task t = {.row = add_rmsnorm_row, .n_rows = T, .out = y_norm, .x = x, .a = y, .w = w, .n = n, .eps = eps};
-    rows_dispatch(vctx, &t, (int64_t)T * n);
+    const struct cpu_ctx *c = vctx;
+    struct add_rmsnorm_task a = {.x = x, .y_norm = y_norm, .y = y, .w = w, .T = T, .n = n, .eps = eps};
+    if (T > 1 && (int64_t)T * n >= 2048 && c->n_threads > 1) threadpool_run(c->tp, add_rmsnorm_run, &a);
+    else add_rmsnorm_run(&a, 0, 1);
 }
 
 static void cpu_head_rmsnorm(void *vctx, float *x, int64_t ld, int T, int n_heads, int hd, const float *w,
@@ -183,18 +175,12 @@ static void cpu_rope(void *vctx, float *x, int64_t ld, int T, int n_heads, int h
         }
 }
 
-/* Element offset of (position, kv head) in a layer's cache. */
-static inline int64_t kv_index(const struct attn_batch *b, int seq, int pos, int n_kv, int hd) {
-    int blk = b->blocks[b->block_off[seq] + pos / b->block_size];
-    return (((int64_t)blk * b->block_size + pos % b->block_size) * n_kv) * hd;
-}
-
 static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v,
                          int64_t ld, int n_kv, int hd, const struct attn_batch *b) {
     const struct cpu_ctx *c = vctx;
     int n = n_kv * hd;
     for (int t = 0; t < b->n_tokens; t++) {
-        int64_t at = kv_index(b, b->seq_of[t], b->pos[t], n_kv, hd);
+        int64_t at = attn_kv_index(b, b->seq_of[t], b->pos[t], n_kv, hd);
         const float *ks = k + t * ld, *vs = v + t * ld;
         if (kv_type == DT_F32) {
             memcpy((float *)kv->k + at, ks, sizeof(float) * (size_t)n);
@@ -206,8 +192,8 @@ static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, co
                 kv->k_exp[row + h] = (int8_t)fp8_encode_row(kd + (int64_t)h * hd, ks + (int64_t)h * hd, hd);
                 kv->v_exp[row + h] = (int8_t)fp8_encode_row(vd + (int64_t)h * hd, vs + (int64_t)h * hd, hd);
             }
-            const int blk = b->blocks[b->block_off[b->seq_of[t]] + b->pos[t] / b->block_size];
-            const int64_t s = kv_sink_index(kv, blk, b->pos[t] % b->block_size, n_kv, hd);
+            const int64_t s =
+                kv_sink_index(kv, attn_kv_block(b, b->seq_of[t], b->pos[t]), b->pos[t] % b->block_size, n_kv, hd);
             for (int h = 0; s >= 0 && h < n_kv; h++) { /* the sink: these rows in F16 too, same scale */
                 const float kx = fp8_exp2(-kv->k_exp[row + h]), vx = fp8_exp2(-kv->v_exp[row + h]);
                 for (int i = h * hd; i < (h + 1) * hd; i++) {
