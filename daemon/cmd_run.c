@@ -133,7 +133,8 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
                           int n_prompt) {
     struct metrics *m = metrics_new();
     struct sched_opts so = {.max_running = 1, .max_queue = 1, .step_tokens = o->chunk,
-                            .eog_ids = tok ? tok->eog : NULL, .n_eog = tok ? (int)tok->n_eog : 0};
+                            .eog_ids = tok ? tok->eog : NULL, .n_eog = tok ? (int)tok->n_eog : 0,
+                            .logit_cands = o->cfg.logit_candidates};
     char err[ERR_LEN] = "";
     if (spec_setup(&o->cfg, e, &so.spec, err)) {
         fprintf(stderr, "tpd generate: %s\n", err);

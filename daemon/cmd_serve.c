@@ -147,7 +147,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
                             .step_tokens = (int)cfg->step_tokens, .eog_ids = tok->eog, .n_eog = (int)tok->n_eog,
                             .step_timeout_s = cfg->step_timeout_s, .step_time_s = cfg->step_time_s,
                             .max_share = cfg->max_share, .prefix_caching = cfg->prefix_caching,
-                            .micro_batches = (int)cfg->micro_batches};
+                            .logit_cands = cfg->logit_candidates, .micro_batches = (int)cfg->micro_batches};
     if (spec_setup(cfg, e, &so.spec, err)) {
         fprintf(stderr, "tpd serve: %s\n", err);
         metrics_free(m);

@@ -64,6 +64,7 @@ struct config {
     long kv_tokens;     /* KV cache capacity in tokens per rank */
     int require_full_context; /* refuse (else warn) when kv_tokens < the context */
     int prefix_caching;       /* reuse cached KV blocks of earlier prompts */
+    int logit_candidates;     /* light steps bring back rows' best logits only (sched_opts) */
     char *kv_type;      /* "f16", "f32" or "fp8" */
     /* [log] */
     char *log_level;

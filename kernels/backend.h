@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../util/dtype.h"
+#include "../util/logit_cand.h"
 
 /* A weight matrix of `rows` outputs by `cols` inputs in its stored type. */
 struct bweight {
@@ -93,6 +94,12 @@ struct backend {
     /* out[t][i] = silu(g[t][i]) * u[t][i] */
     void (*silu_mul)(void *ctx, float *out, int64_t ldo, const float *g, const float *u,
                      int64_t ld, int T, int n);
+    /* out[r][0..k) = the k best entries of row r of x (n_rows rows of n_cols, ld apart), in
+     * util/logit_cand.h's order (larger first, ties lower column; NaN never), ids = column +
+     * id0; past a row's non-NaN entries {-INFINITY, -1}. 1 <= k <= LOGIT_CANDS_MAX, k <= n_cols.
+     * out is backend memory. */
+    void (*top_cands)(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
+                      int32_t id0, int k);
     /* dst[i] = src[idx[i]], rows of n floats */
     void (*gather_rows)(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n);
     void (*zero)(void *ctx, void *p, size_t bytes);

@@ -23,6 +23,7 @@ enum prof_op {
     P_ZERO,
     P_ADD,
     P_ADD_RMSNORM,
+    P_TOP_CANDS,
     P_UPLOAD,
     P_DOWNLOAD,
     P_N
@@ -30,7 +31,7 @@ enum prof_op {
 
 static const char *const op_name[P_N - P_EMBED] = {"embed",    "rmsnorm", "head_rmsnorm", "add_bias", "rope",
                                                    "kv_store", "silu_mul", "gather_rows", "zero",     "add",
-                                                   "add_rmsnorm", "upload", "download"};
+                                                   "add_rmsnorm", "top_cands", "upload", "download"};
 
 /* The wrapped backend's own ops and the counts: one profiled backend per process. */
 static struct {
@@ -173,6 +174,13 @@ static void w_add_rmsnorm(void *ctx, float *x, const float *y, float *y_norm, co
     end(ctx, P_ADD_RMSNORM, t0);
 }
 
+static void w_top_cands(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
+                        int32_t id0, int k) {
+    double t0 = begin(ctx);
+    prof.inner.top_cands(ctx, out, x, n_rows, n_cols, ld, id0, k);
+    end(ctx, P_TOP_CANDS, t0);
+}
+
 static void w_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     if (!prof.computing) { /* loading the model */
         prof.inner.upload(ctx, dst, src, bytes);
@@ -204,6 +212,7 @@ void backend_profile_wrap(struct backend *b) {
     b->zero = w_zero;
     b->add = w_add;
     b->add_rmsnorm = w_add_rmsnorm;
+    if (b->top_cands) b->top_cands = w_top_cands;
     b->upload = w_upload;
     b->download = w_download;
     b->graph_run = NULL; /* the wrappers synchronize, which a capture cannot hold */

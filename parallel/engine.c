@@ -96,7 +96,14 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     double q = (double)hp->n_heads * hp->head_dim, kv = (double)hp->n_kv_heads * hp->head_dim;
     double params = (double)hp->n_layers * ((double)hp->dim * (2 * q + 2 * kv) + 3.0 * hp->dim * hp->ffn_dim) +
                     (double)hp->vocab_size * hp->dim;
-    e->info = (struct engine_info){.vocab = hp->vocab_size, .eos_id = hp->eos_id, .block_size = o->block_size,
+    /* each rank's shard gives its best k of a row as 2k floats in its own row's space */
+    int max_cands = e->be.top_cands ? LOGIT_CANDS_MAX : 0;
+    for (int r = 0; r < c->tp; r++) {
+        int v0, nv;
+        shard_split(hp->vocab_size, c->tp, r, &v0, &nv);
+        if (nv / 2 < max_cands) max_cands = nv / 2;
+    }
+    e->info = (struct engine_info){.vocab = hp->vocab_size, .max_cands = max_cands, .eos_id = hp->eos_id, .block_size = o->block_size,
                                    .n_blocks = o->n_blocks, .sink_blocks = e->kv.sink_blocks, .max_ctx = max_ctx,
                                    .tp = c->tp, .pp = c->pp,
                                    .gpu = e->be.kind != BACKEND_CPU,
@@ -135,6 +142,8 @@ int engine_submit(struct engine *e, const struct step_plan *plan, float *logits)
     for (int i = 0; i < plan->n_blocks; i++)
         if (plan->blocks[i] < 0 || plan->blocks[i] >= e->info.n_blocks)
             FATAL("step plan names KV block %d; the cache has %d", plan->blocks[i], e->info.n_blocks);
+    if (plan->n_cands < 0 || plan->n_cands > e->info.max_cands)
+        FATAL("step plan asks for %d logit candidates a row; at most %d here", plan->n_cands, e->info.max_cands);
     if (e->n_pending == ENGINE_MAX_IN_FLIGHT) FATAL("more than %d steps in flight", ENGINE_MAX_IN_FLIGHT);
     if (e->n_pending == 0) deadline_step_begin(e->deadline);
     /* posted before the activations leave: the last stage never waits on rank 0 to send */

@@ -34,6 +34,7 @@ struct engine_opts {
 /* What a scheduler needs to know of the engine; the same on every rank. */
 struct engine_info {
     int vocab;      /* length of one logits row */
+    int max_cands;  /* the most logit candidates a plan may ask per row (step_plan.n_cands); 0: none */
     int eos_id;     /* the model's end-of-sequence token (tokenizers may add more) */
     int block_size; /* tokens per KV block */
     int n_blocks;   /* KV blocks; ids 0..n_blocks-1 are valid in a plan */

@@ -13,7 +13,7 @@ static void bfree(struct backend *be, void *p) {
 
 void forward_state_free(struct forward_state *fs, struct backend *be) {
     void *bufs[] = {fs->x, fs->xb, fs->qkv, fs->att, fs->y, fs->gu, fs->hb, fs->tokens, fs->seq_of, fs->pos,
-                    fs->block_off, fs->blocks, fs->out_rows, fs->xo, fs->logits_local};
+                    fs->block_off, fs->blocks, fs->out_rows, fs->xo, fs->logits_local, fs->cands_local};
     for (unsigned i = 0; i < sizeof bufs / sizeof *bufs; i++) bfree(be, bufs[i]);
     if (fs->host_local) be->free_host(be->ctx, fs->host_local);
     free(fs->host_gather);
@@ -43,6 +43,7 @@ struct act_widths {
     size_t idx;    /* tokens, seq_of, pos and out_rows: one int32 per token each */
     size_t xo;     /* [n_out][dim] */
     size_t logits; /* [n_out][n_vocab local] */
+    size_t cands;  /* [n_out][LOGIT_CANDS_MAX] */
 };
 
 static struct act_widths act_widths(const struct model *m) {
@@ -56,6 +57,7 @@ static struct act_widths act_widths(const struct model *m) {
         .idx = sizeof(int32_t),
         .xo = (size_t)m->hp.dim * f,
         .logits = (size_t)m->sp.n_vocab * f,
+        .cands = LOGIT_CANDS_MAX * sizeof(struct logit_cand),
     };
     return w;
 }
@@ -64,7 +66,7 @@ size_t forward_activation_bytes(const struct model *m, int max_tokens) {
     const struct act_widths w = act_widths(m);
     const size_t T = (size_t)(max_tokens > 0 ? max_tokens : 1);
     /* every token may want logits; block_off and blocks are counted as one int32 per token */
-    return T * (3 * w.x + w.qkv + w.att + w.gu + w.hb + 4 * w.idx) + T * (w.xo + w.logits) +
+    return T * (3 * w.x + w.qkv + w.att + w.gu + w.hb + 4 * w.idx) + T * (w.xo + w.logits + w.cands) +
            T * 2 * sizeof(int32_t);
 }
 
@@ -95,6 +97,7 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
         size_t n = (size_t)p->n_out;
         fs->xo = regrow(be, fs->xo, n * w.xo);
         fs->logits_local = regrow(be, fs->logits_local, n * w.logits);
+        fs->cands_local = regrow(be, fs->cands_local, n * w.cands);
         if (fs->host_local) be->free_host(be->ctx, fs->host_local);
         free(fs->host_gather);
         free(fs->host_logits);
@@ -223,6 +226,37 @@ static void forward_layers(void *arg) {
 /* Steps of at most this many tokens run as graphs (forward). */
 enum { FORWARD_GRAPH_MAX_T = 16 };
 
+/* The last stage with plan->n_cands = k: each rank's k best entries of every row of its
+ * vocabulary shard (backend top_cands), gathered on the stage's TP rank 0 and merged into
+ * out row i's first k candidates (then sent on to rank 0 as whole rows are). Instead of
+ * n_out x vocab floats, n_out x k pairs per rank leave the device and cross ranks. */
+static void gather_cands(struct model *m, struct forward_state *fs, const struct step_plan *p, struct comm *c,
+                         float *out) {
+    struct backend *be = m->be;
+    const struct shard_plan *sp = &m->sp;
+    const int k = p->n_cands, n_out = p->n_out;
+    if (k > LOGIT_CANDS_MAX || 2 * k > sp->n_vocab) /* engine_info's max_cands keeps within both */
+        FATAL("step plan asks for %d logit candidates (at most %d here)", k, sp->n_vocab / 2 < LOGIT_CANDS_MAX ? sp->n_vocab / 2 : LOGIT_CANDS_MAX);
+    be->top_cands(be->ctx, fs->cands_local, fs->logits_local, n_out, sp->n_vocab, sp->n_vocab, sp->vocab0, k);
+    be->sync(be->ctx);
+    /* in floats, each pair two; host_local and host_gather hold them, as 2k <= the shard's rows */
+    const size_t local = (size_t)n_out * k * 2;
+    be->download(be->ctx, fs->host_local, fs->cands_local, local * sizeof(float));
+    int counts[c->tp], displs[c->tp];
+    for (int r = 0; r < c->tp; r++) {
+        counts[r] = (int)local;
+        displs[r] = r * (int)local;
+    }
+    comm_gatherv(c, fs->host_local, (int)local, fs->host_gather, counts, displs);
+    if (c->tp_rank != 0 || !out) return;
+    const struct logit_cand *lists = (const struct logit_cand *)fs->host_gather;
+    for (int i = 0; i < n_out; i++)
+        logit_cands_merge((struct logit_cand *)(out + (size_t)i * m->hp.vocab_size), lists + (size_t)i * k, c->tp,
+                          (int64_t)n_out * k, k);
+    if (sp->pp > 1)
+        fs->logits_send = comm_isend_floats(c, out, (size_t)n_out * m->hp.vocab_size, 0, COMM_TAG_LOGITS);
+}
+
 /* A step's work is the same when the plan has the same shape (tokens, sequences, logits
  * rows; each at most FORWARD_GRAPH_MAX_T, so 16 bits apiece): the buffers it uses move only
  * when they are freed, which the backend notices. */
@@ -246,6 +280,10 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
     const int graphable = be->graph_run && c->tp == 1 && pp == 1 && p->n_tokens <= FORWARD_GRAPH_MAX_T;
     if (!graphable || !be->graph_run(bc, graph_key(p), forward_layers, &a)) forward_layers(&a);
     if (!sp->last) return;
+    if (p->n_cands > 0) {
+        gather_cands(m, fs, p, c, pp > 1 ? fs->host_logits : logits);
+        return;
+    }
     be->sync(bc);
 
     // gather the vocab shards on the stage's TP rank 0: rank-major, then transposed into token-major rows

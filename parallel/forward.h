@@ -19,6 +19,7 @@ struct forward_state {
     int32_t *tokens, *seq_of, *pos, *block_off, *blocks, *out_rows;
     int cap_seqs, cap_blocks;
     float *xo, *logits_local;                /* [n_out][dim], [n_out][n_vocab local] */
+    struct logit_cand *cands_local;          /* [n_out][LOGIT_CANDS_MAX]: plan->n_cands > 0 */
     float *host_local, *host_gather;         /* host staging for the vocab gather */
     float *host_logits;                      /* last stage's TP rank 0 when pp > 1: [n_out][vocab] for rank 0 */
     void *logits_send;                       /* host_logits on its way to rank 0 (comm_isend_floats), or NULL */
@@ -32,7 +33,8 @@ void forward_state_settle(struct forward_state *fs, struct comm *c);
 /* Backend bytes of the activation buffers for steps of up to max_tokens tokens, all of them
  * wanting logits: what forward_state grows to (the memory plan counts it). */
 size_t forward_activation_bytes(const struct model *m, int max_tokens);
-/* logits (rank 0 only, may be NULL elsewhere): [plan->n_out][vocab] on the host, written
+/* logits (rank 0 only, may be NULL elsewhere): [plan->n_out][vocab] on the host (with
+ * plan->n_cands > 0, each row begins with its candidates, the rest untouched), written
  * here when rank 0 is in the last stage (pp 1); else the last stage's TP rank 0 sends them to
  * rank 0 (tag COMM_TAG_LOGITS), which must have a receive posted (engine_submit). */
 void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, const struct step_plan *plan,

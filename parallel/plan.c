@@ -22,7 +22,7 @@ void plan_free(struct step_plan *p) {
 }
 
 void plan_clear(struct step_plan *p) {
-    p->n_seqs = p->n_tokens = p->n_blocks = p->n_out = 0;
+    p->n_seqs = p->n_tokens = p->n_blocks = p->n_out = p->n_cands = 0;
     p->block_off[0] = 0;
 }
 
@@ -78,6 +78,9 @@ void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const
     p->block_off[p->n_seqs] = p->n_blocks;
 }
 
+/* The counts that travel ahead of the arrays: n_seqs, n_tokens, n_blocks, n_out, n_cands. */
+#define PLAN_HDR 5
+
 /* The arrays in broadcast order with their lengths. */
 static void plan_arrays(const struct step_plan *p, int32_t *arrays[6], size_t lens[6]) {
     int32_t *a[6] = {p->tokens, p->seq_of, p->pos, p->block_off, p->blocks, p->out_rows};
@@ -101,17 +104,17 @@ static int32_t *plan_pack(const struct step_plan *p, size_t *n_out) {
 }
 
 /* To the next stage, when there is one: the counts, then the arrays. */
-static void plan_pass_on(struct comm *c, const int32_t hdr[4], const int32_t *buf, size_t n) {
+static void plan_pass_on(struct comm *c, const int32_t hdr[PLAN_HDR], const int32_t *buf, size_t n) {
     if (c->stage + 1 >= c->pp) return;
     int next = comm_stage_peer(c, c->stage + 1);
-    comm_send_detached(c, hdr, 4 * sizeof(int32_t), next, COMM_TAG_PLAN_HDR);
+    comm_send_detached(c, hdr, PLAN_HDR * sizeof(int32_t), next, COMM_TAG_PLAN_HDR);
     if (n) comm_send_detached(c, buf, n * sizeof(int32_t), next, COMM_TAG_PLAN);
 }
 
-/* Inside stage 0: two broadcasts, the four counts, then every array packed into one buffer. */
+/* Inside stage 0: two broadcasts, the counts, then every array packed into one buffer. */
 void plan_send(struct comm *c, const struct step_plan *p) {
     if (c->size == 1) return;
-    int32_t hdr[4] = {p->n_seqs, p->n_tokens, p->n_blocks, p->n_out};
+    int32_t hdr[PLAN_HDR] = {p->n_seqs, p->n_tokens, p->n_blocks, p->n_out, p->n_cands};
     comm_tp_bcast_wait(c, hdr, sizeof hdr); /* matches plan_recv's: MPI pairs a non-blocking collective only with its like */
     size_t n;
     int32_t *buf = plan_pack(p, &n);
@@ -121,7 +124,7 @@ void plan_send(struct comm *c, const struct step_plan *p) {
 }
 
 void plan_recv(struct comm *c, struct step_plan *p) {
-    int32_t hdr[4];
+    int32_t hdr[PLAN_HDR];
     int prev = c->stage > 0 ? comm_stage_peer(c, c->stage - 1) : -1;
     /* the next step may be long in coming */
     if (prev < 0) comm_tp_bcast_wait(c, hdr, sizeof hdr);
@@ -131,6 +134,7 @@ void plan_recv(struct comm *c, struct step_plan *p) {
     p->n_tokens = hdr[1];
     p->n_blocks = hdr[2];
     p->n_out = hdr[3];
+    p->n_cands = hdr[4];
     int32_t *arrays[6];
     size_t lens[6], n = 0;
     plan_arrays(p, arrays, lens);

@@ -44,6 +44,7 @@ struct counts {
     int n_codes;
     unsigned long prompt_tokens, generated_tokens, preemptions;
     unsigned long prefix_queried, prefix_hit, prompt_computed;
+    unsigned long logits_rows[2]; /* [0]: whole rows, [1]: candidates */
     struct hist h[HIST_COUNT];
 };
 
@@ -101,6 +102,13 @@ void metrics_prompt_computed(struct metrics *m, long tokens) {
     if (!m || tokens <= 0) return;
     pthread_mutex_lock(&m->mu);
     m->c.prompt_computed += (unsigned long)tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_logits_rows(struct metrics *m, long rows, int candidates) {
+    if (!m || rows <= 0) return;
+    pthread_mutex_lock(&m->mu);
+    m->c.logits_rows[candidates != 0] += (unsigned long)rows;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -186,6 +194,11 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
     head(&b, "tpd_prompt_tokens_computed_total", "counter",
          "Prompt tokens the model computed (prefill; again after a preemption; not those found in the prefix cache).");
     sbuf_addf(&b, "tpd_prompt_tokens_computed_total %lu\n", snap.prompt_computed);
+    head(&b, "tpd_logits_rows_total", "counter",
+         "Logits rows brought back to rank 0: whole vocabulary rows, or each row's best candidates (steps whose "
+         "requests are all greedy or small-top_k).");
+    sbuf_addf(&b, "tpd_logits_rows_total{form=\"full\"} %lu\n", snap.logits_rows[0]);
+    sbuf_addf(&b, "tpd_logits_rows_total{form=\"candidates\"} %lu\n", snap.logits_rows[1]);
     head(&b, "tpd_preemptions_total", "counter", "Sequences preempted (KV blocks given back, recomputed later).");
     sbuf_addf(&b, "tpd_preemptions_total %lu\n", snap.preemptions);
     for (int h = 0; h < HIST_COUNT; h++) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../util/fatal.h"
+#include "../util/logit_cand.h"
 
 /* Below this temperature vLLM samples greedily (its _SAMPLING_EPS). */
 #define GREEDY_EPS 1e-5f
@@ -18,11 +19,6 @@
  * walks one block, instead of a serial walk over the whole vocabulary. */
 #define BLOCK 256
 
-/* A candidate token: id and its logit or weight. */
-struct sampler_cand {
-    float v;
-    int32_t id;
-};
 struct sampler_count {
     int32_t id;    /* -1: empty slot */
     int32_t count; /* times in the output; 0 for a prompt-only id */
@@ -45,7 +41,7 @@ struct sampler {
     struct sampler_saved *saved;       /* logits overwritten by bias/penalties, restored */
     int saved_cap;
     /* the distribution being drawn from: dense weights by id, or a candidate list */
-    struct sampler_cand *cand;         /* (n_vocab) */
+    struct logit_cand *cand;         /* (n_vocab) */
     float *w;                          /* (n_vocab) */
     double *block_sum;                 /* (n_vocab / BLOCK + 1) sums of w over blocks of ids */
     int dense, n_cand;
@@ -204,15 +200,15 @@ static inline uint64_t cand_key(float v, int32_t id) {
     return ((uint64_t)u << 32) | (uint32_t)(INT32_MAX - id);
 }
 
-static inline uint64_t ckey(const struct sampler_cand *c) { return cand_key(c->v, c->id); }
+static inline uint64_t ckey(const struct logit_cand *c) { return cand_key(c->v, c->id); }
 
 static int cand_cmp(const void *a, const void *b) {
     uint64_t x = ckey(a), y = ckey(b);
     return x > y ? -1 : x < y;
 }
 
-static inline void cand_swap(struct sampler_cand *a, struct sampler_cand *b) {
-    struct sampler_cand t = *a;
+static inline void cand_swap(struct logit_cand *a, struct logit_cand *b) {
+    struct logit_cand t = *a;
     *a = *b;
     *b = t;
 }
@@ -220,7 +216,7 @@ static inline void cand_swap(struct sampler_cand *a, struct sampler_cand *b) {
 /* Lomuto partition of c[lo, hi) around a median-of-three pivot: afterwards c[lo, p) are
  * better than c[p] and c[p+1, hi) worse. Returns p and the mass (sum of v) of c[lo, p) in
  * *mass. Branch-free, as on real rows the comparison is a coin toss. */
-static int partition(struct sampler_cand *c, int lo, int hi, double *mass) {
+static int partition(struct logit_cand *c, int lo, int hi, double *mass) {
     int mid = lo + (hi - lo) / 2, last = hi - 1;
     if (ckey(&c[mid]) > ckey(&c[lo])) cand_swap(&c[mid], &c[lo]);
     if (ckey(&c[last]) > ckey(&c[lo])) cand_swap(&c[last], &c[lo]);
@@ -230,7 +226,7 @@ static int partition(struct sampler_cand *c, int lo, int hi, double *mass) {
     int p = lo;
     double m = 0;
     for (int i = lo; i < last; i++) {
-        struct sampler_cand t = c[i];
+        struct logit_cand t = c[i];
         int b = ckey(&t) > pk;
         c[i] = c[p];
         c[p] = t;
@@ -243,7 +239,7 @@ static int partition(struct sampler_cand *c, int lo, int hi, double *mass) {
 }
 
 /* Reorders c[0, n) so that c[0, k) hold its k best (in no particular order). Expected O(n). */
-static void select_best(struct sampler_cand *c, int n, int k) {
+static void select_best(struct logit_cand *c, int n, int k) {
     int lo = 0, hi = n, rounds = 0;
     while (hi - lo > 1) {
         if (++rounds > SELECT_ROUNDS) {
@@ -264,7 +260,7 @@ static void select_best(struct sampler_cand *c, int n, int k) {
  * candidates whose weight reaches target, and returns cut (at least 1). This is top-p
  * without a full sort: a quickselect that keeps descending into the side holding the
  * boundary, so expected O(n). */
-static int select_mass(struct sampler_cand *c, int n, double target) {
+static int select_mass(struct logit_cand *c, int n, double target) {
     if (n <= 0) return 0;
     int lo = 0, hi = n, rounds = 0;
     double need = target; /* weight still missing once all of c[0, lo) is taken */
@@ -292,8 +288,8 @@ static int select_mass(struct sampler_cand *c, int n, double target) {
 }
 
 /* Min-heap on the key: h[0] is the worst of the kept. */
-static void heap_down(struct sampler_cand *h, int n, int i) {
-    struct sampler_cand x = h[i];
+static void heap_down(struct logit_cand *h, int n, int i) {
+    struct logit_cand x = h[i];
     uint64_t kx = ckey(&x);
     for (;;) {
         int j = 2 * i + 1;
@@ -309,9 +305,9 @@ static void heap_down(struct sampler_cand *h, int n, int i) {
 /* The k best of x[0, n) into out[0, k) (unordered). One read of the row: nearly every entry
  * loses its first comparison with the current k-th, so this beats a quickselect for the
  * top_k and top_logprobs sizes people use. Returns min(k, n). */
-static int top_heap(const float *x, int n, int k, struct sampler_cand *out) {
+static int top_heap(const float *x, int n, int k, struct logit_cand *out) {
     if (k > n) k = n;
-    for (int i = 0; i < k; i++) out[i] = (struct sampler_cand){x[i], i};
+    for (int i = 0; i < k; i++) out[i] = (struct logit_cand){x[i], i};
     for (int i = k / 2 - 1; i >= 0; i--) heap_down(out, k, i);
     v4f worst = v4_splat(out[0].v);
     int i = k;
@@ -326,7 +322,7 @@ static int top_heap(const float *x, int n, int k, struct sampler_cand *out) {
         }
         for (int end = i + 8 < n ? i + 8 : n; i < end; i++) {
             if (!(x[i] >= worst[0]) || cand_key(x[i], i) <= ckey(&out[0])) continue;
-            out[0] = (struct sampler_cand){x[i], i};
+            out[0] = (struct logit_cand){x[i], i};
             heap_down(out, k, 0);
             worst = v4_splat(out[0].v);
         }
@@ -456,11 +452,12 @@ static void restore(const struct sampler *s, float *logits, int n_saved) {
     for (int i = n_saved - 1; i >= 0; i--) logits[s->saved[i].id] = s->saved[i].v;
 }
 
-/* top_k <= TOPK_HEAP: the k candidates from a heap, then scalar passes over them. */
-static void filter_few(struct sampler *s, const float *logits) {
+/* The top_k candidates s->cand[0..n), best first (logits), through temperature, min_p and
+ * top_p: scalar passes over them. The order is the candidates' canonical one, so a row and
+ * its best candidates (sampler_next_cands) give the same weights in the same order. */
+static void filter_sorted(struct sampler *s, int n) {
     const struct sampling_params *sp = &s->sp;
-    struct sampler_cand *c = s->cand;
-    int n = top_heap(logits, s->n_vocab, sp->top_k, c);
+    struct logit_cand *c = s->cand;
     float xmax = -INFINITY;
     for (int i = 0; i < n; i++) {
         c[i].v /= sp->temperature;
@@ -469,7 +466,7 @@ static void filter_few(struct sampler *s, const float *logits) {
     double total = 0;
     int m = 0;
     for (int i = 0; i < n; i++) {
-        c[m] = (struct sampler_cand){exp1(c[i].v - xmax), c[i].id};
+        c[m] = (struct logit_cand){exp1(c[i].v - xmax), c[i].id};
         if (c[m].v >= sp->min_p) total += c[m++].v; /* best weighs 1: min_p compares w */
     }
     if (sp->top_p < 1) {
@@ -480,6 +477,13 @@ static void filter_few(struct sampler *s, const float *logits) {
     s->dense = 0;
     s->n_cand = m;
     s->total = total;
+}
+
+/* top_k <= TOPK_HEAP: the k candidates from a heap, sorted, then filter_sorted. */
+static void filter_few(struct sampler *s, const float *logits) {
+    int n = top_heap(logits, s->n_vocab, s->sp.top_k, s->cand);
+    qsort(s->cand, (size_t)n, sizeof *s->cand, cand_cmp);
+    filter_sorted(s, n);
 }
 
 /* Weights w[i] = exp((logits[i] - lmax) * inv_t), zeroed under min_w; their sums per
@@ -515,17 +519,17 @@ ROW_CLONES static double row_weights(const float *logits, int V, float lmax, flo
 }
 
 /* The ids with w >= min_w into c, with their weights; returns how many. */
-static int list_weights(const float *w, int V, float min_w, struct sampler_cand *c) {
+static int list_weights(const float *w, int V, float min_w, struct logit_cand *c) {
     v4f min_v = v4_splat(min_w);
     int n = 0, i = 0;
     for (; i + 8 <= V; i += 8) {
         v4i in = (v4_load(w + i) >= min_v) | (v4_load(w + i + 4) >= min_v);
         if (!(in[0] | in[1] | in[2] | in[3])) continue;
         for (int j = i; j < i + 8; j++)
-            if (w[j] >= min_w) c[n++] = (struct sampler_cand){w[j], j};
+            if (w[j] >= min_w) c[n++] = (struct logit_cand){w[j], j};
     }
     for (; i < V; i++)
-        if (w[i] >= min_w) c[n++] = (struct sampler_cand){w[i], i};
+        if (w[i] >= min_w) c[n++] = (struct logit_cand){w[i], i};
     return n;
 }
 
@@ -536,7 +540,7 @@ static void filter_all(struct sampler *s, const float *logits) {
     /* min_p keeps weight exp((l - lmax) / T) >= min_p, the best token weighing 1. */
     float min_w = sp->min_p > 0 ? sp->min_p : 0;
     double total = row_weights(logits, V, row_max(logits, V), 1 / sp->temperature, min_w, s->w, s->block_sum);
-    struct sampler_cand *c = s->cand;
+    struct logit_cand *c = s->cand;
     int nc = 0;
     /* top_p never keeps a token whose weight is under (1 - top_p) / V: it and every worse
      * one weigh less than (1 - top_p) of a total of at least 1. Such tokens count in the
@@ -584,7 +588,7 @@ static int32_t prepare(struct sampler *s, float *logits) {
 static int32_t draw(const struct sampler *s, double u) {
     double r = u * s->total, acc = 0;
     if (!s->dense) {
-        const struct sampler_cand *c = s->cand;
+        const struct logit_cand *c = s->cand;
         for (int i = 0; i < s->n_cand; i++) {
             acc += c[i].v;
             if (r < acc) return c[i].id;
@@ -626,7 +630,7 @@ static double event_logprobs(struct sampler *s, const float *logits, struct toke
     if (!ev || !(s->sp.logprobs || s->sp.top_logprobs > 0)) return 0;
     double lse = log_sum_exp(logits, s->n_vocab);
     if (s->sp.top_logprobs > 0) {
-        struct sampler_cand top[REQ_MAX_TOP_LOGPROBS];
+        struct logit_cand top[REQ_MAX_TOP_LOGPROBS];
         ev->n_top = top_heap(logits, s->n_vocab, s->sp.top_logprobs, top);
         qsort(top, (size_t)ev->n_top, sizeof *top, cand_cmp);
         for (int i = 0; i < ev->n_top; i++) {
@@ -652,6 +656,44 @@ int32_t sampler_next(struct sampler *s, float *logits, struct token_event *ev) {
     int32_t tok = prepare(s, logits);
     if (tok < 0) tok = draw(s, u);
     record(s, logits, lse, tok, ev);
+    return tok;
+}
+
+int sampler_light(const struct sampler *s, int k) {
+    const struct sampling_params *sp = &s->sp;
+    if (k < 1 || s->n_bias || s->track_output || sp->logprobs || sp->top_logprobs > 0) return 0;
+    if (!(sp->temperature >= GREEDY_EPS)) return 1;
+    return sp->top_k > 0 && sp->top_k <= k && sp->top_k < s->n_vocab && sp->top_k <= TOPK_HEAP;
+}
+
+/* prepare() for a light sampler over its row's best k candidates: the same token (greedy)
+ * or the same kept list, in the same order, as prepare() over the whole row. */
+static int32_t prepare_cands(struct sampler *s, const struct logit_cand *c, int k) {
+    if (!(s->sp.temperature >= GREEDY_EPS)) return c[0].id >= 0 ? c[0].id : 0; /* an all-NaN row: 0, as argmax */
+    int n = 0;
+    for (; n < s->sp.top_k && n < k && c[n].id >= 0; n++) s->cand[n] = c[n];
+    filter_sorted(s, n);
+    return -1;
+}
+
+/* One draw (u, already taken) from what prepare_cands left, recorded into ev. */
+static int32_t next_from_cands(struct sampler *s, const struct logit_cand *c, int k, double u,
+                               struct token_event *ev) {
+    if (ev) memset(ev, 0, sizeof *ev);
+    int32_t tok = prepare_cands(s, c, k);
+    if (tok < 0) tok = draw(s, u);
+    record(s, NULL, 0, tok, ev); /* light: no logprobs to read, no penalty counts */
+    return tok;
+}
+
+int32_t sampler_next_cands(struct sampler *s, const struct logit_cand *c, int k, struct token_event *ev) {
+    return next_from_cands(s, c, k, rng_uniform(s->rng), ev);
+}
+
+int32_t sampler_verify_cands(struct sampler *s, const struct logit_cand *c, int k, int32_t draft, int *accepted,
+                             struct token_event *ev) {
+    int32_t tok = next_from_cands(s, c, k, rng_uniform(s->rng), ev); /* sampler_verify's point-mass case */
+    *accepted = tok == draft;
     return tok;
 }
 

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "../util/logit_cand.h"
 #include "request.h"
 
 /* What sampler_next does with a row of logits, in vLLM's (v1 engine) order:
@@ -64,6 +65,19 @@ int32_t sampler_next(struct sampler *s, float *logits, struct token_event *ev);
  * temperature, min_p, top_k, top_p), so the emitted tokens follow the target's exactly. */
 int32_t sampler_verify(struct sampler *s, float *logits, int32_t draft, const float *q, int *accepted,
                        struct token_event *ev);
+
+/* Whether this request's tokens depend only on each row's k best candidates
+ * (util/logit_cand.h): no logit_bias, no penalties, no logprobs, and greedy or
+ * 0 < top_k <= k. Such a request's rows may come back as candidates (the step loop asks
+ * for them when every row of a step is light). */
+int sampler_light(const struct sampler *s, int k);
+/* sampler_next for a light sampler over its row's best k candidates c[0..k) (best first,
+ * padding {-inf, -1} last): the same token, the same draw and the same ev as sampler_next
+ * over the whole row. */
+int32_t sampler_next_cands(struct sampler *s, const struct logit_cand *c, int k, struct token_event *ev);
+/* sampler_verify with q == NULL (a drafter that proposes tokens) over candidates, as above. */
+int32_t sampler_verify_cands(struct sampler *s, const struct logit_cand *c, int k, int32_t draft, int *accepted,
+                             struct token_event *ev);
 
 /* The distribution the next sampler_next would draw from, densely into probs[n_vocab]
  * (zeros outside the kept set; one-hot when greedy). Draws nothing, records nothing.

@@ -67,6 +67,7 @@ struct scheduler {
     struct step_plan plan;
     float *logits;
     int rows_per_seq; /* logits rows one sequence may get: 1 + spec.k */
+    int max_cands;    /* > 0: light steps ask for this many logit candidates a row (o.logit_cands) */
     struct draft_job *jobs;
     struct spec_stats spec_st, spec_pub; /* pub: under mu */
     struct spec_cost spec_cost;          /* decode step costs for the speculation rule */
@@ -74,7 +75,7 @@ struct scheduler {
     /* micro-batches in flight in the pipeline, a ring of max_mb oldest first; slot k's logits
      * land in mb_logits[k] (slot 0: logits) */
     int max_mb, n_mb, mb_head, mb_last_id;
-    struct { int id, n_tokens, decode_only; double t0; } mb[ENGINE_MAX_IN_FLIGHT];
+    struct { int id, n_tokens, decode_only, n_cands, n_out; double t0; } mb[ENGINE_MAX_IN_FLIGHT];
     float *mb_logits[ENGINE_MAX_IN_FLIGHT];
 };
 
@@ -99,6 +100,7 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     /* fairness may admit from the queue while others wait preempted */
     s->preempted = xcalloc((unsigned long)o->max_running + (unsigned long)o->max_queue, sizeof *s->preempted);
     s->rows_per_seq = 1 + (o->spec.drafter && o->spec.k > 0 ? o->spec.k : 0);
+    s->max_cands = o->logit_cands ? info->max_cands : 0;
     s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->rows_per_seq * (size_t)s->vocab);
     s->jobs = xcalloc((unsigned long)o->max_running, sizeof *s->jobs);
     /* one micro-batch per pipeline stage keeps every stage busy; with one stage, one */
@@ -578,16 +580,23 @@ static void apply_grammar(struct scheduler *s, struct seq *q, float *lg) {
     if (grammar_matcher_apply_budget(q->req->grammar, lg, s->vocab, budget)) q->closed = 1;
 }
 
-/* Samples q's next token from its logits row, through q's grammar when it has one, and
- * emits it. draft >= 0: verifies that draft instead (qd: the drafter's distribution, NULL
- * for a drafter that proposes tokens), *ok = 1 when it is accepted. */
-static enum finish_reason sample_token(struct scheduler *s, struct seq *q, float *row, int32_t draft, const float *qd,
-                                       int *ok, double now) {
+/* Samples q's next token from its logits row (k > 0: the row holds its k best candidates),
+ * through q's grammar when it has one, and emits it. draft >= 0: verifies that draft instead
+ * (qd: the drafter's distribution, NULL for a drafter that proposes tokens), *ok = 1 when it
+ * is accepted. */
+static enum finish_reason sample_token(struct scheduler *s, struct seq *q, float *row, int k, int32_t draft,
+                                       const float *qd, int *ok, double now) {
     struct token_event ev;
     memset(&ev, 0, sizeof ev);
     *ok = 0;
-    if (q->req->grammar) apply_grammar(s, q, row); /* before any sampling step */
-    const int32_t tok = draft >= 0 ? sampler_verify(q->smp, row, draft, qd, ok, &ev) : sampler_next(q->smp, row, &ev);
+    int32_t tok;
+    if (k > 0) { /* the row's best k candidates: q is light (step_light) */
+        const struct logit_cand *c = (const struct logit_cand *)row;
+        tok = draft >= 0 ? sampler_verify_cands(q->smp, c, k, draft, ok, &ev) : sampler_next_cands(q->smp, c, k, &ev);
+    } else {
+        if (q->req->grammar) apply_grammar(s, q, row); /* before any sampling step */
+        tok = draft >= 0 ? sampler_verify(q->smp, row, draft, qd, ok, &ev) : sampler_next(q->smp, row, &ev);
+    }
     if (q->req->grammar) grammar_matcher_accept(q->req->grammar, tok);
     enum finish_reason why = emit(s, q, tok, &ev, now);
     /* the grammar ended early because the budget shortened it: the client learns the
@@ -601,7 +610,8 @@ static enum finish_reason sample_token(struct scheduler *s, struct seq *q, float
  * (all accepted), stopping early where the request ends. The K/V of the last token and
  * of the accepted drafts stays cached; positions past them (rejected drafts) are rolled
  * back and later steps overwrite them. */
-static enum finish_reason verify_drafts(struct scheduler *s, struct seq *q, float *lg, int n_draft, double now) {
+static enum finish_reason verify_drafts(struct scheduler *s, struct seq *q, float *lg, int k, int n_draft,
+                                        double now) {
     int32_t draft[n_draft];
     memcpy(draft, q->tokens + q->n_tokens, sizeof draft); /* emit overwrites them */
     const float *qd = s->o.spec.drafter->stochastic ? q->spec.q : NULL;
@@ -609,7 +619,7 @@ static enum finish_reason verify_drafts(struct scheduler *s, struct seq *q, floa
     int accepted = 0;
     for (int j = 0; j <= n_draft && why == FINISH_NONE; j++) {
         int ok; /* every draft accepted: row n_draft gives the bonus token */
-        why = sample_token(s, q, lg + (size_t)j * (size_t)s->vocab, j < n_draft ? draft[j] : -1,
+        why = sample_token(s, q, lg + (size_t)j * (size_t)s->vocab, k, j < n_draft ? draft[j] : -1,
                            qd && j < n_draft ? qd + (size_t)j * (size_t)s->vocab : NULL, &ok, now);
         if (!ok) break;
         accepted++;
@@ -646,6 +656,20 @@ static int chunk_within(const struct scheduler *s, int pos, int max_n, double ro
 }
 
 #define PREFILL_MIN_TOKENS 16
+
+/* Whether every sequence of the plan being built samples from its rows' best max_cands
+ * candidates alone (sampler_light; no grammar mask, no drafter distribution to verify
+ * against), so the step may bring back candidates instead of whole rows. */
+static int step_light(const struct scheduler *s) {
+    if (s->max_cands < 1) return 0;
+    for (int i = 0; i < s->n_running; i++) {
+        const struct seq *q = s->running[i];
+        if (!q->in_step || q->mb) continue;
+        if (q->req->grammar || !sampler_light(q->smp, s->max_cands)) return 0;
+        if (q->spec.n_draft > 0 && s->o.spec.drafter->stochastic) return 0;
+    }
+    return 1;
+}
 
 /* Fills the plan: first one decode token for every sequence whose tokens are all cached
  * but the last, then prefill chunks in running order, within the token budget and, once
@@ -688,6 +712,7 @@ static void build_plan(struct scheduler *s) {
         if (!q->in_step || q->mb) continue;
         plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, q->spec.n_draft > 0);
     }
+    p->n_cands = step_light(s) ? s->max_cands : 0;
 }
 
 static int is_eog(const struct scheduler *s, int32_t tok) {
@@ -725,7 +750,7 @@ static void publish_spec(struct scheduler *s) {
 
 /* After micro-batch mb returned with its logits: every sequence of it whose fed tokens reached
  * its last known token samples (verifying its drafts first, when it had some). */
-static void sample_all(struct scheduler *s, int mb, float *logits) {
+static void sample_all(struct scheduler *s, int mb, float *logits, int k) {
     int row = 0;
     double now = clock_now();
     for (int i = 0; i < s->n_running;) {
@@ -753,10 +778,10 @@ static void sample_all(struct scheduler *s, int mb, float *logits) {
         if (q->req->max_tokens == 0) { /* prefill only (tpd generate -n 0) */
             why = FINISH_LENGTH;
         } else if (n_draft > 0) {
-            why = verify_drafts(s, q, lg, n_draft, now);
+            why = verify_drafts(s, q, lg, k, n_draft, now);
         } else {
             int ok;
-            why = sample_token(s, q, lg, -1, NULL, &ok, now);
+            why = sample_token(s, q, lg, k, -1, NULL, &ok, now);
         }
         if (why != FINISH_NONE) {
             publish_spec(s); /* a client that sees its request end finds its drafts counted */
@@ -791,6 +816,8 @@ static void submit_micro_batch(struct scheduler *s) {
     s->mb[slot].id = id;
     s->mb[slot].n_tokens = s->plan.n_tokens;
     s->mb[slot].decode_only = s->plan_decode_only;
+    s->mb[slot].n_cands = s->plan.n_cands;
+    s->mb[slot].n_out = s->plan.n_out;
     s->mb[slot].t0 = clock_now();
     if (s->n_mb++ == 0) {
         pthread_mutex_lock(&s->mu);
@@ -810,7 +837,8 @@ static void collect_micro_batch(struct scheduler *s) {
     s->step_started = s->n_mb ? s->mb[s->mb_head].t0 : 0;
     pthread_mutex_unlock(&s->mu);
     learn_step_speed(s, s->mb[slot].id, clock_now() - s->mb[slot].t0);
-    sample_all(s, s->mb[slot].id, s->mb_logits[slot]);
+    metrics_logits_rows(s->m, s->mb[slot].n_out, s->mb[slot].n_cands > 0);
+    sample_all(s, s->mb[slot].id, s->mb_logits[slot], s->mb[slot].n_cands);
     /* what a decode step costs, verification included (spec.h); with micro-batches in
      * flight, from its submission to its sampling, other stages' overlap included */
     if (s->o.spec.drafter && s->mb[slot].decode_only)

@@ -2,7 +2,11 @@
 /* sched/sampler: greedy and ties, seeds, top-k = greedy, logit_bias bans and forces,
  * penalties against hand-computed logits, top-k / top-p / min-p kept sets against sorts
  * written here (also on a 150k vocabulary, where the quickselect paths run), logprobs,
- * and the empirical distribution of 100k draws against softmax (chi-square). */
+ * and the empirical distribution of 100k draws against softmax (chi-square).
+ * Logit candidates (util/logit_cand.h): selection against a sort written here, merging of
+ * vocabulary shards' lists against selection over the whole row, which requests are light,
+ * and a light sampler fed each row's candidates giving the very tokens (same seed, same
+ * draws) as one fed the whole row. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +20,7 @@
 #include <time.h>
 
 #include "sched/sampler.h"
+#include "util/logit_cand.h"
 
 #define BIG_V 151936
 
@@ -452,6 +457,171 @@ static void test_edges(void **state) {
     free(row);
 }
 
+/* The order of util/logit_cand.h, for qsort; NaN entries are not listed. */
+static int cand_order(const void *a, const void *b) {
+    const struct logit_cand *x = a, *y = b;
+    return logit_cand_before(x->v, x->id, y->v, y->id) ? -1 : logit_cand_before(y->v, y->id, x->v, x->id);
+}
+
+/* Rows that stress the order: few distinct levels (ties everywhere), both zeros, NaN,
+ * infinities, or plain random values. */
+static void tricky_row(float *x, int n, int kind) {
+    for (int i = 0; i < n; i++) {
+        double u = urand();
+        switch (kind) {
+        case 0: x[i] = (float)((u * 2 - 1) * 8); break;
+        case 1: x[i] = (float)(int)(u * 4); break;                      /* 4 levels */
+        case 2: x[i] = u < 0.5 ? 0.0f : -0.0f; break;                   /* all equal */
+        case 3: x[i] = u < 0.3 ? NAN : u < 0.5 ? -INFINITY : u < 0.52 ? INFINITY : (float)u; break;
+        default: x[i] = u < 0.97 ? NAN : (float)u; break;               /* mostly NaN */
+        }
+    }
+}
+
+static void test_cands_select_merge(void **state) {
+    (void)state;
+    const int sizes[] = {1, 5, 64, 65, 1000, 49152};
+    const int ks[] = {1, 2, 40, 64};
+    float *x = malloc(sizeof *x * 49152);
+    struct logit_cand *ref = malloc(sizeof *ref * 49152), got[LOGIT_CANDS_MAX], merged[LOGIT_CANDS_MAX];
+    struct logit_cand *lists = malloc(sizeof *lists * 4 * LOGIT_CANDS_MAX);
+    int cases = 0;
+    for (unsigned si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (unsigned ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+            for (int kind = 0; kind < 5; kind++) {
+                const int n = sizes[si], k = ks[ki];
+                tricky_row(x, n, kind);
+                int m = 0;
+                for (int i = 0; i < n; i++)
+                    if (x[i] == x[i]) ref[m++] = (struct logit_cand){x[i], 100 + i};
+                qsort(ref, (size_t)m, sizeof *ref, cand_order);
+                logit_cands_select(got, x, n, 100, k);
+                for (int j = 0; j < k; j++) {
+                    struct logit_cand want = j < m ? ref[j] : (struct logit_cand){-INFINITY, -1};
+                    assert_int_equal(got[j].id, want.id);
+                    assert_memory_equal(&got[j].v, &want.v, sizeof want.v);
+                }
+                /* the row cut into 1..4 shards (uneven), each listing its best k: merged, the same */
+                for (int parts = 1; parts <= 4; parts++) {
+                    for (int r = 0; r < parts; r++) {
+                        int v0 = (int)((int64_t)n * r / parts), v1 = (int)((int64_t)n * (r + 1) / parts);
+                        if (v1 - v0 < 1) { /* an empty shard lists padding only */
+                            for (int j = 0; j < k; j++) lists[r * k + j] = (struct logit_cand){-INFINITY, -1};
+                            continue;
+                        }
+                        logit_cands_select(lists + r * k, x + v0, v1 - v0, 100 + v0, k);
+                    }
+                    logit_cands_merge(merged, lists, parts, k, k);
+                    assert_memory_equal(merged, got, sizeof *got * (size_t)k);
+                }
+                cases++;
+            }
+    printf("candidate selection and shard merging: %d rows, each cut 1-4 ways\n", cases);
+    free(x);
+    free(ref);
+    free(lists);
+}
+
+static void test_light(void **state) {
+    (void)state;
+    enum { V = 1000 };
+    struct { struct sampling_params sp; int light; } cases[16];
+    int n = 0;
+    struct sampling_params sp = params(0);
+    cases[n++] = (typeof(cases[0])){sp, 1}; /* greedy */
+    sp = params(1);
+    cases[n++] = (typeof(cases[0])){sp, 0}; /* the whole distribution */
+    sp.top_k = 64;
+    cases[n++] = (typeof(cases[0])){sp, 1};
+    sp.top_p = 0.5f;
+    sp.min_p = 0.1f;
+    cases[n++] = (typeof(cases[0])){sp, 1}; /* top_p and min_p act inside the top_k */
+    sp.top_k = 65;
+    cases[n++] = (typeof(cases[0])){sp, 0};
+    sp = params(0);
+    sp.repetition_penalty = 1.1f;
+    cases[n++] = (typeof(cases[0])){sp, 0}; /* penalties can lift a token from outside the list */
+    sp = params(0);
+    sp.presence_penalty = -1;
+    cases[n++] = (typeof(cases[0])){sp, 0};
+    sp = params(0);
+    sp.logprobs = 1;
+    cases[n++] = (typeof(cases[0])){sp, 0}; /* logprobs need the whole row's normaliser */
+    sp = params(0);
+    sp.top_logprobs = 2;
+    cases[n++] = (typeof(cases[0])){sp, 0};
+    int32_t bias_id = 3;
+    float bias = 5;
+    sp = params(0);
+    sp.n_logit_bias = 1;
+    sp.logit_bias_ids = &bias_id;
+    sp.logit_bias = &bias;
+    cases[n++] = (typeof(cases[0])){sp, 0};
+    for (int i = 0; i < n; i++) {
+        struct sampler *s = sampler_new(&cases[i].sp, V, NULL, 0);
+        assert_int_equal(sampler_light(s, 64), cases[i].light);
+        if (cases[i].light) assert_int_equal(sampler_light(s, 0), 0);
+        sampler_delete(s);
+    }
+    struct sampling_params tiny = params(1);
+    tiny.top_k = 8;
+    struct sampler *s = sampler_new(&tiny, 8, NULL, 0); /* top_k the whole vocabulary: not a candidate list */
+    assert_int_equal(sampler_light(s, 64), 0);
+    sampler_delete(s);
+}
+
+/* A light sampler fed each row's best 64 candidates draws exactly the tokens of one fed the
+ * whole row, with the same seed: greedy, top_k with temperature, top_p and min_p inside
+ * top_k; on rows with ties; and verification of drafts the same way. */
+static void test_cands_same_tokens(void **state) {
+    (void)state;
+    enum { V = 3000, STEPS = 1500, K = LOGIT_CANDS_MAX };
+    struct sampling_params ps[8];
+    int n = 0;
+    ps[n++] = params(0);
+    for (int i = 0; i < 5; i++) {
+        struct sampling_params sp = params(i == 0 ? 0.5f : i == 1 ? 1.0f : 1.7f);
+        sp.top_k = (int[]){1, 5, 40, 64, 64}[i];
+        if (i == 3) sp.top_p = 0.9f;
+        if (i == 4) sp.min_p = 0.05f;
+        sp.seed = 1000 + (uint64_t)i;
+        ps[n++] = sp;
+    }
+    float *row = malloc(sizeof *row * V);
+    struct logit_cand c[K];
+    long drawn = 0, differ_from_greedy = 0;
+    for (int i = 0; i < n; i++) {
+        struct sampler *full = sampler_new(&ps[i], V, NULL, 0), *light = sampler_new(&ps[i], V, NULL, 0);
+        assert_true(sampler_light(light, K));
+        for (int t = 0; t < STEPS; t++) {
+            tricky_row(row, V, t % 3 == 2 ? 1 : 0); /* every third row: four levels, ties everywhere */
+            logit_cands_select(c, row, V, 0, K);
+            struct token_event ea, eb;
+            int32_t a, b;
+            if (t % 5 == 4) { /* verifying a draft: the ordinary draw, accepted when it hits */
+                int32_t draft = c[t % 3].id;
+                int oka, okb;
+                a = sampler_verify(full, row, draft, NULL, &oka, &ea);
+                b = sampler_verify_cands(light, c, K, draft, &okb, &eb);
+                assert_int_equal(oka, okb);
+            } else {
+                a = sampler_next(full, row, &ea);
+                b = sampler_next_cands(light, c, K, &eb);
+            }
+            assert_int_equal(a, b);
+            assert_int_equal(ea.token, eb.token);
+            differ_from_greedy += a != c[0].id;
+            drawn++;
+        }
+        sampler_delete(full);
+        sampler_delete(light);
+    }
+    printf("light sampling over candidates: %ld tokens equal to whole-row sampling (%ld not the argmax)\n", drawn,
+           differ_from_greedy);
+    assert_true(differ_from_greedy > drawn / 10); /* the draws did sample */
+    free(row);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),         cmocka_unit_test(test_seed),
@@ -459,6 +629,8 @@ int main(void) {
         cmocka_unit_test(test_penalties),      cmocka_unit_test(test_filters_exclude),
         cmocka_unit_test(test_distribution),   cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_big_vocab),      cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_cands_select_merge), cmocka_unit_test(test_light),
+        cmocka_unit_test(test_cands_same_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -270,6 +270,28 @@ static void cpu_gather_rows(void *vctx, float *dst, const float *src, const int3
     for (int i = 0; i < n_rows; i++) memcpy(dst + (int64_t)i * n, src + (int64_t)idx[i] * n, sizeof(float) * (size_t)n);
 }
 
+struct cands_task {
+    struct logit_cand *out;
+    const float *x;
+    int n_rows, n_cols, k;
+    int64_t ld;
+    int32_t id0;
+};
+
+static void top_cands_run(void *p, int ith, int nth) {
+    const struct cands_task *t = p;
+    for (int r = t->n_rows * ith / nth; r < t->n_rows * (ith + 1) / nth; r++)
+        logit_cands_select(t->out + (int64_t)r * t->k, t->x + r * t->ld, t->n_cols, t->id0, t->k);
+}
+
+static void cpu_top_cands(void *vctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
+                          int32_t id0, int k) {
+    const struct cpu_ctx *c = vctx;
+    struct cands_task t = {out, x, n_rows, n_cols, k, ld, id0};
+    if (n_rows > 1 && c->n_threads > 1) threadpool_run(c->tp, top_cands_run, &t);
+    else top_cands_run(&t, 0, 1);
+}
+
 static void cpu_zero(void *vctx, void *p, size_t bytes) {
     (void)vctx;
     memset(p, 0, bytes);
@@ -300,7 +322,7 @@ void backend_cpu_init(struct backend *b, int n_threads) {
         .upload = cpu_copy, .download = cpu_copy, .matmul = cpu_matmul_op, .embed = cpu_embed,
         .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm, .head_rmsnorm = cpu_head_rmsnorm, .add_bias = cpu_add_bias,
         .rope = cpu_rope, .kv_store = cpu_kv_store, .attention = cpu_attention,
-        .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows, .zero = cpu_zero, .add = cpu_add,
+        .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows, .top_cands = cpu_top_cands, .zero = cpu_zero, .add = cpu_add,
         .sync = cpu_sync, .destroy = cpu_destroy,
     };
 }
