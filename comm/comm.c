@@ -34,6 +34,8 @@ void comm_init(struct comm *c, int *argc, char ***argv) {
     c->allreduce_impl = NULL;
     c->p2p = NULL;
     c->p2p_impl = NULL;
+    c->scratch = NULL;
+    c->scratch_n = 0;
     c->tp = c->size;
     c->pp = 1;
     c->tp_rank = c->rank;
@@ -52,6 +54,9 @@ static void sends_finish(struct comm *c);
 
 void comm_finalize(struct comm *c) {
     sends_finish(c);
+    free(c->scratch);
+    c->scratch = NULL;
+    c->scratch_n = 0;
     if (c->tp_group) {
         MPI_CHECK(MPI_Comm_free((MPI_Comm *)c->tp_group));
         free(c->tp_group);
@@ -103,9 +108,55 @@ void comm_allreduce_sum(struct comm *c, float *buf, size_t n) {
         comm_allreduce_host(c, buf, n);
 }
 
+/* The sum in a fixed order for three ranks or more: element i is x_0[i] + x_1[i] + ... in
+ * rank order, whatever n. MPI_Allreduce picks its algorithm by message size, and with three
+ * ranks some of them sum an element in an order that depends on where it falls in the
+ * message; a token's activations would then differ in their last bits with the number of
+ * tokens sharing its step (`tpd eval` of 1,005 tokens at tp 3 gave other logits batched than
+ * one sequence at a time), and a near-tie could flip a greedy token. (Two operands sum the
+ * same in either order, so tp 2 keeps MPI_Allreduce.) Each rank sums one slice: every rank's
+ * part of it arrives (alltoallv), is added in rank order, and the slices are gathered. */
+static void allreduce_ordered(struct comm *c, MPI_Comm g, float *buf, int n) {
+    const int tp = c->tp, me = c->tp_rank;
+    int counts[tp], displs[tp], mine[tp], at[tp];
+    for (int r = 0; r < tp; r++) {
+        displs[r] = (int)((int64_t)n * r / tp);
+        counts[r] = (int)((int64_t)n * (r + 1) / tp) - displs[r];
+    }
+    const int len = counts[me];
+    for (int r = 0; r < tp; r++) {
+        mine[r] = len;
+        at[r] = r * len;
+    }
+    size_t need = (size_t)tp * (size_t)(len > 0 ? len : 1);
+    if (need > c->scratch_n) {
+        free(c->scratch);
+        c->scratch = xmalloc(need * sizeof(float));
+        c->scratch_n = need;
+    }
+    float *parts = c->scratch;
+    MPI_CHECK(MPI_Alltoallv(buf, counts, displs, MPI_FLOAT, parts, mine, at, MPI_FLOAT, g));
+    float *out = buf + displs[me];
+    for (int i = 0; i < len; i++) {
+        float x = parts[i];
+        for (int r = 1; r < tp; r++) x += parts[(size_t)r * len + i];
+        out[i] = x;
+    }
+    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, buf, counts, displs, MPI_FLOAT, g));
+}
+
 void comm_allreduce_host(struct comm *c, float *buf, size_t n) {
     if (c->tp == 1) return;
     MPI_Comm g = comm_tp_mpi(c);
+    if (c->tp > 2) {
+        while (n > 0) {
+            int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
+            allreduce_ordered(c, g, buf, chunk);
+            buf += chunk;
+            n -= (size_t)chunk;
+        }
+        return;
+    }
     while (n > 0) { /* MPI counts are int */
         int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, chunk, MPI_FLOAT, MPI_SUM, g));

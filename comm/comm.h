@@ -32,6 +32,8 @@ struct comm {
     void (*p2p)(void *impl, float *buf, size_t n, int peer, int send);
     void *p2p_impl;
     void *sends; /* comm_send_detached's sends in flight */
+    float *scratch; /* comm_allreduce_host's at tp > 2 (the compute thread's) */
+    size_t scratch_n;
 };
 
 /* Message tags between stages: each kind keeps its order (MPI does not overtake within

@@ -208,6 +208,20 @@ static void cu_gather_rows(void *ctx, float *dst, const float *src, const int32_
     cuda_gather_rows(bind(ctx), dst, src, idx, n_rows, n);
 }
 
+static void cu_top_cands(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
+                         int32_t id0, int k) {
+    cuda_top_cands(bind(ctx), out, x, n_rows, n_cols, ld, id0, k);
+}
+
+/* TPD_TOP_CANDS=1 gives the backend its top_cands (so light steps bring back candidates,
+ * util/logit_cand.h): off by default until a GPU run has checked it (tests/cuda/test_cuda_topk
+ * and the end-to-end greedy checks; tests/gpu/run turns it on). Without it every step
+ * downloads whole rows, as before. */
+static int top_cands_on(void) {
+    static int v = -1;
+    return cuda_env_flag("TPD_TOP_CANDS", &v);
+}
+
 static void cu_add(void *ctx, float *x, const float *y, size_t n) { cuda_add(bind(ctx), x, y, n); }
 
 /* ---- graphs ---- */
@@ -360,6 +374,7 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
     b->attention = cu_attention;
     b->silu_mul = cu_silu_mul;
     b->gather_rows = cu_gather_rows;
+    b->top_cands = top_cands_on() ? cu_top_cands : NULL;
     b->zero = cu_zero;
     b->add = cu_add;
     b->sync = cu_sync;
@@ -376,26 +391,4 @@ extern "C" void *backend_cuda_stream(const struct backend *b) {
 extern "C" int backend_cuda_device(const struct backend *b) {
     if (!b || b->kind != BACKEND_CUDA || !b->ctx) return -1;
     return ((struct cuda_ctx *)b->ctx)->device;
-}
-
-/* ---- sampling helpers ---- */
-
-extern "C" void backend_cuda_argmax(struct backend *b, const float *logits, int n_rows, int n, int32_t *out_idx) {
-    backend_cuda_topk(b, logits, n_rows, n, 1, out_idx, NULL);
-}
-
-extern "C" void backend_cuda_topk(struct backend *b, const float *logits, int n_rows, int n, int k, int32_t *out_idx,
-                                  float *out_val) {
-    struct cuda_ctx *c = bind(b->ctx);
-    if (n_rows <= 0) return;
-    const size_t cnt = (size_t)n_rows * (size_t)k;
-    char *dev = (char *)cuda_ws(c, cnt * 8);
-    int32_t *d_idx = (int32_t *)dev;
-    float *d_val = (float *)(dev + cnt * 4);
-    cuda_topk(c, logits, n_rows, n, k, d_idx, out_val ? d_val : NULL);
-    char *host = (char *)cuda_host_scratch(c, cnt * 8);
-    CUDA_CHECK(cudaMemcpyAsync(host, dev, cnt * 8, cudaMemcpyDeviceToHost, c->stream));
-    CUDA_CHECK(cudaStreamSynchronize(c->stream));
-    memcpy(out_idx, host, cnt * 4);
-    if (out_val) memcpy(out_val, host + cnt * 4, cnt * 4);
 }

@@ -21,15 +21,6 @@ int backend_cuda_init(struct backend *b, int local_rank, char *err);
 void *backend_cuda_stream(const struct backend *b);
 int backend_cuda_device(const struct backend *b);
 
-/* Device-side logits helpers, so a sampler need not copy the whole vocabulary each step.
- * logits: backend memory [n_rows][n]. Results land in host arrays; the call waits for them.
- * argmax: out_idx[r] = first index of the largest value of row r.
- * top-k (1 <= k <= 64): out_idx[r*k + i], out_val[r*k + i] the k largest values of row r,
- * largest first, ties by lower index. */
-void backend_cuda_argmax(struct backend *b, const float *logits, int n_rows, int n, int32_t *out_idx);
-void backend_cuda_topk(struct backend *b, const float *logits, int n_rows, int n, int k, int32_t *out_idx,
-                       float *out_val);
-
 #ifdef __cplusplus
 }
 #endif

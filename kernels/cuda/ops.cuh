@@ -38,8 +38,8 @@ void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q,
                     int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
                     const struct attn_batch *b);
 
-/* sampling.cu: results written to device arrays */
-void cuda_argmax(struct cuda_ctx *c, const float *logits, int n_rows, int n, int32_t *idx);
-void cuda_topk(struct cuda_ctx *c, const float *logits, int n_rows, int n, int k, int32_t *idx, float *val);
+/* sampling.cu: kernels/backend.h's top_cands (workspace: cuda_ws, for rows over 4096 columns) */
+void cuda_top_cands(struct cuda_ctx *c, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
+                    int32_t id0, int k);
 
 #endif

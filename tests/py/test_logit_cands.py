@@ -2,8 +2,8 @@
 top_k <= 64 with no penalties, bias or logprobs) brings back each row's best candidates
 instead of the whole vocabulary (util/logit_cand.h). The whole-row path
 (`scheduler.logit_candidates = false`) is the reference: for the same requests and seeds,
-every response must be the same text (and the same logprobs where asked), at tp 1 and 2 on
-a tiny model and at tp 2 on SmolLM2 (49,152-token vocabulary, 64 candidates a row from
+every response must be the same text (and the same logprobs where asked), at tp 1, 2 and 3
+on a tiny model and at tp 2 on SmolLM2 (49,152-token vocabulary, 64 candidates a row from
 each rank's shard). `tpd_logits_rows_total{form=...}` shows which path each step took: all
 candidates for light traffic, whole rows once a request needs them (penalties, logprobs,
 top_p alone), none with the option off."""
@@ -94,13 +94,10 @@ def tiny():
     return make_tiny.ensure()["qwen2-gguf-q8_0"]
 
 
-# Not tp 3: there MPI's all-reduce sums three ranks' parts in an order that depends on the
-# message size (its algorithm changes with it), so a token's logits depend in their last
-# bits on how many tokens shared its step, and concurrent requests batch differently from
-# run to run; on the random tiny model such a bit flips a near-tie now and then, whatever
-# the logits path. (Rows merged from three shards are covered here by SmolLM2's 49,152-entry
-# vocabulary at tp 2 and by tests/test_sampler.c's merge of 1-4 uneven shards.)
-@pytest.mark.parametrize("tp", [1, 2])
+# tp 3 compares bit for bit only since comm_allreduce_host sums ranks in a fixed order: MPI's
+# own order changed with the message size, so a token's logits depended on how many tokens
+# shared its step, and now and then a near-tie flipped here (tests/py/test_ragged.py).
+@pytest.mark.parametrize("tp", [1, 2, 3])
 def test_candidates_equal_whole_rows_tiny(tiny, tp):
     check(both(tiny, tp, 24))
 
