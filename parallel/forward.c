@@ -103,8 +103,9 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
         free(fs->host_logits);
         /* page-locked: the logits download is the step's largest copy (32 MiB at 64 rows of
          * a 128k vocabulary), several times faster into it than into pageable memory */
-        fs->host_local = be->alloc_host(be->ctx, n * w.logits + 1);
-        fs->host_gather = xmalloc(n * (size_t)hp->vocab_size * sizeof(float));
+        /* whole rows, and with logit candidates (gather_cands) every row's pairs beside them */
+        fs->host_local = be->alloc_host(be->ctx, n * (w.logits + w.cands) + 1);
+        fs->host_gather = xmalloc(n * ((size_t)hp->vocab_size * sizeof(float) + (size_t)m->sp.tp * w.cands));
         fs->host_logits = m->sp.last && m->sp.pp > 1 ? xmalloc(n * (size_t)hp->vocab_size * sizeof(float)) : NULL;
         fs->cap_out = p->n_out;
     }
@@ -161,7 +162,8 @@ static void forward_layers(void *arg) {
     const struct shard_plan *sp = &m->sp;
     const int T = p->n_tokens, dim = hp->dim, hd = hp->head_dim;
     const int nq = sp->n_q, nkv = sp->n_kv, ldqkv = qkv_rows(m), nffn = sp->n_ffn;
-    struct attn_batch ab = {T, p->n_seqs, fs->seq_of, fs->pos, fs->block_off, fs->blocks, kv->block_size};
+    struct attn_batch ab = {T, p->n_seqs, fs->seq_of, fs->pos, fs->block_off, fs->blocks, kv->block_size,
+                            p->seq_of, p->pos}; /* host copies: the CUDA backend's prefill tiles */
     float *x = fs->x, *xb = fs->xb, *y = fs->y, *qkv = fs->qkv;
     float *q = qkv, *k = qkv + nq * hd, *v = qkv + (nq + nkv) * hd;
 
@@ -227,34 +229,59 @@ static void forward_layers(void *arg) {
 enum { FORWARD_GRAPH_MAX_T = 16 };
 
 /* The last stage with plan->n_cands = k: each rank's k best entries of every row of its
- * vocabulary shard (backend top_cands), gathered on the stage's TP rank 0 and merged into
- * out row i's first k candidates (then sent on to rank 0 as whole rows are). Instead of
- * n_out x vocab floats, n_out x k pairs per rank leave the device and cross ranks. */
+ * vocabulary shard (backend top_cands), and the whole shard of the rows marked out_full,
+ * gathered on the stage's TP rank 0, which merges the candidate lists into their rows'
+ * first k entries and puts the whole rows together (then sends them on to rank 0 as whole
+ * rows are). A light row costs k pairs per rank instead of the vocabulary's floats. */
 static void gather_cands(struct model *m, struct forward_state *fs, const struct step_plan *p, struct comm *c,
                          float *out) {
     struct backend *be = m->be;
     const struct shard_plan *sp = &m->sp;
-    const int k = p->n_cands, n_out = p->n_out;
-    if (k > LOGIT_CANDS_MAX || 2 * k > sp->n_vocab) /* engine_info's max_cands keeps within both */
-        FATAL("step plan asks for %d logit candidates (at most %d here)", k, sp->n_vocab / 2 < LOGIT_CANDS_MAX ? sp->n_vocab / 2 : LOGIT_CANDS_MAX);
-    be->top_cands(be->ctx, fs->cands_local, fs->logits_local, n_out, sp->n_vocab, sp->n_vocab, sp->vocab0, k);
+    const int k = p->n_cands, n_out = p->n_out, nv = sp->n_vocab, vocab = m->hp.vocab_size;
+    if (k > LOGIT_CANDS_MAX || 2 * k > nv) /* engine_info's max_cands keeps within both */
+        FATAL("step plan asks for %d logit candidates (at most %d here)", k, nv / 2 < LOGIT_CANDS_MAX ? nv / 2 : LOGIT_CANDS_MAX);
+    be->top_cands(be->ctx, fs->cands_local, fs->logits_local, n_out, nv, nv, sp->vocab0, k);
     be->sync(be->ctx);
-    /* in floats, each pair two; host_local and host_gather hold them, as 2k <= the shard's rows */
-    const size_t local = (size_t)n_out * k * 2;
-    be->download(be->ctx, fs->host_local, fs->cands_local, local * sizeof(float));
-    int counts[c->tp], displs[c->tp];
-    for (int r = 0; r < c->tp; r++) {
-        counts[r] = (int)local;
-        displs[r] = r * (int)local;
+    /* host_local: every row's k pairs (two floats each), then the whole rows, in row order */
+    const size_t pairs = (size_t)n_out * k * 2;
+    be->download(be->ctx, fs->host_local, fs->cands_local, pairs * sizeof(float));
+    int n_full = 0;
+    for (int i = 0; i < n_out;) { /* runs of adjacent whole rows in one download each */
+        if (!p->out_full[i]) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j < n_out && p->out_full[j]) j++;
+        be->download(be->ctx, fs->host_local + pairs + (size_t)n_full * nv, fs->logits_local + (size_t)i * nv,
+                     (size_t)(j - i) * nv * sizeof(float));
+        n_full += j - i;
+        i = j;
     }
-    comm_gatherv(c, fs->host_local, (int)local, fs->host_gather, counts, displs);
+    int counts[c->tp], displs[c->tp], v0[c->tp], nvr[c->tp];
+    for (int r = 0, at = 0; r < c->tp; r++) {
+        shard_split(vocab, c->tp, r, &v0[r], &nvr[r]);
+        counts[r] = (int)pairs + n_full * nvr[r];
+        displs[r] = at;
+        at += counts[r];
+    }
+    comm_gatherv(c, fs->host_local, counts[c->tp_rank], fs->host_gather, counts, displs);
     if (c->tp_rank != 0 || !out) return;
-    const struct logit_cand *lists = (const struct logit_cand *)fs->host_gather;
-    for (int i = 0; i < n_out; i++)
-        logit_cands_merge((struct logit_cand *)(out + (size_t)i * m->hp.vocab_size), lists + (size_t)i * k, c->tp,
-                          (int64_t)n_out * k, k);
+    for (int i = 0, f = 0; i < n_out; i++) {
+        float *row = out + (size_t)i * vocab;
+        if (!p->out_full[i]) { /* rank r's list for row i: at displs[r] (in floats), k pairs a row */
+            const struct logit_cand *lists[c->tp];
+            for (int r = 0; r < c->tp; r++)
+                lists[r] = (const struct logit_cand *)(fs->host_gather + displs[r]) + (size_t)i * k;
+            logit_cands_merge((struct logit_cand *)row, lists, c->tp, k);
+            continue;
+        }
+        for (int r = 0; r < c->tp; r++)
+            memcpy(row + v0[r], fs->host_gather + displs[r] + pairs + (size_t)f * nvr[r], sizeof(float) * (size_t)nvr[r]);
+        f++;
+    }
     if (sp->pp > 1)
-        fs->logits_send = comm_isend_floats(c, out, (size_t)n_out * m->hp.vocab_size, 0, COMM_TAG_LOGITS);
+        fs->logits_send = comm_isend_floats(c, out, (size_t)n_out * vocab, 0, COMM_TAG_LOGITS);
 }
 
 /* A step's work is the same when the plan has the same shape (tokens, sequences, logits

@@ -18,6 +18,7 @@ void plan_free(struct step_plan *p) {
     free(p->block_off);
     free(p->blocks);
     free(p->out_rows);
+    free(p->out_full);
     memset(p, 0, sizeof *p);
 }
 
@@ -48,6 +49,7 @@ static void reserve(struct step_plan *p, int tokens, int seqs, int blocks) {
         p->seq_of = resize(p->seq_of, c, sizeof(int32_t));
         p->pos = resize(p->pos, c, sizeof(int32_t));
         p->out_rows = resize(p->out_rows, c, sizeof(int32_t));
+        p->out_full = resize(p->out_full, c, sizeof(int32_t));
         p->cap_tokens = c;
     }
     if (seqs + 1 > p->cap_seqs) {
@@ -69,7 +71,10 @@ void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const
         p->tokens[t] = tokens[i];
         p->seq_of[t] = s;
         p->pos[t] = pos0 + i;
-        if (logits_all || i == n - 1) p->out_rows[p->n_out++] = t;
+        if (logits_all || i == n - 1) {
+            p->out_full[p->n_out] = 1; /* whole rows unless the caller marks them light */
+            p->out_rows[p->n_out++] = t;
+        }
     }
     if (n_blocks) memcpy(p->blocks + p->n_blocks, blocks, sizeof(int32_t) * (size_t)n_blocks);
     p->n_blocks += n_blocks;
@@ -80,24 +85,27 @@ void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const
 
 /* The counts that travel ahead of the arrays: n_seqs, n_tokens, n_blocks, n_out, n_cands. */
 #define PLAN_HDR 5
+/* The arrays that follow: tokens, seq_of, pos, block_off, blocks, out_rows, out_full (only
+ * with n_cands > 0). */
+#define PLAN_ARRAYS 7
 
 /* The arrays in broadcast order with their lengths. */
-static void plan_arrays(const struct step_plan *p, int32_t *arrays[6], size_t lens[6]) {
-    int32_t *a[6] = {p->tokens, p->seq_of, p->pos, p->block_off, p->blocks, p->out_rows};
-    size_t l[6] = {(size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_seqs + 1,
-                   (size_t)p->n_blocks, (size_t)p->n_out};
+static void plan_arrays(const struct step_plan *p, int32_t *arrays[PLAN_ARRAYS], size_t lens[PLAN_ARRAYS]) {
+    int32_t *a[PLAN_ARRAYS] = {p->tokens, p->seq_of, p->pos, p->block_off, p->blocks, p->out_rows, p->out_full};
+    size_t l[PLAN_ARRAYS] = {(size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_seqs + 1,
+                             (size_t)p->n_blocks, (size_t)p->n_out, p->n_cands > 0 ? (size_t)p->n_out : 0};
     memcpy(arrays, a, sizeof a);
     memcpy(lens, l, sizeof l);
 }
 
 /* The plan in one buffer: every array packed in order. */
 static int32_t *plan_pack(const struct step_plan *p, size_t *n_out) {
-    int32_t *arrays[6];
-    size_t lens[6], n = 0;
+    int32_t *arrays[PLAN_ARRAYS];
+    size_t lens[PLAN_ARRAYS], n = 0;
     plan_arrays(p, arrays, lens);
-    for (int i = 0; i < 6; i++) n += lens[i];
+    for (int i = 0; i < PLAN_ARRAYS; i++) n += lens[i];
     int32_t *buf = xmalloc(n * sizeof(int32_t) + 1);
-    for (size_t i = 0, at = 0; i < 6; at += lens[i++])
+    for (size_t i = 0, at = 0; i < PLAN_ARRAYS; at += lens[i++])
         if (lens[i]) memcpy(buf + at, arrays[i], lens[i] * sizeof(int32_t));
     *n_out = n;
     return buf;
@@ -135,14 +143,14 @@ void plan_recv(struct comm *c, struct step_plan *p) {
     p->n_blocks = hdr[2];
     p->n_out = hdr[3];
     p->n_cands = hdr[4];
-    int32_t *arrays[6];
-    size_t lens[6], n = 0;
+    int32_t *arrays[PLAN_ARRAYS];
+    size_t lens[PLAN_ARRAYS], n = 0;
     plan_arrays(p, arrays, lens);
-    for (int i = 0; i < 6; i++) n += lens[i];
+    for (int i = 0; i < PLAN_ARRAYS; i++) n += lens[i];
     int32_t *buf = xmalloc(n * sizeof(int32_t) + 1);
     if (prev < 0) comm_tp_bcast(c, buf, n * sizeof(int32_t));
     else if (n) comm_recv(c, buf, n * sizeof(int32_t), prev, COMM_TAG_PLAN);
-    for (size_t i = 0, at = 0; i < 6; at += lens[i++])
+    for (size_t i = 0, at = 0; i < PLAN_ARRAYS; at += lens[i++])
         if (lens[i]) memcpy(arrays[i], buf + at, lens[i] * sizeof(int32_t));
     plan_pass_on(c, hdr, buf, n);
     free(buf);

@@ -18,9 +18,11 @@ struct step_plan {
     int32_t *block_off; /* [n_seqs + 1] */
     int32_t *blocks;    /* [n_blocks] */
     int32_t *out_rows;  /* [n_out] indices of the tokens whose logits are returned */
-    /* > 0: each logits row comes back as its n_cands best candidates (util/logit_cand.h,
-     * at most engine_info's max_cands) at the start of the row's memory; 0: whole rows */
+    /* > 0: each logits row i with out_full[i] == 0 comes back as its n_cands best candidates
+     * (util/logit_cand.h, at most engine_info's max_cands) at the start of the row's memory,
+     * the others whole; 0: every row whole */
     int n_cands;
+    int32_t *out_full;  /* [n_out] 1: row i comes back whole (plan_add's default), 0: candidates */
     int cap_tokens, cap_seqs, cap_blocks;
 };
 

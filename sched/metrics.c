@@ -105,10 +105,11 @@ void metrics_prompt_computed(struct metrics *m, long tokens) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_logits_rows(struct metrics *m, long rows, int candidates) {
-    if (!m || rows <= 0) return;
+void metrics_logits_rows(struct metrics *m, long full_rows, long cand_rows) {
+    if (!m) return;
     pthread_mutex_lock(&m->mu);
-    m->c.logits_rows[candidates != 0] += (unsigned long)rows;
+    if (full_rows > 0) m->c.logits_rows[0] += (unsigned long)full_rows;
+    if (cand_rows > 0) m->c.logits_rows[1] += (unsigned long)cand_rows;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -195,8 +196,8 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
          "Prompt tokens the model computed (prefill; again after a preemption; not those found in the prefix cache).");
     sbuf_addf(&b, "tpd_prompt_tokens_computed_total %lu\n", snap.prompt_computed);
     head(&b, "tpd_logits_rows_total", "counter",
-         "Logits rows brought back to rank 0: whole vocabulary rows, or each row's best candidates (steps whose "
-         "requests are all greedy or small-top_k).");
+         "Logits rows brought back to rank 0: whole vocabulary rows, or a row's best candidates (rows of greedy "
+         "or small-top_k requests without penalties, bias or logprobs).");
     sbuf_addf(&b, "tpd_logits_rows_total{form=\"full\"} %lu\n", snap.logits_rows[0]);
     sbuf_addf(&b, "tpd_logits_rows_total{form=\"candidates\"} %lu\n", snap.logits_rows[1]);
     head(&b, "tpd_preemptions_total", "counter", "Sequences preempted (KV blocks given back, recomputed later).");

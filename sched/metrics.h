@@ -27,8 +27,8 @@ void metrics_preemption(struct metrics *m);
 void metrics_prefix_cache(struct metrics *m, long queried_tokens, long hit_tokens);
 /* Prompt tokens the model computed in one step (not found in the prefix cache). */
 void metrics_prompt_computed(struct metrics *m, long tokens);
-/* Logits rows one step brought back: whole rows, or (candidates != 0) best candidates. */
-void metrics_logits_rows(struct metrics *m, long rows, int candidates);
+/* Logits rows one step brought back: whole, and as their best candidates. */
+void metrics_logits_rows(struct metrics *m, long full_rows, long cand_rows);
 void metrics_observe(struct metrics *m, enum metric_hist h, double seconds);
 /* Prometheus text exposition format; *out malloc'ed. */
 int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, size_t *len);

@@ -75,7 +75,7 @@ struct scheduler {
     /* micro-batches in flight in the pipeline, a ring of max_mb oldest first; slot k's logits
      * land in mb_logits[k] (slot 0: logits) */
     int max_mb, n_mb, mb_head, mb_last_id;
-    struct { int id, n_tokens, decode_only, n_cands, n_out; double t0; } mb[ENGINE_MAX_IN_FLIGHT];
+    struct { int id, n_tokens, decode_only, n_cands, n_out, n_light; double t0; } mb[ENGINE_MAX_IN_FLIGHT];
     float *mb_logits[ENGINE_MAX_IN_FLIGHT];
 };
 
@@ -657,18 +657,12 @@ static int chunk_within(const struct scheduler *s, int pos, int max_n, double ro
 
 #define PREFILL_MIN_TOKENS 16
 
-/* Whether every sequence of the plan being built samples from its rows' best max_cands
- * candidates alone (sampler_light; no grammar mask, no drafter distribution to verify
- * against), so the step may bring back candidates instead of whole rows. */
-static int step_light(const struct scheduler *s) {
-    if (s->max_cands < 1) return 0;
-    for (int i = 0; i < s->n_running; i++) {
-        const struct seq *q = s->running[i];
-        if (!q->in_step || q->mb) continue;
-        if (q->req->grammar || !sampler_light(q->smp, s->max_cands)) return 0;
-        if (q->spec.n_draft > 0 && s->o.spec.drafter->stochastic) return 0;
-    }
-    return 1;
+/* Whether q samples from its rows' best max_cands candidates alone (sampler_light; no
+ * grammar mask, no drafter distribution to verify against), so its rows may come back as
+ * candidates instead of whole. */
+static int seq_light(const struct scheduler *s, const struct seq *q) {
+    if (s->max_cands < 1 || q->req->grammar || !sampler_light(q->smp, s->max_cands)) return 0;
+    return !(q->spec.n_draft > 0 && s->o.spec.drafter->stochastic);
 }
 
 /* Fills the plan: first one decode token for every sequence whose tokens are all cached
@@ -710,9 +704,13 @@ static void build_plan(struct scheduler *s) {
         struct seq *q = s->running[i];
         if (!q->in_step) q->spec.n_draft = 0;
         if (!q->in_step || q->mb) continue;
+        const int row0 = p->n_out;
         plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, q->spec.n_draft > 0);
+        if (seq_light(s, q)) {
+            for (int r = row0; r < p->n_out; r++) p->out_full[r] = 0;
+            p->n_cands = s->max_cands; /* some row is light */
+        }
     }
-    p->n_cands = step_light(s) ? s->max_cands : 0;
 }
 
 static int is_eog(const struct scheduler *s, int32_t tok) {
@@ -748,8 +746,9 @@ static void publish_spec(struct scheduler *s) {
 }
 
 
-/* After micro-batch mb returned with its logits: every sequence of it whose fed tokens reached
- * its last known token samples (verifying its drafts first, when it had some). */
+/* After micro-batch mb returned with its logits (k > 0: its light sequences' rows hold their
+ * k best candidates, seq_light): every sequence of it whose fed tokens reached its last
+ * known token samples (verifying its drafts first, when it had some). */
 static void sample_all(struct scheduler *s, int mb, float *logits, int k) {
     int row = 0;
     double now = clock_now();
@@ -760,6 +759,8 @@ static void sample_all(struct scheduler *s, int mb, float *logits, int k) {
             continue;
         }
         int n_draft = q->spec.n_draft;
+        /* as build_plan marked q's rows (seq_light reads the same n_draft) */
+        const int kq = k > 0 && seq_light(s, q) ? k : 0;
         int prompt_end = q->n_cached + q->in_step < q->req->n_prompt ? q->n_cached + q->in_step : q->req->n_prompt;
         if (prompt_end > q->n_cached) /* prompt tokens computed, not found in the cache */
             metrics_prompt_computed(s->m, prompt_end - q->n_cached);
@@ -778,10 +779,10 @@ static void sample_all(struct scheduler *s, int mb, float *logits, int k) {
         if (q->req->max_tokens == 0) { /* prefill only (tpd generate -n 0) */
             why = FINISH_LENGTH;
         } else if (n_draft > 0) {
-            why = verify_drafts(s, q, lg, k, n_draft, now);
+            why = verify_drafts(s, q, lg, kq, n_draft, now);
         } else {
             int ok;
-            why = sample_token(s, q, lg, k, -1, NULL, &ok, now);
+            why = sample_token(s, q, lg, kq, -1, NULL, &ok, now);
         }
         if (why != FINISH_NONE) {
             publish_spec(s); /* a client that sees its request end finds its drafts counted */
@@ -818,6 +819,8 @@ static void submit_micro_batch(struct scheduler *s) {
     s->mb[slot].decode_only = s->plan_decode_only;
     s->mb[slot].n_cands = s->plan.n_cands;
     s->mb[slot].n_out = s->plan.n_out;
+    s->mb[slot].n_light = 0;
+    for (int r = 0; s->plan.n_cands > 0 && r < s->plan.n_out; r++) s->mb[slot].n_light += !s->plan.out_full[r];
     s->mb[slot].t0 = clock_now();
     if (s->n_mb++ == 0) {
         pthread_mutex_lock(&s->mu);
@@ -837,7 +840,7 @@ static void collect_micro_batch(struct scheduler *s) {
     s->step_started = s->n_mb ? s->mb[s->mb_head].t0 : 0;
     pthread_mutex_unlock(&s->mu);
     learn_step_speed(s, s->mb[slot].id, clock_now() - s->mb[slot].t0);
-    metrics_logits_rows(s->m, s->mb[slot].n_out, s->mb[slot].n_cands > 0);
+    metrics_logits_rows(s->m, s->mb[slot].n_out - s->mb[slot].n_light, s->mb[slot].n_light);
     sample_all(s, s->mb[slot].id, s->mb_logits[slot], s->mb[slot].n_cands);
     /* what a decode step costs, verification included (spec.h); with micro-batches in
      * flight, from its submission to its sampling, other stages' overlap included */

@@ -511,7 +511,8 @@ static void test_cands_select_merge(void **state) {
                         }
                         logit_cands_select(lists + r * k, x + v0, v1 - v0, 100 + v0, k);
                     }
-                    logit_cands_merge(merged, lists, parts, k, k);
+                    const struct logit_cand *heads[4] = {lists, lists + k, lists + 2 * k, lists + 3 * k};
+                    logit_cands_merge(merged, heads, parts, k);
                     assert_memory_equal(merged, got, sizeof *got * (size_t)k);
                 }
                 cases++;

@@ -29,21 +29,25 @@ void logit_cands_select(struct logit_cand *out, const float *x, int n, int32_t i
     for (; m < k; m++) out[m] = (struct logit_cand){-INFINITY, -1};
 }
 
-void logit_cands_merge(struct logit_cand *out, const struct logit_cand *lists, int n_lists, int64_t stride, int k) {
+void logit_cands_merge(struct logit_cand *out, const struct logit_cand *const lists[], int n_lists, int k) {
     int at[n_lists > 0 ? n_lists : 1];
     for (int i = 0; i < n_lists; i++) at[i] = 0;
     for (int j = 0; j < k; j++) {
+        const struct logit_cand *b = NULL;
         int best = -1;
         for (int i = 0; i < n_lists; i++) {
-            const struct logit_cand *c = lists + i * stride + at[i];
+            const struct logit_cand *c = lists[i] + at[i];
             if (at[i] >= k || c->id < 0) continue;
-            const struct logit_cand *b = best < 0 ? NULL : lists + best * stride + at[best];
-            if (!b || logit_cand_before(c->v, c->id, b->v, b->id)) best = i;
+            if (!b || logit_cand_before(c->v, c->id, b->v, b->id)) {
+                b = c;
+                best = i;
+            }
         }
         if (best < 0) {
             out[j] = (struct logit_cand){-INFINITY, -1};
             continue;
         }
-        out[j] = lists[best * stride + at[best]++];
+        out[j] = *b;
+        at[best]++;
     }
 }

@@ -29,9 +29,9 @@ static inline int logit_cand_before(float av, int32_t ai, float bv, int32_t bi) 
  * top_cands, and the reference the device kernel is tested against. */
 void logit_cands_select(struct logit_cand *out, const float *x, int n, int32_t id0, int k);
 
-/* out[0..k) = the k best of n_lists lists (list i at lists + i * stride, each sorted in the
- * order above, k entries, padding {-INFINITY, -1} last): what selecting from the lists'
- * rows put end to end gives, when each list is its row's best k. */
-void logit_cands_merge(struct logit_cand *out, const struct logit_cand *lists, int n_lists, int64_t stride, int k);
+/* out[0..k) = the k best of n_lists lists (each sorted in the order above, k entries,
+ * padding {-INFINITY, -1} last): what selecting from the lists' rows put end to end gives,
+ * when each list is its row's best k. */
+void logit_cands_merge(struct logit_cand *out, const struct logit_cand *const lists[], int n_lists, int k);
 
 #endif

@@ -1,12 +1,13 @@
-"""Logit candidates through `tpd serve`: a step whose requests are all light (greedy, or
-top_k <= 64 with no penalties, bias or logprobs) brings back each row's best candidates
-instead of the whole vocabulary (util/logit_cand.h). The whole-row path
+"""Logit candidates through `tpd serve`: the rows of light requests (greedy, or top_k <= 64
+with no penalties, bias or logprobs) come back as their best candidates instead of the whole
+vocabulary (util/logit_cand.h), beside the whole rows of other requests in the same step. The whole-row path
 (`scheduler.logit_candidates = false`) is the reference: for the same requests and seeds,
 every response must be the same text (and the same logprobs where asked), at tp 1, 2 and 3
 on a tiny model and at tp 2 on SmolLM2 (49,152-token vocabulary, 64 candidates a row from
-each rank's shard). `tpd_logits_rows_total{form=...}` shows which path each step took: all
-candidates for light traffic, whole rows once a request needs them (penalties, logprobs,
-top_p alone), none with the option off."""
+each rank's shard). `tpd_logits_rows_total{form=...}` shows which form each row took: all
+candidates for light traffic; with heavy requests (penalties, logprobs, top_p alone) mixed
+in, whole rows for theirs and still candidates for the light ones; none with the option
+off."""
 import concurrent.futures as cf
 import os
 import re
@@ -83,6 +84,8 @@ def check(out):
     # light traffic: every row came back as candidates; heavy traffic brought whole rows
     assert rows_light_on["full"] == 0 and rows_light_on["candidates"] > 0, rows_light_on
     assert rows_all_on["full"] > 0, rows_all_on
+    # the heavy phase's four light requests kept candidates beside the heavy ones' whole rows
+    assert rows_all_on["candidates"] > rows_light_on["candidates"], (rows_light_on, rows_all_on)
     assert rows_all_off["candidates"] == 0 and rows_all_off["full"] > 0, rows_all_off
     # the sampled requests did sample (not all the greedy text)
     assert len({t for t, _ in light_on}) == len(light_on)
