@@ -25,6 +25,12 @@ struct attn_batch {
     const int32_t *block_off;  /* [n_seqs + 1] start of each sequence's blocks in `blocks` */
     const int32_t *blocks;     /* KV block ids, concatenated per sequence */
     int block_size;            /* tokens per KV block */
+    /* Host copies of seq_of and pos (the step plan's), or NULL: the CUDA backend cuts a
+     * prefill-sized step into per-sequence tiles from them when attention is called
+     * (kernels/att_tiles.h), never inside a captured graph (only steps of more than 64 tokens
+     * read them); without them it falls back to fixed 64-token tiles. The CPU backend plans
+     * from seq_of and pos, host memory there. */
+    const int32_t *host_seq_of, *host_pos;
 };
 
 /* One layer's KV cache on this rank: [n_blocks][block_size][n_kv][head_dim] of kv_type
