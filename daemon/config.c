@@ -66,6 +66,8 @@ static const struct config_key keys[] = {
      "micro-batches in flight through the pipeline stages; 0 = one per stage (pp), 1 = one batch at a time"},
     {"scheduler", "logit_candidates", K_BOOL, F(logit_candidates), 0, 0, NULL, S | G, "true", NULL, NULL,
      "steps whose requests are all greedy or small-top_k (no penalties, bias or logprobs) bring back each row's 64 best logits, not the whole vocabulary"},
+    {"scheduler", "sample_threads", K_INT, F(sample_threads), 0, 256, NULL, S, "0", NULL, NULL,
+     "threads on rank 0 that sample a step's whole-vocabulary rows in parallel; 0 = auto (the cores, at most 8)"},
     {"scheduler", "step_time_s", K_DBL, F(step_time_s), 0, 3600, NULL, S, "0.5", NULL, NULL,
      "target step duration: long-prompt chunks shrink so decode keeps its pace; 0 = tokens only"},
     {"speculative", "method", K_STR, F(spec_method), 0, 0, NULL, S | G, "none", "none|ngram|draft", NULL,

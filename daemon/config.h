@@ -65,6 +65,7 @@ struct config {
     int require_full_context; /* refuse (else warn) when kv_tokens < the context */
     int prefix_caching;       /* reuse cached KV blocks of earlier prompts */
     int logit_candidates;     /* light steps bring back rows' best logits only (sched_opts) */
+    long sample_threads;      /* rank 0's parallel whole-row sampling; 0: auto */
     char *kv_type;      /* "f16", "f32" or "fp8" */
     /* [log] */
     char *log_level;

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "../grammar/grammar.h"
+#include "../kernels/cpu/threadpool.h"
 #include "../util/clock.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
@@ -34,6 +35,10 @@ struct seq {
     int mb;      /* the micro-batch it is in flight in (see sched_step); 0: none */
     int closed;  /* the grammar's closer took out the first choice at some step: finish is "length" */
     struct spec_seq spec;
+    /* sampled ahead on the sampling threads (presample_all), emitted in order by sample_all */
+    int presampled;
+    int32_t pre_tok;
+    struct token_event pre_ev;
 };
 
 struct scheduler {
@@ -68,6 +73,9 @@ struct scheduler {
     float *logits;
     int rows_per_seq; /* logits rows one sequence may get: 1 + spec.k */
     int max_cands;    /* > 0: light steps ask for this many logit candidates a row (o.logit_cands) */
+    struct threadpool *sample_pool; /* whole-row sampling of a step's sequences in parallel; NULL: one thread */
+    struct seq **pre_jobs;          /* [max_running] presample_all's work list */
+    struct presample_run { struct seq **jobs; float **rows; int n; atomic_int next; } pre;
     struct draft_job *jobs;
     struct spec_stats spec_st, spec_pub; /* pub: under mu */
     struct spec_cost spec_cost;          /* decode step costs for the speculation rule */
@@ -101,6 +109,11 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     s->preempted = xcalloc((unsigned long)o->max_running + (unsigned long)o->max_queue, sizeof *s->preempted);
     s->rows_per_seq = 1 + (o->spec.drafter && o->spec.k > 0 ? o->spec.k : 0);
     s->max_cands = o->logit_cands ? info->max_cands : 0;
+    int sample_threads = o->sample_threads > 0 ? o->sample_threads : 1;
+    if (sample_threads > o->max_running) sample_threads = o->max_running;
+    if (sample_threads > 1) s->sample_pool = threadpool_create(sample_threads);
+    s->pre.jobs = xcalloc((size_t)o->max_running, sizeof *s->pre.jobs);
+    s->pre.rows = xcalloc((size_t)o->max_running, sizeof *s->pre.rows);
     s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->rows_per_seq * (size_t)s->vocab);
     s->jobs = xcalloc((unsigned long)o->max_running, sizeof *s->jobs);
     /* one micro-batch per pipeline stage keeps every stage busy; with one stage, one */
@@ -136,6 +149,9 @@ void sched_free(struct scheduler *s) {
     for (int k = 0; k < s->max_mb; k++) free(s->mb_logits[k]);
     free(s->hit_ids);
     free(s->jobs);
+    free(s->pre.jobs);
+    free(s->pre.rows);
+    threadpool_free(s->sample_pool);
     plan_free(&s->plan);
     block_pool_free(&s->pool);
     free(s);
@@ -590,7 +606,11 @@ static enum finish_reason sample_token(struct scheduler *s, struct seq *q, float
     memset(&ev, 0, sizeof ev);
     *ok = 0;
     int32_t tok;
-    if (k > 0) { /* the row's best k candidates: q is light (step_light) */
+    if (q->presampled) { /* presample_all drew it already (draft < 0, no grammar, whole row) */
+        tok = q->pre_tok;
+        ev = q->pre_ev;
+        q->presampled = 0;
+    } else if (k > 0) { /* the row's best k candidates: q is light (seq_light) */
         const struct logit_cand *c = (const struct logit_cand *)row;
         tok = draft >= 0 ? sampler_verify_cands(q->smp, c, k, draft, ok, &ev) : sampler_next_cands(q->smp, c, k, &ev);
     } else {
@@ -746,11 +766,49 @@ static void publish_spec(struct scheduler *s) {
 }
 
 
+static void presample_run(void *p, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    struct presample_run *r = p;
+    for (int j; (j = atomic_fetch_add(&r->next, 1)) < r->n;) {
+        struct seq *q = r->jobs[j];
+        q->pre_tok = sampler_next(q->smp, r->rows[j], &q->pre_ev);
+        q->presampled = 1;
+    }
+}
+
+/* The whole-row draws of micro-batch mb, on the sampling threads: at ~0.15 ms a row for a
+ * 152k vocabulary (sampler.h), 64 of them one after another would take longer than a GPU's
+ * decode step. Only what needs no order between sequences runs here: sequences sampling one
+ * token from a whole row with no grammar (a grammar's matcher shares its compiled grammar's
+ * caches; drafts are verified in order). Each sampler is one request's alone, so its tokens
+ * are the ones sample_all would have drawn; sample_all emits them in the usual order. */
+static void presample_all(struct scheduler *s, int mb, float *logits, int k) {
+    if (!s->sample_pool) return;
+    struct presample_run *r = &s->pre;
+    r->n = 0;
+    int row = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        struct seq *q = s->running[i];
+        if (!q->in_step || q->mb != mb) continue;
+        const int n_draft = q->spec.n_draft, at = row;
+        row += 1 + n_draft;
+        if (n_draft > 0 || q->req->grammar || q->req->max_tokens == 0 || (k > 0 && seq_light(s, q))) continue;
+        if (q->n_cached + q->in_step < q->n_tokens) continue; /* mid-prompt chunk */
+        r->jobs[r->n] = q;
+        r->rows[r->n++] = logits + (size_t)at * (size_t)s->vocab;
+    }
+    if (r->n < 2) return;
+    atomic_store(&r->next, 0);
+    threadpool_run(s->sample_pool, presample_run, r);
+}
+
 /* After micro-batch mb returned with its logits (k > 0: its light sequences' rows hold their
  * k best candidates, seq_light): every sequence of it whose fed tokens reached its last
  * known token samples (verifying its drafts first, when it had some). */
 static void sample_all(struct scheduler *s, int mb, float *logits, int k) {
     int row = 0;
+    presample_all(s, mb, logits, k);
     double now = clock_now();
     for (int i = 0; i < s->n_running;) {
         struct seq *q = s->running[i];

@@ -25,8 +25,9 @@ struct sched_opts {
                             * shared through the prefix cache counts for each holder); 0 or 1: off */
     int prefix_caching;    /* reuse cached full KV blocks of earlier prompts (block_pool.h) */
     int micro_batches;     /* most micro-batches in flight in the pipeline; 0: one per stage (pp) */
-    int logit_cands;       /* 1: a step whose rows are all sampler_light brings back each row's
+    int logit_cands;       /* 1: the rows of sampler_light sequences come back as their
                             * engine_info max_cands best logits (util/logit_cand.h); 0: whole rows */
+    int sample_threads;    /* threads drawing a step's whole-row tokens in parallel; < 2: one */
     struct spec_opts spec; /* speculative decoding (spec.drafter NULL: off) */
 };
 

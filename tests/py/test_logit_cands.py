@@ -7,7 +7,11 @@ on a tiny model and at tp 2 on SmolLM2 (49,152-token vocabulary, 64 candidates a
 each rank's shard). `tpd_logits_rows_total{form=...}` shows which form each row took: all
 candidates for light traffic; with heavy requests (penalties, logprobs, top_p alone) mixed
 in, whole rows for theirs and still candidates for the light ones; none with the option
-off."""
+off.
+
+The same file checks the other half of the sampling path: a step's whole-row draws run on
+`scheduler.sample_threads` threads; with 1 and with 4, sampled requests (temperature 1,
+top_p, penalties, logprobs, seeds) get the same tokens."""
 import concurrent.futures as cf
 import os
 import re
@@ -109,3 +113,19 @@ def test_candidates_equal_whole_rows_smollm2():
     if not os.path.exists(SMOLLM2):
         pytest.skip("SmolLM2 not fetched (tests/run fetches it)")
     check(both(SMOLLM2, 2, 16))
+
+
+def test_parallel_sampling_same_tokens(tiny):
+    """Whole-row sampling on 4 threads gives each request the tokens one thread gives."""
+    jobs = [dict(prompt=ids(70 + i, 18 + i), temperature=1.0, seed=500 + i,
+                 **({"top_p": 0.9} if i % 3 == 1 else {"presence_penalty": 0.4, "logprobs": 2} if i % 3 == 2 else {}))
+            for i in range(12)]
+    out = {}
+    for threads in (1, 4):
+        d = Daemon(tiny, 2, caching=True, extra=("--scheduler.sample_threads", str(threads)))
+        try:
+            out[threads] = run(d, jobs, 20)
+        finally:
+            d.stop()
+    assert out[1] == out[4]
+    assert len({t for t, _ in out[1]}) == len(jobs)
