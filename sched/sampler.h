@@ -68,8 +68,8 @@ int32_t sampler_verify(struct sampler *s, float *logits, int32_t draft, const fl
 
 /* Whether this request's tokens depend only on each row's k best candidates
  * (util/logit_cand.h): no logit_bias, no penalties, no logprobs, and greedy or
- * 0 < top_k <= k. Such a request's rows may come back as candidates (the step loop asks
- * for them when every row of a step is light). */
+ * 0 < top_k <= k. Such a request's rows may come back as candidates (the step loop marks
+ * them so in the plan). */
 int sampler_light(const struct sampler *s, int k);
 /* sampler_next for a light sampler over its row's best k candidates c[0..k) (best first,
  * padding {-inf, -1} last): the same token, the same draw and the same ev as sampler_next

@@ -1,8 +1,8 @@
-/* A candidate token of a logits row: its logit and its id in the whole vocabulary. Steps whose
- * out rows all belong to requests that need only a row's best few entries (greedy, small
- * top_k: sampler_light) bring back each row as its best candidates instead of the whole
- * vocabulary (docs/architecture.md#logits): every rank reduces its vocabulary shard on its
- * device, and only candidates cross ranks and reach the host.
+/* A candidate token of a logits row: its logit and its id in the whole vocabulary. The rows
+ * of requests that need only a row's best few entries (greedy, small top_k: sampler_light)
+ * come back as their best candidates instead of the whole vocabulary
+ * (docs/architecture.md#logits): every rank reduces its vocabulary shard on its device, and
+ * only candidates cross ranks and reach the host.
  *
  * The order, everywhere candidates are listed: larger logit first, equal logits by lower id.
  * NaN logits are never candidates (a row with fewer than k others pads with {-inf, -1}). */
