@@ -22,8 +22,14 @@ struct engine {
     struct step_plan plan; /* followers: the plan rank 0 sent */
     struct engine_info info;
     struct deadline *deadline; /* NULL: no step timeout */
-    /* rank 0: the logits receives of the steps in flight, oldest first (pp > 1) */
-    void *pending[ENGINE_MAX_IN_FLIGHT];
+    /* rank 0: the steps in flight, oldest first; with pp > 1 their logits receives, and how
+     * to unpack rows that came as candidates (plan_rows_unpack) */
+    struct {
+        void *recv;
+        float *logits;
+        int n_out, n_cands;
+        int32_t *full; /* copy of the plan's out_full when n_cands > 0 */
+    } pending[ENGINE_MAX_IN_FLIGHT];
     int n_pending;
 };
 
@@ -122,6 +128,7 @@ fail:
 void engine_close(struct engine *e) {
     if (!e) return;
     deadline_free(e->deadline);
+    for (int i = 0; i < e->n_pending; i++) free(e->pending[i].full); /* collected before a clean close */
     forward_state_settle(&e->fs, e->comm);
     forward_state_free(&e->fs, &e->be);
     kvcache_free(&e->kv);
@@ -147,10 +154,19 @@ int engine_submit(struct engine *e, const struct step_plan *plan, float *logits)
     if (e->n_pending == ENGINE_MAX_IN_FLIGHT) FATAL("more than %d steps in flight", ENGINE_MAX_IN_FLIGHT);
     if (e->n_pending == 0) deadline_step_begin(e->deadline);
     /* posted before the activations leave: the last stage never waits on rank 0 to send */
-    e->pending[e->n_pending++] =
+    int32_t *full = NULL;
+    if (c->pp > 1 && plan->n_cands > 0) {
+        full = xmalloc(sizeof *full * (size_t)(plan->n_out > 0 ? plan->n_out : 1));
+        memcpy(full, plan->out_full, sizeof *full * (size_t)plan->n_out);
+    }
+    e->pending[e->n_pending].recv =
         c->pp > 1 ? comm_irecv_floats(c, logits, (size_t)plan->n_out * e->info.vocab, (c->pp - 1) * c->tp,
                                       COMM_TAG_LOGITS)
                   : NULL;
+    e->pending[e->n_pending].logits = logits;
+    e->pending[e->n_pending].n_out = plan->n_out;
+    e->pending[e->n_pending].n_cands = plan->n_cands;
+    e->pending[e->n_pending++].full = full;
     plan_send(c, plan);
     forward(&e->model, &e->kv, &e->fs, plan, c, logits);
     return e->n_pending;
@@ -158,7 +174,13 @@ int engine_submit(struct engine *e, const struct step_plan *plan, float *logits)
 
 int engine_collect(struct engine *e) {
     if (e->n_pending == 0) FATAL("engine_collect with no step in flight");
-    if (e->pending[0]) comm_wait(e->comm, e->pending[0]);
+    if (e->pending[0].recv) {
+        comm_wait(e->comm, e->pending[0].recv);
+        if (e->pending[0].full) /* the last stage packed the light rows (plan_rows_pack) */
+            plan_rows_unpack(e->pending[0].n_out, e->pending[0].n_cands, e->pending[0].full, e->pending[0].logits,
+                             e->info.vocab);
+    }
+    free(e->pending[0].full);
     memmove(e->pending, e->pending + 1, sizeof *e->pending * (size_t)--e->n_pending);
     deadline_step_end(e->deadline);
     if (e->n_pending) deadline_step_begin(e->deadline);

@@ -280,8 +280,8 @@ static void gather_cands(struct model *m, struct forward_state *fs, const struct
             memcpy(row + v0[r], fs->host_gather + displs[r] + pairs + (size_t)f * nvr[r], sizeof(float) * (size_t)nvr[r]);
         f++;
     }
-    if (sp->pp > 1)
-        fs->logits_send = comm_isend_floats(c, out, (size_t)n_out * vocab, 0, COMM_TAG_LOGITS);
+    if (sp->pp > 1) /* light rows shrink to their candidates on the way (engine_collect unpacks) */
+        fs->logits_send = comm_isend_floats(c, out, plan_rows_pack(p, out, vocab), 0, COMM_TAG_LOGITS);
 }
 
 /* A step's work is the same when the plan has the same shape (tokens, sequences, logits

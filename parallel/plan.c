@@ -155,3 +155,28 @@ void plan_recv(struct comm *c, struct step_plan *p) {
     plan_pass_on(c, hdr, buf, n);
     free(buf);
 }
+
+/* Row i's length in a packed buffer: a light row's k pairs (2k floats), else the vocabulary. */
+static size_t packed_len(const int32_t *full, int n_cands, int i, int vocab) {
+    return n_cands > 0 && !full[i] ? 2 * (size_t)n_cands : (size_t)vocab;
+}
+
+size_t plan_rows_pack(const struct step_plan *p, float *rows, int vocab) {
+    size_t at = 0;
+    for (int i = 0; i < p->n_out; i++) { /* row i lands at or before i x vocab: front to back is safe */
+        size_t len = packed_len(p->out_full, p->n_cands, i, vocab);
+        memmove(rows + at, rows + (size_t)i * vocab, len * sizeof(float));
+        at += len;
+    }
+    return at;
+}
+
+void plan_rows_unpack(int n_out, int n_cands, const int32_t *full, float *rows, int vocab) {
+    size_t at = 0;
+    for (int i = 0; i < n_out; i++) at += packed_len(full, n_cands, i, vocab);
+    for (int i = n_out - 1; i >= 0; i--) { /* back to front: row i's place is at or after its packed one */
+        size_t len = packed_len(full, n_cands, i, vocab);
+        at -= len;
+        memmove(rows + (size_t)i * vocab, rows + at, len * sizeof(float));
+    }
+}

@@ -38,6 +38,13 @@ void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const
  * group, then from each rank to its counterpart (same TP rank) in the next stage, which
  * receives it (waiting idle) and passes it on before its own step. */
 void plan_send(struct comm *c, const struct step_plan *p);
+/* The logits rows of a step (n_out rows of vocab floats) packed in place for the last stage's
+ * send to rank 0: each light row (n_cands > 0, out_full[i] == 0) shrinks to its 2 x n_cands
+ * floats of candidates, whole rows stay whole; returns the floats now used. plan_rows_unpack
+ * puts them back at row i x vocab, in place (what is past a light row's candidates is left
+ * stale). */
+size_t plan_rows_pack(const struct step_plan *p, float *rows, int vocab);
+void plan_rows_unpack(int n_out, int n_cands, const int32_t *full, float *rows, int vocab);
 void plan_recv(struct comm *c, struct step_plan *p);
 
 #endif

@@ -62,11 +62,12 @@ def run(d, jobs, max_tokens):
         return list(ex.map(one, jobs))
 
 
-def both(model, tp, max_tokens):
+def both(model, tp, max_tokens, pp=1):
     """light and heavy traffic with candidates on, then off: (results, rows) for each"""
     out = {}
     for on in (True, False):
-        d = Daemon(model, tp, caching=True, extra=("--scheduler.logit_candidates", "true" if on else "false"))
+        d = Daemon(model, tp * pp, caching=True, extra=("--scheduler.logit_candidates", "true" if on else "false",
+                                                         "--parallel.tp", str(tp), "--pp", str(pp)))
         try:
             light = run(d, light_jobs(), max_tokens)
             idle(d)
@@ -107,6 +108,11 @@ def tiny():
 @pytest.mark.parametrize("tp", [1, 2, 3])
 def test_candidates_equal_whole_rows_tiny(tiny, tp):
     check(both(tiny, tp, 24))
+
+
+def test_candidates_equal_whole_rows_pipeline(tiny):
+    """tp 2 x pp 2: the last stage merges and sends the rows on to rank 0, micro-batches in flight"""
+    check(both(tiny, 2, 16, pp=2))
 
 
 def test_candidates_equal_whole_rows_smollm2():
