@@ -17,17 +17,24 @@
  *
  * Prefill path (steps of more than 64 tokens, F16 or FP8 cache, head_dim a multiple of 16 up
  * to 128): FlashAttention-style tiles on tensor cores (WMMA, f16 inputs, f32 accumulation). A
- * block takes 64 consecutive tokens of one sequence for one head and walks the sequence's
- * keys 64 at a time: S = Q K^T, online softmax, O += P V, with K/V tiles staged in shared
- * memory once for all 64 queries (FP8 rows decoded and scaled to f16 as they are staged).
- * A tile whose tokens are not consecutive positions of one sequence (a ragged batch's
- * seams) is done token by token with the exact path's code.
+ * block takes a tile of up to 64 consecutive positions of one sequence for one head and walks
+ * the sequence's keys 64 at a time: S = Q K^T, online softmax, O += P V, with K/V tiles staged
+ * in shared memory once for all the tile's queries (FP8 rows decoded and scaled to f16 as
+ * they are staged). The tiles are planned on the host per step (kernels/att_tiles.h, from the
+ * batch's host arrays): each sequence's tokens cut into runs of 64, longest first, passed in
+ * the kernel's parameters. One-token tiles (decode tokens in a step with a prefill chunk) go
+ * to the decode path instead (the exact path while it is off): a flash block would walk
+ * every key for one query row of its 64, where a decode block serves the KV head's whole GQA
+ * group and long contexts split over blocks. Without host arrays, block y takes tokens
+ * 64 y .. 64 y + 63, and a tile of them that is not consecutive positions of one sequence (a
+ * ragged batch's seams) is done token by token with the exact path's code, serially.
  * TPD_ATTN_EXACT=1 in the environment forces the exact path everywhere (a reference for
  * debugging the other two). */
 #include <mma.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../att_tiles.h"
 #include "fp8_dev.cuh"
 #include "ops.cuh"
 
@@ -46,10 +53,14 @@ struct att_args {
     int n_q, q_head0, group, kv_head0, n_kv, hd;
     const int32_t *seq_of, *pos, *block_off, *blocks;
     int bs, n_split;
-    float *part; /* n_split > 1: [T][n_q][n_split][hd + 2] = unnormalized sum of p*V, max, sum of p */
+    /* n_split > 1: [the launch's tokens][n_q][n_split][hd + 2] = unnormalized sum of p*V, max, sum of p */
+    float *part;
     const int8_t *kexp, *vexp; /* FP8 cache: scale exponent per (slot, KV head) row; else NULL */
     const __half *ksink, *vsink; /* FP8 cache: its sink (kernels/backend.h); sink_rows 0: none */
     int sink_blocks, sink_rows;
+    /* the exact and decode kernels' tokens are t_base + blockIdx.y (the step's tokens from
+     * t_base on: a step's one-token tiles, a run at a time); part's rows are counted from it */
+    int t_base;
 };
 
 /* 2^e of cache row `row` (a (slot, KV head) pair) for an FP8 cache: its codes times it are
@@ -151,7 +162,7 @@ static __device__ void attend_one(const struct att_args &a, const KT *__restrict
             o[i] = v / L;
         }
     } else {
-        float *pp = a.part + (((int64_t)t * a.n_q + h) * n_split + split) * (hd + 2);
+        float *pp = a.part + (((int64_t)(t - a.t_base) * a.n_q + h) * n_split + split) * (hd + 2);
         for (int i = threadIdx.x; i < hd; i += blockDim.x) {
             float v = 0.0f;
             for (int w = 0; w < ATT_WARPS; w++) v += s_acc[w * ATT_MAX_HD + i] * e[w];
@@ -168,13 +179,13 @@ template <typename KT>
 static __global__ void __launch_bounds__(ATT_WARPS * 32) attention_kernel(struct att_args a, const KT *__restrict__ kc,
                                                                            const KT *__restrict__ vc) {
     __shared__ float sm[ATT_WARPS * (ATT_MAX_HD + 2)];
-    attend_one<KT>(a, kc, vc, blockIdx.y, blockIdx.x, blockIdx.z, a.n_split, sm);
+    attend_one<KT>(a, kc, vc, a.t_base + (int)blockIdx.y, blockIdx.x, blockIdx.z, a.n_split, sm);
 }
 
 /* Merges the splits of one (head, token): out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M). */
 static __global__ void attention_merge_kernel(struct att_args a) {
-    const int h = blockIdx.x, t = blockIdx.y, hd = a.hd, S = a.n_split;
-    const float *pp = a.part + ((int64_t)t * a.n_q + h) * S * (hd + 2);
+    const int h = blockIdx.x, t = a.t_base + (int)blockIdx.y, hd = a.hd, S = a.n_split;
+    const float *pp = a.part + ((int64_t)blockIdx.y * a.n_q + h) * S * (hd + 2);
     float M = -INFINITY;
     for (int s = 0; s < S; s++) M = fmaxf(M, pp[s * (hd + 2) + hd]);
     float L = 0.0f;
@@ -295,8 +306,8 @@ static __device__ __forceinline__ float2 kv_unpack2(const kv2<__half> &x) { retu
 static __device__ __forceinline__ float2 kv_unpack2(const kv2<uint8_t> &x) { return fp8x2_f32(x.u); }
 
 /* What a decode block works on (blockIdx: x = local KV head kvh = kvl0 + x / n_ht and head
- * tile x % n_ht, y = token t, z = split): the query heads hb .. hb+ng-1 (ng <= tile heads
- * nt; ng <= 0 for a tile past the heads of kvh's GQA group that this rank holds, those h with
+ * tile x % n_ht, y = token t - a.t_base, z = split): the query heads hb .. hb+ng-1 (ng <= tile
+ * heads nt; ng <= 0 for a tile past the heads of kvh's GQA group that this rank holds, those h with
  * (q_head0 + h) / group == kvh + kv_head0), positions [k0, k1) of t's sequence (split as
  * attend_one splits them; none for a split past the end), and the sequence's block table. */
 struct dec_work {
@@ -306,7 +317,7 @@ struct dec_work {
 
 static __device__ __forceinline__ struct dec_work dec_work_of(const struct att_args &a, int nt, int kvl0, int n_ht) {
     struct dec_work w;
-    w.t = blockIdx.y;
+    w.t = a.t_base + (int)blockIdx.y;
     w.split = blockIdx.z;
     w.kvh = kvl0 + (int)blockIdx.x / n_ht;
     const int kvg = w.kvh + a.kv_head0;
@@ -343,7 +354,7 @@ static __device__ __forceinline__ void dec_finish(const struct att_args &a, cons
         if (n_split == 1) {
             a.out[t * a.ldo + (int64_t)(hb + g) * hd + i] = v / L;
         } else {
-            float *pp = a.part + (((int64_t)t * a.n_q + hb + g) * n_split + wk.split) * (hd + 2);
+            float *pp = a.part + (((int64_t)(t - a.t_base) * a.n_q + hb + g) * n_split + wk.split) * (hd + 2);
             pp[i] = v;
             if (i == 0) {
                 pp[hd] = M; /* -inf when this split had no positions */
@@ -864,22 +875,45 @@ static __device__ __forceinline__ void fa_load8_sink(__half *dst, const __half *
     *(uint4 *)dst = *(const uint4 *)h;
 }
 
+/* A flash launch's tiles (kernels/att_tiles.h), block y taking tile t[y] = (first token << 6) |
+ * (tokens - 1), or with n == 0 block y taking tokens 64 y .. 64 y + 63 of the step (no host
+ * arrays to plan from). They travel by value in the kernel's parameters: no upload, device
+ * buffer or host-device ordering to keep (a captured graph would hold them as they were), the
+ * way PyTorch's multi_tensor_apply passes its lists; FA_TILES keeps the parameters within the
+ * 4 KiB every driver takes, and a step of more tiles takes more launches. */
+enum { FA_TILES = 768 };
+struct fa_tiles {
+    int n;
+    uint32_t t[FA_TILES];
+};
+static_assert(FA_BQ == 64, "fa_tiles packs a tile's token count in 6 bits");
+
+/* __grid_constant__: the tile table is read where the parameters are, never copied into a
+ * thread's local memory (which nvcc may do for a by-value parameter whose address is taken). */
 template <typename KT>
-static __global__ void __launch_bounds__(ATT_WARPS * 32) flash_kernel(struct att_args a, const KT *__restrict__ kc,
-                                                                       const KT *__restrict__ vc, int T) {
+static __global__ void __launch_bounds__(ATT_WARPS * 32)
+    flash_kernel(struct att_args a, const KT *__restrict__ kc, const KT *__restrict__ vc, int T,
+                 const __grid_constant__ struct fa_tiles tiles) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char smem[];
-    const int h = blockIdx.x, t0 = blockIdx.y * FA_BQ, nt = min(FA_BQ, T - t0);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hd = a.hd;
-
-    /* one sequence, consecutive positions? else token by token on the exact path */
-    const int seq = a.seq_of[t0], p0 = a.pos[t0];
-    int mine = 1;
-    for (int i = threadIdx.x; i < nt; i += blockDim.x) mine &= a.seq_of[t0 + i] == seq && a.pos[t0 + i] == p0 + i;
-    if (!__syncthreads_and(mine)) {
-        for (int i = 0; i < nt; i++) attend_one<KT>(a, kc, vc, t0 + i, h, 0, 1, (float *)smem);
-        return;
+    const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hd = a.hd;
+    int t0, nt;
+    if (tiles.n) { /* planned: one sequence's consecutive positions (att_tiles_cut) */
+        t0 = (int)(tiles.t[blockIdx.y] >> 6);
+        nt = (int)(tiles.t[blockIdx.y] & 63) + 1;
+    } else {
+        t0 = blockIdx.y * FA_BQ;
+        nt = min(FA_BQ, T - t0);
+        /* one sequence, consecutive positions? else token by token on the exact path */
+        const int seq = a.seq_of[t0], p0 = a.pos[t0];
+        int mine = 1;
+        for (int i = threadIdx.x; i < nt; i += blockDim.x) mine &= a.seq_of[t0 + i] == seq && a.pos[t0 + i] == p0 + i;
+        if (!__syncthreads_and(mine)) {
+            for (int i = 0; i < nt; i++) attend_one<KT>(a, kc, vc, t0 + i, h, 0, 1, (float *)smem);
+            return;
+        }
     }
+    const int seq = a.seq_of[t0], p0 = a.pos[t0];
 
     const struct fa_layout L = fa_layout_for(hd);
     __half *Qs = (__half *)(smem + L.q), *Ks = (__half *)(smem + L.k), *Vs = (__half *)(smem + L.v);
@@ -1016,15 +1050,17 @@ static int decode_on(void) {
     return cuda_env_flag("TPD_ATTN_DECODE", &v);
 }
 
-/* The prefill path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache. */
+/* The prefill path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache over the tiles tl
+ * (tl.n == 0: the step's tokens 64 at a time, seams token by token). */
 template <typename KT>
-static void launch_flash(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, int T) {
+static void launch_flash(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, int T,
+                         const struct fa_tiles &tl) {
     const struct fa_layout L = fa_layout_for(a.hd);
     const size_t exact = sizeof(float) * ATT_WARPS * (ATT_MAX_HD + 2); /* attend_one's, at the seams */
     const size_t need = L.bytes > exact ? L.bytes : exact;
     CUDA_CHECK(cudaFuncSetAttribute(flash_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need));
-    dim3 grid(a.n_q, cuda_blocks(T, FA_BQ));
-    flash_kernel<KT><<<grid, ATT_WARPS * 32, need, c->stream>>>(a, (const KT *)kv->k, (const KT *)kv->v, T);
+    dim3 grid(a.n_q, tl.n ? (unsigned)tl.n : cuda_blocks(T, FA_BQ));
+    flash_kernel<KT><<<grid, ATT_WARPS * 32, need, c->stream>>>(a, (const KT *)kv->k, (const KT *)kv->v, T, tl);
     CUDA_LAUNCH_CHECK(c->stream, "flash_kernel");
 }
 
@@ -1066,7 +1102,7 @@ static void launch_decode(struct cuda_ctx *c, const struct att_args &a, const st
         launch_decode_ng<KT, DEC_MAX_G>(c, a, kv, grid, kvl0, n_ht);
 }
 
-/* The exact path's kernel over a step of T tokens (a.n_split and a.part set). */
+/* The exact path's kernel over T tokens from a.t_base (a.n_split and a.part set). */
 static void launch_exact(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, enum dtype kv_type,
                          int T) {
     const dim3 grid(a.n_q, T, a.n_split);
@@ -1081,11 +1117,86 @@ static void launch_exact(struct cuda_ctx *c, const struct att_args &a, const str
     CUDA_LAUNCH_CHECK(c->stream, "attention_kernel");
 }
 
-/* The splits' partial results merged into a.out (nothing when a step is not split). */
+/* The splits' partial results of T tokens from a.t_base merged into a.out (nothing when they
+ * are not split). */
 static void launch_merge(struct cuda_ctx *c, const struct att_args &a, int T) {
     if (a.n_split <= 1) return;
     attention_merge_kernel<<<dim3(a.n_q, T), a.hd < 128 ? 32 * ((a.hd + 31) / 32) : 128, 0, c->stream>>>(a);
     CUDA_LAUNCH_CHECK(c->stream, "attention_merge_kernel");
+}
+
+/* Tokens t_base .. t_base + n - 1 of the step on the decode path (TPD_ATTN_DECODE=1, for the
+ * head_dims and caches it takes), else on the exact path: the whole of a step that is not
+ * prefill-sized, or a run of a prefill-sized step's one-token tiles. a: the step's arguments
+ * (t_base, n_split and part are set here). Graph-safe as every op: workspace only. */
+static void attend_tokens(struct cuda_ctx *c, struct att_args a, const struct kv_layer *kv, enum dtype kv_type,
+                          int t_base, int n) {
+    const int hd = a.hd, n_q = a.n_q, group = a.group, q_head0 = a.q_head0, kv_head0 = a.kv_head0;
+    const int fp8 = kv_type == DT_F8_E4M3;
+    const int decode = hd % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && !exact_only() && decode_on();
+    /* decode path: local KV heads kvl0.., and per KV head up to min(group, n_q) query heads in
+     * tiles of ng: 8 on tensor cores, else the smallest of 1, 2, 4, 8 that holds them */
+    const int mma = decode && kv_type != DT_F32 && hd % 32 == 0;
+    const int kvl0 = q_head0 / group - kv_head0, n_kvl = (q_head0 + n_q - 1) / group - kv_head0 - kvl0 + 1;
+    const int gh = group < n_q ? group : n_q;
+    const int ng = mma || gh > 4 ? DEC_MAX_G : gh > 2 ? 4 : gh;
+    const int n_ht = (gh + ng - 1) / ng;
+    for (int done = 0; done < n;) {
+        const int T = n - done < 65535 ? n - done : 65535; /* gridDim.y's limit */
+        a.t_base = t_base + done;
+        a.n_split = decode ? att_splits(c, (int64_t)n_kvl * n_ht * T, T) : att_splits(c, (int64_t)n_q * T, T);
+        const size_t part_floats = (size_t)T * (size_t)n_q * (size_t)a.n_split * (size_t)(hd + 2);
+        a.part = a.n_split > 1 ? (float *)cuda_ws(c, sizeof(float) * part_floats) : NULL;
+        if (decode) {
+            const dim3 grid(n_kvl * n_ht, T, a.n_split);
+            if (mma && fp8)
+                launch_decode_mma<uint8_t>(c, a, kv, grid, kvl0, n_ht);
+            else if (mma)
+                launch_decode_mma<__half>(c, a, kv, grid, kvl0, n_ht);
+            else if (kv_type == DT_F32)
+                launch_decode<float>(c, a, kv, grid, ng, kvl0, n_ht);
+            else if (fp8)
+                launch_decode<uint8_t>(c, a, kv, grid, ng, kvl0, n_ht);
+            else
+                launch_decode<__half>(c, a, kv, grid, ng, kvl0, n_ht);
+        } else {
+            launch_exact(c, a, kv, kv_type, T);
+        }
+        launch_merge(c, a, T);
+        done += T;
+    }
+}
+
+/* A prefill-sized step with host arrays: cut into tiles per sequence (att_tiles_cut); each run
+ * of consecutive one-token tiles to attend_tokens, the other tiles to flash_kernel longest
+ * first (att_tiles_order), FA_TILES a launch. Planned at each call (each layer), O(tokens) on
+ * the host beside kernels of this size; nothing is kept between calls. */
+template <typename KT>
+static void attend_tiles(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, enum dtype kv_type,
+                         const struct attn_batch *b) {
+    const int T = b->n_tokens;
+    if (T >= 1 << 26) FATAL("cuda_attention: %d tokens in one step (fa_tiles packs token indices in 26 bits)", T);
+    struct att_tile *tiles = (struct att_tile *)xmalloc(sizeof(struct att_tile) * (unsigned long)T);
+    const int n = att_tiles_cut(b->host_seq_of, b->host_pos, T, FA_BQ, tiles);
+    int n_flash = 0; /* tiles of 2 or more tokens, compacted to the front */
+    for (int i = 0; i < n;) {
+        if (tiles[i].n > 1) {
+            tiles[n_flash++] = tiles[i++];
+            continue;
+        }
+        int j = i + 1;
+        while (j < n && tiles[j].n == 1) j++;
+        attend_tokens(c, a, kv, kv_type, tiles[i].t0, j - i); /* tiles i..j-1: tokens t0 .. t0 + j-i-1 */
+        i = j;
+    }
+    att_tiles_order(tiles, n_flash);
+    struct fa_tiles tl = {};
+    for (int i = 0; i < n_flash; i += FA_TILES) {
+        tl.n = n_flash - i < FA_TILES ? n_flash - i : FA_TILES;
+        for (int k = 0; k < tl.n; k++) tl.t[k] = (uint32_t)tiles[i + k].t0 << 6 | (uint32_t)(tiles[i + k].n - 1);
+        launch_flash<KT>(c, a, kv, T, tl);
+    }
+    free(tiles);
 }
 
 void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
@@ -1101,40 +1212,21 @@ void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q,
     struct att_args a = {out, ldo, q, ldq, n_q, q_head0, group, kv_head0, n_kv, hd,
                          b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp,
                          (const __half *)kv->k_sink, (const __half *)kv->v_sink, fp8 ? kv->sink_blocks : 0,
-                         fp8 && kv->k_sink ? kv->sink_rows : 0};
+                         fp8 && kv->k_sink ? kv->sink_rows : 0, 0};
     if (T > 64 && kv_type != DT_F32 && hd % 16 == 0 && hd <= FA_MAX_HD && !exact_only()) {
+        if (b->host_seq_of && b->host_pos) {
+            if (fp8)
+                attend_tiles<uint8_t>(c, a, kv, kv_type, b);
+            else
+                attend_tiles<__half>(c, a, kv, kv_type, b);
+            return;
+        }
+        const struct fa_tiles fixed = {}; /* n == 0: 64 tokens a block */
         if (fp8)
-            launch_flash<uint8_t>(c, a, kv, T);
+            launch_flash<uint8_t>(c, a, kv, T, fixed);
         else
-            launch_flash<__half>(c, a, kv, T);
+            launch_flash<__half>(c, a, kv, T, fixed);
         return;
     }
-    if (T > 65535) FATAL("cuda_attention: %d tokens in one step (at most 65535 on the exact path)", T);
-    const int decode = hd % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && !exact_only() && decode_on();
-    /* decode path: local KV heads kvl0.., and per KV head up to min(group, n_q) query heads in
-     * tiles of ng: 8 on tensor cores, else the smallest of 1, 2, 4, 8 that holds them */
-    const int mma = decode && kv_type != DT_F32 && hd % 32 == 0;
-    const int kvl0 = q_head0 / group - kv_head0, n_kvl = (q_head0 + n_q - 1) / group - kv_head0 - kvl0 + 1;
-    const int gh = group < n_q ? group : n_q;
-    const int ng = mma || gh > 4 ? DEC_MAX_G : gh > 2 ? 4 : gh;
-    const int n_ht = (gh + ng - 1) / ng;
-    a.n_split = decode ? att_splits(c, (int64_t)n_kvl * n_ht * T, T) : att_splits(c, (int64_t)n_q * T, T);
-    if (a.n_split > 1)
-        a.part = (float *)cuda_ws(c, sizeof(float) * (size_t)T * (size_t)n_q * (size_t)a.n_split * (size_t)(hd + 2));
-    if (decode) {
-        const dim3 grid(n_kvl * n_ht, T, a.n_split);
-        if (mma && fp8)
-            launch_decode_mma<uint8_t>(c, a, kv, grid, kvl0, n_ht);
-        else if (mma)
-            launch_decode_mma<__half>(c, a, kv, grid, kvl0, n_ht);
-        else if (kv_type == DT_F32)
-            launch_decode<float>(c, a, kv, grid, ng, kvl0, n_ht);
-        else if (fp8)
-            launch_decode<uint8_t>(c, a, kv, grid, ng, kvl0, n_ht);
-        else
-            launch_decode<__half>(c, a, kv, grid, ng, kvl0, n_ht);
-    } else {
-        launch_exact(c, a, kv, kv_type, T);
-    }
-    launch_merge(c, a, T);
+    attend_tokens(c, a, kv, kv_type, 0, T);
 }

@@ -9,20 +9,32 @@
  * depths 1..512, a 5-token chunk, a token at position 0) over shuffled paged blocks, with the
  * GPU's SM count (positions split over blocks) and with 1 SM (no split); an 80-token step
  * (head_dim 72 on the decode kernels; head_dim 64 for F16 and FP8 on the prefill path,
- * flash_kernel, within FLASH_TOLERANCE below); Llama-3-8B-shaped steps (the benchmark
- * cases). Every output left NaN, and every write into the padding between rows, counts as an
- * error. FP8 caches have a sink (kernels/backend.h) on half of their blocks: sequences whose
- * first block is one read positions 0..3 from it, their FP8 codes there being NaN; sequence
- * 0's first block is always one, and a case (or an FP8 path over all cases) with no sequence
- * reading the sink fails.
+ * flash_kernel, within FLASH_TOLERANCE below); a busy daemon's mixed step (32 decode tokens
+ * of 200..2047 cached positions around a 300-token chunk at 700..999, a 2-token piece and a
+ * 65-token first chunk, whose last token is a one-token tile), head_dim 64 and 128, F16 and
+ * FP8, on the prefill path's per-sequence tiles (kernels/att_tiles.h: one-token tiles on the
+ * decode kernels; once with the decode path off, on the exact kernel; once without the host
+ * arrays, the fixed 64-token tiles with seams), within FLASH_TOLERANCE; Llama-3-8B-shaped
+ * steps (the benchmark cases). Every output left NaN, and every write into the padding
+ * between rows, counts as an error. FP8 caches have a sink (kernels/backend.h) on half of
+ * their blocks: sequences whose first block is one read positions 0..3 from it, their FP8
+ * codes there being NaN; sequence 0's first block is always one, and a case (or an FP8 path
+ * over all cases) with no sequence reading the sink fails.
  *
  *   test_cuda_attention            every case; exit 1 if one fails
  *   test_cuda_attention --time     (or ATT_TIME_ONLY=1) the benchmark cases alone, checked and
- *                                  timed: "BENCH attention case=NAME us=T exact_us=T" lines
+ *                                  timed: "BENCH attention case=NAME us=T exact_us=T" lines;
+ *                                  the mixed step (32 decode tokens at 8K + a 512-token chunk
+ *                                  at 8K, F16) as "BENCH attention case=NAME us=T decode_us=T
+ *                                  prefill_us=T ratio=R fixed_tiles_us=T": R = us over the sum
+ *                                  of the same tokens as a decode-only and a prefill-only step
+ *                                  (issue 10 asks R <= 1.3), fixed_tiles_us the step without
+ *                                  host arrays (64-token tiles, seams token by token)
  * Without a GPU it prints "skipped: no GPU" and exits 77 (ctest counts it skipped).
  *
- * The decode path being opt-in for now, the test turns it on (TPD_ATTN_DECODE on and
- * TPD_ATTN_EXACT off, whatever the environment says: the stand-in cuda_env_flag below).
+ * The decode path being opt-in for now, the test turns it on (TPD_ATTN_DECODE on, but for the
+ * mixed case that checks it off, and TPD_ATTN_EXACT off, whatever the environment says: the
+ * stand-in cuda_env_flag below).
  * attention.cu is compiled into this test (its kernels and launch helpers are static);
  * backend_cuda.cu's three helpers that it calls are stood in for below. */
 #include <math.h>
@@ -56,9 +68,11 @@ void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int
     if (e != cudaSuccess) fatal_exit(file, line, "%s: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-/* The switches the kernels read: TPD_ATTN_DECODE on and TPD_ATTN_EXACT off (see main). */
+/* The switches the kernels read: TPD_ATTN_DECODE as decode_path says (on but in one case) and
+ * TPD_ATTN_EXACT off (see main); read at every call, as decode_on() calls this each time. */
+static int decode_path = 1;
 int cuda_env_flag(const char *name, int *cache) {
-    return *cache = !strcmp(name, "TPD_ATTN_DECODE");
+    return *cache = !strcmp(name, "TPD_ATTN_DECODE") && decode_path;
 }
 
 void *cuda_ws(struct cuda_ctx *c, size_t bytes) {
@@ -82,7 +96,7 @@ static void exact_attention(struct cuda_ctx *c, float *out, int64_t ldo, const f
     struct att_args a = {out, ldo, q, ldq, n_q, q_head0, group, kv_head0, n_kv, hd,
                          b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp,
                          (const __half *)kv->k_sink, (const __half *)kv->v_sink, fp8 ? kv->sink_blocks : 0,
-                         fp8 && kv->k_sink ? kv->sink_rows : 0};
+                         fp8 && kv->k_sink ? kv->sink_rows : 0, 0};
     a.n_split = att_splits(c, (int64_t)n_q * T, T);
     if (a.n_split > 1)
         a.part = (float *)cuda_ws(c, sizeof(float) * (size_t)T * (size_t)n_q * (size_t)a.n_split * (size_t)(hd + 2));
@@ -99,6 +113,10 @@ struct att_case {
     int hd, n_q, q_head0, group, kv_head0, n_kv, bs, n_sm;
     std::vector<int> seq_len;              /* cached positions per sequence */
     std::vector<std::pair<int, int>> tok;  /* (sequence, position) per token of the step */
+    /* the batch without host arrays (flash: fixed 64-token tiles); the decode path off */
+    int no_host = 0, no_decode = 0;
+    int ref_every = 1;                     /* outputs checked: tokens t % ref_every == 0 and the last */
+    std::vector<std::vector<int>> parts = {}; /* --time: token lists also timed as steps of their own */
 };
 
 /* One rank's heads: n_q query heads from q_head0 (global), n_kv KV heads from kv_head0. */
@@ -156,14 +174,21 @@ static int n_cases, n_failed, n_sink_seqs, fp8_cases[N_PATHS], fp8_sink_seqs[N_P
 static double worst_decode, worst_exact, worst_flash;
 static char worst_case[200];
 
-/* Largest |out - ref| over the case's outputs, as a share of rmax; infinite if an output was
- * left NaN or a padding element (columns n_q * hd .. ldo - 1, filled with 0xff) was written. */
-static double output_error(const std::vector<float> &out, const std::vector<double> &ref, int T, int n_q, int hd,
-                           int64_t ldo, double rmax) {
+/* Token t's outputs are checked against the reference (which has only those). */
+static bool checked(const struct att_case &cs, int t) {
+    return cs.ref_every <= 1 || t % cs.ref_every == 0 || t == (int)cs.tok.size() - 1;
+}
+
+/* Largest |out - ref| over the case's checked outputs, as a share of rmax; infinite if an
+ * output (checked or not) was left NaN or a padding element (columns n_q * hd .. ldo - 1,
+ * filled with 0xff) was written. */
+static double output_error(const struct att_case &cs, const std::vector<float> &out, const std::vector<double> &ref,
+                           int T, int n_q, int hd, int64_t ldo, double rmax) {
     double e = 0;
     for (int t = 0; t < T; t++) {
         for (int i = 0; i < n_q * hd; i++) {
-            const double d = fabs(out[t * ldo + i] - ref[(size_t)t * n_q * hd + i]);
+            const double d = checked(cs, t) ? fabs(out[t * ldo + i] - ref[(size_t)t * n_q * hd + i])
+                                            : out[t * ldo + i] - out[t * ldo + i]; /* NaN for NaN and inf */
             e = d <= 1e30 ? std::max(e, d) : INFINITY;
         }
         for (int64_t i = (int64_t)n_q * hd; i < ldo; i++) {
@@ -303,7 +328,7 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
     std::vector<double> ref((size_t)T * cs.n_q * hd);
     double rmax = 0;
     for (int t = 0; t < T; t++)
-        for (int h = 0; h < cs.n_q; h++) {
+        for (int h = 0; h < cs.n_q && checked(cs, t); h++) {
             const int kvh = (cs.q_head0 + h) / cs.group - cs.kv_head0, s = seq_of[t], np = pos[t] + 1;
             std::vector<int64_t> row(np);
             std::vector<double> p(np);
@@ -327,7 +352,9 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
     float *dq = to_device(q), *dout;
     CUDA_CHECK(cudaMalloc(&dout, sizeof(float) * T * ldo));
     int32_t *dseq = to_device(seq_of), *dpos = to_device(pos), *doff = to_device(block_off), *dblk = to_device(blocks);
-    const struct attn_batch b = {T, n_seqs, dseq, dpos, doff, dblk, bs};
+    const struct attn_batch b = {T, n_seqs, dseq, dpos, doff, dblk, bs, cs.no_host ? NULL : seq_of.data(),
+                                 cs.no_host ? NULL : pos.data()};
+    decode_path = !cs.no_decode;
     const struct kv_layer kv = {dk, dv, dk_exp, dv_exp, dk_sink, dv_sink, dk_sink ? sink_blocks : 0, dk_sink ? sink_rows : 0};
     auto attend = [&](int exact) {
         if (exact)
@@ -344,7 +371,7 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
         attend(exact);
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaMemcpy(out.data(), dout, sizeof(float) * T * ldo, cudaMemcpyDeviceToHost));
-        err[exact] = output_error(out, ref, T, cs.n_q, hd, ldo, rmax);
+        err[exact] = output_error(cs, out, ref, T, cs.n_q, hd, ldo, rmax);
     }
     n_cases++;
     const double tol = path != PATH_FLASH ? TOLERANCE : cs.type == DT_F8_E4M3 ? FLASH_FP8_TOLERANCE : FLASH_TOLERANCE;
@@ -368,25 +395,53 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
     }
 
     if (time_it) {
-        float us[2];
         cudaEvent_t e0, e1;
         CUDA_CHECK(cudaEventCreate(&e0));
         CUDA_CHECK(cudaEventCreate(&e1));
         sync_launches = 0;
-        for (int exact = 0; exact < 2; exact++) {
-            for (int i = 0; i < BENCH_WARMUP; i++) attend(exact);
+        /* microseconds per call of fn, after warm calls */
+        auto time_us = [&](auto fn, int warm, int iters) {
+            for (int i = 0; i < warm; i++) fn();
             CUDA_CHECK(cudaEventRecord(e0, c->stream));
-            for (int i = 0; i < BENCH_ITERS; i++) attend(exact);
+            for (int i = 0; i < iters; i++) fn();
             CUDA_CHECK(cudaEventRecord(e1, c->stream));
             CUDA_CHECK(cudaEventSynchronize(e1));
             float ms;
             CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            us[exact] = 1000.0f * ms / BENCH_ITERS;
+            return 1000.0 * ms / iters;
+        };
+        const double us = time_us([&] { attend(0); }, BENCH_WARMUP, BENCH_ITERS);
+        if (cs.parts.empty()) {
+            const double exact_us = time_us([&] { attend(1); }, BENCH_WARMUP, BENCH_ITERS);
+            printf("BENCH attention case=%s us=%.1f exact_us=%.1f\n", cs.bench, us, exact_us);
+        } else {
+            /* each part a step of its own (the same sequences and block tables, its tokens only) */
+            std::vector<double> part_us;
+            for (const std::vector<int> &part : cs.parts) {
+                std::vector<int32_t> ps, pp;
+                for (int t : part) ps.push_back(seq_of[t]), pp.push_back(pos[t]);
+                int32_t *dps = to_device(ps), *dpp = to_device(pp);
+                const struct attn_batch pb = {(int)part.size(), n_seqs, dps, dpp, doff, dblk, bs, ps.data(), pp.data()};
+                part_us.push_back(time_us([&] { cuda_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group,
+                                                               cs.kv_head0, &kv, cs.type, n_kv, hd, &pb); },
+                                          BENCH_WARMUP, BENCH_ITERS));
+                CUDA_CHECK(cudaFree(dps));
+                CUDA_CHECK(cudaFree(dpp));
+            }
+            /* the step as before the tile planner: fixed tiles, seams one token at a time (slow) */
+            struct attn_batch fixed = b;
+            fixed.host_seq_of = fixed.host_pos = NULL;
+            const double fixed_us = time_us([&] { cuda_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group,
+                                                                 cs.kv_head0, &kv, cs.type, n_kv, hd, &fixed); },
+                                            1, 3);
+            double sum = 0;
+            for (double u : part_us) sum += u;
+            printf("BENCH attention case=%s us=%.1f decode_us=%.1f prefill_us=%.1f ratio=%.2f fixed_tiles_us=%.1f\n",
+                   cs.bench, us, part_us[0], part_us.size() > 1 ? part_us[1] : 0.0, us / sum, fixed_us);
         }
         sync_launches = 1;
         CUDA_CHECK(cudaEventDestroy(e0));
         CUDA_CHECK(cudaEventDestroy(e1));
-        printf("BENCH attention case=%s us=%.1f exact_us=%.1f\n", cs.bench, us[0], us[1]);
     }
     void *bufs[] = {dk, dv, dk_exp, dv_exp, dk_sink, dv_sink, dq, dout, dseq, dpos, doff, dblk};
     for (void *p : bufs) CUDA_CHECK(cudaFree(p));
@@ -459,6 +514,48 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* A busy daemon's mixed step on the prefill path: sequence 0 a 300-token chunk at positions
+     * 700..999 (tiles of 64, 64, 64, 64, 44; its first block has FP8's sink), 16 decode tokens
+     * of 200..2047 cached positions, a 2-token piece at 40..41, a 65-token first chunk (a tile of
+     * 64, then a one-token tile that joins the next run), 16 more decode tokens: runs of
+     * one-token tiles at tokens 300..315 and 382..398 on the decode kernels. F16 and FP8, head_dim
+     * 64 and 128; then F16 with the decode path off (the runs on the exact kernel, split) and
+     * FP8 without host arrays (the fixed 64-token tiles, their seams token by token). */
+    if (!time_only) {
+        std::vector<int> mixed_len = {1000};
+        std::vector<std::pair<int, int>> mixed;
+        for (int p = 700; p < 1000; p++) mixed.push_back({0, p});
+        auto add_decode = [&](int n) {
+            for (int i = 0; i < n; i++) {
+                const int s = (int)mixed_len.size(), len = 200 + (int)(rng() % 1848);
+                mixed_len.push_back(len);
+                mixed.push_back({s, len - 1});
+            }
+        };
+        add_decode(16);
+        mixed_len.push_back(42);
+        mixed.push_back({17, 40});
+        mixed.push_back({17, 41});
+        mixed_len.push_back(65);
+        for (int p = 0; p < 65; p++) mixed.push_back({18, p});
+        add_decode(16);
+        snprintf(batch, sizeof batch, "mixed step of %d tokens", (int)mixed.size());
+        for (int ti = 0; ti < 2; ti++)
+            for (int hd : {64, 128}) {
+                struct att_case cs = {"", NULL, cache_types[ti].type, hd, 8, 0, 4, 0, 2, 16, n_sm, mixed_len, mixed};
+                name_case(cs, cache_types[ti].name, batch, "per-sequence tiles, one-token ones on the decode kernels");
+                cases.push_back(cs);
+            }
+        struct att_case off = {"", NULL, DT_F16, 128, 8, 0, 4, 0, 2, 16, n_sm, mixed_len, mixed};
+        off.no_decode = 1;
+        name_case(off, "f16", batch, "decode path off: one-token tiles on the exact kernel");
+        cases.push_back(off);
+        struct att_case fixed = {"", NULL, DT_F8_E4M3, 64, 8, 0, 4, 0, 2, 16, n_sm, mixed_len, mixed};
+        fixed.no_host = 1;
+        name_case(fixed, "fp8", batch, "no host arrays: fixed 64-token tiles, seams token by token");
+        cases.push_back(fixed);
+    }
+
     /* The benchmark cases: one layer of Llama-3-8B (32 query heads, 8 KV heads of 128) and a
      * variant with 64 query heads; 64 x 512, 1 x 512 and 8 x 4096 cached positions. */
     const std::vector<int> len64(64, 512), len8(8, 4096);
@@ -482,6 +579,25 @@ int main(int argc, char **argv) {
             name_case(bench[i], tn, batches[i], "benchmark case");
             cases.push_back(bench[i]);
         }
+    }
+    /* The mixed step at Llama-3-8B's shape (issue 10): 32 decode tokens at 8K cached positions
+     * and a 512-token chunk at 8192..8703, F16; timed beside its decode tokens and its chunk as
+     * steps of their own. Its outputs checked for every 32nd token (the reference in double
+     * is seconds per thousand tokens here). With --time only: its cache (1.1 GB of F16, 4.4 GB
+     * as floats on the host) takes seconds to fill. */
+    if (time_only) {
+        std::vector<int> len(32, 8192);
+        std::vector<std::pair<int, int>> tok;
+        std::vector<int> dec, pre;
+        for (int s = 0; s < 32; s++) dec.push_back((int)tok.size()), tok.push_back({s, 8191});
+        len.push_back(8704);
+        for (int p = 8192; p < 8704; p++) pre.push_back((int)tok.size()), tok.push_back({32, p});
+        struct att_case cs = {"", "f16_mixed_32x8192_512at8192_g4", DT_F16, 128, 32, 0, 4, 0, 8, 16, n_sm, len, tok};
+        cs.ref_every = 32;
+        cs.parts = {dec, pre};
+        name_case(cs, "f16", "32 decode tokens at 8192 positions and a 512-token chunk at 8192..8703",
+                  "benchmark case, every 32nd token checked");
+        cases.push_back(cs);
     }
 
     for (const struct att_case &cs : cases) run_case(&c, cs, time_only && cs.bench);
