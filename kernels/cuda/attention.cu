@@ -1050,6 +1050,14 @@ static int decode_on(void) {
     return cuda_env_flag("TPD_ATTN_DECODE", &v);
 }
 
+/* TPD_ATTN_TILES=1 turns the planned tiles on (attend_tiles): off by default until a GPU run
+ * has checked them (tests/gpu/run turns them on; without them, the fixed 64-token tiles that
+ * passed on an H200, seams token by token). */
+static int tiles_on(void) {
+    static int v = -1;
+    return cuda_env_flag("TPD_ATTN_TILES", &v);
+}
+
 /* The prefill path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache over the tiles tl
  * (tl.n == 0: the step's tokens 64 at a time, seams token by token). */
 template <typename KT>
@@ -1214,7 +1222,7 @@ void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q,
                          (const __half *)kv->k_sink, (const __half *)kv->v_sink, fp8 ? kv->sink_blocks : 0,
                          fp8 && kv->k_sink ? kv->sink_rows : 0, 0};
     if (T > 64 && kv_type != DT_F32 && hd % 16 == 0 && hd <= FA_MAX_HD && !exact_only()) {
-        if (b->host_seq_of && b->host_pos) {
+        if (b->host_seq_of && b->host_pos && tiles_on()) {
             if (fp8)
                 attend_tiles<uint8_t>(c, a, kv, kv_type, b);
             else

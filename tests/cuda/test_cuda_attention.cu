@@ -68,11 +68,13 @@ void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int
     if (e != cudaSuccess) fatal_exit(file, line, "%s: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-/* The switches the kernels read: TPD_ATTN_DECODE as decode_path says (on but in one case) and
- * TPD_ATTN_EXACT off (see main); read at every call, as decode_on() calls this each time. */
+/* The switches the kernels read: TPD_ATTN_DECODE as decode_path says (on but in one case),
+ * TPD_ATTN_TILES on (the planned prefill tiles; the case without host arrays takes the fixed
+ * tiles) and TPD_ATTN_EXACT off (see main); read at every call, as decode_on() calls this
+ * each time. */
 static int decode_path = 1;
 int cuda_env_flag(const char *name, int *cache) {
-    return *cache = !strcmp(name, "TPD_ATTN_DECODE") && decode_path;
+    return *cache = (!strcmp(name, "TPD_ATTN_DECODE") && decode_path) || !strcmp(name, "TPD_ATTN_TILES");
 }
 
 void *cuda_ws(struct cuda_ctx *c, size_t bytes) {
