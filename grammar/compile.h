@@ -1,0 +1,34 @@
+/* A compiled grammar (grammar.h's struct grammar): the flattened grammar, its need tables
+ * costed over one vocabulary's tokens, and its cache of per-stack masks. compile.c builds
+ * it from any front end's text and keeps the vocabulary's LRU of compiled grammars. Immutable
+ * once compiled, but for the cache (mask_cache.h) and the reference count: any thread. */
+#ifndef TPD_GRAMMAR_COMPILE_H
+#define TPD_GRAMMAR_COMPILE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gram_ir.h"
+#include "grammar.h"
+#include "mask_cache.h"
+
+struct grammar {
+    atomic_int refs;
+    struct grammar_vocab *v;
+    struct gram g;
+    enum grammar_kind kind;
+    char *text;
+    size_t len;
+    uint64_t hash;
+    struct mask_cache cache;
+};
+
+/* FNV-1a over p[0..n), from h: the keys of the grammar LRU and of the mask cache. */
+static inline uint64_t gram_hash_bytes(const void *p, size_t n, uint64_t h) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+#endif

@@ -1,0 +1,58 @@
+/* Internal to the matcher (matcher.c) and its budget-aware closer (closer.c), the two halves
+ * of grammar.h's grammar_matcher: the matcher's state, the check of one token against a
+ * full stack that both use, and the masking of a logits row. One thread at a time. */
+#ifndef TPD_GRAMMAR_MATCHER_INTERNAL_H
+#define TPD_GRAMMAR_MATCHER_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "compile.h"
+#include "stackset.h"
+#include "vocab.h"
+
+#define GRAM_HISTORY 64
+
+struct grammar_matcher {
+    struct grammar *g;
+    struct sset cur;
+    int ended;
+    struct sset hist[GRAM_HISTORY]; /* states before the last accepted tokens (a ring) */
+    int hist_ended[GRAM_HISTORY];
+    int h_head, h_n;
+    struct sset a, b, one; /* scratch */
+    int32_t *clr;          /* scratch of grammar_matcher_mask_budget */
+    int n_clr, cap_clr;
+    uint64_t *plain; /* the mask without a budget, (n_vocab + 63) / 64 words: mask_budget leaves it there when it returns 1 (apply_budget reads it) */
+};
+
+/* Whether token id may follow the full stack stk[0..len) (a cache key cut from it leaves
+ * the token uncertain), and if so *need: the need of the state it leads to. Uses m's scratch. */
+int matcher_token_need(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id, uint32_t *need);
+
+/* Writes -inf into logits[id] for every token not in mask (n = the logits row's length).
+ * restrict (the mask is never the logits row) and inline (here, so that both apply
+ * functions inline it): without them the compiler must assume a store to logits may change
+ * mask words, and this loop took 16 -> 22 us on a 128k row (bench/bench_grammar.py's
+ * apply, 2026-11-26) */
+static inline void apply_mask(const struct grammar_matcher *m, const uint64_t *restrict mask, float *restrict logits,
+                              int n) {
+    int nv = n < m->g->v->n ? n : m->g->v->n;
+    int full = nv / 64;
+    for (int w = 0; w < full; w++) { /* whole words: the common all-out and all-in ones cost little */
+        uint64_t bits = mask[w];
+        float *p = logits + (size_t)w * 64;
+        if (bits == ~0ull) continue;
+        if (bits == 0) {
+            for (int k = 0; k < 64; k++) p[k] = -INFINITY;
+            continue;
+        }
+        for (int k = 0; k < 64; k++)
+            if (!((bits >> k) & 1)) p[k] = -INFINITY;
+    }
+    for (int i = full * 64; i < nv; i++)
+        if (!((mask[i >> 6] >> (i & 63)) & 1)) logits[i] = -INFINITY;
+    for (int i = nv; i < n; i++) logits[i] = -INFINITY; /* padding rows past the tokenizer's vocabulary */
+}
+
+#endif
