@@ -424,6 +424,13 @@ int comm_all_ok(struct comm *c, int ok) {
     return all;
 }
 
+int comm_min_int(struct comm *c, int v) {
+    if (c->size == 1) return v;
+    int all = v;
+    MPI_CHECK(MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    return all;
+}
+
 int comm_agree(struct comm *c, int ok, char *err, const char *what) {
     if (comm_all_ok(c, ok)) return 1;
     if (ok) err_set(err, "another rank failed to set up %s", what);

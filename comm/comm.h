@@ -108,6 +108,8 @@ void comm_gatherv(struct comm *c, const float *send, int count, float *out, cons
                   const int *displs);
 /* Collective over the world: 1 if ok is non-zero on every rank. Lets ranks fail together at startup. */
 int comm_all_ok(struct comm *c, int ok);
+/* Collective: the smallest v of all ranks. */
+int comm_min_int(struct comm *c, int v);
 /* Collective: comm_all_ok, and where another rank failed and this one did not, err says
  * "another rank failed to set up <what>" so every rank can tell why. */
 int comm_agree(struct comm *c, int ok, char *err, const char *what);

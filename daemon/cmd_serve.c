@@ -132,10 +132,13 @@ static int set_chat_template(struct api_ctx *api, const struct config *cfg, char
     return 0;
 }
 
-/* scheduler.sample_threads, 0 resolved: the cores rank 0 may use, at most 8 (a step's
- * whole-row draws are a few ms at most; more threads only cost their wake-ups). */
-static int sample_threads(const struct config *cfg) {
+/* scheduler.sample_threads, 0 resolved: with a GPU backend the cores rank 0 may use, at most
+ * 8 (a step's whole-row draws are a few ms at most; more threads only cost their wake-ups);
+ * with the CPU backend one (a row's draw is ~1/1000 of a step there, and idle sampling
+ * threads spinning would take cores from the backend's own pool). */
+static int sample_threads(const struct config *cfg, const struct engine_info *info) {
     if (cfg->sample_threads > 0) return (int)cfg->sample_threads;
+    if (!info->gpu) return 1;
     cpu_set_t set;
     int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 8 ? 8 : n;
@@ -157,7 +160,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
                             .step_tokens = (int)cfg->step_tokens, .eog_ids = tok->eog, .n_eog = (int)tok->n_eog,
                             .step_timeout_s = cfg->step_timeout_s, .step_time_s = cfg->step_time_s,
                             .max_share = cfg->max_share, .prefix_caching = cfg->prefix_caching,
-                            .logit_cands = cfg->logit_candidates, .sample_threads = sample_threads(cfg),
+                            .logit_cands = cfg->logit_candidates, .sample_threads = sample_threads(cfg, engine_info(e)),
                             .micro_batches = (int)cfg->micro_batches};
     if (spec_setup(cfg, e, &so.spec, err)) {
         fprintf(stderr, "tpd serve: %s\n", err);

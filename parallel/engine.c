@@ -109,6 +109,9 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         shard_split(hp->vocab_size, c->tp, r, &v0, &nv);
         if (nv / 2 < max_cands) max_cands = nv / 2;
     }
+    /* every rank must have the op (a CUDA rank has it only with TPD_TOP_CANDS=1 in its own
+     * environment): a plan asking for candidates runs on all of them */
+    max_cands = comm_min_int(c, max_cands);
     e->info = (struct engine_info){.vocab = hp->vocab_size, .max_cands = max_cands, .eos_id = hp->eos_id, .block_size = o->block_size,
                                    .n_blocks = o->n_blocks, .sink_blocks = e->kv.sink_blocks, .max_ctx = max_ctx,
                                    .tp = c->tp, .pp = c->pp,

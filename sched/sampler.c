@@ -302,15 +302,20 @@ static void heap_down(struct logit_cand *h, int n, int i) {
     h[i] = x;
 }
 
-/* The k best of x[0, n) into out[0, k) (unordered). One read of the row: nearly every entry
- * loses its first comparison with the current k-th, so this beats a quickselect for the
- * top_k and top_logprobs sizes people use. Returns min(k, n). */
+/* The k best of x[0, n) into out[0, k) (unordered), NaN never. One read of the row: nearly
+ * every entry loses its first comparison with the current k-th, so this beats a quickselect
+ * for the top_k and top_logprobs sizes people use. Returns how many: k, or fewer when the
+ * row has fewer entries that are not NaN. */
 static int top_heap(const float *x, int n, int k, struct logit_cand *out) {
-    if (k > n) k = n;
-    for (int i = 0; i < k; i++) out[i] = (struct logit_cand){x[i], i};
-    for (int i = k / 2 - 1; i >= 0; i--) heap_down(out, k, i);
+    /* the first k entries that are not NaN (NaN's key is the largest: it would hold a slot;
+     * util/logit_cand.h's candidates never list it either) */
+    int m = 0, i = 0;
+    for (; i < n && m < k; i++)
+        if (x[i] == x[i]) out[m++] = (struct logit_cand){x[i], i};
+    k = m;
+    if (k == 0) return 0;
+    for (int j = k / 2 - 1; j >= 0; j--) heap_down(out, k, j);
     v4f worst = v4_splat(out[0].v);
-    int i = k;
     while (i < n) {
         /* eight at a time past the ones that cannot enter */
         if (i + 8 <= n) {

@@ -26,6 +26,8 @@
  *     top_p: keep the smallest set, best first, whose mass reaches top_p (mass taken after
  *     top_k and min_p, as vLLM does);
  *     then one uniform draw from the renormalised rest.
+ * With top_k the kept tokens are listed best first for the draw (since 2026-11-26: before,
+ * in heap order, so a seed gave other tokens with top_k than it gives now).
  * min_p and top_k commute (min_p compares ratios to the best token, which top_k keeps), so
  * the order between them is immaterial; top_p comes last. The generator is xoshiro256**
  * seeded through splitmix64 from sp->seed; every sampler_next call takes exactly one draw,

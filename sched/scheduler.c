@@ -74,7 +74,6 @@ struct scheduler {
     int rows_per_seq; /* logits rows one sequence may get: 1 + spec.k */
     int max_cands;    /* > 0: light steps ask for this many logit candidates a row (o.logit_cands) */
     struct threadpool *sample_pool; /* whole-row sampling of a step's sequences in parallel; NULL: one thread */
-    struct seq **pre_jobs;          /* [max_running] presample_all's work list */
     struct presample_run { struct seq **jobs; float **rows; int n; atomic_int next; } pre;
     struct draft_job *jobs;
     struct spec_stats spec_st, spec_pub; /* pub: under mu */

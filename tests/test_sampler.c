@@ -595,7 +595,8 @@ static void test_cands_same_tokens(void **state) {
         struct sampler *full = sampler_new(&ps[i], V, NULL, 0), *light = sampler_new(&ps[i], V, NULL, 0);
         assert_true(sampler_light(light, K));
         for (int t = 0; t < STEPS; t++) {
-            tricky_row(row, V, t % 3 == 2 ? 1 : 0); /* every third row: four levels, ties everywhere */
+            /* every third row: four levels, ties everywhere; every seventh: NaN and infinities */
+            tricky_row(row, V, t % 7 == 6 ? 3 : t % 3 == 2 ? 1 : 0);
             logit_cands_select(c, row, V, 0, K);
             struct token_event ea, eb;
             int32_t a, b;
