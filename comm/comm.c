@@ -116,8 +116,33 @@ void comm_allreduce_sum(struct comm *c, float *buf, size_t n) {
  * one sequence at a time), and a near-tie could flip a greedy token. (Two operands sum the
  * same in either order, so tp 2 keeps MPI_Allreduce.) Each rank sums one slice: every rank's
  * part of it arrives (alltoallv), is added in rank order, and the slices are gathered. */
+static float *scratch(struct comm *c, size_t n) {
+    if (n > c->scratch_n) {
+        free(c->scratch);
+        c->scratch = xmalloc(n * sizeof(float));
+        c->scratch_n = n;
+    }
+    return c->scratch;
+}
+
+/* Up to this many floats from all ranks together, every rank gathers every rank's whole
+ * buffer and sums it itself (one collective: a decode step's messages are a few KB, where
+ * latency counts), in the same rank order as the sliced path, so an element's sum is the
+ * same whichever path its message took. */
+#define ORDERED_GATHER_MAX (64 * 1024)
+
 static void allreduce_ordered(struct comm *c, MPI_Comm g, float *buf, int n) {
     const int tp = c->tp, me = c->tp_rank;
+    if ((size_t)n * (size_t)tp <= ORDERED_GATHER_MAX) {
+        float *all = scratch(c, (size_t)n * (size_t)tp);
+        MPI_CHECK(MPI_Allgather(buf, n, MPI_FLOAT, all, n, MPI_FLOAT, g));
+        for (int i = 0; i < n; i++) {
+            float x = all[i];
+            for (int r = 1; r < tp; r++) x += all[(size_t)r * n + i];
+            buf[i] = x;
+        }
+        return;
+    }
     int counts[tp], displs[tp], mine[tp], at[tp];
     for (int r = 0; r < tp; r++) {
         displs[r] = (int)((int64_t)n * r / tp);
@@ -128,13 +153,7 @@ static void allreduce_ordered(struct comm *c, MPI_Comm g, float *buf, int n) {
         mine[r] = len;
         at[r] = r * len;
     }
-    size_t need = (size_t)tp * (size_t)(len > 0 ? len : 1);
-    if (need > c->scratch_n) {
-        free(c->scratch);
-        c->scratch = xmalloc(need * sizeof(float));
-        c->scratch_n = need;
-    }
-    float *parts = c->scratch;
+    float *parts = scratch(c, (size_t)tp * (size_t)(len > 0 ? len : 1));
     MPI_CHECK(MPI_Alltoallv(buf, counts, displs, MPI_FLOAT, parts, mine, at, MPI_FLOAT, g));
     float *out = buf + displs[me];
     for (int i = 0; i < len; i++) {

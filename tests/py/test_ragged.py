@@ -69,6 +69,8 @@ def test_batched_bit_identical(tpd, tp):
     in one step against each sequence alone; at tp 3 MPI_Allreduce's own summation order
     changed with the message size and this failed before comm_allreduce_host summed ranks in
     a fixed order (comm/comm.c)."""
+    # batched, the step's all-reduces are large (the sliced path at tp > 2); alone, the small
+    # ones take the gather path: the two must sum in the same order too
     name = "qwen2-gguf-q8_0"
     seqs = refs.random_seqs(name, [5, 200] + [100] * 8, seed=44)
     vocab = refs.load(name).config["vocab_size"]
