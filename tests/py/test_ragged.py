@@ -62,7 +62,7 @@ def test_chunked_prefill_equals_whole(tpd, name, tp):
     assert err <= SAME_TOL, f"chunked vs whole: rel err {err:.3e}"
 
 
-@pytest.mark.parametrize("tp", [2, 3, 4])
+@pytest.mark.parametrize("tp", [1, 2, 3, 4])
 def test_batched_bit_identical(tpd, tp):
     """Bit for bit, at any tp: a token's logits do not depend on how many tokens shared its
     step (what makes concurrent greedy requests give the text they give alone). 1,005 tokens
