@@ -33,6 +33,7 @@ struct seq {
     double t_last;
     int in_step; /* tokens fed this step (the last token and spec.n_draft drafts when decoding) */
     int mb;      /* the micro-batch it is in flight in (see sched_step); 0: none */
+    int row0;    /* its first logits row in that micro-batch's plan */
     int closed;  /* the grammar's closer took out the first choice at some step: finish is "length" */
     struct spec_seq spec;
     /* sampled ahead on the sampling threads (presample_all), emitted in order by sample_all */
@@ -718,18 +719,22 @@ static void build_plan(struct scheduler *s) {
             budget -= n;
             units -= step_units(s, q->n_cached, n);
         }
-    /* preemption may have removed sequences already given tokens; build from survivors */
-    for (int i = 0; i < s->n_running; i++) {
-        struct seq *q = s->running[i];
-        if (!q->in_step) q->spec.n_draft = 0;
-        if (!q->in_step || q->mb) continue;
-        const int row0 = p->n_out;
-        plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, q->spec.n_draft > 0);
-        if (seq_light(s, q)) {
-            for (int r = row0; r < p->n_out; r++) p->out_full[r] = 0;
-            p->n_cands = s->max_cands; /* some row is light */
+    /* preemption may have removed sequences already given tokens; build from survivors:
+     * those whose rows come back whole first, then the light ones, so that the whole rows are
+     * one block at the front (one download each rank: forward.c gather_cands) */
+    for (int i = 0; i < s->n_running; i++)
+        if (!s->running[i]->in_step) s->running[i]->spec.n_draft = 0;
+    for (int light = 0; light < 2; light++)
+        for (int i = 0; i < s->n_running; i++) {
+            struct seq *q = s->running[i];
+            if (!q->in_step || q->mb || seq_light(s, q) != light) continue;
+            q->row0 = p->n_out;
+            plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, q->spec.n_draft > 0);
+            if (light) {
+                for (int r = q->row0; r < p->n_out; r++) p->out_full[r] = 0;
+                p->n_cands = s->max_cands;
+            }
         }
-    }
 }
 
 static int is_eog(const struct scheduler *s, int32_t tok) {
@@ -786,12 +791,10 @@ static void presample_all(struct scheduler *s, int mb, float *logits, int k) {
     if (!s->sample_pool) return;
     struct presample_run *r = &s->pre;
     r->n = 0;
-    int row = 0;
     for (int i = 0; i < s->n_running; i++) {
         struct seq *q = s->running[i];
         if (!q->in_step || q->mb != mb) continue;
-        const int n_draft = q->spec.n_draft, at = row;
-        row += 1 + n_draft;
+        const int n_draft = q->spec.n_draft, at = q->row0;
         if (n_draft > 0 || q->req->grammar || q->req->max_tokens == 0 || (k > 0 && seq_light(s, q))) continue;
         if (q->n_cached + q->in_step < q->n_tokens) continue; /* mid-prompt chunk */
         r->jobs[r->n] = q;
@@ -806,7 +809,6 @@ static void presample_all(struct scheduler *s, int mb, float *logits, int k) {
  * k best candidates, seq_light): every sequence of it whose fed tokens reached its last
  * known token samples (verifying its drafts first, when it had some). */
 static void sample_all(struct scheduler *s, int mb, float *logits, int k) {
-    int row = 0;
     presample_all(s, mb, logits, k);
     double now = clock_now();
     for (int i = 0; i < s->n_running;) {
@@ -826,8 +828,7 @@ static void sample_all(struct scheduler *s, int mb, float *logits, int k) {
         q->mb = 0;
         q->spec.n_draft = 0;
         seq_commit_blocks(s, q);
-        float *lg = logits + (size_t)row * (size_t)s->vocab;
-        row += 1 + n_draft;
+        float *lg = logits + (size_t)q->row0 * (size_t)s->vocab;
         if (q->n_cached < q->n_tokens) { /* mid-prompt chunk */
             i++;
             continue;
