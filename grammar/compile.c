@@ -6,7 +6,7 @@
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/sbuf.h"
-#include "compile.h"
+#include "compiled.h"
 #include "vocab.h"
 
 void grammar_ref(struct grammar *g) { atomic_fetch_add(&g->refs, 1); }

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "../util/fatal.h"
-#include "compile.h"
+#include "compiled.h"
 #include "mask_cache.h"
 #include "stackset.h"
 #include "vocab.h"

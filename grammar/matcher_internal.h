@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "compile.h"
+#include "compiled.h"
 #include "stackset.h"
 #include "vocab.h"
 

@@ -1,9 +1,11 @@
 /* A compiled grammar (grammar.h's struct grammar): the flattened grammar, its need tables
  * costed over one vocabulary's tokens, and its cache of per-stack masks. compile.c builds
- * it from any front end's text and keeps the vocabulary's LRU of compiled grammars. Immutable
- * once compiled, but for the cache (mask_cache.h) and the reference count: any thread. */
-#ifndef TPD_GRAMMAR_COMPILE_H
-#define TPD_GRAMMAR_COMPILE_H
+ * it from any front end's text and keeps the vocabulary's LRU of compiled grammars;
+ * mask_cache.c fills its cache. Only the layout lives here (no .c of its own), so that those
+ * two depend on it and not on each other both ways. Immutable once compiled, but for the
+ * cache (mask_cache.h) and the reference count: any thread. */
+#ifndef TPD_GRAMMAR_COMPILED_H
+#define TPD_GRAMMAR_COMPILED_H
 
 #include <stdatomic.h>
 #include <stddef.h>
