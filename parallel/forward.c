@@ -228,31 +228,32 @@ static void forward_layers(void *arg) {
 /* Steps of at most this many tokens run as graphs (forward). */
 enum { FORWARD_GRAPH_MAX_T = 16 };
 
-/* The last stage with plan->n_cands = k: each rank's k best entries of every row of its
- * vocabulary shard (backend top_cands), and the whole shard of the rows marked out_full,
- * gathered on the stage's TP rank 0, which merges the candidate lists into their rows'
- * first k entries and puts the whole rows together (then sends them on to rank 0 as whole
- * rows are). A light row costs k pairs per rank instead of the vocabulary's floats. */
-static void gather_cands(struct model *m, struct forward_state *fs, const struct step_plan *p, struct comm *c,
-                         float *out) {
+/* The last stage's logits to its TP rank 0, which puts them together in out (then sends them
+ * on to rank 0 when that is another stage). Each rank sends the whole shard of every row
+ * that comes back whole (plan_row_whole: all of them when plan->n_cands is 0) and, with
+ * plan->n_cands = k, its k best entries of every row (backend top_cands), which rank 0 merges
+ * into the light rows' first k entries: a light row costs k pairs per rank instead of the
+ * vocabulary's floats. */
+static void gather_logits(struct model *m, struct forward_state *fs, const struct step_plan *p, struct comm *c,
+                          float *out) {
     struct backend *be = m->be;
     const struct shard_plan *sp = &m->sp;
     const int k = p->n_cands, n_out = p->n_out, nv = sp->n_vocab, vocab = m->hp.vocab_size;
     if (k > LOGIT_CANDS_MAX || 2 * k > nv) /* engine_info's max_cands keeps within both */
         FATAL("step plan asks for %d logit candidates (at most %d here)", k, nv / 2 < LOGIT_CANDS_MAX ? nv / 2 : LOGIT_CANDS_MAX);
-    be->top_cands(be->ctx, fs->cands_local, fs->logits_local, n_out, nv, nv, sp->vocab0, k);
+    if (k > 0) be->top_cands(be->ctx, fs->cands_local, fs->logits_local, n_out, nv, nv, sp->vocab0, k);
     be->sync(be->ctx);
     /* host_local: every row's k pairs (two floats each), then the whole rows, in row order */
     const size_t pairs = (size_t)n_out * k * 2;
-    be->download(be->ctx, fs->host_local, fs->cands_local, pairs * sizeof(float));
+    if (k > 0) be->download(be->ctx, fs->host_local, fs->cands_local, pairs * sizeof(float));
     int n_full = 0;
     for (int i = 0; i < n_out;) { /* runs of adjacent whole rows in one download each */
-        if (!p->out_full[i]) {
+        if (!plan_row_whole(p, i)) {
             i++;
             continue;
         }
         int j = i;
-        while (j < n_out && p->out_full[j]) j++;
+        while (j < n_out && plan_row_whole(p, j)) j++;
         be->download(be->ctx, fs->host_local + pairs + (size_t)n_full * nv, fs->logits_local + (size_t)i * nv,
                      (size_t)(j - i) * nv * sizeof(float));
         n_full += j - i;
@@ -269,7 +270,7 @@ static void gather_cands(struct model *m, struct forward_state *fs, const struct
     if (c->tp_rank != 0 || !out) return;
     for (int i = 0, f = 0; i < n_out; i++) {
         float *row = out + (size_t)i * vocab;
-        if (!p->out_full[i]) { /* rank r's list for row i: at displs[r] (in floats), k pairs a row */
+        if (!plan_row_whole(p, i)) { /* rank r's list for row i: at displs[r] (in floats), k pairs a row */
             const struct logit_cand *lists[c->tp];
             for (int r = 0; r < c->tp; r++)
                 lists[r] = (const struct logit_cand *)(fs->host_gather + displs[r]) + (size_t)i * k;
@@ -280,7 +281,7 @@ static void gather_cands(struct model *m, struct forward_state *fs, const struct
             memcpy(row + v0[r], fs->host_gather + displs[r] + pairs + (size_t)f * nvr[r], sizeof(float) * (size_t)nvr[r]);
         f++;
     }
-    if (sp->pp > 1) /* light rows shrink to their candidates on the way (engine_collect unpacks) */
+    if (sp->pp > 1) /* back to rank 0, which runs the scheduler; light rows shrink to their candidates on the way */
         fs->logits_send = comm_isend_floats(c, out, plan_rows_pack(p, out, vocab), 0, COMM_TAG_LOGITS);
 }
 
@@ -295,7 +296,6 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
              struct comm *c, float *logits) {
     struct backend *be = m->be;
     void *bc = be->ctx;
-    const struct model_hparams *hp = &m->hp;
     const struct shard_plan *sp = &m->sp;
     const int pp = sp->pp;
     forward_state_settle(fs, c); /* forward_prepare may move host_logits */
@@ -307,34 +307,5 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
     const int graphable = be->graph_run && c->tp == 1 && pp == 1 && p->n_tokens <= FORWARD_GRAPH_MAX_T;
     if (!graphable || !be->graph_run(bc, graph_key(p), forward_layers, &a)) forward_layers(&a);
     if (!sp->last) return;
-    if (p->n_cands > 0) {
-        gather_cands(m, fs, p, c, pp > 1 ? fs->host_logits : logits);
-        return;
-    }
-    be->sync(bc);
-
-    // gather the vocab shards on the stage's TP rank 0: rank-major, then transposed into token-major rows
-    size_t local = (size_t)p->n_out * sp->n_vocab;
-    be->download(bc, fs->host_local, fs->logits_local, local * sizeof(float));
-    int counts[c->tp], displs[c->tp];
-    for (int r = 0, at = 0; r < c->tp; r++) {
-        int v0, nv;
-        shard_split(hp->vocab_size, c->tp, r, &v0, &nv);
-        counts[r] = p->n_out * nv;
-        displs[r] = at;
-        at += counts[r];
-    }
-    comm_gatherv(c, fs->host_local, (int)local, fs->host_gather, counts, displs);
-    float *out = pp > 1 ? fs->host_logits : logits;
-    if (c->tp_rank == 0 && out) {
-        for (int r = 0; r < c->tp; r++) {
-            int v0, nv;
-            shard_split(hp->vocab_size, c->tp, r, &v0, &nv);
-            const float *src = fs->host_gather + displs[r];
-            for (int i = 0; i < p->n_out; i++)
-                memcpy(out + (size_t)i * hp->vocab_size + v0, src + (size_t)i * nv, sizeof(float) * (size_t)nv);
-        }
-        if (pp > 1) // back to rank 0, which runs the scheduler; the next step waits for it first
-            fs->logits_send = comm_isend_floats(c, out, (size_t)p->n_out * hp->vocab_size, 0, COMM_TAG_LOGITS);
-    }
+    gather_logits(m, fs, p, c, pp > 1 ? fs->host_logits : logits);
 }

@@ -162,6 +162,7 @@ static size_t packed_len(const int32_t *full, int n_cands, int i, int vocab) {
 }
 
 size_t plan_rows_pack(const struct step_plan *p, float *rows, int vocab) {
+    if (p->n_cands == 0) return (size_t)p->n_out * vocab; /* every row whole: nothing moves */
     size_t at = 0;
     for (int i = 0; i < p->n_out; i++) { /* row i lands at or before i x vocab: front to back is safe */
         size_t len = packed_len(p->out_full, p->n_cands, i, vocab);

@@ -38,6 +38,8 @@ void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const
  * group, then from each rank to its counterpart (same TP rank) in the next stage, which
  * receives it (waiting idle) and passes it on before its own step. */
 void plan_send(struct comm *c, const struct step_plan *p);
+/* Whether out row i comes back whole (else as its n_cands candidates). */
+static inline int plan_row_whole(const struct step_plan *p, int i) { return p->n_cands == 0 || p->out_full[i]; }
 /* The logits rows of a step (n_out rows of vocab floats) packed in place for the last stage's
  * send to rank 0: each light row (n_cands > 0, out_full[i] == 0) shrinks to its 2 x n_cands
  * floats of candidates, whole rows stay whole; returns the floats now used. plan_rows_unpack
