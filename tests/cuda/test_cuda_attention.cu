@@ -57,16 +57,7 @@ static const double TOLERANCE = 1e-4; /* of the largest |output| of the case */
  * cache the rows scaled by 50 give scores of ~100 and up to 1.2e-2 (Q unrounded: 2e-4). */
 static const double FLASH_TOLERANCE = 5e-3, FLASH_FP8_TOLERANCE = 3e-2;
 
-/* ---- stand-ins for backend_cuda.cu's helpers, without the graph bookkeeping ---- */
-
-/* Outside timing every launch is synchronized, so that a fault names its kernel. */
-static int sync_launches = 1;
-
-void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int line) {
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess && sync_launches) e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess) fatal_exit(file, line, "%s: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
-}
+#include "stand_ins.cuh"
 
 /* The switches the kernels read: TPD_ATTN_DECODE as decode_path says (on but in one case),
  * TPD_ATTN_TILES on (the planned prefill tiles; the case without host arrays takes the fixed
@@ -75,17 +66,6 @@ void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int
 static int decode_path = 1;
 int cuda_env_flag(const char *name, int *cache) {
     return *cache = (!strcmp(name, "TPD_ATTN_DECODE") && decode_path) || !strcmp(name, "TPD_ATTN_TILES");
-}
-
-void *cuda_ws(struct cuda_ctx *c, size_t bytes) {
-    if (bytes <= c->ws_bytes) return c->ws;
-    if (c->ws) {
-        CUDA_CHECK(cudaDeviceSynchronize());
-        CUDA_CHECK(cudaFree(c->ws));
-    }
-    CUDA_CHECK(cudaMalloc(&c->ws, bytes));
-    c->ws_bytes = bytes;
-    return c->ws;
 }
 
 /* The exact path as cuda_attention runs a decode step without TPD_ATTN_DECODE=1 (or with
