@@ -75,7 +75,7 @@ struct scheduler {
     int rows_per_seq; /* logits rows one sequence may get: 1 + spec.k */
     int max_cands;    /* > 0: light steps ask for this many logit candidates a row (o.logit_cands) */
     struct threadpool *sample_pool; /* whole-row sampling of a step's sequences in parallel; NULL: one thread */
-    struct presample_run { struct seq **jobs; float **rows; int n; atomic_int next; } pre;
+    struct presample_run { struct seq **jobs; float *logits; int n, vocab; atomic_int next; } pre;
     struct draft_job *jobs;
     struct spec_stats spec_st, spec_pub; /* pub: under mu */
     struct spec_cost spec_cost;          /* decode step costs for the speculation rule */
@@ -113,7 +113,6 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     if (sample_threads > o->max_running) sample_threads = o->max_running;
     if (sample_threads > 1) s->sample_pool = threadpool_create(sample_threads);
     s->pre.jobs = xcalloc((size_t)o->max_running, sizeof *s->pre.jobs);
-    s->pre.rows = xcalloc((size_t)o->max_running, sizeof *s->pre.rows);
     s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->rows_per_seq * (size_t)s->vocab);
     s->jobs = xcalloc((unsigned long)o->max_running, sizeof *s->jobs);
     /* one micro-batch per pipeline stage keeps every stage busy; with one stage, one */
@@ -150,7 +149,6 @@ void sched_free(struct scheduler *s) {
     free(s->hit_ids);
     free(s->jobs);
     free(s->pre.jobs);
-    free(s->pre.rows);
     threadpool_free(s->sample_pool);
     plan_free(&s->plan);
     block_pool_free(&s->pool);
@@ -721,7 +719,7 @@ static void build_plan(struct scheduler *s) {
         }
     /* preemption may have removed sequences already given tokens; build from survivors:
      * those whose rows come back whole first, then the light ones, so that the whole rows are
-     * one block at the front (one download each rank: forward.c gather_cands) */
+     * one block at the front (one download each rank: forward.c gather_logits) */
     for (int i = 0; i < s->n_running; i++)
         if (!s->running[i]->in_step) s->running[i]->spec.n_draft = 0;
     for (int light = 0; light < 2; light++)
@@ -776,7 +774,7 @@ static void presample_run(void *p, int ith, int nth) {
     struct presample_run *r = p;
     for (int j; (j = atomic_fetch_add(&r->next, 1)) < r->n;) {
         struct seq *q = r->jobs[j];
-        q->pre_tok = sampler_next(q->smp, r->rows[j], &q->pre_ev);
+        q->pre_tok = sampler_next(q->smp, r->logits + (size_t)q->row0 * (size_t)r->vocab, &q->pre_ev);
         q->presampled = 1;
     }
 }
@@ -791,14 +789,14 @@ static void presample_all(struct scheduler *s, int mb, float *logits, int k) {
     if (!s->sample_pool) return;
     struct presample_run *r = &s->pre;
     r->n = 0;
+    r->logits = logits;
+    r->vocab = s->vocab;
     for (int i = 0; i < s->n_running; i++) {
         struct seq *q = s->running[i];
         if (!q->in_step || q->mb != mb) continue;
-        const int n_draft = q->spec.n_draft, at = q->row0;
-        if (n_draft > 0 || q->req->grammar || q->req->max_tokens == 0 || (k > 0 && seq_light(s, q))) continue;
+        if (q->spec.n_draft > 0 || q->req->grammar || q->req->max_tokens == 0 || (k > 0 && seq_light(s, q))) continue;
         if (q->n_cached + q->in_step < q->n_tokens) continue; /* mid-prompt chunk */
-        r->jobs[r->n] = q;
-        r->rows[r->n++] = logits + (size_t)at * (size_t)s->vocab;
+        r->jobs[r->n++] = q;
     }
     if (r->n < 2) return;
     atomic_store(&r->next, 0);
