@@ -436,19 +436,14 @@ void comm_gatherv(struct comm *c, const float *send, int count, float *out, cons
     MPI_CHECK(MPI_Gatherv(send, count, MPI_FLOAT, out, counts, displs, MPI_FLOAT, 0, comm_tp_mpi(c)));
 }
 
-int comm_all_ok(struct comm *c, int ok) {
-    if (c->size == 1) return ok != 0;
-    int in = ok != 0, all = 0;
-    MPI_CHECK(MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    return all;
-}
-
 int comm_min_int(struct comm *c, int v) {
     if (c->size == 1) return v;
     int all = v;
     MPI_CHECK(MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     return all;
 }
+
+int comm_all_ok(struct comm *c, int ok) { return comm_min_int(c, ok != 0); }
 
 int comm_agree(struct comm *c, int ok, char *err, const char *what) {
     if (comm_all_ok(c, ok)) return 1;
