@@ -33,23 +33,35 @@ int cpu_matmul_has_avx2(void) {
     return !atomic_load_explicit(&force_scalar, memory_order_relaxed) && cpu_has_avx2();
 }
 
+/* tests/CMakeLists.txt builds this file a second time, for test_matmul_emu, with
+ * TPD_MM_EMULATED: the AVX-VNNI and AVX-512 tiles are then compiled over an AVX2 emulation of
+ * their instructions (tests/emu/x86_emu.h) and taken on any AVX2 CPU, so that the tiles a CPU
+ * does not have are still run and checked against the AVX2 ones. */
+#ifdef TPD_MM_EMULATED
+#define cpu_has_wide(feature) 1
+#else
+#define cpu_has_wide(feature) __builtin_cpu_supports(feature)
+#endif
+
 static atomic_int no_vnni;
 
 void cpu_matmul_force_no_vnni(int on) { atomic_store_explicit(&no_vnni, on, memory_order_relaxed); }
 
 int cpu_matmul_has_vnni(void) {
     return cpu_matmul_has_avx2() && !atomic_load_explicit(&no_vnni, memory_order_relaxed) &&
-           __builtin_cpu_supports("avxvnni");
+           cpu_has_wide("avxvnni");
 }
 
 static atomic_int no_avx512;
 
 void cpu_matmul_force_no_avx512(int on) { atomic_store_explicit(&no_avx512, on, memory_order_relaxed); }
 
+/* AVX-512 F, BW, VL and VNNI; not AVX-VNNI, which AMD Zen 4 lacks (its tiles use the EVEX
+ * form). cpu_matmul_force_no_vnni turns these tiles off as well. */
 int cpu_matmul_has_avx512(void) {
-    return cpu_matmul_has_vnni() && !atomic_load_explicit(&no_avx512, memory_order_relaxed) &&
-           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vnni");
+    return cpu_matmul_has_avx2() && !atomic_load_explicit(&no_vnni, memory_order_relaxed) &&
+           !atomic_load_explicit(&no_avx512, memory_order_relaxed) && cpu_has_wide("avx512f") &&
+           cpu_has_wide("avx512bw") && cpu_has_wide("avx512vl") && cpu_has_wide("avx512vnni");
 }
 
 /* ---- per-thread scratch ---- */

@@ -40,8 +40,15 @@
 #define MM_ROWS mm_rows_avx2
 #endif
 
-#ifdef TPD_MM_VNNI
-/* sum over each 4-byte group of lo * yl + hi * yh, as int32 lanes */
+#ifdef TPD_MM_AVX512
+/* sum over each 4-byte group of lo * yl + hi * yh, as int32 lanes: the EVEX vpdpbusd of
+ * AVX512-VNNI + VL, which AMD Zen 4 has without AVX-VNNI's VEX form */
+INLINE __m256i dot2_u8s8(__m256i lo, __m256i yl, __m256i hi, __m256i yh, __m256i ones) {
+    (void)ones;
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, yl), hi, yh);
+}
+#elif defined(TPD_MM_VNNI)
+/* the same with AVX-VNNI's VEX vpdpbusd */
 INLINE __m256i dot2_u8s8(__m256i lo, __m256i yl, __m256i hi, __m256i yh, __m256i ones) {
     (void)ones;
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, yl), hi, yh);
