@@ -120,9 +120,58 @@ struct backend {
     void (*destroy)(struct backend *b);
 };
 
+/* The entries of struct backend's op table, in its order, each X(ID, field, flags): the one
+ * op list, from which the op enum and names come. kernels/backend.c checks at compile time
+ * that it and the struct's function pointers agree slot for slot; each backend's table
+ * (kernels/cpu, kernels/cuda) and the profiler check BACKEND_OP_COUNT, so a new op is added
+ * to the struct and here, and then to each of them. */
+#define BACKEND_OPS(X)                                                                     \
+    X(ALLOC, alloc, 0)                                                                     \
+    X(FREE, free, 0)                                                                       \
+    X(UPLOAD, upload, BOP_TIMED)                                                           \
+    X(DOWNLOAD, download, BOP_TIMED)                                                       \
+    X(ALLOC_HOST, alloc_host, 0)                                                           \
+    X(FREE_HOST, free_host, 0)                                                             \
+    X(MATMUL, matmul, BOP_TIMED)                                                           \
+    X(EMBED, embed, BOP_TIMED)                                                             \
+    X(RMSNORM, rmsnorm, BOP_TIMED)                                                         \
+    X(ADD_RMSNORM, add_rmsnorm, BOP_TIMED)                                                 \
+    X(HEAD_RMSNORM, head_rmsnorm, BOP_TIMED)                                               \
+    X(ADD_BIAS, add_bias, BOP_TIMED)                                                       \
+    X(ROPE, rope, BOP_TIMED)                                                               \
+    X(KV_STORE, kv_store, BOP_TIMED)                                                       \
+    X(ATTENTION, attention, BOP_TIMED)                                                     \
+    X(SILU_MUL, silu_mul, BOP_TIMED)                                                       \
+    X(TOP_CANDS, top_cands, BOP_TIMED | BOP_OPTIONAL)                                      \
+    X(GATHER_ROWS, gather_rows, BOP_TIMED)                                                 \
+    X(ZERO, zero, BOP_TIMED)                                                               \
+    X(ADD, add, BOP_TIMED)                                                                 \
+    X(SYNC, sync, 0)                                                                       \
+    X(GRAPH_RUN, graph_run, BOP_OPTIONAL)                                                  \
+    X(DESTROY, destroy, 0)
+
+/* BOP_TIMED: the profiler (kernels/profile.h) times it; BOP_OPTIONAL: NULL where a backend
+ * lacks it (callers check), every other op is in every backend's table (backend_check). */
+enum { BOP_TIMED = 1, BOP_OPTIONAL = 2 };
+
+enum backend_op {
+#define BACKEND_OP_ID(ID, field, flags) BACKEND_OP_##ID,
+    BACKEND_OPS(BACKEND_OP_ID)
+#undef BACKEND_OP_ID
+    BACKEND_OP_COUNT
+};
+
+/* The op's field name ("matmul"), for logs and the profiler. */
+const char *backend_op_name(enum backend_op op);
+int backend_op_flags(enum backend_op op);
+/* Whether b's table has op (non-NULL). */
+int backend_has_op(const struct backend *b, enum backend_op op);
+/* 0 when b's table has every op not BOP_OPTIONAL; else -1 with err naming the first missing. */
+int backend_check(const struct backend *b, char *err);
+
 /* Opens the backend a config names: "cpu", "cuda" (device = local_rank % devices) or
- * "auto" (CUDA when this build has it and a GPU is visible, else CPU). Returns 0, or -1
- * with err. */
+ * "auto" (CUDA when this build has it and a GPU is visible, else CPU), its table checked
+ * (backend_check). Returns 0, or -1 with err. */
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank, char *err);
 void backend_close(struct backend *b);
 

@@ -1,85 +1,77 @@
 #include "profile.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "../util/clock.h"
 
+/* Every op the table has is known here: a new one needs a timed wrapper below when it is
+ * BOP_TIMED (and backend_profile_wrap to set it); then count it here. */
+static_assert(BACKEND_OP_COUNT == 23, "a new backend op: wrap it in the profiler");
+
 enum { T_CLASSES = 4 };
 static const char *const t_class_name[T_CLASSES] = {"T=1", "T=2..8", "T=9..64", "T>64"};
-
-enum prof_op {
-    P_MATMUL,
-    P_ATTENTION = P_MATMUL + T_CLASSES,
-    P_EMBED = P_ATTENTION + T_CLASSES,
-    P_RMSNORM,
-    P_HEAD_RMSNORM,
-    P_ADD_BIAS,
-    P_ROPE,
-    P_KV_STORE,
-    P_SILU_MUL,
-    P_GATHER_ROWS,
-    P_ZERO,
-    P_ADD,
-    P_ADD_RMSNORM,
-    P_TOP_CANDS,
-    P_UPLOAD,
-    P_DOWNLOAD,
-    P_N
-};
-
-static const char *const op_name[P_N - P_EMBED] = {"embed",    "rmsnorm", "head_rmsnorm", "add_bias", "rope",
-                                                   "kv_store", "silu_mul", "gather_rows", "zero",     "add",
-                                                   "add_rmsnorm", "top_cands", "upload", "download"};
+enum { N_ROWS = BACKEND_OP_COUNT * T_CLASSES }; /* report rows: (op, class), class 0 if unsplit */
 
 /* The wrapped backend's own ops and the counts: one profiled backend per process. */
 static struct {
     struct backend inner;
-    double total[P_N];
-    long calls[P_N];
+    double total[N_ROWS];
+    long calls[N_ROWS];
     int registered;
     int computing; /* set by the first compute op: uploads before it (the weights) are not counted */
 } prof;
 
 static int t_class(int T) { return T <= 1 ? 0 : T <= 8 ? 1 : T <= 64 ? 2 : 3; }
 
+/* matmul and attention are timed by tokens per step, which their cost depends on most */
+static int split_by_tokens(int op) {
+    return op == BACKEND_OP_MATMUL || op == BACKEND_OP_ATTENTION;
+}
+
 static double begin(void *ctx) {
     prof.inner.sync(ctx);
     return clock_now();
 }
 
-static void end(void *ctx, int op, double t0) {
+/* op's call with T tokens (T_CLASSES classes for split ops) started at t0 has ended */
+static void end(void *ctx, enum backend_op op, int T, double t0) {
     prof.inner.sync(ctx);
-    if (op != P_UPLOAD && op != P_DOWNLOAD) prof.computing = 1;
-    prof.total[op] += clock_now() - t0;
-    prof.calls[op]++;
+    if (op != BACKEND_OP_UPLOAD && op != BACKEND_OP_DOWNLOAD) prof.computing = 1;
+    int row = op * T_CLASSES + (split_by_tokens(op) ? t_class(T) : 0);
+    prof.total[row] += clock_now() - t0;
+    prof.calls[row]++;
 }
 
-static const char *name_of(int op, char *buf, size_t n) {
-    if (op < P_ATTENTION) snprintf(buf, n, "matmul %s", t_class_name[op - P_MATMUL]);
-    else if (op < P_EMBED) snprintf(buf, n, "attention %s", t_class_name[op - P_ATTENTION]);
-    else snprintf(buf, n, "%s", op_name[op - P_EMBED]);
+static const char *name_of(int row, char *buf, size_t n) {
+    int op = row / T_CLASSES;
+    if (split_by_tokens(op))
+        snprintf(buf, n, "%s %s", backend_op_name(op), t_class_name[row % T_CLASSES]);
+    else
+        snprintf(buf, n, "%s", backend_op_name(op));
     return buf;
 }
 
 static void report(void) {
     double sum = 0;
-    for (int i = 0; i < P_N; i++) sum += prof.total[i];
+    for (int i = 0; i < N_ROWS; i++) sum += prof.total[i];
     if (sum <= 0) return;
-    int order[P_N];
-    for (int i = 0; i < P_N; i++) order[i] = i;
-    for (int i = 1; i < P_N; i++) /* by total time, largest first */
+    int order[N_ROWS];
+    for (int i = 0; i < N_ROWS; i++) order[i] = i;
+    for (int i = 1; i < N_ROWS; i++) /* by total time, largest first */
         for (int j = i; j > 0 && prof.total[order[j]] > prof.total[order[j - 1]]; j--) {
             int t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
     /* a forward pass of the first pipeline stage embeds once: its count is the step count */
-    const double steps = prof.calls[P_EMBED] > 0 ? (double)prof.calls[P_EMBED] : 1.0;
+    const long embeds = prof.calls[BACKEND_OP_EMBED * T_CLASSES];
+    const double steps = embeds > 0 ? (double)embeds : 1.0;
     fprintf(stderr, "ops profile (pid %ld, %s backend, each op synchronized): %.3f s in ops over %.0f steps "
             "(model load not counted)\n", (long)getpid(), prof.inner.name ? prof.inner.name : "?", sum, steps);
-    for (int k = 0; k < P_N; k++) {
+    for (int k = 0; k < N_ROWS; k++) {
         int i = order[k];
         if (!prof.calls[i]) continue;
         char buf[48];
@@ -94,45 +86,45 @@ static void report(void) {
 static void w_matmul(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T, const struct bweight *w) {
     double t0 = begin(ctx);
     prof.inner.matmul(ctx, y, ldy, x, ldx, T, w);
-    end(ctx, P_MATMUL + t_class(T), t0);
+    end(ctx, BACKEND_OP_MATMUL, T, t0);
 }
 
 static void w_embed(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table, int row0) {
     double t0 = begin(ctx);
     prof.inner.embed(ctx, x, tok, T, table, row0);
-    end(ctx, P_EMBED, t0);
+    end(ctx, BACKEND_OP_EMBED, 1, t0);
 }
 
 static void w_rmsnorm(void *ctx, float *y, const float *x, const float *w, int T, int n, float eps) {
     double t0 = begin(ctx);
     prof.inner.rmsnorm(ctx, y, x, w, T, n, eps);
-    end(ctx, P_RMSNORM, t0);
+    end(ctx, BACKEND_OP_RMSNORM, 1, t0);
 }
 
 static void w_head_rmsnorm(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd, const float *w, float eps) {
     double t0 = begin(ctx);
     prof.inner.head_rmsnorm(ctx, x, ld, T, n_heads, hd, w, eps);
-    end(ctx, P_HEAD_RMSNORM, t0);
+    end(ctx, BACKEND_OP_HEAD_RMSNORM, 1, t0);
 }
 
 static void w_add_bias(void *ctx, float *x, int64_t ld, int T, int n, const float *b) {
     double t0 = begin(ctx);
     prof.inner.add_bias(ctx, x, ld, T, n, b);
-    end(ctx, P_ADD_BIAS, t0);
+    end(ctx, BACKEND_OP_ADD_BIAS, 1, t0);
 }
 
 static void w_rope(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd, const int32_t *pos,
                    const float *inv_freq, int neox) {
     double t0 = begin(ctx);
     prof.inner.rope(ctx, x, ld, T, n_heads, hd, pos, inv_freq, neox);
-    end(ctx, P_ROPE, t0);
+    end(ctx, BACKEND_OP_ROPE, 1, t0);
 }
 
 static void w_kv_store(void *ctx, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v, int64_t ld,
                        int n_kv, int hd, const struct attn_batch *b) {
     double t0 = begin(ctx);
     prof.inner.kv_store(ctx, kv, kv_type, k, v, ld, n_kv, hd, b);
-    end(ctx, P_KV_STORE, t0);
+    end(ctx, BACKEND_OP_KV_STORE, 1, t0);
 }
 
 static void w_attention(void *ctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
@@ -140,45 +132,45 @@ static void w_attention(void *ctx, float *out, int64_t ldo, const float *q, int6
                         const struct attn_batch *b) {
     double t0 = begin(ctx);
     prof.inner.attention(ctx, out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv, hd, b);
-    end(ctx, P_ATTENTION + t_class(b->n_tokens), t0);
+    end(ctx, BACKEND_OP_ATTENTION, b->n_tokens, t0);
 }
 
 static void w_silu_mul(void *ctx, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T, int n) {
     double t0 = begin(ctx);
     prof.inner.silu_mul(ctx, out, ldo, g, u, ld, T, n);
-    end(ctx, P_SILU_MUL, t0);
+    end(ctx, BACKEND_OP_SILU_MUL, 1, t0);
 }
 
 static void w_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n) {
     double t0 = begin(ctx);
     prof.inner.gather_rows(ctx, dst, src, idx, n_rows, n);
-    end(ctx, P_GATHER_ROWS, t0);
+    end(ctx, BACKEND_OP_GATHER_ROWS, 1, t0);
 }
 
 static void w_zero(void *ctx, void *p, size_t bytes) {
     double t0 = begin(ctx);
     prof.inner.zero(ctx, p, bytes);
-    end(ctx, P_ZERO, t0);
+    end(ctx, BACKEND_OP_ZERO, 1, t0);
 }
 
 static void w_add(void *ctx, float *x, const float *y, size_t n) {
     double t0 = begin(ctx);
     prof.inner.add(ctx, x, y, n);
-    end(ctx, P_ADD, t0);
+    end(ctx, BACKEND_OP_ADD, 1, t0);
 }
 
 static void w_add_rmsnorm(void *ctx, float *x, const float *y, float *y_norm, const float *w, int T, int n,
                           float eps) {
     double t0 = begin(ctx);
     prof.inner.add_rmsnorm(ctx, x, y, y_norm, w, T, n, eps);
-    end(ctx, P_ADD_RMSNORM, t0);
+    end(ctx, BACKEND_OP_ADD_RMSNORM, 1, t0);
 }
 
 static void w_top_cands(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
                         int32_t id0, int k) {
     double t0 = begin(ctx);
     prof.inner.top_cands(ctx, out, x, n_rows, n_cols, ld, id0, k);
-    end(ctx, P_TOP_CANDS, t0);
+    end(ctx, BACKEND_OP_TOP_CANDS, 1, t0);
 }
 
 static void w_upload(void *ctx, void *dst, const void *src, size_t bytes) {
@@ -188,13 +180,13 @@ static void w_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     }
     double t0 = begin(ctx);
     prof.inner.upload(ctx, dst, src, bytes);
-    end(ctx, P_UPLOAD, t0);
+    end(ctx, BACKEND_OP_UPLOAD, 1, t0);
 }
 
 static void w_download(void *ctx, void *dst, const void *src, size_t bytes) {
     double t0 = begin(ctx);
     prof.inner.download(ctx, dst, src, bytes);
-    end(ctx, P_DOWNLOAD, t0);
+    end(ctx, BACKEND_OP_DOWNLOAD, 1, t0);
 }
 
 void backend_profile_wrap(struct backend *b) {

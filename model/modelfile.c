@@ -17,6 +17,7 @@
 #include "gguf.h"
 #include "hfconfig.h"
 #include "safetensors.h"
+#include "tensors.h"
 
 #define MF_MAX_INDEX_BYTES (64u << 20)
 #define MF_MAX_FILES 4096
@@ -201,54 +202,11 @@ static int open_gguf(struct model_file *m, const char *path, char *err) {
 
 /* ---- Hugging Face directory --------------------------------------------------------- */
 
-/* HF name -> GGUF name; 0 when the tensor is not one we use (rotary_emb.inv_freq, ...). */
-static int hf_map_name(const char *hf, char *out, size_t outlen) {
-    static const struct { const char *hf, *gguf; } top[] = {
-        {"model.embed_tokens.weight", "token_embd.weight"},
-        {"model.norm.weight", "output_norm.weight"},
-        {"lm_head.weight", "output.weight"},
-    };
-    static const struct { const char *hf, *gguf; } layer[] = {
-        {"input_layernorm.weight", "attn_norm.weight"},
-        {"post_attention_layernorm.weight", "ffn_norm.weight"},
-        {"self_attn.q_proj.weight", "attn_q.weight"},
-        {"self_attn.k_proj.weight", "attn_k.weight"},
-        {"self_attn.v_proj.weight", "attn_v.weight"},
-        {"self_attn.o_proj.weight", "attn_output.weight"},
-        {"self_attn.q_proj.bias", "attn_q.bias"},
-        {"self_attn.k_proj.bias", "attn_k.bias"},
-        {"self_attn.v_proj.bias", "attn_v.bias"},
-        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-        {"mlp.gate_proj.weight", "ffn_gate.weight"},
-        {"mlp.up_proj.weight", "ffn_up.weight"},
-        {"mlp.down_proj.weight", "ffn_down.weight"},
-    };
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-        if (!strcmp(hf, top[i].hf)) {
-            snprintf(out, outlen, "%s", top[i].gguf);
-            return 1;
-        }
-    static const char prefix[] = "model.layers.";
-    if (strncmp(hf, prefix, sizeof prefix - 1)) return 0;
-    const char *p = hf + sizeof prefix - 1;
-    long n = 0;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9' && digits < 7; p++, digits++) n = n * 10 + (*p - '0');
-    if (!digits || *p != '.') return 0;
-    for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
-        if (!strcmp(p + 1, layer[i].hf)) {
-            snprintf(out, outlen, "blk.%ld.%s", n, layer[i].gguf);
-            return 1;
-        }
-    return 0;
-}
-
 /* Adds one safetensors tensor under its GGUF name (if it is one we use). */
 static int add_st_tensor(struct model_file *m, const struct safetensors_tensor *st, int file,
                          const char *path, char *err) {
     char name[96];
-    if (!hf_map_name(st->name, name, sizeof name)) return 0;
+    if (!tensor_hf_to_gguf(st->name, name, sizeof name)) return 0;
     if (!st->supported)
         return err_set(err, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)",
                        path, st->name, st->dtype);
@@ -442,17 +400,25 @@ static int check_hparams(const struct model_hparams *hp, const char *path, char 
     return 0;
 }
 
-enum kind { MATRIX, VECTOR, ROPE }; /* allowed types: any / F32,F16,BF16 / F32 */
-
-static int check_tensor(const struct model_file *m, const char *name, enum kind kind,
-                        int64_t ne0, int64_t ne1, int required, const char *path, char *err) {
-    const struct mf_tensor *t = modelfile_find(m, name);
-    if (!t) return required ? err_set(err, "%s: missing tensor '%s'", path, name) : 0;
+/* Tensor id of layer `layer` (model-wide rows: any layer): shape and type as the table says,
+ * or absent when it is not required. */
+static int check_tensor(const struct model_file *m, enum tensor_id id, int layer,
+                        const char *path, char *err) {
+    const struct model_hparams *hp = &m->hp;
+    const struct tensor_info *ti = tensor_info(id);
+    const struct mf_tensor *t = modelfile_tensor(m, id, layer);
+    if (!t) {
+        if (!tensor_needed(hp, id, 0)) return 0;
+        char name[96];
+        tensor_name(id, layer, TNAMES_GGUF, name, sizeof name);
+        return err_set(err, "%s: missing tensor '%s'", path, name);
+    }
     const char *src = t->src_name ? t->src_name : t->name;
     path = m->paths[t->file]; /* name the file the tensor lives in (HF shards) */
+    int64_t ne0 = tensor_dim_size(hp, ti->ne0), ne1 = tensor_dim_size(hp, ti->ne1);
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
         char want[64], got[192];
-        if (kind == MATRIX)
+        if (tensor_is_matrix(id))
             snprintf(want, sizeof want, "[%lld, %lld]", (long long)ne0, (long long)ne1);
         else
             snprintf(want, sizeof want, "[%lld]", (long long)ne0);
@@ -471,51 +437,30 @@ static int check_tensor(const struct model_file *m, const char *name, enum kind 
         return err_set(err, "%s: tensor '%s': expected shape %s (ne order), found %s%s", path,
                        src, want, got, hf);
     }
-    int ok = kind == MATRIX ||
-             (kind == VECTOR && (t->type == DT_F32 || t->type == DT_F16 || t->type == DT_BF16)) ||
-             (kind == ROPE && t->type == DT_F32);
-    if (!ok)
+    if (!tensor_type_ok(id, t->type))
         return err_set(err, "%s: tensor '%s': type %s is not allowed here (expected %s)", path,
-                       src, dtype_name(t->type), kind == ROPE ? "F32" : "F32, F16 or BF16");
+                       src, dtype_name(t->type), tensor_types(id));
     return 0;
 }
 
-/* Every tensor the forward pass reads, with its shape in ne order. */
+/* Every tensor of the table, model-wide then layer by layer, with the shape it must have.
+ * What the file holds decides the optional parts first: biases, QK-norm, an LM head of its
+ * own. */
 static int validate(struct model_file *m, const char *path, char *err) {
     struct model_hparams *hp = &m->hp;
-    char name[96];
-    if (modelfile_find(m, "blk.0.attn_q.bias")) hp->qkv_bias = 1;
-    if (modelfile_find(m, "blk.0.attn_q_norm.weight")) hp->qk_norm = 1;
-    if (!modelfile_find(m, "output.weight")) hp->tied_embeddings = 1;
+    if (modelfile_tensor(m, TENSOR_ATTN_Q_BIAS, 0)) hp->qkv_bias = 1;
+    if (modelfile_tensor(m, TENSOR_ATTN_Q_NORM, 0)) hp->qk_norm = 1;
+    if (!modelfile_tensor(m, TENSOR_OUTPUT, 0)) hp->tied_embeddings = 1;
     char cfg[4096];
     snprintf(cfg, sizeof cfg, "%s/config.json", path);
     if (check_hparams(hp, m->hf_dir ? cfg : path, err)) return -1;
-    int64_t dim = hp->dim, q = (int64_t)hp->n_heads * hp->head_dim,
-            kv = (int64_t)hp->n_kv_heads * hp->head_dim, ffn = hp->ffn_dim, voc = hp->vocab_size;
-    if (check_tensor(m, "token_embd.weight", MATRIX, dim, voc, 1, path, err) ||
-        check_tensor(m, "output_norm.weight", VECTOR, dim, 1, 1, path, err) ||
-        check_tensor(m, "output.weight", MATRIX, dim, voc, !hp->tied_embeddings, path, err) ||
-        check_tensor(m, "rope_freqs.weight", ROPE, hp->head_dim / 2, 1, 0, path, err))
-        return -1;
-    static const struct { const char *suffix; enum kind kind; int a, b; int need; } per[] = {
-        /* a, b: 0 dim, 1 q width, 2 kv width, 3 ffn, 4 head_dim, 5 one */
-        {"attn_norm.weight", VECTOR, 0, 5, 0},   {"attn_q.weight", MATRIX, 0, 1, 0},
-        {"attn_k.weight", MATRIX, 0, 2, 0},      {"attn_v.weight", MATRIX, 0, 2, 0},
-        {"attn_output.weight", MATRIX, 1, 0, 0}, {"ffn_norm.weight", VECTOR, 0, 5, 0},
-        {"ffn_gate.weight", MATRIX, 0, 3, 0},    {"ffn_up.weight", MATRIX, 0, 3, 0},
-        {"ffn_down.weight", MATRIX, 3, 0, 0},    {"attn_q.bias", VECTOR, 1, 5, 1},
-        {"attn_k.bias", VECTOR, 2, 5, 1},        {"attn_v.bias", VECTOR, 2, 5, 1},
-        {"attn_q_norm.weight", VECTOR, 4, 5, 2}, {"attn_k_norm.weight", VECTOR, 4, 5, 2},
-    };
-    const int64_t sz[] = {dim, q, kv, ffn, hp->head_dim, 1};
+    for (int id = 0; id < TENSOR_COUNT; id++)
+        if (tensor_info(id)->scope != TSCOPE_LAYER && check_tensor(m, id, -1, path, err))
+            return -1;
     for (int l = 0; l < hp->n_layers; l++)
-        for (size_t i = 0; i < sizeof per / sizeof per[0]; i++) {
-            int need = per[i].need == 0 || (per[i].need == 1 && hp->qkv_bias) ||
-                       (per[i].need == 2 && hp->qk_norm);
-            snprintf(name, sizeof name, "blk.%d.%s", l, per[i].suffix);
-            if (check_tensor(m, name, per[i].kind, sz[per[i].a], sz[per[i].b], need, path, err))
+        for (int id = 0; id < TENSOR_COUNT; id++)
+            if (tensor_info(id)->scope == TSCOPE_LAYER && check_tensor(m, id, l, path, err))
                 return -1;
-        }
     return 0;
 }
 
@@ -569,6 +514,13 @@ const struct mf_tensor *modelfile_find(const struct model_file *m, const char *n
             lo = mid + 1;
     }
     return NULL;
+}
+
+const struct mf_tensor *modelfile_tensor(const struct model_file *m, enum tensor_id id,
+                                         int layer) {
+    char name[96];
+    if (tensor_name(id, layer, TNAMES_GGUF, name, sizeof name)) return NULL;
+    return modelfile_find(m, name);
 }
 
 int modelfile_read(const struct model_file *m, const struct mf_tensor *t, uint64_t off,

@@ -8,6 +8,7 @@
 
 #include "../util/dtype.h"
 #include "hparams.h"
+#include "tensors.h"
 
 struct gguf_file;
 
@@ -39,8 +40,8 @@ struct model_file {
 };
 
 /* path: a .gguf file, or a directory with config.json and *.safetensors. On success the
- * hyperparameters are validated and every tensor the forward pass needs exists with the
- * expected shape and a supported type (see modelfile.c: validate). When
+ * hyperparameters are validated and every tensor of model/tensors.h's table the forward pass
+ * needs exists with its shape and a type its role allows (see modelfile.c: validate). When
  * hp.tied_embeddings is set the LM head is token_embd.weight (an output.weight may still
  * be listed); otherwise output.weight exists. A GGUF llama3 model carries its rope scaling
  * as the optional F32 tensor "rope_freqs.weight" (head_dim/2 frequency divisors). On
@@ -49,6 +50,10 @@ int modelfile_open(struct model_file *m, const char *path, char *err);
 void modelfile_close(struct model_file *m);
 /* NULL if absent. */
 const struct mf_tensor *modelfile_find(const struct model_file *m, const char *name);
+/* Row id of the tensor table (model/tensors.h) for layer `layer` (ignored by model-wide
+ * rows); NULL if absent. */
+const struct mf_tensor *modelfile_tensor(const struct model_file *m, enum tensor_id id,
+                                         int layer);
 /* Reads len bytes starting off bytes into tensor t; -1 (with err) if outside the tensor
  * or on a short read. */
 int modelfile_read(const struct model_file *m, const struct mf_tensor *t, uint64_t off,

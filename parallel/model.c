@@ -13,24 +13,54 @@
 struct loader {
     struct model_file mf;
     struct model *m;
+    unsigned char read[TENSOR_COUNT]; /* the table rows this rank has read (check_all_read) */
     char *err;
 };
 
-static const struct mf_tensor *need(struct loader *L, const char *name) {
-    const struct mf_tensor *t = modelfile_find(&L->mf, name);
-    if (!t) err_set(L->err, "%s: tensor '%s' is missing", L->mf.paths[0], name);
-    return t;
+/* Tensor id of layer il (ignored by model-wide rows), checked by modelfile_open against the
+ * table; marks the row read. */
+static const struct mf_tensor *need(struct loader *L, enum tensor_id id, int il) {
+    const struct mf_tensor *t = modelfile_tensor(&L->mf, id, il);
+    if (t) {
+        L->read[id] = 1;
+        return t;
+    }
+    char name[96];
+    tensor_name(id, il, TNAMES_GGUF, name, sizeof name);
+    err_set(L->err, "%s: tensor '%s' is missing", L->mf.paths[0], name);
+    return NULL;
 }
 
-static const struct mf_tensor *need_matrix(struct loader *L, const char *name, int rows, int cols) {
-    const struct mf_tensor *t = need(L, name);
-    if (!t) return NULL;
-    if (t->n_dims > 2 || t->ne[0] != cols || t->ne[1] != rows) {
-        err_set(L->err, "%s: tensor '%s' has shape [%lld, %lld], expected [%d, %d] (rows, cols)", L->mf.paths[0],
-                name, (long long)t->ne[1], (long long)t->ne[0], rows, cols);
-        return NULL;
+/* This rank's part [*off, *off + *n) of tensor id along the dimension tensor parallelism
+ * splits (shard.h): rows of a column-parallel or vocabulary matrix, elements of a bias,
+ * columns of a row-parallel matrix (Wo's block-aligned span around the rank's heads); all
+ * of a replicated vector. */
+static void rank_part(const struct model *m, enum tensor_id id, int *off, int *n) {
+    const struct tensor_info *ti = tensor_info(id);
+    const struct shard_plan *sp = &m->sp;
+    int hd = m->hp.head_dim;
+    enum tensor_dim d = ti->ne0;
+    if (ti->role == TROLE_COLUMN || ti->role == TROLE_EMBEDDING || ti->role == TROLE_OUTPUT)
+        d = ti->ne1;
+    *off = 0;
+    *n = (int)tensor_dim_size(&m->hp, d);
+    if (ti->role == TROLE_NORM || ti->role == TROLE_ROPE) return;
+    if (ti->role == TROLE_ROW && d == TDIM_Q) {
+        *off = sp->wo_col0;
+        *n = sp->wo_ncols;
+    } else if (d == TDIM_Q) {
+        *off = sp->q_head0 * hd;
+        *n = sp->n_q * hd;
+    } else if (d == TDIM_KV) {
+        *off = sp->kv_head0 * hd;
+        *n = sp->n_kv * hd;
+    } else if (d == TDIM_FFN) {
+        *off = sp->ffn0;
+        *n = sp->n_ffn;
+    } else if (d == TDIM_VOCAB) {
+        *off = sp->vocab0;
+        *n = sp->n_vocab;
     }
-    return t;
 }
 
 static void *upload_host(struct loader *L, const void *host, size_t bytes) {
@@ -41,21 +71,26 @@ static void *upload_host(struct loader *L, const void *host, size_t bytes) {
     return d;
 }
 
-/* Rows [row0, row0 + nrows) of a matrix: one contiguous byte range of the file. Written
- * into dst (host) at byte offset `at`. */
-static int read_rows(struct loader *L, const struct mf_tensor *t, int row0, int nrows, char *dst) {
+/* Rows [row0, row0 + nrows) of a matrix: one contiguous byte range of the file. */
+static int read_rows(struct loader *L, const struct mf_tensor *t, int row0, int nrows,
+                     char *dst) {
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
-    if (rb < 0) return err_set(L->err, "%s: tensor '%s': bad row length", L->mf.paths[0], t->name);
+    if (rb < 0)
+        return err_set(L->err, "%s: tensor '%s': bad row length", L->mf.paths[0], t->name);
     if (nrows == 0) return 0;
-    return modelfile_read(&L->mf, t, (uint64_t)row0 * (uint64_t)rb, (uint64_t)nrows * (uint64_t)rb, dst, L->err);
+    return modelfile_read(&L->mf, t, (uint64_t)row0 * (uint64_t)rb,
+                          (uint64_t)nrows * (uint64_t)rb, dst, L->err);
 }
 
-/* Column-parallel weights: whole rows. Several tensors of one type are concatenated into
- * one matrix (fused QKV, gate+up). */
-static int load_rows_fused(struct loader *L, struct bweight *w, int n, const struct mf_tensor **t,
-                           const int *row0, const int *nrows) {
-    int rows = 0;
-    for (int i = 0; i < n; i++) rows += nrows[i];
+/* This rank's rows of column-parallel or vocabulary matrices t[0..n) of one type, stacked
+ * into one matrix (n > 1: fused QKV, gate+up). */
+static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf_tensor **t,
+                     const enum tensor_id *ids) {
+    int row0[4], nrows[4], rows = 0;
+    for (int i = 0; i < n; i++) {
+        rank_part(L->m, ids[i], &row0[i], &nrows[i]);
+        rows += nrows[i];
+    }
     int cols = (int)t[0]->ne[0];
     int64_t rb = dtype_row_bytes(t[0]->type, cols);
     size_t bytes = (size_t)rb * (size_t)rows;
@@ -73,18 +108,18 @@ static int load_rows_fused(struct loader *L, struct bweight *w, int n, const str
     return 0;
 }
 
-static int load_rows(struct loader *L, struct bweight *w, const struct mf_tensor *t, int row0, int nrows) {
-    return load_rows_fused(L, w, 1, &t, &row0, &nrows);
-}
-
-/* Row-parallel weights: columns [col0, col0 + ncols) of every row, which must fall on
- * block boundaries (the shard plan makes sure). One read per row. */
-static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor *t, int col0, int ncols) {
+/* Row-parallel weights: this rank's columns [col0, col0 + ncols) of every row, which must
+ * fall on block boundaries (the shard plan makes sure). One read per row. */
+static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor *t,
+                     enum tensor_id id) {
+    int col0, ncols;
+    rank_part(L->m, id, &col0, &ncols);
     int be_ = dtype_block_elems(t->type);
     int rows = (int)t->ne[1];
     if (col0 % be_ || ncols % be_)
-        return err_set(L->err, "%s: tensor '%s': column slice [%d, %d) is not on %s block boundaries",
-                       L->mf.paths[0], t->name, col0, col0 + ncols, dtype_name(t->type));
+        return err_set(L->err, "%s: tensor '%s': column slice [%d, %d) is not on %s block "
+                       "boundaries", L->mf.paths[0], t->name, col0, col0 + ncols,
+                       dtype_name(t->type));
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
     int64_t sb = dtype_row_bytes(t->type, ncols), off = dtype_row_bytes(t->type, col0);
     size_t bytes = (size_t)sb * (size_t)rows;
@@ -100,36 +135,78 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
     return 0;
 }
 
-/* A vector (norm weight or bias) slice [off, off + n) converted to f32. dst_host may hold
- * several slices; it is uploaded by the caller. */
-static int read_vec(struct loader *L, const struct mf_tensor *t, int expect_len, int off, int n, float *dst) {
-    if (t->n_dims != 1 || t->ne[0] != expect_len)
-        return err_set(L->err, "%s: tensor '%s' has %lld elements, expected %d", L->mf.paths[0], t->name,
-                       (long long)t->ne[0], expect_len);
-    int es = t->type == DT_F32 ? 4 : 2;
-    if (t->type != DT_F32 && t->type != DT_F16 && t->type != DT_BF16)
-        return err_set(L->err, "%s: tensor '%s' has type %s, expected F32, F16 or BF16", L->mf.paths[0], t->name,
-                       dtype_name(t->type));
+/* Matrix id of layer il as its role splits it. */
+static int load_matrix(struct loader *L, struct bweight *w, enum tensor_id id, int il) {
+    const struct mf_tensor *t = need(L, id, il);
+    if (!t) return -1;
+    return tensor_info(id)->role == TROLE_ROW ? load_cols(L, w, t, id)
+                                              : load_rows(L, w, 1, &t, &id);
+}
+
+/* Column-parallel matrices ids[0..n) of layer il (n <= 4), stacked into w[0] when they share
+ * a type (one matmul instead of n; *fused set), else one each into w[0..n). */
+static int load_stacked(struct loader *L, struct bweight *w, int *fused, int n,
+                        const enum tensor_id *ids, int il) {
+    const struct mf_tensor *t[4];
+    *fused = 1;
+    for (int i = 0; i < n; i++) {
+        if (!(t[i] = need(L, ids[i], il))) return -1;
+        *fused &= t[i]->type == t[0]->type;
+    }
+    if (*fused) return load_rows(L, &w[0], n, t, ids);
+    for (int i = 0; i < n; i++)
+        if (load_rows(L, &w[i], 1, &t[i], &ids[i])) return -1;
+    return 0;
+}
+
+/* This rank's part of vector id of layer il, converted to f32 into dst (host); *n_out its
+ * length. */
+static int read_vec(struct loader *L, enum tensor_id id, int il, float *dst, int *n_out) {
+    const struct mf_tensor *t = need(L, id, il);
+    if (!t) return -1;
+    int off, n;
+    rank_part(L->m, id, &off, &n);
+    *n_out = n;
+    int es = t->type == DT_F32 ? 4 : 2; /* modelfile_open allowed F32, F16 and BF16 only */
     char *raw = xmalloc((size_t)n * 4 + 1);
-    int rc = n ? modelfile_read(&L->mf, t, (uint64_t)off * (uint64_t)es, (uint64_t)n * (uint64_t)es, raw, L->err) : 0;
+    int rc = n ? modelfile_read(&L->mf, t, (uint64_t)off * (uint64_t)es,
+                                (uint64_t)n * (uint64_t)es, raw, L->err)
+               : 0;
     if (!rc)
         for (int i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, raw + 2 * i, 2);
-            dst[i] = t->type == DT_F32 ? ((float *)raw)[i] : t->type == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            dst[i] = t->type == DT_F32   ? ((float *)raw)[i]
+                     : t->type == DT_F16 ? f16_to_f32(h)
+                                         : bf16_to_f32(h);
         }
     free(raw);
     return rc;
 }
 
-static float *load_vec(struct loader *L, const char *name, int len) {
-    const struct mf_tensor *t = need(L, name);
-    if (!t) return NULL;
-    float *host = xmalloc(sizeof(float) * (size_t)len);
-    float *d = NULL;
-    if (!read_vec(L, t, len, 0, len, host)) d = upload_host(L, host, sizeof(float) * (size_t)len);
+/* Vectors ids[0..n) of layer il, this rank's part of each, one after the other in backend
+ * memory (n > 1: the QKV bias). */
+static float *load_vecs(struct loader *L, int n, const enum tensor_id *ids, int il) {
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        int off, len;
+        rank_part(L->m, ids[i], &off, &len);
+        total += len;
+    }
+    float *host = xmalloc(sizeof(float) * (size_t)(total ? total : 1)), *d = NULL;
+    int at = 0, rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        int len = 0;
+        rc = read_vec(L, ids[i], il, host + at, &len);
+        at += len;
+    }
+    if (!rc) d = upload_host(L, host, sizeof(float) * (size_t)total);
     free(host);
     return d;
+}
+
+static float *load_vec(struct loader *L, enum tensor_id id, int il) {
+    return load_vecs(L, 1, &id, il);
 }
 
 void model_inv_freq(const struct model_hparams *hp, const float *factors, float *out) {
@@ -156,13 +233,12 @@ void model_inv_freq(const struct model_hparams *hp, const float *factors, float 
 /* The rotary table, with the file's per-dimension factors (GGUF rope_freqs) when it has them. */
 static int load_inv_freq(struct loader *L) {
     const struct model_hparams *hp = &L->m->hp;
-    int half = hp->head_dim / 2;
+    int half = hp->head_dim / 2, n;
     float *f = xmalloc(sizeof(float) * (size_t)half);
     float *factors = NULL;
-    const struct mf_tensor *rf = modelfile_find(&L->mf, "rope_freqs.weight");
-    if (rf) {
+    if (modelfile_tensor(&L->mf, TENSOR_ROPE_FREQS, -1)) {
         factors = xmalloc(sizeof(float) * (size_t)half);
-        if (read_vec(L, rf, half, 0, half, factors)) {
+        if (read_vec(L, TENSOR_ROPE_FREQS, -1, factors, &n)) {
             free(f);
             free(factors);
             return -1;
@@ -177,82 +253,71 @@ static int load_inv_freq(struct loader *L) {
 
 /* Layer il of the file into the stage's slot il - layer0. */
 static int load_layer(struct loader *L, int il) {
-    struct model *m = L->m;
-    const struct model_hparams *hp = &m->hp;
-    const struct shard_plan *sp = &m->sp;
-    struct layer_weights *lw = &m->layers[il - sp->layer0];
-    int hd = hp->head_dim;
-    char name[96];
-#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
-    if (!(lw->attn_norm = load_vec(L, NAME("attn_norm.weight"), hp->dim))) return -1;
-    if (!(lw->ffn_norm = load_vec(L, NAME("ffn_norm.weight"), hp->dim))) return -1;
-
-    const struct mf_tensor *tq, *tk, *tv;
-    if (!(tq = need_matrix(L, NAME("attn_q.weight"), hp->n_heads * hd, hp->dim))) return -1;
-    if (!(tk = need_matrix(L, NAME("attn_k.weight"), hp->n_kv_heads * hd, hp->dim))) return -1;
-    if (!(tv = need_matrix(L, NAME("attn_v.weight"), hp->n_kv_heads * hd, hp->dim))) return -1;
-    const struct mf_tensor *tqkv[3] = {tq, tk, tv};
-    int r0[3] = {sp->q_head0 * hd, sp->kv_head0 * hd, sp->kv_head0 * hd};
-    int nr[3] = {sp->n_q * hd, sp->n_kv * hd, sp->n_kv * hd};
-    lw->qkv_fused = tq->type == tk->type && tk->type == tv->type;
-    if (lw->qkv_fused) {
-        if (load_rows_fused(L, &lw->qkv[0], 3, tqkv, r0, nr)) return -1;
-    } else {
-        for (int i = 0; i < 3; i++)
-            if (load_rows(L, &lw->qkv[i], tqkv[i], r0[i], nr[i])) return -1;
-    }
-    if (hp->qkv_bias) {
-        static const char *bn[3] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
-        int total = nr[0] + nr[1] + nr[2], at = 0;
-        float *host = xmalloc(sizeof(float) * (size_t)total);
-        for (int i = 0; i < 3; i++) {
-            const struct mf_tensor *t = need(L, NAME(bn[i]));
-            int full = i == 0 ? hp->n_heads * hd : hp->n_kv_heads * hd;
-            if (!t || read_vec(L, t, full, r0[i], nr[i], host + at)) {
-                free(host);
-                return -1;
-            }
-            at += nr[i];
-        }
-        lw->qkv_bias = upload_host(L, host, sizeof(float) * (size_t)total);
-        free(host);
-    }
+    static const enum tensor_id qkv[3] = {TENSOR_ATTN_Q, TENSOR_ATTN_K, TENSOR_ATTN_V};
+    static const enum tensor_id qkv_bias[3] = {TENSOR_ATTN_Q_BIAS, TENSOR_ATTN_K_BIAS,
+                                               TENSOR_ATTN_V_BIAS};
+    static const enum tensor_id gate_up[2] = {TENSOR_FFN_GATE, TENSOR_FFN_UP};
+    const struct model_hparams *hp = &L->m->hp;
+    struct layer_weights *lw = &L->m->layers[il - L->m->sp.layer0];
+    if (!(lw->attn_norm = load_vec(L, TENSOR_ATTN_NORM, il))) return -1;
+    if (!(lw->ffn_norm = load_vec(L, TENSOR_FFN_NORM, il))) return -1;
+    if (load_stacked(L, lw->qkv, &lw->qkv_fused, 3, qkv, il)) return -1;
+    if (hp->qkv_bias && !(lw->qkv_bias = load_vecs(L, 3, qkv_bias, il))) return -1;
     if (hp->qk_norm) {
-        if (!(lw->q_norm = load_vec(L, NAME("attn_q_norm.weight"), hd))) return -1;
-        if (!(lw->k_norm = load_vec(L, NAME("attn_k_norm.weight"), hd))) return -1;
+        if (!(lw->q_norm = load_vec(L, TENSOR_ATTN_Q_NORM, il))) return -1;
+        if (!(lw->k_norm = load_vec(L, TENSOR_ATTN_K_NORM, il))) return -1;
     }
-    const struct mf_tensor *to = need_matrix(L, NAME("attn_output.weight"), hp->dim, hp->n_heads * hd);
-    if (!to || load_cols(L, &lw->wo, to, sp->wo_col0, sp->wo_ncols)) return -1;
+    if (load_matrix(L, &lw->wo, TENSOR_ATTN_OUTPUT, il)) return -1;
+    if (load_stacked(L, lw->gate_up, &lw->gate_up_fused, 2, gate_up, il)) return -1;
+    return load_matrix(L, &lw->down, TENSOR_FFN_DOWN, il);
+}
 
-    const struct mf_tensor *tg, *tu, *td;
-    if (!(tg = need_matrix(L, NAME("ffn_gate.weight"), hp->ffn_dim, hp->dim))) return -1;
-    if (!(tu = need_matrix(L, NAME("ffn_up.weight"), hp->ffn_dim, hp->dim))) return -1;
-    if (!(td = need_matrix(L, NAME("ffn_down.weight"), hp->dim, hp->ffn_dim))) return -1;
-    const struct mf_tensor *tgu[2] = {tg, tu};
-    int g0[2] = {sp->ffn0, sp->ffn0}, gn[2] = {sp->n_ffn, sp->n_ffn};
-    lw->gate_up_fused = tg->type == tu->type;
-    if (lw->gate_up_fused) {
-        if (load_rows_fused(L, &lw->gate_up[0], 2, tgu, g0, gn)) return -1;
-    } else {
-        for (int i = 0; i < 2; i++)
-            if (load_rows(L, &lw->gate_up[i], tgu[i], g0[i], gn[i])) return -1;
+/* Every row of the tensor table this rank holds and this model needs has been read: a row
+ * added to the table without loading code is refused here rather than left out of the
+ * forward pass. */
+static int check_all_read(struct loader *L) {
+    const struct shard_plan *sp = &L->m->sp;
+    for (int id = 0; id < TENSOR_COUNT; id++) {
+        const struct tensor_info *ti = tensor_info(id);
+        int il = ti->scope == TSCOPE_LAYER ? sp->layer0 : -1;
+        int here = ti->scope == TSCOPE_LAYER || ti->scope == TSCOPE_EVERY ||
+                   (ti->scope == TSCOPE_FIRST && sp->first) ||
+                   (ti->scope == TSCOPE_LAST && sp->last);
+        int present = modelfile_tensor(&L->mf, id, il) != NULL;
+        if (L->read[id] || !here || !tensor_needed(&L->m->hp, id, present)) continue;
+        char name[96];
+        tensor_name(id, il, TNAMES_GGUF, name, sizeof name);
+        return err_set(L->err, "%s: tensor '%s' is needed but the weight loader "
+                       "(parallel/model.c) does not read it", L->mf.paths[0], name);
     }
-    if (load_cols(L, &lw->down, td, sp->ffn0, sp->n_ffn)) return -1;
-#undef NAME
     return 0;
 }
 
 /* The LM head's cost in layers' worth (shard_stage): its elements over layer 0's matrices'. */
 static double head_layers(const struct model_file *mf) {
     double layer = 0;
-    for (int i = 0; i < mf->n_tensors; i++) {
-        const struct mf_tensor *t = &mf->tensors[i];
-        if (!strncmp(t->name, "blk.0.", 6) && t->n_dims >= 2) layer += (double)t->ne[0] * (double)t->ne[1];
+    for (int id = 0; id < TENSOR_COUNT; id++) {
+        const struct mf_tensor *t = modelfile_tensor(mf, id, 0);
+        if (t && tensor_info(id)->scope == TSCOPE_LAYER && tensor_is_matrix(id))
+            layer += (double)t->ne[0] * (double)t->ne[1];
     }
     return shard_head_layers((double)mf->hp.vocab_size * mf->hp.dim, layer);
 }
 
-int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp, int stage, char *err) {
+/* The block size (elements) the split of row-parallel matrix id must respect: the largest
+ * its type has in any layer, since one split serves all layers (block sizes are 1, 32 or
+ * 256, so the largest is a multiple of the others). */
+static int split_block(const struct model_file *mf, enum tensor_id id) {
+    int block = 1;
+    for (int il = 0; il < mf->hp.n_layers; il++) {
+        const struct mf_tensor *t = modelfile_tensor(mf, id, il);
+        if (t && dtype_block_elems(t->type) > block) block = dtype_block_elems(t->type);
+    }
+    return block;
+}
+
+int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp,
+               int stage, char *err) {
     memset(m, 0, sizeof *m);
     m->be = be;
     struct loader L = {.m = m, .err = err};
@@ -260,43 +325,24 @@ int model_load(struct model *m, const char *path, struct backend *be, int tp, in
     m->hp = L.mf.hp;
     const struct model_hparams *hp = &m->hp;
     int rc = -1;
-    const struct mf_tensor *to = modelfile_find(&L.mf, "blk.0.attn_output.weight");
-    const struct mf_tensor *td = modelfile_find(&L.mf, "blk.0.ffn_down.weight");
-    if (!to || !td) {
-        err_set(err, "%s: layer 0 attention output or MLP down projection is missing", path);
+    if (shard_plan_make(&m->sp, hp, tp, rank, split_block(&L.mf, TENSOR_ATTN_OUTPUT),
+                        split_block(&L.mf, TENSOR_FFN_DOWN), err) ||
+        shard_stage(&m->sp, hp->n_layers, pp, stage, head_layers(&L.mf), err))
         goto out;
-    }
-    /* The split is computed once for all layers: align it to the largest block size any
-     * layer's row-parallel matrices use (block sizes are 1, 32 or 256, so it fits all). */
-    for (int il = 1; il < hp->n_layers; il++) {
-        char a[64], b[64];
-        snprintf(a, sizeof a, "blk.%d.attn_output.weight", il);
-        snprintf(b, sizeof b, "blk.%d.ffn_down.weight", il);
-        const struct mf_tensor *ta = modelfile_find(&L.mf, a), *tb = modelfile_find(&L.mf, b);
-        if (ta && dtype_block_elems(ta->type) > dtype_block_elems(to->type)) to = ta;
-        if (tb && dtype_block_elems(tb->type) > dtype_block_elems(td->type)) td = tb;
-    }
-    if (shard_plan_make(&m->sp, hp, tp, rank, dtype_block_elems(to->type), dtype_block_elems(td->type), err))
-        goto out;
-    const struct mf_tensor *te = need_matrix(&L, "token_embd.weight", hp->vocab_size, hp->dim);
-    if (!te || shard_stage(&m->sp, hp->n_layers, pp, stage, head_layers(&L.mf), err)) goto out;
-
-    if (m->sp.first && load_rows(&L, &m->tok_embd, te, m->sp.vocab0, m->sp.n_vocab)) goto out;
+    if (m->sp.first && load_matrix(&L, &m->tok_embd, TENSOR_TOKEN_EMBD, -1)) goto out;
     if (m->sp.last) {
-        if (hp->tied_embeddings && m->sp.first) {
+        if (hp->tied_embeddings && m->sp.first)
             m->output = m->tok_embd;
-        } else {
-            const struct mf_tensor *tout =
-                hp->tied_embeddings ? te : need_matrix(&L, "output.weight", hp->vocab_size, hp->dim);
-            if (!tout || load_rows(&L, &m->output, tout, m->sp.vocab0, m->sp.n_vocab)) goto out;
-        }
-        if (!(m->output_norm = load_vec(&L, "output_norm.weight", hp->dim))) goto out;
+        else if (load_matrix(&L, &m->output,
+                             hp->tied_embeddings ? TENSOR_TOKEN_EMBD : TENSOR_OUTPUT, -1))
+            goto out;
+        if (!(m->output_norm = load_vec(&L, TENSOR_OUTPUT_NORM, -1))) goto out;
     }
     if (load_inv_freq(&L)) goto out;
     m->layers = xcalloc((unsigned long)m->sp.n_layers + 1, sizeof *m->layers);
     for (int il = m->sp.layer0; il < m->sp.layer0 + m->sp.n_layers; il++)
         if (load_layer(&L, il)) goto out;
-    rc = 0;
+    rc = check_all_read(&L);
 out:
     modelfile_close(&L.mf);
     if (rc) model_free(m);

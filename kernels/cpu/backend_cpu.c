@@ -1,5 +1,6 @@
 #include "backend_cpu.h"
 
+#include <assert.h>
 #include <math.h>
 #include <sched.h>
 #include <pthread.h>
@@ -300,6 +301,10 @@ static void cpu_zero(void *vctx, void *p, size_t bytes) {
 static void cpu_sync(void *vctx) { (void)vctx; }
 
 static void cpu_destroy(struct backend *b) { backend_cpu_free(b); }
+
+/* The table below has every op of kernels/backend.h: a new one is added there, then count it
+ * here (backend_open refuses a table without a required op). */
+static_assert(BACKEND_OP_COUNT == 23, "a new backend op: add it to the CPU backend's table");
 
 void backend_cpu_init(struct backend *b, int n_threads) {
     struct cpu_ctx *c = xcalloc(1, sizeof *c);

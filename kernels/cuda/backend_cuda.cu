@@ -319,6 +319,10 @@ extern "C" int backend_cuda_available(void) {
     return n > 0;
 }
 
+/* The table at the end of backend_cuda_init has every op of kernels/backend.h: a new one is
+ * added there, then count it here (backend_open refuses a table without a required op). */
+static_assert(BACKEND_OP_COUNT == 23, "a new backend op: add it to the CUDA backend's table");
+
 extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
