@@ -66,6 +66,7 @@ struct gen_request {
                              within max_tokens and the context (grammar_matcher_mask_budget) */
     uint64_t cache_salt; /* separates prefix-cache entries (0: shared by all); see block_pool.h */
     double t_submit;
+    uint64_t arrival; /* set by sched_submit: its place in arrival order (lower: older) */
 
     /* step loop -> frontend, under mu */
     pthread_mutex_t mu;

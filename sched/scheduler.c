@@ -60,11 +60,12 @@ struct scheduler {
     int n_uids_pub;
     struct sched_uid_usage uids_pub[SCHED_MAX_UID_STATS];
     long preemptions;
+    uint64_t arrivals; /* requests submitted so far: the next one's arrival */
     double last_step, step_started;
     double last_ping; /* step loop only */
 
     /* step loop only */
-    struct seq **running;
+    struct seq **running;   /* oldest (earliest arrival) first */
     int n_running;
     struct seq **preempted; /* waiting to be resumed, oldest first; ahead of the queue */
     int n_preempted;
@@ -181,6 +182,7 @@ int sched_submit(struct scheduler *s, struct gen_request *r, char *err) {
     } else {
         req_ref(r);
         r->t_submit = clock_now();
+        r->arrival = ++s->arrivals;
         s->queue[(s->q_head + s->q_len++) % s->o.max_queue] = r;
         pthread_cond_signal(&s->cv);
     }
@@ -289,11 +291,24 @@ static struct seq *seq_from_request(struct scheduler *s, struct gen_request *r) 
 /* Blocks a sequence needs to cache `tokens` tokens. */
 static int blocks_needed(struct scheduler *s, int tokens) { return block_pool_blocks_for(tokens, s->block_size); }
 
+/* Puts q into list (n sequences, oldest first) at its place in arrival order. The running
+ * and preempted sequences are kept so, whatever order they were admitted or resumed in:
+ * preemption takes the youngest first and resumption the oldest, so the oldest running
+ * sequence is never preempted by a younger one and always progresses (issue 24: with
+ * admission order, a resumed old sequence was the first victim of the ones it had let
+ * run, and two sequences could take turns forever). */
+static void insert_by_age(struct seq **list, int *n, struct seq *q) {
+    int i = *n;
+    for (; i > 0 && list[i - 1]->req->arrival > q->req->arrival; i--) list[i] = list[i - 1];
+    list[i] = q;
+    (*n)++;
+}
+
 /* Preemption by recompute: the sequence gives back every block and will prefill its
  * prompt and generated tokens again (less whatever of them is still in the prefix cache
  * when it resumes: its full blocks stay cached until evicted); its sampler state is kept,
- * so it continues exactly as it would have. The most recently admitted sequence goes
- * first (vLLM's policy). */
+ * so it continues exactly as it would have. The youngest running sequence goes first
+ * (vLLM's policy, by arrival: insert_by_age). */
 static void preempt_last(struct scheduler *s) {
     struct seq *q = s->running[--s->n_running];
     block_pool_release(&s->pool, q->n_blocks, q->blocks); /* its full blocks stay cached */
@@ -303,10 +318,7 @@ static void preempt_last(struct scheduler *s) {
     q->in_step = 0;
     q->spec.n_draft = 0;
     if (s->o.spec.drafter) drafter_forget(s->o.spec.drafter, (uint64_t)(uintptr_t)q);
-    /* resumed before anything preempted later, and before the queue */
-    memmove(s->preempted + 1, s->preempted, sizeof *s->preempted * (size_t)s->n_preempted);
-    s->preempted[0] = q;
-    s->n_preempted++;
+    insert_by_age(s->preempted, &s->n_preempted, q); /* resumed oldest first, before the queue */
     metrics_preemption(s->m);
     pthread_mutex_lock(&s->mu);
     s->preemptions++;
@@ -314,9 +326,10 @@ static void preempt_last(struct scheduler *s) {
     LOG(LOG_DEBUG, "preempted request %llu (%d tokens)", (unsigned long long)q->req->id, q->n_tokens);
 }
 
-/* Makes sure q has blocks for `tokens` cached tokens, preempting the lowest-priority
- * (last admitted) sequences while blocks are short. Returns -1 when q itself had to be
- * preempted, or when q runs alone and the cache still cannot hold it. */
+/* Makes sure q has blocks for `tokens` cached tokens, preempting the youngest sequences
+ * while blocks are short; q yields itself when it is the youngest left (never taking the
+ * blocks of an older one). Returns -1 when q itself had to be preempted, when it waits for
+ * sequences in flight, or when q runs alone and the cache still cannot hold it. */
 static void preempt_at(struct scheduler *s, int i);
 static int grow_blocks(struct scheduler *s, struct seq *q, int tokens) {
     int need = blocks_needed(s, tokens) - q->n_blocks;
@@ -366,19 +379,30 @@ static uint64_t group_of(const struct gen_request *r) { return r->group ? r->gro
 
 static int fairness_on(const struct scheduler *s) { return s->o.max_share > 0 && s->o.max_share < 1; }
 
-/* 1 if the running sequences of r's request (by_uid = 0) or of r's uid (1) already hold
- * their share of slots or blocks. */
-static int holds_share(const struct scheduler *s, const struct gen_request *r, int by_uid) {
-    int slots = 0, blocks = 0;
+/* 1 if running sequences holding `slots` slots and `blocks` blocks hold a share. */
+static int is_share(const struct scheduler *s, int slots, int blocks) {
+    int cap_slots = (int)(s->o.max_share * s->o.max_running), cap_blocks = (int)(s->o.max_share * s->pool.n_blocks);
+    return slots >= (cap_slots > 1 ? cap_slots : 1) || blocks >= (cap_blocks > 1 ? cap_blocks : 1);
+}
+
+/* The slots and blocks the running sequences of r's request (by_uid = 0) or of r's uid (1) hold. */
+static void usage_of(const struct scheduler *s, const struct gen_request *r, int by_uid, int *slots, int *blocks) {
+    *slots = *blocks = 0;
     for (int i = 0; i < s->n_running; i++) {
         const struct gen_request *o = s->running[i]->req;
         if (by_uid ? o->uid == r->uid : group_of(o) == group_of(r)) {
-            slots++;
-            blocks += s->running[i]->n_blocks;
+            (*slots)++;
+            *blocks += s->running[i]->n_blocks;
         }
     }
-    int cap_slots = (int)(s->o.max_share * s->o.max_running), cap_blocks = (int)(s->o.max_share * s->pool.n_blocks);
-    return slots >= (cap_slots > 1 ? cap_slots : 1) || blocks >= (cap_blocks > 1 ? cap_blocks : 1);
+}
+
+/* 1 if the running sequences of r's request (by_uid = 0) or of r's uid (1) already hold
+ * their share of slots or blocks. */
+static int holds_share(const struct scheduler *s, const struct gen_request *r, int by_uid) {
+    int slots, blocks;
+    usage_of(s, r, by_uid, &slots, &blocks);
+    return is_share(s, slots, blocks);
 }
 
 /* A waiting request deserves to go ahead of earlier ones (and to take a slot from a request
@@ -388,13 +412,23 @@ static int deserves(const struct scheduler *s, const struct gen_request *r) {
     return fairness_on(s) && !holds_share(s, r, 0);
 }
 
-/* The running sequence to give way to r: the most recently admitted one of another request
- * that is over its share, from r's own uid or from a uid over its share. -1: none. */
+/* The running sequence to give way to r: the youngest of another request that holds its
+ * share even without it, from r's own uid or from a uid over its share. -1: none, and
+ * fairness yields where taking a slot would stop progress (issue 24): a request is trimmed
+ * down to its share, never below it, so the victim never deserves to come back at once by
+ * preempting r in turn (two requests each needing more than a share of the cache took
+ * turns that way forever, neither keeping its blocks long enough to finish); a request's
+ * last running sequence is never taken; nor is the oldest running sequence by a younger
+ * request (it always progresses, see insert_by_age). */
 static int victim_for(const struct scheduler *s, const struct gen_request *r) {
     int uid_over = holds_share(s, r, 1);
     for (int i = s->n_running - 1; i >= 0; i--) {
-        const struct gen_request *o = s->running[i]->req;
-        if (s->running[i]->mb || group_of(o) == group_of(r) || !holds_share(s, o, 0)) continue;
+        const struct seq *v = s->running[i];
+        const struct gen_request *o = v->req;
+        if (v->mb || group_of(o) == group_of(r) || (i == 0 && o->arrival < r->arrival)) continue;
+        int slots, blocks;
+        usage_of(s, o, 0, &slots, &blocks);
+        if (!is_share(s, slots - 1, blocks - v->n_blocks)) continue;
         if (o->uid == r->uid ? 1 : (!uid_over && holds_share(s, o, 1))) return i;
     }
     return -1;
@@ -494,7 +528,7 @@ static void admit(struct scheduler *s) {
             int v = fair ? victim_for(s, r) : -1;
             pthread_mutex_unlock(&s->mu);
             if (v < 0) return;
-            preempt_at(s, v); /* lands in front of the preempted list: shift pick */
+            preempt_at(s, v); /* then r is picked again */
             continue;
         }
         struct seq *q;
@@ -508,7 +542,7 @@ static void admit(struct scheduler *s) {
             q = seq_from_request(s, r);
         }
         seq_take_prefix(s, q, hit);
-        s->running[s->n_running++] = q;
+        insert_by_age(s->running, &s->n_running, q);
     }
 }
 

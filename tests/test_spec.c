@@ -41,17 +41,6 @@
 static struct comm g_comm;
 static char g_smol[4096], g_tiny[4096];
 
-/* ---- a seeded generator for the tests' own choices (splitmix64) ---- */
-
-static uint64_t rnd_next(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static double rnd_unit(uint64_t *x) { return (double)(rnd_next(x) >> 11) * 0x1.0p-53; }
-static int rnd_int(uint64_t *x, int n) { return (int)(rnd_next(x) % (uint64_t)n); }
-
 /* ---- a scheduler over an engine ---- */
 
 static void run_open(struct sched_run *r, const char *model, int block_size, int n_blocks, int max_ctx, int max_running,
@@ -66,14 +55,6 @@ static void run_open(struct sched_run *r, const char *model, int block_size, int
 }
 
 static void drain(struct sched_run *r) { sched_run_drain(r, 1000000); }
-
-static void assert_no_blocks_held(struct sched_run *r) {
-    struct sched_stats st;
-    sched_stats(r->s, &st);
-    assert_int_equal(st.running, 0);
-    assert_int_equal(st.queued, 0);
-    assert_int_equal(st.kv_blocks_used, 0);
-}
 
 /* ---- test drafters ---- */
 
@@ -101,7 +82,7 @@ static void oracle_propose(void *self, struct draft_job *jobs, int n_jobs) {
         int at = b->n_tokens; /* index of the next token in prompt + output */
         for (int t = 0; t < b->k && at + t < o->n_truth[i]; t++) {
             int32_t tok = o->truth[(size_t)i * (size_t)o->stride + (size_t)(at + t)];
-            if (rnd_unit(&o->rng) < o->corrupt) tok = (tok + 1 + rnd_int(&o->rng, 50)) % o->vocab;
+            if (tu_rand_unit(&o->rng) < o->corrupt) tok = (tok + 1 + tu_rand_int(&o->rng, 50)) % o->vocab;
             b->out[b->n_out++] = tok;
         }
         for (int t = 0; t + 1 < b->n_out; t++)
@@ -139,7 +120,7 @@ static void randd_propose(void *self, struct draft_job *jobs, int n_jobs) {
         int32_t prev = b->tokens[b->n_tokens - 1];
         for (int t = 0; t < b->k; t++) {
             randd_q(rd->vocab, prev, q);
-            double u = rnd_unit(&rd->rng), acc = 0;
+            double u = tu_rand_unit(&rd->rng), acc = 0;
             int32_t x = rd->vocab - 1;
             for (int v = 0; v < rd->vocab; v++) {
                 acc += q[v];
@@ -343,12 +324,12 @@ static struct gen_request *greedy_req(int i) {
     uint64_t x = 77 + (uint64_t)i;
     struct gen_request *q = req_new();
     q->id = (uint64_t)i;
-    int period = 3 + rnd_int(&x, 12), len = i % 4 == 3 ? 130 + rnd_int(&x, 20) : 8 + rnd_int(&x, 40);
+    int period = 3 + tu_rand_int(&x, 12), len = i % 4 == 3 ? 130 + tu_rand_int(&x, 20) : 8 + tu_rand_int(&x, 40);
     q->n_prompt = len;
     q->prompt = malloc(sizeof(int32_t) * (size_t)len);
     q->prompt[0] = 1000 + i;
     for (int k = 1; k < len; k++)
-        q->prompt[k] = k < period ? (int32_t)(2000 + rnd_int(&x, 40000)) : q->prompt[k - period + (k % period == 0)];
+        q->prompt[k] = k < period ? (int32_t)(2000 + tu_rand_int(&x, 40000)) : q->prompt[k - period + (k % period == 0)];
     q->max_tokens = i % 4 == 3 ? SMOL_CTX - len : 20 + i % 12;
     q->sp.temperature = 0;
     q->sp.logprobs = i % 2;
@@ -378,7 +359,7 @@ static void greedy_collect(const int32_t *eog, int n_eog, struct drafter *d, str
         }
         req_unref(reqs[i]);
     }
-    assert_no_blocks_held(&r);
+    sched_run_assert_idle(&r);
     sched_stats(r.s, st_out);
     sched_run_close(&r);
 }
@@ -558,7 +539,7 @@ static void tiny_runs(const struct setting *st, struct drafter *d, uint64_t seed
             req_unref(reqs[i]);
         }
     }
-    assert_no_blocks_held(&r);
+    sched_run_assert_idle(&r);
     sched_stats(r.s, stats);
     sched_run_close(&r);
 }
@@ -655,11 +636,11 @@ static struct gen_request *kv_req(int i) {
     uint64_t x = 5000 + (uint64_t)i;
     struct gen_request *q = req_new();
     q->id = (uint64_t)i;
-    q->n_prompt = 1 + rnd_int(&x, 30);
+    q->n_prompt = 1 + tu_rand_int(&x, 30);
     q->prompt = malloc(sizeof(int32_t) * (size_t)q->n_prompt);
-    int period = 1 + rnd_int(&x, 5);
-    for (int k = 0; k < q->n_prompt; k++) q->prompt[k] = k < period ? rnd_int(&x, TINY_V) : q->prompt[k - period];
-    q->max_tokens = 1 + rnd_int(&x, 40);
+    int period = 1 + tu_rand_int(&x, 5);
+    for (int k = 0; k < q->n_prompt; k++) q->prompt[k] = k < period ? tu_rand_int(&x, TINY_V) : q->prompt[k - period];
+    q->max_tokens = 1 + tu_rand_int(&x, 40);
     q->ignore_eos = 1;
     q->sp.temperature = 0;
     return q;
@@ -699,13 +680,13 @@ static void test_kv_accounting(void **state) {
     uint64_t x = 42;
     int next = 0, n_cancel = 0;
     for (int step = 0; step < 1000; step++) {
-        for (int n = rnd_int(&x, 3); n > 0 && next < KV_REQS; n--) {
+        for (int n = tu_rand_int(&x, 3); n > 0 && next < KV_REQS; n--) {
             reqs[next] = kv_req(next);
             assert_int_equal(sched_submit(r.s, reqs[next], err), SUBMIT_OK);
             next++;
         }
-        if (next > 0 && rnd_int(&x, 8) == 0) { /* cancel a random request, running or not */
-            struct gen_request *c = reqs[rnd_int(&x, next)];
+        if (next > 0 && tu_rand_int(&x, 8) == 0) { /* cancel a random request, running or not */
+            struct gen_request *c = reqs[tu_rand_int(&x, next)];
             if (c->finish == FINISH_NONE) {
                 req_cancel(c);
                 n_cancel++;
@@ -719,7 +700,7 @@ static void test_kv_accounting(void **state) {
     drain(&r);
     struct sched_stats st;
     sched_stats(r.s, &st);
-    assert_no_blocks_held(&r);
+    sched_run_assert_idle(&r);
     assert_true(st.preemptions > 0);
     assert_true(st.spec_accepted > 0 && st.spec_accepted < st.spec_drafted);
     printf("%d requests, %d cancelled, %ld preemptions, drafted %ld, accepted %ld\n", next, n_cancel, st.preemptions,
@@ -743,14 +724,7 @@ int main(int argc, char **argv) {
     const char *san = getenv("TPD_SANITIZE");
     if (san && strcmp(san, "1") == 0) g_runs = 2048;
     assert_int_equal(tu_tmpdir_setup(NULL), 0);
-    struct tm_spec ts = tm_default_spec();
-    ts.mat_type = DT_F32;
-    ts.emb_type = DT_F32;
-    ts.norm_type = DT_F32;
-    ts.random_f32 = 0.3f;
-    struct tm_tensor t[128];
-    int nt;
-    snprintf(g_tiny, sizeof g_tiny, "%s", tm_write_gguf(&ts, "tiny.gguf", t, &nt));
+    snprintf(g_tiny, sizeof g_tiny, "%s", tm_write_random_gguf("tiny.gguf"));
     comm_init(&g_comm, &argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ngram_lookup),

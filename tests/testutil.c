@@ -121,3 +121,14 @@ void tu_putf(struct tu_buf *b, const char *fmt, ...) {
     assert_true(n >= 0 && n < (int)sizeof tmp);
     tu_put(b, tmp, (size_t)n);
 }
+
+uint64_t tu_rand(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int tu_rand_int(uint64_t *x, int n) { return (int)(tu_rand(x) % (uint64_t)n); }
+
+double tu_rand_unit(uint64_t *x) { return (double)(tu_rand(x) >> 11) * 0x1.0p-53; }

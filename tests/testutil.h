@@ -30,6 +30,12 @@ char *tu_read_file(const char *path, size_t *len);
 /* tu_read_file of $TPD_SOURCE_DIR/rel (test data such as tests/data/tok/spm.json). */
 char *tu_read_source(const char *rel, size_t *len);
 
+/* A seeded generator for a test's own random choices (splitmix64): the next 64 bits of
+ * the stream *x, a number in [0, n), and one in [0, 1). */
+uint64_t tu_rand(uint64_t *x);
+int tu_rand_int(uint64_t *x, int n);
+double tu_rand_unit(uint64_t *x);
+
 /* Bytes built up by hand (GGUF and safetensors images, JSON text); free(b.p) when done. */
 struct tu_buf {
     uint8_t *p;

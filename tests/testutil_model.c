@@ -204,6 +204,15 @@ const char *tm_write_gguf(const struct tm_spec *s, const char *fname, struct tm_
     return path;
 }
 
+const char *tm_write_random_gguf(const char *fname) {
+    struct tm_spec ts = tm_default_spec();
+    ts.mat_type = ts.emb_type = ts.norm_type = DT_F32;
+    ts.random_f32 = 0.3f;
+    struct tm_tensor t[128];
+    int nt;
+    return tm_write_gguf(&ts, fname, t, &nt);
+}
+
 void tm_check_default_shape(const struct model_hparams *hp) {
     assert_int_equal(hp->arch, ARCH_LLAMA);
     assert_int_equal(hp->n_layers, 2);

@@ -57,6 +57,10 @@ struct tm_spec tm_default_spec(void);
 /* LlamaForCausalLM, tied in config.json, one BF16 model.safetensors. */
 struct tm_hf tm_default_hf(void);
 
+/* The default shape with F32 tensors of seeded random values (norms 1): a model whose
+ * greedy outputs spread, for scheduler tests on a fast engine. Written as tu_tmpdir/fname;
+ * returns the path (as tm_write_gguf). */
+const char *tm_write_random_gguf(const char *fname);
 /* Writes tu_tmpdir/fname as GGUF v3; fills t[0..*nt) (128 entries are enough) with the
  * tensors written. Returns the path (a static buffer, overwritten by the next call). */
 const char *tm_write_gguf(const struct tm_spec *s, const char *fname, struct tm_tensor *t,

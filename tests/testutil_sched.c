@@ -28,6 +28,14 @@ void sched_run_drain(struct sched_run *r, int max_steps) {
     for (int guard = 0; sched_step(r->s, 0) > 0; guard++) assert_true(guard < max_steps);
 }
 
+void sched_run_assert_idle(struct sched_run *r) {
+    struct sched_stats st;
+    sched_stats(r->s, &st);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(st.queued, 0);
+    assert_int_equal(st.kv_blocks_used, 0);
+}
+
 int sched_run_smollm2(char *path, size_t size) {
     const char *src = getenv("TPD_SOURCE_DIR");
     snprintf(path, size, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", src ? src : ".");

@@ -20,6 +20,8 @@ void sched_run_open(struct sched_run *r, struct comm *c, const struct engine_opt
 void sched_run_close(struct sched_run *r);
 /* Steps until nothing is queued or running (asserting it gets there within max_steps). */
 void sched_run_drain(struct sched_run *r, int max_steps);
+/* Nothing is queued or running and every KV block came back. */
+void sched_run_assert_idle(struct sched_run *r);
 /* SmolLM2-135M Q4_1 under TPD_SOURCE_DIR into path; 0, or -1 (with the "skipped" line
  * printed) when it has not been fetched, for main to return 77. */
 int sched_run_smollm2(char *path, size_t size);

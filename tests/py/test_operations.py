@@ -401,3 +401,41 @@ def test_request_that_can_never_fit_is_refused_at_once(sock_path):
             assert r.status_code == 400 and r.json()["error"]["param"] == "n", r.text
     finally:
         assert srv.stop() == 0, srv.output()[-3000:]
+
+
+def test_small_cache_always_progresses(sock_path):
+    """Four requests of a 100-token prompt and 40 greedy tokens at once in a 256-token KV cache
+    (each needs more than half of it), fairness at its default: all finish, with a handful of
+    preemptions. They used to preempt each other forever (issue 24: none had finished after
+    40 s, 42 M preemptions); the test fails as soon as 1,000 preemptions are counted. That
+    each request gets the tokens it gets alone is checked in tests/test_sched_progress.c."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    srv = Server(sock_path, extra=["--kv-tokens", "256"])
+    prompts = [[1000 + (i * 7919 + k * 104729) % 40000 for k in range(100)] for i in range(4)]
+
+    def complete(prompt):
+        with client(sock_path) as c:
+            r = c.post("/v1/completions", json={"prompt": prompt, "max_tokens": 40, "temperature": 0,
+                                                "ignore_eos": True})
+            assert r.status_code == 200, r.text
+            return r.json()["usage"]["completion_tokens"]
+
+    pool = ThreadPoolExecutor(4)
+    try:
+        t0 = time.monotonic()
+        done = [pool.submit(complete, p) for p in prompts]
+        with client(sock_path) as c:
+            while not all(f.done() for f in done):
+                preemptions = metric(c, "tpd_preemptions_total")
+                assert preemptions < 1000, f"livelock: {preemptions:.0f} preemptions"
+                assert time.monotonic() - t0 < 300  # a few seconds on an idle machine
+                time.sleep(0.5)
+            assert [f.result() for f in done] == [40] * 4
+            preemptions = metric(c, "tpd_preemptions_total")
+        print(f"4 x (100 + 40) tokens in a 256-token cache: {time.monotonic() - t0:.1f} s, "
+              f"{preemptions:.0f} preemptions")
+        assert 1 <= preemptions < 100  # the cache was small enough to matter
+    finally:
+        assert srv.stop() == 0, srv.output()[-3000:]  # before the clients: a livelocked one ends with it
+        pool.shutdown()
