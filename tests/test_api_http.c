@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -311,6 +312,94 @@ static int read_to_close(int fd, char *buf, size_t cap, double timeout_s) {
     }
     buf[n] = 0;
     return (int)n;
+}
+
+/* Sends req on a fresh connection and checks what comes back off the socket is exactly one
+ * well-formed answer, then the end: one status line, one Content-Length that the body
+ * matches, nothing after it, and the server closes. Returns the status. */
+static int one_answer(const char *req, size_t len) {
+    static char buf[65536];
+    int fd = connect_unix(sock);
+    assert_true(fd >= 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0) break; /* the server may answer and close before reading all */
+        off += (size_t)w;
+    }
+    int n = read_to_close(fd, buf, sizeof buf, 5.0);
+    close(fd);
+    if (n < 0) fail_msg("no close within 5 s after: %.300s", buf);
+    int status = 0, hlen = 0;
+    if (sscanf(buf, "HTTP/1.1 %3d %*[^\r]\r\n%n", &status, &hlen) < 1 || !hlen)
+        fail_msg("not a status line: %.300s", buf);
+    const char *end = strstr(buf, "\r\n\r\n");
+    if (!end) fail_msg("no end of header: %.300s", buf);
+    long cl = -1;
+    int n_cl = 0;
+    for (const char *l = strstr(buf, "\r\n") + 2; l < end + 2; l = strstr(l, "\r\n") + 2) {
+        if (!strncasecmp(l, "Content-Length:", 15)) {
+            n_cl++;
+            cl = strtol(l + 15, NULL, 10);
+        }
+        if (!strncmp(l, "HTTP/", 5)) fail_msg("a status line among the headers: %.300s", buf);
+    }
+    if (n_cl != 1) fail_msg("%d Content-Length headers: %.300s", n_cl, buf);
+    long body = (long)(buf + n - (end + 4));
+    if (body != cl) fail_msg("Content-Length %ld but %ld bytes follow the header: %.600s", cl, body, buf);
+    return status;
+}
+
+/* Malformed requests, each answered with one well-formed 4xx and a close (issue 24):
+ * a huge chunk extension got libmicrohttpd's 500, and a negative or overflowing
+ * Content-Length its 400/413 header block twice, the first without a body. */
+static void test_malformed_one_answer(void **state) {
+    (void)state;
+    fresh_paths();
+    struct server_config c = config();
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    static const char *const heads[] = {
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551621\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "0\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n0\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+        "garbage with spaces here\r\n\r\n",
+        "GET /health HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n",
+    };
+    for (unsigned i = 0; i < sizeof heads / sizeof *heads; i++) {
+        int st = one_answer(heads[i], strlen(heads[i]));
+        if (st < 400 || st > 499) fail_msg("case %u: status %d", i, st);
+    }
+    /* a 100 KB chunk extension, and a 100 KB header line */
+    size_t cap = 200000, n;
+    char *big = malloc(cap);
+    n = (size_t)snprintf(big, cap, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;");
+    memset(big + n, 'e', 100000);
+    n += 100000;
+    n += (size_t)snprintf(big + n, cap - n, "\r\n{}\r\n0\r\n\r\n");
+    int st = one_answer(big, n);
+    if (st < 400 || st > 499) fail_msg("a 100 KB chunk extension: status %d", st);
+    n = (size_t)snprintf(big, cap, "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(big + n, 'h', 100000);
+    n += 100000;
+    n += (size_t)snprintf(big + n, cap - n, "\r\n\r\n");
+    st = one_answer(big, n);
+    if (st < 400 || st > 499) fail_msg("a 100 KB header: status %d", st);
+    free(big);
+    /* still serving after all that */
+    const char *body;
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    http_free(h);
 }
 
 /* Connection admission: past the uid's share and past the total a new connection gets a
@@ -603,6 +692,7 @@ int main(void) {
         cmocka_unit_test(test_mode_group_and_bad_configs),
         cmocka_unit_test(test_peer_uid_allow_list),
         cmocka_unit_test(test_limits_and_framing),
+        cmocka_unit_test(test_malformed_one_answer),
         cmocka_unit_test(test_loopback_tcp),
         cmocka_unit_test(test_connection_limits_and_timeouts),
         cmocka_unit_test(test_directory_of_another_user_refused),
