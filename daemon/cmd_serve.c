@@ -177,6 +177,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .max_connections_per_uid = (int)cfg->max_connections_per_uid,
         .header_timeout_s = (unsigned)cfg->header_timeout_s, .idle_timeout_s = (unsigned)cfg->idle_timeout_s,
         .http_threads = (int)cfg->http_threads,
+        .stop_flag = &stop_requested, /* /health is 503 from the signal on, even mid-step */
     };
     struct sched_stats st;
     sched_stats(s, &st);
@@ -203,8 +204,9 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
             engine_info(e)->pp);
         while (!stop_requested) sched_step(s, 0.05);
         pid_file_remove(pid_path, pid_dev, pid_ino);
-        LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
-        http_stop_accepting(h);
+        LOG(LOG_INFO, "stopping: new requests get 503; finishing in-flight ones (up to %.0f s)",
+            cfg->drain_timeout_s);
+        http_drain(h);
         sched_drain(s);
         double deadline = clock_now() + cfg->drain_timeout_s;
         int left = 1;

@@ -22,6 +22,8 @@
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/log.h"
+#include "api_err.h"
+#include "reqhead.h"
 
 #define TICK_S 0.25        /* deadlines and suspended clients are looked at this often */
 #define FD_RESERVE 256     /* descriptors kept for everything but connections */
@@ -29,12 +31,12 @@
 #define MAX_EVENTS 256
 
 enum rec_state {
-    REC_FRESH, /* ours: accepted, no byte received yet */
+    REC_FRESH, /* ours: accepted, its first request's head not all here yet */
     REC_HTTP,  /* handed to libmicrohttpd */
 };
 
 enum drop_reason { DROP_IDLE, DROP_HEADER, N_DROP };
-enum refuse_reason { REFUSE_LIMIT, REFUSE_UID, N_REFUSE };
+enum refuse_reason { REFUSE_LIMIT, REFUSE_UID, REFUSE_MALFORMED, N_REFUSE };
 
 struct conn_rec {
     struct conn_rec *prev, *next;
@@ -82,6 +84,7 @@ struct conns {
     struct pollfd *pfds;
     struct conn_rec **precs;
     int cap_pfds;
+    char *view; /* REQHEAD_VIEW bytes: what a fresh connection sent so far (accept thread) */
 };
 
 /* ---------------------------------------------------------------- fd limit */
@@ -190,26 +193,37 @@ static unsigned peer_uid(int fd, const struct sockaddr_storage *sa) {
     return (unsigned)cr.uid;
 }
 
-/* Answers 503 and closes: no HTTP state is made for a connection that is refused. What the
+/* Answers e and closes: no HTTP state is made for a connection refused here. What the
  * client sent so far is read first, so that closing does not turn into a reset that could
  * discard the answer. */
-static void refuse(int fd, const char *why) {
-    char body[256], msg[512];
-    int nb = snprintf(body, sizeof body,
-                      "{\"error\":{\"message\":\"%s; retry later\",\"type\":\"server_error\",\"param\":null,"
-                      "\"code\":\"too_many_connections\"}}",
-                      why);
-    int n = snprintf(msg, sizeof msg,
-                     "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
-                     nb, body);
+static void answer_close(int fd, const struct api_error *e) {
+    size_t nb;
+    char *body = api_error_json(e, &nb), head[256];
+    const char *reason = e->status == 503   ? "Service Unavailable"
+                         : e->status == 413 ? "Content Too Large"
+                                            : "Bad Request";
+    int nh = snprintf(head, sizeof head,
+                      "HTTP/1.1 %d %s\r\n%sContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                      e->status, reason, e->status == 503 ? "Retry-After: 1\r\n" : "", nb);
     char sink[4096];
     while (recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
     }
-    ssize_t k = send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    (void)k; /* a client that cannot take 300 bytes gets nothing */
+    struct iovec iov[2] = {{head, (size_t)nh}, {body, nb}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+    ssize_t k = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)k; /* a client that cannot take a few hundred bytes gets nothing */
+    free(body);
     shutdown(fd, SHUT_WR);
     close(fd);
+}
+
+/* A 503 at once, at a connection limit. */
+static void refuse(int fd, const char *why) {
+    struct api_error e;
+    api_err(&e, 503, "", "%s; retry later", why);
+    e.code = "too_many_connections";
+    answer_close(fd, &e);
 }
 
 static void admit(struct conns *cs, int fd, const struct sockaddr_storage *sa, socklen_t sa_len) {
@@ -244,7 +258,8 @@ static void admit(struct conns *cs, int fd, const struct sockaddr_storage *sa, s
     r->sa_len = sa_len;
     rec_insert(cs, r);
     pthread_mutex_unlock(&cs->mu);
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = r};
+    /* edge-triggered: bytes are only peeked at until the request head is all here */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = r};
     if (epoll_ctl(cs->ep, EPOLL_CTL_ADD, fd, &ev)) {
         LOG(LOG_WARN, "epoll_ctl: %s", strerror(errno));
         pthread_mutex_lock(&cs->mu);
@@ -282,13 +297,12 @@ static void accept_some(struct conns *cs, int lfd) {
     }
 }
 
-/* The first byte (or the end) arrived: libmicrohttpd takes the connection over. */
+/* The request head is here (or the end came): libmicrohttpd takes the connection over,
+ * its deadline unchanged. */
 static void hand_over(struct conns *cs, struct conn_rec *r) {
     epoll_ctl(cs->ep, EPOLL_CTL_DEL, r->fd, NULL);
     pthread_mutex_lock(&cs->mu);
     r->state = REC_HTTP;
-    r->deadline = clock_now() + cs->cfg.header_timeout_s;
-    r->why = DROP_HEADER;
     pthread_mutex_unlock(&cs->mu);
     int fd = r->fd;
     if (cs->handoff(cs->handoff_arg, fd, (const struct sockaddr *)&r->sa, r->sa_len)) {
@@ -300,6 +314,34 @@ static void hand_over(struct conns *cs, struct conn_rec *r) {
         }
         pthread_mutex_unlock(&cs->mu);
     }
+}
+
+/* Bytes (or the end) on a connection of ours. From its first byte, the whole request must
+ * come within header_timeout_s. A head libmicrohttpd would answer wrongly is answered here
+ * (reqhead.h); any other goes to libmicrohttpd once it is all here, or at the end. */
+static void fresh_event(struct conns *cs, struct conn_rec *r, uint32_t events) {
+    ssize_t n = recv(r->fd, cs->view, REQHEAD_VIEW, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    struct api_error e;
+    enum reqhead_verdict v = REQHEAD_PASS;
+    if (n > 0) v = reqhead_screen(cs->view, (size_t)n, REQHEAD_VIEW, &e);
+    if (v == REQHEAD_REFUSE) {
+        epoll_ctl(cs->ep, EPOLL_CTL_DEL, r->fd, NULL);
+        pthread_mutex_lock(&cs->mu);
+        cs->refused[REFUSE_MALFORMED]++;
+        rec_remove(cs, r);
+        pthread_mutex_unlock(&cs->mu);
+        answer_close(r->fd, &e);
+        free(r);
+        return;
+    }
+    pthread_mutex_lock(&cs->mu);
+    if (r->why == DROP_IDLE) { /* its first bytes */
+        r->deadline = clock_now() + cs->cfg.header_timeout_s;
+        r->why = DROP_HEADER;
+    }
+    pthread_mutex_unlock(&cs->mu);
+    if (v == REQHEAD_PASS || (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) hand_over(cs, r);
 }
 
 static void close_listeners(struct conns *cs) {
@@ -375,7 +417,7 @@ static void *accept_main(void *arg) {
             } else if (p >= (void *)&cs->lfds[0] && p < (void *)&cs->lfds[2]) {
                 accept_some(cs, *(int *)p);
             } else {
-                hand_over(cs, p);
+                fresh_event(cs, p, ev[i].events);
             }
         }
         pthread_mutex_lock(&cs->mu);
@@ -415,11 +457,13 @@ int conns_start(struct conns **out, const struct conns_config *cfg, const int *l
     cs->ep = epoll_create1(EPOLL_CLOEXEC);
     cs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     cs->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    cs->view = xmalloc(REQHEAD_VIEW);
     if (cs->ep < 0 || cs->wake_fd < 0) {
         int e = errno;
         if (cs->ep >= 0) close(cs->ep);
         if (cs->wake_fd >= 0) close(cs->wake_fd);
         if (cs->reserve_fd >= 0) close(cs->reserve_fd);
+        free(cs->view);
         free(cs);
         return err_set(err, "epoll/eventfd: %s", strerror(e));
     }
@@ -439,6 +483,7 @@ int conns_start(struct conns **out, const struct conns_config *cfg, const int *l
         close(cs->ep);
         close(cs->wake_fd);
         if (cs->reserve_fd >= 0) close(cs->reserve_fd);
+        free(cs->view);
         free(cs);
         return err_set(err, "cannot start the accept thread");
     }
@@ -492,6 +537,7 @@ void conns_free(struct conns *cs) {
     free(cs->uids);
     free(cs->pfds);
     free(cs->precs);
+    free(cs->view);
     free(cs);
 }
 
@@ -572,11 +618,13 @@ void conns_metrics(struct conns *cs, struct sbuf *b) {
         if (cs->uids[i].uid == REQ_UID_UNKNOWN) sbuf_addf(b, "tpd_uid_connections_open{uid=\"tcp\"} %d\n", cs->uids[i].n);
         else sbuf_addf(b, "tpd_uid_connections_open{uid=\"%u\"} %d\n", cs->uids[i].uid, cs->uids[i].n);
     }
-    sbuf_addf(b, "# HELP tpd_connections_refused_total connections answered 503 at once\n"
+    sbuf_addf(b, "# HELP tpd_connections_refused_total connections answered at once and closed: "
+                 "503 at a limit, 400 or 413 for a malformed request head\n"
                  "# TYPE tpd_connections_refused_total counter\n"
                  "tpd_connections_refused_total{reason=\"limit\"} %ld\n"
-                 "tpd_connections_refused_total{reason=\"uid_share\"} %ld\n",
-              cs->refused[REFUSE_LIMIT], cs->refused[REFUSE_UID]);
+                 "tpd_connections_refused_total{reason=\"uid_share\"} %ld\n"
+                 "tpd_connections_refused_total{reason=\"malformed\"} %ld\n",
+              cs->refused[REFUSE_LIMIT], cs->refused[REFUSE_UID], cs->refused[REFUSE_MALFORMED]);
     sbuf_addf(b, "# HELP tpd_connections_timed_out_total connections closed for sending no complete request in time\n"
                  "# TYPE tpd_connections_timed_out_total counter\n"
                  "tpd_connections_timed_out_total{reason=\"idle\"} %ld\n"

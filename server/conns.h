@@ -1,12 +1,13 @@
 /* Connection admission for the HTTP frontend on rank 0. One thread of its own owns the
  * listening sockets: it accepts, reads the peer's uid (SO_PEERCRED; TCP peers share one
  * bucket), refuses at the total limit or the uid's share with a 503 written at once, and
- * keeps a new connection itself (an fd, no HTTP state) until its first byte arrives; then
- * hands it to libmicrohttpd. The same thread, every TICK_S, closes connections past their
- * deadline (no first byte within idle_timeout_s; no whole request, header and body, within
- * header_timeout_s of the first byte; no whole next request within idle_timeout_s of an
- * answer) and
- * wakes suspended connections whose client went away or whose stream is due a keep-alive.
+ * keeps a new connection itself (an fd, no HTTP state) until its first request head is all
+ * here, peeking at it: one libmicrohttpd would answer wrongly gets a 400 or 413 written
+ * here (reqhead.h); any other is handed to libmicrohttpd. The same thread, every TICK_S,
+ * closes connections past their deadline (no first byte within idle_timeout_s; no whole
+ * request, header and body, within header_timeout_s of the first byte; no whole next
+ * request within idle_timeout_s of an answer) and wakes suspended connections whose
+ * client went away or whose stream is due a keep-alive.
  * A connection waiting for tokens is suspended in libmicrohttpd (no thread held) and
  * resumed by conns_wake, which the step loop calls through the request's notifier.
  * Everything here is under one mutex; the callbacks may come from any thread. */

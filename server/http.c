@@ -62,7 +62,8 @@ struct http_server {
     struct conns *cs;      /* accepts, counts, times out and wakes connections */
     dev_t sock_dev;
     ino_t sock_ino;
-    int accepting;
+    const atomic_int *stop_flag; /* the daemon's signal flag, or NULL */
+    atomic_int draining;         /* http_drain was called */
     atomic_int stopping;
     atomic_int active;     /* generation requests whose answer is not completely sent */
     long created;
@@ -76,6 +77,7 @@ struct conn {
     int too_large;
     int status;           /* what was answered, for the metrics; 0 = nothing yet */
     int fd;
+    int close;            /* answer with Connection: close */
     struct api_gen *gen;  /* a generation this request started (a reference) */
     unsigned uid; /* peer uid, REQ_UID_UNKNOWN over TCP */
     struct conn_rec *rec; /* the connection's record in conns (waking, deadlines) */
@@ -393,6 +395,7 @@ static enum MHD_Result reply(struct conn *c, struct MHD_Connection *mc, int stat
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
     /* queue full, draining, unhealthy: a client may come back (RFC 9110, 10.2.3) */
     if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+    if (c->close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
     MHD_destroy_response(r);
     if (rc == MHD_YES) c->status = status;
@@ -616,6 +619,11 @@ static enum MHD_Result h_detokenize(struct conn *c, struct MHD_Connection *mc) {
     return reply_json(c, mc, 200, o);
 }
 
+/* From the signal (the step loop may be stuck in a step for long) or from http_drain. */
+static int draining(const struct http_server *h) {
+    return atomic_load(&h->draining) || (h->stop_flag && atomic_load(h->stop_flag) > 0);
+}
+
 /* Healthy means the engine steps: the loop ran recently and is not draining. */
 static enum MHD_Result h_health(struct conn *c, struct MHD_Connection *mc) {
     char why[256];
@@ -628,6 +636,7 @@ static enum MHD_Result h_health(struct conn *c, struct MHD_Connection *mc) {
 static enum MHD_Result h_metrics(struct conn *c, struct MHD_Connection *mc) {
     struct sched_stats st;
     sched_stats(c->h->sched, &st);
+    st.draining |= draining(c->h); /* from the signal on, before the step loop sees it */
     char *text;
     size_t len;
     if (metrics_render(c->h->m, &st, &text, &len))
@@ -652,6 +661,22 @@ static const struct route routes[] = {
 };
 
 /* ---------------------------------------------------------------- MHD callbacks */
+
+/* While draining, a new request is told to go elsewhere (or come back), and its connection
+ * closed; /metrics still answers, for whoever watches the drain. */
+static int drain_refuses(struct conn *c, const char *url, const char *method) {
+    if (!draining(c->h)) return 0;
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    return !(get && !strcmp(url, "/metrics"));
+}
+
+static enum MHD_Result reply_draining(struct conn *c, struct MHD_Connection *mc) {
+    c->close = 1;
+    struct api_error e;
+    api_err(&e, 503, "", "draining: the server is shutting down; retry later");
+    e.code = "draining";
+    return reply_api_error(c, mc, &e);
+}
 
 struct framing {
     int n_te, n_cl;
@@ -687,6 +712,7 @@ static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, con
     if (!peer_allowed(h, c->fd, &uid))
         return reply_error(c, mc, 403, "", "peer uid %d is not allowed to use this server", (int)uid);
     c->uid = uid;
+    if (drain_refuses(c, url, method)) return reply_draining(c, mc);
     int path_known = 0;
     for (unsigned i = 0; i < sizeof routes / sizeof *routes; i++) {
         if (strcmp(url, routes[i].path)) continue;
@@ -748,6 +774,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     if (c->status) return MHD_YES; /* answered on the first call */
     if (c->gen) return gen_wait(c, mc); /* resumed: a non-streamed generation goes on */
     conns_request_begin(h->cs, c->rec); /* all of it arrived in time: no deadline while it runs */
+    if (drain_refuses(c, url, method)) return reply_draining(c, mc); /* began before the drain */
     if (c->too_large)
         return reply_error(c, mc, 413, "", "request body exceeds the limit of %zu bytes", h->max_body);
     return c->route->fn(c, mc);
@@ -831,6 +858,7 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
     if (cfg->n_allowed_uids < 0) return err_set(err, "negative uid count");
     struct http_server *h = xcalloc(1, sizeof *h);
     h->sched = s;
+    h->stop_flag = cfg->stop_flag;
     if (!api) api_ctx_init(&h->no_api, NULL, NULL, 0, 0, 0);
     h->api = api ? api : &h->no_api;
     h->m = m;
@@ -876,21 +904,17 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
         server_free(h);
         return -1;
     }
-    h->accepting = 1;
     *out = h;
     return 0;
 }
 
-void http_stop_accepting(struct http_server *h) {
-    if (!h || !h->accepting) return;
-    h->accepting = 0;
-    conns_stop_accepting(h->cs); /* closes the listening sockets */
-    unlink_ours(h);
+void http_drain(struct http_server *h) {
+    if (h) atomic_store(&h->draining, 1);
 }
 
 void http_free(struct http_server *h) {
     if (!h) return;
-    http_stop_accepting(h);
+    http_drain(h);
     /* the scheduler has finished every request, but the last events (finish_reason,
      * usage, [DONE]) or a whole non-streamed body may still be on their way out: let
      * them go before connections are cut */
@@ -899,6 +923,8 @@ void http_free(struct http_server *h) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    conns_stop_accepting(h->cs); /* closes the listening sockets */
+    unlink_ours(h);
     atomic_store(&h->stopping, 1); /* waiting handlers give up when woken, */
     conns_release_all(h->cs);      /* which happens now to every suspended one */
     MHD_stop_daemon(h->d);

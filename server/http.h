@@ -7,6 +7,7 @@
 #ifndef TPD_HTTP_H
 #define TPD_HTTP_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 struct api_ctx;
@@ -32,6 +33,8 @@ struct server_config {
     int http_threads;          /* libmicrohttpd's threads; default 4 (0 = default) */
     unsigned send_timeout_s;   /* a client that takes no bytes of its answer for this long is
                                 * dropped and its generation cancelled; default 30 (0 = default) */
+    const atomic_int *stop_flag; /* optional: once > 0 (a signal handler sets it), draining as
+                                  * after http_drain, even while the step loop is stuck */
 };
 
 /* Creates the socket and starts serving: requests are validated against api (built once
@@ -40,10 +43,13 @@ struct server_config {
  * on the path, a non-socket file there, permissions, ...). */
 int http_start(struct http_server **out, const struct server_config *cfg, struct scheduler *s,
                const struct api_ctx *api, struct metrics *m, char *err);
-/* Closes the listeners and unlinks the socket; in-flight requests go on. */
-void http_stop_accepting(struct http_server *h);
-/* After in-flight requests ended (or were aborted by the scheduler): stops the
- * connection threads and frees everything. */
+/* Draining: from now on /health and every new request but GET /metrics are answered 503
+ * with Retry-After and Connection: close, while the requests in flight go on. The
+ * listeners stay open, so a client is told the server is going instead of finding nobody. */
+void http_drain(struct http_server *h);
+/* After in-flight requests ended (or were aborted by the scheduler): lets their last
+ * bytes go, closes the listeners, unlinks the socket, stops the connection threads and
+ * frees everything. */
 void http_free(struct http_server *h);
 
 #endif

@@ -4,12 +4,13 @@
  * a live daemon on the path makes a second start fail; a stale socket file is replaced;
  * a file that is not a socket is never removed; stopping unlinks the socket; the uid
  * allow-list answers 403 to others; optional loopback TCP; and the answers that need no
- * engine (404, 405, 413, conflicting framing) come in OpenAI's error shape. The socket's
- * directory, and every one on the way, must be one only we (or root) can change: another
- * user's, or one others may write to (/tmp itself), is refused. Connection admission: a
- * 503 at once past the uid's share and past the total; header and idle timeouts. The
- * generation endpoints are tested
- * end to end by tests/py/test_server_*.py. */
+ * engine (404, 405, 413, conflicting framing) come in OpenAI's error shape; a malformed
+ * request gets exactly one well-formed 4xx and a close; draining, every new request gets
+ * a 503 with Retry-After while the socket stays. The socket's directory, and every one on
+ * the way, must be one only we (or root) can change: another user's, or one others may
+ * write to (/tmp itself), is refused. Connection admission: a 503 at once past the uid's
+ * share and past the total; header and idle timeouts. The generation endpoints are
+ * tested end to end by tests/py/test_server_*.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,9 +23,11 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -117,11 +120,10 @@ static void test_socket_created_private(void **state) {
     const char *body;
     assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
 
-    /* stop accepting: the socket file goes, connections are refused */
-    http_stop_accepting(h);
+    /* stopped: the socket file goes, connections are refused */
+    http_free(h);
     assert_int_equal(lstat(sock, &st), -1);
     assert_int_equal(connect_unix(sock), -1);
-    http_free(h);
 }
 
 static void test_stale_socket_replaced(void **state) {
@@ -313,6 +315,147 @@ static int read_to_close(int fd, char *buf, size_t cap, double timeout_s) {
     return (int)n;
 }
 
+/* Sends req on a fresh connection and checks what comes back off the socket is exactly one
+ * well-formed answer, then the end: one status line, one Content-Length that the body
+ * matches, nothing after it, and the server closes. Returns the status. */
+static int one_answer(const char *req, size_t len) {
+    static char buf[65536];
+    int fd = connect_unix(sock);
+    assert_true(fd >= 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0) break; /* the server may answer and close before reading all */
+        off += (size_t)w;
+    }
+    int n = read_to_close(fd, buf, sizeof buf, 5.0);
+    close(fd);
+    if (n < 0) fail_msg("no close within 5 s after: %.300s", buf);
+    int status = 0, hlen = 0;
+    if (sscanf(buf, "HTTP/1.1 %3d %*[^\r]\r\n%n", &status, &hlen) < 1 || !hlen)
+        fail_msg("not a status line: %.300s", buf);
+    const char *end = strstr(buf, "\r\n\r\n");
+    if (!end) fail_msg("no end of header: %.300s", buf);
+    long cl = -1;
+    int n_cl = 0;
+    for (const char *l = strstr(buf, "\r\n") + 2; l < end + 2; l = strstr(l, "\r\n") + 2) {
+        if (!strncasecmp(l, "Content-Length:", 15)) {
+            n_cl++;
+            cl = strtol(l + 15, NULL, 10);
+        }
+        if (!strncmp(l, "HTTP/", 5)) fail_msg("a status line among the headers: %.300s", buf);
+    }
+    if (n_cl != 1) fail_msg("%d Content-Length headers: %.300s", n_cl, buf);
+    long body = (long)(buf + n - (end + 4));
+    if (body != cl) fail_msg("Content-Length %ld but %ld bytes follow the header: %.600s", cl, body, buf);
+    return status;
+}
+
+/* Malformed requests, each answered with one well-formed 4xx and a close (issue 24):
+ * a huge chunk extension got libmicrohttpd's 500, and a negative or overflowing
+ * Content-Length its 400/413 header block twice, the first without a body. */
+static void test_malformed_one_answer(void **state) {
+    (void)state;
+    fresh_paths();
+    struct server_config c = config();
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    static const char *const heads[] = {
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551621\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "0\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n0\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+        "garbage with spaces here\r\n\r\n",
+        "GET /health HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n",
+    };
+    for (unsigned i = 0; i < sizeof heads / sizeof *heads; i++) {
+        int st = one_answer(heads[i], strlen(heads[i]));
+        if (st < 400 || st > 499) fail_msg("case %u: status %d", i, st);
+    }
+    /* a 100 KB chunk extension, and a 100 KB header line */
+    size_t cap = 200000, n;
+    char *big = malloc(cap);
+    n = (size_t)snprintf(big, cap, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;");
+    memset(big + n, 'e', 100000);
+    n += 100000;
+    n += (size_t)snprintf(big + n, cap - n, "\r\n{}\r\n0\r\n\r\n");
+    int st = one_answer(big, n);
+    if (st < 400 || st > 499) fail_msg("a 100 KB chunk extension: status %d", st);
+    n = (size_t)snprintf(big, cap, "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(big + n, 'h', 100000);
+    n += 100000;
+    n += (size_t)snprintf(big + n, cap - n, "\r\n\r\n");
+    st = one_answer(big, n);
+    if (st < 400 || st > 499) fail_msg("a 100 KB header: status %d", st);
+    free(big);
+    /* still serving after all that */
+    const char *body;
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    http_free(h);
+}
+
+/* Draining (issue 24): from the stop flag on (a signal handler sets it, however long the
+ * step loop takes to notice) or http_drain, the socket stays and every new request, /health
+ * included, gets one 503 with Retry-After and Connection: close (/metrics, which still
+ * answers, needs a scheduler: tests/py/test_server_lifecycle.py). */
+static void test_drain_answers_503(void **state) {
+    (void)state;
+    fresh_paths();
+    struct server_config c = config();
+    atomic_int stop = 0;
+    c.stop_flag = &stop;
+    struct http_server *h;
+    char err[ERR_LEN];
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    const char *body;
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    /* a kept-alive connection from before the signal */
+    int kept = connect_unix(sock);
+    assert_true(kept >= 0);
+    stop = 1;
+    static const char *const reqs[] = {
+        "GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+    };
+    for (unsigned i = 0; i < sizeof reqs / sizeof *reqs; i++) {
+        assert_int_equal(one_answer(reqs[i], strlen(reqs[i])), 503);
+        char buf[2048];
+        int fd = connect_unix(sock);
+        assert_true(fd >= 0);
+        assert_int_equal(send(fd, reqs[i], strlen(reqs[i]), MSG_NOSIGNAL), (ssize_t)strlen(reqs[i]));
+        assert_true(read_to_close(fd, buf, sizeof buf, 5.0) > 0); /* closed without being asked */
+        close(fd);
+        assert_non_null(strstr(buf, "Retry-After: 1\r\n"));
+        assert_non_null(strstr(buf, "\"code\":\"draining\""));
+    }
+    assert_int_equal(send(kept, reqs[0], strlen(reqs[0]), MSG_NOSIGNAL), (ssize_t)strlen(reqs[0]));
+    char buf[2048];
+    assert_true(read_to_close(kept, buf, sizeof buf, 5.0) > 0);
+    close(kept);
+    assert_non_null(strstr(buf, "HTTP/1.1 503 "));
+    http_free(h);
+    struct stat sst;
+    assert_int_equal(lstat(sock, &sst), -1);
+
+    /* http_drain, without a flag */
+    fresh_paths();
+    c.stop_flag = NULL;
+    if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    http_drain(h);
+    assert_int_equal(one_answer(reqs[1], strlen(reqs[1])), 503);
+    http_free(h);
+}
+
 /* Connection admission: past the uid's share and past the total a new connection gets a
  * 503 at once (the others go on); a request header trickling in is closed after the header
  * timeout; a connection that sends nothing, after the idle timeout. */
@@ -410,11 +553,10 @@ static void test_loopback_tcp(void **state) {
     assert_non_null(strstr(buf, "HTTP/1.1 404"));
     const char *body;
     assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
-    http_stop_accepting(h); /* both listeners close */
+    http_free(h); /* both listeners close */
     fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_int_not_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     close(fd);
-    http_free(h);
 }
 
 /* Another local user's uid: tpdtest2's, created (useradd -M) when missing. -1 when not
@@ -603,6 +745,8 @@ int main(void) {
         cmocka_unit_test(test_mode_group_and_bad_configs),
         cmocka_unit_test(test_peer_uid_allow_list),
         cmocka_unit_test(test_limits_and_framing),
+        cmocka_unit_test(test_malformed_one_answer),
+        cmocka_unit_test(test_drain_answers_503),
         cmocka_unit_test(test_loopback_tcp),
         cmocka_unit_test(test_connection_limits_and_timeouts),
         cmocka_unit_test(test_directory_of_another_user_refused),

@@ -1,8 +1,11 @@
 """launch/tpd-launch as an operator uses it: SIGTERM to its whole process group (what Ctrl-C
 in a terminal, systemd's control-group kill or a job scheduler sends) drains every stream
-to [DONE] and the job exits 0, a second signal ends it at once, and the Slurm launcher
-builds an srun command (checked with a stand-in srun, since no Slurm is installed here)."""
+to [DONE] and the job exits 0, and finds rank 0 every time (20 group signals to a job of
+stand-in ranks under the real mpirun), a second signal ends it at once, and the Slurm
+launcher builds an srun command (checked with a stand-in srun, since no Slurm is
+installed here)."""
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -89,6 +92,95 @@ def test_group_sigterm_drains_and_exits_0(setup):
         events = sse_events(body)
         assert events and events[-1] == "[DONE]", f"stream {i} cut short: {body[-300:]}"
     assert not os.path.exists(sock)
+
+
+# tpd as tpd-launch sees it: `config ... --get KEY` answers, and `serve` under mpirun as the
+# ranks behave on a signal: rank 0 catches SIGTERM, drains (here: at once) and exits 0; the
+# others ignore it and leave after rank 0. Killed by mpirun instead, the job exits non-zero.
+STAND_IN = r"""#!/bin/bash
+d=$(dirname "$0")
+if [ "$1" = config ]; then
+  for k; do :; done
+  case "$k" in parallel.tp) echo 2 ;; parallel.pp) echo 1 ;; launch.bind) echo none ;; *) echo ;; esac
+  exit 0
+fi
+if [ "${OMPI_COMM_WORLD_RANK:-}" = 0 ]; then
+  trap 'touch "$d/drained"; exit 0' TERM INT
+  touch "$d/started"
+else
+  trap '' TERM INT
+fi
+until [ -e "$d/drained" ]; do sleep 0.02; done
+"""
+
+# A tr that hands its output on line by line, as one preempted mid-output on a busy machine
+# does: the launcher once read rank 0's environment through `tr | grep -q` under pipefail,
+# and when grep had its match before tr was done, tr died of SIGPIPE, rank 0 was "not
+# found" and the launcher stopped the whole job instead (issue 24: 1 run in 4).
+SLOW_TR = r"""#!/usr/bin/env python3
+import sys, time
+data = sys.stdin.buffer.read().replace(b"\0", b"\n")
+for line in data.splitlines(keepends=True):
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+    time.sleep(0.005)
+"""
+
+
+def descendants(pid):
+    """Every process below pid (pids)."""
+    kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(k) for k in kids] + [g for k in kids for g in descendants(int(k))]
+
+
+def kill_tree(pid):
+    """SIGKILL to pid and every process below it (mpirun runs in a session of its own, out
+    of reach of a signal to the launcher's group)."""
+    for p in [pid] + descendants(pid):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_group_sigterm_finds_rank0_every_time(tmp_path):
+    """20 group SIGTERMs, each to a fresh job (tpd-launch, the real mpirun, stand-in ranks):
+    each must reach rank 0, which drains, and the job must exit 0."""
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun not installed")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "tr").write_text(SLOW_TR)
+    (bindir / "tr").chmod(0o755)
+    env = tpd_cli.mpirun_env()
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
+    cfg = tmp_path / "tpd.toml"
+    cfg.write_text("")
+    failures, t0 = [], time.monotonic()
+    for i in range(20):
+        d = tmp_path / f"run{i}"
+        d.mkdir()
+        (d / "tpd").write_text(STAND_IN)
+        (d / "tpd").chmod(0o755)
+        env["TPD_BIN"] = str(d / "tpd")
+        log = open(d / "launch.log", "w")
+        proc = subprocess.Popen([LAUNCH, str(cfg)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not (d / "started").exists():
+                assert proc.poll() is None and time.monotonic() < deadline, (d / "launch.log").read_text()
+                time.sleep(0.02)
+            os.killpg(proc.pid, signal.SIGTERM)
+            rc = proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                kill_tree(proc.pid)
+            log.close()
+        if rc != 0:  # (rank 0 drains either way: mpirun, signalled, passes SIGTERM on first)
+            failures.append(f"run {i}: exit {rc}\n" + (d / "launch.log").read_text()[-1500:])
+    print(f"20 group signals in {time.monotonic() - t0:.1f} s, {len(failures)} failed")
+    assert not failures, "\n".join(failures)
 
 
 def test_second_signal_stops_at_once(setup):

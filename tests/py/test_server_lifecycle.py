@@ -1,8 +1,9 @@
 """The daemon under stress and at the end of its life, over the Unix socket with
 `mpirun -np 2 tpd serve`: 200 clients that vanish mid-prefill and mid-decode leave no KV
 block, sequence or queue entry behind (read from /metrics); SIGTERM under load finishes
-the in-flight streams, refuses new work, every rank exits 0 and the socket is gone;
-killing rank 1 ends the job with a non-zero status within 10 seconds."""
+the in-flight streams while new requests and /health get 503 with Retry-After (within
+100 ms of the signal, even while a step hangs on a stopped rank), every rank exits 0 and
+the socket is gone; killing rank 1 ends the job with a non-zero status within 10 seconds."""
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import threading
 import time
 
 
-from test_server_api import Server, client, metric, sse_events
+from test_server_api import Server, client, metric, raw_http, sse_events
 
 
 def request_bytes(prompt, max_tokens, stream=True):
@@ -21,13 +22,13 @@ def request_bytes(prompt, max_tokens, stream=True):
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
-def stream_to_done(sock, i, started, results):
-    """A streaming greedy request of 48 tokens; releases `started` at its first event and
+def stream_to_done(sock, i, started, results, max_tokens=48):
+    """A streaming greedy request (48 tokens); releases `started` at its first event and
     stores the whole answer in results[i] once [DONE] (or the end of the connection) came."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(120)
     s.connect(sock)
-    s.sendall(request_bytes(f"Count to twenty: {i}", 48))
+    s.sendall(request_bytes(f"Count to twenty: {i}", max_tokens))
     data, signalled = b"", False
     while True:
         b = s.recv(65536)
@@ -101,14 +102,9 @@ def test_sigterm_under_load_drains_then_all_ranks_exit_0(sock_path):
         assert started.acquire(timeout=120), "streams did not start"
     srv.terminate()  # SIGTERM to rank 0
     time.sleep(0.5)
-    refused = False
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(sock_path)
-        s.close()
-    except OSError:
-        refused = True
-    assert refused, "a new connection was accepted after SIGTERM"
+    assert_draining(sock_path)
+    st, out = raw_http(sock_path, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert st == 200 and b"\ntpd_draining 1\n" in out, out[-2000:]
     for t in threads:
         t.join(120)
     for i, body in results.items():
@@ -117,6 +113,63 @@ def test_sigterm_under_load_drains_then_all_ranks_exit_0(sock_path):
         chunks = [json.loads(e) for e in events[:-1]]
         reasons = [c["choices"][0].get("finish_reason") for c in chunks if c.get("choices")]
         assert "length" in reasons, f"stream {i} did not run to max_tokens: {reasons[-3:]}"
+    assert srv.proc.wait(60) == 0, srv.output()[-3000:]
+    assert not os.path.exists(sock_path), "socket file left behind"
+    srv.stop()
+
+
+def assert_draining(sock):
+    """New requests on new connections, /health included, get one 503 with Retry-After and
+    the connection closed."""
+    for req in (b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+                request_bytes("a new request", 4, stream=False)):
+        st, out = raw_http(sock, req, timeout=10)
+        assert st == 503 and out.count(b"HTTP/1.1 ") == 1, out[-2000:]
+        head, body = out.split(b"\r\n\r\n", 1)
+        assert b"\r\nRetry-After: 1\r\n" in head and b"\r\nConnection: close\r\n" in head, head
+        assert json.loads(body)["error"]["code"] == "draining", body
+
+
+def test_drain_visible_while_a_step_hangs(sock_path):
+    """Issue 24: with rank 1 stopped mid-stream, the step loop is stuck and cannot see the
+    signal; /health must still turn 503 within 100 ms of SIGTERM, new requests get 503 +
+    Retry-After, and once rank 1 goes on, the stream ends with [DONE] and every rank exits 0."""
+    srv = Server(sock_path, extra=["--server.drain_timeout_s", "120"])
+    ranks = srv.ranks()
+    results, started = {}, threading.Semaphore(0)
+    t = threading.Thread(target=stream_to_done, args=(sock_path, 0, started, results, 16))
+    t.start()
+    probes = []
+    try:
+        assert started.acquire(timeout=120), "the stream did not start"
+        os.kill(ranks[1], signal.SIGSTOP)
+        for _ in range(300):  # connected beforehand: the time measured is the daemon's
+            probes.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+            probes[-1].settimeout(5)
+            probes[-1].connect(sock_path)
+        time.sleep(0.3)  # the step under way now waits for rank 1
+        t0 = time.monotonic()
+        os.kill(ranks[0], signal.SIGTERM)
+        for p in probes:
+            p.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            out = b""
+            while b"\r\n\r\n" not in out:
+                b = p.recv(4096)
+                assert b, out
+                out += b
+            took = time.monotonic() - t0
+            if out.startswith(b"HTTP/1.1 503 ") or took >= 0.1:
+                break
+        assert out.startswith(b"HTTP/1.1 503 ") and took < 0.1, f"/health {took * 1000:.0f} ms after SIGTERM: {out}"
+        print(f"/health 503 {took * 1000:.1f} ms after SIGTERM")
+        assert_draining(sock_path)
+    finally:
+        os.kill(ranks[1], signal.SIGCONT)
+        for p in probes:
+            p.close()
+    t.join(120)
+    events = sse_events(results.get(0, ""))
+    assert events and events[-1] == "[DONE]", f"stream cut short: {results.get(0, '')[-500:]}"
     assert srv.proc.wait(60) == 0, srv.output()[-3000:]
     assert not os.path.exists(sock_path), "socket file left behind"
     srv.stop()

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from test_server_api import Server, tpd_cli
-from test_launch import launch
+from test_launch import descendants, kill_tree, launch
 
 
 @pytest.fixture
@@ -86,16 +86,6 @@ def test_foreign_pid_file_left_alone(sock, bystander):
     assert bystander.poll() is None
 
 
-def descendants(pid):
-    todo, seen = [pid], []
-    while todo:
-        p = todo.pop()
-        kids = subprocess.run(["pgrep", "-P", str(p)], capture_output=True, text=True).stdout.split()
-        todo += [int(k) for k in kids]
-        seen += [int(k) for k in kids]
-    return seen
-
-
 def rank0_pid(launcher_pid):
     """The tpd process with rank 0 among the launcher's descendants."""
     for p in descendants(launcher_pid):
@@ -129,12 +119,8 @@ def test_stale_pid_file_replaced_forged_one_never_signalled(sock, bystander):
         proc.send_signal(signal.SIGTERM)  # the launcher alone, as systemd's KillMode=mixed does
         rc = proc.wait(90)
     finally:
-        if proc.poll() is None:  # mpirun runs in a session of its own: the whole tree
-            for p in [proc.pid] + descendants(proc.pid):
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        if proc.poll() is None:
+            kill_tree(proc.pid)
     out = open(log).read()
     assert rc == 0, out[-3000:]
     time.sleep(0.2)

@@ -1,0 +1,115 @@
+#include "reqhead.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <strings.h>
+
+/* The next line from *pos: its start and length without its CR LF (libmicrohttpd takes a
+ * bare LF too). 0 when no LF is in view. */
+static int next_line(const char *buf, size_t len, size_t *pos, const char **line, size_t *n) {
+    const char *lf = memchr(buf + *pos, '\n', len - *pos);
+    if (!lf) return 0;
+    *line = buf + *pos;
+    *n = (size_t)(lf - *line);
+    if (*n && (*line)[*n - 1] == '\r') (*n)--;
+    *pos = (size_t)(lf - buf) + 1;
+    return 1;
+}
+
+/* The field's value if the line is "name:value" (name matched without case, as
+ * libmicrohttpd looks fields up), after the leading blanks libmicrohttpd skips (it keeps
+ * trailing ones). NULL if the line is another field. */
+static const char *field_value(const char *line, size_t n, const char *name, size_t *vn) {
+    size_t k = strlen(name);
+    if (n <= k || line[k] != ':' || strncasecmp(line, name, k)) return NULL;
+    const char *v = line + k + 1, *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t')) v++;
+    *vn = (size_t)(end - v);
+    return v;
+}
+
+/* 0, or the status a Content-Length value earns: 400 unless 1*DIGIT, 413 past 2^64 - 1. */
+static int content_length_status(const char *v, size_t n) {
+    if (n == 0) return 400;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9') return 400;
+        if (__builtin_mul_overflow(x, 10, &x) ||
+            __builtin_add_overflow(x, (uint64_t)(v[i] - '0'), &x)) {
+            for (size_t j = i + 1; j < n; j++)
+                if (v[j] < '0' || v[j] > '9') return 400;
+            return 413;
+        }
+    }
+    return 0;
+}
+
+/* The chunked body's size lines in view, from pos. Only the first is waited for; a size
+ * libmicrohttpd can judge itself (a bad hex number, one past 2^64) passes. */
+static enum reqhead_verdict screen_chunks(const char *buf, size_t len, size_t cap, size_t pos,
+                                          int wait, struct api_error *e) {
+    for (int first = 1;; first = 0) {
+        size_t start = pos, n;
+        const char *line;
+        if (!next_line(buf, len, &pos, &line, &n)) {
+            if (len - start > REQHEAD_CHUNK_LINE_MAX) break;
+            return first && wait && len < cap ? REQHEAD_MORE : REQHEAD_PASS;
+        }
+        if (n > REQHEAD_CHUNK_LINE_MAX) break;
+        uint64_t size = 0;
+        size_t i = 0;
+        for (; i < n && line[i] != ';'; i++) {
+            int d = line[i] >= '0' && line[i] <= '9'   ? line[i] - '0'
+                    : line[i] >= 'a' && line[i] <= 'f' ? line[i] - 'a' + 10
+                    : line[i] >= 'A' && line[i] <= 'F' ? line[i] - 'A' + 10
+                                                       : -1;
+            if (d < 0 || size >> 60) return REQHEAD_PASS;
+            size = size * 16 + (uint64_t)d;
+        }
+        if (i == 0 || size == 0 || size > len - pos) return REQHEAD_PASS; /* last, or out of view */
+        pos += (size_t)size;
+        if (len - pos >= 2 && buf[pos] == '\r' && buf[pos + 1] == '\n') pos += 2;
+        else if (len - pos >= 1 && buf[pos] == '\n') pos += 1;
+        else return REQHEAD_PASS;
+    }
+    api_err(e, 400, "", "a chunk-size line of the request body is longer than %d bytes",
+            REQHEAD_CHUNK_LINE_MAX);
+    return REQHEAD_REFUSE;
+}
+
+enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, struct api_error *e) {
+    size_t pos = 0, n, vn;
+    const char *line, *v;
+    int request_line = 0, after_cl = 0, chunked = 0, expect = 0;
+    for (;;) {
+        if (!next_line(buf, len, &pos, &line, &n)) return len < cap ? REQHEAD_MORE : REQHEAD_PASS;
+        if (!request_line) { /* empty lines before it are skipped */
+            request_line = n > 0;
+            /* without a version libmicrohttpd answers 400 at once: nothing to wait for */
+            const char *sp = memrchr(line, ' ', n);
+            if (n && (!sp || line + n - sp < 6 || memcmp(sp + 1, "HTTP/", 5))) return REQHEAD_PASS;
+            continue;
+        }
+        if (n == 0) break; /* the end of the head */
+        if (line[0] != ' ' && line[0] != '\t' && !memchr(line, ':', n)) return REQHEAD_PASS; /* 400 */
+        if (line[0] == ' ' || line[0] == '\t') { /* obs-fold: the previous field goes on */
+            if (!after_cl) continue;
+            api_err(e, 400, "", "malformed Content-Length (folded over lines)");
+            return REQHEAD_REFUSE;
+        }
+        after_cl = 0;
+        if ((v = field_value(line, n, "Content-Length", &vn))) {
+            after_cl = 1;
+            int st = content_length_status(v, vn), shown = vn < 40 ? (int)vn : 40;
+            if (st == 400) api_err(e, 400, "", "malformed Content-Length \"%.*s\"", shown, v);
+            const char *more = vn > 40 ? "..." : "";
+            if (st == 413) api_err(e, 413, "", "Content-Length %.*s%s is too large", shown, v, more);
+            if (st) return REQHEAD_REFUSE;
+        } else if ((v = field_value(line, n, "Transfer-Encoding", &vn))) {
+            chunked |= vn == 7 && !strncasecmp(v, "chunked", 7);
+        } else if ((v = field_value(line, n, "Expect", &vn))) {
+            expect = 1;
+        }
+    }
+    return chunked ? screen_chunks(buf, len, cap, pos, !expect, e) : REQHEAD_PASS;
+}
