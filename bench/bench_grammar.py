@@ -10,7 +10,11 @@
 2. Step time at batch 16: `tpd serve` on SmolLM2 (CPU), 16 concurrent chat requests of 64
    tokens (ignore_eos), constrained by a schema whose string field keeps the constraint
    active for every token vs the same requests unconstrained; wall time ratio, alternating
-   runs. Usage: bench_grammar.py [--mask-only] [--steps N]"""
+   runs.
+3. The worst case per token among the grammars the default [grammar] limits accept: hostile
+   ones (ambiguous regexes, 1024-value enums, deep nesting), SmolLM2's vocabulary, the
+   costliest mask and accept of a walk through each (worst_bench).
+Usage: bench_grammar.py [--mask-only] [--steps N]"""
 import concurrent.futures
 import json
 import os
@@ -37,9 +41,49 @@ def mask_bench(steps):
         for seed in range(3):  # the driver's walk differs per process only through its state; repeat
             out = subprocess.run([DRIVER, path, "schema", SCHEMA, "bench", str(steps)], capture_output=True,
                                  text=True, check=True).stdout
-            rows.append(json.loads(out))
+            rows.append(json.loads(out.splitlines()[-1]))
         best = min(rows, key=lambda r: r["warm_median_us"])
         print(f"{name}: " + json.dumps(best))
+
+
+def driver(kind, text, *args):
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.write(text)
+        f.flush()
+        return subprocess.run([DRIVER, SMOL, kind, f.name, *args], capture_output=True, text=True).stdout
+
+
+def worst_bench(steps):
+    """The costliest grammars the default [grammar] limits accept (grammar.h's struct
+    grammar_limits), on SmolLM2's vocabulary: the worst mask and the worst accept of a random
+    walk through each (the first walk: every state's mask computed), in us and work units,
+    best of 3 runs; "stopped" is the limit a walk ran into (the request would end with that
+    error), after which every call costs a constant."""
+    if not os.path.exists(SMOL):
+        print(f"{SMOL} absent")
+        return
+    n = 1
+    while n < 64 and driver("regex", f"(.*){{{n + 1}}}x", "compile").startswith("ok"):
+        n += 1
+    cases = [("regex", f"(.*){{{n}}}x (the largest N accepted)", f"(.*){{{n}}}x"),
+             ("regex", "[a-z]{40}(.*){40}x (costly past the first mask's reach)", "[a-z]{40}(.*){40}x"),
+             ("schema", "string pattern ^(.*){50}x$", json.dumps({"type": "string", "pattern": "^(.*){50}x$"})),
+             ("schema", "enum of 1024 strings", json.dumps({"enum": [f"value {i}" for i in range(1024)]})),
+             ("schema", "object of 1000 optional properties",
+              json.dumps({"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(1000)}})),
+             ("gbnf", "nesting 400 deep (uncertain tokens)", 'root ::= "[" root? "]" | "a"\n'),
+             ("json", "json_object", "")]
+    for kind, name, text in cases:
+        rows = []
+        for _ in range(3):
+            out = driver(kind, text, "bench", str(steps)).splitlines()
+            if not out or not out[0].startswith("{"):
+                print(f"{name}: {' '.join(out)[:200]}")
+                break
+            rows.append(json.loads(out[0]))
+        if rows:
+            best = min(rows, key=lambda r: max(r["worst_mask_us"], r["worst_accept_us"]))
+            print(f"{name}: " + json.dumps(best))
 
 
 def step_bench():
@@ -79,5 +123,6 @@ def step_bench():
 if __name__ == "__main__":
     steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 400
     mask_bench(steps)
+    worst_bench(steps)
     if "--mask-only" not in sys.argv:
         step_bench()

@@ -197,6 +197,11 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
         fprintf(stderr, "speculative: drafted=%ld accepted=%ld verify_steps=%ld\n", sst.spec_drafted, sst.spec_accepted,
                 sst.spec_verified);
     }
+    if (!rc && r->grammar && grammar_matcher_error(r->grammar)) { /* the output ends there, cut */
+        fprintf(stderr, "tpd generate: the grammar became too costly to match after %d tokens: %s\n", n_gen,
+                grammar_matcher_error(r->grammar));
+        rc = 2;
+    }
     if (!rc) {
         printf("\n");
         fflush(stdout); /* the line ends before the timing line on stderr (2>&1 keeps the order) */

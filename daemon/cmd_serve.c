@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../comm/comm.h"
+#include "../grammar/grammar.h"
 #include "../parallel/engine.h"
 #include "../parallel/kvcache.h"
 #include "../tokenizer/tokenizer.h"
@@ -184,6 +185,10 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     struct api_ctx api;
     api_ctx_init(&api, tok, cfg->model_name ? cfg->model_name : base_name(cfg->model_path ? cfg->model_path : cfg->synthetic),
                  st.max_ctx, st.kv_tokens, st.max_queue);
+    if (api.gvocab)
+        grammar_vocab_set_limits(api.gvocab, &(struct grammar_limits){(int)cfg->grammar_max_stacks,
+                                                                      cfg->grammar_max_token_work,
+                                                                      cfg->grammar_max_compile_ms});
     unsigned uids[CONFIG_MAX_UIDS];
     for (int i = 0; i < cfg->n_allowed_uids; i++) uids[i] = (unsigned)cfg->allowed_uids[i];
     sc.allowed_uids = uids;

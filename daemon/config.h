@@ -67,6 +67,9 @@ struct config {
     int logit_candidates;     /* light steps bring back rows' best logits only (sched_opts) */
     long sample_threads;      /* rank 0's parallel whole-row sampling; 0: auto */
     char *kv_type;      /* "f16", "f32" or "fp8" */
+    /* [grammar] (grammar.h's struct grammar_limits) */
+    long grammar_max_stacks, grammar_max_token_work;
+    double grammar_max_compile_ms;
     /* [log] */
     char *log_level;
     int log_all_ranks;

@@ -14,7 +14,7 @@
 #include "matcher_internal.h"
 
 uint32_t grammar_matcher_need(const struct grammar_matcher *m) {
-    return m->ended ? 0 : sset_need(&m->g->g, &m->cur);
+    return m->ended || m->failed ? 0 : sset_need(&m->g->g, &m->cur);
 }
 
 static int bit_get(const uint64_t *mask, int32_t id) { return (int)((mask[id >> 6] >> (id & 63)) & 1); }
@@ -89,12 +89,13 @@ static int mask_stack_budget(struct grammar_matcher *m, const struct mentry *e, 
     return removed > 0;
 }
 
-int grammar_matcher_mask_budget(struct grammar_matcher *m, uint64_t *mask, int64_t budget) {
+/* grammar_matcher_mask_budget inside an operation (the meter may be hit: the caller checks). */
+static int mask_budget(struct grammar_matcher *m, uint64_t *mask, int64_t budget) {
     const struct grammar_vocab *v = m->g->v;
     const struct gram *g = &m->g->g;
     size_t words = ((size_t)v->n + 63) / 64;
     if (m->ended || budget >= GRAM_NEED_INF) { /* nothing to close, or no sentence is that long */
-        grammar_matcher_mask(m, mask);
+        matcher_mask_plain(m, mask);
         return 0;
     }
     int64_t lim = (budget < 1 ? 1 : budget) - 1; /* the need left after this token must fit */
@@ -104,25 +105,39 @@ int grammar_matcher_mask_budget(struct grammar_matcher *m, uint64_t *mask, int64
     int64_t allow = force ? (int64_t)need_min - 1 : lim;
     memset(mask, 0, words * sizeof *mask);
     int any = 0, maybe = force; /* maybe: some token the plain mask allows may be out */
-    for (int i = 0; i < m->cur.n; i++) {
+    for (int i = 0; i < m->cur.n && !m->meter.hit; i++) {
         int len = m->cur.len[i];
         if (len == 0) continue;
         const int32_t *stk = sset_stack(&m->cur, i);
-        struct mentry *tmp, *e = mask_entry(m->g, stk, len, &tmp);
+        struct mentry *tmp, *e = mask_entry(m->g, stk, len, &tmp, &m->meter);
+        if (!e) break;
         maybe |= mask_stack_budget(m, e, stk, len, stack_need(g, stk, len), allow, mask, &any);
         mentry_free(tmp);
     }
     int can_end = grammar_matcher_can_end(m);
     if (!any && !can_end) { /* no token fits (a vocabulary without the bytes the shortest ending needs) */
-        grammar_matcher_mask(m, mask);
+        matcher_mask_plain(m, mask);
         return 0;
     }
     if (can_end)
         for (int i = 0; i < v->n_eog; i++) bit_set(mask, v->eog[i]);
     if (!maybe) return 0;
     if (!m->plain) m->plain = xmalloc(words * sizeof *m->plain);
-    grammar_matcher_mask(m, m->plain);
+    matcher_mask_plain(m, m->plain);
     return memcmp(mask, m->plain, words * sizeof *mask) != 0;
+}
+
+int grammar_matcher_mask_budget(struct grammar_matcher *m, uint64_t *mask, int64_t budget) {
+    if (m->failed) {
+        matcher_mask_end(m, mask);
+        return 0;
+    }
+    matcher_begin(m);
+    int rc = mask_budget(m, mask, budget);
+    matcher_end(m);
+    if (!m->failed) return rc;
+    matcher_mask_end(m, mask);
+    return 0;
 }
 
 /* The highest of logits[0 .. n) among the tokens in mask (the first on ties); -1: none. */

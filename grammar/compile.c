@@ -1,8 +1,10 @@
-/* Compiling grammars, their need tables, and the vocabulary's LRU of them (compile.h). */
+/* Compiling grammars, their need tables, the check of their first mask against their limits,
+ * and the vocabulary's LRU of them (grammar.h, compiled.h). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/clock.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/sbuf.h"
@@ -124,6 +126,22 @@ static int compile_text(struct gram *out, enum grammar_kind kind, const char *te
     return rc;
 }
 
+/* The start state and its mask, within the limits that every token's will have to fit (and
+ * by the deadline), here on the caller's thread rather than on the step loop at the first
+ * token; the mask stays cached in g. 0, or -1 with err naming the limit. */
+static int first_mask(struct grammar *g, double deadline, char *err) {
+    g->deadline = deadline; /* no other thread has g yet */
+    struct grammar_matcher *m = grammar_matcher_new(g);
+    uint64_t *mask = xmalloc(((size_t)g->v->n + 63) / 64 * sizeof *mask);
+    grammar_matcher_mask(m, mask);
+    const char *why = grammar_matcher_error(m);
+    int rc = why ? err_set(err, "the grammar is too costly to match: %s", why) : 0;
+    free(mask);
+    grammar_matcher_free(m);
+    g->deadline = 0;
+    return rc;
+}
+
 struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text, size_t len,
                                 char *err) {
     if (kind == GRAMMAR_JSON_OBJECT) {
@@ -147,13 +165,14 @@ struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind,
         }
     }
     pthread_mutex_unlock(&v->mu);
+    double deadline = clock_now() + v->lim.max_compile_ms / 1e3;
     struct grammar *g = xcalloc(1, sizeof *g);
     if (compile_text(&g->g, kind, text, len, err) < 0) {
         free(g);
         return NULL;
     }
     need_tables(&g->g, v);
-    atomic_init(&g->refs, 2); /* the caller's and the cache's */
+    atomic_init(&g->refs, 1); /* the caller's (the cache's is added below) */
     g->v = v;
     g->kind = kind;
     g->text = xmalloc(len + 1);
@@ -161,7 +180,19 @@ struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind,
     g->text[len] = 0;
     g->len = len;
     g->hash = h;
+    g->lim = v->lim;
     mask_cache_init(&g->cache);
+    if (clock_now() > deadline) {
+        err_set(err, "the grammar is too costly to compile: more than %g ms (limit grammar.max_compile_ms = %g)",
+                v->lim.max_compile_ms, v->lim.max_compile_ms);
+        grammar_unref(g);
+        return NULL;
+    }
+    if (first_mask(g, deadline, err) < 0) {
+        grammar_unref(g);
+        return NULL;
+    }
+    grammar_ref(g);
     pthread_mutex_lock(&v->mu);
     struct grammar *evict = NULL;
     if (v->n_lru == GRAM_CACHE_GRAMMARS) evict = v->lru[--v->n_lru];

@@ -23,14 +23,9 @@ struct grammar {
     char *text;
     size_t len;
     uint64_t hash;
+    struct grammar_limits lim; /* the vocabulary's when it was compiled */
+    double deadline;           /* while compiling: clock_now() by which its first mask must be done (0 after) */
     struct mask_cache cache;
 };
-
-/* FNV-1a over p[0..n), from h: the keys of the grammar LRU and of the mask cache. */
-static inline uint64_t gram_hash_bytes(const void *p, size_t n, uint64_t h) {
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
 
 #endif

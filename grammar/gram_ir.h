@@ -34,6 +34,9 @@ struct gbuild {
     uint64_t (*cls)[4];
     int n_cls, cap_cls;
     size_t n_elems; /* elements so far, against GRAMMAR_MAX_ELEMS */
+    int32_t *names; /* named rules by name hash (open addressing): id + 1, 0 empty */
+    size_t names_cap; /* a power of two, at least twice the named rules */
+    int n_named;
 };
 
 /* Shortest-completion lengths saturate here: nested repetitions ({1000} inside {1000}...)
@@ -57,6 +60,14 @@ struct gram {
     uint32_t root;
     uint32_t *rest; /* n_el entries, saturated at GRAM_NEED_INF (gram_need_tables) */
 };
+
+/* FNV-1a over p[0..n), from h: the keys of the rule names, the grammar LRU and the mask
+ * cache. */
+static inline uint64_t gram_hash_bytes(const void *p, size_t n, uint64_t h) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
 
 void gb_init(struct gbuild *b);
 void gb_free(struct gbuild *b);

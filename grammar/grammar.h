@@ -34,6 +34,23 @@
 #define GRAMMAR_MAX_NESTING 64          /* schema / regex / GBNF group nesting */
 #define GRAMMAR_MAX_REPEAT 1000         /* m, n in {m,n}; minItems/maxItems; maxLength */
 #define GRAMMAR_MAX_DEPTH 512           /* matcher stack depth (nesting of the output) */
+#define GRAMMAR_MAX_STACKS 16384        /* the most grammar_limits.max_stacks may be */
+
+/* What matching a grammar may cost: the limits that keep every token's mask and advance
+ * bounded whatever the grammar (the [grammar] config keys). A compiled grammar's start
+ * state and its first mask must fit them, or grammar_compile refuses it naming the limit;
+ * a state past them later stops the matcher (grammar_matcher_error). */
+struct grammar_limits {
+    int max_stacks;      /* parses one state may hold (an ambiguous grammar has many, an enum or
+                            an object one per value or property): 1..GRAMMAR_MAX_STACKS */
+    long max_token_work; /* work units one token's mask or advance may take: an expansion step,
+                            a stack added, a trie node walked (each at most tens of ns) */
+    double max_compile_ms; /* wall time of one compilation, the first mask included */
+};
+/* the defaults (those of the config keys too) */
+#define GRAMMAR_DEFAULT_MAX_STACKS 1024
+#define GRAMMAR_DEFAULT_MAX_TOKEN_WORK (1l << 22)
+#define GRAMMAR_DEFAULT_MAX_COMPILE_MS 2000.0
 
 enum grammar_kind {
     GRAMMAR_GBNF,        /* text: GBNF, start rule `root` */
@@ -50,6 +67,9 @@ struct grammar_vocab;
 struct grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const size_t *lens,
                                         const uint8_t *usable, const int32_t *eog, int n_eog);
 void grammar_vocab_free(struct grammar_vocab *v);
+/* Sets the limits of the grammars compiled against v from now on (the defaults above until
+ * then). Before v is shared: not thread-safe. */
+void grammar_vocab_set_limits(struct grammar_vocab *v, const struct grammar_limits *lim);
 int grammar_vocab_size(const struct grammar_vocab *v);
 
 /* A compiled grammar bound to one vocabulary. */
@@ -58,8 +78,10 @@ struct grammar;
 /* Compiles text[0..len) of the given kind, or returns a cached grammar compiled from the
  * same kind and text (an LRU of the last 64). NULL with err (ERR_LEN bytes) naming the
  * problem: an unsupported JSON Schema keyword, the position of a parse error, an
- * unsatisfiable schema or grammar, a limit exceeded. Bounded time and memory. The caller
- * owns one reference. */
+ * unsatisfiable schema or grammar, a limit exceeded (those of grammar_limits: "too costly
+ * to match: ..." with the limit's key and value). Bounded time and memory. Computes the
+ * start state's mask too (cached in the grammar), so a request's first token costs the
+ * step loop no walk of the vocabulary. The caller owns one reference. */
 struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text,
                                 size_t len, char *err);
 void grammar_ref(struct grammar *g);
@@ -125,5 +147,13 @@ int grammar_matcher_done(const struct grammar_matcher *m);
 /* Undoes the last k accepted tokens (speculative decoding); at most the last 64.
  * Returns 0, or -1 (state unchanged) when fewer are remembered. */
 int grammar_matcher_rollback(struct grammar_matcher *m, int k);
+/* NULL, or why the matcher stopped: a mask or an advance went past the grammar's limits
+ * (struct grammar_limits), the limit named with its key and value. Sticky: from then on its
+ * masks allow the end-of-generation tokens only (rollback does not clear it), accept takes
+ * those only, and every call costs a constant. */
+const char *grammar_matcher_error(const struct grammar_matcher *m);
+/* The work units the last call (mask, accept) spent, for benchmarks: at most the grammar's
+ * max_token_work. */
+long grammar_matcher_work(const struct grammar_matcher *m);
 
 #endif

@@ -51,6 +51,7 @@ struct dstate {
 struct walk {
     const struct grammar_vocab *v;
     const struct gram *g;
+    struct gmeter *m;
     int opaque;
     struct dstate *st; /* interned sets */
     int n_st, cap_st;
@@ -116,24 +117,11 @@ static void sort_jumps(struct jump *a, int n) {
     free(count);
 }
 
-static uint64_t sset_hash(const struct sset *s) {
-    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)s->n;
-    for (int i = 0; i < s->n; i++) {
-        h = (h ^ s->len[i]) * 0x100000001b3ull;
-        const int32_t *k = sset_stack(s, i);
-        for (int j = 0; j < s->len[i]; j++) h = (h ^ (uint32_t)k[j]) * 0x100000001b3ull;
-    }
-    return h;
-}
-
-static int sset_equal(const struct sset *a, const struct sset *b) {
-    if (a->n != b->n) return 0;
-    for (int i = 0; i < a->n; i++)
-        if (a->len[i] != b->len[i] || (a->len[i] && memcmp(sset_stack(a, i), sset_stack(b, i), sizeof(int32_t) * a->len[i]))) return 0;
-    return 1;
-}
-
+/* The id of set s among the walk's sets, added when new. Costs the meter as adding its
+ * stacks would (hash, compare, copy, need: stackset.c's emit), and a new set the row of
+ * transitions it gets. */
 static int intern(struct walk *w, const struct sset *s) {
+    gmeter_spend(w->m, 4 + (long)(s->pn / 4) + 4l * s->n);
     uint64_t h = sset_hash(s);
     if (2 * ((size_t)w->n_st + 1) > w->stab_cap) {
         size_t nc = w->stab_cap ? 2 * w->stab_cap : 256;
@@ -171,17 +159,20 @@ static uint32_t transition(struct walk *w, int id, uint8_t c) {
     uint32_t *row = w->st[id].tr;
     if (row && (row[c] >> 31)) return row[c];
     sset_clear(&w->tmp);
-    int touched = 0, matched = sset_advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, &touched);
+    int touched = 0, matched = sset_advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, &touched, w->m);
     int next = w->tmp.n ? intern(w, &w->tmp) : -1;
+    if (!w->st[id].tr) gmeter_spend(w->m, 64); /* the row: 1 KiB */
     uint32_t val = 1u << 31 | (uint32_t)(next + 1) << 2 | (uint32_t)matched << 1 | (uint32_t)touched;
     if (!w->st[id].tr) w->st[id].tr = xcalloc(256, sizeof(uint32_t)); /* after intern: st may have moved */
     w->st[id].tr[c] = val;
     return val;
 }
 
+/* Stops where the meter is hit (the entry is then dropped). */
 static void walk(struct walk *w, uint32_t node, int id, int unc) {
     const struct tnode *t = w->v->t;
     for (uint32_t c = t[node].child; c; c = t[c].sib) {
+        if (gmeter_spend(w->m, 1 + t[c].n_tok)) return;
         uint32_t tr = id >= 0 ? transition(w, id, t[c].byte) : 0;
         int next = (int)((tr & 0x7fffffffu) >> 2) - 1, matched = (tr >> 1) & 1, touched = tr & 1;
         /* the need after a token: the least over the sets it leads to (none: a limit was hit,
@@ -230,11 +221,16 @@ static void jumps_from_deltas(struct mentry *e, const int32_t *ids, const int32_
     sort_jumps(e->jmp, e->n_jmp);
 }
 
-static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key, int klen, int trunc) {
+/* NULL where the meter was hit. A walk costs it what it visits, and 64 units and one per
+ * 16 words of the vocabulary's mask besides (its tables and the entry). */
+static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key, int klen, int trunc,
+                                   struct gmeter *m) {
     const struct grammar_vocab *v = gr->v;
+    if (gmeter_spend(m, 64 + v->n / 1024)) return NULL;
     struct walk w = {0};
     w.v = v;
     w.g = &gr->g;
+    w.m = m;
     w.opaque = trunc;
     sset_add(&w.tmp, key, klen);
     int root = intern(&w, &w.tmp);
@@ -247,6 +243,13 @@ static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key,
     free(w.st);
     free(w.stab);
     sset_free(&w.tmp);
+    if (m->hit) {
+        free(w.acc);
+        free(w.unc);
+        free(w.acc_d);
+        free(w.bnd);
+        return NULL;
+    }
     struct mentry *e = xcalloc(1, sizeof *e);
     jumps_from_deltas(e, w.acc, w.acc_d, w.n_acc);
     free(w.acc_d);
@@ -276,8 +279,8 @@ static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key,
 }
 
 /* Takes gr->cache.mu, held across the walk of a new entry (two threads never compute the
- * same one). */
-struct mentry *mask_entry(struct grammar *gr, const int32_t *stk, int len, struct mentry **tmp) {
+ * same one; the walk is bounded by the meter). */
+struct mentry *mask_entry(struct grammar *gr, const int32_t *stk, int len, struct mentry **tmp, struct gmeter *m) {
     struct mask_cache *c = &gr->cache;
     int trunc = len > GRAM_KEY_DEPTH;
     const int32_t *key = trunc ? stk + len - GRAM_KEY_DEPTH : stk;
@@ -296,7 +299,11 @@ struct mentry *mask_entry(struct grammar *gr, const int32_t *stk, int len, struc
             }
         }
     }
-    struct mentry *e = mask_compute(gr, key, klen, trunc);
+    struct mentry *e = mask_compute(gr, key, klen, trunc, m);
+    if (!e) {
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
     e->hash = h;
     if (c->n >= GRAM_CACHE_ENTRIES || atomic_load(&gr->v->cache_bytes) + e->bytes > GRAM_CACHE_BYTES) {
         pthread_mutex_unlock(&c->mu);

@@ -24,10 +24,25 @@ struct grammar_matcher {
     int32_t *clr;          /* scratch of grammar_matcher_mask_budget */
     int n_clr, cap_clr;
     uint64_t *plain; /* the mask without a budget, (n_vocab + 63) / 64 words: mask_budget leaves it there when it returns 1 (apply_budget reads it) */
+    struct gmeter meter; /* of the operation under way (matcher_begin) */
+    int failed;          /* a limit was hit: err says which (grammar_matcher_error) */
+    char err[ERR_LEN];
 };
 
+/* Every public operation runs between these: begin fills the meter from the grammar's
+ * limits (and its deadline while it is compiled); end records a hit as the matcher's error
+ * (sticky). */
+void matcher_begin(struct grammar_matcher *m);
+void matcher_end(struct grammar_matcher *m);
+/* The mask of the current state (grammar_matcher_mask's, inside an operation): on a hit,
+ * partial (the caller ends the operation and uses the failed matcher's mask instead). */
+void matcher_mask_plain(struct grammar_matcher *m, uint64_t *mask);
+/* The failed or ended matcher's mask: the end-of-generation tokens only. */
+void matcher_mask_end(const struct grammar_matcher *m, uint64_t *mask);
+
 /* Whether token id may follow the full stack stk[0..len) (a cache key cut from it leaves
- * the token uncertain), and if so *need: the need of the state it leads to. Uses m's scratch. */
+ * the token uncertain), and if so *need: the need of the state it leads to. Uses m's scratch
+ * and meter (0 on a hit). */
 int matcher_token_need(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id, uint32_t *need);
 
 /* Writes -inf into logits[id] for every token not in mask (n = the logits row's length).

@@ -85,8 +85,12 @@ struct grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, c
     free(path);
     free(last);
     pthread_mutex_init(&v->mu, NULL);
+    v->lim = (struct grammar_limits){GRAMMAR_DEFAULT_MAX_STACKS, GRAMMAR_DEFAULT_MAX_TOKEN_WORK,
+                                     GRAMMAR_DEFAULT_MAX_COMPILE_MS};
     return v;
 }
+
+void grammar_vocab_set_limits(struct grammar_vocab *v, const struct grammar_limits *lim) { v->lim = *lim; }
 
 int grammar_vocab_size(const struct grammar_vocab *v) { return v->n; }
 

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar.h"
+
 #define GRAM_CACHE_GRAMMARS 64 /* compiled grammars kept per vocabulary */
 
 /* A trie node: tokens in byte order, so the tokens ending at a node are a run of sorted[]. */
@@ -36,6 +38,7 @@ struct grammar_vocab {
     struct grammar *lru[GRAM_CACHE_GRAMMARS];
     int n_lru;
     atomic_ullong cache_bytes;
+    struct grammar_limits lim; /* of the grammars compiled from now on (grammar_vocab_set_limits) */
 };
 
 #endif

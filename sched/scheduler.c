@@ -651,6 +651,9 @@ static enum finish_reason sample_token(struct scheduler *s, struct seq *q, float
     }
     if (q->req->grammar) grammar_matcher_accept(q->req->grammar, tok);
     enum finish_reason why = emit(s, q, tok, &ev, now);
+    /* a grammar past its limits allows only the end from now on: the request ends here (with
+     * ignore_eos too), and the frontend reports the matcher's error */
+    if (why == FINISH_NONE && q->req->grammar && grammar_matcher_error(q->req->grammar)) why = FINISH_EOS;
     /* the grammar ended early because the budget shortened it: the client learns the
      * content was cut to fit, as OpenAI's "length" says */
     if (why == FINISH_EOS && q->closed) why = FINISH_LENGTH;

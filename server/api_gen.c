@@ -28,6 +28,7 @@ struct gen_choice {
     size_t text_pos;         /* bytes of text produced so far (completions' text_offset) */
     const char *finish;      /* "stop", "length", "abort"; NULL while running */
     int aborted;
+    const char *grammar_err; /* the grammar's limit hit while generating (grammar_matcher_error) */
     /* non-streaming: the whole output */
     struct sbuf text;
     cJSON *lp;               /* logprobs object, or NULL */
@@ -318,6 +319,13 @@ static cJSON *usage(const struct api_gen *g) {
     return u;
 }
 
+/* The error of a choice whose grammar went past its limits while generating: the client
+ * gets it instead of the output (grammar_matcher_error; compile-time refusals are 400s too). */
+static void grammar_error(const struct gen_choice *c, struct api_error *e) {
+    api_err(e, 400, "", "the grammar became too costly to match after %d tokens: %s", c->n_tokens, c->grammar_err);
+    e->code = "grammar_too_costly";
+}
+
 static const char *finish_name(enum finish_reason f) {
     switch (f) {
     case FINISH_LENGTH: return "length";
@@ -396,6 +404,12 @@ static int step_choice(struct api_gen *g, int i, double timeout_s, struct sbuf *
         else stop_flush(&c->sm, &text);
         if (!c->finish) c->finish = finish_name(fin);
         c->aborted = fin == FINISH_ABORTED;
+        /* the step loop is done with the matcher once the request finished */
+        const char *ge = c->r->grammar ? grammar_matcher_error(c->r->grammar) : NULL;
+        if (ge && fin != FINISH_CANCELLED && !c->aborted) {
+            c->grammar_err = ge;
+            c->finish = "error";
+        }
     }
     if (c->tc_on) { /* the text the client sees as content is what is not a call */
         struct sbuf shown = {0};
@@ -410,7 +424,7 @@ static int step_choice(struct api_gen *g, int i, double timeout_s, struct sbuf *
     }
     if (g->p.stream) {
         int new_calls = c->tc_on && c->tc.n_calls > c->calls_sent;
-        const char *finish = new_calls ? NULL : c->finish;
+        const char *finish = new_calls || c->grammar_err ? NULL : c->finish;
         if (text.len || finish || (lp && cJSON_GetArraySize(cJSON_GetObjectItem(lp, g->p.kind == API_CHAT ? "content" : "tokens"))))
             sse_choice(g, out, i, text.p, text.len, lp, finish, 0);
         else
@@ -418,7 +432,17 @@ static int step_choice(struct api_gen *g, int i, double timeout_s, struct sbuf *
         if (new_calls) {
             sse_tool_calls(g, out, i, c->tc.calls, c->calls_sent, c->tc.n_calls);
             c->calls_sent = c->tc.n_calls;
-            if (c->finish) sse_choice(g, out, i, "", 0, NULL, c->finish, 0);
+            if (c->finish && !c->grammar_err) sse_choice(g, out, i, "", 0, NULL, c->finish, 0);
+        }
+        if (c->grammar_err) { /* an error event in OpenAI's shape, where the finish would be */
+            struct api_error e;
+            grammar_error(c, &e);
+            size_t len;
+            char *j = api_error_json(&e, &len);
+            sbuf_adds(out, "data: ");
+            sbuf_add(out, j, len);
+            sbuf_adds(out, "\n\n");
+            free(j);
         }
     } else {
         sbuf_add(&c->text, text.p, text.len);
@@ -471,15 +495,19 @@ int gen_poll(struct api_gen *g, struct sbuf *out, double timeout_s) {
 
 int gen_body(struct api_gen *g, struct sbuf *out) {
     for (int i = 0; i < g->n; i++)
-        if (g->c[i].aborted) {
+        if (g->c[i].aborted || g->c[i].grammar_err) {
             struct api_error e;
-            api_err(&e, 503, "", "the server is shutting down; the request was aborted");
-            e.code = "aborted";
+            if (g->c[i].aborted) {
+                api_err(&e, 503, "", "the server is shutting down; the request was aborted");
+                e.code = "aborted";
+            } else {
+                grammar_error(&g->c[i], &e);
+            }
             size_t len;
             char *s = api_error_json(&e, &len);
             sbuf_add(out, s, len);
             free(s);
-            return 503;
+            return e.status;
         }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", g->id);

@@ -8,7 +8,9 @@
  *   vocab              print each token: id, usable (0/1), bytes in hex
  *   walk SEED STEPS    a random walk through allowed tokens; one JSON line per state:
  *                      {"prefix": hex, "allowed": [ids], "can_end": 0|1}
- *   bench STEPS        mask time per step along a random walk: median/p99 us (cold: first
+ *   bench STEPS        mask time per step along a random walk: first a line with the
+ *                      walk's costliest mask and accept (us, work units; "stopped": the
+ *                      limit the matcher hit, if any), then median/p99 us (cold: first
  *                      visit of each state; warm: the same walk again; budget_far: the
  *                      closer's mask with 2^20 tokens left; budget_near: with need + 2
  *                      left, tokens that would overrun taken out; budget_force: with need
@@ -195,16 +197,28 @@ int main(int argc, char **argv) {
         double *cold = calloc((size_t)steps, sizeof *cold), *warm = calloc((size_t)steps, sizeof *warm);
         int32_t *path = calloc((size_t)steps, sizeof *path);
         int n = 0;
+        double worst_us = 0, worst_acc_us = 0;
+        long worst_work = 0, worst_acc_work = 0;
         struct grammar_matcher *m = grammar_matcher_new(g);
         for (; n < steps; n++) {
             double a = clock_now();
             grammar_matcher_mask(m, mask);
             cold[n] = (clock_now() - a) * 1e6;
+            if (cold[n] > worst_us) worst_us = cold[n];
+            if (grammar_matcher_work(m) > worst_work) worst_work = grammar_matcher_work(m);
             int32_t t = pick(mask, n_vocab, is_end);
             if (t < 0) break;
             path[n] = t;
+            a = clock_now();
             grammar_matcher_accept(m, t);
+            a = (clock_now() - a) * 1e6;
+            if (a > worst_acc_us) worst_acc_us = a;
+            if (grammar_matcher_work(m) > worst_acc_work) worst_acc_work = grammar_matcher_work(m);
         }
+        const char *stopped = grammar_matcher_error(m);
+        printf("{\"worst_mask_us\": %.1f, \"worst_mask_work\": %ld, \"worst_accept_us\": %.1f, "
+               "\"worst_accept_work\": %ld, \"stopped\": \"%s\"}\n",
+               worst_us, worst_work, worst_acc_us, worst_acc_work, stopped ? stopped : "");
         grammar_matcher_free(m);
         m = grammar_matcher_new(g);
         double acc_us = 0, *apply = calloc((size_t)steps + 1, sizeof *apply);
