@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../comm/comm.h"
+#include "../grammar/grammar.h"
 #include "../parallel/engine.h"
 #include "../parallel/kvcache.h"
 #include "../tokenizer/tokenizer.h"
@@ -19,6 +20,7 @@
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/log.h"
+#include "../util/memtrim.h"
 #include "config.h"
 #include "options.h"
 #include "spec_setup.h"
@@ -146,6 +148,7 @@ static int sample_threads(const struct config *cfg, const struct engine_info *in
 
 static int serve_rank0(struct engine *e, const struct config *cfg) {
     char err[ERR_LEN];
+    memtrim_init();
     char *dump = config_dump(cfg);
     LOG(LOG_INFO, "effective configuration:\n%s", dump);
     free(dump);
@@ -183,6 +186,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     struct api_ctx api;
     api_ctx_init(&api, tok, cfg->model_name ? cfg->model_name : base_name(cfg->model_path ? cfg->model_path : cfg->synthetic),
                  st.max_ctx, st.kv_tokens, st.max_queue);
+    if (api.gvocab) grammar_vocab_set_cache_bytes(api.gvocab, (size_t)cfg->grammar_cache_bytes);
     unsigned uids[CONFIG_MAX_UIDS];
     for (int i = 0; i < cfg->n_allowed_uids; i++) uids[i] = (unsigned)cfg->allowed_uids[i];
     sc.allowed_uids = uids;
@@ -201,7 +205,9 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     } else {
         LOG(LOG_INFO, "serving %s on %s (tp %d x pp %d)", api.model_name, cfg->socket, engine_info(e)->tp,
             engine_info(e)->pp);
-        while (!stop_requested) sched_step(s, 0.05);
+        /* idle: give back what a burst of requests left in the allocator's arenas */
+        while (!stop_requested)
+            if (sched_step(s, 0.05) == 0) memtrim_idle(clock_now());
         pid_file_remove(pid_path, pid_dev, pid_ino);
         LOG(LOG_INFO, "stopping: no new requests; finishing in-flight ones (up to %.0f s)", cfg->drain_timeout_s);
         http_stop_accepting(h);

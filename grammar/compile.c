@@ -14,6 +14,7 @@ void grammar_ref(struct grammar *g) { atomic_fetch_add(&g->refs, 1); }
 void grammar_unref(struct grammar *g) {
     if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
     mask_cache_free(&g->cache, g->v);
+    atomic_fetch_sub(&g->v->cache_bytes, g->bytes);
     gram_free(&g->g);
     free(g->text);
     free(g);
@@ -124,6 +125,35 @@ static int compile_text(struct gram *out, enum grammar_kind kind, const char *te
     return rc;
 }
 
+/* What a compiled grammar holds (struct gram's arrays, as gb_finish sizes them). */
+static size_t grammar_bytes(const struct grammar *g) {
+    const struct gram *x = &g->g;
+    return sizeof *g + g->len + 1 + (size_t)x->n_el * (sizeof *x->el + sizeof *x->rest) +
+           (size_t)x->n_cls * sizeof *x->cls + ((size_t)x->n_rules + 1) * sizeof *x->alt_off +
+           (size_t)x->alt_off[x->n_rules] * sizeof *x->alts;
+}
+
+/* Takes the LRU's tail under mu; the references are dropped outside it (a grammar's last
+ * one frees its masks). Grammars still in use give their bytes back only when their last
+ * user is done, so this may drop every one and still not fit. */
+int grammar_vocab_make_room(struct grammar_vocab *v, size_t need, const struct grammar *keep) {
+    for (;;) {
+        if (atomic_load(&v->cache_bytes) + need <= v->cache_limit) return 1;
+        struct grammar *evict = NULL;
+        pthread_mutex_lock(&v->mu);
+        for (int i = v->n_lru; i-- > 0;)
+            if (v->lru[i] != keep) {
+                evict = v->lru[i];
+                memmove(v->lru + i, v->lru + i + 1, sizeof *v->lru * (size_t)(v->n_lru - i - 1));
+                v->n_lru--;
+                break;
+            }
+        pthread_mutex_unlock(&v->mu);
+        if (!evict) return 0;
+        grammar_unref(evict);
+    }
+}
+
 struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text, size_t len,
                                 char *err) {
     if (kind == GRAMMAR_JSON_OBJECT) {
@@ -161,7 +191,14 @@ struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind,
     g->text[len] = 0;
     g->len = len;
     g->hash = h;
+    g->bytes = grammar_bytes(g);
     mask_cache_init(&g->cache);
+    if (!grammar_vocab_make_room(v, g->bytes, NULL)) {
+        atomic_init(&g->refs, 1); /* larger than the whole cache: the caller's only */
+        atomic_fetch_add(&v->cache_bytes, g->bytes);
+        return g;
+    }
+    atomic_fetch_add(&v->cache_bytes, g->bytes);
     pthread_mutex_lock(&v->mu);
     struct grammar *evict = NULL;
     if (v->n_lru == GRAM_CACHE_GRAMMARS) evict = v->lru[--v->n_lru];

@@ -23,6 +23,7 @@ struct grammar {
     char *text;
     size_t len;
     uint64_t hash;
+    size_t bytes; /* the compiled form's and the text's, in the vocabulary's cache_bytes */
     struct mask_cache cache;
 };
 

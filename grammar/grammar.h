@@ -51,14 +51,22 @@ struct grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, c
                                         const uint8_t *usable, const int32_t *eog, int n_eog);
 void grammar_vocab_free(struct grammar_vocab *v);
 int grammar_vocab_size(const struct grammar_vocab *v);
+/* The memory the grammars compiled against v may keep: their compiled form and cached
+ * token masks together (default GRAMMAR_CACHE_BYTES). Past it the least recently used
+ * grammars leave the cache, and a mask that does not fit is computed each time it is
+ * needed instead of kept. Grammars in use count until their last user drops them. */
+#define GRAMMAR_CACHE_BYTES (64ull << 20)
+void grammar_vocab_set_cache_bytes(struct grammar_vocab *v, size_t bytes);
+/* The bytes those grammars hold now (any thread). */
+size_t grammar_vocab_cache_bytes(const struct grammar_vocab *v);
 
 /* A compiled grammar bound to one vocabulary. */
 struct grammar;
 
 /* Compiles text[0..len) of the given kind, or returns a cached grammar compiled from the
- * same kind and text (an LRU of the last 64). NULL with err (ERR_LEN bytes) naming the
- * problem: an unsupported JSON Schema keyword, the position of a parse error, an
- * unsatisfiable schema or grammar, a limit exceeded. Bounded time and memory. The caller
+ * same kind and text (an LRU of the last 64, within the vocabulary's cache bytes). NULL
+ * with err (ERR_LEN bytes) naming the problem: an unsupported JSON Schema keyword, the
+ * position of a parse error, an unsatisfiable schema or grammar, a limit exceeded. Bounded time and memory. The caller
  * owns one reference. */
 struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text,
                                 size_t len, char *err);
