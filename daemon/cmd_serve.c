@@ -20,6 +20,7 @@
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/log.h"
+#include "../util/memtrim.h"
 #include "config.h"
 #include "options.h"
 #include "spec_setup.h"
@@ -147,6 +148,7 @@ static int sample_threads(const struct config *cfg, const struct engine_info *in
 
 static int serve_rank0(struct engine *e, const struct config *cfg) {
     char err[ERR_LEN];
+    memtrim_init();
     char *dump = config_dump(cfg);
     LOG(LOG_INFO, "effective configuration:\n%s", dump);
     free(dump);
@@ -189,6 +191,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         grammar_vocab_set_limits(api.gvocab, &(struct grammar_limits){(int)cfg->grammar_max_stacks,
                                                                       cfg->grammar_max_token_work,
                                                                       cfg->grammar_max_compile_ms});
+    if (api.gvocab) grammar_vocab_set_cache_bytes(api.gvocab, (size_t)cfg->grammar_cache_bytes);
     unsigned uids[CONFIG_MAX_UIDS];
     for (int i = 0; i < cfg->n_allowed_uids; i++) uids[i] = (unsigned)cfg->allowed_uids[i];
     sc.allowed_uids = uids;
@@ -207,7 +210,9 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     } else {
         LOG(LOG_INFO, "serving %s on %s (tp %d x pp %d)", api.model_name, cfg->socket, engine_info(e)->tp,
             engine_info(e)->pp);
-        while (!stop_requested) sched_step(s, 0.05);
+        /* idle: give back what a burst of requests left in the allocator's arenas */
+        while (!stop_requested)
+            if (sched_step(s, 0.05) == 0) memtrim_idle(clock_now());
         pid_file_remove(pid_path, pid_dev, pid_ino);
         LOG(LOG_INFO, "stopping: new requests get 503; finishing in-flight ones (up to %.0f s)",
             cfg->drain_timeout_s);

@@ -45,6 +45,7 @@ struct config {
     int n_allowed_uids;
     long tcp_port;
     long max_body_bytes;
+    long grammar_cache_bytes;
     long max_connections;
     long max_connections_per_uid; /* 0: half of max_connections */
     long header_timeout_s, idle_timeout_s, http_threads;

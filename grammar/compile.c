@@ -16,6 +16,7 @@ void grammar_ref(struct grammar *g) { atomic_fetch_add(&g->refs, 1); }
 void grammar_unref(struct grammar *g) {
     if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
     mask_cache_free(&g->cache, g->v);
+    atomic_fetch_sub(&g->v->cache_bytes, g->bytes);
     gram_free(&g->g);
     free(g->text);
     free(g);
@@ -142,6 +143,35 @@ static int first_mask(struct grammar *g, double deadline, char *err) {
     return rc;
 }
 
+/* What a compiled grammar holds (struct gram's arrays, as gb_finish sizes them). */
+static size_t grammar_bytes(const struct grammar *g) {
+    const struct gram *x = &g->g;
+    return sizeof *g + g->len + 1 + (size_t)x->n_el * (sizeof *x->el + sizeof *x->rest) +
+           (size_t)x->n_cls * sizeof *x->cls + ((size_t)x->n_rules + 1) * sizeof *x->alt_off +
+           (size_t)x->alt_off[x->n_rules] * sizeof *x->alts;
+}
+
+/* Takes the LRU's tail under mu; the references are dropped outside it (a grammar's last
+ * one frees its masks). Grammars still in use give their bytes back only when their last
+ * user is done, so this may drop every one and still not fit. */
+int grammar_vocab_make_room(struct grammar_vocab *v, size_t need, const struct grammar *keep) {
+    for (;;) {
+        if (atomic_load(&v->cache_bytes) + need <= v->cache_limit) return 1;
+        struct grammar *evict = NULL;
+        pthread_mutex_lock(&v->mu);
+        for (int i = v->n_lru; i-- > 0;)
+            if (v->lru[i] != keep) {
+                evict = v->lru[i];
+                memmove(v->lru + i, v->lru + i + 1, sizeof *v->lru * (size_t)(v->n_lru - i - 1));
+                v->n_lru--;
+                break;
+            }
+        pthread_mutex_unlock(&v->mu);
+        if (!evict) return 0;
+        grammar_unref(evict);
+    }
+}
+
 struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text, size_t len,
                                 char *err) {
     if (kind == GRAMMAR_JSON_OBJECT) {
@@ -181,7 +211,9 @@ struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind,
     g->len = len;
     g->hash = h;
     g->lim = v->lim;
+    g->bytes = grammar_bytes(g);
     mask_cache_init(&g->cache);
+    atomic_fetch_add(&v->cache_bytes, g->bytes); /* given back by the last grammar_unref */
     if (clock_now() > deadline) {
         err_set(err, "the grammar is too costly to compile: more than %g ms (limit grammar.max_compile_ms = %g)",
                 v->lim.max_compile_ms, v->lim.max_compile_ms);
@@ -192,7 +224,8 @@ struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind,
         grammar_unref(g);
         return NULL;
     }
-    grammar_ref(g);
+    if (!grammar_vocab_make_room(v, 0, g)) return g; /* larger than the whole cache: the caller's only */
+    grammar_ref(g);                                   /* the cache's */
     pthread_mutex_lock(&v->mu);
     struct grammar *evict = NULL;
     if (v->n_lru == GRAM_CACHE_GRAMMARS) evict = v->lru[--v->n_lru];

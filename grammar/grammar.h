@@ -71,17 +71,25 @@ void grammar_vocab_free(struct grammar_vocab *v);
  * then). Before v is shared: not thread-safe. */
 void grammar_vocab_set_limits(struct grammar_vocab *v, const struct grammar_limits *lim);
 int grammar_vocab_size(const struct grammar_vocab *v);
+/* The memory the grammars compiled against v may keep: their compiled form and cached
+ * token masks together (default GRAMMAR_CACHE_BYTES). Past it the least recently used
+ * grammars leave the cache, and a mask that does not fit is computed each time it is
+ * needed instead of kept. Grammars in use count until their last user drops them. */
+#define GRAMMAR_CACHE_BYTES (64ull << 20)
+void grammar_vocab_set_cache_bytes(struct grammar_vocab *v, size_t bytes);
+/* The bytes those grammars hold now (any thread). */
+size_t grammar_vocab_cache_bytes(const struct grammar_vocab *v);
 
 /* A compiled grammar bound to one vocabulary. */
 struct grammar;
 
 /* Compiles text[0..len) of the given kind, or returns a cached grammar compiled from the
- * same kind and text (an LRU of the last 64). NULL with err (ERR_LEN bytes) naming the
- * problem: an unsupported JSON Schema keyword, the position of a parse error, an
- * unsatisfiable schema or grammar, a limit exceeded (those of grammar_limits: "too costly
- * to match: ..." with the limit's key and value). Bounded time and memory. Computes the
- * start state's mask too (cached in the grammar), so a request's first token costs the
- * step loop no walk of the vocabulary. The caller owns one reference. */
+ * same kind and text (an LRU of the last 64, within the vocabulary's cache bytes). NULL
+ * with err (ERR_LEN bytes) naming the problem: an unsupported JSON Schema keyword, the
+ * position of a parse error, an unsatisfiable schema or grammar, a limit exceeded (those of
+ * grammar_limits: "too costly to match: ..." with the limit's key and value). Bounded time
+ * and memory. Computes the start state's mask too (cached in the grammar), so a request's
+ * first token costs the step loop no walk of the vocabulary. The caller owns one reference. */
 struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text,
                                 size_t len, char *err);
 void grammar_ref(struct grammar *g);

@@ -9,8 +9,7 @@
 #include "vocab.h"
 
 #define GRAM_KEY_DEPTH 24
-#define GRAM_CACHE_ENTRIES 8192          /* cached stack masks per grammar */
-#define GRAM_CACHE_BYTES (1024ull << 20) /* all cached masks of one vocabulary */
+#define GRAM_CACHE_ENTRIES 8192 /* cached stack masks per grammar */
 
 void mentry_free(struct mentry *e) {
     if (!e) return;
@@ -305,7 +304,7 @@ struct mentry *mask_entry(struct grammar *gr, const int32_t *stk, int len, struc
         return NULL;
     }
     e->hash = h;
-    if (c->n >= GRAM_CACHE_ENTRIES || atomic_load(&gr->v->cache_bytes) + e->bytes > GRAM_CACHE_BYTES) {
+    if (c->n >= GRAM_CACHE_ENTRIES || !grammar_vocab_make_room(gr->v, e->bytes, gr)) {
         pthread_mutex_unlock(&c->mu);
         *tmp = e;
         return e;

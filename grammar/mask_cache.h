@@ -44,8 +44,8 @@ struct mentry {
     size_t bytes;
 };
 
-/* One grammar's entries (open addressing), at most GRAM_CACHE_ENTRIES of them, and the
- * vocabulary's cache_bytes bounds those of all its grammars together. */
+/* One grammar's entries (open addressing), at most GRAM_CACHE_ENTRIES of them; the
+ * vocabulary's cache_limit bounds those of all its grammars and the grammars together. */
 struct mask_cache {
     pthread_mutex_t mu;
     struct mentry **tab;

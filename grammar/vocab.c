@@ -87,12 +87,21 @@ struct grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, c
     pthread_mutex_init(&v->mu, NULL);
     v->lim = (struct grammar_limits){GRAMMAR_DEFAULT_MAX_STACKS, GRAMMAR_DEFAULT_MAX_TOKEN_WORK,
                                      GRAMMAR_DEFAULT_MAX_COMPILE_MS};
+    v->cache_limit = GRAMMAR_CACHE_BYTES;
     return v;
 }
 
 void grammar_vocab_set_limits(struct grammar_vocab *v, const struct grammar_limits *lim) { v->lim = *lim; }
 
 int grammar_vocab_size(const struct grammar_vocab *v) { return v->n; }
+
+void grammar_vocab_set_cache_bytes(struct grammar_vocab *v, size_t bytes) {
+    v->cache_limit = bytes;
+}
+
+size_t grammar_vocab_cache_bytes(const struct grammar_vocab *v) {
+    return (size_t)atomic_load(&v->cache_bytes);
+}
 
 void grammar_vocab_free(struct grammar_vocab *v) {
     if (!v) return;

@@ -2,7 +2,8 @@
  * bytes, and a byte trie of the usable tokens, which the mask walk (mask_cache.c) and the
  * run costs (compile.c) descend. Built once per tokenizer, then read-only and shared by every
  * thread, but for the LRU of grammars compiled against it (compile.c, under mu) and the bytes
- * their mask caches hold (mask_cache.c, atomic), kept here as the vocabulary owns both. */
+ * those grammars and their mask caches hold (compile.c, mask_cache.c; atomic), kept here as
+ * the vocabulary owns both. */
 #ifndef TPD_GRAMMAR_VOCAB_H
 #define TPD_GRAMMAR_VOCAB_H
 
@@ -37,8 +38,13 @@ struct grammar_vocab {
     pthread_mutex_t mu;
     struct grammar *lru[GRAM_CACHE_GRAMMARS];
     int n_lru;
-    atomic_ullong cache_bytes;
+    atomic_ullong cache_bytes; /* every live grammar's bytes and its cached masks' */
+    size_t cache_limit;        /* grammar_vocab_set_cache_bytes */
     struct grammar_limits lim; /* of the grammars compiled from now on (grammar_vocab_set_limits) */
 };
+
+/* Drops least recently used grammars (never keep) from the LRU until cache_bytes + need fits
+ * cache_limit or none is left to drop; 1 if it fits. The caller may hold keep's cache.mu. */
+int grammar_vocab_make_room(struct grammar_vocab *v, size_t need, const struct grammar *keep);
 
 #endif

@@ -28,6 +28,7 @@
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/log.h"
+#include "../util/memtrim.h"
 #include "api.h"
 #include "api_gen.h"
 #include "conns.h"
@@ -798,6 +799,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     sbuf_free(&c->body);
     free(c);
     *con_cls = NULL;
+    memtrim_note();
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,6 +150,45 @@ static void test_cache_and_json_object(void **state) {
     grammar_vocab_free(v);
 }
 
+/* The vocabulary's cache bytes bound the compiled grammars and their masks together:
+ * distinct grammars past the bound push the least recently used out (a recompile gives a
+ * new grammar), the count never stays above the bound once they are unreferenced, masks
+ * that do not fit are still right, and everything is given back when the last user ends. */
+static void test_cache_bytes_bound(void **state) {
+    (void)state;
+    struct grammar_vocab *v = vocab();
+    const size_t limit = 16 << 10; /* some 14 of these small grammars */
+    grammar_vocab_set_cache_bytes(v, limit);
+    struct grammar *first = compile(v, GRAMMAR_REGEX, "[a-z]{1,8}x0");
+    struct grammar *same = compile(v, GRAMMAR_REGEX, "[a-z]{1,8}x0");
+    assert_ptr_equal(first, same); /* cached while there is room */
+    grammar_unref(same);
+    char re[64];
+    for (int i = 1; i < 60; i++) { /* fewer than the LRU's 64: the bytes push them out */
+        snprintf(re, sizeof re, "[a-z]{1,8}x%d(ab|c)+", i);
+        struct grammar *g = compile(v, GRAMMAR_REGEX, re);
+        check_mask_consistent(g, "q");
+        grammar_unref(g);
+        assert_true(grammar_vocab_cache_bytes(v) <= limit);
+    }
+    assert_true(grammar_vocab_cache_bytes(v) > limit / 4); /* it does keep some */
+    same = compile(v, GRAMMAR_REGEX, "[a-z]{1,8}x0");
+    assert_ptr_not_equal(first, same); /* recompiled: the first one (still held) left the cache */
+    grammar_unref(first);
+    grammar_unref(same);
+    /* held grammars count until released; with no room, nothing is kept, masks still right */
+    grammar_vocab_set_cache_bytes(v, 0);
+    struct grammar *g = compile(v, GRAMMAR_JSON_OBJECT, "");
+    assert_true(grammar_vocab_cache_bytes(v) > 0);
+    check_mask_consistent(g, "{\"k\": [1, ");
+    struct grammar *h = compile(v, GRAMMAR_JSON_OBJECT, "");
+    assert_ptr_not_equal(g, h); /* not cached */
+    grammar_unref(g);
+    grammar_unref(h);
+    assert_int_equal(grammar_vocab_cache_bytes(v), 0);
+    grammar_vocab_free(v);
+}
+
 static void expect_error(struct grammar_vocab *v, enum grammar_kind k, const char *text, const char *needle) {
     char err[ERR_LEN] = "";
     struct grammar *g = grammar_compile(v, k, text, strlen(text), err);
@@ -185,6 +225,7 @@ int main(void) {
         cmocka_unit_test(test_gbnf_accept_and_end),
         cmocka_unit_test(test_masks_match_byte_acceptance),
         cmocka_unit_test(test_cache_and_json_object),
+        cmocka_unit_test(test_cache_bytes_bound),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
