@@ -66,8 +66,8 @@ struct grammar;
 /* Compiles text[0..len) of the given kind, or returns a cached grammar compiled from the
  * same kind and text (an LRU of the last 64, within the vocabulary's cache bytes). NULL
  * with err (ERR_LEN bytes) naming the problem: an unsupported JSON Schema keyword, the
- * position of a parse error, an unsatisfiable schema or grammar, a limit exceeded. Bounded time and memory. The caller
- * owns one reference. */
+ * position of a parse error, an unsatisfiable schema or grammar, a limit exceeded. Bounded
+ * time and memory. The caller owns one reference. */
 struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text,
                                 size_t len, char *err);
 void grammar_ref(struct grammar *g);
