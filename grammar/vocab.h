@@ -44,7 +44,8 @@ struct grammar_vocab {
 };
 
 /* Drops least recently used grammars (never keep) from the LRU until cache_bytes + need fits
- * cache_limit or none is left to drop; 1 if it fits. The caller may hold keep's cache.mu. */
+ * cache_limit or none is left to drop; 1 if it fits. The caller may hold keep's cache.mu.
+ * In compile.c, beside the rest of the LRU. */
 int grammar_vocab_make_room(struct grammar_vocab *v, size_t need, const struct grammar *keep);
 
 #endif

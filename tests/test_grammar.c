@@ -3,6 +3,7 @@
  * an end token): acceptance, masks against the tokens' bytes run through accept_bytes,
  * end-of-generation placement, rollback, the compile cache and refused inputs. The masks are
  * checked against an independent recogniser in tests/py/test_grammar_mask.py. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -189,6 +190,55 @@ static void test_cache_bytes_bound(void **state) {
     grammar_vocab_free(v);
 }
 
+/* Threads compiling their own grammars and masking under a shared one, in a cache too
+ * small for them all: eviction from both compile and mask_entry while others use what is
+ * evicted (ThreadSanitizer: the tsan build of this test; every grammar is freed at the end). */
+struct churn_arg {
+    struct grammar_vocab *v;
+    struct grammar *shared;
+    int id;
+};
+
+static void *churn_grammars(void *p) {
+    struct churn_arg *a = p;
+    char re[64];
+    for (int i = 0; i < 40; i++) {
+        snprintf(re, sizeof re, "(ab|c)+x%d-%d[a-z]{1,6}", a->id, i);
+        struct grammar *g = compile(a->v, GRAMMAR_REGEX, re);
+        struct grammar_matcher *m = grammar_matcher_new(g), *s = grammar_matcher_new(a->shared);
+        uint64_t mask[(NV + 63) / 64];
+        const char *doc = "{\"k\": [1, {\"x\": \"ab\"}]}";
+        for (size_t k = 0; k < strlen(doc); k++) {
+            grammar_matcher_mask(s, mask);
+            assert_true(allowed(mask, (unsigned char)doc[k]));
+            assert_int_equal(grammar_matcher_accept_bytes(s, doc + k, 1), 0);
+        }
+        grammar_matcher_mask(m, mask);
+        assert_true(allowed(mask, 'a') && allowed(mask, 'c') && !allowed(mask, 'x'));
+        grammar_matcher_free(s);
+        grammar_matcher_free(m);
+        grammar_unref(g);
+    }
+    return NULL;
+}
+
+static void test_cache_bytes_threads(void **state) {
+    (void)state;
+    struct grammar_vocab *v = vocab();
+    grammar_vocab_set_cache_bytes(v, 8 << 10);
+    struct grammar *shared = compile(v, GRAMMAR_JSON_OBJECT, "");
+    pthread_t t[4];
+    struct churn_arg a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (struct churn_arg){v, shared, i};
+        assert_int_equal(pthread_create(&t[i], NULL, churn_grammars, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+    grammar_unref(shared);
+    assert_true(grammar_vocab_cache_bytes(v) <= 8 << 10);
+    grammar_vocab_free(v);
+}
+
 static void expect_error(struct grammar_vocab *v, enum grammar_kind k, const char *text, const char *needle) {
     char err[ERR_LEN] = "";
     struct grammar *g = grammar_compile(v, k, text, strlen(text), err);
@@ -226,6 +276,7 @@ int main(void) {
         cmocka_unit_test(test_masks_match_byte_acceptance),
         cmocka_unit_test(test_cache_and_json_object),
         cmocka_unit_test(test_cache_bytes_bound),
+        cmocka_unit_test(test_cache_bytes_threads),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -64,8 +64,8 @@ static void *churn(void *arg) {
 
 static void test_gives_back_a_thread_arena(void **state) {
     (void)state;
-#ifdef __SANITIZE_ADDRESS__
-    skip(); /* the sanitizer's allocator, with its quarantine, is not glibc's */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    skip(); /* a sanitizer's allocator, with its quarantine, is not glibc's */
 #endif
     memtrim_init();
     size_t before = rss_bytes();
