@@ -809,9 +809,14 @@ def test_drain_finishes_inflight(lifecycle, tmpdir_sock):
         time.sleep(0.02)
     srv.terminate()
     t0 = time.time()
-    while os.path.exists(sock):  # new connections are no longer accepted
+    while True:  # the socket stays; new requests are told the server is going
+        with client(sock) as c:
+            r = c.get("/health")
+        if r.status_code == 503:
+            break
         assert time.time() - t0 < 10
         time.sleep(0.02)
+    assert "draining" in r.json()["error"]["message"] and r.headers["retry-after"] == "1"
     r = keep.get("/health")
     assert r.status_code == 503 and "draining" in r.json()["error"]["message"]
     r = keep.post("/v1/completions", json={"prompt": "x", "max_tokens": 1})
@@ -824,3 +829,4 @@ def test_drain_finishes_inflight(lifecycle, tmpdir_sock):
     assert "".join(json.loads(e)["choices"][0]["text"] for e in ev[:-1])
     keep.close()
     assert srv.proc.wait(60) == 0
+    assert not os.path.exists(sock), "socket file left behind"
