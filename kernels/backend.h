@@ -103,7 +103,8 @@ struct backend {
     /* out[r][0..k) = the k best entries of row r of x (n_rows rows of n_cols, ld apart), in
      * util/logit_cand.h's order (larger first, ties lower column; NaN never), ids = column +
      * id0; past a row's non-NaN entries {-INFINITY, -1}. 1 <= k <= LOGIT_CANDS_MAX, k <= n_cols.
-     * out is backend memory. */
+     * out is backend memory. Optional: NULL on the CUDA backend without debug.top_cands; then
+     * engine_info's max_cands is 0 on every rank and no plan asks for candidates. */
     void (*top_cands)(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
                       int32_t id0, int k);
     /* dst[i] = src[idx[i]], rows of n floats */

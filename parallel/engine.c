@@ -191,8 +191,6 @@ int engine_collect(struct engine *e) {
     return e->n_pending;
 }
 
-int engine_in_flight(const struct engine *e) { return e->n_pending; }
-
 void engine_step(struct engine *e, const struct step_plan *plan, float *logits) {
     engine_submit(e, plan, logits);
     while (engine_collect(e) > 0) {

@@ -1,9 +1,11 @@
 /* The engine: everything one rank needs to run forward steps (backend, model shards of its
  * pipeline stage, KV storage for that stage's layers, the communicator), behind a small
- * interface. Rank 0 (stage 0, TP rank 0) calls engine_step() with a plan its scheduler
- * built; the other ranks sit in engine_follow() running the plans rank 0 sends (through
- * stage 0's TP group, then stage to stage) until engine_stop(). Nothing outside parallel/ sees the model or the
- * cache: callers read engine_info() for the few numbers they need. */
+ * interface. Rank 0 (stage 0, TP rank 0) runs the plans: its scheduler through
+ * engine_submit() / engine_collect() (micro-batches in flight), `tpd eval` and the draft model
+ * through engine_step(); the other ranks sit in engine_follow() running the plans rank 0
+ * sends (through stage 0's TP group, then stage to stage) until engine_stop(). Nothing outside
+ * parallel/ sees the model or the cache: callers read engine_info() for the few numbers they
+ * need. */
 #ifndef TPD_ENGINE_H
 #define TPD_ENGINE_H
 
@@ -69,7 +71,6 @@ void engine_step(struct engine *e, const struct step_plan *plan, float *logits);
 #define ENGINE_MAX_IN_FLIGHT 16
 int engine_submit(struct engine *e, const struct step_plan *plan, float *logits);
 int engine_collect(struct engine *e);
-int engine_in_flight(const struct engine *e);
 /* Rank 0, while idle: a heartbeat every rank must answer, so that a stopped or hung rank
  * ends the job (step_timeout_s) even when no request comes. */
 void engine_ping(struct engine *e);
