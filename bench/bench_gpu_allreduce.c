@@ -44,8 +44,9 @@ int main(int argc, char **argv) {
     }
     char err[ERR_LEN] = "";
     struct backend be;
-    if (backend_open(&be, "cuda", 0, c.local_rank, err)) FATAL("backend: %s", err);
-    if (gpu_comm_init(&c, &be, mode, err)) FATAL("communicator: %s", err);
+    if (backend_open(&be, "cuda", 0, c.local_rank, NULL, err)) FATAL("backend: %s", err);
+    const struct comm_opts co = {.mode = mode};
+    if (gpu_comm_init(&c, &be, &co, err)) FATAL("communicator: %s", err);
     if (c.rank == 0) printf("%d ranks, %d GPU(s) visible, communicator %s\n", c.size, n_dev, gpu_comm_describe(&c));
     for (const char *p = sizes_s; *p;) {
         char *end;

@@ -6,7 +6,8 @@
  *
  *   [mpirun -np TP] bench_gpu_decode [--model llama3-8b[:bf16]] [--batch 1,8,64] [--ctx 512]
  *                                    [--steps 32] [--prefill 2048] [--backend cuda] [--comm auto]
- *                                    [--kv f16|fp8|f32] */
+ *                                    [--kv f16|fp8|f32] [--debug.NAME true|false ...]
+ * --debug.NAME: the [debug] switches as tpd takes them (kernels/backend.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,9 +47,17 @@ int main(int argc, char **argv) {
     int batches[16] = {1, 8, 64}, n_batches = 3, ctx = 512, steps = 32, prefill = 2048;
     enum dtype kv_type = DT_F16;
     char kv_err[256];
+    struct backend_debug dbg = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) goto usage;
+#define DEBUG_FLAG(name, help)                                                                  \
+        if (!strcmp(a, "--debug." #name)) {                                                    \
+            if (strcmp(v, "true") && strcmp(v, "false")) goto usage;                           \
+            dbg.name = !strcmp(v, "true");                                                     \
+        } else
+        BACKEND_DEBUG_SWITCHES(DEBUG_FLAG)
+#undef DEBUG_FLAG
         if (!strcmp(a, "--model")) geometry = v;
         else if (!strcmp(a, "--backend")) backend = v;
         else if (!strcmp(a, "--comm")) comm_mode = v;
@@ -79,8 +88,9 @@ int main(int argc, char **argv) {
 #endif
     char err[ERR_LEN] = "";
     struct backend be;
-    if (backend_open(&be, backend, 0, c.local_rank, err)) FATAL("backend: %s", err);
-    if (gpu_comm_init(&c, &be, comm_mode, err)) FATAL("communicator: %s", err);
+    if (backend_open(&be, backend, 0, c.local_rank, &dbg, err)) FATAL("backend: %s", err);
+    const struct comm_opts co = {.mode = comm_mode};
+    if (gpu_comm_init(&c, &be, &co, err)) FATAL("communicator: %s", err);
     struct model m;
     double t0 = clock_now();
     if (model_synthesize(&m, geometry, &be, c.size, c.rank, 1, 0, err)) FATAL("%s", err);
@@ -183,7 +193,7 @@ int main(int argc, char **argv) {
 usage:
     if (c.rank == 0)
         fprintf(stderr, "usage: bench_gpu_decode [--model llama3-8b[:bf16]] [--batch 1,8,64] [--ctx 512] [--steps 32] "
-                        "[--prefill 2048] [--backend cuda] [--comm auto] [--kv f16|fp8|f32]\n");
+                        "[--prefill 2048] [--backend cuda] [--comm auto] [--kv f16|fp8|f32] [--debug.NAME true|false]\n");
     comm_finalize(&c);
     return 2;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/threadpool.h"
+#include "util/threadpool.h"
 #include "util/clock.h"
 #include "util/fp8.h"
 #include "util/half.h"

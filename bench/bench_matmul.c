@@ -21,7 +21,7 @@
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant.h"
-#include "kernels/cpu/threadpool.h"
+#include "util/threadpool.h"
 #include "util/clock.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

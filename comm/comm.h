@@ -36,6 +36,20 @@ struct comm {
     size_t scratch_n;
 };
 
+/* The communicator's options (the [parallel] comm keys and debug.ipc_sync,
+ * docs/configuration.md). A zero number takes its default below (callers without a
+ * configuration: tests, benchmarks). */
+#define COMM_TIMEOUT_S 300       /* a GPU collective not done by then ends the job */
+#define COMM_START_TIMEOUT_S 60  /* the startup checks, on every path */
+#define COMM_IPC_SMALL_BYTES 524288      /* with NCCL, messages up to this size go over IPC */
+#define COMM_IPC_BUFFER_BYTES 8388608    /* each of a rank's two IPC slots */
+struct comm_opts {
+    const char *mode;       /* GPU all-reduce: "auto", "nccl", "ipc", "mpi"; NULL or "": auto */
+    double timeout_s, start_timeout_s;
+    long ipc_small_bytes, ipc_buffer_bytes;
+    const char *ipc_sync;   /* IPC barrier: "host", "device", else auto (host when ranks share a GPU) */
+};
+
 /* Message tags between stages: each kind keeps its order (MPI does not overtake within
  * one source and tag). */
 enum { COMM_TAG_PLAN_HDR = 11, COMM_TAG_PLAN = 12, COMM_TAG_ACT = 13, COMM_TAG_LOGITS = 14 };
@@ -54,9 +68,10 @@ int comm_groups_init(struct comm *c, int tp, int pp, char *err);
 /* Collective, after comm_groups_init (CPU path; GPU communicators run their own on device
  * memory): a timed all-reduce of known values in every TP group, then a timed send/recv of
  * known values between each pair of neighbouring stages. Each must finish within
- * TPD_COMM_START_TIMEOUT seconds (60), else the job ends with a message naming the group's
- * ranks or the pair (a peer hung or unreachable); wrong values: -1 with err naming them. */
-int comm_startup_check(struct comm *c, char *err);
+ * start_timeout_s seconds (0: COMM_START_TIMEOUT_S), else the job ends with a message naming
+ * the group's ranks or the pair (a peer hung or unreachable); wrong values: -1 with err
+ * naming them. */
+int comm_startup_check(struct comm *c, double start_timeout_s, char *err);
 /* World rank of this rank's counterpart (same tp_rank) in stage s. */
 static inline int comm_stage_peer(const struct comm *c, int s) { return s * c->tp + c->tp_rank; }
 

@@ -14,7 +14,6 @@
 #include "../kernels/cuda/backend_cuda.h"
 #include "../util/check_cuda.h"
 #include "../util/check_mpi.h"
-#include "../util/env.h"
 #include "../util/fatal.h"
 #include "ipc_allreduce.h"
 #include "mpi_staging.h"
@@ -108,7 +107,7 @@ static int p2p_check(struct gpu_comm *g, char *err) {
         }
         watchdog_arm(g->wd, g->start_timeout_s,
                      "the startup send/recv of %zu bytes from rank %d (stage %d) to rank %d (stage %d) over %s did not "
-                     "finish within %.0f s (TPD_COMM_START_TIMEOUT); " HANG_HINTS, n * sizeof(float), from,
+                     "finish within %.0f s (parallel.comm_start_timeout_s); " HANG_HINTS, n * sizeof(float), from,
                      from / c->tp, to, to / c->tp, g->pipe ? "NCCL" : "MPI", g->start_timeout_s);
         gpu_p2p(g, d, n, peer, dir == 0);
         CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -143,7 +142,7 @@ static int startup_check(struct gpu_comm *g, char *err) {
         CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
         watchdog_arm(g->wd, g->start_timeout_s,
                      "the startup all-reduce of %zu bytes over stage %d's TP group (world ranks %d-%d, %s) did not "
-                     "finish within %.0f s (TPD_COMM_START_TIMEOUT); " HANG_HINTS, n * sizeof(float), g->c->stage,
+                     "finish within %.0f s (parallel.comm_start_timeout_s); " HANG_HINTS, n * sizeof(float), g->c->stage,
                      first, first + size - 1, g->desc, g->start_timeout_s);
         gpu_allreduce(g, d, n);
         CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -209,15 +208,16 @@ static void gpu_comm_destroy(struct gpu_comm *g) {
     free(g);
 }
 
-int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *err) {
+int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, char *err) {
+    static const struct comm_opts defaults;
+    if (!o) o = &defaults;
     const int is_cuda = be && be->kind == BACKEND_CUDA;
     const int all_cuda = comm_all_ok(c, is_cuda), none_cuda = comm_all_ok(c, !is_cuda);
     if (none_cuda || c->size == 1) return 0; /* the MPI all-reduce on host memory serves */
     if (!all_cuda)
         return err_set(err, "ranks chose different backends (rank %d: %s); set the backend to cuda or cpu on every "
                        "rank", c->rank, be && be->name ? be->name : "none");
-    if (!mode || !*mode) mode = getenv("TPD_COMM");
-    if (!mode || !*mode) mode = "auto";
+    const char *mode = o->mode && *o->mode ? o->mode : "auto";
     if (strcmp(mode, "auto") && strcmp(mode, "nccl") && strcmp(mode, "ipc") && strcmp(mode, "mpi"))
         return err_set(err, "communicator \"%s\": expected auto, nccl, ipc or mpi", mode);
 
@@ -226,10 +226,12 @@ int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *er
     g->device = backend_cuda_device(be);
     g->stream = backend_cuda_stream(be);
     strcpy(g->desc, "none");
-    int ok = !env_seconds("TPD_COMM_TIMEOUT", 300, &g->timeout_s, err) &&
-             !env_seconds("TPD_COMM_START_TIMEOUT", 60, &g->start_timeout_s, err) &&
-             !env_bytes("TPD_IPC_SMALL", (size_t)512 << 10, 0, (size_t)1 << 32, &g->ipc_small, err);
-    if (ok) {
+    g->timeout_s = o->timeout_s > 0 ? o->timeout_s : COMM_TIMEOUT_S;
+    g->start_timeout_s = o->start_timeout_s > 0 ? o->start_timeout_s : COMM_START_TIMEOUT_S;
+    g->ipc_small = (size_t)(o->ipc_small_bytes > 0 ? o->ipc_small_bytes : COMM_IPC_SMALL_BYTES);
+    const size_t ipc_bytes = (size_t)(o->ipc_buffer_bytes > 0 ? o->ipc_buffer_bytes : COMM_IPC_BUFFER_BYTES);
+    int ok = 1;
+    {
         cudaError_t e = cudaSetDevice(g->device);
         if (e != cudaSuccess) ok = !err_set(err, "device %d: %s (%s)", g->device, cudaGetErrorString(e),
                                             cudaGetErrorName(e));
@@ -266,10 +268,10 @@ int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *er
     if (want_ipc) {
         char ipc_err[ERR_LEN];
         g->ipc_host_sync = pl.shared_gpu;
-        const char *sync = getenv("TPD_IPC_SYNC");
-        if (sync && !strcmp(sync, "host")) g->ipc_host_sync = 1;
-        if (sync && !strcmp(sync, "device")) g->ipc_host_sync = 0;
-        g->ipc = ipc_allreduce_open(c, g->device, g->stream, g->ipc_host_sync, g->timeout_s, g->wd, ipc_err);
+        if (o->ipc_sync && !strcmp(o->ipc_sync, "host")) g->ipc_host_sync = 1;
+        if (o->ipc_sync && !strcmp(o->ipc_sync, "device")) g->ipc_host_sync = 0;
+        g->ipc = ipc_allreduce_open(c, g->device, g->stream, g->ipc_host_sync, ipc_bytes, g->timeout_s, g->wd,
+                                    ipc_err);
         if (g->ipc) {
             g->paths |= PATH_IPC;
         } else if (!strcmp(mode, "ipc")) {
@@ -327,8 +329,8 @@ const char *gpu_comm_describe(const struct comm *c) {
 
 #else /* no CUDA in this build: the CPU backend's MPI all-reduce is the only one */
 
-int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *err) {
-    (void)mode;
+int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, char *err) {
+    (void)o;
     const int is_cuda = be && be->kind == BACKEND_CUDA;
     if (!comm_all_ok(c, !is_cuda)) return err_set(err, "this build has no CUDA communicator");
     return 0;

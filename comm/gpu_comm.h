@@ -9,14 +9,13 @@
 
 /* Collective: every rank calls it after backend_open, with its backend. Nothing happens when
  * every rank uses the CPU backend or the job has one rank; ranks that disagree (some CUDA,
- * some CPU) fail together. mode: "auto", "nccl", "ipc" or "mpi"; NULL or "" reads TPD_COMM
- * from the environment, else "auto" (NCCL, with IPC for messages up to TPD_IPC_SMALL bytes
- * when all ranks share a node; IPC alone when ranks share a GPU).
+ * some CPU) fail together. o->mode: "auto", "nccl", "ipc" or "mpi"; NULL or "": "auto" (NCCL,
+ * with IPC for messages up to o->ipc_small_bytes when all ranks share a node; IPC alone when
+ * ranks share a GPU). o NULL: every option its default (comm.h).
  * Then a timed all-reduce checks the path on every rank; if it does not finish within
- * TPD_COMM_START_TIMEOUT seconds (60) the job ends with the likely causes (P2P, IOMMU,
- * NCCL environment). Later collectives get TPD_COMM_TIMEOUT seconds (300).
- * Returns 0, or -1 with err on every rank. */
-int gpu_comm_init(struct comm *c, struct backend *be, const char *mode, char *err);
+ * o->start_timeout_s the job ends with the likely causes (P2P, IOMMU, NCCL environment).
+ * Later collectives get o->timeout_s. Returns 0, or -1 with err on every rank. */
+int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, char *err);
 /* Collective: stops the watchdog, frees the communicators, restores the MPI all-reduce.
  * Call before backend_close. */
 void gpu_comm_free(struct comm *c);

@@ -11,7 +11,6 @@
 
 #include "../util/check_cuda.h"
 #include "../util/check_mpi.h"
-#include "../util/env.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "comm_mpi.h"
@@ -50,8 +49,8 @@ static void release(struct ipc_allreduce *p) {
     cudaGetLastError();
 }
 
-struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *stream, int host_sync, double timeout_s,
-                                         struct watchdog *wd, char *err) {
+struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *stream, int host_sync, size_t slot_bytes,
+                                         double timeout_s, struct watchdog *wd, char *err) {
     if (c->tp > IPC_MAX_RANKS) { /* the same verdict on every rank */
         err_set(err, "the ipc communicator needs at most %d ranks", IPC_MAX_RANKS);
         return NULL;
@@ -64,9 +63,8 @@ struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *strea
     p->stream = (cudaStream_t)stream;
     p->host_sync = host_sync;
     p->timeout_s = timeout_s;
-    size_t cap = 0;
-    int ok = !env_bytes("TPD_IPC_BYTES", (size_t)8 << 20, 4096, (size_t)1 << 32, &cap, err);
-    cap = (cap + 255) & ~(size_t)255;
+    const size_t cap = (slot_bytes + 255) & ~(size_t)255;
+    int ok = 1;
     p->cap = cap;
     cudaIpcMemHandle_t mine;
     memset(&mine, 0, sizeof mine);

@@ -48,7 +48,7 @@ struct nccl *nccl_open(struct comm *c, int world, int device, struct watchdog *w
     n->wd = wd;
     watchdog_arm(wd, start_timeout_s,
                  "NCCL initialisation (ncclCommInitRank over %d ranks) did not finish within %.0f s "
-                 "(TPD_COMM_START_TIMEOUT); " HANG_HINTS, size, start_timeout_s);
+                 "(parallel.comm_start_timeout_s); " HANG_HINTS, size, start_timeout_s);
     ncclResult_t r = ncclCommInitRank(&n->comm, size, id, rank);
     watchdog_disarm(wd);
     if (r != ncclSuccess) ok = !err_set(err, "ncclCommInitRank (%s rank %d of %d, device %d): %s (%s)",

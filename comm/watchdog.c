@@ -73,7 +73,7 @@ static void *watchdog_main(void *arg) {
                 fire(w, "CUDA error while an all-reduce (%s) was in flight: %s (%s)", w->desc, cudaGetErrorString(q),
                      cudaGetErrorName(q));
             else if (t - w->pending_since > w->timeout_s)
-                fire(w, "an all-reduce over %d ranks (%s) has not finished after %.0f s (TPD_COMM_TIMEOUT); a peer may "
+                fire(w, "an all-reduce over %d ranks (%s) has not finished after %.0f s (parallel.comm_timeout_s); a peer may "
                      "have died or hung; " HANG_HINTS, w->size, w->desc, w->timeout_s);
         }
         for (int i = 0; i < WATCHDOG_PROBES; i++) {

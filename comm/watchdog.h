@@ -9,14 +9,14 @@
 /* What a job whose collectives hang should look at first. */
 #define HANG_HINTS                                                                                          \
     "likely causes: GPU peer-to-peer transfers failing or blocked (check `nvidia-smi topo -m`; try "         \
-    "NCCL_P2P_DISABLE=1 or TPD_COMM=mpi), an IOMMU or PCIe ACS setting that breaks P2P (check `dmesg | grep " \
+    "NCCL_P2P_DISABLE=1 or parallel.comm = \"mpi\"), an IOMMU or PCIe ACS setting that breaks P2P (check `dmesg | grep " \
     "-i -e iommu -e dmar`; boot with iommu=pt or disable ACS), or the NCCL environment (NCCL_SOCKET_IFNAME, " \
     "NCCL_IB_DISABLE=1; rerun with NCCL_DEBUG=INFO)"
 
 struct watchdog;
 
 /* Starts watching the collectives of this rank (rank of size) on device: each must finish
- * within timeout_s seconds (TPD_COMM_TIMEOUT). desc names the path in messages; the caller
+ * within timeout_s seconds (parallel.comm_timeout_s). desc names the path in messages; the caller
  * keeps it alive and sets it before the first watchdog_note. NULL with err on failure. */
 struct watchdog *watchdog_start(int rank, int size, int device, const char *desc, double timeout_s, char *err);
 /* Stops the thread and frees w (NULL: nothing to do). */

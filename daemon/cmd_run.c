@@ -407,6 +407,8 @@ static int run_command(struct comm *c, int argc, char **argv, int (*fn)(struct c
         if (c->rank == 0) fprintf(stderr, "tpd %s: %s\n", argv[0], err);
         return 2;
     }
+    enum log_level lvl;
+    if (!log_parse_level(o.cfg.log_level, &lvl)) log_init(c->rank, lvl, 0);
     int rc = fn(c, o);
     run_opts_free(&o);
     return rc;

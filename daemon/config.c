@@ -20,6 +20,10 @@
 #define T CMD_TOKENIZE
 #define F(field) offsetof(struct config, field)
 #define BIG 9223372036854775807.0
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a default from its macro: "300" */
+#define DEBUG_SWITCH(name, help) /* a row per switch of kernels/backend.h */ \
+    {"debug", #name, K_BOOL, F(debug.name), 0, 0, NULL, S | R, "false", NULL, NULL, help},
 /* One row per key: defaults, parsing, limits, flags, usage and the dump come from here.
  * config prints what serve would run with, so it takes serve's keys. */
 static const struct config_key keys[] = {
@@ -37,7 +41,15 @@ static const struct config_key keys[] = {
     {"parallel", "step_timeout_s", K_DBL, F(step_timeout_s), 1, 86400, NULL, S, "300", NULL, NULL,
      "a step running longer means a rank is hung: the job ends (non-zero)"},
     {"parallel", "backend", K_STR, F(backend), 0, 0, "--backend", S | R, "auto", "cpu|cuda|auto", NULL, "compute backend; auto = cuda when built with it and a GPU is there"},
-    {"parallel", "comm", K_STR, F(comm), 0, 0, "--comm", S | R, NULL, "auto|nccl|ipc|mpi", NULL, "GPU all-reduce; default: $TPD_COMM, else auto"},
+    {"parallel", "comm", K_STR, F(comm.mode), 0, 0, "--comm", S | R, "auto", "auto|nccl|ipc|mpi", NULL, "GPU all-reduce"},
+    {"parallel", "comm_timeout_s", K_DBL, F(comm.timeout_s), 1, 86400, NULL, S | R, STR(COMM_TIMEOUT_S), NULL, NULL,
+     "a GPU collective (NCCL, IPC) not done by then means a peer died or hung: the job ends (non-zero)"},
+    {"parallel", "comm_start_timeout_s", K_DBL, F(comm.start_timeout_s), 1, 86400, NULL, S | R, STR(COMM_START_TIMEOUT_S),
+     NULL, NULL, "the startup all-reduce and stage-to-stage checks (and NCCL's set-up) must finish within this"},
+    {"parallel", "ipc_small_bytes", K_INT, F(comm.ipc_small_bytes), 1, 4294967296.0, NULL, S | R, STR(COMM_IPC_SMALL_BYTES),
+     NULL, NULL, "GPU all-reduce auto on one node with NCCL: messages up to this size go over CUDA IPC"},
+    {"parallel", "ipc_buffer_bytes", K_INT, F(comm.ipc_buffer_bytes), 4096, 4294967296.0, NULL, S | R,
+     STR(COMM_IPC_BUFFER_BYTES), NULL, NULL, "CUDA IPC all-reduce: each of a rank's two device slots (larger messages go in pieces)"},
     {"server", "socket", K_STR, F(socket), 0, 0, "--socket", S, "/tmp/tpd/tpd.sock", NULL, "PATH", "Unix socket path"},
     {"server", "socket_mode", K_MODE, F(socket_mode), 0, 0777, NULL, S, "0600", NULL, NULL, "socket file mode (octal string)"},
     {"server", "socket_group", K_STR, F(socket_group), 0, 0, NULL, S, NULL, NULL, "GROUP", "group owning the socket"},
@@ -95,7 +107,11 @@ static const struct config_key keys[] = {
      "structured output: work units one token's mask or advance may take"},
     {"grammar", "max_compile_ms", K_DBL, F(grammar_max_compile_ms), 1, 600000, NULL, S, "2000", NULL, NULL,
      "structured output: wall time to compile a grammar and its first mask"},
-    {"log", "level", K_STR, F(log_level), 0, 0, "--log-level", S, "info", "debug|info|warn|error", NULL, "log threshold (other commands: $TPD_LOG)"},
+    BACKEND_DEBUG_SWITCHES(DEBUG_SWITCH)
+    {"debug", "ipc_sync", K_STR, F(comm.ipc_sync), 0, 0, NULL, S | R, "auto", "auto|host|device", NULL,
+     "CUDA IPC all-reduce barrier: host (MPI) or device (spinning kernel); auto = host when ranks share a GPU"},
+    {"log", "level", K_STR, F(log_level), 0, 0, "--log-level", S | R, "info", "debug|info|warn|error", NULL,
+     "log threshold (generate, eval: warn unless set)"},
     {"log", "all_ranks", K_BOOL, F(log_all_ranks), 0, 0, NULL, S, "false", NULL, NULL, "INFO lines from every rank"},
     {"launch", "launcher", K_STR, F(launcher), 0, 0, NULL, S, "mpirun", "mpirun|srun", NULL,
      "what tpd-launch starts the ranks with (srun inside a Slurm allocation)"},

@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "../comm/comm.h"
+#include "../kernels/backend.h"
+
 #define CONFIG_MAX_UIDS 64
 
 /* The commands, as bits of a row's mask. */
@@ -36,7 +39,7 @@ struct config {
     long threads;       /* per rank; 0: all CPUs / ranks on this node */
     double step_timeout_s; /* a step running longer: a rank is hung */
     char *backend;      /* "cpu", "cuda", "auto" */
-    char *comm;         /* GPU all-reduce; NULL: $TPD_COMM, else auto */
+    struct comm_opts comm; /* GPU all-reduce and its timeouts; ipc_sync from [debug] */
     /* [server] */
     char *socket;
     long socket_mode;
@@ -71,8 +74,10 @@ struct config {
     /* [grammar] (grammar.h's struct grammar_limits) */
     long grammar_max_stacks, grammar_max_token_work;
     double grammar_max_compile_ms;
+    /* [debug]: A/B switches for GPU paths not yet the default, and debugging aids */
+    struct backend_debug debug;
     /* [log] */
-    char *log_level;
+    char *log_level;    /* generate and eval: "warn" unless set (options_load) */
     int log_all_ranks;
     /* [launch] (read by launch/tpd-launch) */
     char *launcher;     /* "mpirun" or "srun" */

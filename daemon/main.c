@@ -29,10 +29,7 @@ static int is_help(const char *a) { return !strcmp(a, "help") || !strcmp(a, "--h
 int main(int argc, char **argv) {
     struct comm c;
     comm_init(&c, &argc, &argv);
-    enum log_level lvl = LOG_WARN;
-    const char *env = getenv("TPD_LOG");
-    if (env && log_parse_level(env, &lvl)) lvl = LOG_WARN;
-    log_init(c.rank, lvl, 0);
+    log_init(c.rank, LOG_WARN, 0); /* until a command reads its log.level */
     int rc = 2;
     const struct command *cmd = NULL;
     for (unsigned i = 0; argc > 1 && i < sizeof commands / sizeof *commands; i++)

@@ -67,6 +67,10 @@ static int read_config_file(struct comm *c, const char *path, char **text, int64
 
 int options_load(struct comm *c, unsigned cmd, int argc, char **argv, struct config *cfg, char *err) {
     config_defaults(cfg);
+    if (!(cmd & (CMD_SERVE | CMD_CONFIG))) { /* one-shot commands: quiet unless asked */
+        free(cfg->log_level);
+        cfg->log_level = xstrdup("warn");
+    }
     argc--, argv++; /* the command name */
     int at = (cmd & CMD_FILE) && c ? config_find_flag(cmd, argc, argv, "--config") : -1;
     if (at >= 0 && at + 1 < argc) {
@@ -99,7 +103,7 @@ int run_opts_parse(struct comm *c, int argc, char **argv, struct run_opts *o, ch
         .model_path = g->model_path ? g->model_path : g->synthetic, .backend = g->backend, .threads = (int)g->threads,
         .pp = (int)g->pp,
         .kv_type = kv_type, .block_size = (int)g->block_size,
-        .max_ctx = (int)g->max_ctx, .comm = g->comm, .synthetic = g->synthetic,
+        .max_ctx = (int)g->max_ctx, .comm = g->comm, .synthetic = g->synthetic, .debug = g->debug,
     };
     o->chunk = (int)g->chunk;
     o->prompt_ids = g->prompt_ids;
@@ -137,7 +141,6 @@ int options_usage(FILE *f, const char *name) {
         fprintf(f, "options (the commands taking each in []; every key is also a flag --section.key VALUE and,\n"
                    "for commands taking --config FILE, a TOML key: [section] key = VALUE):\n");
         config_usage(f, 0);
-        fprintf(f, "environment: TPD_LOG=debug|info|warn|error\n");
         return 0;
     }
     for (size_t i = 0; i < N_COMMANDS; i++) {

@@ -16,16 +16,12 @@
 int jinja_load(struct jtemplate **out, const char *src, size_t len, char *err) {
     struct jtemplate *t = xcalloc(1, sizeof(*t));
     t->arena.limit = 1u << 30;
-    if (jinja_parse_source(t, src, len, jinja_known_filter, jinja_known_test, err)) {
+    if (jinja_parse_source(t, src, len, err)) {
         jinja_free(t);
         return -1;
     }
     *out = t;
     return 0;
-}
-
-const char *jinja_unsupported(const struct jtemplate *t) {
-    return t->unsupported[0] ? t->unsupported : NULL;
 }
 
 void jinja_free(struct jtemplate *t) {
@@ -570,7 +566,7 @@ static int exec_stmt(struct rs *r, struct scope *s, const struct jnode *n, struc
     case JN_BODY: return exec_body(r, s, n, out);
     default: rs_fail(r, "bad statement"); return -1;
     }
-    if (out->oom) { rs_fail(r, "out of memory"); return -1; }
+    if (out->too_deep) { rs_fail(r, "a value nested too deep to print"); return -1; }
     if (out->n > r->out_limit) { rs_fail(r, "rendered text too large"); return -1; }
     return 0;
 }
@@ -593,8 +589,8 @@ int jinja_render_spans(const struct jtemplate *t, struct arena *a, struct jv ctx
     struct rs r = {.a = a, .globals = ctx, .err = err, .out_limit = MAX_OUT};
     struct scope *s = new_scope(&r, NULL);
     struct buf b = {0};
-    if (!s || exec_body(&r, s, t->body, &b) || r.failed || b.oom) {
-        if (!r.failed) err_set(err, "out of memory");
+    if (!s || exec_body(&r, s, t->body, &b) || r.failed || b.too_deep) {
+        if (!r.failed) err_set(err, b.too_deep ? "a value nested too deep to print" : "out of memory");
         buf_free(&b);
         return -1;
     }

@@ -13,9 +13,6 @@ struct jtemplate;
 
 int jinja_load(struct jtemplate **out, const char *src, size_t len, char *err);
 void jinja_free(struct jtemplate *t);
-/* Name of the first filter or test the template uses that the engine lacks, or NULL. A
- * render that reaches it fails with an error (as jinja2 would only fail there). */
-const char *jinja_unsupported(const struct jtemplate *t);
 
 /* Renders with the variables of ctx (a JV_DICT built in arena a, which also holds every
  * value made while rendering). *out is malloc'd, NUL-terminated. Returns 0 or -1 + err. */

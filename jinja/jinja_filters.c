@@ -179,7 +179,8 @@ static struct jv indent(struct rs *r, struct jv v, struct jv width, int first, i
         a = i + 1;
         line++;
     }
-    struct jv o = b.oom || ind.oom || src.oom ? rs_fail(r, "out of memory") : rs_str(r, b.p ? b.p : "", b.n);
+    struct jv o = b.too_deep || ind.too_deep || src.too_deep ? rs_fail(r, "a value nested too deep to print")
+                                                             : rs_str(r, b.p ? b.p : "", b.n);
     buf_free(&b);
     buf_free(&ind);
     buf_free(&src);

@@ -1,6 +1,5 @@
 /* Jinja filters and tests for the chat-template engine, with jinja2's and Python's
- * semantics, plus the lists of their names the loader hands to the parser. Used by the
- * rendering thread (and the names by the loading thread). */
+ * semantics, and whether a name is one of them. Used by the rendering thread. */
 #ifndef TPD_JINJA_FILTERS_H
 #define TPD_JINJA_FILTERS_H
 
@@ -8,7 +7,7 @@
 
 #include "jinja_lib.h"
 
-/* Whether a filter / test of that name is implemented (jinja_known_fn for the parser). */
+/* Whether a filter / test of that name is implemented (the map and select filters ask). */
 int jinja_known_filter(const char *name);
 int jinja_known_test(const char *name);
 

@@ -91,7 +91,7 @@ static int lex_string(struct lexer *L, char q) {
     if (i >= L->len) { buf_free(&b); return lex_fail(L, "unterminated string"); }
     struct tok t = {TK_STR, L->src + L->pos, i + 1 - L->pos, jv_str(L->a, b.p ? b.p : "", b.n), 0};
     buf_free(&b);
-    if (b.oom || t.v.t != JV_STR) return lex_fail(L, "out of memory");
+    if (t.v.t != JV_STR) return lex_fail(L, "out of memory");
     count_lines(L, L->src + L->pos, i + 1 - L->pos);
     L->pos = i + 1;
     return push_tok(L, t);

@@ -33,7 +33,7 @@ struct jv rs_str(struct rs *r, const char *s, size_t n) {
 }
 
 struct jv rs_take_buf(struct rs *r, struct buf *b) {
-    struct jv v = b->oom ? rs_fail(r, "out of memory") : rs_str(r, b->p ? b->p : "", b->n);
+    struct jv v = b->too_deep ? rs_fail(r, "a value nested too deep to print") : rs_str(r, b->p ? b->p : "", b->n);
     if (v.t == JV_STR && b->nsp) {
         v.u.s->sp = arena_alloc(r->a, b->nsp * sizeof(struct jspan));
         if (!v.u.s->sp) v = rs_fail(r, "out of memory");
@@ -98,14 +98,6 @@ static struct jv taint_d(struct rs *r, struct jv v, int depth) {
 }
 
 struct jv rs_taint(struct rs *r, struct jv v) { return taint_d(r, v, 0); }
-
-struct jv rs_taint_if(struct rs *r, struct jv result, const struct jv *in, size_t n) {
-    if (r->failed) return result;
-    if (result.t != JV_STR && result.t != JV_LIST && result.t != JV_DICT) return result;
-    for (size_t i = 0; i < n; i++)
-        if (jv_has_data(in[i])) return rs_taint(r, result);
-    return result;
-}
 
 struct jv rs_to_str(struct rs *r, struct jv v) {
     if (v.t == JV_STR) return v;

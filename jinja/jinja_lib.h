@@ -47,9 +47,6 @@ struct jv rs_str(struct rs *r, const char *s, size_t n);
 struct jv rs_take_buf(struct rs *r, struct buf *b);
 /* v with every string in it marked as request data (copies; v is not changed). */
 struct jv rs_taint(struct rs *r, struct jv v);
-/* The conservative rule for operations that do not track spans themselves: when any of
- * in[0..n) holds data, result's strings all become data. */
-struct jv rs_taint_if(struct rs *r, struct jv result, const struct jv *in, size_t n);
 /* Python str(v) as a new string value. */
 struct jv rs_to_str(struct rs *r, struct jv v);
 

@@ -15,7 +15,6 @@ struct parser {
     struct jtemplate *tpl;
     struct arena *a;
     int depth;      /* recursion guard: nesting of expressions and blocks */
-    jinja_known_fn known_filter, known_test;
 };
 
 #define MAX_NESTING 200
@@ -83,13 +82,6 @@ static int svec_push(struct parser *P, struct svec *v, struct jv x) {
 }
 
 static struct jv tok_str(struct parser *P, struct tok *t) { return jv_str(P->a, t->s, t->n); }
-
-/* jinja2 reports an unknown filter or test only when it runs (it may sit in a branch a
- * plain chat never takes); the first one is remembered so the loader can warn. */
-static void note_unknown(struct parser *P, struct jv name, int known) {
-    if (!known && !P->tpl->unsupported[0] && name.t == JV_STR)
-        snprintf(P->tpl->unsupported, sizeof(P->tpl->unsupported), "%s", name.u.s->s);
-}
 
 static struct jnode *parse_expr(struct parser *P);
 static struct jnode *parse_or(struct parser *P);
@@ -194,7 +186,6 @@ static struct jnode *parse_filter_expr(struct parser *P, struct jnode *e) {
             struct jnode *n = node(P, JN_FILTER);
             if (!n) return NULL;
             n->lit = tok_str(P, cur(P));
-            note_unknown(P, n->lit, P->known_filter(n->lit.u.s->s));
             P->i++;
             n->a = e;
             if (is_op(cur(P), "(")) {
@@ -210,7 +201,6 @@ static struct jnode *parse_filter_expr(struct parser *P, struct jnode *e) {
             if (cur(P)->t != TK_NAME) { fail(P, "expected test name"); return NULL; }
             n->lit = tok_str(P, cur(P));
             P->i++;
-            note_unknown(P, n->lit, P->known_test(n->lit.u.s->s));
             n->a = e;
             struct tok *c = cur(P);
             if (is_op(c, "(")) {
@@ -636,7 +626,6 @@ static struct jnode *parse_filter_block(struct parser *P) {
     if (!n) return NULL;
     if (cur(P)->t != TK_NAME) { fail(P, "expected filter name"); return NULL; }
     n->lit = tok_str(P, cur(P));
-    note_unknown(P, n->lit, P->known_filter(n->lit.u.s->s));
     P->i++;
     if (is_op(cur(P), "(")) {
         P->i++;
@@ -728,12 +717,10 @@ static struct jnode *parse_body_inner(struct parser *P, const char *const *ends,
     return body;
 }
 
-int jinja_parse_source(struct jtemplate *t, const char *src, size_t len,
-                       jinja_known_fn known_filter, jinja_known_fn known_test, char *err) {
+int jinja_parse_source(struct jtemplate *t, const char *src, size_t len, char *err) {
     struct lexer L = {.a = &t->arena, .src = src, .len = len, .line = 1, .err = err};
     if (jinja_lex(&L)) { free(L.toks); return -1; }
-    struct parser P = {.L = &L, .tpl = t, .a = &t->arena, .known_filter = known_filter,
-                       .known_test = known_test};
+    struct parser P = {.L = &L, .tpl = t, .a = &t->arena};
     t->body = parse_body(&P, NULL, NULL);
     free(L.toks);
     return t->body ? 0 : -1;

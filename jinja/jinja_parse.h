@@ -34,17 +34,12 @@ struct jnode {
 struct jtemplate {
     struct arena arena;
     struct jnode *body;
-    char unsupported[64]; /* first unknown filter/test name ("" if none): renders fail if reached */
 };
 
-/* Whether the evaluator implements a filter or test of that name. The renderer's layer
- * (jinja_filters.h) owns those lists, so the loader passes them in. */
-typedef int (*jinja_known_fn)(const char *name);
-
-/* Parses src into t->body (t->arena set up by the caller). Unknown tags are errors; the
- * first unknown filter or test goes to t->unsupported instead, as jinja2 fails only when
- * such a filter runs. Returns 0, or -1 + err ("template line N: ..."). */
-int jinja_parse_source(struct jtemplate *t, const char *src, size_t len,
-                       jinja_known_fn known_filter, jinja_known_fn known_test, char *err);
+/* Parses src into t->body (t->arena set up by the caller). Unknown tags are errors; an
+ * unknown filter or test is not: as in jinja2, a render fails only when it reaches one (it
+ * may sit in a branch a plain chat never takes). Returns 0, or -1 + err ("template line N:
+ * ..."). */
+int jinja_parse_source(struct jtemplate *t, const char *src, size_t len, char *err);
 
 #endif

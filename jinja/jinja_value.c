@@ -53,7 +53,7 @@ void arena_free(struct arena *a) {
 /* ---- output buffer ---- */
 
 void buf_put(struct buf *b, const char *s, size_t n) {
-    if (b->oom) return;
+    if (b->too_deep) return;
     struct sbuf sb = {b->p, b->n, b->cap}; /* util/sbuf does the growing */
     sbuf_add(&sb, s, n);
     b->p = sb.p;
@@ -64,7 +64,7 @@ void buf_put(struct buf *b, const char *s, size_t n) {
 void buf_puts(struct buf *b, const char *s) { buf_put(b, s, strlen(s)); }
 
 static void mark_range(struct buf *b, size_t off, size_t len) {
-    if (b->oom || len == 0) return;
+    if (b->too_deep || len == 0) return;
     if (b->nsp) {
         struct jspan *l = &b->sp[b->nsp - 1];
         if (l->off + l->len >= off) { /* spans are appended in order: merge */
@@ -373,7 +373,7 @@ static void repr_d(struct buf *b, struct jv v, int depth);
 void jv_repr_append(struct buf *b, struct jv v) { repr_d(b, v, 0); }
 
 static void repr_d(struct buf *b, struct jv v, int depth) {
-    if (depth > MAX_VALUE_DEPTH) { b->oom = 1; return; } /* refused as too deep */
+    if (depth > MAX_VALUE_DEPTH) { b->too_deep = 1; return; }
     switch (v.t) {
     case JV_STR: {
         /* escaped: the quoted text as a whole is data when any of it is */
@@ -454,7 +454,7 @@ static void newline_indent(struct buf *b, int indent, int depth) {
 
 void jv_json_append(struct buf *b, struct jv v, int indent, int flags, int depth) {
     int sort_keys = flags & JV_JSON_SORT_KEYS, ascii = flags & JV_JSON_ASCII;
-    if (depth > MAX_VALUE_DEPTH) { b->oom = 1; return; }
+    if (depth > MAX_VALUE_DEPTH) { b->too_deep = 1; return; }
     switch (v.t) {
     case JV_UNDEF: case JV_NONE: buf_puts(b, "null"); return;
     case JV_BOOL: buf_puts(b, v.u.b ? "true" : "false"); return;

@@ -48,7 +48,7 @@ struct jv {
 struct buf {
     char *p;
     size_t n, cap;
-    int oom; /* output refused (a value nested too deep); out of memory itself is fatal */
+    int too_deep; /* output refused: a value nested deeper than its printers go (out of memory is fatal) */
     struct jspan *sp; /* data spans of p (malloc'd) */
     size_t nsp, capsp;
 };

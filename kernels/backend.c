@@ -4,7 +4,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "../util/env.h"
 #include "../util/err.h"
 #include "cpu/backend_cpu.h"
 #include "profile.h"
@@ -60,13 +59,14 @@ int backend_check(const struct backend *b, char *err) {
     return 0;
 }
 
-static int open_kind(struct backend *b, const char *kind, int threads, int local_rank, char *err) {
+static int open_kind(struct backend *b, const char *kind, int threads, int local_rank,
+                     const struct backend_debug *dbg, char *err) {
     if (!kind) kind = "auto";
 #if TPD_HAVE_CUDA
     if (!strcmp(kind, "cuda") || (!strcmp(kind, "auto") && backend_cuda_available()))
-        return backend_cuda_init(b, local_rank, err);
+        return backend_cuda_init(b, local_rank, dbg, err);
 #else
-    (void)local_rank;
+    (void)local_rank, (void)dbg;
     if (!strcmp(kind, "cuda")) return err_set(err, "backend \"cuda\": this build has no CUDA backend (built without nvcc or without kernels/cuda sources)");
 #endif
     if (strcmp(kind, "cpu") && strcmp(kind, "auto") && strcmp(kind, "cuda"))
@@ -75,15 +75,18 @@ static int open_kind(struct backend *b, const char *kind, int threads, int local
     return 0;
 }
 
-/* TPD_PROFILE_OPS=1: every op timed (kernels/profile.h), a table at exit */
-int backend_open(struct backend *b, const char *kind, int threads, int local_rank, char *err) {
+/* debug.profile_ops: every op timed (kernels/profile.h), a table at exit */
+int backend_open(struct backend *b, const char *kind, int threads, int local_rank,
+                 const struct backend_debug *dbg, char *err) {
+    static const struct backend_debug off;
+    if (!dbg) dbg = &off;
     memset(b, 0, sizeof *b);
-    int rc = open_kind(b, kind, threads, local_rank, err);
+    int rc = open_kind(b, kind, threads, local_rank, dbg, err);
     if (!rc && backend_check(b, err)) {
         backend_close(b);
         return -1;
     }
-    if (!rc && env_flag("TPD_PROFILE_OPS")) backend_profile_wrap(b);
+    if (!rc && dbg->profile_ops) backend_profile_wrap(b);
     return rc;
 }
 

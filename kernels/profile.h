@@ -1,4 +1,4 @@
-/* Op-level profiler for a backend (TPD_PROFILE_OPS=1): every op of the table is timed with
+/* Op-level profiler for a backend (debug.profile_ops): every op of the table is timed with
  * the device synchronized before and after it, and at exit a table of calls, total and mean
  * time per op (matmul and attention split by tokens per step) goes to stderr. Synchronizing
  * each op removes all overlap, so totals are an upper bound of each op's share, meant for

@@ -42,15 +42,16 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     int ok = 1;
     /* the same options on every rank: every rank reaches the same verdict */
     if (comm_groups_init(c, o->tp, o->pp > 0 ? o->pp : 1, err)) goto fail;
-    if (backend_open(&e->be, o->backend, o->threads, o->local_rank, err)) ok = 0;
+    if (backend_open(&e->be, o->backend, o->threads, o->local_rank, &o->debug, err)) ok = 0;
     if (!comm_all_ok(c, ok)) {
         if (ok) err_set(err, "another rank failed to open its backend");
         goto fail;
     }
     /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging);
      * on the CPU, the MPI groups are checked here (a GPU communicator checks its own paths) */
-    if (gpu_comm_init(c, &e->be, o->comm, err)) goto fail;
-    if (e->be.kind != BACKEND_CUDA && c->size > 1 && comm_startup_check(c, err)) goto fail;
+    if (gpu_comm_init(c, &e->be, &o->comm, err)) goto fail;
+    if (e->be.kind != BACKEND_CUDA && c->size > 1 && comm_startup_check(c, o->comm.start_timeout_s, err))
+        goto fail;
     if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err)
                      : model_load(&e->model, o->model_path, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err))
         ok = 0;
@@ -109,8 +110,8 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         shard_split(hp->vocab_size, c->tp, r, &v0, &nv);
         if (nv / 2 < max_cands) max_cands = nv / 2;
     }
-    /* every rank must have the op (a CUDA rank has it only with TPD_TOP_CANDS=1 in its own
-     * environment): a plan asking for candidates runs on all of them */
+    /* every rank must have the op (a CUDA rank has it only with debug.top_cands): a plan
+     * asking for candidates runs on all of them */
     max_cands = comm_min_int(c, max_cands);
     e->info = (struct engine_info){.vocab = hp->vocab_size, .max_cands = max_cands, .eos_id = hp->eos_id, .block_size = o->block_size,
                                    .n_blocks = o->n_blocks, .sink_blocks = e->kv.sink_blocks, .max_ctx = max_ctx,
@@ -189,8 +190,6 @@ int engine_collect(struct engine *e) {
     if (e->n_pending) deadline_step_begin(e->deadline);
     return e->n_pending;
 }
-
-int engine_in_flight(const struct engine *e) { return e->n_pending; }
 
 void engine_step(struct engine *e, const struct step_plan *plan, float *logits) {
     engine_submit(e, plan, logits);

@@ -1,15 +1,18 @@
 /* The engine: everything one rank needs to run forward steps (backend, model shards of its
  * pipeline stage, KV storage for that stage's layers, the communicator), behind a small
- * interface. Rank 0 (stage 0, TP rank 0) calls engine_step() with a plan its scheduler
- * built; the other ranks sit in engine_follow() running the plans rank 0 sends (through
- * stage 0's TP group, then stage to stage) until engine_stop(). Nothing outside parallel/ sees the model or the
- * cache: callers read engine_info() for the few numbers they need. */
+ * interface. Rank 0 (stage 0, TP rank 0) runs the plans: its scheduler through
+ * engine_submit() / engine_collect() (micro-batches in flight), `tpd eval` and the draft model
+ * through engine_step(); the other ranks sit in engine_follow() running the plans rank 0
+ * sends (through stage 0's TP group, then stage to stage) until engine_stop(). Nothing outside
+ * parallel/ sees the model or the cache: callers read engine_info() for the few numbers they
+ * need. */
 #ifndef TPD_ENGINE_H
 #define TPD_ENGINE_H
 
 #include <stdatomic.h>
 
 #include "../comm/comm.h"
+#include "../kernels/backend.h"
 #include "../util/dtype.h"
 #include "plan.h"
 
@@ -24,7 +27,8 @@ struct engine_opts {
     int n_blocks;       /* KV blocks per rank */
     int sink_blocks;    /* FP8 cache: blocks with an F16 sink, for sequences' first blocks (kvcache.h) */
     int max_ctx;        /* longest sequence served; 0: the model's trained context */
-    const char *comm;      /* GPU all-reduce: "auto", "nccl", "ipc", "mpi" (NULL: $TPD_COMM, else auto) */
+    struct comm_opts comm; /* GPU all-reduce (mode NULL: auto), timeouts (0: defaults) */
+    struct backend_debug debug; /* the [debug] switches (all 0: off) */
     const char *synthetic; /* random weights of a geometry ("llama3-8b[:bf16]"), no file; NULL: model_path */
     double step_timeout_s; /* a step not done by then ends the job (a peer is hung); 0: no limit */
     const atomic_int *stop_flag; /* when set, the job must end within stop_grace_s */
@@ -67,7 +71,6 @@ void engine_step(struct engine *e, const struct step_plan *plan, float *logits);
 #define ENGINE_MAX_IN_FLIGHT 16
 int engine_submit(struct engine *e, const struct step_plan *plan, float *logits);
 int engine_collect(struct engine *e);
-int engine_in_flight(const struct engine *e);
 /* Rank 0, while idle: a heartbeat every rank must answer, so that a stopped or hung rank
  * ends the job (step_timeout_s) even when no request comes. */
 void engine_ping(struct engine *e);

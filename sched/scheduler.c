@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "../grammar/grammar.h"
-#include "../kernels/cpu/threadpool.h"
+#include "../util/threadpool.h"
 #include "../util/clock.h"
 #include "../util/err.h"
 #include "../util/fatal.h"

@@ -37,7 +37,7 @@
 #include <string.h>
 
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/threadpool.h"
+#include "util/threadpool.h"
 #include "util/fp8.h"
 #include "util/half.h"
 

@@ -52,7 +52,7 @@ static void test_cpu_table(void **state) {
     (void)state;
     char err[ERR_LEN] = "";
     struct backend be;
-    if (backend_open(&be, "cpu", 1, 0, err)) fail_msg("%s", err);
+    if (backend_open(&be, "cpu", 1, 0, NULL, err)) fail_msg("%s", err);
     assert_int_equal(backend_check(&be, err), 0);
     /* the CPU backend has every op but the graphs */
     for (int op = 0; op < BACKEND_OP_COUNT; op++)
@@ -72,7 +72,7 @@ static void test_profiler_wraps_timed_ops(void **state) {
     (void)state;
     char err[ERR_LEN] = "";
     struct backend inner, w;
-    if (backend_open(&inner, "cpu", 1, 0, err)) fail_msg("%s", err);
+    if (backend_open(&inner, "cpu", 1, 0, NULL, err)) fail_msg("%s", err);
     w = inner;
     backend_profile_wrap(&w);
     assert_int_equal(backend_check(&w, err), 0);

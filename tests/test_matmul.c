@@ -25,7 +25,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_avx2.h"
 #include "kernels/cpu/quant.h"
-#include "kernels/cpu/threadpool.h"
+#include "util/threadpool.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(void) {

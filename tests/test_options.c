@@ -302,7 +302,7 @@ static void test_run_opts_spellings(void **state) {
     assert_int_equal(o.eng.max_ctx, 100);
     assert_int_equal(o.chunk, 8);
     assert_int_equal(o.eng.threads, 2);
-    assert_string_equal(o.eng.comm, "mpi");
+    assert_string_equal(o.eng.comm.mode, "mpi");
     assert_string_equal(o.eng.backend, "cpu");
     assert_null(o.prompt_ids);
     run_opts_free(&o);
@@ -312,7 +312,12 @@ static void test_run_opts_spellings(void **state) {
     assert_non_null(strstr(err, "--n-predict"));
     assert_int_equal(run_opts_parse(NULL, 8, e, &o, err), 0);
     assert_string_equal(o.eng.model_path, "m.gguf");
-    assert_null(o.eng.comm); /* $TPD_COMM decides */
+    assert_string_equal(o.eng.comm.mode, "auto");
+    assert_true(o.eng.comm.timeout_s == COMM_TIMEOUT_S && o.eng.comm.start_timeout_s == COMM_START_TIMEOUT_S);
+    assert_int_equal(o.eng.comm.ipc_small_bytes, COMM_IPC_SMALL_BYTES);
+    assert_int_equal(o.eng.comm.ipc_buffer_bytes, COMM_IPC_BUFFER_BYTES);
+    assert_int_equal(o.eng.debug.attn_decode + o.eng.debug.cuda_graphs + o.eng.debug.profile_ops, 0);
+    assert_string_equal(o.cfg.log_level, "warn"); /* one-shot commands are quiet unless asked */
     assert_string_equal(o.eng.backend, "auto");
     assert_int_equal(o.eng.kv_type, DT_F16);
     assert_int_equal(o.eng.block_size, 16);
@@ -321,6 +326,19 @@ static void test_run_opts_spellings(void **state) {
     assert_string_equal(o.out, "o.f32");
     assert_true(o.separate);
     run_opts_free(&o);
+
+    /* the [debug] switches and the communicator's keys reach the engine's options */
+    char *d[] = {"eval", "--model", "m.gguf", "--seqs", "1", "--out", "o.f32", "--debug.attn_decode", "true",
+                 "--parallel.comm_timeout_s", "42", "--debug.ipc_sync", "host", "--log-level", "info"};
+    if (run_opts_parse(NULL, 15, d, &o, err)) fail_msg("%s", err);
+    assert_true(o.eng.debug.attn_decode && !o.eng.debug.attn_tiles);
+    assert_true(o.eng.comm.timeout_s == 42);
+    assert_string_equal(o.eng.comm.ipc_sync, "host");
+    assert_string_equal(o.cfg.log_level, "info");
+    run_opts_free(&o);
+    char *bad[] = {"eval", "--model", "m.gguf", "--seqs", "1", "--out", "o.f32", "--debug.ipc_sync", "gpu"};
+    assert_int_equal(run_opts_parse(NULL, 9, bad, &o, err), -1);
+    assert_non_null(strstr(err, "debug.ipc_sync"));
 
     char *none[] = {"generate", "--prompt-ids", "1,2"};
     assert_int_equal(run_opts_parse(NULL, 3, none, &o, err), -1);
@@ -331,7 +349,8 @@ static void test_run_opts_spellings(void **state) {
     char *s[] = {"serve", "--model", "m", "--comm", "nccl", "--kv-type", "f32", "--block-size", "32", "--ctx", "64",
                  "--synthetic", "llama3-8b", "--threads", "1", "--backend", "cpu", "--tokenizer", "t.json"};
     if (options_load(NULL, CMD_SERVE, 19, s, &c, err)) fail_msg("%s", err);
-    assert_string_equal(c.comm, "nccl");
+    assert_string_equal(c.comm.mode, "nccl");
+    assert_string_equal(c.log_level, "info");
     assert_int_equal(c.block_size, 32);
     assert_int_equal(c.max_ctx, 64);
     assert_string_equal(c.synthetic, "llama3-8b");

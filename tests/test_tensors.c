@@ -220,7 +220,7 @@ static void test_loader_reads_every_row(void **state) {
         if (!tensor_needed(&mf.hp, id, modelfile_tensor(&mf, id, 0) != NULL))
             fail_msg("the test model does not need %s", tensor_info(id)->gguf);
     struct backend be;
-    if (backend_open(&be, "cpu", 1, 0, err)) fail_msg("%s", err);
+    if (backend_open(&be, "cpu", 1, 0, NULL, err)) fail_msg("%s", err);
     static const int split[][4] = {{1, 0, 1, 0}, {2, 1, 1, 0}, {1, 0, 2, 0}, {2, 0, 2, 1}};
     for (size_t c = 0; c < sizeof split / sizeof *split; c++) {
         int tp = split[c][0], rank = split[c][1], pp = split[c][2], stage = split[c][3];

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "../backend.h"
-#include "threadpool.h"
+#include "../../util/threadpool.h"
 
 struct cpu_attn; /* scratch buffers, grown on demand; one per backend */
 

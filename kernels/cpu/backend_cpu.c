@@ -16,7 +16,7 @@
 #include "attention_item.h"
 #include "eltwise_avx2.h"
 #include "matmul.h"
-#include "threadpool.h"
+#include "../../util/threadpool.h"
 
 /* The angles of the last rope call (every layer of a step asks for the same positions):
  * cos and sin of pos[t] * inv_freq[i], computed once a step instead of once a layer. */

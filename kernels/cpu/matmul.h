@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "../../util/dtype.h"
-#include "threadpool.h"
+#include "../../util/threadpool.h"
 
 /* y[t*ldy + r] = sum_k W[r][k] * x[t*ldx + k]   for t < T, r < rows, k < cols.
  * W holds `rows` rows of `cols` elements of type wt, each row dtype_row_bytes(wt, cols)

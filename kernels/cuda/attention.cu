@@ -1,6 +1,6 @@
 /* Causal attention over the paged KV cache (layout [n_blocks][block_size][n_kv][hd]).
  *
- * Decode path (with TPD_ATTN_DECODE=1, see decode_on; every step the prefill path does not
+ * Decode path (with debug.attn_decode, see decode_on; every step the prefill path does not
  * take; head_dim a multiple of 8, cache 16-byte aligned): one 4-warp block per (token, KV head, split of the sequence) serves the
  * query heads of the KV head's GQA group (8 at a time), so each K and V row is read once for
  * all of them. A warp takes 16 positions at a time, their K and V rows loaded together with
@@ -11,7 +11,7 @@
  * several blocks (partial results in scratch, merged by a second kernel) to fill the GPU on
  * long contexts.
  *
- * Exact path (the default for now; TPD_ATTN_EXACT=1; a head_dim the decode path cannot
+ * Exact path (the default for now; debug.attn_exact; a head_dim the decode path cannot
  * take): one 4-warp block per (query head, token, split), one position at a time per warp;
  * also the code for the prefill path's seams.
  *
@@ -28,7 +28,7 @@
  * group and long contexts split over blocks. Without host arrays, block y takes tokens
  * 64 y .. 64 y + 63, and a tile of them that is not consecutive positions of one sequence (a
  * ragged batch's seams) is done token by token with the exact path's code, serially.
- * TPD_ATTN_EXACT=1 in the environment forces the exact path everywhere (a reference for
+ * debug.attn_exact (docs/configuration.md) forces the exact path everywhere (a reference for
  * debugging the other two). */
 #include <mma.h>
 #include <stdlib.h>
@@ -1037,26 +1037,18 @@ static int att_splits(const struct cuda_ctx *c, int64_t per_split, int T) {
     return (int)(s < 1 ? 1 : s > most ? most : s);
 }
 
-static int exact_only(void) {
-    static int v = -1;
-    return cuda_env_flag("TPD_ATTN_EXACT", &v);
-}
+/* debug.attn_exact: the exact path for every step */
+static int exact_only(const struct cuda_ctx *c) { return c->dbg.attn_exact; }
 
-/* TPD_ATTN_DECODE=1 turns the decode path on: off by default until tpd's end-to-end GPU checks
+/* debug.attn_decode turns the decode path on: off by default until tpd's end-to-end GPU checks
  * have run with it (tests/cuda/test_cuda_attention passed on an H200; tests/gpu/run turns it
  * on for its checks, and its bench controls compare) */
-static int decode_on(void) {
-    static int v = -1;
-    return cuda_env_flag("TPD_ATTN_DECODE", &v);
-}
+static int decode_on(const struct cuda_ctx *c) { return c->dbg.attn_decode; }
 
-/* TPD_ATTN_TILES=1 turns the planned tiles on (attend_tiles): off by default until a GPU run
+/* debug.attn_tiles turns the planned tiles on (attend_tiles): off by default until a GPU run
  * has checked them (tests/gpu/run turns them on; without them, the fixed 64-token tiles that
  * passed on an H200, seams token by token). */
-static int tiles_on(void) {
-    static int v = -1;
-    return cuda_env_flag("TPD_ATTN_TILES", &v);
-}
+static int tiles_on(const struct cuda_ctx *c) { return c->dbg.attn_tiles; }
 
 /* The prefill path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache over the tiles tl
  * (tl.n == 0: the step's tokens 64 at a time, seams token by token). */
@@ -1133,7 +1125,7 @@ static void launch_merge(struct cuda_ctx *c, const struct att_args &a, int T) {
     CUDA_LAUNCH_CHECK(c->stream, "attention_merge_kernel");
 }
 
-/* Tokens t_base .. t_base + n - 1 of the step on the decode path (TPD_ATTN_DECODE=1, for the
+/* Tokens t_base .. t_base + n - 1 of the step on the decode path (debug.attn_decode, for the
  * head_dims and caches it takes), else on the exact path: the whole of a step that is not
  * prefill-sized, or a run of a prefill-sized step's one-token tiles. a: the step's arguments
  * (t_base, n_split and part are set here). Graph-safe as every op: workspace only. */
@@ -1141,7 +1133,7 @@ static void attend_tokens(struct cuda_ctx *c, struct att_args a, const struct kv
                           int t_base, int n) {
     const int hd = a.hd, n_q = a.n_q, group = a.group, q_head0 = a.q_head0, kv_head0 = a.kv_head0;
     const int fp8 = kv_type == DT_F8_E4M3;
-    const int decode = hd % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && !exact_only() && decode_on();
+    const int decode = hd % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && !exact_only(c) && decode_on(c);
     /* decode path: local KV heads kvl0.., and per KV head up to min(group, n_q) query heads in
      * tiles of ng: 8 on tensor cores, else the smallest of 1, 2, 4, 8 that holds them */
     const int mma = decode && kv_type != DT_F32 && hd % 32 == 0;
@@ -1221,8 +1213,8 @@ void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q,
                          b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp,
                          (const __half *)kv->k_sink, (const __half *)kv->v_sink, fp8 ? kv->sink_blocks : 0,
                          fp8 && kv->k_sink ? kv->sink_rows : 0, 0};
-    if (T > 64 && kv_type != DT_F32 && hd % 16 == 0 && hd <= FA_MAX_HD && !exact_only()) {
-        if (b->host_seq_of && b->host_pos && tiles_on()) {
+    if (T > 64 && kv_type != DT_F32 && hd % 16 == 0 && hd <= FA_MAX_HD && !exact_only(c)) {
+        if (b->host_seq_of && b->host_pos && tiles_on(c)) {
             if (fp8)
                 attend_tiles<uint8_t>(c, a, kv, kv_type, b);
             else

@@ -6,23 +6,19 @@
 #include "ops.cuh"
 
 extern "C" {
-#include "../../util/env.h"
 #include "../../util/err.h"
 #include "backend_cuda.h"
 }
 
-static int launch_sync = -1; /* TPD_CUDA_SYNC=1: synchronize after every kernel (debugging) */
-
-int cuda_env_flag(const char *name, int *cache) {
-    if (*cache < 0) *cache = env_flag(name);
-    return *cache;
-}
+/* debug.cuda_sync: synchronize after every kernel. Set when a backend opens (one per rank, so
+ * one per process); the communicator's kernels check their launches here too. */
+static int launch_sync;
 
 void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int line) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         fatal_exit(file, line, "launch of %s failed: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
-    if (cuda_env_flag("TPD_CUDA_SYNC", &launch_sync)) {
+    if (launch_sync) {
         e = cudaStreamSynchronize(s);
         if (e != cudaSuccess)
             fatal_exit(file, line, "%s failed while running: %s (%s)", kernel, cudaGetErrorString(e),
@@ -213,26 +209,14 @@ static void cu_top_cands(void *ctx, struct logit_cand *out, const float *x, int 
     cuda_top_cands(bind(ctx), out, x, n_rows, n_cols, ld, id0, k);
 }
 
-/* TPD_TOP_CANDS=1 gives the backend its top_cands (so light steps bring back candidates,
- * util/logit_cand.h): off by default until a GPU run has checked it (tests/cuda/test_cuda_topk
- * and the end-to-end greedy checks; tests/gpu/run turns it on). Without it every step
- * downloads whole rows, as before. */
-static int top_cands_on(void) {
-    static int v = -1;
-    return cuda_env_flag("TPD_TOP_CANDS", &v);
-}
-
 static void cu_add(void *ctx, float *x, const float *y, size_t n) { cuda_add(bind(ctx), x, y, n); }
 
 /* ---- graphs ---- */
 
-/* TPD_CUDA_GRAPHS=1 turns graphs on: off by default until a GPU run has checked and timed
+/* debug.cuda_graphs turns graphs on: off by default until a GPU run has checked and timed
  * them (tests/gpu/run turns them on for its checks; its bench controls compare). Never with
- * TPD_CUDA_SYNC, whose synchronizations a capture cannot hold. */
-static int graphs_off(void) {
-    static int on = -1;
-    return !cuda_env_flag("TPD_CUDA_GRAPHS", &on) || cuda_env_flag("TPD_CUDA_SYNC", &launch_sync);
-}
+ * debug.cuda_sync, whose synchronizations a capture cannot hold. */
+static int graphs_off(const struct cuda_ctx *c) { return !c->dbg.cuda_graphs || c->dbg.cuda_sync; }
 
 static struct cuda_graph_slot *graph_slot(struct cuda_ctx *c, uint64_t key) {
     struct cuda_graph_slot *victim = &c->graphs[0];
@@ -254,7 +238,7 @@ static struct cuda_graph_slot *graph_slot(struct cuda_ctx *c, uint64_t key) {
  * only queues work on c->stream (no synchronization, no copies from pageable memory). */
 static int cu_graph_run(void *ctx, uint64_t key, void (*body)(void *), void *arg) {
     struct cuda_ctx *c = bind(ctx);
-    if (graphs_off()) return 0;
+    if (graphs_off(c)) return 0;
     struct cuda_graph_slot *g = graph_slot(c, key);
     g->last_use = ++c->graph_clock;
     if (g->exec && g->epoch == c->epoch) {
@@ -323,7 +307,7 @@ extern "C" int backend_cuda_available(void) {
  * added there, then count it here (backend_open refuses a table without a required op). */
 static_assert(BACKEND_OP_COUNT == 23, "a new backend op: add it to the CUDA backend's table");
 
-extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
+extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct backend_debug *dbg, char *err) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
@@ -335,6 +319,7 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
     struct cuda_ctx *c = (struct cuda_ctx *)calloc(1, sizeof *c);
     if (!c) return err_set(err, "backend \"cuda\": out of host memory");
     c->device = dev;
+    c->dbg = *dbg;
     cudaDeviceProp prop;
     if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -358,6 +343,7 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
         return err_set(err, "backend \"cuda\": cuBLAS: %s", cublasGetStatusString(s));
     }
     memset(b, 0, sizeof *b);
+    launch_sync = dbg->cuda_sync;
     b->kind = BACKEND_CUDA;
     b->name = "cuda";
     b->ctx = c;
@@ -378,7 +364,10 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, char *err) {
     b->attention = cu_attention;
     b->silu_mul = cu_silu_mul;
     b->gather_rows = cu_gather_rows;
-    b->top_cands = top_cands_on() ? cu_top_cands : NULL;
+    /* debug.top_cands: off by default until a GPU run has checked it (tests/cuda/test_cuda_topk
+     * and the end-to-end greedy checks; tests/gpu/run turns it on). Without it every step
+     * downloads whole rows. */
+    b->top_cands = dbg->top_cands ? cu_top_cands : NULL;
     b->zero = cu_zero;
     b->add = cu_add;
     b->sync = cu_sync;

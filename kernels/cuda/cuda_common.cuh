@@ -11,13 +11,14 @@
 #include <stdint.h>
 
 extern "C" {
+#include "../backend.h"
 #include "../../util/dtype.h"
 #include "../../util/fatal.h"
 }
 #include "../../util/check_cuda.h"
 
-/* After every <<<>>>: a bad configuration shows here; with TPD_CUDA_SYNC=1 in the
- * environment the stream is also synchronized so a fault names the kernel that made it. */
+/* After every <<<>>>: a bad configuration shows here; with debug.cuda_sync the stream is
+ * also synchronized so a fault names the kernel that made it. */
 void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int line);
 #define CUDA_LAUNCH_CHECK(stream, name) cuda_launch_check((stream), (name), __FILE__, __LINE__)
 
@@ -55,10 +56,8 @@ struct cuda_ctx {
     int n_retired;
     struct cuda_graph_slot graphs[CUDA_GRAPH_SLOTS];
     long graph_clock;
+    struct backend_debug dbg; /* the [debug] switches the kernels' launchers read */
 };
-
-/* env_flag(name) (util/env.h), read once into *cache (a call site's static, -1 until read). */
-int cuda_env_flag(const char *name, int *cache);
 
 /* Scratch of at least `bytes` on the device, valid until the next call. */
 void *cuda_ws(struct cuda_ctx *c, size_t bytes);

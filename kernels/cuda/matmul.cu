@@ -1,5 +1,5 @@
 /* Products with F32 / F16 / BF16 weights, and the dispatch for every weight type. Up to
- * MMV_T tokens (decode; MMV_TILE_T with TPD_MMV_TILE=1): a warp per weight row (two with
+ * MMV_T tokens (decode; MMV_TILE_T with debug.mmv_tile): a warp per weight row (two with
  * several tokens, which are then staged in shared memory), 16-byte loads, bandwidth-bound.
  * More tokens (prefill, large batches): cuBLAS, with the activations rounded to the
  * weight's 16-bit type first, which is also what the CPU backend does before its dot
@@ -220,20 +220,17 @@ static __global__ void to_16bit_kernel(H *__restrict__ out, const float *__restr
         store16(out + i, x[(i / cols) * ldx + i % cols]);
 }
 
-/* TPD_MMV_TILE=1: steps of 2..MMV_TILE_T tokens take mmv_tile_kernel (and 9..16 leave
+/* debug.mmv_tile: steps of 2..MMV_TILE_T tokens take mmv_tile_kernel (and 9..16 leave
  * cuBLAS). Off by default until a GPU run has checked it against the CPU backend and timed it
  * (tests/gpu/run turns it on for its checks; its bench controls compare). */
-static int mmv_tile_on(void) {
-    static int v = -1;
-    return cuda_env_flag("TPD_MMV_TILE", &v);
-}
+static int mmv_tile_on(const struct cuda_ctx *c) { return c->dbg.mmv_tile; }
 
 /* The mmv kernels when they take this product (returns 1), else 0 (then cuBLAS does). */
 template <int WT>
 static int launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                             const struct bweight *w) {
     const int vec = w->cols % 8 == 0 && ldx % 4 == 0 && ((uintptr_t)x & 15) == 0;
-    const int tile = vec && mmv_tile_on();
+    const int tile = vec && mmv_tile_on(c);
     if (T > (tile ? (int)MMV_TILE_T : (int)MMV_T)) return 0;
     if (tile && T >= 2) {
         const unsigned tb = cuda_blocks(w->rows, MMV_WARPS2 * MMV_R), tth = MMV_WARPS2 * 32;

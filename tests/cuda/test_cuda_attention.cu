@@ -32,9 +32,9 @@
  *                                  host arrays (64-token tiles, seams token by token)
  * Without a GPU it prints "skipped: no GPU" and exits 77 (ctest counts it skipped).
  *
- * The decode path being opt-in for now, the test turns it on (TPD_ATTN_DECODE on, but for the
- * mixed case that checks it off, and TPD_ATTN_EXACT off, whatever the environment says: the
- * stand-in cuda_env_flag below).
+ * The decode path being opt-in for now, the test turns it on in the context's [debug] switches
+ * (debug.attn_decode on, but for the mixed case that checks it off; debug.attn_tiles on,
+ * debug.attn_exact off: see run_case and main).
  * attention.cu is compiled into this test (its kernels and launch helpers are static);
  * backend_cuda.cu's three helpers that it calls are stood in for below. */
 #include <math.h>
@@ -59,17 +59,8 @@ static const double FLASH_TOLERANCE = 5e-3, FLASH_FP8_TOLERANCE = 3e-2;
 
 #include "stand_ins.cuh"
 
-/* The switches the kernels read: TPD_ATTN_DECODE as decode_path says (on but in one case),
- * TPD_ATTN_TILES on (the planned prefill tiles; the case without host arrays takes the fixed
- * tiles) and TPD_ATTN_EXACT off (see main); read at every call, as decode_on() calls this
- * each time. */
-static int decode_path = 1;
-int cuda_env_flag(const char *name, int *cache) {
-    return *cache = (!strcmp(name, "TPD_ATTN_DECODE") && decode_path) || !strcmp(name, "TPD_ATTN_TILES");
-}
-
-/* The exact path as cuda_attention runs a decode step without TPD_ATTN_DECODE=1 (or with
- * TPD_ATTN_EXACT=1): one block per (query head, token, split). */
+/* The exact path as cuda_attention runs a decode step without debug.attn_decode (or with
+ * debug.attn_exact): one block per (query head, token, split). */
 static void exact_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q,
                             int q_head0, int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type,
                             int n_kv, int hd, const struct attn_batch *b) {
@@ -336,7 +327,7 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
     int32_t *dseq = to_device(seq_of), *dpos = to_device(pos), *doff = to_device(block_off), *dblk = to_device(blocks);
     const struct attn_batch b = {T, n_seqs, dseq, dpos, doff, dblk, bs, cs.no_host ? NULL : seq_of.data(),
                                  cs.no_host ? NULL : pos.data()};
-    decode_path = !cs.no_decode;
+    c->dbg.attn_decode = !cs.no_decode;
     const struct kv_layer kv = {dk, dv, dk_exp, dv_exp, dk_sink, dv_sink, dk_sink ? sink_blocks : 0, dk_sink ? sink_rows : 0};
     auto attend = [&](int exact) {
         if (exact)
@@ -454,6 +445,7 @@ int main(int argc, char **argv) {
     }
     struct cuda_ctx c;
     memset(&c, 0, sizeof c);
+    c.dbg.attn_tiles = 1; /* the planned prefill tiles (the case without host arrays: fixed) */
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     CUDA_CHECK(cudaStreamCreate(&c.stream));

@@ -115,11 +115,13 @@ def pp_check(name, tp, nccl):
         path = refs.paths()[name]
         vocab = refs.load(name).config["vocab_size"]
         rank_env = {"NCCL_HOSTID": "tpd-pp-"} if nccl else None
-        env = {"TPD_COMM": "nccl", "NCCL_SOCKET_IFNAME": "lo", "NCCL_IB_DISABLE": "1"} if nccl else None
-        one = eval_logits(path, seqs, vocab, BACKEND, tp=tp, kv_type=kv, chunk=3, env=env, rank_env=rank_env)
+        env = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_IB_DISABLE": "1"} if nccl else None
+        extra = ["--comm", "nccl"] if nccl else []
+        one = eval_logits(path, seqs, vocab, BACKEND, tp=tp, kv_type=kv, chunk=3, env=env, rank_env=rank_env,
+                          extra=extra)
         log = []
         two = eval_logits(path, seqs, vocab, BACKEND, tp=tp, pp=2, kv_type=kv, chunk=3, env=env, rank_env=rank_env,
-                          log=log)
+                          log=log, extra=extra)
         e = rel_err(two, one)
         ok = bool(np.all(np.isfinite(two))) and e <= 1e-5
         return ("PASS" if ok else "FAIL", f"rel err pp2 vs pp1 at tp {tp} {e:.2e} (tol 1e-5)", dict(err=e))

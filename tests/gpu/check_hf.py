@@ -6,7 +6,7 @@ safetensors; config.json is read as transformers 5 writes it (rope_parameters, n
 rope_theta). The reference runs the same BF16 weights in float32 on the CPU; tpd runs prompts
 of 1, 17 and 300 tokens:
   tp 1, whole prompts (prefill kernels) and one token per step (decode kernels);
-  tp 2 with both ranks on the one GPU over the CUDA IPC all-reduce (TPD_COMM=ipc);
+  tp 2 with both ranks on the one GPU over the CUDA IPC all-reduce (--comm ipc);
   tp 2 on the one GPU over NCCL, each rank with its own NCCL_HOSTID so that NCCL takes them
   for two hosts (its socket transport over the loopback interface).
 Tolerance: max |tpd - HF| / max |HF| <= 2e-2 for every prompt.
@@ -29,8 +29,8 @@ TOL = 2e-2
 PROMPT_LENGTHS = (1, 17, 300)
 MODELS = ("llama", "llama3-rope-scaling", "qwen2", "qwen3")
 # NCCL between two ranks of one GPU: separate "hosts", sockets over loopback, no InfiniBand
-# (TPD_LOG=info: rank 0 names the all-reduce it set up, which the check requires)
-NCCL_ENV = {"TPD_COMM": "nccl", "NCCL_SOCKET_IFNAME": "lo", "NCCL_IB_DISABLE": "1", "TPD_LOG": "info"}
+# (--log-level info: rank 0 names the all-reduce it set up, which the check requires)
+NCCL_ENV = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_IB_DISABLE": "1"}
 
 
 def variants():
@@ -39,9 +39,10 @@ def variants():
         return [("tp1", dict(), None), ("tp1 one token per step", dict(chunk=1), None),
                 ("tp2 mpi", dict(tp=2), None)]
     return [("tp1", dict(), None), ("tp1 one token per step", dict(chunk=1), None),
-            ("tp2 one GPU ipc", dict(tp=2, env={"TPD_COMM": "ipc", "TPD_LOG": "info"}), "all-reduce ipc"),
+            ("tp2 one GPU ipc", dict(tp=2, extra=["--comm", "ipc", "--log-level", "info"]), "all-reduce ipc"),
             ("tp2 one GPU nccl (NCCL_HOSTID per rank)",
-             dict(tp=2, env=NCCL_ENV, rank_env={"NCCL_HOSTID": "tpd-rank-"}), "all-reduce nccl")]
+             dict(tp=2, env=NCCL_ENV, rank_env={"NCCL_HOSTID": "tpd-rank-"},
+                  extra=["--comm", "nccl", "--log-level", "info"]), "all-reduce nccl")]
 
 
 def configs(tf):

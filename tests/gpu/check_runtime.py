@@ -3,7 +3,7 @@
 - the startup all-reduce at tp 2 over each communicator (IPC, NCCL with NCCL_HOSTID per rank,
   MPI staging): the job starts (gpu_comm_init checks the sums exactly) and names the path;
 - the watchdog: a rank stopped with SIGSTOP during decode ends the job non-zero within the
-  configured timeout (parallel.step_timeout_s over IPC; TPD_COMM_TIMEOUT over NCCL, where the
+  configured timeout (parallel.step_timeout_s over IPC; parallel.comm_timeout_s over NCCL, where the
   all-reduce watchdog of comm/watchdog.c sees the collective never finish);
 - `tpd serve` on the GPU (tp 2, both ranks on the GPU) answering the openai client over its
   Unix socket: greedy completions equal to llama.cpp's (tests/data/smollm2_greedy.json), a
@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 
-from gpu_common import BACKEND, ROOT, SMOLLM2, gpu_present, list_mode, record, run, run_plan
+from gpu_common import BACKEND, DEBUG_FLAGS, ROOT, SMOLLM2, gpu_present, list_mode, record, run, run_plan
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import tpd_cli  # noqa: E402
@@ -34,10 +34,10 @@ NEAR_TIE = 0.75
 TINY = "llama_kq-gguf-q4_k_m"  # quantized matmuls, GQA; a byte-level tokenizer
 NCCL_RANK_ENV = {"NCCL_HOSTID": "tpd-rank-"}
 NCCL_ENV = {"NCCL_SOCKET_IFNAME": "lo", "NCCL_IB_DISABLE": "1"}
-COMMS = {  # label: (env, rank_env, what rank 0 must log)
-    "ipc": ({"TPD_COMM": "ipc"}, None, "all-reduce ipc"),
-    "nccl (NCCL_HOSTID per rank)": (dict(NCCL_ENV, TPD_COMM="nccl"), NCCL_RANK_ENV, "all-reduce nccl"),
-    "mpi staging": ({"TPD_COMM": "mpi"}, None, "all-reduce mpi"),
+COMMS = {  # label: (env, rank_env, what rank 0 must log, tpd's --comm)
+    "ipc": ({}, None, "all-reduce ipc", "ipc"),
+    "nccl (NCCL_HOSTID per rank)": (NCCL_ENV, NCCL_RANK_ENV, "all-reduce nccl", "nccl"),
+    "mpi staging": ({}, None, "all-reduce mpi", "mpi"),
 }
 WATCHDOG_TIMEOUT = 10  # seconds
 WATCHDOG_MARGIN = 15   # the job must be gone within timeout + margin
@@ -57,13 +57,13 @@ def context(smol):
 
 
 def startup(label):
-    env, rank_env, want = COMMS[label]
+    env, rank_env, want, comm = COMMS[label]
 
     def fn():
         path, _ = model()
-        e = dict(env, TPD_LOG="info")
         p = run(2, ["generate", "--model", path, "--backend", BACKEND, "--prompt-ids", "1,2,3,4,5,6,7,8", "-n", 4,
-                    "--temperature", 0, "--ids", "--ignore-eos", "--threads", 1], 180, e, rank_env)
+                    "--temperature", 0, "--ids", "--ignore-eos", "--threads", 1, "--comm", comm,
+                    "--log-level", "info"], 180, env, rank_env)
         if BACKEND == "cuda" and want not in p.stderr:
             return "FAIL", f"rank 0 did not report '{want}': {p.stderr.strip()[-800:]}", {}
         line = next((ln for ln in p.stderr.splitlines() if "all-reduce" in ln), "")
@@ -78,7 +78,7 @@ class Serve:
         self.sock, self.ctx = sock, ctx
         self.log = tempfile.NamedTemporaryFile(prefix="tpd_gpu_serve_", suffix=".log", delete=False)
         args = ["serve", "--model", path, "--socket", sock, "--threads", 1, "--model-name", "m", "--ctx", ctx,
-                "--backend", BACKEND, *extra]
+                "--backend", BACKEND, "--log-level", "info", *extra, *DEBUG_FLAGS]
         if rank_env:
             sets = "; ".join(f'export {k}="{v}$OMPI_COMM_WORLD_RANK"' for k, v in rank_env.items())
             cmd = tpd_cli.mpirun_cmd(2, ["-c", sets + '; exec "$0" "$@"', tpd_cli.tpd_bin()] + args, binary="/bin/sh")
@@ -164,7 +164,7 @@ def watchdog(extra, env, rank_env, expect):
     def fn():
         path, smol = model()
         d = tempfile.mkdtemp(prefix="tpd_gpu_wd_")
-        srv = Serve(path, os.path.join(d, "s.sock"), context(smol), extra, dict(env, TPD_LOG="info"), rank_env)
+        srv = Serve(path, os.path.join(d, "s.sock"), context(smol), extra, env, rank_env)
         stop, chunks = threading.Event(), [0, None]
         try:
             srv.wait_healthy()
@@ -210,7 +210,7 @@ def serve_openai():
             return "FAIL", f"openai/httpx not importable ({e}): carry build-gpu-wheels (tests/gpu/fetch-deps)", {}
         path, smol = model()
         d = tempfile.mkdtemp(prefix="tpd_gpu_serve_")
-        srv = Serve(path, os.path.join(d, "s.sock"), context(smol), env={"TPD_LOG": "info"})
+        srv = Serve(path, os.path.join(d, "s.sock"), context(smol))
         try:
             srv.wait_healthy()
             c = openai.OpenAI(base_url="http://localhost/v1", api_key="unused", max_retries=0,
@@ -269,7 +269,7 @@ def sanitizer(tool):
         # a singleton MPI_Init (no mpirun): compute-sanitizer follows the process it starts
         cmd = [cs, "--tool", tool, "--error-exitcode", "9", tpd_cli.tpd_bin(), "generate", "--model", path,
                "--backend", "cuda", "--prompt-ids", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "-n", "4",
-               "--temperature", "0", "--ids", "--ignore-eos"]
+               "--temperature", "0", "--ids", "--ignore-eos", *DEBUG_FLAGS]
         p = subprocess.run(cmd, env=tpd_cli.mpirun_env(), capture_output=True, text=True, timeout=240)
         out = p.stdout + p.stderr
         summary = next((ln.strip() for ln in out.splitlines() if "SUMMARY" in ln), "no summary line")
@@ -286,12 +286,12 @@ def main():
         plan += [(f"startup all-reduce tp2 one GPU {label}", startup(label)) for label in COMMS]
     if "watchdog" in parts:
         plan += [("watchdog: SIGSTOP rank 1 in decode, ipc, parallel.step_timeout_s",
-                  watchdog(["--parallel.step_timeout_s", WATCHDOG_TIMEOUT], {"TPD_COMM": "ipc"}, None,
+                  watchdog(["--parallel.step_timeout_s", WATCHDOG_TIMEOUT, "--comm", "ipc"], {}, None,
                            "parallel.step_timeout_s")),
-                 ("watchdog: SIGSTOP rank 1 in decode, nccl, TPD_COMM_TIMEOUT",
-                  watchdog(["--parallel.step_timeout_s", 300],
-                           dict(NCCL_ENV, TPD_COMM="nccl", TPD_COMM_TIMEOUT=str(WATCHDOG_TIMEOUT)), NCCL_RANK_ENV,
-                           "TPD_COMM_TIMEOUT") if BACKEND == "cuda" else
+                 ("watchdog: SIGSTOP rank 1 in decode, nccl, parallel.comm_timeout_s",
+                  watchdog(["--parallel.step_timeout_s", 300, "--comm", "nccl",
+                            "--parallel.comm_timeout_s", WATCHDOG_TIMEOUT], NCCL_ENV, NCCL_RANK_ENV,
+                           "parallel.comm_timeout_s") if BACKEND == "cuda" else
                   (lambda: ("SKIP", "dry run on the CPU backend: the all-reduce watchdog is the GPU communicator's",
                             {})))]
     if "serve" in parts:

@@ -51,11 +51,17 @@ def record(name, status, detail="", **values):
             f.write(json.dumps(line) + "\n")
 
 
+# The [debug] switches tests/gpu/run turns on for every tpd it starts: TPD_GPU_DEBUG holds
+# flags such as "--debug.attn_decode true" (a variable of these scripts; tpd reads none).
+DEBUG_FLAGS = os.environ.get("TPD_GPU_DEBUG", "").split()
+
+
 def eval_logits(model, seqs, vocab, backend, tp=1, chunk=None, kv_type=None, block_size=None, separate=False,
-                timeout=600, env=None, rank_env=None, log=None, pp=1):
+                timeout=600, env=None, rank_env=None, log=None, pp=1, extra=()):
     """Logits [total tokens, vocab] from `mpirun -np tp*pp tpd eval --backend B` (pp pipeline
     stages of tp ranks). rank_env: see run(); log: a list that receives tpd's stderr (its
-    INFO lines name the all-reduce used)."""
+    INFO lines name the all-reduce used, with extra ["--log-level", "info"]); extra: more
+    flags (["--comm", "ipc"])."""
     fd, out = tempfile.mkstemp(prefix="tpd_gpu_eval_", suffix=".f32")
     os.close(fd)
     try:
@@ -72,7 +78,7 @@ def eval_logits(model, seqs, vocab, backend, tp=1, chunk=None, kv_type=None, blo
             args.append("--separate")
         if pp != 1:
             args += ["--pp", pp]
-        p = run(tp * pp, args, timeout, env, rank_env)
+        p = run(tp * pp, args + list(extra), timeout, env, rank_env)
         if log is not None:
             log.append(p.stderr)
         data = np.fromfile(out, dtype="<f4")
@@ -145,8 +151,9 @@ _record_lock = threading.Lock()
 
 
 def run(tp, args, timeout=600, env=None, rank_env=None):
-    """mpirun -np tp tpd ARGS. rank_env: {VAR: prefix}, each rank getting VAR=prefix<rank>
-    (NCCL_HOSTID per rank), set by a shell in front of tpd."""
+    """mpirun -np tp tpd ARGS DEBUG_FLAGS. rank_env: {VAR: prefix}, each rank getting
+    VAR=prefix<rank> (NCCL_HOSTID per rank), set by a shell in front of tpd."""
+    args = list(args) + DEBUG_FLAGS
     if rank_env:
         sets = "; ".join(f'export {k}="{v}$OMPI_COMM_WORLD_RANK"' for k, v in rank_env.items())
         cmd = tpd_cli.mpirun_cmd(tp, ["-c", sets + '; exec "$0" "$@"', tpd_cli.tpd_bin()] + list(args), binary="/bin/sh")

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/threadpool.h"
+#include "util/threadpool.h"
 
 static void *read_file(const char *path, size_t want) {
     FILE *f = fopen(path, "rb");

@@ -106,9 +106,8 @@ def plan_line(model, kv_type, extra=()):
     os.close(fd)
     try:
         env = tpd_cli.mpirun_env()
-        env["TPD_LOG"] = "info"
         cmd = tpd_cli.mpirun_cmd(1, ["eval", "--model", model, "--seqs", "1,2,3", "--out", out, "--threads", 1,
-                                     "--kv-type", kv_type, *extra])
+                                     "--kv-type", kv_type, "--log-level", "info", *extra])
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     finally:
         os.unlink(out)

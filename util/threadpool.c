@@ -4,7 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "../../util/fatal.h"
+#include "fatal.h"
 
 /* A run is split into nth chunks (chunk i is fn(ctx, i, nth)) that any thread may claim
  * from a counter, the caller included. A worker the OS has not scheduled therefore never

@@ -1,6 +1,7 @@
-/* A fork-join thread pool for the CPU backend: threadpool_run() runs one task on every
- * thread (the caller is thread 0) and returns when all are done. Owned by one rank's
- * compute thread; not re-entrant. */
+/* A fork-join thread pool: threadpool_run() runs one task on every thread (the caller is
+ * thread 0) and returns when all are done. Used by the CPU backend's kernels (one pool per
+ * rank, owned by its compute thread) and by rank 0's scheduler (parallel sampling). Each
+ * pool has one owner thread; not re-entrant. */
 #ifndef TPD_THREADPOOL_H
 #define TPD_THREADPOOL_H
 
