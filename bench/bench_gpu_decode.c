@@ -21,6 +21,7 @@
 #include "parallel/synthetic.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/logit_cand.h"
 #include "util/fatal.h"
 #if TPD_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -47,11 +48,11 @@ int main(int argc, char **argv) {
     int batches[16] = {1, 8, 64}, n_batches = 3, ctx = 512, steps = 32, prefill = 2048;
     enum dtype kv_type = DT_F16;
     char kv_err[256];
-    struct backend_debug dbg = {0};
+    struct backend_debug dbg = backend_debug_defaults();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) goto usage;
-#define DEBUG_FLAG(name, help)                                                                  \
+#define DEBUG_FLAG(name, dflt, help)                                                                  \
         if (!strcmp(a, "--debug." #name)) {                                                    \
             if (strcmp(v, "true") && strcmp(v, "false")) goto usage;                           \
             dbg.name = !strcmp(v, "true");                                                     \
@@ -126,6 +127,8 @@ int main(int argc, char **argv) {
     const size_t stream_bytes = m.weight_bytes - embd_bytes;
     const size_t kv_tok = kvcache_token_bytes(kv_type, hp->n_layers, m.sp.n_kv, hp->head_dim);
 
+    /* the candidates op on every rank, as engine_info's max_cands requires of the daemon */
+    const int cands = comm_min_int(&c, be.top_cands ? LOGIT_CANDS_MAX : 0);
     struct forward_state fs;
     forward_state_init(&fs);
     struct step_plan plan;
@@ -146,6 +149,12 @@ int main(int argc, char **argv) {
                 int32_t tok = (int32_t)((seed = seed * 1103515245u + 12345u) % (unsigned)hp->vocab_size);
                 plan_add(&plan, &tok, 1, pos, blocks + q * per_seq, blocks_for(pos + 1, bs), 0);
             }
+            /* light rows, as the daemon asks for them when every rank has top_cands: each
+             * row's LOGIT_CANDS_MAX best logits come back instead of the whole row */
+            if (cands) {
+                plan.n_cands = cands;
+                for (int i = 0; i < plan.n_out; i++) plan.out_full[i] = 0;
+            }
             double a = clock_now();
             forward(&m, &kv, &fs, &plan, &c, logits);
             if (s >= 0) t_run += clock_now() - a;
@@ -153,9 +162,10 @@ int main(int argc, char **argv) {
         comm_barrier(&c);
         if (c.rank == 0) {
             double step = t_run / steps;
-            printf("BENCH decode model=%s tp=%d batch=%d ctx=%d tok_s=%.1f ms_step=%.3f stream_GBps=%.1f kv=%s\n",
+            printf("BENCH decode model=%s tp=%d batch=%d ctx=%d tok_s=%.1f ms_step=%.3f stream_GBps=%.1f kv=%s "
+                   "cands=%d\n",
                    geometry, c.size, B, ctx, B / step, step * 1e3,
-                   ((double)stream_bytes + (double)B * ctx * kv_tok) / step / 1e9, kvcache_type_name(kv_type));
+                   ((double)stream_bytes + (double)B * ctx * kv_tok) / step / 1e9, kvcache_type_name(kv_type), cands);
             fflush(stdout);
         }
     }

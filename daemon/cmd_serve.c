@@ -266,7 +266,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
         .kv_type = kv_type, .block_size = (int)cfg.block_size,
         .n_blocks = (int)(cfg.kv_tokens / cfg.block_size), .max_ctx = (int)cfg.max_ctx,
         .sink_blocks = kvcache_sink_default((int)(cfg.kv_tokens / cfg.block_size), (int)cfg.max_running),
-        .step_timeout_s = cfg.step_timeout_s, .debug = cfg.debug,
+        .step_timeout_s = cfg.step_timeout_s, .debug = &cfg.debug,
         /* rank 0 drains on SIGTERM; if a step hangs meanwhile, the job still ends */
         .stop_flag = c->rank == 0 ? &stop_requested : NULL, .stop_grace_s = cfg.drain_timeout_s + 10,
     };

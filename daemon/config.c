@@ -22,8 +22,8 @@
 #define BIG 9223372036854775807.0
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a default from its macro: "300" */
-#define DEBUG_SWITCH(name, help) /* a row per switch of kernels/backend.h */ \
-    {"debug", #name, K_BOOL, F(debug.name), 0, 0, NULL, S | R, "false", NULL, NULL, help},
+#define DEBUG_SWITCH(name, dflt, help) /* a row per switch of kernels/backend.h */ \
+    {"debug", #name, K_BOOL, F(debug.name), 0, 0, NULL, S | R, (dflt) ? "true" : "false", NULL, NULL, help},
 /* One row per key: defaults, parsing, limits, flags, usage and the dump come from here.
  * config prints what serve would run with, so it takes serve's keys. */
 static const struct config_key keys[] = {

@@ -103,7 +103,7 @@ int run_opts_parse(struct comm *c, int argc, char **argv, struct run_opts *o, ch
         .model_path = g->model_path ? g->model_path : g->synthetic, .backend = g->backend, .threads = (int)g->threads,
         .pp = (int)g->pp,
         .kv_type = kv_type, .block_size = (int)g->block_size,
-        .max_ctx = (int)g->max_ctx, .comm = g->comm, .synthetic = g->synthetic, .debug = g->debug,
+        .max_ctx = (int)g->max_ctx, .comm = g->comm, .synthetic = g->synthetic, .debug = &g->debug,
     };
     o->chunk = (int)g->chunk;
     o->prompt_ids = g->prompt_ids;

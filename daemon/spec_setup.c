@@ -60,7 +60,7 @@ int spec_setup(const struct config *cfg, const struct engine *target, struct spe
     struct engine_opts eo = {.model_path = cfg->spec_draft_model, .backend = cfg->backend, .threads = (int)cfg->threads,
                              .kv_type = cfg->kv_type && !strcmp(cfg->kv_type, "f32") ? DT_F32 : DT_F16,
                              .block_size = ti->block_size, .n_blocks = ti->n_blocks, .max_ctx = ti->max_ctx,
-                             .comm = cfg->comm, .debug = cfg->debug};
+                             .comm = cfg->comm, .debug = &cfg->debug};
     o->drafter = draft_model_new(&eo, ti->vocab, err);
     return o->drafter ? 0 : -1;
 }

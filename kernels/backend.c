@@ -78,8 +78,8 @@ static int open_kind(struct backend *b, const char *kind, int threads, int local
 /* debug.profile_ops: every op timed (kernels/profile.h), a table at exit */
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank,
                  const struct backend_debug *dbg, char *err) {
-    static const struct backend_debug off;
-    if (!dbg) dbg = &off;
+    const struct backend_debug dflt = backend_debug_defaults();
+    if (!dbg) dbg = &dflt;
     memset(b, 0, sizeof *b);
     int rc = open_kind(b, kind, threads, local_rank, dbg, err);
     if (!rc && backend_check(b, err)) {

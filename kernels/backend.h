@@ -64,6 +64,9 @@ struct backend {
     void *ctx;
     void *(*alloc)(void *ctx, size_t bytes); /* zero-filled; fatal on failure */
     void (*free)(void *ctx, void *p);
+    /* upload: src may be reused once it returns; dst is written before any op queued after
+     * it runs (the copy itself may still be in flight: no need to wait for it). download:
+     * dst holds the bytes when it returns, after every op queued before it. */
     void (*upload)(void *ctx, void *dst, const void *src, size_t bytes);
     void (*download)(void *ctx, void *dst, const void *src, size_t bytes);
     /* host memory that download/upload move fastest (page-locked on a GPU; plain zeroed
@@ -103,7 +106,7 @@ struct backend {
     /* out[r][0..k) = the k best entries of row r of x (n_rows rows of n_cols, ld apart), in
      * util/logit_cand.h's order (larger first, ties lower column; NaN never), ids = column +
      * id0; past a row's non-NaN entries {-INFINITY, -1}. 1 <= k <= LOGIT_CANDS_MAX, k <= n_cols.
-     * out is backend memory. Optional: NULL on the CUDA backend without debug.top_cands; then
+     * out is backend memory. Optional: NULL on the CUDA backend with debug.top_cands false; then
      * engine_info's max_cands is 0 on every rank and no plan asks for candidates. */
     void (*top_cands)(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
                       int32_t id0, int k);
@@ -170,33 +173,46 @@ int backend_has_op(const struct backend *b, enum backend_op op);
 /* 0 when b's table has every op not BOP_OPTIONAL; else -1 with err naming the first missing. */
 int backend_check(const struct backend *b, char *err);
 
-/* The [debug] section's switches (docs/configuration.md), all off by default: GPU paths not
- * yet the default, to turn on for A/B checks, and aids for debugging. The CPU backend reads
- * none but profile_ops. X(name, help): the one list, from which struct backend_debug, the
+/* The [debug] section's switches (docs/configuration.md): paths proven on the GPU that are on
+ * by default and can be turned off for A/B checks (tests/gpu/run's bench controls), and aids
+ * for debugging, off by default. The CPU backend reads none but profile_ops.
+ * X(name, default, help): the one list, from which struct backend_debug, its defaults, the
  * configuration's [debug] rows (daemon/config.c) and the benchmarks' flags come. */
-#define BACKEND_DEBUG_SWITCHES(X)                                                                 \
-    X(profile_ops, "time every backend op, synchronized; a table per op at exit (where a step's "  \
-                   "time goes)")                                                                  \
-    X(cuda_sync, "CUDA: synchronize after every kernel, so that a fault names its kernel")        \
-    X(cuda_graphs, "CUDA: capture decode steps once and replay them as graphs (not with "         \
-                   "cuda_sync)")                                                                  \
-    X(top_cands, "CUDA: the top-candidates op, so that light steps bring back each row's best "   \
-                 "logits, not whole rows")                                                        \
-    X(attn_decode, "CUDA: the decode attention kernels (a block serves a KV head's query group)") \
-    X(attn_tiles, "CUDA: prefill attention in tiles planned per sequence (else fixed 64-token "   \
-                  "tiles)")                                                                       \
-    X(attn_exact, "CUDA: the exact attention kernel for every step (a reference for the others)") \
-    X(mmv_tile, "CUDA: steps of 2..16 tokens take the shared-memory product kernel")
+#define BACKEND_DEBUG_SWITCHES(X)                                                                  \
+    X(profile_ops, 0, "time every backend op, synchronized; a table per op at exit (where a "      \
+                      "step's time goes)")                                                         \
+    X(cuda_sync, 0, "CUDA: synchronize after every kernel, so that a fault names its kernel")      \
+    X(cuda_graphs, 1, "CUDA: capture decode steps once and replay them as graphs (not with "       \
+                      "cuda_sync)")                                                                \
+    X(top_cands, 1, "CUDA: the top-candidates op, so that light steps bring back each row's best " \
+                    "logits, not whole rows")                                                      \
+    X(attn_decode, 1, "CUDA: the decode attention kernels (a block serves a KV head's query "      \
+                      "group); off: the exact kernel")                                             \
+    X(attn_tiles, 1, "CUDA: prefill attention in tiles planned per sequence (off: fixed 64-token " \
+                     "tiles)")                                                                     \
+    X(attn_exact, 0, "CUDA: the exact attention kernel for every step (a reference for the "       \
+                     "others)")                                                                    \
+    X(mmv_tile, 1, "CUDA: steps of 2..8 tokens take the shared-memory product kernel (off: a "     \
+                   "warp per weight row)")
 
 struct backend_debug {
-#define BACKEND_DEBUG_FIELD(name, help) int name;
+#define BACKEND_DEBUG_FIELD(name, dflt, help) int name;
     BACKEND_DEBUG_SWITCHES(BACKEND_DEBUG_FIELD)
 #undef BACKEND_DEBUG_FIELD
 };
 
+/* Every switch at its default. */
+static inline struct backend_debug backend_debug_defaults(void) {
+    struct backend_debug d;
+#define BACKEND_DEBUG_DEFAULT(name, dflt, help) d.name = dflt;
+    BACKEND_DEBUG_SWITCHES(BACKEND_DEBUG_DEFAULT)
+#undef BACKEND_DEBUG_DEFAULT
+    return d;
+}
+
 /* Opens the backend a config names: "cpu", "cuda" (device = local_rank % devices) or
  * "auto" (CUDA when this build has it and a GPU is visible, else CPU), its table checked
- * (backend_check). dbg NULL: every switch off. Returns 0, or -1 with err. */
+ * (backend_check). dbg NULL: every switch at its default. Returns 0, or -1 with err. */
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank,
                  const struct backend_debug *dbg, char *err);
 void backend_close(struct backend *b);

@@ -42,7 +42,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     int ok = 1;
     /* the same options on every rank: every rank reaches the same verdict */
     if (comm_groups_init(c, o->tp, o->pp > 0 ? o->pp : 1, err)) goto fail;
-    if (backend_open(&e->be, o->backend, o->threads, o->local_rank, &o->debug, err)) ok = 0;
+    if (backend_open(&e->be, o->backend, o->threads, o->local_rank, o->debug, err)) ok = 0;
     if (!comm_all_ok(c, ok)) {
         if (ok) err_set(err, "another rank failed to open its backend");
         goto fail;
@@ -110,7 +110,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         shard_split(hp->vocab_size, c->tp, r, &v0, &nv);
         if (nv / 2 < max_cands) max_cands = nv / 2;
     }
-    /* every rank must have the op (a CUDA rank has it only with debug.top_cands): a plan
+    /* every rank must have the op (a CUDA rank has it unless debug.top_cands is false): a plan
      * asking for candidates runs on all of them */
     max_cands = comm_min_int(c, max_cands);
     e->info = (struct engine_info){.vocab = hp->vocab_size, .max_cands = max_cands, .eos_id = hp->eos_id, .block_size = o->block_size,

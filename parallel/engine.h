@@ -28,7 +28,7 @@ struct engine_opts {
     int sink_blocks;    /* FP8 cache: blocks with an F16 sink, for sequences' first blocks (kvcache.h) */
     int max_ctx;        /* longest sequence served; 0: the model's trained context */
     struct comm_opts comm; /* GPU all-reduce (mode NULL: auto), timeouts (0: defaults) */
-    struct backend_debug debug; /* the [debug] switches (all 0: off) */
+    const struct backend_debug *debug; /* the [debug] switches (NULL: their defaults) */
     const char *synthetic; /* random weights of a geometry ("llama3-8b[:bf16]"), no file; NULL: model_path */
     double step_timeout_s; /* a step not done by then ends the job (a peer is hung); 0: no limit */
     const atomic_int *stop_flag; /* when set, the job must end within stop_grace_s */

@@ -12,9 +12,10 @@ static void bfree(struct backend *be, void *p) {
 }
 
 void forward_state_free(struct forward_state *fs, struct backend *be) {
-    void *bufs[] = {fs->x, fs->xb, fs->qkv, fs->att, fs->y, fs->gu, fs->hb, fs->tokens, fs->seq_of, fs->pos,
-                    fs->block_off, fs->blocks, fs->out_rows, fs->xo, fs->logits_local, fs->cands_local};
+    void *bufs[] = {fs->x, fs->xb, fs->qkv, fs->att, fs->y, fs->gu, fs->hb, fs->idx, fs->xo, fs->logits_local,
+                    fs->cands_local};
     for (unsigned i = 0; i < sizeof bufs / sizeof *bufs; i++) bfree(be, bufs[i]);
+    free(fs->idx_host);
     if (fs->host_local) be->free_host(be->ctx, fs->host_local);
     free(fs->host_gather);
     free(fs->host_logits);
@@ -70,13 +71,40 @@ size_t forward_activation_bytes(const struct model *m, int max_tokens) {
            T * 2 * sizeof(int32_t);
 }
 
+/* The plan's index arrays, in one backend buffer at offsets that depend only on the step's
+ * shape (tokens, sequences, logits rows: what graph_key holds, so a captured graph's addresses
+ * stay right), each 16-byte aligned, the block table last; filled from one host copy by one
+ * upload. The buffer is doubled when a step needs more (a move frees the old one, which ends
+ * the backend's captured graphs), so it rarely moves. */
+static void upload_plan(struct backend *be, struct forward_state *fs, const struct step_plan *p) {
+    const size_t a4 = 4; /* int32 words per 16 bytes */
+    const size_t nt = (p->n_tokens + a4 - 1) / a4 * a4, no = (p->n_out + a4 - 1) / a4 * a4;
+    const size_t ns = ((size_t)p->n_seqs + 1 + a4 - 1) / a4 * a4;
+    const size_t o_seq = nt, o_pos = 2 * nt, o_out = 3 * nt, o_boff = 3 * nt + no, o_blk = o_boff + ns;
+    const size_t words = o_blk + (size_t)p->n_blocks;
+    if (words > fs->cap_idx) {
+        fs->cap_idx = words > 2 * fs->cap_idx ? words : 2 * fs->cap_idx;
+        fs->idx = regrow(be, fs->idx, fs->cap_idx * sizeof(int32_t));
+        fs->idx_host = xrealloc(fs->idx_host, fs->cap_idx * sizeof(int32_t));
+    }
+    int32_t *h = fs->idx_host;
+    memcpy(h, p->tokens, (size_t)p->n_tokens * sizeof *h);
+    memcpy(h + o_seq, p->seq_of, (size_t)p->n_tokens * sizeof *h);
+    memcpy(h + o_pos, p->pos, (size_t)p->n_tokens * sizeof *h);
+    memcpy(h + o_out, p->out_rows, (size_t)p->n_out * sizeof *h);
+    memcpy(h + o_boff, p->block_off, ((size_t)p->n_seqs + 1) * sizeof *h);
+    memcpy(h + o_blk, p->blocks, (size_t)p->n_blocks * sizeof *h);
+    fs->tokens = fs->idx, fs->seq_of = fs->idx + o_seq, fs->pos = fs->idx + o_pos;
+    fs->out_rows = fs->idx + o_out, fs->block_off = fs->idx + o_boff, fs->blocks = fs->idx + o_blk;
+    be->upload(be->ctx, fs->idx, h, words * sizeof *h);
+}
+
 /* Sizes every activation buffer for the plan (regrowing only when a step is larger than
  * any before) and copies the plan's index arrays to the backend. */
 static void forward_prepare(struct model *m, struct forward_state *fs, const struct step_plan *p) {
     struct backend *be = m->be;
     const struct model_hparams *hp = &m->hp;
     const struct act_widths w = act_widths(m);
-    size_t i4 = sizeof(int32_t);
     if (p->n_tokens > fs->cap_tokens) {
         size_t T = (size_t)p->n_tokens;
         fs->x = regrow(be, fs->x, T * w.x);
@@ -87,10 +115,6 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
         fs->att = regrow(be, fs->att, T * w.att);
         fs->gu = regrow(be, fs->gu, T * w.gu);
         fs->hb = regrow(be, fs->hb, T * w.hb);
-        fs->tokens = regrow(be, fs->tokens, T * w.idx);
-        fs->seq_of = regrow(be, fs->seq_of, T * w.idx);
-        fs->pos = regrow(be, fs->pos, T * w.idx);
-        fs->out_rows = regrow(be, fs->out_rows, T * w.idx);
         fs->cap_tokens = p->n_tokens;
     }
     if (p->n_out > fs->cap_out) {
@@ -109,22 +133,7 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
         fs->host_logits = m->sp.last && m->sp.pp > 1 ? xmalloc(n * (size_t)hp->vocab_size * sizeof(float)) : NULL;
         fs->cap_out = p->n_out;
     }
-    /* the block tables grow with every sequence's context: doubled, so that they rarely move
-     * (a move frees the old buffer, which ends the backend's captured graphs) */
-    if (p->n_seqs + 1 > fs->cap_seqs) {
-        fs->cap_seqs = p->n_seqs + 1 > 2 * fs->cap_seqs ? p->n_seqs + 1 : 2 * fs->cap_seqs;
-        fs->block_off = regrow(be, fs->block_off, (size_t)fs->cap_seqs * i4);
-    }
-    if (p->n_blocks > fs->cap_blocks) {
-        fs->cap_blocks = p->n_blocks > 2 * fs->cap_blocks ? p->n_blocks : 2 * fs->cap_blocks;
-        fs->blocks = regrow(be, fs->blocks, (size_t)fs->cap_blocks * i4);
-    }
-    be->upload(be->ctx, fs->tokens, p->tokens, (size_t)p->n_tokens * i4);
-    be->upload(be->ctx, fs->seq_of, p->seq_of, (size_t)p->n_tokens * i4);
-    be->upload(be->ctx, fs->pos, p->pos, (size_t)p->n_tokens * i4);
-    be->upload(be->ctx, fs->block_off, p->block_off, (size_t)(p->n_seqs + 1) * i4);
-    be->upload(be->ctx, fs->blocks, p->blocks, (size_t)p->n_blocks * i4);
-    be->upload(be->ctx, fs->out_rows, p->out_rows, (size_t)p->n_out * i4);
+    upload_plan(be, fs, p);
 }
 
 /* Matrices stored fused (one matmul) or as parts written side by side into y. */

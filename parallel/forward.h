@@ -16,8 +16,9 @@
 struct forward_state {
     int cap_tokens, cap_out;
     float *x, *xb, *qkv, *att, *y, *gu, *hb; /* backend memory */
-    int32_t *tokens, *seq_of, *pos, *block_off, *blocks, *out_rows;
-    int cap_seqs, cap_blocks;
+    int32_t *idx, *idx_host;                 /* the plan's index arrays: backend buffer, host copy */
+    size_t cap_idx;                          /* int32 words in each */
+    int32_t *tokens, *seq_of, *pos, *block_off, *blocks, *out_rows; /* in idx, set each step */
     float *xo, *logits_local;                /* [n_out][dim], [n_out][n_vocab local] */
     struct logit_cand *cands_local;          /* [n_out][LOGIT_CANDS_MAX]: plan->n_cands > 0 */
     float *host_local, *host_gather;         /* host staging for the vocab gather */

@@ -316,7 +316,10 @@ static void test_run_opts_spellings(void **state) {
     assert_true(o.eng.comm.timeout_s == COMM_TIMEOUT_S && o.eng.comm.start_timeout_s == COMM_START_TIMEOUT_S);
     assert_int_equal(o.eng.comm.ipc_small_bytes, COMM_IPC_SMALL_BYTES);
     assert_int_equal(o.eng.comm.ipc_buffer_bytes, COMM_IPC_BUFFER_BYTES);
-    assert_int_equal(o.eng.debug.attn_decode + o.eng.debug.cuda_graphs + o.eng.debug.profile_ops, 0);
+    /* the proven CUDA paths on, the debugging aids off (kernels/backend.h's defaults) */
+    assert_int_equal(o.eng.debug->attn_decode + o.eng.debug->cuda_graphs + o.eng.debug->top_cands, 3);
+    assert_int_equal(o.eng.debug->attn_tiles + o.eng.debug->mmv_tile, 2);
+    assert_int_equal(o.eng.debug->profile_ops + o.eng.debug->cuda_sync + o.eng.debug->attn_exact, 0);
     assert_string_equal(o.cfg.log_level, "warn"); /* one-shot commands are quiet unless asked */
     assert_string_equal(o.eng.backend, "auto");
     assert_int_equal(o.eng.kv_type, DT_F16);
@@ -328,10 +331,10 @@ static void test_run_opts_spellings(void **state) {
     run_opts_free(&o);
 
     /* the [debug] switches and the communicator's keys reach the engine's options */
-    char *d[] = {"eval", "--model", "m.gguf", "--seqs", "1", "--out", "o.f32", "--debug.attn_decode", "true",
+    char *d[] = {"eval", "--model", "m.gguf", "--seqs", "1", "--out", "o.f32", "--debug.attn_decode", "false",
                  "--parallel.comm_timeout_s", "42", "--debug.ipc_sync", "host", "--log-level", "info"};
     if (run_opts_parse(NULL, 15, d, &o, err)) fail_msg("%s", err);
-    assert_true(o.eng.debug.attn_decode && !o.eng.debug.attn_tiles);
+    assert_true(!o.eng.debug->attn_decode && o.eng.debug->attn_tiles);
     assert_true(o.eng.comm.timeout_s == 42);
     assert_string_equal(o.eng.comm.ipc_sync, "host");
     assert_string_equal(o.cfg.log_level, "info");

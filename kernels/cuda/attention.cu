@@ -1,7 +1,7 @@
 /* Causal attention over the paged KV cache (layout [n_blocks][block_size][n_kv][hd]).
  *
- * Decode path (with debug.attn_decode, see decode_on; every step the prefill path does not
- * take; head_dim a multiple of 8, cache 16-byte aligned): one 4-warp block per (token, KV head, split of the sequence) serves the
+ * Decode path (the default; debug.attn_decode false turns it off, see decode_on; every step
+ * the prefill path does not take; head_dim a multiple of 8, cache 16-byte aligned): one 4-warp block per (token, KV head, split of the sequence) serves the
  * query heads of the KV head's GQA group (8 at a time), so each K and V row is read once for
  * all of them. A warp takes 16 positions at a time, their K and V rows loaded together with
  * wide loads, and keeps an online softmax per head; the warps merge at the end. F16 and FP8
@@ -11,8 +11,8 @@
  * several blocks (partial results in scratch, merged by a second kernel) to fill the GPU on
  * long contexts.
  *
- * Exact path (the default for now; debug.attn_exact; a head_dim the decode path cannot
- * take): one 4-warp block per (query head, token, split), one position at a time per warp;
+ * Exact path (debug.attn_exact, or debug.attn_decode false; a head_dim or cache alignment
+ * the decode path cannot take): one 4-warp block per (query head, token, split), one position at a time per warp;
  * also the code for the prefill path's seams.
  *
  * Prefill path (steps of more than 64 tokens, F16 or FP8 cache, head_dim a multiple of 16 up
@@ -1040,14 +1040,14 @@ static int att_splits(const struct cuda_ctx *c, int64_t per_split, int T) {
 /* debug.attn_exact: the exact path for every step */
 static int exact_only(const struct cuda_ctx *c) { return c->dbg.attn_exact; }
 
-/* debug.attn_decode turns the decode path on: off by default until tpd's end-to-end GPU checks
- * have run with it (tests/cuda/test_cuda_attention passed on an H200; tests/gpu/run turns it
- * on for its checks, and its bench controls compare) */
+/* debug.attn_decode: the decode path, on by default since every GPU check passed with it on an
+ * H200 (2026-11-27; 1.33x the exact kernel at batch 64, bench/RESULTS.md); false: the exact
+ * path (the bench controls' comparison) */
 static int decode_on(const struct cuda_ctx *c) { return c->dbg.attn_decode; }
 
-/* debug.attn_tiles turns the planned tiles on (attend_tiles): off by default until a GPU run
- * has checked them (tests/gpu/run turns them on; without them, the fixed 64-token tiles that
- * passed on an H200, seams token by token). */
+/* debug.attn_tiles: the planned tiles (attend_tiles), on by default since the H200 run of
+ * 2026-11-27 (mixed-step checks passed; a 2048-token prefill 5% faster); false: the fixed
+ * 64-token tiles, seams token by token. */
 static int tiles_on(const struct cuda_ctx *c) { return c->dbg.attn_tiles; }
 
 /* The prefill path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache over the tiles tl

@@ -1,5 +1,6 @@
 /* The CUDA backend's context and op table: memory (zero-filled cudaMalloc, copies on the
  * rank's stream), the ops wired to their launchers in the other .cu files, device choice. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,11 +130,16 @@ static void cu_free_host(void *ctx, void *p) {
  * does), and CUDA does not promise that an asynchronous copy from pageable memory has read
  * it on return: so wait. Uploads come at load time and a few small ones at the start of a
  * step, when the stream is idle anyway. */
+/* From pageable memory the runtime has the bytes staged when cudaMemcpyAsync returns, so
+ * src may be reused at once and the copy needs no wait (a step's one plan upload,
+ * forward.c's upload_plan); from page-locked memory the DMA reads src later, so wait. */
 static void cu_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     struct cuda_ctx *c = bind(ctx);
     if (!bytes) return;
+    cudaPointerAttributes at;
+    CUDA_CHECK(cudaPointerGetAttributes(&at, src));
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
-    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    if (at.type != cudaMemoryTypeUnregistered) CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
 
 static void cu_download(void *ctx, void *dst, const void *src, size_t bytes) {
@@ -213,9 +219,9 @@ static void cu_add(void *ctx, float *x, const float *y, size_t n) { cuda_add(bin
 
 /* ---- graphs ---- */
 
-/* debug.cuda_graphs turns graphs on: off by default until a GPU run has checked and timed
- * them (tests/gpu/run turns them on for its checks; its bench controls compare). Never with
- * debug.cuda_sync, whose synchronizations a capture cannot hold. */
+/* debug.cuda_graphs (on by default since the H200 run of 2026-11-27: every GPU check passed
+ * with graphs, and they gain 7% at batch 1, bench/RESULTS.md) turns them off when false.
+ * Never with debug.cuda_sync, whose synchronizations a capture cannot hold. */
 static int graphs_off(const struct cuda_ctx *c) { return !c->dbg.cuda_graphs || c->dbg.cuda_sync; }
 
 static struct cuda_graph_slot *graph_slot(struct cuda_ctx *c, uint64_t key) {
@@ -286,6 +292,7 @@ static void cu_destroy(struct backend *b) {
         if (c->graphs[i].exec) CUDA_CHECK(cudaGraphExecDestroy(c->graphs[i].exec));
     if (c->ws) CUDA_CHECK(cudaFree(c->ws));
     if (c->host_pinned) CUDA_CHECK(cudaFreeHost(c->host_pinned));
+    cuda_lt_close(c);
     CUBLAS_CHECK(cublasDestroy(c->cublas));
     CUDA_CHECK(cudaStreamDestroy(c->stream));
     free(c);
@@ -342,6 +349,13 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct
         free(c);
         return err_set(err, "backend \"cuda\": cuBLAS: %s", cublasGetStatusString(s));
     }
+    snprintf(c->gpu_name, sizeof c->gpu_name, "%s", prop.name);
+    if (cuda_lt_open(c, c->gpu_name, err)) {
+        CUBLAS_CHECK(cublasDestroy(c->cublas));
+        cudaStreamDestroy(c->stream);
+        free(c);
+        return -1;
+    }
     memset(b, 0, sizeof *b);
     launch_sync = dbg->cuda_sync;
     b->kind = BACKEND_CUDA;
@@ -364,9 +378,8 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct
     b->attention = cu_attention;
     b->silu_mul = cu_silu_mul;
     b->gather_rows = cu_gather_rows;
-    /* debug.top_cands: off by default until a GPU run has checked it (tests/cuda/test_cuda_topk
-     * and the end-to-end greedy checks; tests/gpu/run turns it on). Without it every step
-     * downloads whole rows. */
+    /* debug.top_cands (on by default: test_cuda_topk bit-exact and the end-to-end greedy
+     * checks passed on an H200, 2026-11-27). false: every step downloads whole rows. */
     b->top_cands = dbg->top_cands ? cu_top_cands : NULL;
     b->zero = cu_zero;
     b->add = cu_add;

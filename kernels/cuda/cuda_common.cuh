@@ -57,6 +57,8 @@ struct cuda_ctx {
     struct cuda_graph_slot graphs[CUDA_GRAPH_SLOTS];
     long graph_clock;
     struct backend_debug dbg; /* the [debug] switches the kernels' launchers read */
+    struct cuda_lt *lt;       /* cuBLASLt, its workspace, the GEMM tuning table (gemm_lt.cu) */
+    char gpu_name[256];
 };
 
 /* Scratch of at least `bytes` on the device, valid until the next call. */

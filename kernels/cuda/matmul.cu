@@ -1,9 +1,11 @@
 /* Products with F32 / F16 / BF16 weights, and the dispatch for every weight type. Up to
- * MMV_T tokens (decode; MMV_TILE_T with debug.mmv_tile): a warp per weight row (two with
- * several tokens, which are then staged in shared memory), 16-byte loads, bandwidth-bound.
- * More tokens (prefill, large batches): cuBLAS, with the activations rounded to the
- * weight's 16-bit type first, which is also what the CPU backend does before its dot
- * products. */
+ * MMV_T tokens (decode): a warp per weight row, two rows a warp for 2..8 tokens, whose
+ * activations are then staged in shared memory (debug.mmv_tile false: a warp per row for
+ * those too), 16-byte loads, bandwidth-bound. More tokens (prefill, large batches): cuBLASLt
+ * (gemm_lt.cu) or cuBLAS, with the activations rounded to the weight's 16-bit type first,
+ * which is also what the CPU backend does before its dot products. For 16-bit weights the
+ * GEMM tuning table (kernels/gemm_table.h) picks among them per shape and step size where a
+ * sweep on this GPU measured them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +13,7 @@
 
 enum { MMV_T = 8, MMV_WARPS = 4, MMV_U = 4 };
 /* mmv_tile_kernel: most tokens, warps per block, rows per warp, columns staged per pass */
-enum { MMV_TILE_T = 16, MMV_WARPS2 = 8, MMV_R = 2, MMV_KC = 1024 };
+enum { MMV_TILE_T = MMV_T, MMV_WARPS2 = 8, MMV_R = 2, MMV_KC = 1024 };
 
 /* 8 consecutive weights as loaded (16 bytes of F16/BF16, 32 of F32) and as floats. */
 struct raw8 {
@@ -153,7 +155,7 @@ template <int WT, int NT>
 static __global__ void __launch_bounds__(MMV_WARPS2 * 32)
     mmv_tile_kernel(float *__restrict__ y, int64_t ldy, const float *__restrict__ x, int64_t ldx,
                     const void *__restrict__ W, int rows, int cols, int T) {
-    extern __shared__ float4 xs4[]; /* [NT][MMV_KC] floats (64 KiB at NT = 16) */
+    extern __shared__ float4 xs4[]; /* [NT][MMV_KC] floats (32 KiB at NT = 8) */
     float *xs = (float *)xs4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r0 = (blockIdx.x * MMV_WARPS2 + warp) * MMV_R;
@@ -220,9 +222,10 @@ static __global__ void to_16bit_kernel(H *__restrict__ out, const float *__restr
         store16(out + i, x[(i / cols) * ldx + i % cols]);
 }
 
-/* debug.mmv_tile: steps of 2..MMV_TILE_T tokens take mmv_tile_kernel (and 9..16 leave
- * cuBLAS). Off by default until a GPU run has checked it against the CPU backend and timed it
- * (tests/gpu/run turns it on for its checks; its bench controls compare). */
+/* debug.mmv_tile: steps of 2..MMV_TILE_T tokens take mmv_tile_kernel (on by default: every
+ * GPU check passed with it on an H200, 2026-11-27, and it took batch 2 from 257 to 320 tok/s
+ * and batch 8 from 344 to 460 on Llama-3-8B; at 16 tokens it ran 3.8x slower than cuBLAS,
+ * so 9..16 stay with cuBLAS). */
 static int mmv_tile_on(const struct cuda_ctx *c) { return c->dbg.mmv_tile; }
 
 /* The mmv kernels when they take this product (returns 1), else 0 (then cuBLAS does). */
@@ -231,25 +234,16 @@ static int launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const flo
                             const struct bweight *w) {
     const int vec = w->cols % 8 == 0 && ldx % 4 == 0 && ((uintptr_t)x & 15) == 0;
     const int tile = vec && mmv_tile_on(c);
-    if (T > (tile ? (int)MMV_TILE_T : (int)MMV_T)) return 0;
+    if (T > MMV_T) return 0;
     if (tile && T >= 2) {
         const unsigned tb = cuda_blocks(w->rows, MMV_WARPS2 * MMV_R), tth = MMV_WARPS2 * 32;
-        const size_t sh = sizeof(float) * MMV_KC * (T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : MMV_TILE_T);
+        const size_t sh = sizeof(float) * MMV_KC * (T <= 2 ? 2 : T <= 4 ? 4 : MMV_TILE_T);
         if (T <= 2)
             mmv_tile_kernel<WT, 2><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
         else if (T <= 4)
             mmv_tile_kernel<WT, 4><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
-        else if (T <= 8)
-            mmv_tile_kernel<WT, 8><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
-        else {
-            static int attr_set; /* per weight type: one instantiation each */
-            if (!attr_set) {
-                CUDA_CHECK(cudaFuncSetAttribute(mmv_tile_kernel<WT, MMV_TILE_T>,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
-                attr_set = 1;
-            }
+        else
             mmv_tile_kernel<WT, MMV_TILE_T><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
-        }
         CUDA_LAUNCH_CHECK(c->stream, "mmv_tile_kernel");
         return 1;
     }
@@ -266,16 +260,8 @@ static int launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const flo
     return 1;
 }
 
-/* cuBLAS is column-major: Y (rows x T, ld ldy) = W^T-as-stored (cols x rows, ld cols)^T * X
- * (cols x T, ld). */
-static void gemm_cublas(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
-                        const struct bweight *w) {
-    const float one = 1.0f, zero = 0.0f;
-    if (w->type == DT_F32) {
-        CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
-                                 (const float *)w->data, w->cols, x, (int)ldx, &zero, y, (int)ldy));
-        return;
-    }
+/* x [T][ldx] rounded to the 16-bit type of w, as [T][cols] in the workspace. */
+static const void *to_16bit(struct cuda_ctx *c, const float *x, int64_t ldx, int T, const struct bweight *w) {
     const int is_half = w->type == DT_F16;
     void *xh = cuda_ws(c, (size_t)T * (size_t)w->cols * 2);
     const int64_t n = (int64_t)T * w->cols;
@@ -285,10 +271,33 @@ static void gemm_cublas(struct cuda_ctx *c, float *y, int64_t ldy, const float *
     else
         to_16bit_kernel<__nv_bfloat16><<<blocks, 256, 0, c->stream>>>((__nv_bfloat16 *)xh, x, ldx, w->cols, T);
     CUDA_LAUNCH_CHECK(c->stream, "to_16bit_kernel");
-    const cudaDataType_t dt = is_half ? CUDA_R_16F : CUDA_R_16BF;
+    return xh;
+}
+
+/* cuBLAS is column-major: Y (rows x T, ld ldy) = W^T-as-stored (cols x rows, ld cols)^T * X
+ * (cols x T, ld cols), 16-bit inputs, F32 accumulation and output. */
+static void gemm_ex(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T, const struct bweight *w) {
+    const float one = 1.0f, zero = 0.0f;
+    const cudaDataType_t dt = w->type == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
     CUBLAS_CHECK(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one, w->data, dt, w->cols,
                               xh, dt, w->cols, &zero, y, CUDA_R_32F, (int)ldy, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT));
+}
+
+void cuda_matmul_as(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                    const struct bweight *w, struct gemm_pick p) {
+    if (p.kind == GEMM_MMV) {
+        const int done = w->type == DT_F16 ? launch_mmv_dense<DT_F16>(c, y, ldy, x, ldx, T, w)
+                                           : launch_mmv_dense<DT_BF16>(c, y, ldy, x, ldx, T, w);
+        if (done) return;
+        p = (struct gemm_pick){GEMM_LT, 0};
+    }
+    const void *xh = to_16bit(c, x, ldx, T, w);
+    /* a candidate the heuristic does not offer for this exact shape, or one that fails:
+     * its best, then cublasGemmEx */
+    if (p.kind == GEMM_LT && !cuda_lt_matmul(c, y, ldy, xh, T, w, p.rank)) return;
+    if (p.kind == GEMM_LT && p.rank && !cuda_lt_matmul(c, y, ldy, xh, T, w, 0)) return;
+    gemm_ex(c, y, ldy, xh, T, w);
 }
 
 void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
@@ -296,13 +305,20 @@ void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int6
     if (w->rows == 0 || T == 0) return;
     switch (w->type) {
     case DT_F32:
+        if (!launch_mmv_dense<DT_F32>(c, y, ldy, x, ldx, T, w)) {
+            const float one = 1.0f, zero = 0.0f;
+            CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
+                                     (const float *)w->data, w->cols, x, (int)ldx, &zero, y, (int)ldy));
+        }
+        return;
     case DT_F16:
     case DT_BF16:
     {
-        const int done = w->type == DT_F32   ? launch_mmv_dense<DT_F32>(c, y, ldy, x, ldx, T, w)
-                         : w->type == DT_F16 ? launch_mmv_dense<DT_F16>(c, y, ldy, x, ldx, T, w)
-                                             : launch_mmv_dense<DT_BF16>(c, y, ldy, x, ldx, T, w);
-        if (!done) gemm_cublas(c, y, ldy, x, ldx, T, w);
+        /* the tuning table's pick for this GPU, shape and step; without one the mmv kernels up
+         * to MMV_T tokens, cuBLASLt's first candidate above */
+        struct gemm_pick p = cuda_lt_pick(c, w->type == DT_F16, w->rows, w->cols, T);
+        if (p.kind == GEMM_DEFAULT) p = T <= MMV_T ? (struct gemm_pick){GEMM_MMV, 0} : (struct gemm_pick){GEMM_LT, 0};
+        cuda_matmul_as(c, y, ldy, x, ldx, T, w, p);
         return;
     }
     case DT_Q4_0:

@@ -7,11 +7,34 @@
 
 extern "C" {
 #include "../backend.h"
+#include "../gemm_table.h"
 }
 
 /* matmul.cu: y[t*ldy + r] = sum_k W[r][k] x[t*ldx + k], every weight type */
 void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                  const struct bweight *w);
+/* matmul.cu: a 16-bit weight's product done as p says (an mmv pick above MMV_T tokens, or an
+ * Lt rank the heuristic does not offer, falls back to Lt's first candidate, then to
+ * cublasGemmEx); what cuda_matmul does after its table lookup, and what the GEMM sweep
+ * (bench/bench_gpu_gemm.cu) times */
+void cuda_matmul_as(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                    const struct bweight *w, struct gemm_pick p);
+
+/* gemm_lt.cu: cuBLASLt, its workspace (also cuBLAS's) and the GEMM tuning table. open: when
+ * the backend opens, for the GPU named gpu; 0, or -1 with err */
+int cuda_lt_open(struct cuda_ctx *c, const char *gpu, char *err);
+void cuda_lt_close(struct cuda_ctx *c);
+/* The table's pick (GEMM_DEFAULT where it has none) */
+struct gemm_pick cuda_lt_pick(const struct cuda_ctx *c, int half, int rows, int cols, int T);
+/* y = xh W^T with cuBLASLt's candidate `rank` for the shape: 0, or -1 when the heuristic has
+ * no such candidate or the call fails (nothing queued) */
+int cuda_lt_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T, const struct bweight *w,
+                   int rank);
+/* How many candidates the heuristic has for this product (0..GEMM_LT_RANKS) */
+int cuda_lt_candidates(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T, const struct bweight *w);
+long cuda_lt_version(const struct cuda_ctx *c);
+int cuda_lt_table_lines(const struct cuda_ctx *c);
+
 /* matmul_q.cu: the quantized types (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) */
 void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                    const struct bweight *w);

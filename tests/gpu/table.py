@@ -59,12 +59,13 @@ def results_md(paths):
           "KV cache read per decode step over its time, as a share of a read-only streaming kernel's bandwidth "
           f"measured in the same run ({floor['read']:.0f} GB/s).")
     print()
-    print("| date | commit | GPU | model | batch | ctx | tok/s | ms/step | streamed GB/s | of the read floor |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| date | commit | GPU | model | batch | ctx | tok/s | ms/step | streamed GB/s | of the read floor | picks |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for kv in rows:
         bw = float(kv["stream_GBps"])
         print(f"| {day} | {commit} | {gpu} | {kv['model']} tp{kv['tp']} | {kv['batch']} | {kv['ctx']} | "
-              f"{float(kv['tok_s']):.1f} | {kv['ms_step']} | {bw:.0f} | **{bw / floor['read']:.2f}x** |")
+              f"{float(kv['tok_s']):.1f} | {kv['ms_step']} | {bw:.0f} | **{bw / floor['read']:.2f}x** |"
+              + (" GEMM table |" if kv.get("gemm") == "tuned" else " |"))
     return 0
 
 
@@ -112,12 +113,14 @@ def main():
             status = ""
             if kv["batch"] == "1" and "read" in floor:
                 status = "PASS" if bw >= 0.75 * floor["read"] else "BELOW"
-            rows.append((f"decode {kv['model']} tp{kv['tp']} batch {kv['batch']} ctx {kv['ctx']}", status,
+            tuned = " (GEMM table)" if kv.get("gemm") == "tuned" else ""
+            rows.append((f"decode {kv['model']} tp{kv['tp']} batch {kv['batch']} ctx {kv['ctx']}{tuned}", status,
                          f"{float(kv['tok_s']):.1f} tok/s, {kv['ms_step']} ms/step, {bw:.0f} GB/s{ratio}"))
         elif kind == "prefill":
             tf = float(kv["TFLOPs"])
             ratio = f", {100 * tf / floor['gemm']:.0f}% of GEMM peak" if "gemm" in floor else ""
-            rows.append((f"prefill {kv['model']} tp{kv['tp']} {kv['tokens']} tokens", "",
+            tuned = " (GEMM table)" if kv.get("gemm") == "tuned" else ""
+            rows.append((f"prefill {kv['model']} tp{kv['tp']} {kv['tokens']} tokens{tuned}", "",
                          f"{float(kv['tok_s']):.0f} tok/s, {tf:.0f} TFLOP/s{ratio}"))
         elif kind == "allreduce":
             rows.append((f"all-reduce {kv['comm']} {kv['ranks']} ranks {int(kv['bytes']) // 1024} KiB",
