@@ -237,6 +237,19 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     size_t widest = (size_t)hp->dim > (size_t)sp->n_ffn ? (size_t)hp->dim : (size_t)sp->n_ffn;
     if ((size_t)sp->wo_ncols > widest) widest = (size_t)sp->wo_ncols;
     size_t ws = T * widest * 2;
+    /* a quantized matrix in a prefill-sized step: an F16 copy of it beside them (the CUDA
+     * backend's matmul_q.cu) */
+    size_t dq = 0;
+    for (int l = 0; l < sp->n_layers; l++) {
+        const struct layer_weights *lw = &m->layers[l];
+        const struct bweight *mats[] = {&lw->qkv[0], &lw->qkv[1], &lw->qkv[2], &lw->wo,
+                                        &lw->gate_up[0], &lw->gate_up[1], &lw->down};
+        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+            const size_t b = (size_t)mats[i]->rows * (size_t)mats[i]->cols * 2;
+            if (mats[i]->data && dtype_block_elems(mats[i]->type) > 1 && b > dq) dq = b;
+        }
+    }
+    ws += dq;
     size_t att = 64 * (size_t)sp->n_q * 32 * ((size_t)hp->head_dim + 2) * f;
     out->workspace = (ws > att ? ws : att) + ((size_t)64 << 20);
     out->total = out->weights + out->kv + out->activations + out->workspace;

@@ -260,10 +260,13 @@ static int launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const flo
     return 1;
 }
 
-/* x [T][ldx] rounded to the 16-bit type of w, as [T][cols] in the workspace. */
-static const void *to_16bit(struct cuda_ctx *c, const float *x, int64_t ldx, int T, const struct bweight *w) {
+/* x [T][ldx] rounded to the 16-bit type of w, as [T][cols] at the workspace's start (which
+ * stays at least ws_min bytes, so what a caller keeps past those bytes stays put). */
+static const void *to_16bit(struct cuda_ctx *c, const float *x, int64_t ldx, int T, const struct bweight *w,
+                            size_t ws_min) {
     const int is_half = w->type == DT_F16;
-    void *xh = cuda_ws(c, (size_t)T * (size_t)w->cols * 2);
+    const size_t need = (size_t)T * (size_t)w->cols * 2;
+    void *xh = cuda_ws(c, need > ws_min ? need : ws_min);
     const int64_t n = (int64_t)T * w->cols;
     const unsigned blocks = cuda_blocks(n < 4096 * 256 ? n : 4096 * 256, 256);
     if (is_half)
@@ -284,20 +287,25 @@ static void gemm_ex(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, i
                               CUBLAS_GEMM_DEFAULT));
 }
 
-void cuda_matmul_as(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
-                    const struct bweight *w, struct gemm_pick p) {
+void cuda_matmul_16(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                    const struct bweight *w, struct gemm_pick p, size_t ws_min) {
     if (p.kind == GEMM_MMV) {
         const int done = w->type == DT_F16 ? launch_mmv_dense<DT_F16>(c, y, ldy, x, ldx, T, w)
                                            : launch_mmv_dense<DT_BF16>(c, y, ldy, x, ldx, T, w);
         if (done) return;
         p = (struct gemm_pick){GEMM_LT, 0};
     }
-    const void *xh = to_16bit(c, x, ldx, T, w);
+    const void *xh = to_16bit(c, x, ldx, T, w, ws_min);
     /* a candidate the heuristic does not offer for this exact shape, or one that fails:
      * its best, then cublasGemmEx */
     if (p.kind == GEMM_LT && !cuda_lt_matmul(c, y, ldy, xh, T, w, p.rank)) return;
     if (p.kind == GEMM_LT && p.rank && !cuda_lt_matmul(c, y, ldy, xh, T, w, 0)) return;
     gemm_ex(c, y, ldy, xh, T, w);
+}
+
+void cuda_matmul_as(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                    const struct bweight *w, struct gemm_pick p) {
+    cuda_matmul_16(c, y, ldy, x, ldx, T, w, p, 0);
 }
 
 void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
@@ -318,7 +326,7 @@ void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int6
          * to MMV_T tokens, cuBLASLt's first candidate above */
         struct gemm_pick p = cuda_lt_pick(c, w->type == DT_F16, w->rows, w->cols, T);
         if (p.kind == GEMM_DEFAULT) p = T <= MMV_T ? (struct gemm_pick){GEMM_MMV, 0} : (struct gemm_pick){GEMM_LT, 0};
-        cuda_matmul_as(c, y, ldy, x, ldx, T, w, p);
+        cuda_matmul_16(c, y, ldy, x, ldx, T, w, p, 0);
         return;
     }
     case DT_Q4_0:

@@ -1,8 +1,11 @@
-/* Products with GGUF-quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): the activations are
- * first quantized the way the CPU backend quantizes them (Q8_0 / Q8_1 / Q8_K, same rounding),
- * then each warp takes one weight row, decodes its blocks in registers and forms int8 dot
- * products (dp4a) with up to MMV_T tokens at a time. Bandwidth-bound: every weight byte is
- * read once per MMV_T tokens. */
+/* Products with GGUF-quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K). Steps of few tokens:
+ * the activations are first quantized the way the CPU backend quantizes them (Q8_0 / Q8_1 /
+ * Q8_K, same rounding), then each warp takes one weight row, decodes its blocks in registers
+ * and forms int8 dot products (dp4a) with up to MMV_T tokens at a time: every weight byte is
+ * read once per MMV_T tokens. Steps of many tokens (prefill), where those passes would read
+ * more than a 16-bit copy of the matrix costs (dequant_wins): the matrix is dequantized to
+ * F16 in the workspace, each element exactly as the CPU dequantizes it then rounded to F16,
+ * and multiplied by cuBLASLt or cuBLAS as F16 weights are (matmul.cu, the tuning table). */
 #include "ops.cuh"
 #include "quant_dev.cuh"
 
@@ -149,8 +152,62 @@ static void launch_mmv_q(struct cuda_ctx *c, float *y, int64_t ldy, const struct
     CUDA_LAUNCH_CHECK(c->stream, "mmv_q_kernel");
 }
 
+/* Row r of W (rb bytes a row) dequantized into out[r][0..cols) as F16: a thread an element,
+ * qd_dequant's value (the CPU's arithmetic, checked bit for bit by test_cuda_quant). */
+template <int TYPE>
+static __global__ void dequant_f16_kernel(__half *__restrict__ out, const uint8_t *__restrict__ W, int64_t rb,
+                                          int rows, int cols) {
+    const int64_t n = (int64_t)rows * cols;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / cols;
+        out[i] = __float2half_rn(qd_dequant(TYPE, W + r * rb, (int)(i - r * cols)));
+    }
+}
+
+/* Whether T tokens cost fewer bytes through an F16 copy of the matrix (written once, read
+ * once, besides one read of the quantized matrix) than through ceil(T / MMV_T) passes over
+ * the quantized one: Q4_K from 65 tokens, Q6_K from 41, Q8_0 from 33. Never for a step a
+ * graph may hold (at most 16 tokens). */
+static int dequant_wins(const struct bweight *w, int T) {
+    const double q = (double)dtype_row_bytes(w->type, w->cols) / (double)w->cols; /* bytes a weight */
+    return T > 16 && (double)((T + MMV_T - 1) / MMV_T) * q > 2.0 + 2.0 + q;
+}
+
+template <int TYPE>
+static void dequant_f16(struct cuda_ctx *c, __half *out, const struct bweight *w) {
+    const int64_t n = (int64_t)w->rows * w->cols;
+    const unsigned blocks = cuda_blocks(n < (int64_t)c->n_sm * 2048 ? n : (int64_t)c->n_sm * 2048, 256);
+    dequant_f16_kernel<TYPE><<<blocks, 256, 0, c->stream>>>(out, (const uint8_t *)w->data,
+                                                             dtype_row_bytes(w->type, w->cols), w->rows, w->cols);
+    CUDA_LAUNCH_CHECK(c->stream, "dequant_f16_kernel");
+}
+
+/* The prefill path: W as F16 in the workspace past the bytes cuda_matmul_16 uses for the
+ * activations, then the F16 product as the tuning table picks it. */
+static void matmul_dequant(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                           const struct bweight *w) {
+    const size_t skip = ((size_t)T * (size_t)w->cols * 2 + 255) & ~(size_t)255;
+    __half *wh = (__half *)((char *)cuda_ws(c, skip + (size_t)w->rows * (size_t)w->cols * 2) + skip);
+    switch (w->type) {
+    case DT_Q4_0: dequant_f16<DT_Q4_0>(c, wh, w); break;
+    case DT_Q4_1: dequant_f16<DT_Q4_1>(c, wh, w); break;
+    case DT_Q8_0: dequant_f16<DT_Q8_0>(c, wh, w); break;
+    case DT_Q4_K: dequant_f16<DT_Q4_K>(c, wh, w); break;
+    case DT_Q6_K: dequant_f16<DT_Q6_K>(c, wh, w); break;
+    default: FATAL("cuda_matmul_q: weight type %s is not quantized", dtype_name(w->type));
+    }
+    const struct bweight h = {wh, DT_F16, w->rows, w->cols};
+    struct gemm_pick p = cuda_lt_pick(c, 1, w->rows, w->cols, T);
+    if (p.kind == GEMM_DEFAULT || p.kind == GEMM_MMV) p = (struct gemm_pick){GEMM_LT, 0};
+    cuda_matmul_16(c, y, ldy, x, ldx, T, &h, p, skip + (size_t)w->rows * (size_t)w->cols * 2);
+}
+
 void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                    const struct bweight *w) {
+    if (dequant_wins(w, T)) {
+        matmul_dequant(c, y, ldy, x, ldx, T, w);
+        return;
+    }
     const int cols = w->cols;
     const int kblock = (w->type == DT_Q4_K || w->type == DT_Q6_K) ? 256 : 32;
     if (cols % kblock) FATAL("cuda_matmul_q: %d columns of %s are not whole blocks", cols, dtype_name(w->type));

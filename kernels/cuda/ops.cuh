@@ -19,6 +19,11 @@ void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int6
  * (bench/bench_gpu_gemm.cu) times */
 void cuda_matmul_as(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                     const struct bweight *w, struct gemm_pick p);
+/* The same, with the workspace kept at least ws_min bytes: the activations rounded to 16 bits
+ * take its first T * cols * 2 bytes, and a caller's data past them stays (matmul_q.cu's
+ * dequantized weights) */
+void cuda_matmul_16(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                    const struct bweight *w, struct gemm_pick p, size_t ws_min);
 
 /* gemm_lt.cu: cuBLASLt, its workspace (also cuBLAS's) and the GEMM tuning table. open: when
  * the backend opens, for the GPU named gpu; 0, or -1 with err */
