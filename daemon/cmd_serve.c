@@ -250,6 +250,16 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     }
     enum log_level lvl;
     if (!log_parse_level(cfg.log_level, &lvl)) log_init(c->rank, lvl, cfg.log_all_ranks);
+    /* which ranks share a node, and a TP group split across nodes (slow: every all-reduce
+     * of the forward pass goes over the network), in the startup log */
+    struct comm_placement pl;
+    comm_placement(c, &pl);
+    if (c->rank == 0 && c->size > 1)
+        LOG(LOG_INFO, "placement: %d node%s: %s", pl.n_nodes, pl.n_nodes > 1 ? "s" : "", pl.nodes);
+    if (c->rank == 0 && pl.split_groups)
+        LOG(LOG_WARN, "%s: every all-reduce of the forward pass crosses the network between nodes (slow); place "
+            "each stage's TP group on one node (a hostfile with slots = tp and parallel.pp = nodes, or Slurm "
+            "--ntasks-per-node = tp)", pl.split);
     /* SIGTERM/SIGINT: rank 0 drains; the other ranks keep following its plans until it
      * releases them (mpirun may forward the signal to every rank). */
     struct sigaction sa;
