@@ -2,7 +2,7 @@
 tests/cluster/start and stop (network, UTS and mount namespaces on this machine), a tpd job
 launched on node0 by launch/tpd-launch with a hostfile, as a user on a cluster's first node
 would, and the helpers the cluster tests and tests/cluster/run-all share (HTTP over the job's
-socket, the ranks of each node, faults). Only the standard library: run-all needs no venv."""
+socket, the ranks of each node)."""
 import http.client
 import json
 import os
@@ -22,9 +22,13 @@ import tpd_cli  # noqa: E402
 DIR = os.environ.get("TPD_CLUSTER_DIR", "/run/tpd-cluster")
 SMOLLM2 = os.path.join(os.environ.get("TPD_SOURCE_DIR", ROOT), "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 # what a user passes to mpirun on a cluster: the remote agent (ssh there, the namespace
-# entering script here), TCP between nodes and shared memory inside one, on the nodes' interface
+# entering script here), TCP between nodes and shared memory inside one, on the nodes'
+# interface, and TCP keepalive on the runtime's own connections (oob_tcp_keepalive_*: with a
+# link cut, mpirun and the far node's orted learn it within ~4 s and end the job on both
+# sides; by default they would wait 300 s + 9 x 20 s, and the far node's ranks outlive the job)
 MPIRUN_ARGS = (f"--mca plm_rsh_agent {HERE}/agent --mca btl self,vader,tcp "
-               "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0")
+               "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 "
+               "--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 2")
 
 
 class Skip(Exception):
