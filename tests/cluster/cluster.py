@@ -28,7 +28,10 @@ SMOLLM2 = os.path.join(os.environ.get("TPD_SOURCE_DIR", ROOT), "models", "SmolLM
 # sides; by default they would wait 300 s + 9 x 20 s, and the far node's ranks outlive the job)
 MPIRUN_ARGS = (f"--mca plm_rsh_agent {HERE}/agent --mca btl self,vader,tcp "
                "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 "
-               "--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 2")
+               "--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 2 "
+               # the test's nodes share this machine's cores: a rank waiting on the network
+               # yields its core (a real node's slots are its own, and Open MPI spins there)
+               "--mca mpi_yield_when_idle 1")
 
 
 class Skip(Exception):
