@@ -47,6 +47,9 @@ def job(nodes):
         yield j
     finally:
         j.stop()
+        out = j.output()
+        # under the sanitizer build, a report in the job's output fails the test
+        assert "Sanitizer" not in out and "runtime error:" not in out, out[-6000:]
 
 
 def prompt_case():
