@@ -412,7 +412,8 @@ int comm_startup_check(struct comm *c, double start_timeout_s, char *err) {
 }
 
 /* printf onto the end of buf (cap bytes), which ends in "..." once it is full */
-static void appendf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void appendf(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void appendf(char *buf, size_t cap, const char *fmt, ...) {
     size_t len = strlen(buf);
     if (len + 1 >= cap) return;

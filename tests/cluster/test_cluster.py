@@ -4,7 +4,8 @@ memory inside one): `launch/tpd-launch` with a hostfile serves SmolLM2 at tp 1 x
 stage per node. The startup log places the ranks on their nodes (MPI_COMM_TYPE_SHARED across
 namespaces), one greedy request equals tp 1 on one machine, and a SIGKILL of node1's rank
 ends the job within parallel.step_timeout_s + 5 s, naming the rank and its node, leaving no
-process on either node. The fixture removes the cluster even when a test fails. Skips (with
+process on either node. A SIGSTOP of node1's rank ends a second job the same way, and its
+streams in flight get an error event (the step deadline on rank 0 tells them first). The fixture removes the cluster even when a test fails. Skips (with
 the reason) when not root or namespaces cannot be made. The longer checks: tests/cluster/run-all."""
 import json
 import os
@@ -74,9 +75,8 @@ def test_greedy_equals_tp1_on_one_node(job):
     assert r["choices"][0]["text"] == text["prompt"], (r, text)
 
 
-def test_sigkill_of_node1_rank_ends_the_job(job):
-    ranks = C.rank_pids("node1")
-    assert list(ranks) == [1], ranks
+def stream_in_flight(job):
+    """A long greedy stream, once its first tokens came: (its thread, {events, error} once it ends)."""
     started = threading.Event()
     result = {}
 
@@ -87,6 +87,13 @@ def test_sigkill_of_node1_rank_ends_the_job(job):
     t = threading.Thread(target=client)
     t.start()
     assert started.wait(60), "the stream did not start"
+    return t, result
+
+
+def test_sigkill_of_node1_rank_ends_the_job(job):
+    ranks = C.rank_pids("node1")
+    assert list(ranks) == [1], ranks
+    t, result = stream_in_flight(job)
     t0 = time.time()
     os.kill(ranks[1], signal.SIGKILL)
     rc = job.wait_exit(STEP_TIMEOUT_S + 5)
@@ -105,3 +112,23 @@ def test_sigkill_of_node1_rank_ends_the_job(job):
             time.sleep(0.1)
         assert not C.node_pids(node, "tpd"), f"a rank still runs on {node}"
         assert not C.node_pids(node, "orted"), f"orted still runs on {node}"
+
+
+def test_sigstop_of_node1_rank_sends_an_error_event(nodes):
+    job = C.Job(C.write_config(C.SMOLLM2, tp=1, pp=2, hosts=C.hostfile(1), step_timeout_s=STEP_TIMEOUT_S))
+    try:
+        t, result = stream_in_flight(job)
+        t0 = time.time()
+        os.kill(C.rank_pids("node1")[1], signal.SIGSTOP)
+        rc = job.wait_exit(STEP_TIMEOUT_S + 5)
+        print(f"SIGSTOP of node1's rank: job exit after {time.time() - t0:.2f} s (rc {rc})")
+        assert rc is not None and rc != 0, f"the job still runs {STEP_TIMEOUT_S + 5} s after node1's rank stopped"
+        assert "did not finish within parallel.step_timeout_s" in job.output(), job.output()[-3000:]
+        t.join(30)
+        last = json.loads(result["events"][-1])
+        assert last.get("error", {}).get("code") == "job_failed", result["events"][-3:]
+    finally:
+        job.stop(5)
+        for p in C.node_pids("node1", "tpd"):
+            os.kill(p, signal.SIGKILL)
+
