@@ -48,9 +48,13 @@ def job(nodes):
         yield j
     finally:
         j.stop()
-        out = j.output()
-        # under the sanitizer build, a report in the job's output fails the test
-        assert "Sanitizer" not in out and "runtime error:" not in out, out[-6000:]
+        assert_no_sanitizer_report(j)
+
+
+def assert_no_sanitizer_report(job):
+    """Under the sanitizer build, a report in the job's output fails the test."""
+    out = job.output()
+    assert "Sanitizer" not in out and "runtime error:" not in out, out[-6000:]
 
 
 def prompt_case():
@@ -127,6 +131,7 @@ def test_sigstop_of_node1_rank_sends_an_error_event(nodes):
         t.join(30)
         last = json.loads(result["events"][-1])
         assert last.get("error", {}).get("code") == "job_failed", result["events"][-3:]
+        assert_no_sanitizer_report(job)
     finally:
         job.stop(5)
         for p in C.node_pids("node1", "tpd"):
