@@ -1,6 +1,7 @@
 #include "comm.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -408,6 +409,67 @@ int comm_startup_check(struct comm *c, double start_timeout_s, char *err) {
         wait_timed(&areq, timeout_s, c->rank, what);
     }
     return comm_agree(c, ok, err, "the startup check") ? 0 : -1;
+}
+
+/* printf onto the end of buf (cap bytes), which ends in "..." once it is full */
+static void appendf(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void appendf(char *buf, size_t cap, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    if (len + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n >= cap - len && cap > 4) memcpy(buf + cap - 4, "...", 4);
+}
+
+void comm_placement(const struct comm *c, struct comm_placement *p) {
+    memset(p, 0, sizeof *p);
+    char name[MPI_MAX_PROCESSOR_NAME + 1] = {0};
+    int len = 0;
+    MPI_CHECK(MPI_Get_processor_name(name, &len));
+    const int root = c->rank == 0, n = c->size;
+    int *node = root ? xmalloc((size_t)n * sizeof *node) : NULL;
+    char *names = root ? xcalloc((size_t)n, MPI_MAX_PROCESSOR_NAME) : NULL;
+    MPI_CHECK(MPI_Gather(&c->node, 1, MPI_INT, node, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME,
+                         MPI_CHAR, 0, MPI_COMM_WORLD));
+    if (!root) return;
+    /* each node once (its lowest rank names it), its ranks as ranges */
+    for (int r = 0; r < n; r++) {
+        if (node[r] != r) continue;
+        names[(size_t)r * MPI_MAX_PROCESSOR_NAME + MPI_MAX_PROCESSOR_NAME - 1] = 0;
+        int count = 0;
+        for (int q = r; q < n; q++) count += node[q] == r;
+        appendf(p->nodes, sizeof p->nodes, "%s%s: rank%s ", p->n_nodes ? "; " : "",
+                names + (size_t)r * MPI_MAX_PROCESSOR_NAME, count > 1 ? "s" : "");
+        p->n_nodes++;
+        int first = 1;
+        for (int q = r; q < n; q++) {
+            if (node[q] != r) continue;
+            int end = q;
+            while (end + 1 < n && node[end + 1] == r) end++;
+            if (end > q) appendf(p->nodes, sizeof p->nodes, "%s%d-%d", first ? "" : ",", q, end);
+            else appendf(p->nodes, sizeof p->nodes, "%s%d", first ? "" : ",", q);
+            first = 0;
+            q = end;
+        }
+    }
+    for (int s = 0; s < c->pp; s++) {
+        int spans = 0;
+        for (int q = s * c->tp; q < (s + 1) * c->tp; q++) {
+            int seen = 0;
+            for (int o = s * c->tp; o < q && !seen; o++) seen = node[o] == node[q];
+            spans += !seen;
+        }
+        if (spans < 2) continue;
+        appendf(p->split, sizeof p->split, "%sstage %d's TP group (ranks %d-%d) spans %d nodes",
+                p->split_groups ? "; " : "", s, s * c->tp, (s + 1) * c->tp - 1, spans);
+        p->split_groups++;
+    }
+    free(node);
+    free(names);
 }
 
 void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, int peer, int send), void *impl) {

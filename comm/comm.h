@@ -72,6 +72,18 @@ int comm_groups_init(struct comm *c, int tp, int pp, char *err);
  * the group's ranks or the pair (a peer hung or unreachable); wrong values: -1 with err
  * naming them. */
 int comm_startup_check(struct comm *c, double start_timeout_s, char *err);
+/* Where the ranks run, as MPI_COMM_TYPE_SHARED groups them into nodes (comm_init): what
+ * the daemon logs at startup, and a TP group on several nodes (every all-reduce of the
+ * forward pass over the network) it warns about. Filled on rank 0 only. */
+struct comm_placement {
+    int n_nodes;      /* distinct nodes */
+    int split_groups; /* TP groups whose ranks sit on more than one node */
+    char nodes[1024]; /* "node0: ranks 0-1; node1: ranks 2-3" (truncated with "...") */
+    char split[512];  /* "stage 0's TP group (ranks 0-3) spans 2 nodes; ..." */
+};
+/* Collective over the world, after comm_groups_init: every rank's node and host name
+ * (MPI_Get_processor_name) gathered to rank 0. */
+void comm_placement(const struct comm *c, struct comm_placement *p);
 /* World rank of this rank's counterpart (same tp_rank) in stage s. */
 static inline int comm_stage_peer(const struct comm *c, int s) { return s * c->tp + c->tp_rank; }
 

@@ -8,7 +8,6 @@
 
 #include "../util/clock.h"
 #include "../util/fatal.h"
-#include "comm.h"
 
 struct deadline {
     int rank, size;
@@ -34,13 +33,13 @@ static void *deadline_main(void *arg) {
                     "tpd: rank %d: step %ld did not finish within parallel.step_timeout_s = %g s: another of the %d "
                     "ranks did not arrive (stopped, hung, or much slower); ending the job\n",
                     d->rank, atomic_load(&d->steps), d->step_timeout_s, d->size);
-            comm_abort(3);
+            fatal_abort(3);
         }
         if (d->stop_flag && atomic_load(d->stop_flag) && stop_seen == 0) stop_seen = now;
         if (stop_seen > 0 && now - stop_seen > d->stop_grace_s) {
             fprintf(stderr, "tpd: rank %d: asked to stop %.0f s ago and still running (a step is stuck): ending the job\n",
                     d->rank, now - stop_seen);
-            comm_abort(3);
+            fatal_abort(3);
         }
     }
     return NULL;

@@ -146,6 +146,18 @@ static int sample_threads(const struct config *cfg, const struct engine_info *in
     return n < 1 ? 1 : n > 8 ? 8 : n;
 }
 
+/* Rank 0's server while it serves, for the fatal hook: a failing job (a fatal error, a
+ * stuck step past parallel.step_timeout_s) tells its clients before it ends. */
+static _Atomic(struct http_server *) serving;
+
+static void serve_fatal(int code) {
+    struct http_server *h = atomic_exchange(&serving, NULL);
+    if (h)
+        http_fail(h, "the tpd job is ending: a rank failed, stopped or cannot be reached (see the "
+                  "daemon's log); this request did not finish", 0.5);
+    comm_abort(code);
+}
+
 static int serve_rank0(struct engine *e, const struct config *cfg) {
     char err[ERR_LEN];
     memtrim_init();
@@ -210,6 +222,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     } else {
         LOG(LOG_INFO, "serving %s on %s (tp %d x pp %d)", api.model_name, cfg->socket, engine_info(e)->tp,
             engine_info(e)->pp);
+        atomic_store(&serving, h);
+        fatal_set_hook(serve_fatal);
         /* idle: give back what a burst of requests left in the allocator's arenas */
         while (!stop_requested)
             if (sched_step(s, 0.05) == 0) memtrim_idle(clock_now());
@@ -228,6 +242,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
             rc = 1;
         }
     }
+    fatal_set_hook(comm_abort);
+    atomic_store(&serving, NULL);
     sched_abort_all(s);
     if (h) http_free(h);
     sched_free(s);
@@ -250,6 +266,16 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     }
     enum log_level lvl;
     if (!log_parse_level(cfg.log_level, &lvl)) log_init(c->rank, lvl, cfg.log_all_ranks);
+    /* which ranks share a node, and a TP group split across nodes (slow: every all-reduce
+     * of the forward pass goes over the network), in the startup log */
+    struct comm_placement pl;
+    comm_placement(c, &pl);
+    if (c->rank == 0 && c->size > 1)
+        LOG(LOG_INFO, "placement: %d node%s: %s", pl.n_nodes, pl.n_nodes > 1 ? "s" : "", pl.nodes);
+    if (c->rank == 0 && pl.split_groups)
+        LOG(LOG_WARN, "%s: every all-reduce of the forward pass crosses the network between "
+            "nodes (slow); place each stage's TP group on one node (a hostfile with slots = tp "
+            "and parallel.pp = nodes, or Slurm --ntasks-per-node = tp)", pl.split);
     /* SIGTERM/SIGINT: rank 0 drains; the other ranks keep following its plans until it
      * releases them (mpirun may forward the signal to every rank). */
     struct sigaction sa;

@@ -518,6 +518,14 @@ void conns_release_all(struct conns *cs) {
     pthread_mutex_unlock(&cs->mu);
 }
 
+void conns_wake_all(struct conns *cs) {
+    if (!cs) return;
+    pthread_mutex_lock(&cs->mu);
+    for (struct conn_rec *r = cs->head; r; r = r->next)
+        if (r->suspended) resume_locked(cs, r);
+    pthread_mutex_unlock(&cs->mu);
+}
+
 void conns_free(struct conns *cs) {
     if (!cs) return;
     stop_thread(cs);

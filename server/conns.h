@@ -50,6 +50,9 @@ void conns_stop_accepting(struct conns *cs);
  * out), then resumes every suspended connection, and nothing suspends from now on (the
  * engine must hold no suspended connection when it stops). */
 void conns_release_all(struct conns *cs);
+/* Resumes every suspended connection, so that each handler looks at its request again
+ * (the job is ending: http_fail). Any thread. */
+void conns_wake_all(struct conns *cs);
 /* After the HTTP engine stopped: closes the connections never handed over, frees. */
 void conns_free(struct conns *cs);
 

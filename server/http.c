@@ -67,6 +67,8 @@ struct http_server {
     atomic_int draining;         /* http_drain was called */
     atomic_int stopping;
     atomic_int active;     /* generation requests whose answer is not completely sent */
+    atomic_int failed;     /* 1: http_fail set fail_msg (2 while it writes it) */
+    char fail_msg[512];
     long created;
 };
 
@@ -94,6 +96,7 @@ struct stream {
     struct conn_rec *rec;
     struct MHD_Connection *mc;
     double last_out; /* when bytes were last produced, for the keep-alive comment */
+    int fail_sent;   /* the job's failure event (http_fail) is in out */
 };
 
 typedef enum MHD_Result (*handler_fn)(struct conn *c, struct MHD_Connection *mc);
@@ -435,6 +438,12 @@ static enum MHD_Result reply_error(struct conn *c, struct MHD_Connection *mc, in
     return reply_api_error(c, mc, &e);
 }
 
+/* The job is ending (http_fail): the error its clients get, code job_failed, status 503. */
+static void fail_error(const struct http_server *h, struct api_error *e) {
+    api_err(e, 503, "", "%s", h->fail_msg);
+    e->code = "job_failed";
+}
+
 /* The peer hung up (or the socket broke): nothing we write will be read. */
 static int client_gone(int fd) {
     if (fd < 0) return 0;
@@ -453,6 +462,24 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     struct stream *s = cls;
     while (s->off == s->out.len) {
+        if (s->fail_sent) { /* the failure event went out: nothing follows it */
+            gen_cancel(s->gen);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (atomic_load(&s->h->failed) == 1 && !gen_done(s->gen)) {
+            struct api_error e;
+            fail_error(s->h, &e);
+            size_t len;
+            char *j = api_error_json(&e, &len);
+            s->out.len = 0;
+            s->off = 0;
+            sbuf_adds(&s->out, "data: ");
+            sbuf_add(&s->out, j, len);
+            sbuf_adds(&s->out, "\n\n");
+            free(j);
+            s->fail_sent = 1;
+            break;
+        }
         if (gen_done(s->gen)) return MHD_CONTENT_READER_END_OF_STREAM;
         s->out.len = 0;
         s->off = 0;
@@ -545,6 +572,13 @@ static enum MHD_Result gen_wait(struct conn *c, struct MHD_Connection *mc) {
         int done = gen_poll(g, &scratch, 0);
         scratch.len = 0;
         if (done) break;
+        if (atomic_load(&h->failed) == 1) {
+            sbuf_free(&scratch);
+            gen_cancel(g);
+            struct api_error e;
+            fail_error(h, &e);
+            return reply_api_error(c, mc, &e);
+        }
         if (client_gone(c->fd) || atomic_load(&h->stopping)) {
             sbuf_free(&scratch);
             gen_cancel(g);
@@ -912,6 +946,18 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
 
 void http_drain(struct http_server *h) {
     if (h) atomic_store(&h->draining, 1);
+}
+
+void http_fail(struct http_server *h, const char *msg, double grace_s) {
+    if (!h || atomic_exchange(&h->failed, 2)) return; /* once */
+    snprintf(h->fail_msg, sizeof h->fail_msg, "%s", msg);
+    atomic_store(&h->failed, 1);
+    conns_wake_all(h->cs); /* each waiting handler sees the failure and answers */
+    double deadline = clock_now() + grace_s;
+    while (atomic_load(&h->active) > 0 && clock_now() < deadline) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 void http_free(struct http_server *h) {

@@ -51,5 +51,10 @@ void http_drain(struct http_server *h);
  * bytes go, closes the listeners, unlinks the socket, stops the connection threads and
  * frees everything. */
 void http_free(struct http_server *h);
+/* The job is about to end (a fatal error or a stuck step on rank 0; any thread): every
+ * stream in flight gets an error event in OpenAI's shape (type server_error, the message
+ * given) after what it already had, and ends; a waiting non-streamed request gets 503.
+ * Returns once they are sent, or after at most grace_s seconds. */
+void http_fail(struct http_server *h, const char *msg, double grace_s);
 
 #endif

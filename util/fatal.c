@@ -21,6 +21,12 @@ void fatal_exit(const char *file, int line, const char *fmt, ...) {
     exit(1);
 }
 
+void fatal_abort(int code) {
+    fflush(stderr);
+    if (fatal_hook) fatal_hook(code);
+    exit(code);
+}
+
 void *xmalloc(unsigned long n) {
     void *p = malloc(n ? n : 1);
     if (!p) FATAL("out of memory allocating %lu bytes", n);

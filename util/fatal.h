@@ -7,6 +7,10 @@ void fatal_set_hook(void (*hook)(int code));
 void fatal_exit(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
 
+/* Ends the process through the hook (the whole job, under MPI), else exit(code): for a
+ * caller that printed its own message (the step deadline). */
+void fatal_abort(int code) __attribute__((noreturn));
+
 #define FATAL(...) fatal_exit(__FILE__, __LINE__, __VA_ARGS__)
 
 /* For calls that return 0 on success: prints the statement on failure. */

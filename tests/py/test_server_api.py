@@ -79,13 +79,9 @@ class Server:
         out = {}
         pids = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
         for pid in pids:
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            except OSError:
-                continue
-            if b"OMPI_COMM_WORLD_RANK" in env:
-                out[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(pid)
+            r = tpd_cli.mpi_rank(pid)
+            if r is not None:
+                out[r] = int(pid)
         return out
 
     def terminate(self):

@@ -55,6 +55,18 @@ def mpirun_env():
     return env
 
 
+def mpi_rank(pid):
+    """World rank of a process Open MPI started (OMPI_COMM_WORLD_RANK in its environment), or
+    None (not an MPI rank, or gone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        return None
+    r = env.get(b"OMPI_COMM_WORLD_RANK")
+    return int(r) if r is not None else None
+
+
 def default_threads(tp):
     """All cores for one rank; one thread per rank when several share the machine."""
     return max(1, os.cpu_count() or 1) if tp == 1 else 1
