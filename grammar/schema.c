@@ -1,11 +1,13 @@
 /* JSON Schema -> GBNF (grammar.h). Each subschema becomes a rule; $ref targets become rules
  * once each (so recursion works) through a work list, never by recursion over the chain.
- * Choices, documented in grammar.h and docs: properties come out in the schema's order;
- * without additionalProperties only the declared properties appear (a subset of what the
- * schema allows); minimum/maximum on numbers yield integers in the range; anyOf and oneOf
- * are the union of their branches (oneOf's exclusivity is not enforced); allOf merges its
- * subschemas' keywords (properties and required are combined). Any other keyword is an
- * error that names it. */
+ * Choices, documented in grammar.h and docs/structured-output.md: properties come out in
+ * the schema's order; without additionalProperties only the declared properties appear (a
+ * subset of what the schema allows), and extra keys never take a declared name;
+ * minimum/maximum on numbers yield integers in the range; anyOf is the union of its
+ * branches, oneOf too once its branches are shown (or narrowed to be) exclusive, else it is
+ * refused; allOf merges its subschemas' keywords (merge_props for the object ones). A
+ * keyword that changes validity and is not implemented is an error that names it; unknown
+ * keywords are ignored, as the specification says. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "../util/utf8.h"
 #include "gram_ir.h"
 #include "grammar.h"
 #include "regex.h"
@@ -39,18 +42,34 @@ struct sc {
     cJSON *owned; /* merged schemas, freed at the end */
 };
 
-static const char *const annotations[] = {"title", "description", "default", "examples", "$schema", "$id",
-                                          "$comment", "deprecated", "readOnly", "writeOnly", "$defs",
-                                          "definitions", NULL};
+/* The keywords implemented; those that change what is valid but are not implemented (a
+ * schema using one is refused, never half-honoured). Any other name is ignored, as the
+ * specification says of unknown keywords (drafts 4-7) and annotations (2019-09, 2020-12):
+ * id, x-* extensions, readonly, links, example, javaType... */
 static const char *const keywords[] = {"type", "properties", "required", "additionalProperties", "items",
                                        "prefixItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf",
                                        "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum",
                                        "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+static const char *const unimplemented[] = {"multipleOf", "uniqueItems", "contains", "maxProperties",
+                                            "minProperties", "patternProperties", "dependencies",
+                                            "dependentRequired", "dependentSchemas", "propertyNames", "if", "not",
+                                            "unevaluatedItems", "unevaluatedProperties", "additionalItems",
+                                            "$dynamicRef", "$recursiveRef", NULL};
 
 static int in_list(const char *const *l, const char *s) {
     for (; *l; l++)
         if (strcmp(*l, s) == 0) return 1;
     return 0;
+}
+
+/* 1 when keyword k of schema s changes what s accepts (implemented or not). Keywords that
+ * only act beside another (then/else beside if, additionalItems beside an items array,
+ * minContains/maxContains beside contains) count through that one. */
+static int is_validity(const cJSON *s, const char *k) {
+    if (strcmp(k, "additionalItems") == 0) return cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(s, "items"));
+    if (strcmp(k, "if") == 0)
+        return cJSON_GetObjectItemCaseSensitive(s, "then") || cJSON_GetObjectItemCaseSensitive(s, "else");
+    return in_list(keywords, k) || in_list(unimplemented, k);
 }
 
 static int serr(struct sc *c, const char *fmt, const char *a) {
@@ -108,7 +127,7 @@ static const cJSON *resolve_pointer(struct sc *c, const char *ref) {
 static int only_ref(const cJSON *s) {
     if (!cJSON_IsObject(s) || !cJSON_GetObjectItemCaseSensitive(s, "$ref")) return 0;
     for (const cJSON *k = s->child; k; k = k->next)
-        if (strcmp(k->string, "$ref") != 0 && !in_list(annotations, k->string)) return 0;
+        if (strcmp(k->string, "$ref") != 0 && is_validity(s, k->string)) return 0;
     return 1;
 }
 
@@ -140,8 +159,47 @@ static int ref_rule(struct sc *c, const char *ref, char *nm) {
     return 0;
 }
 
-/* Keywords of a beside b's, for allOf and for siblings of anyOf: properties and required
- * combine, anything else must agree. Returns a new schema owned by c, or NULL. */
+/* all of x and y as one schema (x alone when they are equal), owned by the caller */
+static cJSON *all_of2(const cJSON *x, const cJSON *y) {
+    if (cJSON_IsTrue(x) || cJSON_Compare(x, y, 1)) return cJSON_Duplicate(y, 1);
+    if (cJSON_IsTrue(y)) return cJSON_Duplicate(x, 1);
+    if (cJSON_IsFalse(x) || cJSON_IsFalse(y)) return cJSON_CreateFalse();
+    cJSON *both = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(both, "allOf");
+    cJSON_AddItemToArray(arr, cJSON_Duplicate(x, 1));
+    cJSON_AddItemToArray(arr, cJSON_Duplicate(y, 1));
+    return both;
+}
+
+/* The object keywords of a and b together, into m (a copy of a): each side's
+ * additionalProperties governs the names the other side declares and it does not, so a
+ * name only one side declares is false where the other's additionalProperties is false
+ * (and must satisfy it where it is a schema); the additionalProperties of both apply to
+ * the names neither declares. */
+static void merge_props(cJSON *m, const cJSON *a, const cJSON *b) {
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "properties");
+    const cJSON *pb = cJSON_GetObjectItemCaseSensitive(b, "properties");
+    const cJSON *aa = cJSON_GetObjectItemCaseSensitive(a, "additionalProperties");
+    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(b, "additionalProperties");
+    if (!pa && !pb && !aa && !ab) return;
+    cJSON *p = cJSON_CreateObject();
+    for (const cJSON *x = pa ? pa->child : NULL; x; x = x->next) {
+        const cJSON *y = pb ? cJSON_GetObjectItemCaseSensitive(pb, x->string) : NULL;
+        cJSON_AddItemToObject(p, x->string, y ? all_of2(x, y) : ab ? all_of2(x, ab) : cJSON_Duplicate(x, 1));
+    }
+    for (const cJSON *y = pb ? pb->child : NULL; y; y = y->next)
+        if (!pa || !cJSON_GetObjectItemCaseSensitive(pa, y->string))
+            cJSON_AddItemToObject(p, y->string, aa ? all_of2(y, aa) : cJSON_Duplicate(y, 1));
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "properties");
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "additionalProperties");
+    if (p->child || pa || pb) cJSON_AddItemToObject(m, "properties", p);
+    else cJSON_Delete(p);
+    if (aa || ab) cJSON_AddItemToObject(m, "additionalProperties", !aa ? cJSON_Duplicate(ab, 1)
+                                                                  : !ab ? cJSON_Duplicate(aa, 1) : all_of2(aa, ab));
+}
+
+/* Keywords of a beside b's, for allOf and for siblings of anyOf: properties and
+ * additionalProperties as merge_props says, required combines, anything else must agree.
+ * Returns a new schema owned by c, or NULL. */
 static cJSON *merge(struct sc *c, const cJSON *a, const cJSON *b) {
     for (int hops = 0; only_ref(b); hops++) {
         b = resolve_pointer(c, cJSON_GetObjectItemCaseSensitive(b, "$ref")->valuestring);
@@ -160,22 +218,15 @@ static cJSON *merge(struct sc *c, const cJSON *a, const cJSON *b) {
     if (!m) FATAL("out of memory");
     cJSON_AddItemToArray(c->owned, m);
     for (const cJSON *k = b->child; k; k = k->next) {
-        if (in_list(annotations, k->string)) continue;
+        if (!is_validity(b, k->string)) continue;
+        if (strcmp(k->string, "properties") == 0 || strcmp(k->string, "additionalProperties") == 0) {
+            if (!cJSON_IsObject(k) && !cJSON_IsBool(k))
+                return serr(c, "'%s' must be an object", k->string), NULL;
+            continue;
+        }
         cJSON *have = cJSON_GetObjectItemCaseSensitive(m, k->string);
         if (!have) {
             cJSON_AddItemToObject(m, k->string, cJSON_Duplicate(k, 1));
-        } else if (strcmp(k->string, "properties") == 0 && cJSON_IsObject(k) && cJSON_IsObject(have)) {
-            for (const cJSON *p = k->child; p; p = p->next) {
-                cJSON *q = cJSON_GetObjectItemCaseSensitive(have, p->string);
-                if (!q) {
-                    cJSON_AddItemToObject(have, p->string, cJSON_Duplicate(p, 1));
-                } else if (!cJSON_Compare(p, q, 1)) { /* both apply: allOf of the two */
-                    cJSON *both = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(both, "allOf");
-                    cJSON_AddItemToArray(arr, cJSON_Duplicate(q, 1));
-                    cJSON_AddItemToArray(arr, cJSON_Duplicate(p, 1));
-                    cJSON_ReplaceItemInObjectCaseSensitive(have, p->string, both);
-                }
-            }
         } else if (strcmp(k->string, "required") == 0 && cJSON_IsArray(k) && cJSON_IsArray(have)) {
             for (const cJSON *p = k->child; p; p = p->next) {
                 int dup = 0;
@@ -188,6 +239,7 @@ static cJSON *merge(struct sc *c, const cJSON *a, const cJSON *b) {
                    NULL;
         }
     }
+    merge_props(m, a, b);
     return m;
 }
 
@@ -202,7 +254,7 @@ static cJSON *without(struct sc *c, const cJSON *s, const char *const *drop) {
 
 static int has_constraints(const cJSON *s) {
     for (const cJSON *k = s->child; k; k = k->next)
-        if (!in_list(annotations, k->string)) return 1;
+        if (is_validity(s, k->string)) return 1;
     return 0;
 }
 
@@ -389,6 +441,110 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
 
 /* ---- objects ---- */
 
+/* A code point inside a GBNF character class. */
+static void class_cp(struct sbuf *b, uint32_t cp) {
+    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9')) sbuf_addf(b, "%c", cp);
+    else if (cp < 0x80) sbuf_addf(b, "\\x%02X", cp);
+    else if (cp <= 0xFFFF) sbuf_addf(b, "\\u%04X", cp);
+    else sbuf_addf(b, "\\U%08X", cp);
+}
+
+/* The one-letter JSON escape of cp ('"' -> '"', '\n' -> 'n'), or 0. */
+static char short_escape(uint32_t cp) {
+    static const char from[] = "\"\\/\b\f\n\r\t", to[] = "\"\\/bfnrt";
+    for (int i = 0; from[i]; i++)
+        if ((uint32_t)(uint8_t)from[i] == cp) return to[i];
+    return 0;
+}
+
+static int raw_ok(uint32_t cp) { return cp >= 0x20 && cp != '"' && cp != '\\' && cp != 0x7F; }
+
+/* The ways a key's character cp may be written: raw and/or its short escape. */
+static void put_key_char(struct sbuf *b, uint32_t cp) {
+    char e = short_escape(cp), esc[3] = {'\\', e, 0};
+    uint8_t u[4];
+    size_t n = utf8_encode(cp, u);
+    sbuf_adds(b, "(");
+    if (raw_ok(cp)) gbnf_put_literal(b, (const char *)u, n);
+    if (e) {
+        if (raw_ok(cp)) sbuf_adds(b, " | ");
+        gbnf_put_literal(b, esc, 2);
+    }
+    sbuf_adds(b, ")");
+}
+
+struct knode {
+    uint32_t cp;     /* the character leading here */
+    int first, next; /* first child, next sibling (-1: none) */
+    int is_name;
+};
+
+/* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
+ * none of names[0..n), as in a trie of the names: at each node the string may end (unless
+ * the node ends a name), take a child's character, or take any other character and then
+ * anything. Keys written this way use raw characters and the short escapes only (no \\u):
+ * a subset of the keys JSON allows, so that each decoded character has few spellings. */
+static void gen_key_not_in(struct sc *c, const char *const *names, int n, char *nm) {
+    int cap = 16, used = 1;
+    struct knode *t = xmalloc(sizeof *t * (size_t)cap);
+    t[0] = (struct knode){0, -1, -1, 0};
+    for (int i = 0; i < n; i++) {
+        const uint8_t *p = (const uint8_t *)names[i];
+        size_t len = strlen(names[i]), at = 0;
+        int cur = 0;
+        while (at < len) {
+            size_t l = utf8_valid_len(p + at, len - at);
+            uint32_t cp = l ? utf8_decode(p + at, l) : p[at];
+            at += l ? l : 1;
+            int k = t[cur].first;
+            while (k >= 0 && t[k].cp != cp) k = t[k].next;
+            if (k < 0) {
+                if (used == cap) t = xrealloc(t, sizeof *t * (size_t)(cap *= 2));
+                k = used++;
+                t[k] = (struct knode){cp, -1, t[cur].first, 0};
+                t[cur].first = k;
+            }
+            cur = k;
+        }
+        t[cur].is_name = 1;
+    }
+    char base[RN];
+    new_rule(c, base);
+    /* any key character (no \\u escapes), then the closing quote */
+    sbuf_addf(c->out, "%s-any ::= ([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt])* \"\\\"\"\n", base);
+    for (int k = 0; k < used; k++) {
+        struct sbuf r = {0}, cls = {0}, esc = {0};
+        if (!t[k].is_name) sbuf_adds(&r, "\"\\\"\" | ");
+        for (int ch = t[k].first; ch >= 0; ch = t[ch].next) {
+            put_key_char(&r, t[ch].cp);
+            sbuf_addf(&r, " %s-%d | ", base, ch);
+            class_cp(&cls, t[ch].cp);
+        }
+        /* any other character: raw ones outside the children, short escapes of others */
+        sbuf_addf(&r, "([^\"\\\\\\x7F\\x00-\\x1F%s]", cls.p ? cls.p : "");
+        static const char letters[] = "\"\\/bfnrt", dec[] = "\"\\/\b\f\n\r\t";
+        for (int i = 0; letters[i]; i++) {
+            int child = 0;
+            for (int ch = t[k].first; ch >= 0; ch = t[ch].next) child |= t[ch].cp == (uint8_t)dec[i];
+            if (child) continue;
+            if (letters[i] == '"' || letters[i] == '\\') sbuf_adds(&esc, "\\");
+            sbuf_add(&esc, &letters[i], 1);
+        }
+        if (esc.len) sbuf_addf(&r, " | \"\\\\\" [%s]", esc.p);
+        sbuf_addf(&r, ") %s-any", base);
+        char rn[RN + 16];
+        snprintf(rn, sizeof rn, "%s-%d", base, k);
+        emit(c, rn, r.p);
+        sbuf_free(&r);
+        sbuf_free(&cls);
+        sbuf_free(&esc);
+    }
+    free(t);
+    snprintf(nm, RN, "%.100s-key", base);
+    sbuf_addf(c->out, "%s ::= \"\\\"\" %s-0\n", nm, base);
+}
+
+
 static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
@@ -429,13 +585,23 @@ static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     }
     /* extra keys: any when the schema says nothing about properties at all */
     int extra = addl ? !cJSON_IsFalse(addl) : props == NULL;
-    char extra_val[RN] = "";
+    char extra_val[RN] = "", extra_key[RN] = "";
     if (extra) {
         if (addl && cJSON_IsObject(addl)) {
             if (gen(c, addl, extra_val) < 0) goto out;
         } else {
             snprintf(extra_val, RN, "%s", c->j);
         }
+        /* an extra key is never a declared name (false ones included), so no property
+         * escapes its own schema nor comes out twice */
+        int nn = 0;
+        const char **names = xmalloc(sizeof *names * ((size_t)n + (size_t)cJSON_GetArraySize(props) + 1));
+        for (const cJSON *p = props ? props->child : NULL; p; p = p->next) names[nn++] = p->string;
+        for (int k = 0; k < n; k++)
+            if (!props || !cJSON_GetObjectItemCaseSensitive(props, pl[k].key)) names[nn++] = pl[k].key;
+        if (nn) gen_key_not_in(c, names, nn, extra_key);
+        else snprintf(extra_key, RN, "%s-string", c->j);
+        free(names);
     }
     char (*vals)[RN] = xcalloc((size_t)n + 1, RN);
     for (int k = 0; k < n; k++) {
@@ -457,8 +623,8 @@ static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
                 if (extra) {
                     char sep[RN + 16] = "";
                     if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
-                    sbuf_addf(&r, "(%s%s-string \":\" %s-ws %s (\",\" %s-ws %s-string \":\" %s-ws %s)*)?", sep, c->j,
-                              c->j, extra_val, c->j, c->j, c->j, extra_val);
+                    sbuf_addf(&r, "(%s%s %s-ws \":\" %s-ws %s (\",\" %s-ws %s %s-ws \":\" %s-ws %s)*)?", sep,
+                              extra_key, c->j, c->j, extra_val, c->j, extra_key, c->j, c->j, extra_val);
                 }
                 else
                     sbuf_adds(&r, "\"\"");
@@ -550,6 +716,359 @@ static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     return 0;
 }
 
+/* ---- oneOf: exclusive branches ----
+ * A value of oneOf must match exactly one branch. The grammar produces branch i's values
+ * (gen, a subset of what i accepts) and none may be accepted by another branch j (acc: what
+ * j accepts, over-approximated where unsure). That is decided from types, const/enum values,
+ * numeric, length and item-count ranges, and for objects a property one branch always writes
+ * and the other forbids or constrains disjointly (a discriminator). Where a branch i may
+ * write a property that j requires, i is narrowed to never write it ("sharpened"), which
+ * keeps its values valid for i and rejected by j. Anything else is refused. */
+
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64, T_ANY = 127 };
+
+static int value_type(const cJSON *v) {
+    if (cJSON_IsNull(v)) return T_NULL;
+    if (cJSON_IsBool(v)) return T_BOOL;
+    if (cJSON_IsObject(v)) return T_OBJ;
+    if (cJSON_IsArray(v)) return T_ARR;
+    if (cJSON_IsString(v)) return T_STR;
+    return v->valuedouble == floor(v->valuedouble) ? T_INT : T_FRAC;
+}
+
+static int type_bits(const cJSON *t) {
+    static const char *const names[] = {"null", "boolean", "object", "array", "string", "integer", "number"};
+    static const int bits[] = {T_NULL, T_BOOL, T_OBJ, T_ARR, T_STR, T_INT, T_INT | T_FRAC};
+    if (!t) return T_ANY;
+    int m = 0;
+    for (const cJSON *x = cJSON_IsArray(t) ? t->child : t; x; x = cJSON_IsArray(t) ? x->next : NULL)
+        for (int i = 0; i < 7; i++)
+            if (cJSON_IsString(x) && strcmp(x->valuestring, names[i]) == 0) m |= bits[i];
+    return m;
+}
+
+static const char *infer_type(const cJSON *s);
+
+/* s with its $ref chain followed and allOf (and $ref beside keywords) merged at its top;
+ * NULL with err on an error the generation would report too. */
+static const cJSON *flat(struct sc *c, const cJSON *s) {
+    for (int hops = 0; cJSON_IsObject(s); hops++) {
+        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+        const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+        if (hops > 64) return serr(c, "%s", "$ref: a chain of references without end"), NULL;
+        if (only_ref(s) && cJSON_IsString(ref)) {
+            s = resolve_pointer(c, ref->valuestring);
+            if (!s) return serr(c, "$ref '%s' does not resolve", ref->valuestring), NULL;
+        } else if (cJSON_IsString(ref)) {
+            static const char *const drop[] = {"$ref", NULL};
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddItemToArray(c->owned, r);
+            cJSON_AddStringToObject(r, "$ref", ref->valuestring);
+            s = merge(c, without(c, s, drop), r);
+        } else if (cJSON_IsArray(all)) {
+            static const char *const drop[] = {"allOf", NULL};
+            cJSON *m = without(c, s, drop);
+            for (const cJSON *x = all->child; x && m; x = x->next) m = merge(c, m, x);
+            s = m;
+        } else {
+            break;
+        }
+        if (!s) return NULL;
+    }
+    return s;
+}
+
+static const cJSON *branches_of(const cJSON *s) {
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
+    return b ? b : cJSON_GetObjectItemCaseSensitive(s, "oneOf");
+}
+
+/* The types the grammar of s produces (s flat). */
+static int gen_types(struct sc *c, const cJSON *s, int depth) {
+    if (cJSON_IsBool(s)) return cJSON_IsTrue(s) ? T_ANY : 0;
+    if (!cJSON_IsObject(s) || depth > 16) return T_ANY;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "const"), *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    const cJSON *br = branches_of(s), *t = cJSON_GetObjectItemCaseSensitive(s, "type");
+    int m = 0;
+    if (br) {
+        for (const cJSON *x = br->child; x; x = x->next) {
+            const cJSON *f = flat(c, x);
+            m |= f ? gen_types(c, f, depth + 1) : T_ANY;
+        }
+        return m & type_bits(t);
+    }
+    if (v) return value_type(v);
+    if (cJSON_IsArray(e)) {
+        for (const cJSON *x = e->child; x; x = x->next) m |= value_type(x);
+        return m;
+    }
+    if (t) return type_bits(t);
+    const char *it = infer_type(s);
+    if (!it) return T_ANY;
+    cJSON *tmp = cJSON_CreateString(it);
+    m = type_bits(tmp);
+    cJSON_Delete(tmp);
+    return m;
+}
+
+/* The types s accepts, or more (s flat). */
+static int acc_types(struct sc *c, const cJSON *s, int depth) {
+    if (cJSON_IsBool(s)) return cJSON_IsTrue(s) ? T_ANY : 0;
+    if (!cJSON_IsObject(s) || depth > 16) return T_ANY;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "const"), *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    const cJSON *br = branches_of(s);
+    int m = type_bits(cJSON_GetObjectItemCaseSensitive(s, "type"));
+    if (v) m &= value_type(v);
+    if (cJSON_IsArray(e)) {
+        int u = 0;
+        for (const cJSON *x = e->child; x; x = x->next) u |= value_type(x);
+        m &= u;
+    }
+    if (br) {
+        int u = 0;
+        for (const cJSON *x = br->child; x; x = x->next) {
+            const cJSON *f = flat(c, x);
+            u |= f ? acc_types(c, f, depth + 1) : T_ANY;
+        }
+        m &= u;
+    }
+    return m;
+}
+
+static double num_kw(const cJSON *s, const char *k, double dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* [lo, hi] of a keyword pair (minLength/maxLength...), hi < 0: none */
+static void count_range(const cJSON *s, const char *mn, const char *mx, double *lo, double *hi) {
+    *lo = num_kw(s, mn, 0);
+    *hi = num_kw(s, mx, -1);
+}
+
+/* The numbers s admits, as [lo, hi] with exclusive ends flagged (draft-4 boolean
+ * exclusiveMinimum/Maximum too). */
+static void num_range(const cJSON *s, double *lo, int *lo_x, double *hi, int *hi_x) {
+    const cJSON *xmn = cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum");
+    const cJSON *xmx = cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum");
+    *lo = num_kw(s, "minimum", -INFINITY);
+    *hi = num_kw(s, "maximum", INFINITY);
+    *lo_x = cJSON_IsTrue(xmn);
+    *hi_x = cJSON_IsTrue(xmx);
+    if (cJSON_IsNumber(xmn) && xmn->valuedouble >= *lo) *lo = xmn->valuedouble, *lo_x = 1;
+    if (cJSON_IsNumber(xmx) && xmx->valuedouble <= *hi) *hi = xmx->valuedouble, *hi_x = 1;
+}
+
+static size_t cp_len(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += ((uint8_t)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* 0 when s surely rejects the value v, else 1 (unsure counts as accepting). */
+static int might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth) {
+    s = flat(c, s);
+    if (!s || depth > 16) return 1;
+    if (cJSON_IsBool(s)) return cJSON_IsTrue(s);
+    if (!cJSON_IsObject(s)) return 1;
+    int vt = value_type(v);
+    if (!(acc_types(c, s, depth) & vt)) return 0;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "const"), *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    if (k && !cJSON_Compare(k, v, 1)) return 0;
+    if (cJSON_IsArray(e)) {
+        int in = 0;
+        for (const cJSON *x = e->child; x && !in; x = x->next) in = cJSON_Compare(x, v, 1);
+        if (!in) return 0;
+    }
+    const cJSON *br = branches_of(s);
+    if (br) {
+        int any = 0;
+        for (const cJSON *x = br->child; x && !any; x = x->next) any = might_accept(c, x, v, depth + 1);
+        if (!any) return 0;
+    }
+    if (vt == T_STR) {
+        double lo, hi, n = (double)cp_len(v->valuestring);
+        count_range(s, "minLength", "maxLength", &lo, &hi);
+        if (n < lo || (hi >= 0 && n > hi)) return 0;
+    } else if (vt & (T_INT | T_FRAC)) {
+        double lo, hi, x = v->valuedouble;
+        int lx, hx;
+        num_range(s, &lo, &lx, &hi, &hx);
+        if (x < lo || (lx && x == lo) || x > hi || (hx && x == hi)) return 0;
+    } else if (vt == T_OBJ) {
+        const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+        const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+        for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next)
+            if (cJSON_IsString(r) && !cJSON_GetObjectItemCaseSensitive(v, r->valuestring)) return 0;
+        for (const cJSON *p = v->child; p; p = p->next) {
+            const cJSON *ps = props ? cJSON_GetObjectItemCaseSensitive(props, p->string) : NULL;
+            if (!ps) ps = addl;
+            if (ps && !cJSON_GetObjectItemCaseSensitive(s, "patternProperties") && !might_accept(c, ps, p, depth + 1))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth);
+
+static const cJSON *prop_schema(const cJSON *s, const char *name) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    return p ? cJSON_GetObjectItemCaseSensitive(p, name) : NULL;
+}
+
+/* 1 when the objects a writes never satisfy b (both flat). */
+static int obj_disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
+    const cJSON *ra = cJSON_GetObjectItemCaseSensitive(a, "required");
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(b, "required");
+    const cJSON *aa = cJSON_GetObjectItemCaseSensitive(a, "additionalProperties");
+    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(b, "additionalProperties");
+    int extras_a = aa ? !cJSON_IsFalse(aa) : !cJSON_GetObjectItemCaseSensitive(a, "properties");
+    int pattern_b = cJSON_GetObjectItemCaseSensitive(b, "patternProperties") != NULL;
+    for (const cJSON *r = cJSON_IsArray(ra) ? ra->child : NULL; r; r = r->next) {
+        if (!cJSON_IsString(r)) continue;
+        const cJSON *bp = prop_schema(b, r->valuestring), *ap = prop_schema(a, r->valuestring);
+        if (bp && cJSON_IsFalse(bp)) return 1;
+        if (!bp && !pattern_b && cJSON_IsFalse(ab)) return 1;
+        if (!ap) ap = cJSON_IsObject(aa) ? aa : NULL;
+        if (!bp && !pattern_b) bp = cJSON_IsObject(ab) ? ab : NULL;
+        if (ap && bp && disjoint(c, ap, bp, depth + 1) == 1) return 1;
+    }
+    for (const cJSON *r = cJSON_IsArray(rb) ? rb->child : NULL; r; r = r->next) {
+        if (!cJSON_IsString(r)) continue;
+        int in_ra = 0;
+        for (const cJSON *q = cJSON_IsArray(ra) ? ra->child : NULL; q; q = q->next) in_ra |= cJSON_Compare(q, r, 1);
+        if (in_ra) continue;
+        const cJSON *ap = prop_schema(a, r->valuestring);
+        if (ap ? cJSON_IsFalse(ap) : !extras_a) return 1;
+    }
+    return 0;
+}
+
+/* 1: no value the grammar of a produces is accepted by b; 0: unsure; -1: an error (err). */
+static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
+    if (!(a = flat(c, a)) || !(b = flat(c, b))) return -1;
+    if (depth > 16) return 0;
+    int common = gen_types(c, a, depth) & acc_types(c, b, depth);
+    if (!common) return 1;
+    if (cJSON_IsBool(a) || cJSON_IsBool(b)) return 0;
+    const cJSON *ka = cJSON_GetObjectItemCaseSensitive(a, "const"), *ea = cJSON_GetObjectItemCaseSensitive(a, "enum");
+    const cJSON *bra = branches_of(a), *brb = branches_of(b);
+    if (brb) { /* b accepts no more than the union of its branches */
+        for (const cJSON *x = brb->child; x; x = x->next) {
+            int d = disjoint(c, a, x, depth + 1);
+            if (d != 1) return d;
+        }
+        return 1;
+    }
+    if (bra) {
+        static const char *const drop[] = {"anyOf", "oneOf", NULL};
+        const cJSON *sib = without(c, a, drop);
+        for (const cJSON *x = bra->child; x; x = x->next) {
+            const cJSON *m = has_constraints(sib) ? merge(c, sib, x) : x;
+            if (!m) return -1;
+            int d = disjoint(c, m, b, depth + 1);
+            if (d != 1) return d;
+        }
+        return 1;
+    }
+    if (ka || cJSON_IsArray(ea)) { /* a writes finitely many values: test each */
+        for (const cJSON *x = ka ? ka : ea->child; x; x = ka ? NULL : x->next)
+            if (might_accept(c, b, x, depth + 1)) return 0;
+        return 1;
+    }
+    const cJSON *kb = cJSON_GetObjectItemCaseSensitive(b, "const"), *eb = cJSON_GetObjectItemCaseSensitive(b, "enum");
+    for (int bit = 1; bit < T_ANY; bit <<= 1) {
+        if (!(common & bit)) continue;
+        if (bit == T_INT || bit == T_FRAC) {
+            double la, ha, lb, hb;
+            int lax, hax, lbx, hbx;
+            num_range(a, &la, &lax, &ha, &hax);
+            num_range(b, &lb, &lbx, &hb, &hbx);
+            if (kb || cJSON_IsArray(eb)) {
+                for (const cJSON *x = kb ? kb : eb->child; x; x = kb ? NULL : x->next)
+                    if (cJSON_IsNumber(x) && x->valuedouble >= la && x->valuedouble <= ha) return 0;
+            } else if (!(ha < lb || (ha == lb && (hax || lbx)) || hb < la || (hb == la && (hbx || lax)))) {
+                return 0;
+            }
+        } else if (bit == T_STR) {
+            double la, ha, lb, hb;
+            if (cJSON_GetObjectItemCaseSensitive(a, "format") || cJSON_GetObjectItemCaseSensitive(a, "pattern"))
+                return 0;
+            count_range(a, "minLength", "maxLength", &la, &ha);
+            count_range(b, "minLength", "maxLength", &lb, &hb);
+            if (kb || cJSON_IsArray(eb)) {
+                for (const cJSON *x = kb ? kb : eb->child; x; x = kb ? NULL : x->next) {
+                    double n = cJSON_IsString(x) ? (double)cp_len(x->valuestring) : -1;
+                    if (n >= la && (ha < 0 || n <= ha)) return 0;
+                }
+            } else if (!((ha >= 0 && ha < lb) || (hb >= 0 && hb < la))) {
+                return 0;
+            }
+        } else if (bit == T_ARR) {
+            double la, ha, lb, hb;
+            count_range(a, "minItems", "maxItems", &la, &ha);
+            count_range(b, "minItems", "maxItems", &lb, &hb);
+            if (kb || cJSON_IsArray(eb) || !((ha >= 0 && ha < lb) || (hb >= 0 && hb < la))) return 0;
+        } else if (bit == T_OBJ) {
+            if (kb || cJSON_IsArray(eb) || !obj_disjoint(c, a, b, depth)) return 0;
+        } else {
+            return 0; /* null, boolean: the grammar may write any of them */
+        }
+    }
+    return 1;
+}
+
+/* Branch a (flat) narrowed so that it never writes a property b requires and a does not;
+ * NULL when there is none to narrow by. */
+static const cJSON *sharpen(struct sc *c, const cJSON *a, const cJSON *b) {
+    const cJSON *ra = cJSON_GetObjectItemCaseSensitive(a, "required");
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(b, "required");
+    if (!cJSON_IsObject(a) || !(gen_types(c, a, 0) & T_OBJ) || branches_of(a)) return NULL;
+    for (const cJSON *r = cJSON_IsArray(rb) ? rb->child : NULL; r; r = r->next) {
+        int in_ra = 0;
+        for (const cJSON *q = cJSON_IsArray(ra) ? ra->child : NULL; q; q = q->next) in_ra |= cJSON_Compare(q, r, 1);
+        if (in_ra || !cJSON_IsString(r)) continue;
+        static const char *const none[] = {NULL};
+        cJSON *m = without(c, a, none), *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+        if (!p) p = cJSON_AddObjectToObject(m, "properties");
+        if (!cJSON_IsObject(p)) return NULL;
+        cJSON_DeleteItemFromObjectCaseSensitive(p, r->valuestring);
+        cJSON_AddFalseToObject(p, r->valuestring);
+        return m;
+    }
+    return NULL;
+}
+
+/* br[0..n): oneOf's branches (siblings merged in); narrows them where that makes them
+ * exclusive (br[i] replaced), or refuses. 0, or -1 with err. */
+static int one_of_exclusive(struct sc *c, const cJSON **br, int n) {
+    const cJSON **acc = xmalloc(sizeof *acc * (size_t)n);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (!(acc[i] = flat(c, br[i]))) rc = -1;
+    for (int i = 0; i < n && rc == 0; i++)
+        for (int j = 0; j < n && rc == 0; j++) {
+            if (i == j) continue;
+            int d = disjoint(c, br[i], acc[j], 0);
+            const cJSON *s = NULL;
+            for (int tries = 0; d == 0 && tries < 64 && (s = sharpen(c, flat(c, br[i]), acc[j])); tries++) {
+                br[i] = s;
+                d = disjoint(c, br[i], acc[j], 0);
+            }
+            if (d < 0) rc = -1;
+            else if (d == 0)
+                rc = err_set(c->err, "JSON Schema: oneOf: branches %d and %d may both match one value, which "
+                             "oneOf forbids, and tpd cannot tell them apart (it does by type, const/enum values, "
+                             "numeric, length or item-count ranges, and properties one branch requires and the "
+                             "other forbids or constrains differently); use anyOf if a value may match both",
+                             i, j);
+        }
+    free(acc);
+    return rc;
+}
+
 /* ---- dispatch ---- */
 
 static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf *b) {
@@ -594,13 +1113,14 @@ static int gen(struct sc *c, const cJSON *s, char *nm) {
     if (!cJSON_IsObject(s)) return serr(c, "%s", "a schema must be an object or a boolean");
     if (++c->depth > GRAMMAR_MAX_NESTING) return serr(c, "%s", "schema nested deeper than 64 levels");
     for (const cJSON *k = s->child; k; k = k->next)
-        if (!in_list(keywords, k->string) && !in_list(annotations, k->string))
+        if (is_validity(s, k->string) && !in_list(keywords, k->string))
             return serr(c, "unsupported keyword '%s'", k->string);
     int rc = 0;
     struct sbuf b = {0};
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
+    int one = !any; /* both: anyOf here, oneOf in each branch (it stays among the siblings) */
     if (!any) any = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
     if (ref) {
         if (!cJSON_IsString(ref)) rc = serr(c, "%s", "'$ref' must be a string");
@@ -635,19 +1155,21 @@ static int gen(struct sc *c, const cJSON *s, char *nm) {
         }
     } else if (any) {
         if (!cJSON_IsArray(any) || cJSON_GetArraySize(any) == 0) rc = serr(c, "%s", "'anyOf'/'oneOf' must be a non-empty array");
-        static const char *const drop[] = {"anyOf", "oneOf", NULL};
-        cJSON *sib = rc == 0 ? without(c, s, drop) : NULL;
-        int k = 0;
+        static const char *const drop_any[] = {"anyOf", NULL}, *const drop_one[] = {"oneOf", NULL};
+        cJSON *sib = rc == 0 ? without(c, s, one ? drop_one : drop_any) : NULL;
+        int n = rc == 0 ? cJSON_GetArraySize(any) : 0, k = 0;
+        const cJSON **br = xcalloc((size_t)n + 1, sizeof *br);
         for (const cJSON *x = rc == 0 ? any->child : NULL; x; x = x->next, k++) {
-            const cJSON *branch = x;
-            if (has_constraints(sib)) branch = merge(c, sib, x);
-            char br[RN];
-            if (!branch || gen(c, branch, br) < 0) {
-                rc = -1;
-                break;
-            }
-            sbuf_addf(&b, "%s%s", k ? " | " : "", br);
+            br[k] = has_constraints(sib) ? merge(c, sib, x) : x;
+            if (!br[k]) rc = -1;
         }
+        if (rc == 0 && one && n > 1) rc = one_of_exclusive(c, br, n);
+        for (k = 0; rc == 0 && k < n; k++) {
+            char nm2[RN];
+            if (gen(c, br[k], nm2) < 0) rc = -1;
+            else sbuf_addf(&b, "%s%s", k ? " | " : "", nm2);
+        }
+        free(br);
     } else if (cJSON_GetObjectItemCaseSensitive(s, "const")) {
         put_json_literal(c, &b, cJSON_GetObjectItemCaseSensitive(s, "const"));
     } else if (cJSON_GetObjectItemCaseSensitive(s, "enum")) {

@@ -6,6 +6,8 @@
  *   gbnf               print the GBNF the converters make of FILE
  *   compile            print "ok" or "error: ..." and the milliseconds taken
  *   vocab              print each token: id, usable (0/1), bytes in hex
+ *   match FILE2        for each line of FILE2 (a text to match whole), "1" when the grammar
+ *                      takes it as a complete sentence, else "0" (one line each)
  *   walk SEED STEPS    a random walk through allowed tokens; one JSON line per state:
  *                      {"prefix": hex, "allowed": [ids], "can_end": 0|1}
  *   bench STEPS        mask time per step along a random walk: first a line with the
@@ -158,6 +160,23 @@ int main(int argc, char **argv) {
     if (!g) {
         printf("error: %s\n", err);
         return 1;
+    }
+    if (!strcmp(mode, "match")) {
+        size_t n2;
+        char *lines = read_all(argv[5], &n2);
+        for (size_t a = 0; a < n2;) {
+            size_t b = a;
+            while (b < n2 && lines[b] != '\n') b++;
+            struct grammar_matcher *m = grammar_matcher_new(g);
+            int ok = grammar_matcher_accept_bytes(m, lines + a, b - a) == 0 && grammar_matcher_can_end(m);
+            printf("%d\n", ok);
+            grammar_matcher_free(m);
+            a = b + 1;
+        }
+        free(lines);
+        grammar_unref(g);
+        grammar_vocab_free(v);
+        return 0;
     }
     uint8_t *is_end = calloc((size_t)n_vocab, 1);
     for (int i = 0; i < n_vocab; i++) is_end[i] = tok ? (uint8_t)tokenizer_is_eog(tok, i) : i == 256;

@@ -1,0 +1,152 @@
+"""JSON Schema -> grammar, value by value (issue 27): for each schema, instances that the
+`jsonschema` package (the independent reference, format checker on) calls valid must be
+taken by the compiled grammar where listed under `ok`, and instances it calls invalid must
+be refused (`bad`). Every verdict of the reference is asserted too, so a wrong test datum
+fails here rather than passing silently. Schemas the converter must refuse (a keyword that
+changes validity but is not implemented, a oneOf it cannot make exclusive) are compiled and
+their error checked.
+
+Runs the grammar module through tests/grammar/grammar_driver.c (`match` mode) over a
+vocabulary of single bytes, so no model is needed; texts are matched whole, as the output
+of a generation would be."""
+import json
+import os
+import subprocess
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("TPD_BUILD_DIR", os.path.join(ROOT, "build"))
+DRIVER = os.path.join(BUILD, "tests", "grammar_driver")
+jsonschema = pytest.importorskip("jsonschema")
+
+if not os.path.exists(DRIVER):
+    pytest.skip("grammar_driver not built", allow_module_level=True)
+
+
+class R(str):
+    """An instance given as its exact text (key order, duplicate keys, whitespace)."""
+
+
+def compact(v):
+    return str(v) if isinstance(v, R) else json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+
+def validator(schema):
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def run_driver(schema, texts, tmp_path, mode="match"):
+    sp, ip = tmp_path / "s.json", tmp_path / "i.txt"
+    sp.write_text(json.dumps(schema) if not isinstance(schema, str) else schema)
+    ip.write_text("\n".join(texts) + "\n")
+    args = [DRIVER, "-", "schema", str(sp), mode] + ([str(ip)] if mode == "match" else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    return r
+
+
+def matches(schema, texts, tmp_path):
+    r = run_driver(schema, texts, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = [l == "1" for l in r.stdout.split()]
+    assert len(got) == len(texts)
+    return got
+
+
+def check(schema, ok, bad, tmp_path):
+    v = validator(schema)
+    texts = [compact(x) for x in ok + bad]
+    for t in texts[:len(ok)]:
+        assert v.is_valid(json.loads(t)), ("test datum not valid", t)
+    for t in texts[len(ok):]:
+        assert not v.is_valid(json.loads(t)), ("test datum not invalid", t)
+    got = matches(schema, texts, tmp_path)
+    wrong = [(t, "refused" if i < len(ok) else "accepted") for i, (t, g) in enumerate(zip(texts, got))
+             if g != (i < len(ok))]
+    assert not wrong, wrong
+
+
+def refused(schema, needle, tmp_path):
+    r = run_driver(schema, [], tmp_path, mode="compile")
+    assert r.returncode == 1 and needle in r.stdout, r.stdout + r.stderr
+
+
+# (name, schema, ok, bad)
+SOUNDNESS = [
+    # a declared property never comes out through the additionalProperties path
+    ("declared-vs-additional-schema",
+     {"properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "integer"}},
+     [{"a": "x"}, {"a": "x", "b": 1}, {"b": 1}, {}, {"ab": 2}, {"": 3}],
+     [{"a": 1}, {"a": "x", "b": "y"}]),
+    ("declared-vs-additional-true-dup",
+     {"properties": {"a": {"type": "string"}}, "additionalProperties": True},
+     [{"a": "x"}, {"a": "x", "b": 1}, {"aa": 1}, {"b": [1]}],
+     [R('{"a":"x","a":1}'), R('{"a":1}'), R('{"b":1,"a":1}')]),
+    ("declared-names-escaped",
+     {"properties": {"a\"b": {"type": "integer"}, "\u00e9": {"type": "integer"}, "a/": {"type": "integer"}},
+      "additionalProperties": {"type": "string"}},
+     [R('{"a\\"b":1}'), {"\u00e9": 1}, {"x": "s"}, R('{"a\\\\":"s"}'), {"a": "s"}, {"\u00e9\u00e9": "s"}],
+     [R('{"a\\"b":"s"}'), R('{"\\u00e9":"s"}'), R('{"a\\/":"s"}'), {"a/": "s"}]),
+    ("declared-false-vs-additional",
+     {"type": "object", "properties": {"a": False, "b": {"type": "integer"}}, "additionalProperties": True},
+     [{"b": 1}, {"b": 1, "c": "z"}],
+     [{"a": 1}, {"b": 1, "a": 1}]),
+    ("required-undeclared-vs-additional",
+     {"type": "object", "required": ["k"], "additionalProperties": {"type": "integer"}},
+     [{"k": 1}, {"k": 1, "j": 2}],
+     [R('{"k":1,"k":"x"}'), R('{"k":"x"}'), {"j": 2}]),
+    # allOf keeps each subschema's additionalProperties: false
+    ("allof-additional-false",
+     {"type": "object", "allOf": [{"properties": {"a": {"type": "integer"}}, "additionalProperties": False}],
+      "properties": {"b": {"type": "integer"}}},
+     [{}, {"a": 1}],
+     [{"b": 2}, {"a": 1, "b": 2}]),
+    ("allof-additional-schema",
+     {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}},
+                 "additionalProperties": {"type": "integer"}},
+                {"properties": {"b": {"type": "integer", "minimum": 0}}}]},
+     [{"a": "x"}, {"a": "x", "b": 3}],
+     [{"b": -1}, {"a": "x", "b": "s"}]),
+    # oneOf: exclusive where tpd can tell
+    ("oneof-types",
+     {"oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
+     [1, "x", None], [1.5, True]),
+    ("oneof-discriminator",
+     {"oneOf": [{"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+                 "required": ["kind"]},
+                {"type": "object", "properties": {"kind": {"const": "dog"}, "bark": {"type": "boolean"}},
+                 "required": ["kind"]}]},
+     [{"kind": "cat", "lives": 9}, {"kind": "dog"}],
+     [{"kind": "cow"}]),
+    ("oneof-required-sharpened",
+     {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                 "required": ["a"]},
+                {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                 "required": ["b"]}]},
+     [{"a": 1}, {"b": 2}],
+     [{"a": 1, "b": 2}, {}]),
+    ("oneof-enums",
+     {"oneOf": [{"enum": ["a", "b"]}, {"enum": ["c", 1]}, {"type": "boolean"}]},
+     ["a", "c", 1, True], ["d"]),
+    ("oneof-ranges",
+     {"oneOf": [{"type": "integer", "maximum": 0}, {"type": "integer", "minimum": 1}]},
+     [0, -5, 1, 7], [1.5]),
+]
+
+REFUSED = [
+    ("oneof-overlap", {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}, "oneOf"),
+    ("oneof-overlap-number", {"oneOf": [{"type": "number"}, {"type": "integer"}]}, "oneOf"),
+    ("oneof-untyped", {"oneOf": [{"type": "string"}, {"description": "anything"}]}, "oneOf"),
+]
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", SOUNDNESS, ids=[c[0] for c in SOUNDNESS])
+def test_soundness(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,needle", REFUSED, ids=[c[0] for c in REFUSED])
+def test_refused(name, schema, needle, tmp_path):
+    refused(schema, needle, tmp_path)
