@@ -135,7 +135,24 @@ SOUNDNESS = [
      [0, -5, 1, 7], [1.5]),
 ]
 
+# unknown keywords and annotations are ignored, as the specification says
+COVERAGE = [
+    ("unknown-keywords",
+     {"id": "http://x/y", "type": "object", "x-vendor": {"a": 1}, "readonly": True, "links": [{"rel": "self"}],
+      "example": {"a": 1}, "examples": [{"a": 2}], "self": {"vendor": "v"}, "javaType": "com.x.Y",
+      "nullable": True, "then": {"type": "string"}, "additionalItems": False, "$anchor": "top",
+      "properties": {"a": {"type": "integer", "x-go-type": "int64", "format": "int64"}}, "required": ["a"]},
+     [{"a": 1}], [{"a": "x"}, {}]),
+]
+
 REFUSED = [
+    ("multipleOf", {"type": "integer", "multipleOf": 3}, "unsupported keyword 'multipleOf'"),
+    ("not", {"not": {"type": "string"}}, "unsupported keyword 'not'"),
+    ("if-then", {"if": {"type": "string"}, "then": {"maxLength": 2}}, "unsupported keyword 'if'"),
+    ("additionalItems-tuple", {"items": [{"type": "integer"}], "additionalItems": False},
+     "unsupported keyword 'additionalItems'"),
+    ("unevaluatedProperties", {"type": "object", "unevaluatedProperties": False},
+     "unsupported keyword 'unevaluatedProperties'"),
     ("oneof-overlap", {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}, "oneOf"),
     ("oneof-overlap-number", {"oneOf": [{"type": "number"}, {"type": "integer"}]}, "oneOf"),
     ("oneof-untyped", {"oneOf": [{"type": "string"}, {"description": "anything"}]}, "oneOf"),
@@ -144,6 +161,11 @@ REFUSED = [
 
 @pytest.mark.parametrize("name,schema,ok,bad", SOUNDNESS, ids=[c[0] for c in SOUNDNESS])
 def test_soundness(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", COVERAGE, ids=[c[0] for c in COVERAGE])
+def test_coverage(name, schema, ok, bad, tmp_path):
     check(schema, ok, bad, tmp_path)
 
 
