@@ -84,12 +84,11 @@ static void emit(struct sc *c, const char *nm, const char *body) { sbuf_addf(c->
 
 static int gen(struct sc *c, const cJSON *s, char *nm);
 
-/* A JSON value as a literal followed by whitespace. */
-static void put_json_literal(struct sc *c, struct sbuf *b, const cJSON *v) {
+/* A JSON value as a literal. */
+static void put_json_literal(struct sbuf *b, const cJSON *v) {
     char *t = cJSON_PrintUnformatted(v);
     if (!t) FATAL("out of memory");
     gbnf_put_literal(b, t, strlen(t));
-    sbuf_addf(b, " %s-ws", c->j);
     free(t);
 }
 
@@ -361,7 +360,7 @@ static int gen_int_range(struct sc *c, const cJSON *s, struct sbuf *b) {
         alts++;
     }
     if (h >= 0) range_nonneg(b, (unsigned long long)(l > 0 ? l : 0), (unsigned long long)h, &alts);
-    sbuf_addf(b, ") %s-ws", c->j);
+    sbuf_adds(b, ")");
     return 0;
 }
 
@@ -403,7 +402,7 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
                 sbuf_add(b, p++, 1);
             }
         }
-        sbuf_addf(b, " \"\\\"\" %s-ws", c->j);
+        sbuf_adds(b, " \"\\\"\"");
         return 0;
     }
     if (pat) {
@@ -418,7 +417,7 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         char e[ERR_LEN];
         if (regex_to_gbnf(p, n, 1, b, e) < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
         if (!end) sbuf_addf(b, " %s-char*", c->j);
-        sbuf_addf(b, " \"\\\"\" %s-ws", c->j);
+        sbuf_adds(b, " \"\\\"\"");
         return 0;
     }
     long lo = 0, hi = -1;
@@ -434,8 +433,8 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
             return serr(c, "%s", "maxLength between 1000 and 1000000 is not supported");
     }
     if (hi >= 0 && hi < lo) return serr(c, "%s", "unsatisfiable schema: minLength is above maxLength");
-    if (hi < 0) sbuf_addf(b, "\"\\\"\" %s-char{%ld,} \"\\\"\" %s-ws", c->j, lo, c->j);
-    else sbuf_addf(b, "\"\\\"\" %s-char{%ld,%ld} \"\\\"\" %s-ws", c->j, lo, hi, c->j);
+    if (hi < 0) sbuf_addf(b, "\"\\\"\" %s-char{%ld,} \"\\\"\"", c->j, lo);
+    else sbuf_addf(b, "\"\\\"\" %s-char{%ld,%ld} \"\\\"\"", c->j, lo, hi);
     return 0;
 }
 
@@ -623,8 +622,9 @@ static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
                 if (extra) {
                     char sep[RN + 16] = "";
                     if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
-                    sbuf_addf(&r, "(%s%s %s-ws \":\" %s-ws %s (\",\" %s-ws %s %s-ws \":\" %s-ws %s)*)?", sep,
-                              extra_key, c->j, c->j, extra_val, c->j, extra_key, c->j, c->j, extra_val);
+                    sbuf_addf(&r, "(%s%s %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s %s-ws \":\" %s-ws %s %s-ws)*)?",
+                              sep, extra_key, c->j, c->j, extra_val, c->j, c->j, extra_key, c->j, c->j, extra_val,
+                              c->j);
                 }
                 else
                     sbuf_adds(&r, "\"\"");
@@ -635,14 +635,14 @@ static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
                 gbnf_put_literal(&r, t, strlen(t));
                 free(t);
                 cJSON_Delete(key);
-                sbuf_addf(&r, " %s-ws \":\" %s-ws %s %s-%d-0", c->j, c->j, vals[k], base, k + 1);
+                sbuf_addf(&r, " %s-ws \":\" %s-ws %s %s-ws %s-%d-0", c->j, c->j, vals[k], c->j, base, k + 1);
                 if (!pl[k].required) sbuf_addf(&r, " | %s-%d-%d", base, k + 1, f);
             }
             emit(c, nm, r.p);
             sbuf_free(&r);
         }
     free(vals);
-    sbuf_addf(b, "\"{\" %s-ws %s-0-1 \"}\" %s-ws", c->j, base, c->j);
+    sbuf_addf(b, "\"{\" %s-ws %s-0-1 \"}\"", c->j, base);
     rc = 0;
 out:
     free(pl);
@@ -677,9 +677,10 @@ static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     if (!more && (hi < 0 || hi > m)) hi = m;
     if (hi >= 0 && hi < lo) return serr(c, "%s", "unsatisfiable schema: minItems is above maxItems (or the items allowed)");
     if (m > GRAMMAR_MAX_REPEAT) return serr(c, "%s", "more than 1000 prefixItems");
-    char item[RN];
-    if (!more || !items || cJSON_IsTrue(items)) snprintf(item, RN, "%s", c->j);
-    else if (gen(c, items, item) < 0) return -1;
+    char item0[RN], item[2 * RN];
+    if (!more || !items || cJSON_IsTrue(items)) snprintf(item0, RN, "%s", c->j);
+    else if (gen(c, items, item0) < 0) return -1;
+    snprintf(item, sizeof item, "%s %s-ws", item0, c->j); /* whitespace after each item */
     int K = (int)(lo > m ? lo : m);
     if (hi >= 0 && K > hi) K = (int)hi;
     char base[RN];
@@ -703,16 +704,16 @@ static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
                     return -1;
                 }
             } else {
-                snprintf(el, RN, "%s", item);
+                snprintf(el, RN, "%s", item0);
             }
             if (j >= lo) sbuf_adds(&r, "\"\" | ");
             if (j > 0) sbuf_addf(&r, "\",\" %s-ws ", c->j);
-            sbuf_addf(&r, "%s %s-%d", el, base, j + 1);
+            sbuf_addf(&r, "%s %s-ws %s-%d", el, c->j, base, j + 1);
         }
         emit(c, nm, r.p);
         sbuf_free(&r);
     }
-    sbuf_addf(b, "\"[\" %s-ws %s-0 \"]\" %s-ws", c->j, base, c->j);
+    sbuf_addf(b, "\"[\" %s-ws %s-0 \"]\"", c->j, base);
     return 0;
 }
 
@@ -1171,14 +1172,14 @@ static int gen(struct sc *c, const cJSON *s, char *nm) {
         }
         free(br);
     } else if (cJSON_GetObjectItemCaseSensitive(s, "const")) {
-        put_json_literal(c, &b, cJSON_GetObjectItemCaseSensitive(s, "const"));
+        put_json_literal(&b, cJSON_GetObjectItemCaseSensitive(s, "const"));
     } else if (cJSON_GetObjectItemCaseSensitive(s, "enum")) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
         if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) == 0) rc = serr(c, "%s", "'enum' must be a non-empty array");
         int k = 0;
         for (const cJSON *x = rc == 0 ? e->child : NULL; x; x = x->next) {
             sbuf_adds(&b, k++ ? " | " : "");
-            put_json_literal(c, &b, x);
+            put_json_literal(&b, x);
         }
     } else {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
@@ -1250,15 +1251,16 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
 
 void grammar_gbnf_json_value(const char *n, struct sbuf *o) {
     sbuf_addf(o, "%s ::= %s-object | %s-array | %s-string | %s-number | %s-boolean | %s-null\n", n, n, n, n, n, n, n);
-    sbuf_addf(o, "%s-object ::= \"{\" %s-ws (%s-string \":\" %s-ws %s (\",\" %s-ws %s-string \":\" %s-ws %s)*)? \"}\" %s-ws\n",
-              n, n, n, n, n, n, n, n, n, n);
-    sbuf_addf(o, "%s-array ::= \"[\" %s-ws (%s (\",\" %s-ws %s)*)? \"]\" %s-ws\n", n, n, n, n, n, n);
-    sbuf_addf(o, "%s-string ::= \"\\\"\" %s-char* \"\\\"\" %s-ws\n", n, n, n);
-    sbuf_addf(o, "%s-char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n", n);
+    sbuf_addf(o, "%s-object ::= \"{\" %s-ws (%s-string %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s-string %s-ws \":\" "
+              "%s-ws %s %s-ws)*)? \"}\"\n", n, n, n, n, n, n, n, n, n, n, n, n, n);
+    sbuf_addf(o, "%s-array ::= \"[\" %s-ws (%s %s-ws (\",\" %s-ws %s %s-ws)*)? \"]\"\n", n, n, n, n, n, n, n);
+    sbuf_addf(o, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", n, n);
+    sbuf_addf(o, "%s-char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n",
+              n);
     sbuf_addf(o, "%s-int-part ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n", n);
-    sbuf_addf(o, "%s-integer ::= %s-int-part %s-ws\n", n, n, n);
-    sbuf_addf(o, "%s-number ::= %s-int-part (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})? %s-ws\n", n, n, n);
-    sbuf_addf(o, "%s-boolean ::= (\"true\" | \"false\") %s-ws\n", n, n);
-    sbuf_addf(o, "%s-null ::= \"null\" %s-ws\n", n, n);
+    sbuf_addf(o, "%s-integer ::= %s-int-part\n", n, n);
+    sbuf_addf(o, "%s-number ::= %s-int-part (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n", n, n);
+    sbuf_addf(o, "%s-boolean ::= \"true\" | \"false\"\n", n);
+    sbuf_addf(o, "%s-null ::= \"null\"\n", n);
     sbuf_addf(o, "%s-ws ::= (\" \" | \"\\n\" [ \\t]{0,20})?\n", n);
 }

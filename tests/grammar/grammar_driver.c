@@ -6,8 +6,8 @@
  *   gbnf               print the GBNF the converters make of FILE
  *   compile            print "ok" or "error: ..." and the milliseconds taken
  *   vocab              print each token: id, usable (0/1), bytes in hex
- *   match FILE2        for each line of FILE2 (a text to match whole), "1" when the grammar
- *                      takes it as a complete sentence, else "0" (one line each)
+ *   match FILE2        for each line of FILE2 (a text to match whole, in hex), "1" when the
+ *                      grammar takes it as a complete sentence, else "0" (one line each)
  *   walk SEED STEPS    a random walk through allowed tokens; one JSON line per state:
  *                      {"prefix": hex, "allowed": [ids], "can_end": 0|1}
  *   bench STEPS        mask time per step along a random walk: first a line with the
@@ -168,7 +168,13 @@ int main(int argc, char **argv) {
             size_t b = a;
             while (b < n2 && lines[b] != '\n') b++;
             struct grammar_matcher *m = grammar_matcher_new(g);
-            int ok = grammar_matcher_accept_bytes(m, lines + a, b - a) == 0 && grammar_matcher_can_end(m);
+            size_t n = 0;
+            for (size_t i = a; i + 1 < b; i += 2) {
+                unsigned x;
+                if (sscanf(lines + i, "%2x", &x) != 1) break;
+                lines[a + n++] = (char)x;
+            }
+            int ok = grammar_matcher_accept_bytes(m, lines + a, n) == 0 && grammar_matcher_can_end(m);
             printf("%d\n", ok);
             grammar_matcher_free(m);
             a = b + 1;

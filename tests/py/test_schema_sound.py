@@ -41,7 +41,7 @@ def validator(schema):
 def run_driver(schema, texts, tmp_path, mode="match"):
     sp, ip = tmp_path / "s.json", tmp_path / "i.txt"
     sp.write_text(json.dumps(schema) if not isinstance(schema, str) else schema)
-    ip.write_text("\n".join(texts) + "\n")
+    ip.write_text("".join(t.encode().hex() + "\n" for t in texts))
     args = [DRIVER, "-", "schema", str(sp), mode] + ([str(ip)] if mode == "match" else [])
     r = subprocess.run(args, capture_output=True, text=True, timeout=120)
     return r
@@ -172,3 +172,23 @@ def test_coverage(name, schema, ok, bad, tmp_path):
 @pytest.mark.parametrize("name,schema,needle", REFUSED, ids=[c[0] for c in REFUSED])
 def test_refused(name, schema, needle, tmp_path):
     refused(schema, needle, tmp_path)
+
+
+@pytest.mark.parametrize("schema", [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                                    {"type": "array", "items": {"type": "string"}}, {"type": "string"},
+                                    {"type": "number"}, {"enum": ["x", 2]}, {}])
+def test_ending(schema, tmp_path):
+    """Once the root value is complete only the end may follow: no trailing whitespace (a
+    model would fill its budget with it and finish "length"), while whitespace inside the
+    value keeps llama.cpp's policy."""
+    inner = {"object": R('{ "a" :\n  1 }'), "array": R('[ "x" ,\n\t"y" ]')}
+    value = {"object": R('{"a":1}'), "array": R('["x"]'), "string": R('"x"'), "number": R("2.5")}
+    t = schema.get("type", "enum" if "enum" in schema else "object")
+    text = value.get(t, R('2'))
+    texts = [text, text + " ", text + "\n", text + "\n  ", text + "\t"] + ([inner[t]] if t in inner else [])
+    got = matches(schema, texts, tmp_path)
+    assert got == [True, False, False, False, False] + [True] * (t in inner), list(zip(texts, got))
+    if t == "object":
+        r = subprocess.run([DRIVER, "-", "json", str(tmp_path / "s.json"), "match", str(tmp_path / "i.txt")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout.split() == ["1", "0", "0", "0", "0", "1"], r.stdout  # json_object too
