@@ -3,7 +3,7 @@
  * Choices, documented in grammar.h and docs/structured-output.md: properties come out in
  * the schema's order; without additionalProperties only the declared properties appear (a
  * subset of what the schema allows), and extra keys never take a declared name;
- * minimum/maximum on numbers yield integers in the range; anyOf is the union of its
+ * minimum/maximum on numbers yield decimals in the range (schema_num.c); anyOf is the union of its
  * branches, oneOf too once its branches are shown (or narrowed to be) exclusive, else it is
  * refused; allOf merges its subschemas' keywords (merge_props for the object ones). A
  * keyword that changes validity and is not implemented is an error that names it; unknown
@@ -20,6 +20,7 @@
 #include "gram_ir.h"
 #include "grammar.h"
 #include "regex.h"
+#include "schema_num.h"
 
 #define RN 128 /* rule name buffer */
 
@@ -259,108 +260,21 @@ static int has_constraints(const cJSON *s) {
 
 /* ---- numbers ---- */
 
-static void digits_str(unsigned long long v, int n, char *out) {
-    for (int i = n - 1; i >= 0; i--) {
-        out[i] = (char)('0' + v % 10);
-        v /= 10;
-    }
-    out[n] = 0;
-}
+static void num_range(const cJSON *s, double *lo, int *lo_x, double *hi, int *hi_x);
 
-/* Strings of n digits from a to b (same length), as a GBNF sequence. */
-static void same_len(struct sbuf *b, const char *a, const char *z, int n) {
-    if (n == 0) {
-        sbuf_adds(b, "\"\"");
-        return;
+/* integer or number with minimum / maximum (exclusive ones too, draft 4's booleans
+ * included): schema_num_range's exact language of the range. */
+static int gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf *b) {
+    static const char *const keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    for (int i = 0; i < 4; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, keys[i]);
+        if (v && !cJSON_IsNumber(v) && !(i >= 2 && cJSON_IsBool(v))) return serr(c, "'%s' must be a number", keys[i]);
     }
-    if (a[0] == z[0]) {
-        sbuf_addf(b, "\"%c\" ", a[0]);
-        same_len(b, a + 1, z + 1, n - 1);
-        return;
-    }
-    int rest_min = 1, rest_max = 1;
-    for (int i = 1; i < n; i++) {
-        rest_min &= a[i] == '0';
-        rest_max &= z[i] == '9';
-    }
-    if (rest_min && rest_max) {
-        sbuf_addf(b, "[%c-%c]", a[0], z[0]);
-        if (n > 1) sbuf_addf(b, " [0-9]{%d}", n - 1);
-        return;
-    }
-    char nines[24], zeros[24];
-    memset(nines, '9', (size_t)n);
-    memset(zeros, '0', (size_t)n);
-    sbuf_addf(b, "(\"%c\" ", a[0]);
-    same_len(b, a + 1, nines, n - 1);
-    if (z[0] - a[0] > 1) {
-        sbuf_addf(b, " | [%c-%c]", a[0] + 1, z[0] - 1);
-        if (n > 1) sbuf_addf(b, " [0-9]{%d}", n - 1);
-    }
-    sbuf_addf(b, " | \"%c\" ", z[0]);
-    same_len(b, zeros, z + 1, n - 1);
-    sbuf_adds(b, ")");
-}
-
-static int ndigits(unsigned long long v) {
-    int n = 1;
-    while (v >= 10) {
-        v /= 10;
-        n++;
-    }
-    return n;
-}
-
-/* Non-negative integers in [lo, hi] without leading zeros, as alternatives. */
-static void range_nonneg(struct sbuf *b, unsigned long long lo, unsigned long long hi, int *alts) {
-    unsigned long long p = 1;
-    for (int d = 1; d <= ndigits(hi); d++, p *= 10) {
-        unsigned long long a = lo > (d == 1 ? 0 : p) ? lo : (d == 1 ? 0 : p), z = hi < p * 10 - 1 ? hi : p * 10 - 1;
-        if (a > z) continue;
-        char as[24], zs[24];
-        digits_str(a, d, as);
-        digits_str(z, d, zs);
-        sbuf_adds(b, (*alts)++ ? " | " : "");
-        same_len(b, as, zs, d);
-    }
-}
-
-#define INT_LIMIT 9999999999999999.0 /* 16 digits */
-
-static int read_bound(struct sc *c, const cJSON *s, const char *key, double *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
-    if (!v) return 0;
-    if (!cJSON_IsNumber(v)) return serr(c, "'%s' must be a number", key);
-    *out = v->valuedouble;
-    return 1;
-}
-
-/* integer (or number) with minimum / maximum: the integers in the range. */
-static int gen_int_range(struct sc *c, const cJSON *s, struct sbuf *b) {
-    double lo = -INT_LIMIT, hi = INT_LIMIT, v = 0;
-    int r;
-    if ((r = read_bound(c, s, "minimum", &v)) < 0) return -1;
-    if (r && ceil(v) > lo) lo = ceil(v);
-    if ((r = read_bound(c, s, "exclusiveMinimum", &v)) < 0) return -1;
-    if (r && floor(v) + 1 > lo) lo = floor(v) + 1;
-    if ((r = read_bound(c, s, "maximum", &v)) < 0) return -1;
-    if (r && floor(v) < hi) hi = floor(v);
-    if ((r = read_bound(c, s, "exclusiveMaximum", &v)) < 0) return -1;
-    if (r && ceil(v) - 1 < hi) hi = ceil(v) - 1;
-    if (lo > hi) return serr(c, "%s", "unsatisfiable schema: minimum is above maximum");
-    if (lo < -INT_LIMIT || hi > INT_LIMIT) return serr(c, "%s", "minimum/maximum beyond 16 digits are not supported");
-    long long l = (long long)lo, h = (long long)hi;
-    int alts = 0;
-    sbuf_adds(b, "(");
-    if (l < 0) {
-        sbuf_adds(b, "\"-\" (");
-        int a2 = 0;
-        range_nonneg(b, (unsigned long long)(h < 0 ? -h : 1), (unsigned long long)-l, &a2);
-        sbuf_adds(b, ")");
-        alts++;
-    }
-    if (h >= 0) range_nonneg(b, (unsigned long long)(l > 0 ? l : 0), (unsigned long long)h, &alts);
-    sbuf_adds(b, ")");
+    double lo, hi;
+    int lo_x, hi_x;
+    num_range(s, &lo, &lo_x, &hi, &hi_x);
+    char e[ERR_LEN];
+    if (schema_num_range(b, lo, lo_x, hi, hi_x, integer, e) < 0) return err_set(c->err, "JSON Schema: %s", e);
     return 0;
 }
 
@@ -1078,7 +992,7 @@ static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf
         int bounded = cJSON_GetObjectItemCaseSensitive(s, "minimum") || cJSON_GetObjectItemCaseSensitive(s, "maximum") ||
                       cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") ||
                       cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum");
-        if (bounded) return gen_int_range(c, s, b);
+        if (bounded) return gen_num_range(c, s, strcmp(type, "integer") == 0, b);
         sbuf_addf(b, "%s-%s", c->j, type);
         return 0;
     }

@@ -145,6 +145,26 @@ COVERAGE = [
      [{"a": 1}], [{"a": "x"}, {}]),
 ]
 
+# numbers with bounds: decimals in the range, exactly
+NUMBERS = [
+    ("unit-interval", {"type": "number", "minimum": 0, "maximum": 1},
+     [0, 1, 0.5, R("0.999"), R("1.0"), R("0.0"), R("1.00000")], [1.01, -0.1, 2, R("1.00001")]),
+    ("exclusive", {"type": "number", "exclusiveMinimum": 0.1, "maximum": 2.75},
+     [0.11, 2.75, 1, 2.7499, R("0.1000000000001")], [0.1, R("0.10"), 2.76, 2.750001, 0]),
+    ("negative", {"type": "number", "minimum": -1.5, "maximum": -0.25},
+     [-1.5, -1, -0.25, -0.3, R("-1.50")], [-0.2, -1.6, 0, R("-0"), -1.5000001]),
+    ("across-zero", {"type": "number", "minimum": -2.5, "exclusiveMaximum": 10.5},
+     [-2.5, 0, R("-0.5"), 10.4999, 9, R("10")], [10.5, -2.51, 11]),
+    ("draft4-exclusive", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "minimum": 0,
+                          "exclusiveMinimum": True, "maximum": 1, "exclusiveMaximum": True},
+     [0.5, R("0.000001")], [0, 1]),
+    ("integer-draft4", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 0,
+                        "exclusiveMinimum": True, "maximum": 3},
+     [1, 3], [0, 4, R("1.5")]),
+    ("huge-bounds", {"type": "number", "minimum": -1e300, "maximum": 1e300}, [0, -12.5, R("100000000000000"), R("-99999999999999.9")], []),
+    ("only-min", {"type": "number", "minimum": 0.25}, [0.25, 7, R("1000000000000")], [0.2, -1]),
+]
+
 REFUSED = [
     ("multipleOf", {"type": "integer", "multipleOf": 3}, "unsupported keyword 'multipleOf'"),
     ("not", {"not": {"type": "string"}}, "unsupported keyword 'not'"),
@@ -166,6 +186,11 @@ def test_soundness(name, schema, ok, bad, tmp_path):
 
 @pytest.mark.parametrize("name,schema,ok,bad", COVERAGE, ids=[c[0] for c in COVERAGE])
 def test_coverage(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", NUMBERS, ids=[c[0] for c in NUMBERS])
+def test_numbers(name, schema, ok, bad, tmp_path):
     check(schema, ok, bad, tmp_path)
 
 
@@ -192,3 +217,33 @@ def test_ending(schema, tmp_path):
         r = subprocess.run([DRIVER, "-", "json", str(tmp_path / "s.json"), "match", str(tmp_path / "i.txt")],
                            capture_output=True, text=True, timeout=60)
         assert r.stdout.split() == ["1", "0", "0", "0", "0", "1"], r.stdout  # json_object too
+
+
+WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "exclusiveMinimum": -0.3,
+                                                           "exclusiveMaximum": 0.7},
+          {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+          {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                      "required": ["a"]}, {"type": "object", "properties": {"b": {"type": "integer"}},
+                                           "required": ["b"]}]}]
+
+
+@pytest.mark.parametrize("k", range(len(WALKED)))
+def test_random_sentences_valid(k, tmp_path):
+    """Random walks through the grammar (random allowed bytes): every complete sentence met
+    on the way is valid for jsonschema."""
+    schema = WALKED[k]
+    v = validator(schema)
+    sp = tmp_path / "s.json"
+    sp.write_text(json.dumps(schema))
+    seen = 0
+    for seed in range(1, 13):
+        r = subprocess.run([DRIVER, "-", "schema", str(sp), "walk", str(seed), "40"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout[-500:] + r.stderr
+        for line in r.stdout.splitlines():
+            st = json.loads(line)
+            if st["can_end"]:
+                text = bytes.fromhex(st["prefix"]).decode()
+                assert v.is_valid(json.loads(text)), text
+                seen += 1
+    assert seen >= 5
