@@ -20,6 +20,7 @@
 #include "gram_ir.h"
 #include "grammar.h"
 #include "regex.h"
+#include "schema_fmt.h"
 #include "schema_num.h"
 
 #define RN 128 /* rule name buffer */
@@ -280,43 +281,29 @@ static int gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf 
 
 /* ---- strings ---- */
 
+static int read_count(struct sc *c, const cJSON *s, const char *key, long *out);
+
 static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minLength");
     const cJSON *mx = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
-    if ((fmt != NULL) + (pat != NULL) + (mn || mx) > 1)
-        return serr(c, "%s", "combining format, pattern and minLength/maxLength is not supported");
-    if (fmt) {
-        static const char *const names[] = {"date", "time", "date-time", "uuid", "email", NULL};
-        static const char *const g[] = {
-            "DATE",
-            "TIME",
-            "DATE \"T\" TIME",
-            "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}",
-            "[a-zA-Z0-9._%+-]{1,64} \"@\" [a-zA-Z0-9-]{1,63} (\".\" [a-zA-Z0-9-]{1,63}){0,3} \".\" [a-zA-Z]{2,10}",
-        };
-        if (!cJSON_IsString(fmt)) return serr(c, "%s", "'format' must be a string");
-        int k = 0;
-        while (names[k] && strcmp(names[k], fmt->valuestring) != 0) k++;
-        if (!names[k]) return serr(c, "unsupported format '%s' (supported: date, time, date-time, uuid, email)", fmt->valuestring);
-        /* days 01-28 only: valid in every month, so a format checker never refuses them */
-        const char *date = "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])";
-        const char *time = "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
-                           "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])";
-        sbuf_adds(b, "\"\\\"\" ");
-        for (const char *p = g[k]; *p;) {
-            if (strncmp(p, "DATE", 4) == 0) {
-                sbuf_addf(b, "(%s)", date);
-                p += 4;
-            } else if (strncmp(p, "TIME", 4) == 0) {
-                sbuf_addf(b, "(%s)", time);
-                p += 4;
-            } else {
-                sbuf_add(b, p++, 1);
-            }
-        }
-        sbuf_adds(b, " \"\\\"\"");
+    long fmin = 0, fmax = -1;
+    const char *fg = NULL;
+    if (fmt && !cJSON_IsString(fmt)) return serr(c, "%s", "'format' must be a string");
+    if (fmt) fg = schema_format(fmt->valuestring, &fmin, &fmax); /* NULL: unknown, an annotation */
+    if (fg && pat) return serr(c, "%s", "combining format and pattern is not supported");
+    if (fg && (mn || mx)) { /* the lengths must hold for every string of the format */
+        long lo = 0, hi = -1;
+        if (read_count(c, s, "minLength", &lo) < 0) return -1;
+        if (mx && cJSON_IsNumber(mx)) hi = mx->valuedouble > 1e9 ? -1 : (long)mx->valuedouble;
+        if (fmin < lo || (hi >= 0 && (fmax < 0 || fmax > hi)))
+            return serr(c, "format '%s' with a minLength/maxLength it does not always meet is not supported",
+                        fmt->valuestring);
+    }
+    if (pat && (mn || mx)) return serr(c, "%s", "combining pattern and minLength/maxLength is not supported");
+    if (fg) {
+        sbuf_addf(b, "\"\\\"\" %s \"\\\"\"", fg);
         return 0;
     }
     if (pat) {
@@ -342,13 +329,22 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
     }
     if (mx) {
         if (!cJSON_IsNumber(mx) || mx->valuedouble < 0) return serr(c, "%s", "'maxLength' must be a non-negative integer");
-        hi = mx->valuedouble > GRAMMAR_MAX_REPEAT ? -1 : (long)mx->valuedouble; /* beyond: no practical bound */
-        if (mx->valuedouble > GRAMMAR_MAX_REPEAT && mx->valuedouble < 1e6)
-            return serr(c, "%s", "maxLength between 1000 and 1000000 is not supported");
+        hi = mx->valuedouble > 1e6 ? -1 : (long)mx->valuedouble; /* beyond 10^6: no practical bound */
     }
     if (hi >= 0 && hi < lo) return serr(c, "%s", "unsatisfiable schema: minLength is above maxLength");
-    if (hi < 0) sbuf_addf(b, "\"\\\"\" %s-char{%ld,} \"\\\"\"", c->j, lo);
-    else sbuf_addf(b, "\"\\\"\" %s-char{%ld,%ld} \"\\\"\"", c->j, lo, hi);
+    if (hi < 0) {
+        sbuf_addf(b, "\"\\\"\" %s-char{%ld,} \"\\\"\"", c->j, lo);
+    } else if (hi <= GRAMMAR_MAX_REPEAT) {
+        sbuf_addf(b, "\"\\\"\" %s-char{%ld,%ld} \"\\\"\"", c->j, lo, hi);
+    } else { /* L = 1000 a + r characters: a = 0 (L >= lo), 0 < a < q, or a = q (r <= hi % 1000) */
+        long q = hi / 1000, rest = hi % 1000;
+        char k[RN];
+        new_rule(c, k);
+        sbuf_addf(c->out, "%s ::= %s-char{1000}\n", k, c->j);
+        sbuf_addf(b, "\"\\\"\" (%s-char{%ld,999}", c->j, lo);
+        if (q >= 2) sbuf_addf(b, " | %s (%s){0,%ld} %s-char{0,999}", k, k, q - 2, c->j);
+        sbuf_addf(b, " | (%s){%ld} %s-char{0,%ld}) \"\\\"\"", k, q, c->j, rest);
+    }
     return 0;
 }
 

@@ -68,6 +68,20 @@ def check(schema, ok, bad, tmp_path):
     assert not wrong, wrong
 
 
+def sentences(schema, seeds, steps, tmp_path):
+    """The complete sentences met on random walks (random allowed bytes) through the grammar."""
+    sp = tmp_path / "w.json"
+    sp.write_text(json.dumps(schema))
+    for seed in range(1, seeds + 1):
+        r = subprocess.run([DRIVER, "-", "schema", str(sp), "walk", str(seed), str(steps)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout[-500:] + r.stderr
+        for line in r.stdout.splitlines():
+            st = json.loads(line)
+            if st["can_end"]:
+                yield bytes.fromhex(st["prefix"]).decode()
+
+
 def refused(schema, needle, tmp_path):
     r = run_driver(schema, [], tmp_path, mode="compile")
     assert r.returncode == 1 and needle in r.stdout, r.stdout + r.stderr
@@ -231,19 +245,110 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
 def test_random_sentences_valid(k, tmp_path):
     """Random walks through the grammar (random allowed bytes): every complete sentence met
     on the way is valid for jsonschema."""
-    schema = WALKED[k]
-    v = validator(schema)
-    sp = tmp_path / "s.json"
-    sp.write_text(json.dumps(schema))
+    v = validator(WALKED[k])
     seen = 0
-    for seed in range(1, 13):
-        r = subprocess.run([DRIVER, "-", "schema", str(sp), "walk", str(seed), "40"], capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, r.stdout[-500:] + r.stderr
-        for line in r.stdout.splitlines():
-            st = json.loads(line)
-            if st["can_end"]:
-                text = bytes.fromhex(st["prefix"]).decode()
-                assert v.is_valid(json.loads(text)), text
-                seen += 1
+    for text in sentences(WALKED[k], 12, 40, tmp_path):
+        assert v.is_valid(json.loads(text)), text
+        seen += 1
     assert seen >= 5
+
+
+# ---- formats: jsonschema's checker where it has one (date, email, ipv4, ipv6, uuid,
+# idn-*, regex), else a check written from the RFC here
+def _rfc_checks():
+    import base64
+    import datetime
+    import re
+    import urllib.parse
+    label = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    host = rf"(?=.{{1,253}}$){label}(\.{label})*"
+    time = r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+    dur = (r"P((\d+D|\d+M(\d+D)?|\d+Y(\d+M(\d+D)?)?)(T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S))?"
+           r"|T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)|\d+W)")
+    uri_chars = re.compile(r"([A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*")
+
+    def uri(s, ref=False):
+        if not uri_chars.fullmatch(s):
+            return False
+        p = urllib.parse.urlsplit(s)
+        if not p.scheme:
+            return ref and not s.startswith("//")
+        return re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", p.scheme) is not None
+
+    def date_time(s):
+        d, _, t = s.partition("T")
+        datetime.date.fromisoformat(d)
+        return re.fullmatch(time, t) is not None
+
+    def b64(s):
+        base64.b64decode(s, validate=True)
+        return len(s) % 4 == 0
+
+    return {"time": lambda s: re.fullmatch(time, s) is not None, "date-time": date_time,
+            "hostname": lambda s: re.fullmatch(host, s) is not None, "duration": lambda s: re.fullmatch(dur, s),
+            "uri": uri, "iri": uri, "uri-reference": lambda s: uri(s, True), "iri-reference": lambda s: uri(s, True),
+            "byte": b64, "json-pointer": lambda s: re.fullmatch(r"(/([^/~]|~[01])*)*", s),
+            "relative-json-pointer": lambda s: re.fullmatch(r"(0|[1-9]\d*)(#|(/([^/~]|~[01])*)*)", s)}
+
+
+RFC = _rfc_checks()
+FORMATS = ["date", "time", "date-time", "uuid", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+           "uri", "uri-reference", "iri", "iri-reference", "byte", "duration", "json-pointer",
+           "relative-json-pointer", "regex"]
+
+
+def format_ok(fmt, s):
+    try:
+        return bool(RFC[fmt](s)) if fmt in RFC else True
+    except ValueError:
+        return False
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_format_sentences_valid(fmt, tmp_path):
+    """Random byte walks through each format's grammar: every complete string is valid for
+    jsonschema's format checker and for the RFC's syntax."""
+    schema = {"type": "string", "format": fmt}
+    v = validator(schema)
+    seen = 0
+    for text in sentences(schema, 24, 60, tmp_path):
+        value = json.loads(text)
+        assert v.is_valid(value) and format_ok(fmt, value), (fmt, value)
+        seen += 1
+    assert seen >= 3, fmt
+
+
+FORMAT_CASES = [
+    ("date", ["2024-02-29", "2023-01-31", "2000-02-29", "0001-12-30", "2023-11-30"],
+     ["2023-02-29", "1900-02-29", "2023-04-31", "0000-01-01", "2023-13-01"]),
+    ("email", ["a@b.c", "first.last@example.com", "x+tag@mail.example.org"], []),
+    ("ipv4", ["0.0.0.0", "255.255.255.255", "10.1.2.3"], ["256.1.1.1", "01.1.1.1"]),
+    ("ipv6", ["::", "::1", "fe80::1:2", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::"], ["1:2:3:4:5:6:7:8:9", "1::2::3"]),
+    ("hostname", ["localhost", "a.b.c", "my-host.example.com"], []),
+    ("uri", ["https://example.com/a/b?x=1#f", "ftp://10.0.0.1:21/", "urn1://h"], []),
+    ("duration", ["P1D", "PT5M", "P1Y2M3DT4H5M6S", "P2W"], []),
+    ("byte", ["", "QUJD", "QUI=", "QQ=="], []),
+    ("unknown-format", ["anything at all"], []),
+]
+
+
+@pytest.mark.parametrize("fmt,ok,bad", FORMAT_CASES, ids=[c[0] for c in FORMAT_CASES])
+def test_format_instances(fmt, ok, bad, tmp_path):
+    schema = {"type": "string", "format": fmt}
+    v = validator(schema)
+    for s in ok:
+        assert v.is_valid(s) and format_ok(fmt, s), s
+    for s in bad:
+        assert not v.is_valid(s) or not format_ok(fmt, s), s
+    got = matches(schema, [json.dumps(s) for s in ok + bad], tmp_path)
+    assert got == [True] * len(ok) + [False] * len(bad), list(zip(ok + bad, got))
+
+
+def test_format_lengths(tmp_path):
+    """A format keeps its lengths where every string of it meets them; maxLength up to 10^6
+    is a bound (1000-character chunks), exact at its edges."""
+    check({"type": "string", "format": "date", "maxLength": 10}, ["2024-02-29"], [], tmp_path)
+    check({"type": "string", "format": "email", "maxLength": 320}, ["a@b.c"], [], tmp_path)
+    refused({"type": "string", "format": "uri", "maxLength": 100}, "maxLength", tmp_path)
+    s = {"type": "string", "maxLength": 2500, "minLength": 2}
+    check(s, ["ab", "x" * 999, "x" * 1000, "x" * 1001, "x" * 2000, "x" * 2500], ["x", "x" * 2501], tmp_path)
