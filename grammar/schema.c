@@ -8,7 +8,9 @@
  * refused; allOf merges its subschemas' keywords (merge_props for the object ones). A
  * keyword that changes validity and is not implemented is an error that names it; unknown
  * keywords are ignored, as the specification says. */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
+#include <pcre2.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,12 +53,11 @@ struct sc {
 static const char *const keywords[] = {"type", "properties", "required", "additionalProperties", "items",
                                        "prefixItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf",
                                        "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum",
-                                       "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
-static const char *const unimplemented[] = {"multipleOf", "uniqueItems", "contains", "maxProperties",
-                                            "minProperties", "patternProperties", "dependencies",
-                                            "dependentRequired", "dependentSchemas", "propertyNames", "if", "not",
-                                            "unevaluatedItems", "unevaluatedProperties", "additionalItems",
-                                            "$dynamicRef", "$recursiveRef", NULL};
+                                       "maximum", "exclusiveMinimum", "exclusiveMaximum", "additionalItems",
+                                       "dependentRequired", "dependentSchemas", "dependencies", "minProperties",
+                                       "maxProperties", "patternProperties", "propertyNames", "if", NULL};
+static const char *const unimplemented[] = {"multipleOf", "uniqueItems", "contains", "not", "unevaluatedItems",
+                                            "unevaluatedProperties", "$dynamicRef", "$recursiveRef", NULL};
 
 static int in_list(const char *const *l, const char *s) {
     for (; *l; l++)
@@ -85,6 +86,10 @@ static void new_rule(struct sc *c, char *nm) { snprintf(nm, RN, "%s-%d", c->name
 static void emit(struct sc *c, const char *nm, const char *body) { sbuf_addf(c->out, "%s ::= %s\n", nm, body); }
 
 static int gen(struct sc *c, const cJSON *s, char *nm);
+static const cJSON *flat(struct sc *c, const cJSON *s, int gen);
+static const cJSON *lower_object(struct sc *c, const cJSON *s);
+static int might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth);
+static const cJSON *prop_schema(const cJSON *s, const char *name);
 
 /* A JSON value as a literal. */
 static void put_json_literal(struct sbuf *b, const cJSON *v) {
@@ -454,7 +459,209 @@ static void gen_key_not_in(struct sc *c, const char *const *names, int n, char *
 }
 
 
+/* ---- object keywords lowered to properties / required / additionalProperties ----
+ * patternProperties, propertyNames, dependentRequired, dependentSchemas, dependencies,
+ * minProperties and maxProperties become a narrower schema in the keywords gen_object
+ * writes, so that every object it writes satisfies them (a subset of what they allow):
+ * pattern schemas join the declared properties whose names match (PCRE2, searched as JSON
+ * Schema does); with patternProperties, propertyNames or maxProperties no extra keys are
+ * written; a property with dependencies makes them required (or, where they cannot be
+ * written, is itself left out); a dependentSchemas property is left out unless required
+ * (then its schema joins); minProperties makes optional properties required in schema
+ * order; maxProperties leaves optional ones out from the end. */
+
+static int name_matches(struct sc *c, const char *pattern, const char *name) {
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+    if (!re) return serr(c, "patternProperties: the pattern '%s' does not compile", pattern);
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = pcre2_match(re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    if (rc < -1) return serr(c, "patternProperties: matching '%s' failed", pattern);
+    return rc >= 0;
+}
+
+static int is_required(const cJSON *m, const char *name) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "required");
+    for (const cJSON *x = cJSON_IsArray(r) ? r->child : NULL; x; x = x->next)
+        if (cJSON_IsString(x) && strcmp(x->valuestring, name) == 0) return 1;
+    return 0;
+}
+
+static void add_required(cJSON *m, const char *name) {
+    if (is_required(m, name)) return;
+    cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "required");
+    if (!cJSON_IsArray(r)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "required");
+        r = cJSON_AddArrayToObject(m, "required");
+    }
+    cJSON_AddItemToArray(r, cJSON_CreateString(name));
+}
+
+static cJSON *props_of(cJSON *m) {
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    return cJSON_IsObject(p) ? p : cJSON_AddObjectToObject(m, "properties");
+}
+
+static int extras_allowed(const cJSON *m) {
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+    return addl ? !cJSON_IsFalse(addl) : !cJSON_GetObjectItemCaseSensitive(m, "properties");
+}
+
+/* 1 when gen_object may write name (declared and not false, or as an extra key) */
+static int writable(const cJSON *m, const char *name) {
+    const cJSON *p = prop_schema(m, name);
+    return p ? !cJSON_IsFalse(p) : extras_allowed(m);
+}
+
+static int forbid(struct sc *c, cJSON *m, const char *name, const char *why) {
+    if (is_required(m, name))
+        return err_set(c->err, "JSON Schema: unsatisfiable schema: required property '%s' is ruled out by %s", name,
+                       why);
+    cJSON *p = props_of(m), *x = cJSON_GetObjectItemCaseSensitive(p, name);
+    if (x) cJSON_ReplaceItemInObjectCaseSensitive(p, name, cJSON_CreateFalse());
+    else cJSON_AddFalseToObject(p, name);
+    return 0;
+}
+
+/* Declares every required name (its schema: the pattern schemas it matches, else
+ * additionalProperties) and writes no other key. */
+static int close_extras(struct sc *c, cJSON *m) {
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(m, "required");
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(m, "patternProperties");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+    cJSON *p = props_of(m);
+    for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next) {
+        if (!cJSON_IsString(r) || cJSON_GetObjectItemCaseSensitive(p, r->valuestring)) continue;
+        int matched = 0;
+        for (const cJSON *x = cJSON_IsObject(pp) ? pp->child : NULL; x && !matched; x = x->next) {
+            int k = name_matches(c, x->string, r->valuestring);
+            if (k < 0) return -1;
+            matched = k;
+        }
+        if (!matched && cJSON_IsFalse(addl))
+            return err_set(c->err, "JSON Schema: unsatisfiable schema: required property '%s' is not allowed by "
+                           "additionalProperties", r->valuestring);
+        cJSON_AddItemToObject(p, r->valuestring, !matched && addl ? cJSON_Duplicate(addl, 1) : cJSON_CreateTrue());
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "additionalProperties");
+    cJSON_AddFalseToObject(m, "additionalProperties");
+    return 0;
+}
+
+/* 1 when the string name satisfies schema ps, 0 when not, -1 (err) when tpd cannot tell. */
+static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
+    if (!(ps = flat(c, ps, 0))) return -1;
+    if (cJSON_IsBool(ps)) return cJSON_IsTrue(ps);
+    static const char *const known[] = {"type", "enum", "const", "minLength", "maxLength", "pattern", NULL};
+    for (const cJSON *k = ps->child; k; k = k->next)
+        if (is_validity(ps, k->string) && !in_list(known, k->string))
+            return serr(c, "propertyNames: '%s' is not supported there", k->string);
+    cJSON *v = cJSON_CreateString(name);
+    int ok = might_accept(c, ps, v, 0); /* exact for these keywords but pattern */
+    cJSON_Delete(v);
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(ps, "pattern");
+    if (ok && cJSON_IsString(pat)) ok = name_matches(c, pat->valuestring, name);
+    return ok;
+}
+
+static const cJSON *lower_object(struct sc *c, const cJSON *s) {
+    static const char *const kws[] = {"dependentRequired", "dependentSchemas", "dependencies", "minProperties",
+                                      "maxProperties", "patternProperties", "propertyNames", NULL};
+    int any = 0;
+    for (int i = 0; kws[i]; i++) any |= cJSON_GetObjectItemCaseSensitive(s, kws[i]) != NULL;
+    if (!any) return s;
+    static const char *const none[] = {NULL};
+    cJSON *m = without(c, s, none);
+    /* dependentSchemas (and schema-valued dependencies): joined where required, else left out */
+    for (int round = 0; round < 2; round++) {
+        const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies" : "dependentSchemas");
+        for (const cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL; d; d = d->next) {
+            if (cJSON_IsArray(d) || cJSON_IsTrue(d)) continue;
+            if (is_required(m, d->string)) {
+                static const char *const drop[] = {"dependentSchemas", NULL};
+                cJSON *x = merge(c, without(c, m, drop), d);
+                if (!x) return NULL;
+                m = x;
+            } else if (writable(m, d->string) && forbid(c, m, d->string, "dependentSchemas") < 0) {
+                return NULL;
+            }
+        }
+    }
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(m, "patternProperties");
+    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(m, "propertyNames");
+    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(m, "maxProperties");
+    if (pp && !cJSON_IsObject(pp)) return serr(c, "%s", "'patternProperties' must be an object"), NULL;
+    if ((pp || pn || mx) && close_extras(c, m) < 0) return NULL;
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && pp; x = x->next) /* pattern schemas join */
+        for (const cJSON *q = pp->child; q; q = q->next) {
+            int k = name_matches(c, q->string, x->string);
+            if (k < 0) return NULL;
+            if (k && !cJSON_IsFalse(x)) {
+                cJSON *both = all_of2(x, q);
+                cJSON_ReplaceItemInObjectCaseSensitive(p, x->string, both);
+                x = both;
+            }
+        }
+    for (cJSON *x = cJSON_IsObject(p) && pn ? p->child : NULL, *nx; x; x = nx) {
+        nx = x->next; /* forbid replaces x in place */
+        int k = cJSON_IsFalse(x) ? 1 : name_valid(c, pn, x->string);
+        if (k < 0 || (k == 0 && forbid(c, m, x->string, "propertyNames") < 0)) return NULL;
+    }
+    /* dependencies on names: made required, or the property left out; then minProperties */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int changed = 1, rounds = 0; changed && rounds < 1000; rounds++) {
+            changed = 0;
+            for (int round = 0; round < 2; round++) {
+                const cJSON *dr = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies" : "dependentRequired");
+                for (const cJSON *d = cJSON_IsObject(dr) ? dr->child : NULL; d; d = d->next) {
+                    if (!cJSON_IsArray(d) || !writable(m, d->string)) continue;
+                    int ok = 1;
+                    for (const cJSON *n = d->child; n; n = n->next) ok &= cJSON_IsString(n) && writable(m, n->valuestring);
+                    if (!ok) {
+                        if (forbid(c, m, d->string, "dependentRequired") < 0) return NULL;
+                        changed = 1;
+                        continue;
+                    }
+                    for (const cJSON *n = d->child; n; n = n->next)
+                        if (!is_required(m, n->valuestring)) add_required(m, n->valuestring), changed = 1;
+                }
+            }
+        }
+        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(m, "minProperties");
+        if (pass || !mn) break;
+        int have = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "required"));
+        p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+        for (const cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && have < mn->valuedouble; x = x->next)
+            if (!cJSON_IsFalse(x) && !is_required(m, x->string)) add_required(m, x->string), have++;
+        if (have < mn->valuedouble)
+            return serr(c, "%s", "minProperties above the properties tpd can write (it writes no extra keys "
+                        "to reach it)"), NULL;
+    }
+    if (mx) {
+        int req = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "required")), n = 0;
+        p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+        if (req > mx->valuedouble) return serr(c, "%s", "unsatisfiable schema: more required properties than "
+                                               "maxProperties"), NULL;
+        for (const cJSON *x = p->child; x; x = x->next) n += !cJSON_IsFalse(x);
+        for (int k = cJSON_GetArraySize(p) - 1; k >= 0 && n > mx->valuedouble; k--) { /* from the end */
+            cJSON *x = cJSON_GetArrayItem(p, k);
+            if (!cJSON_IsFalse(x) && !is_required(m, x->string)) {
+                cJSON_ReplaceItemInObjectCaseSensitive(p, x->string, cJSON_CreateFalse());
+                n--;
+            }
+        }
+    }
+    static const char *const drop[] = {"dependentRequired", "dependentSchemas", "dependencies", "minProperties",
+                                       "maxProperties", "patternProperties", "propertyNames", NULL};
+    return without(c, m, drop);
+}
+
 static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
+    if (!(s = lower_object(c, s))) return -1;
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
@@ -577,7 +784,7 @@ static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     if (cJSON_IsArray(items)) { /* draft 4 tuples */
         if (prefix) return serr(c, "%s", "'items' as an array together with 'prefixItems'");
         prefix = items;
-        items = NULL;
+        items = cJSON_GetObjectItemCaseSensitive(s, "additionalItems"); /* the rest (NULL: any) */
     }
     if (prefix && !cJSON_IsArray(prefix)) return serr(c, "%s", "'prefixItems' must be an array");
     long lo = 0, hi = -1;
@@ -660,9 +867,21 @@ static int type_bits(const cJSON *t) {
 
 static const char *infer_type(const cJSON *s);
 
+/* if/then/else as the subset "if and then": s with if and then merged in. NULL with err
+ * (else without then cannot be written without a "not"). */
+static const cJSON *lower_if(struct sc *c, const cJSON *s) {
+    const cJSON *i = cJSON_GetObjectItemCaseSensitive(s, "if"), *t = cJSON_GetObjectItemCaseSensitive(s, "then");
+    if (!t) return serr(c, "%s", "'if' with 'else' and no 'then' is not supported"), NULL;
+    static const char *const drop[] = {"if", "then", "else", NULL};
+    cJSON *m = merge(c, without(c, s, drop), i);
+    return m ? merge(c, m, t) : NULL;
+}
+
 /* s with its $ref chain followed and allOf (and $ref beside keywords) merged at its top;
- * NULL with err on an error the generation would report too. */
-static const cJSON *flat(struct sc *c, const cJSON *s) {
+ * gen: as the grammar writes it (if/then and the object keywords lowered: narrower),
+ * else as it accepts (if/then/else left for the callers to over-approximate). NULL with err
+ * on an error the generation would report too. */
+static const cJSON *flat(struct sc *c, const cJSON *s, int gen) {
     for (int hops = 0; cJSON_IsObject(s); hops++) {
         const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
         const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
@@ -676,6 +895,8 @@ static const cJSON *flat(struct sc *c, const cJSON *s) {
             cJSON_AddItemToArray(c->owned, r);
             cJSON_AddStringToObject(r, "$ref", ref->valuestring);
             s = merge(c, without(c, s, drop), r);
+        } else if (gen && is_validity(s, "if") && cJSON_GetObjectItemCaseSensitive(s, "if")) {
+            s = lower_if(c, s);
         } else if (cJSON_IsArray(all)) {
             static const char *const drop[] = {"allOf", NULL};
             cJSON *m = without(c, s, drop);
@@ -686,7 +907,7 @@ static const cJSON *flat(struct sc *c, const cJSON *s) {
         }
         if (!s) return NULL;
     }
-    return s;
+    return gen && cJSON_IsObject(s) ? lower_object(c, s) : s;
 }
 
 static const cJSON *branches_of(const cJSON *s) {
@@ -703,7 +924,7 @@ static int gen_types(struct sc *c, const cJSON *s, int depth) {
     int m = 0;
     if (br) {
         for (const cJSON *x = br->child; x; x = x->next) {
-            const cJSON *f = flat(c, x);
+            const cJSON *f = flat(c, x, 1);
             m |= f ? gen_types(c, f, depth + 1) : T_ANY;
         }
         return m & type_bits(t);
@@ -738,7 +959,7 @@ static int acc_types(struct sc *c, const cJSON *s, int depth) {
     if (br) {
         int u = 0;
         for (const cJSON *x = br->child; x; x = x->next) {
-            const cJSON *f = flat(c, x);
+            const cJSON *f = flat(c, x, 0);
             u |= f ? acc_types(c, f, depth + 1) : T_ANY;
         }
         m &= u;
@@ -778,7 +999,7 @@ static size_t cp_len(const char *s) {
 
 /* 0 when s surely rejects the value v, else 1 (unsure counts as accepting). */
 static int might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth) {
-    s = flat(c, s);
+    s = flat(c, s, 0);
     if (!s || depth > 16) return 1;
     if (cJSON_IsBool(s)) return cJSON_IsTrue(s);
     if (!cJSON_IsObject(s)) return 1;
@@ -859,7 +1080,7 @@ static int obj_disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth)
 
 /* 1: no value the grammar of a produces is accepted by b; 0: unsure; -1: an error (err). */
 static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
-    if (!(a = flat(c, a)) || !(b = flat(c, b))) return -1;
+    if (!(a = flat(c, a, 1)) || !(b = flat(c, b, 0))) return -1;
     if (depth > 16) return 0;
     int common = gen_types(c, a, depth) & acc_types(c, b, depth);
     if (!common) return 1;
@@ -958,13 +1179,13 @@ static int one_of_exclusive(struct sc *c, const cJSON **br, int n) {
     const cJSON **acc = xmalloc(sizeof *acc * (size_t)n);
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++)
-        if (!(acc[i] = flat(c, br[i]))) rc = -1;
+        if (!(acc[i] = flat(c, br[i], 0))) rc = -1;
     for (int i = 0; i < n && rc == 0; i++)
         for (int j = 0; j < n && rc == 0; j++) {
             if (i == j) continue;
             int d = disjoint(c, br[i], acc[j], 0);
             const cJSON *s = NULL;
-            for (int tries = 0; d == 0 && tries < 64 && (s = sharpen(c, flat(c, br[i]), acc[j])); tries++) {
+            for (int tries = 0; d == 0 && tries < 64 && (s = sharpen(c, flat(c, br[i], 1), acc[j])); tries++) {
                 br[i] = s;
                 d = disjoint(c, br[i], acc[j], 0);
             }
@@ -978,6 +1199,31 @@ static int one_of_exclusive(struct sc *c, const cJSON **br, int n) {
         }
     free(acc);
     return rc;
+}
+
+/* 1 when the enum/const value v meets s's other keywords, 0 when not, -1 (err) when tpd
+ * cannot tell (a keyword it does not check here). */
+static int value_valid(struct sc *c, const cJSON *s, const cJSON *v) {
+    static const char *const known[] = {"type", "enum", "const", "minLength", "maxLength", "minimum", "maximum",
+                                        "exclusiveMinimum", "exclusiveMaximum", "pattern", "format", NULL};
+    int vt = value_type(v);
+    for (const cJSON *k = s->child; k; k = k->next) {
+        if (!is_validity(s, k->string) || in_list(known, k->string)) continue;
+        int applies = strcmp(k->string, "items") == 0 || strstr(k->string, "Items") ? vt == T_ARR
+                      : strstr(k->string, "ropert") || strcmp(k->string, "required") == 0 || strstr(k->string, "ependen")
+                          ? vt == T_OBJ
+                          : 1;
+        if (applies) return serr(c, "enum/const beside '%s' is not supported", k->string);
+    }
+    if (vt == T_STR && cJSON_GetObjectItemCaseSensitive(s, "format")) {
+        long lo, hi;
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(s, "format");
+        if (cJSON_IsString(f) && schema_format(f->valuestring, &lo, &hi))
+            return serr(c, "enum/const beside format '%s' is not supported", f->valuestring);
+    }
+    if (!might_accept(c, s, v, 0)) return 0; /* exact for type, const, enum, lengths, bounds */
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+    return vt == T_STR && cJSON_IsString(pat) ? name_matches(c, pat->valuestring, v->valuestring) : 1;
 }
 
 /* ---- dispatch ---- */
@@ -1026,6 +1272,12 @@ static int gen(struct sc *c, const cJSON *s, char *nm) {
     for (const cJSON *k = s->child; k; k = k->next)
         if (is_validity(s, k->string) && !in_list(keywords, k->string))
             return serr(c, "unsupported keyword '%s'", k->string);
+    if (is_validity(s, "if") && cJSON_GetObjectItemCaseSensitive(s, "if")) {
+        const cJSON *m = lower_if(c, s);
+        int r = m ? gen(c, m, nm) : -1;
+        c->depth--;
+        return r;
+    }
     int rc = 0;
     struct sbuf b = {0};
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
@@ -1081,16 +1333,24 @@ static int gen(struct sc *c, const cJSON *s, char *nm) {
             else sbuf_addf(&b, "%s%s", k ? " | " : "", nm2);
         }
         free(br);
-    } else if (cJSON_GetObjectItemCaseSensitive(s, "const")) {
-        put_json_literal(&b, cJSON_GetObjectItemCaseSensitive(s, "const"));
-    } else if (cJSON_GetObjectItemCaseSensitive(s, "enum")) {
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
-        if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) == 0) rc = serr(c, "%s", "'enum' must be a non-empty array");
+    } else if (cJSON_GetObjectItemCaseSensitive(s, "const") || cJSON_GetObjectItemCaseSensitive(s, "enum")) {
+        const cJSON *k1 = cJSON_GetObjectItemCaseSensitive(s, "const"), *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+        if (!k1 && (!cJSON_IsArray(e) || cJSON_GetArraySize(e) == 0))
+            rc = serr(c, "%s", "'enum' must be a non-empty array");
         int k = 0;
-        for (const cJSON *x = rc == 0 ? e->child : NULL; x; x = x->next) {
+        for (const cJSON *x = rc < 0 ? NULL : k1 ? k1 : e->child; x; x = k1 ? NULL : x->next) {
+            int dup = 0; /* each value once (an enum may repeat one) */
+            for (const cJSON *y = k1 ? x : e->child; y != x && !dup; y = y->next) dup = cJSON_Compare(x, y, 1);
+            int ok = dup ? 0 : value_valid(c, s, x);
+            if (ok < 0) {
+                rc = -1;
+                break;
+            }
+            if (!ok) continue;
             sbuf_adds(&b, k++ ? " | " : "");
             put_json_literal(&b, x);
         }
+        if (rc == 0 && k == 0) rc = serr(c, "%s", "unsatisfiable schema: no enum/const value meets the other keywords");
     } else {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
         if (!t) {

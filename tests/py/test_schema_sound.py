@@ -159,6 +159,50 @@ COVERAGE = [
      [{"a": 1}], [{"a": "x"}, {}]),
 ]
 
+# keywords lowered to a narrower schema (docs/structured-output.md)
+D7 = "http://json-schema.org/draft-07/schema#"
+KEYWORDS = [
+    ("additionalItems-false", {"$schema": D7, "type": "array", "items": [{"type": "integer"}, {"type": "string"}],
+                               "additionalItems": False},
+     [[1, "a"], [1], []], [[1, "a", 2], ["a"]]),
+    ("additionalItems-schema", {"$schema": D7, "type": "array", "items": [{"type": "integer"}],
+                                "additionalItems": {"type": "boolean"}},
+     [[1, True, False], [1]], [[1, 3]]),
+    ("if-then", {"type": "object", "properties": {"k": {"type": "string"}, "x": {"type": "integer"}},
+                 "if": {"properties": {"k": {"const": "a"}}}, "then": {"required": ["x"]}, "else": {"maxProperties": 0}},
+     [{"k": "a", "x": 1}, {"x": 1}], [{"k": "a"}, {"k": "b", "x": 1}]),
+    ("dependentRequired", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                           "dependentRequired": {"a": ["b"]}},
+     [{"a": 1, "b": 2}, {"b": 2}], [{"a": 1}]),
+    ("dependencies-draft7", {"$schema": D7, "type": "object", "properties": {"a": {}, "b": {"type": "string"}},
+                             "dependencies": {"a": ["b"], "c": {"required": ["a"]}}},
+     [{"a": 1, "b": "x"}, {"b": "x"}], [{"a": 1}]),
+    ("dependentSchemas", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                          "required": ["a"], "dependentSchemas": {"a": {"properties": {"b": {"minimum": 5}}},
+                                                                  "b": {"required": ["zz"]}}},
+     [{"a": 1}], [{"a": 1, "b": 2}, {"a": 1, "b": 7}]),
+    ("minProperties", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                       "minProperties": 1},
+     [{"a": 1}, {"a": 1, "b": 2}], [{}]),
+    ("maxProperties", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                                        "c": {"type": "integer"}},
+                       "maxProperties": 2, "additionalProperties": True},
+     [{"a": 1, "b": 2}, {}], [{"a": 1, "b": 2, "c": 3}]),
+    ("patternProperties", {"type": "object", "properties": {"x-a": {"type": "integer"}, "b": {"type": "integer"}},
+                           "patternProperties": {"^x-": {"minimum": 0}}, "additionalProperties": {"type": "string"}},
+     [{"x-a": 1, "b": 2}], [{"x-a": -1}, {"b": 1, "c": 1}]),
+    ("patternProperties-required", {"type": "object", "required": ["x-k"],
+                                    "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+     [{"x-k": 1}], [{"x-k": "s"}, {}]),
+    ("enum-beside-type", {"type": "string", "enum": ["a", 1, "a", None, "bcd"], "maxLength": 2},
+     ["a"], [1, None, "bcd"]),
+    ("const-beside-type", {"type": ["integer", "null"], "enum": [1, 2.5, None], "minimum": 1},
+     [1, None], [2.5]),
+    ("propertyNames", {"type": "object", "properties": {"ab": {"type": "integer"}, "ABC": {"type": "integer"}},
+                       "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 5}},
+     [{"ab": 1}], [{"ABC": 1}]),
+]
+
 # numbers with bounds: decimals in the range, exactly
 NUMBERS = [
     ("unit-interval", {"type": "number", "minimum": 0, "maximum": 1},
@@ -180,11 +224,14 @@ NUMBERS = [
 ]
 
 REFUSED = [
+    ("oneof-if-accepts-all", {"oneOf": [{"type": "integer"}, {"if": {"type": "string"}, "then": {"type": "string"}}]},
+     "oneOf"),
+    ("enum-beside-properties", {"enum": [{"a": 1}], "properties": {"a": {"type": "string"}}}, "enum/const beside"),
     ("multipleOf", {"type": "integer", "multipleOf": 3}, "unsupported keyword 'multipleOf'"),
     ("not", {"not": {"type": "string"}}, "unsupported keyword 'not'"),
-    ("if-then", {"if": {"type": "string"}, "then": {"maxLength": 2}}, "unsupported keyword 'if'"),
-    ("additionalItems-tuple", {"items": [{"type": "integer"}], "additionalItems": False},
-     "unsupported keyword 'additionalItems'"),
+    ("if-else-only", {"if": {"type": "string"}, "else": {"type": "integer"}}, "'if' with 'else'"),
+    ("minProperties-extras", {"type": "object", "minProperties": 1}, "minProperties"),
+    ("uniqueItems", {"type": "array", "uniqueItems": True}, "unsupported keyword 'uniqueItems'"),
     ("unevaluatedProperties", {"type": "object", "unevaluatedProperties": False},
      "unsupported keyword 'unevaluatedProperties'"),
     ("oneof-overlap", {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}, "oneOf"),
@@ -200,6 +247,11 @@ def test_soundness(name, schema, ok, bad, tmp_path):
 
 @pytest.mark.parametrize("name,schema,ok,bad", COVERAGE, ids=[c[0] for c in COVERAGE])
 def test_coverage(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", KEYWORDS, ids=[c[0] for c in KEYWORDS])
+def test_keywords(name, schema, ok, bad, tmp_path):
     check(schema, ok, bad, tmp_path)
 
 
