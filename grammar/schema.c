@@ -55,8 +55,8 @@ static const char *const keywords[] = {"type", "properties", "required", "additi
                                        "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum",
                                        "maximum", "exclusiveMinimum", "exclusiveMaximum", "additionalItems",
                                        "dependentRequired", "dependentSchemas", "dependencies", "minProperties",
-                                       "maxProperties", "patternProperties", "propertyNames", "if", NULL};
-static const char *const unimplemented[] = {"multipleOf", "uniqueItems", "contains", "not", "unevaluatedItems",
+                                       "maxProperties", "patternProperties", "propertyNames", "if", "uniqueItems", NULL};
+static const char *const unimplemented[] = {"multipleOf", "contains", "not", "unevaluatedItems",
                                             "unevaluatedProperties", "$dynamicRef", "$recursiveRef", NULL};
 
 static int in_list(const char *const *l, const char *s) {
@@ -90,6 +90,7 @@ static const cJSON *flat(struct sc *c, const cJSON *s, int gen);
 static const cJSON *lower_object(struct sc *c, const cJSON *s);
 static int might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth);
 static const cJSON *prop_schema(const cJSON *s, const char *name);
+static int value_valid(struct sc *c, const cJSON *s, const cJSON *v);
 
 /* A JSON value as a literal. */
 static void put_json_literal(struct sbuf *b, const cJSON *v) {
@@ -778,6 +779,8 @@ static int read_count(struct sc *c, const cJSON *s, const char *key, long *out) 
     return 1;
 }
 
+static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct sbuf *b);
+
 static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
     const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
@@ -789,6 +792,10 @@ static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     if (prefix && !cJSON_IsArray(prefix)) return serr(c, "%s", "'prefixItems' must be an array");
     long lo = 0, hi = -1;
     if (read_count(c, s, "minItems", &lo) < 0 || read_count(c, s, "maxItems", &hi) < 0) return -1;
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems"))) {
+        if (prefix) return serr(c, "%s", "uniqueItems beside prefixItems is not supported");
+        return gen_unique(c, items, lo, hi, b);
+    }
     int m = prefix ? cJSON_GetArraySize(prefix) : 0;
     int more = !(items && cJSON_IsFalse(items));
     if (!more && (hi < 0 || hi > m)) hi = m;
@@ -1224,6 +1231,64 @@ static int value_valid(struct sc *c, const cJSON *s, const cJSON *v) {
     if (!might_accept(c, s, v, 0)) return 0; /* exact for type, const, enum, lengths, bounds */
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     return vt == T_STR && cJSON_IsString(pat) ? name_matches(c, pat->valuestring, v->valuestring) : 1;
+}
+
+/* uniqueItems over items of a finite domain (an enum, a const, boolean, null): the sets of
+ * distinct values between minItems and maxItems, each written in the domain's order (one
+ * array per set: a subset of the orders allowed). S(i, n): values i.. with n written. */
+#define UNIQUE_MAX_VALUES 64
+static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct sbuf *b) {
+    const cJSON *f = items ? flat(c, items, 1) : NULL;
+    if (items && !f) return -1;
+    const cJSON *k1 = f ? cJSON_GetObjectItemCaseSensitive(f, "const") : NULL;
+    const cJSON *e = f ? cJSON_GetObjectItemCaseSensitive(f, "enum") : NULL;
+    cJSON *dom = cJSON_CreateArray();
+    cJSON_AddItemToArray(c->owned, dom);
+    int t = f ? type_bits(cJSON_GetObjectItemCaseSensitive(f, "type")) : T_ANY;
+    if (k1 || cJSON_IsArray(e)) {
+        for (const cJSON *x = k1 ? k1 : e->child; x; x = k1 ? NULL : x->next) {
+            int dup = 0, ok;
+            for (const cJSON *y = dom->child; y && !dup; y = y->next) dup = cJSON_Compare(x, y, 1);
+            if (dup || (ok = value_valid(c, f, x)) == 0) continue;
+            if (ok < 0) return -1;
+            cJSON_AddItemToArray(dom, cJSON_Duplicate(x, 1));
+        }
+    } else if (f && !branches_of(f) && (t == T_BOOL || t == T_NULL || t == (T_BOOL | T_NULL))) {
+        if (t & T_BOOL) cJSON_AddItemToArray(dom, cJSON_CreateTrue()), cJSON_AddItemToArray(dom, cJSON_CreateFalse());
+        if (t & T_NULL) cJSON_AddItemToArray(dom, cJSON_CreateNull());
+    } else {
+        return serr(c, "%s", "uniqueItems is supported over items of an enum, a const, boolean or null only");
+    }
+    int k = cJSON_GetArraySize(dom);
+    if (k > UNIQUE_MAX_VALUES) return serr(c, "%s", "uniqueItems over more than 64 values is not supported");
+    if (hi < 0 || hi > k) hi = k;
+    if (lo > hi) return serr(c, "%s", "unsatisfiable schema: minItems above the distinct values uniqueItems allows");
+    char base[RN];
+    new_rule(c, base);
+    static _Thread_local char ex[UNIQUE_MAX_VALUES + 2][UNIQUE_MAX_VALUES + 2]; /* S(i, n) has a sentence */
+    for (int i = k; i >= 0; i--)
+        for (long n = hi; n >= 0; n--) {
+            ex[i][n] = n >= lo || (i < k && ((n < hi && ex[i + 1][n + 1]) || ex[i + 1][n]));
+            if (!ex[i][n]) continue;
+            struct sbuf r = {0};
+            int alts = 0;
+            if (n >= lo) sbuf_adds(&r, "\"\""), alts++;
+            if (i < k && n < hi && ex[i + 1][n + 1]) {
+                sbuf_addf(&r, "%s%s", alts++ ? " | " : "", n ? "\",\" " : "");
+                if (n) sbuf_addf(&r, "%s-ws ", c->j);
+                put_json_literal(&r, cJSON_GetArrayItem(dom, i));
+                sbuf_addf(&r, " %s-ws %s-%d-%ld", c->j, base, i + 1, n + 1);
+            }
+            if (i < k && ex[i + 1][n]) sbuf_addf(&r, "%s%s-%d-%ld", alts++ ? " | " : "", base, i + 1, n);
+            if (alts) {
+                char nm[RN + 48];
+                snprintf(nm, sizeof nm, "%s-%d-%ld", base, i, n);
+                emit(c, nm, r.p);
+            }
+            sbuf_free(&r);
+        }
+    sbuf_addf(b, "\"[\" %s-ws %s-0-0 \"]\"", c->j, base);
+    return 0;
 }
 
 /* ---- dispatch ---- */
