@@ -410,3 +410,21 @@ def test_format_lengths(tmp_path):
     refused({"type": "string", "format": "uri", "maxLength": 100}, "maxLength", tmp_path)
     s = {"type": "string", "maxLength": 2500, "minLength": 2}
     check(s, ["ab", "x" * 999, "x" * 1000, "x" * 1001, "x" * 2000, "x" * 2500], ["x", "x" * 2501], tmp_path)
+
+
+# stars over groups that can match "" (a left-recursive rule once, refused)
+NULLABLE_PATTERNS = [("^(a*)*$", ["", "a", "aaa"], ["b"]), ("^(a|b?)+$", ["", "ab", "bba"], ["c"]),
+                     ("^(x?y?)*z$", ["z", "xyz", "yyxz"], ["zz"]), ("^((a|)b?){2,}$", ["", "ab", "bbb"], ["c"]),
+                     ("^(a*)+b(c?)*$", ["b", "aabcc"], ["a"]), ("^(?:\\s*,?\\s*[a-z]+)*$", ["", "ab, cd"], [","])]
+
+
+@pytest.mark.parametrize("pattern,ok,bad", NULLABLE_PATTERNS, ids=[p[0] for p in NULLABLE_PATTERNS])
+def test_nullable_star_patterns(pattern, ok, bad, tmp_path):
+    schema = {"type": "string", "pattern": pattern}
+    check(schema, ok, bad, tmp_path)
+    v = validator(schema)
+    n = 0
+    for text in sentences(schema, 8, 30, tmp_path):
+        assert v.is_valid(json.loads(text)), text
+        n += 1
+    assert n >= 3
