@@ -12,6 +12,7 @@ of a generation would be."""
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -428,3 +429,12 @@ def test_nullable_star_patterns(pattern, ok, bad, tmp_path):
         assert v.is_valid(json.loads(text)), text
         n += 1
     assert n >= 3
+
+
+def test_bench_corpus_sound():
+    """bench/bench_schema.py over its stand-in corpus: every label agrees with jsonschema and
+    no invalid instance is accepted (the script exits 1 otherwise)."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench_schema.py"), "--build", BUILD],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "| github |" in r.stdout
