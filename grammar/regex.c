@@ -478,6 +478,73 @@ static int parse_alt(struct rx *r, int ne, int *nullable) {
     return rc < 0 ? -1 : alts > 0;
 }
 
+int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct sbuf *out, char *err) {
+    if (len > GRAMMAR_MAX_TEXT) return err_set(err, "regex of %zu bytes is longer than the limit of %u", len, GRAMMAR_MAX_TEXT);
+    struct rx r = {re, len, 0, 1, 0, 0, NULL, err};
+    int start = r.n && r.s[0] == '^', end = 0;
+    if (start) r.i = 1;
+    size_t bs = 0;
+    while (bs + 1 < r.n && r.s[r.n - 2 - bs] == '\\') bs++;
+    if (r.n > r.i && r.s[r.n - 1] == '$' && bs % 2 == 0) r.n--, end = 1;
+    r.inner = 1;
+    int n = 0, cap = 8, rc = 1;
+    struct item *its = xcalloc((size_t)cap, sizeof *its);
+    struct rx pad = {".*", 2, 0, 1, 0, 1, NULL, err}; /* a search: any text around the match */
+    struct sbuf dummy = {0};
+    pad.out = &dummy;
+    if (!start && parse_item(&pad, &its[n++]) < 0) rc = -1;
+    while (rc > 0 && r.i < r.n) {
+        char c = r.s[r.i];
+        if (c == '|' || c == ')' || c == '^' || c == '$' || c == '*' || c == '+' || c == '?' || c == '{') {
+            rc = 0; /* alternatives, or what parse_seq would refuse: not this shape */
+            break;
+        }
+        if (n == cap) {
+            its = xrealloc(its, sizeof *its * (size_t)(cap *= 2));
+            memset(its + n, 0, sizeof *its * (size_t)(cap - n));
+        }
+        r.out = &dummy;
+        if (parse_item(&r, &its[n++]) < 0) rc = -1;
+        if (rc > 0 && its[n - 1].in1) rc = 0; /* a group: not one character per repeat */
+    }
+    if (rc > 0 && !end) {
+        if (n == cap) its = xrealloc(its, sizeof *its * (size_t)(cap += 1)), memset(its + n, 0, sizeof *its);
+        pad.i = 0;
+        if (parse_item(&pad, &its[n++]) < 0) rc = -1;
+    }
+    sbuf_free(&dummy);
+    long fixed = 0;
+    int flex = -1;
+    for (int k = 0; rc > 0 && k < n; k++) {
+        fixed += its[k].lo;
+        if (its[k].hi != its[k].lo && (flex < 0 || its[k].hi < 0 || (its[flex].hi >= 0 && its[k].hi > its[flex].hi)))
+            flex = k;
+    }
+    long a = 0, b = 0;
+    if (rc > 0 && flex >= 0) { /* the others at their least count; this one takes the slack */
+        long rest = fixed - its[flex].lo;
+        a = lo - rest > its[flex].lo ? lo - rest : its[flex].lo;
+        b = hi < 0 ? its[flex].hi : its[flex].hi < 0 || hi - rest < its[flex].hi ? hi - rest : its[flex].hi;
+        if (b >= 0 && a > b) rc = err_set(err, "unsatisfiable schema: pattern and minLength/maxLength");
+        else if (a > GRAMMAR_MAX_REPEAT || b > GRAMMAR_MAX_REPEAT) rc = 0;
+    } else if (rc > 0 && (fixed < lo || (hi >= 0 && fixed > hi))) {
+        rc = err_set(err, "unsatisfiable schema: pattern and minLength/maxLength");
+    }
+    if (rc > 0) {
+        sbuf_adds(out, "(");
+        for (int k = 0; k < n; k++) {
+            long x = k == flex ? a : its[k].lo, y = k == flex ? b : its[k].lo;
+            sbuf_addf(out, "%s%s", k ? " " : "", its[k].atom.p);
+            if (y < 0) sbuf_addf(out, "{%ld,}", x);
+            else if (x != 1 || y != 1) sbuf_addf(out, "{%ld,%ld}", x, y);
+        }
+        sbuf_adds(out, n ? ")" : "\"\")");
+    }
+    for (int k = 0; k < n; k++) sbuf_free(&its[k].atom), sbuf_free(&its[k].text);
+    free(its);
+    return rc;
+}
+
 int regex_to_gbnf(const char *re, size_t len, int json, struct sbuf *out, char *err) {
     if (len > GRAMMAR_MAX_TEXT) return err_set(err, "regex of %zu bytes is longer than the limit of %u", len, GRAMMAR_MAX_TEXT);
     struct rx r = {re, len, 0, json, 0, 0, out, err};

@@ -307,7 +307,22 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
             return serr(c, "format '%s' with a minLength/maxLength it does not always meet is not supported",
                         fmt->valuestring);
     }
-    if (pat && (mn || mx)) return serr(c, "%s", "combining pattern and minLength/maxLength is not supported");
+    if (pat && (mn || mx)) { /* one-character atoms only: the lengths bound their counts */
+        long lo = 0, hi = -1;
+        if (read_count(c, s, "minLength", &lo) < 0) return -1;
+        if (mx && (!cJSON_IsNumber(mx) || mx->valuedouble < 0)) return serr(c, "%s", "'maxLength' must be a number");
+        if (mx) hi = mx->valuedouble > 1e9 ? -1 : (long)mx->valuedouble;
+        if (!cJSON_IsString(pat)) return serr(c, "%s", "'pattern' must be a string");
+        char e[ERR_LEN];
+        struct sbuf t = {0};
+        int k = regex_to_gbnf_lengths(pat->valuestring, strlen(pat->valuestring), lo, hi, &t, e);
+        if (k > 0) sbuf_addf(b, "\"\\\"\" %s \"\\\"\"", t.p);
+        sbuf_free(&t);
+        if (k < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
+        if (k > 0) return 0;
+        return serr(c, "%s", "combining pattern and minLength/maxLength is supported for patterns of single "
+                    "characters with counts only");
+    }
     if (fg) {
         sbuf_addf(b, "\"\\\"\" %s \"\\\"\"", fg);
         return 0;

@@ -204,6 +204,12 @@ KEYWORDS = [
      [["a"], ["a", "c"], ["a", "b", "c"]], [["a", "a"], [], ["a", "b", "c", "a"]]),
     ("uniqueItems-bool", {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "maxItems": 1},
      [[True], [], [False]], [[True, True], [True, False]]),
+    ("pattern-maxLength", {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 5},
+     ["a", "ab-9z"], ["", "abcdef", "A"]),
+    ("pattern-lengths", {"type": "string", "pattern": "^[A-Z][a-z]*[0-9]{2}$", "minLength": 5, "maxLength": 8},
+     ["Abc12", "Abcde12"], ["Ab12", "Abcdefg12", "abc12"]),
+    ("pattern-search-length", {"type": "string", "pattern": "x", "minLength": 2, "maxLength": 3},
+     ["xb", "xbc"], ["x", "abcd", "ab"]),
     ("propertyNames", {"type": "object", "properties": {"ab": {"type": "integer"}, "ABC": {"type": "integer"}},
                        "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 5}},
      [{"ab": 1}], [{"ABC": 1}]),
@@ -230,6 +236,7 @@ NUMBERS = [
 ]
 
 REFUSED = [
+    ("pattern-group-length", {"type": "string", "pattern": "^(ab)+$", "maxLength": 4}, "single characters"),
     ("oneof-if-accepts-all", {"oneOf": [{"type": "integer"}, {"if": {"type": "string"}, "then": {"type": "string"}}]},
      "oneOf"),
     ("enum-beside-properties", {"enum": [{"a": 1}], "properties": {"a": {"type": "string"}}}, "enum/const beside"),
