@@ -99,11 +99,14 @@ int main(int argc, char **argv) {
             grammar_gbnf_json_value("json", &out);
             sbuf_adds(&out, "root ::= json-object\n");
         } else sbuf_add(&out, text, len);
+        free(text);
         if (rc < 0) {
             printf("error: %s\n", err);
+            sbuf_free(&out);
             return 1;
         }
         fwrite(out.p, 1, out.len, stdout);
+        sbuf_free(&out);
         return 0;
     }
     struct grammar_vocab *v;
@@ -155,6 +158,7 @@ int main(int argc, char **argv) {
         else printf("error: %s\n%.3f\n", err, ms);
         grammar_unref(g);
         grammar_vocab_free(v);
+        free(text);
         return g ? 0 : 1;
     }
     if (!g) {
@@ -180,6 +184,7 @@ int main(int argc, char **argv) {
             a = b + 1;
         }
         free(lines);
+        free(text);
         grammar_unref(g);
         grammar_vocab_free(v);
         return 0;
@@ -216,6 +221,7 @@ int main(int argc, char **argv) {
             if (!tok) l = 1;
             sbuf_add(&prefix, b, l);
         }
+        sbuf_free(&prefix);
         grammar_matcher_free(m);
     } else if (!strcmp(mode, "bench")) {
         int steps = atoi(argv[5]);
@@ -299,7 +305,11 @@ int main(int argc, char **argv) {
         free(apply);
         for (int k = 0; k < 4; k++) free(bud[k]);
     }
+    free(is_end);
+    free(mask);
+    free(text);
     grammar_unref(g);
     grammar_vocab_free(v);
+    tokenizer_free(tok);
     return 0;
 }
