@@ -19,7 +19,8 @@
  * followed by at most 20 spaces or tabs, so output may be compact or pretty-printed but the
  * model cannot emit whitespace without end; nothing after the root value, whose end is then
  * the only way on. The rules of grammar_gbnf_from_json_schema and grammar_gbnf_json_value
- * produce values without trailing whitespace. Numbers have at most 16 integer and 16 fraction digits. */
+ * produce values without trailing whitespace. Numbers have at most 16 integer and 16
+ * fraction digits. */
 #ifndef TPD_GRAMMAR_H
 #define TPD_GRAMMAR_H
 

@@ -289,14 +289,15 @@ static int parse_item(struct rx *r, struct item *it) {
             if (r->i + 1 < r->n && r->s[r->i + 1] == ':') {
                 r->i += 2;
             } else if (r->i + 2 < r->n && (r->s[r->i + 1] == 'P' || r->s[r->i + 1] == '<') &&
-                       (r->s[r->i + 2] == '<' ||
-                        (r->s[r->i + 1] == '<' && r->s[r->i + 2] != '=' && r->s[r->i + 2] != '!'))) {
+                       (r->s[r->i + 2] == '<' || (r->s[r->i + 1] == '<' && r->s[r->i + 2] != '=' &&
+                                                  r->s[r->i + 2] != '!'))) {
                 size_t e = r->i;
                 while (e < r->n && r->s[e] != '>') e++;
                 if (e >= r->n) return rerr(r, "unterminated group name");
                 r->i = e + 1;
             } else {
-                return rerr(r, "lookaround, inline flags and other (?...) groups are not supported");
+                return rerr(r,
+                            "lookaround, inline flags and other (?...) groups are not supported");
             }
         }
         if (++r->depth > GRAMMAR_MAX_NESTING) return rerr(r, "groups nested too deeply");
@@ -337,15 +338,18 @@ static int parse_item(struct rx *r, struct item *it) {
             it->hi = c == '?' ? 1 : -1;
             r->i++;
         } else if (c == '{' && read_braces(r, &lo, &hi)) {
-            if (lo > GRAMMAR_MAX_REPEAT || hi > GRAMMAR_MAX_REPEAT) return rerr(r, "repetition count above 1000");
+            if (lo > GRAMMAR_MAX_REPEAT || hi > GRAMMAR_MAX_REPEAT)
+                return rerr(r, "repetition count above 1000");
             if (hi >= 0 && hi < lo) return rerr(r, "repetition {m,n} with n < m");
             it->lo = lo;
             it->hi = hi;
         } else {
             goto text;
         }
-        if (r->i < r->n && r->s[r->i] == '?') r->i++; /* lazy: same language */
-        else if (r->i < r->n && r->s[r->i] == '+') return rerr(r, "possessive quantifiers are not supported");
+        if (r->i < r->n && r->s[r->i] == '?')
+            r->i++; /* lazy: same language */
+        else if (r->i < r->n && r->s[r->i] == '+')
+            return rerr(r, "possessive quantifiers are not supported");
         if (r->i < r->n && (r->s[r->i] == '*' || r->s[r->i] == '+' || r->s[r->i] == '?'))
             return rerr(r, "multiple repeat");
     }
@@ -354,8 +358,10 @@ text:
         struct sbuf ne = {0};
         int k = ne_group(r, it, &ne);
         if (k < 0) return sbuf_free(&ne), -1;
-        if (k) sbuf_addf(&it->text, "(%s)*", ne.p);
-        else sbuf_adds(&it->text, "\"\"");
+        if (k)
+            sbuf_addf(&it->text, "(%s)*", ne.p);
+        else
+            sbuf_adds(&it->text, "\"\"");
         sbuf_free(&ne);
     } else if (it->lo == 1 && it->hi == 1) {
         sbuf_adds(&it->text, it->atom.p);
@@ -365,7 +371,8 @@ text:
     } else {
         sbuf_addf(&it->text, "%s{%ld,%ld}", it->atom.p, it->lo, it->hi);
     }
-    if (r->out->len > 32ull * GRAMMAR_MAX_TEXT) return rerr(r, "the pattern's grammar is too large");
+    if (r->out->len > 32ull * GRAMMAR_MAX_TEXT)
+        return rerr(r, "the pattern's grammar is too large");
     return 0;
 }
 
@@ -378,12 +385,17 @@ static int ne_item(struct rx *r, const struct item *it, struct sbuf *o) {
     if (it->hi == 0) return 0;
     struct sbuf a = {0};
     int k = 1;
-    if (it->atom_null) k = ne_group(r, it, &a);
-    else sbuf_adds(&a, it->atom.p);
+    if (it->atom_null)
+        k = ne_group(r, it, &a);
+    else
+        sbuf_adds(&a, it->atom.p);
     if (k > 0) {
-        if (it->hi == 1) sbuf_addf(o, "(%s)", a.p);
-        else if (it->hi < 0) sbuf_addf(o, "(%s) %s", a.p, it->text.p);
-        else sbuf_addf(o, "(%s) %s{0,%ld}", a.p, it->atom.p, it->hi - 1);
+        if (it->hi == 1)
+            sbuf_addf(o, "(%s)", a.p);
+        else if (it->hi < 0)
+            sbuf_addf(o, "(%s) %s", a.p, it->text.p);
+        else
+            sbuf_addf(o, "(%s) %s{0,%ld}", a.p, it->atom.p, it->hi - 1);
     }
     sbuf_free(&a);
     return k;
@@ -478,8 +490,11 @@ static int parse_alt(struct rx *r, int ne, int *nullable) {
     return rc < 0 ? -1 : alts > 0;
 }
 
-int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct sbuf *out, char *err) {
-    if (len > GRAMMAR_MAX_TEXT) return err_set(err, "regex of %zu bytes is longer than the limit of %u", len, GRAMMAR_MAX_TEXT);
+int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct sbuf *out,
+                          char *err) {
+    if (len > GRAMMAR_MAX_TEXT)
+        return err_set(err, "regex of %zu bytes is longer than the limit of %u", len,
+                       GRAMMAR_MAX_TEXT);
     struct rx r = {re, len, 0, 1, 0, 0, NULL, err};
     int start = r.n && r.s[0] == '^', end = 0;
     if (start) r.i = 1;
@@ -495,7 +510,8 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
     if (!start && parse_item(&pad, &its[n++]) < 0) rc = -1;
     while (rc > 0 && r.i < r.n) {
         char c = r.s[r.i];
-        if (c == '|' || c == ')' || c == '^' || c == '$' || c == '*' || c == '+' || c == '?' || c == '{') {
+        if (c == '|' || c == ')' || c == '^' || c == '$' || c == '*' || c == '+' || c == '?' ||
+            c == '{') {
             rc = 0; /* alternatives, or what parse_seq would refuse: not this shape */
             break;
         }
@@ -508,7 +524,8 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
         if (rc > 0 && its[n - 1].in1) rc = 0; /* a group: not one character per repeat */
     }
     if (rc > 0 && !end) {
-        if (n == cap) its = xrealloc(its, sizeof *its * (size_t)(cap += 1)), memset(its + n, 0, sizeof *its);
+        if (n == cap)
+            its = xrealloc(its, sizeof *its * (size_t)(cap += 1)), memset(its + n, 0, sizeof *its);
         pad.i = 0;
         if (parse_item(&pad, &its[n++]) < 0) rc = -1;
     }
@@ -517,16 +534,21 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
     int flex = -1;
     for (int k = 0; rc > 0 && k < n; k++) {
         fixed += its[k].lo;
-        if (its[k].hi != its[k].lo && (flex < 0 || its[k].hi < 0 || (its[flex].hi >= 0 && its[k].hi > its[flex].hi)))
+        if (its[k].hi != its[k].lo &&
+            (flex < 0 || its[k].hi < 0 || (its[flex].hi >= 0 && its[k].hi > its[flex].hi)))
             flex = k;
     }
     long a = 0, b = 0;
     if (rc > 0 && flex >= 0) { /* the others at their least count; this one takes the slack */
         long rest = fixed - its[flex].lo;
         a = lo - rest > its[flex].lo ? lo - rest : its[flex].lo;
-        b = hi < 0 ? its[flex].hi : its[flex].hi < 0 || hi - rest < its[flex].hi ? hi - rest : its[flex].hi;
-        if (b >= 0 && a > b) rc = err_set(err, "unsatisfiable schema: pattern and minLength/maxLength");
-        else if (a > GRAMMAR_MAX_REPEAT || b > GRAMMAR_MAX_REPEAT) rc = 0;
+        b = hi < 0                                         ? its[flex].hi
+            : its[flex].hi < 0 || hi - rest < its[flex].hi ? hi - rest
+                                                           : its[flex].hi;
+        if (b >= 0 && a > b)
+            rc = err_set(err, "unsatisfiable schema: pattern and minLength/maxLength");
+        else if (a > GRAMMAR_MAX_REPEAT || b > GRAMMAR_MAX_REPEAT)
+            rc = 0;
     } else if (rc > 0 && (fixed < lo || (hi >= 0 && fixed > hi))) {
         rc = err_set(err, "unsatisfiable schema: pattern and minLength/maxLength");
     }
@@ -535,8 +557,10 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
         for (int k = 0; k < n; k++) {
             long x = k == flex ? a : its[k].lo, y = k == flex ? b : its[k].lo;
             sbuf_addf(out, "%s%s", k ? " " : "", its[k].atom.p);
-            if (y < 0) sbuf_addf(out, "{%ld,}", x);
-            else if (x != 1 || y != 1) sbuf_addf(out, "{%ld,%ld}", x, y);
+            if (y < 0)
+                sbuf_addf(out, "{%ld,}", x);
+            else if (x != 1 || y != 1)
+                sbuf_addf(out, "{%ld,%ld}", x, y);
         }
         sbuf_adds(out, n ? ")" : "\"\")");
     }

@@ -15,7 +15,8 @@ int regex_to_gbnf(const char *re, size_t len, int json, struct sbuf *out, char *
  * -1: no bound), where the regex is a sequence of one-character atoms with quantifiers: the
  * one with the widest count takes the slack, the others their least count (exact when only
  * one count varies). 1, 0 (not that shape: nothing appended), or -1 with err. */
-int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct sbuf *out, char *err);
+int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct sbuf *out,
+                          char *err);
 /* Appends s[0..n) as a GBNF literal. */
 void gbnf_put_literal(struct sbuf *o, const char *s, size_t n);
 

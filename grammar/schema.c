@@ -50,14 +50,42 @@ struct sc {
  * schema using one is refused, never half-honoured). Any other name is ignored, as the
  * specification says of unknown keywords (drafts 4-7) and annotations (2019-09, 2020-12):
  * id, x-* extensions, readonly, links, example, javaType... */
-static const char *const keywords[] = {"type", "properties", "required", "additionalProperties", "items",
-                                       "prefixItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf",
-                                       "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum",
-                                       "maximum", "exclusiveMinimum", "exclusiveMaximum", "additionalItems",
-                                       "dependentRequired", "dependentSchemas", "dependencies", "minProperties",
-                                       "maxProperties", "patternProperties", "propertyNames", "if", "uniqueItems", NULL};
-static const char *const unimplemented[] = {"multipleOf", "contains", "not", "unevaluatedItems",
-                                            "unevaluatedProperties", "$dynamicRef", "$recursiveRef", NULL};
+static const char *const keywords[] = {"type",
+                                       "properties",
+                                       "required",
+                                       "additionalProperties",
+                                       "items",
+                                       "prefixItems",
+                                       "minItems",
+                                       "maxItems",
+                                       "enum",
+                                       "const",
+                                       "anyOf",
+                                       "oneOf",
+                                       "allOf",
+                                       "$ref",
+                                       "minLength",
+                                       "maxLength",
+                                       "pattern",
+                                       "format",
+                                       "minimum",
+                                       "maximum",
+                                       "exclusiveMinimum",
+                                       "exclusiveMaximum",
+                                       "additionalItems",
+                                       "dependentRequired",
+                                       "dependentSchemas",
+                                       "dependencies",
+                                       "minProperties",
+                                       "maxProperties",
+                                       "patternProperties",
+                                       "propertyNames",
+                                       "if",
+                                       "uniqueItems",
+                                       NULL};
+static const char *const unimplemented[] = {
+    "multipleOf",  "contains",      "not", "unevaluatedItems", "unevaluatedProperties",
+    "$dynamicRef", "$recursiveRef", NULL};
 
 static int in_list(const char *const *l, const char *s) {
     for (; *l; l++)
@@ -69,9 +97,11 @@ static int in_list(const char *const *l, const char *s) {
  * only act beside another (then/else beside if, additionalItems beside an items array,
  * minContains/maxContains beside contains) count through that one. */
 static int is_validity(const cJSON *s, const char *k) {
-    if (strcmp(k, "additionalItems") == 0) return cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(s, "items"));
+    if (strcmp(k, "additionalItems") == 0)
+        return cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(s, "items"));
     if (strcmp(k, "if") == 0)
-        return cJSON_GetObjectItemCaseSensitive(s, "then") || cJSON_GetObjectItemCaseSensitive(s, "else");
+        return cJSON_GetObjectItemCaseSensitive(s, "then") ||
+               cJSON_GetObjectItemCaseSensitive(s, "else");
     return in_list(keywords, k) || in_list(unimplemented, k);
 }
 
@@ -191,17 +221,25 @@ static void merge_props(cJSON *m, const cJSON *a, const cJSON *b) {
     cJSON *p = cJSON_CreateObject();
     for (const cJSON *x = pa ? pa->child : NULL; x; x = x->next) {
         const cJSON *y = pb ? cJSON_GetObjectItemCaseSensitive(pb, x->string) : NULL;
-        cJSON_AddItemToObject(p, x->string, y ? all_of2(x, y) : ab ? all_of2(x, ab) : cJSON_Duplicate(x, 1));
+        cJSON_AddItemToObject(p, x->string,
+                              y    ? all_of2(x, y)
+                              : ab ? all_of2(x, ab)
+                                   : cJSON_Duplicate(x, 1));
     }
     for (const cJSON *y = pb ? pb->child : NULL; y; y = y->next)
         if (!pa || !cJSON_GetObjectItemCaseSensitive(pa, y->string))
             cJSON_AddItemToObject(p, y->string, aa ? all_of2(y, aa) : cJSON_Duplicate(y, 1));
     cJSON_DeleteItemFromObjectCaseSensitive(m, "properties");
     cJSON_DeleteItemFromObjectCaseSensitive(m, "additionalProperties");
-    if (p->child || pa || pb) cJSON_AddItemToObject(m, "properties", p);
-    else cJSON_Delete(p);
-    if (aa || ab) cJSON_AddItemToObject(m, "additionalProperties", !aa ? cJSON_Duplicate(ab, 1)
-                                                                  : !ab ? cJSON_Duplicate(aa, 1) : all_of2(aa, ab));
+    if (p->child || pa || pb)
+        cJSON_AddItemToObject(m, "properties", p);
+    else
+        cJSON_Delete(p);
+    if (aa || ab)
+        cJSON_AddItemToObject(m, "additionalProperties",
+                              !aa   ? cJSON_Duplicate(ab, 1)
+                              : !ab ? cJSON_Duplicate(aa, 1)
+                                    : all_of2(aa, ab));
 }
 
 /* Keywords of a beside b's, for allOf and for siblings of anyOf: properties and
@@ -226,7 +264,8 @@ static cJSON *merge(struct sc *c, const cJSON *a, const cJSON *b) {
     cJSON_AddItemToArray(c->owned, m);
     for (const cJSON *k = b->child; k; k = k->next) {
         if (!is_validity(b, k->string)) continue;
-        if (strcmp(k->string, "properties") == 0 || strcmp(k->string, "additionalProperties") == 0) {
+        if (strcmp(k->string, "properties") == 0 ||
+            strcmp(k->string, "additionalProperties") == 0) {
             if (!cJSON_IsObject(k) && !cJSON_IsBool(k))
                 return serr(c, "'%s' must be an object", k->string), NULL;
             continue;
@@ -272,16 +311,19 @@ static void num_range(const cJSON *s, double *lo, int *lo_x, double *hi, int *hi
 /* integer or number with minimum / maximum (exclusive ones too, draft 4's booleans
  * included): schema_num_range's exact language of the range. */
 static int gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf *b) {
-    static const char *const keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    static const char *const keys[] = {"minimum", "maximum", "exclusiveMinimum",
+                                       "exclusiveMaximum"};
     for (int i = 0; i < 4; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, keys[i]);
-        if (v && !cJSON_IsNumber(v) && !(i >= 2 && cJSON_IsBool(v))) return serr(c, "'%s' must be a number", keys[i]);
+        if (v && !cJSON_IsNumber(v) && !(i >= 2 && cJSON_IsBool(v)))
+            return serr(c, "'%s' must be a number", keys[i]);
     }
     double lo, hi;
     int lo_x, hi_x;
     num_range(s, &lo, &lo_x, &hi, &hi_x);
     char e[ERR_LEN];
-    if (schema_num_range(b, lo, lo_x, hi, hi_x, integer, e) < 0) return err_set(c->err, "JSON Schema: %s", e);
+    if (schema_num_range(b, lo, lo_x, hi, hi_x, integer, e) < 0)
+        return err_set(c->err, "JSON Schema: %s", e);
     return 0;
 }
 
@@ -304,13 +346,16 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         if (read_count(c, s, "minLength", &lo) < 0) return -1;
         if (mx && cJSON_IsNumber(mx)) hi = mx->valuedouble > 1e9 ? -1 : (long)mx->valuedouble;
         if (fmin < lo || (hi >= 0 && (fmax < 0 || fmax > hi)))
-            return serr(c, "format '%s' with a minLength/maxLength it does not always meet is not supported",
-                        fmt->valuestring);
+            return serr(
+                c,
+                "format '%s' with a minLength/maxLength it does not always meet is not supported",
+                fmt->valuestring);
     }
     if (pat && (mn || mx)) { /* one-character atoms only: the lengths bound their counts */
         long lo = 0, hi = -1;
         if (read_count(c, s, "minLength", &lo) < 0) return -1;
-        if (mx && (!cJSON_IsNumber(mx) || mx->valuedouble < 0)) return serr(c, "%s", "'maxLength' must be a number");
+        if (mx && (!cJSON_IsNumber(mx) || mx->valuedouble < 0))
+            return serr(c, "%s", "'maxLength' must be a number");
         if (mx) hi = mx->valuedouble > 1e9 ? -1 : (long)mx->valuedouble;
         if (!cJSON_IsString(pat)) return serr(c, "%s", "'pattern' must be a string");
         char e[ERR_LEN];
@@ -320,7 +365,8 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         sbuf_free(&t);
         if (k < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
         if (k > 0) return 0;
-        return serr(c, "%s", "combining pattern and minLength/maxLength is supported for patterns of single "
+        return serr(c, "%s",
+                    "combining pattern and minLength/maxLength is supported for patterns of single "
                     "characters with counts only");
     }
     if (fg) {
@@ -350,7 +396,8 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
     }
     if (mx) {
         if (!cJSON_IsNumber(mx) || mx->valuedouble < 0) return serr(c, "%s", "'maxLength' must be a non-negative integer");
-        hi = mx->valuedouble > 1e6 ? -1 : (long)mx->valuedouble; /* beyond 10^6: no practical bound */
+        hi = mx->valuedouble > 1e6 ? -1
+                                   : (long)mx->valuedouble; /* beyond 10^6: no practical bound */
     }
     if (hi >= 0 && hi < lo) return serr(c, "%s", "unsatisfiable schema: minLength is above maxLength");
     if (hi < 0) {
@@ -373,10 +420,14 @@ static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
 
 /* A code point inside a GBNF character class. */
 static void class_cp(struct sbuf *b, uint32_t cp) {
-    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9')) sbuf_addf(b, "%c", cp);
-    else if (cp < 0x80) sbuf_addf(b, "\\x%02X", cp);
-    else if (cp <= 0xFFFF) sbuf_addf(b, "\\u%04X", cp);
-    else sbuf_addf(b, "\\U%08X", cp);
+    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9'))
+        sbuf_addf(b, "%c", cp);
+    else if (cp < 0x80)
+        sbuf_addf(b, "\\x%02X", cp);
+    else if (cp <= 0xFFFF)
+        sbuf_addf(b, "\\u%04X", cp);
+    else
+        sbuf_addf(b, "\\U%08X", cp);
 }
 
 /* The one-letter JSON escape of cp ('"' -> '"', '\n' -> 'n'), or 0. */
@@ -441,7 +492,8 @@ static void gen_key_not_in(struct sc *c, const char *const *names, int n, char *
     char base[RN];
     new_rule(c, base);
     /* any key character (no \\u escapes), then the closing quote */
-    sbuf_addf(c->out, "%s-any ::= ([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt])* \"\\\"\"\n", base);
+    sbuf_addf(c->out,
+              "%s-any ::= ([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt])* \"\\\"\"\n", base);
     for (int k = 0; k < used; k++) {
         struct sbuf r = {0}, cls = {0}, esc = {0};
         if (!t[k].is_name) sbuf_adds(&r, "\"\\\"\" | ");
@@ -455,7 +507,8 @@ static void gen_key_not_in(struct sc *c, const char *const *names, int n, char *
         static const char letters[] = "\"\\/bfnrt", dec[] = "\"\\/\b\f\n\r\t";
         for (int i = 0; letters[i]; i++) {
             int child = 0;
-            for (int ch = t[k].first; ch >= 0; ch = t[ch].next) child |= t[ch].cp == (uint8_t)dec[i];
+            for (int ch = t[k].first; ch >= 0; ch = t[ch].next)
+                child |= t[ch].cp == (uint8_t)dec[i];
             if (child) continue;
             if (letters[i] == '"' || letters[i] == '\\') sbuf_adds(&esc, "\\");
             sbuf_add(&esc, &letters[i], 1);
@@ -474,7 +527,6 @@ static void gen_key_not_in(struct sc *c, const char *const *names, int n, char *
     sbuf_addf(c->out, "%s ::= \"\\\"\" %s-0\n", nm, base);
 }
 
-
 /* ---- object keywords lowered to properties / required / additionalProperties ----
  * patternProperties, propertyNames, dependentRequired, dependentSchemas, dependencies,
  * minProperties and maxProperties become a narrower schema in the keywords gen_object
@@ -489,7 +541,8 @@ static void gen_key_not_in(struct sc *c, const char *const *names, int n, char *
 static int name_matches(struct sc *c, const char *pattern, const char *name) {
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+    pcre2_code *re =
+        pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
     if (!re) return serr(c, "patternProperties: the pattern '%s' does not compile", pattern);
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     int rc = pcre2_match(re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
@@ -534,11 +587,14 @@ static int writable(const cJSON *m, const char *name) {
 
 static int forbid(struct sc *c, cJSON *m, const char *name, const char *why) {
     if (is_required(m, name))
-        return err_set(c->err, "JSON Schema: unsatisfiable schema: required property '%s' is ruled out by %s", name,
-                       why);
+        return err_set(
+            c->err, "JSON Schema: unsatisfiable schema: required property '%s' is ruled out by %s",
+            name, why);
     cJSON *p = props_of(m), *x = cJSON_GetObjectItemCaseSensitive(p, name);
-    if (x) cJSON_ReplaceItemInObjectCaseSensitive(p, name, cJSON_CreateFalse());
-    else cJSON_AddFalseToObject(p, name);
+    if (x)
+        cJSON_ReplaceItemInObjectCaseSensitive(p, name, cJSON_CreateFalse());
+    else
+        cJSON_AddFalseToObject(p, name);
     return 0;
 }
 
@@ -558,9 +614,13 @@ static int close_extras(struct sc *c, cJSON *m) {
             matched = k;
         }
         if (!matched && cJSON_IsFalse(addl))
-            return err_set(c->err, "JSON Schema: unsatisfiable schema: required property '%s' is not allowed by "
-                           "additionalProperties", r->valuestring);
-        cJSON_AddItemToObject(p, r->valuestring, !matched && addl ? cJSON_Duplicate(addl, 1) : cJSON_CreateTrue());
+            return err_set(
+                c->err,
+                "JSON Schema: unsatisfiable schema: required property '%s' is not allowed by "
+                "additionalProperties",
+                r->valuestring);
+        cJSON_AddItemToObject(p, r->valuestring,
+                              !matched && addl ? cJSON_Duplicate(addl, 1) : cJSON_CreateTrue());
     }
     cJSON_DeleteItemFromObjectCaseSensitive(m, "additionalProperties");
     cJSON_AddFalseToObject(m, "additionalProperties");
@@ -571,7 +631,8 @@ static int close_extras(struct sc *c, cJSON *m) {
 static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
     if (!(ps = flat(c, ps, 0))) return -1;
     if (cJSON_IsBool(ps)) return cJSON_IsTrue(ps);
-    static const char *const known[] = {"type", "enum", "const", "minLength", "maxLength", "pattern", NULL};
+    static const char *const known[] = {"type",      "enum",    "const", "minLength",
+                                        "maxLength", "pattern", NULL};
     for (const cJSON *k = ps->child; k; k = k->next)
         if (is_validity(ps, k->string) && !in_list(known, k->string))
             return serr(c, "propertyNames: '%s' is not supported there", k->string);
@@ -584,8 +645,9 @@ static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
 }
 
 static const cJSON *lower_object(struct sc *c, const cJSON *s) {
-    static const char *const kws[] = {"dependentRequired", "dependentSchemas", "dependencies", "minProperties",
-                                      "maxProperties", "patternProperties", "propertyNames", NULL};
+    static const char *const kws[] = {
+        "dependentRequired", "dependentSchemas",  "dependencies",  "minProperties",
+        "maxProperties",     "patternProperties", "propertyNames", NULL};
     int any = 0;
     for (int i = 0; kws[i]; i++) any |= cJSON_GetObjectItemCaseSensitive(s, kws[i]) != NULL;
     if (!any) return s;
@@ -593,7 +655,8 @@ static const cJSON *lower_object(struct sc *c, const cJSON *s) {
     cJSON *m = without(c, s, none);
     /* dependentSchemas (and schema-valued dependencies): joined where required, else left out */
     for (int round = 0; round < 2; round++) {
-        const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies" : "dependentSchemas");
+        const cJSON *ds =
+            cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies" : "dependentSchemas");
         for (const cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL; d; d = d->next) {
             if (cJSON_IsArray(d) || cJSON_IsTrue(d)) continue;
             if (is_required(m, d->string)) {
@@ -609,10 +672,12 @@ static const cJSON *lower_object(struct sc *c, const cJSON *s) {
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(m, "patternProperties");
     const cJSON *pn = cJSON_GetObjectItemCaseSensitive(m, "propertyNames");
     const cJSON *mx = cJSON_GetObjectItemCaseSensitive(m, "maxProperties");
-    if (pp && !cJSON_IsObject(pp)) return serr(c, "%s", "'patternProperties' must be an object"), NULL;
+    if (pp && !cJSON_IsObject(pp))
+        return serr(c, "%s", "'patternProperties' must be an object"), NULL;
     if ((pp || pn || mx) && close_extras(c, m) < 0) return NULL;
     cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
-    for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && pp; x = x->next) /* pattern schemas join */
+    for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && pp;
+         x = x->next) /* pattern schemas join */
         for (const cJSON *q = pp->child; q; q = q->next) {
             int k = name_matches(c, q->string, x->string);
             if (k < 0) return NULL;
@@ -632,18 +697,21 @@ static const cJSON *lower_object(struct sc *c, const cJSON *s) {
         for (int changed = 1, rounds = 0; changed && rounds < 1000; rounds++) {
             changed = 0;
             for (int round = 0; round < 2; round++) {
-                const cJSON *dr = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies" : "dependentRequired");
+                const cJSON *dr = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
+                                                                            : "dependentRequired");
                 for (const cJSON *d = cJSON_IsObject(dr) ? dr->child : NULL; d; d = d->next) {
                     if (!cJSON_IsArray(d) || !writable(m, d->string)) continue;
                     int ok = 1;
-                    for (const cJSON *n = d->child; n; n = n->next) ok &= cJSON_IsString(n) && writable(m, n->valuestring);
+                    for (const cJSON *n = d->child; n; n = n->next)
+                        ok &= cJSON_IsString(n) && writable(m, n->valuestring);
                     if (!ok) {
                         if (forbid(c, m, d->string, "dependentRequired") < 0) return NULL;
                         changed = 1;
                         continue;
                     }
                     for (const cJSON *n = d->child; n; n = n->next)
-                        if (!is_required(m, n->valuestring)) add_required(m, n->valuestring), changed = 1;
+                        if (!is_required(m, n->valuestring))
+                            add_required(m, n->valuestring), changed = 1;
                 }
             }
         }
@@ -651,19 +719,26 @@ static const cJSON *lower_object(struct sc *c, const cJSON *s) {
         if (pass || !mn) break;
         int have = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "required"));
         p = cJSON_GetObjectItemCaseSensitive(m, "properties");
-        for (const cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && have < mn->valuedouble; x = x->next)
+        for (const cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && have < mn->valuedouble;
+             x = x->next)
             if (!cJSON_IsFalse(x) && !is_required(m, x->string)) add_required(m, x->string), have++;
         if (have < mn->valuedouble)
-            return serr(c, "%s", "minProperties above the properties tpd can write (it writes no extra keys "
-                        "to reach it)"), NULL;
+            return serr(c, "%s",
+                        "minProperties above the properties tpd can write (it writes no extra keys "
+                        "to reach it)"),
+                   NULL;
     }
     if (mx) {
         int req = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "required")), n = 0;
         p = cJSON_GetObjectItemCaseSensitive(m, "properties");
-        if (req > mx->valuedouble) return serr(c, "%s", "unsatisfiable schema: more required properties than "
-                                               "maxProperties"), NULL;
+        if (req > mx->valuedouble)
+            return serr(c, "%s",
+                        "unsatisfiable schema: more required properties than "
+                        "maxProperties"),
+                   NULL;
         for (const cJSON *x = p->child; x; x = x->next) n += !cJSON_IsFalse(x);
-        for (int k = cJSON_GetArraySize(p) - 1; k >= 0 && n > mx->valuedouble; k--) { /* from the end */
+        for (int k = cJSON_GetArraySize(p) - 1; k >= 0 && n > mx->valuedouble;
+             k--) { /* from the end */
             cJSON *x = cJSON_GetArrayItem(p, k);
             if (!cJSON_IsFalse(x) && !is_required(m, x->string)) {
                 cJSON_ReplaceItemInObjectCaseSensitive(p, x->string, cJSON_CreateFalse());
@@ -671,8 +746,9 @@ static const cJSON *lower_object(struct sc *c, const cJSON *s) {
             }
         }
     }
-    static const char *const drop[] = {"dependentRequired", "dependentSchemas", "dependencies", "minProperties",
-                                       "maxProperties", "patternProperties", "propertyNames", NULL};
+    static const char *const drop[] = {
+        "dependentRequired", "dependentSchemas",  "dependencies",  "minProperties",
+        "maxProperties",     "patternProperties", "propertyNames", NULL};
     return without(c, m, drop);
 }
 
@@ -727,12 +803,16 @@ static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
         /* an extra key is never a declared name (false ones included), so no property
          * escapes its own schema nor comes out twice */
         int nn = 0;
-        const char **names = xmalloc(sizeof *names * ((size_t)n + (size_t)cJSON_GetArraySize(props) + 1));
+        const char **names =
+            xmalloc(sizeof *names * ((size_t)n + (size_t)cJSON_GetArraySize(props) + 1));
         for (const cJSON *p = props ? props->child : NULL; p; p = p->next) names[nn++] = p->string;
         for (int k = 0; k < n; k++)
-            if (!props || !cJSON_GetObjectItemCaseSensitive(props, pl[k].key)) names[nn++] = pl[k].key;
-        if (nn) gen_key_not_in(c, names, nn, extra_key);
-        else snprintf(extra_key, RN, "%s-string", c->j);
+            if (!props || !cJSON_GetObjectItemCaseSensitive(props, pl[k].key))
+                names[nn++] = pl[k].key;
+        if (nn)
+            gen_key_not_in(c, names, nn, extra_key);
+        else
+            snprintf(extra_key, RN, "%s-string", c->j);
         free(names);
     }
     char (*vals)[RN] = xcalloc((size_t)n + 1, RN);
@@ -755,9 +835,11 @@ static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
                 if (extra) {
                     char sep[RN + 16] = "";
                     if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
-                    sbuf_addf(&r, "(%s%s %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s %s-ws \":\" %s-ws %s %s-ws)*)?",
-                              sep, extra_key, c->j, c->j, extra_val, c->j, c->j, extra_key, c->j, c->j, extra_val,
-                              c->j);
+                    sbuf_addf(&r,
+                              "(%s%s %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s %s-ws \":\" %s-ws "
+                              "%s %s-ws)*)?",
+                              sep, extra_key, c->j, c->j, extra_val, c->j, c->j, extra_key, c->j,
+                              c->j, extra_val, c->j);
                 }
                 else
                     sbuf_adds(&r, "\"\"");
@@ -768,7 +850,8 @@ static int gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
                 gbnf_put_literal(&r, t, strlen(t));
                 free(t);
                 cJSON_Delete(key);
-                sbuf_addf(&r, " %s-ws \":\" %s-ws %s %s-ws %s-%d-0", c->j, c->j, vals[k], c->j, base, k + 1);
+                sbuf_addf(&r, " %s-ws \":\" %s-ws %s %s-ws %s-%d-0", c->j, c->j, vals[k], c->j,
+                          base, k + 1);
                 if (!pl[k].required) sbuf_addf(&r, " | %s-%d-%d", base, k + 1, f);
             }
             emit(c, nm, r.p);
@@ -817,8 +900,10 @@ static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     if (hi >= 0 && hi < lo) return serr(c, "%s", "unsatisfiable schema: minItems is above maxItems (or the items allowed)");
     if (m > GRAMMAR_MAX_REPEAT) return serr(c, "%s", "more than 1000 prefixItems");
     char item0[RN], item[2 * RN];
-    if (!more || !items || cJSON_IsTrue(items)) snprintf(item0, RN, "%s", c->j);
-    else if (gen(c, items, item0) < 0) return -1;
+    if (!more || !items || cJSON_IsTrue(items))
+        snprintf(item0, RN, "%s", c->j);
+    else if (gen(c, items, item0) < 0)
+        return -1;
     snprintf(item, sizeof item, "%s %s-ws", item0, c->j); /* whitespace after each item */
     int K = (int)(lo > m ? lo : m);
     if (hi >= 0 && K > hi) K = (int)hi;
@@ -865,7 +950,16 @@ static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
  * write a property that j requires, i is narrowed to never write it ("sharpened"), which
  * keeps its values valid for i and rejected by j. Anything else is refused. */
 
-enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64, T_ANY = 127 };
+enum {
+    T_NULL = 1,
+    T_BOOL = 2,
+    T_OBJ = 4,
+    T_ARR = 8,
+    T_STR = 16,
+    T_INT = 32,
+    T_FRAC = 64,
+    T_ANY = 127
+};
 
 static int value_type(const cJSON *v) {
     if (cJSON_IsNull(v)) return T_NULL;
@@ -877,7 +971,8 @@ static int value_type(const cJSON *v) {
 }
 
 static int type_bits(const cJSON *t) {
-    static const char *const names[] = {"null", "boolean", "object", "array", "string", "integer", "number"};
+    static const char *const names[] = {"null",   "boolean", "object", "array",
+                                        "string", "integer", "number"};
     static const int bits[] = {T_NULL, T_BOOL, T_OBJ, T_ARR, T_STR, T_INT, T_INT | T_FRAC};
     if (!t) return T_ANY;
     int m = 0;
@@ -892,7 +987,8 @@ static const char *infer_type(const cJSON *s);
 /* if/then/else as the subset "if and then": s with if and then merged in. NULL with err
  * (else without then cannot be written without a "not"). */
 static const cJSON *lower_if(struct sc *c, const cJSON *s) {
-    const cJSON *i = cJSON_GetObjectItemCaseSensitive(s, "if"), *t = cJSON_GetObjectItemCaseSensitive(s, "then");
+    const cJSON *i = cJSON_GetObjectItemCaseSensitive(s, "if"),
+                *t = cJSON_GetObjectItemCaseSensitive(s, "then");
     if (!t) return serr(c, "%s", "'if' with 'else' and no 'then' is not supported"), NULL;
     static const char *const drop[] = {"if", "then", "else", NULL};
     cJSON *m = merge(c, without(c, s, drop), i);
@@ -941,7 +1037,8 @@ static const cJSON *branches_of(const cJSON *s) {
 static int gen_types(struct sc *c, const cJSON *s, int depth) {
     if (cJSON_IsBool(s)) return cJSON_IsTrue(s) ? T_ANY : 0;
     if (!cJSON_IsObject(s) || depth > 16) return T_ANY;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "const"), *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "const"),
+                *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
     const cJSON *br = branches_of(s), *t = cJSON_GetObjectItemCaseSensitive(s, "type");
     int m = 0;
     if (br) {
@@ -969,7 +1066,8 @@ static int gen_types(struct sc *c, const cJSON *s, int depth) {
 static int acc_types(struct sc *c, const cJSON *s, int depth) {
     if (cJSON_IsBool(s)) return cJSON_IsTrue(s) ? T_ANY : 0;
     if (!cJSON_IsObject(s) || depth > 16) return T_ANY;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "const"), *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "const"),
+                *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
     const cJSON *br = branches_of(s);
     int m = type_bits(cJSON_GetObjectItemCaseSensitive(s, "type"));
     if (v) m &= value_type(v);
@@ -1027,7 +1125,8 @@ static int might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth)
     if (!cJSON_IsObject(s)) return 1;
     int vt = value_type(v);
     if (!(acc_types(c, s, depth) & vt)) return 0;
-    const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "const"), *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "const"),
+                *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (k && !cJSON_Compare(k, v, 1)) return 0;
     if (cJSON_IsArray(e)) {
         int in = 0;
@@ -1037,7 +1136,8 @@ static int might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth)
     const cJSON *br = branches_of(s);
     if (br) {
         int any = 0;
-        for (const cJSON *x = br->child; x && !any; x = x->next) any = might_accept(c, x, v, depth + 1);
+        for (const cJSON *x = br->child; x && !any; x = x->next)
+            any = might_accept(c, x, v, depth + 1);
         if (!any) return 0;
     }
     if (vt == T_STR) {
@@ -1058,7 +1158,8 @@ static int might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth)
         for (const cJSON *p = v->child; p; p = p->next) {
             const cJSON *ps = props ? cJSON_GetObjectItemCaseSensitive(props, p->string) : NULL;
             if (!ps) ps = addl;
-            if (ps && !cJSON_GetObjectItemCaseSensitive(s, "patternProperties") && !might_accept(c, ps, p, depth + 1))
+            if (ps && !cJSON_GetObjectItemCaseSensitive(s, "patternProperties") &&
+                !might_accept(c, ps, p, depth + 1))
                 return 0;
         }
     }
@@ -1092,7 +1193,8 @@ static int obj_disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth)
     for (const cJSON *r = cJSON_IsArray(rb) ? rb->child : NULL; r; r = r->next) {
         if (!cJSON_IsString(r)) continue;
         int in_ra = 0;
-        for (const cJSON *q = cJSON_IsArray(ra) ? ra->child : NULL; q; q = q->next) in_ra |= cJSON_Compare(q, r, 1);
+        for (const cJSON *q = cJSON_IsArray(ra) ? ra->child : NULL; q; q = q->next)
+            in_ra |= cJSON_Compare(q, r, 1);
         if (in_ra) continue;
         const cJSON *ap = prop_schema(a, r->valuestring);
         if (ap ? cJSON_IsFalse(ap) : !extras_a) return 1;
@@ -1107,7 +1209,8 @@ static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
     int common = gen_types(c, a, depth) & acc_types(c, b, depth);
     if (!common) return 1;
     if (cJSON_IsBool(a) || cJSON_IsBool(b)) return 0;
-    const cJSON *ka = cJSON_GetObjectItemCaseSensitive(a, "const"), *ea = cJSON_GetObjectItemCaseSensitive(a, "enum");
+    const cJSON *ka = cJSON_GetObjectItemCaseSensitive(a, "const"),
+                *ea = cJSON_GetObjectItemCaseSensitive(a, "enum");
     const cJSON *bra = branches_of(a), *brb = branches_of(b);
     if (brb) { /* b accepts no more than the union of its branches */
         for (const cJSON *x = brb->child; x; x = x->next) {
@@ -1132,7 +1235,8 @@ static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
             if (might_accept(c, b, x, depth + 1)) return 0;
         return 1;
     }
-    const cJSON *kb = cJSON_GetObjectItemCaseSensitive(b, "const"), *eb = cJSON_GetObjectItemCaseSensitive(b, "enum");
+    const cJSON *kb = cJSON_GetObjectItemCaseSensitive(b, "const"),
+                *eb = cJSON_GetObjectItemCaseSensitive(b, "enum");
     for (int bit = 1; bit < T_ANY; bit <<= 1) {
         if (!(common & bit)) continue;
         if (bit == T_INT || bit == T_FRAC) {
@@ -1143,12 +1247,14 @@ static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
             if (kb || cJSON_IsArray(eb)) {
                 for (const cJSON *x = kb ? kb : eb->child; x; x = kb ? NULL : x->next)
                     if (cJSON_IsNumber(x) && x->valuedouble >= la && x->valuedouble <= ha) return 0;
-            } else if (!(ha < lb || (ha == lb && (hax || lbx)) || hb < la || (hb == la && (hbx || lax)))) {
+            } else if (!(ha < lb || (ha == lb && (hax || lbx)) || hb < la ||
+                         (hb == la && (hbx || lax)))) {
                 return 0;
             }
         } else if (bit == T_STR) {
             double la, ha, lb, hb;
-            if (cJSON_GetObjectItemCaseSensitive(a, "format") || cJSON_GetObjectItemCaseSensitive(a, "pattern"))
+            if (cJSON_GetObjectItemCaseSensitive(a, "format") ||
+                cJSON_GetObjectItemCaseSensitive(a, "pattern"))
                 return 0;
             count_range(a, "minLength", "maxLength", &la, &ha);
             count_range(b, "minLength", "maxLength", &lb, &hb);
@@ -1164,7 +1270,8 @@ static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
             double la, ha, lb, hb;
             count_range(a, "minItems", "maxItems", &la, &ha);
             count_range(b, "minItems", "maxItems", &lb, &hb);
-            if (kb || cJSON_IsArray(eb) || !((ha >= 0 && ha < lb) || (hb >= 0 && hb < la))) return 0;
+            if (kb || cJSON_IsArray(eb) || !((ha >= 0 && ha < lb) || (hb >= 0 && hb < la)))
+                return 0;
         } else if (bit == T_OBJ) {
             if (kb || cJSON_IsArray(eb) || !obj_disjoint(c, a, b, depth)) return 0;
         } else {
@@ -1182,7 +1289,8 @@ static const cJSON *sharpen(struct sc *c, const cJSON *a, const cJSON *b) {
     if (!cJSON_IsObject(a) || !(gen_types(c, a, 0) & T_OBJ) || branches_of(a)) return NULL;
     for (const cJSON *r = cJSON_IsArray(rb) ? rb->child : NULL; r; r = r->next) {
         int in_ra = 0;
-        for (const cJSON *q = cJSON_IsArray(ra) ? ra->child : NULL; q; q = q->next) in_ra |= cJSON_Compare(q, r, 1);
+        for (const cJSON *q = cJSON_IsArray(ra) ? ra->child : NULL; q; q = q->next)
+            in_ra |= cJSON_Compare(q, r, 1);
         if (in_ra || !cJSON_IsString(r)) continue;
         static const char *const none[] = {NULL};
         cJSON *m = without(c, a, none), *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
@@ -1207,17 +1315,23 @@ static int one_of_exclusive(struct sc *c, const cJSON **br, int n) {
             if (i == j) continue;
             int d = disjoint(c, br[i], acc[j], 0);
             const cJSON *s = NULL;
-            for (int tries = 0; d == 0 && tries < 64 && (s = sharpen(c, flat(c, br[i], 1), acc[j])); tries++) {
+            for (int tries = 0; d == 0 && tries < 64 && (s = sharpen(c, flat(c, br[i], 1), acc[j]));
+                 tries++) {
                 br[i] = s;
                 d = disjoint(c, br[i], acc[j], 0);
             }
-            if (d < 0) rc = -1;
+            if (d < 0)
+                rc = -1;
             else if (d == 0)
-                rc = err_set(c->err, "JSON Schema: oneOf: branches %d and %d may both match one value, which "
-                             "oneOf forbids, and tpd cannot tell them apart (it does by type, const/enum values, "
-                             "numeric, length or item-count ranges, and properties one branch requires and the "
-                             "other forbids or constrains differently); use anyOf if a value may match both",
-                             i, j);
+                rc = err_set(
+                    c->err,
+                    "JSON Schema: oneOf: branches %d and %d may both match one value, which "
+                    "oneOf forbids, and tpd cannot tell them apart (it does by type, const/enum "
+                    "values, "
+                    "numeric, length or item-count ranges, and properties one branch requires and "
+                    "the "
+                    "other forbids or constrains differently); use anyOf if a value may match both",
+                    i, j);
         }
     free(acc);
     return rc;
@@ -1226,13 +1340,24 @@ static int one_of_exclusive(struct sc *c, const cJSON **br, int n) {
 /* 1 when the enum/const value v meets s's other keywords, 0 when not, -1 (err) when tpd
  * cannot tell (a keyword it does not check here). */
 static int value_valid(struct sc *c, const cJSON *s, const cJSON *v) {
-    static const char *const known[] = {"type", "enum", "const", "minLength", "maxLength", "minimum", "maximum",
-                                        "exclusiveMinimum", "exclusiveMaximum", "pattern", "format", NULL};
+    static const char *const known[] = {"type",
+                                        "enum",
+                                        "const",
+                                        "minLength",
+                                        "maxLength",
+                                        "minimum",
+                                        "maximum",
+                                        "exclusiveMinimum",
+                                        "exclusiveMaximum",
+                                        "pattern",
+                                        "format",
+                                        NULL};
     int vt = value_type(v);
     for (const cJSON *k = s->child; k; k = k->next) {
         if (!is_validity(s, k->string) || in_list(known, k->string)) continue;
         int applies = strcmp(k->string, "items") == 0 || strstr(k->string, "Items") ? vt == T_ARR
-                      : strstr(k->string, "ropert") || strcmp(k->string, "required") == 0 || strstr(k->string, "ependen")
+                      : strstr(k->string, "ropert") || strcmp(k->string, "required") == 0 ||
+                              strstr(k->string, "ependen")
                           ? vt == T_OBJ
                           : 1;
         if (applies) return serr(c, "enum/const beside '%s' is not supported", k->string);
@@ -1245,7 +1370,8 @@ static int value_valid(struct sc *c, const cJSON *s, const cJSON *v) {
     }
     if (!might_accept(c, s, v, 0)) return 0; /* exact for type, const, enum, lengths, bounds */
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
-    return vt == T_STR && cJSON_IsString(pat) ? name_matches(c, pat->valuestring, v->valuestring) : 1;
+    return vt == T_STR && cJSON_IsString(pat) ? name_matches(c, pat->valuestring, v->valuestring)
+                                              : 1;
 }
 
 /* uniqueItems over items of a finite domain (an enum, a const, boolean, null): the sets of
@@ -1269,18 +1395,26 @@ static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct
             cJSON_AddItemToArray(dom, cJSON_Duplicate(x, 1));
         }
     } else if (f && !branches_of(f) && (t == T_BOOL || t == T_NULL || t == (T_BOOL | T_NULL))) {
-        if (t & T_BOOL) cJSON_AddItemToArray(dom, cJSON_CreateTrue()), cJSON_AddItemToArray(dom, cJSON_CreateFalse());
+        if (t & T_BOOL)
+            cJSON_AddItemToArray(dom, cJSON_CreateTrue()),
+                cJSON_AddItemToArray(dom, cJSON_CreateFalse());
         if (t & T_NULL) cJSON_AddItemToArray(dom, cJSON_CreateNull());
     } else {
-        return serr(c, "%s", "uniqueItems is supported over items of an enum, a const, boolean or null only");
+        return serr(
+            c, "%s",
+            "uniqueItems is supported over items of an enum, a const, boolean or null only");
     }
     int k = cJSON_GetArraySize(dom);
-    if (k > UNIQUE_MAX_VALUES) return serr(c, "%s", "uniqueItems over more than 64 values is not supported");
+    if (k > UNIQUE_MAX_VALUES)
+        return serr(c, "%s", "uniqueItems over more than 64 values is not supported");
     if (hi < 0 || hi > k) hi = k;
-    if (lo > hi) return serr(c, "%s", "unsatisfiable schema: minItems above the distinct values uniqueItems allows");
+    if (lo > hi)
+        return serr(c, "%s",
+                    "unsatisfiable schema: minItems above the distinct values uniqueItems allows");
     char base[RN];
     new_rule(c, base);
-    static _Thread_local char ex[UNIQUE_MAX_VALUES + 2][UNIQUE_MAX_VALUES + 2]; /* S(i, n) has a sentence */
+    static _Thread_local char ex[UNIQUE_MAX_VALUES + 2]
+                                [UNIQUE_MAX_VALUES + 2]; /* S(i, n) has a sentence */
     for (int i = k; i >= 0; i--)
         for (long n = hi; n >= 0; n--) {
             ex[i][n] = n >= lo || (i < k && ((n < hi && ex[i + 1][n + 1]) || ex[i + 1][n]));
@@ -1294,7 +1428,8 @@ static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct
                 put_json_literal(&r, cJSON_GetArrayItem(dom, i));
                 sbuf_addf(&r, " %s-ws %s-%d-%ld", c->j, base, i + 1, n + 1);
             }
-            if (i < k && ex[i + 1][n]) sbuf_addf(&r, "%s%s-%d-%ld", alts++ ? " | " : "", base, i + 1, n);
+            if (i < k && ex[i + 1][n])
+                sbuf_addf(&r, "%s%s-%d-%ld", alts++ ? " | " : "", base, i + 1, n);
             if (alts) {
                 char nm[RN + 48];
                 snprintf(nm, sizeof nm, "%s-%d-%ld", base, i, n);
@@ -1409,18 +1544,23 @@ static int gen(struct sc *c, const cJSON *s, char *nm) {
         if (rc == 0 && one && n > 1) rc = one_of_exclusive(c, br, n);
         for (k = 0; rc == 0 && k < n; k++) {
             char nm2[RN];
-            if (gen(c, br[k], nm2) < 0) rc = -1;
-            else sbuf_addf(&b, "%s%s", k ? " | " : "", nm2);
+            if (gen(c, br[k], nm2) < 0)
+                rc = -1;
+            else
+                sbuf_addf(&b, "%s%s", k ? " | " : "", nm2);
         }
         free(br);
-    } else if (cJSON_GetObjectItemCaseSensitive(s, "const") || cJSON_GetObjectItemCaseSensitive(s, "enum")) {
-        const cJSON *k1 = cJSON_GetObjectItemCaseSensitive(s, "const"), *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    } else if (cJSON_GetObjectItemCaseSensitive(s, "const") ||
+               cJSON_GetObjectItemCaseSensitive(s, "enum")) {
+        const cJSON *k1 = cJSON_GetObjectItemCaseSensitive(s, "const"),
+                    *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
         if (!k1 && (!cJSON_IsArray(e) || cJSON_GetArraySize(e) == 0))
             rc = serr(c, "%s", "'enum' must be a non-empty array");
         int k = 0;
         for (const cJSON *x = rc < 0 ? NULL : k1 ? k1 : e->child; x; x = k1 ? NULL : x->next) {
             int dup = 0; /* each value once (an enum may repeat one) */
-            for (const cJSON *y = k1 ? x : e->child; y != x && !dup; y = y->next) dup = cJSON_Compare(x, y, 1);
+            for (const cJSON *y = k1 ? x : e->child; y != x && !dup; y = y->next)
+                dup = cJSON_Compare(x, y, 1);
             int ok = dup ? 0 : value_valid(c, s, x);
             if (ok < 0) {
                 rc = -1;
@@ -1430,7 +1570,9 @@ static int gen(struct sc *c, const cJSON *s, char *nm) {
             sbuf_adds(&b, k++ ? " | " : "");
             put_json_literal(&b, x);
         }
-        if (rc == 0 && k == 0) rc = serr(c, "%s", "unsatisfiable schema: no enum/const value meets the other keywords");
+        if (rc == 0 && k == 0)
+            rc =
+                serr(c, "%s", "unsatisfiable schema: no enum/const value meets the other keywords");
     } else {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
         if (!t) {
@@ -1501,11 +1643,17 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
 
 void grammar_gbnf_json_value(const char *n, struct sbuf *o) {
     sbuf_addf(o, "%s ::= %s-object | %s-array | %s-string | %s-number | %s-boolean | %s-null\n", n, n, n, n, n, n, n);
-    sbuf_addf(o, "%s-object ::= \"{\" %s-ws (%s-string %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s-string %s-ws \":\" "
-              "%s-ws %s %s-ws)*)? \"}\"\n", n, n, n, n, n, n, n, n, n, n, n, n, n);
-    sbuf_addf(o, "%s-array ::= \"[\" %s-ws (%s %s-ws (\",\" %s-ws %s %s-ws)*)? \"]\"\n", n, n, n, n, n, n, n);
+    sbuf_addf(o,
+              "%s-object ::= \"{\" %s-ws (%s-string %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws "
+              "%s-string %s-ws \":\" "
+              "%s-ws %s %s-ws)*)? \"}\"\n",
+              n, n, n, n, n, n, n, n, n, n, n, n, n);
+    sbuf_addf(o, "%s-array ::= \"[\" %s-ws (%s %s-ws (\",\" %s-ws %s %s-ws)*)? \"]\"\n", n, n, n, n,
+              n, n, n);
     sbuf_addf(o, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", n, n);
-    sbuf_addf(o, "%s-char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n",
+    sbuf_addf(o,
+              "%s-char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+              "([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n",
               n);
     sbuf_addf(o, "%s-int-part ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n", n);
     sbuf_addf(o, "%s-integer ::= %s-int-part\n", n, n);

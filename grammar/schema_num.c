@@ -66,7 +66,8 @@ static int ndigits(unsigned long long v) {
 static void range_nonneg(struct sbuf *b, unsigned long long lo, unsigned long long hi, int *alts) {
     unsigned long long p = 1;
     for (int d = 1; d <= ndigits(hi); d++, p *= 10) {
-        unsigned long long a = lo > (d == 1 ? 0 : p) ? lo : (d == 1 ? 0 : p), z = hi < p * 10 - 1 ? hi : p * 10 - 1;
+        unsigned long long a = lo > (d == 1 ? 0 : p) ? lo : (d == 1 ? 0 : p),
+                           z = hi < p * 10 - 1 ? hi : p * 10 - 1;
         if (a > z) continue;
         char as[24], zs[24];
         digits_str(a, d, as);
@@ -75,7 +76,6 @@ static void range_nonneg(struct sbuf *b, unsigned long long lo, unsigned long lo
         same_len(b, as, zs, d);
     }
 }
-
 
 #define INT_LIMIT 9999999999999999.0 /* 16 digits */
 #define DEC_LIMIT 999999999999999.0  /* 15 digits */
@@ -86,7 +86,10 @@ static int integer_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_
     double h = isinf(hi) ? INT_LIMIT : hi_x ? ceil(hi) - 1 : floor(hi);
     if (l < -INT_LIMIT) l = -INT_LIMIT; /* beyond 16 digits: a subset of the range */
     if (h > INT_LIMIT) h = INT_LIMIT;
-    if (l > h) return err_set(err, "unsatisfiable schema: no integer of at most 16 digits between minimum and maximum");
+    if (l > h)
+        return err_set(
+            err,
+            "unsatisfiable schema: no integer of at most 16 digits between minimum and maximum");
     long long ll = (long long)l, hh = (long long)h;
     int alts = 0;
     sbuf_adds(b, "(");
@@ -97,7 +100,8 @@ static int integer_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_
         sbuf_adds(b, ")");
         alts++;
     }
-    if (hh >= 0) range_nonneg(b, (unsigned long long)(ll > 0 ? ll : 0), (unsigned long long)hh, &alts);
+    if (hh >= 0)
+        range_nonneg(b, (unsigned long long)(ll > 0 ? ll : 0), (unsigned long long)hh, &alts);
     sbuf_adds(b, ")");
     return 0;
 }
@@ -126,7 +130,8 @@ static int to_dec(double v, struct dec *d) {
 
 /* Fraction digit strings t, 0 to n digits (1 to n when need), with D <= 0.t <= H (strict
  * where sD / sH); D, H: digit strings ("" is zero), NULL: no bound. 1 when some t exists. */
-static int frac_digits(struct sbuf *o, const char *D, int sD, const char *H, int sH, int n, int need) {
+static int frac_digits(struct sbuf *o, const char *D, int sD, const char *H, int sH, int n,
+                       int need) {
     if (D && !*D && !sD) D = NULL; /* >= 0 bounds nothing */
     struct sbuf r = {0};
     int alts = 0;
@@ -146,7 +151,8 @@ static int frac_digits(struct sbuf *o, const char *D, int sD, const char *H, int
         }
         struct sbuf sub = {0};
         const char *D2 = tl ? (*D ? D + 1 : D) : NULL, *H2 = th ? (*H ? H + 1 : H) : NULL;
-        if (frac_digits(&sub, D2, sD, H2, sH, n - 1, 0)) sbuf_addf(&r, "%s\"%d\" %s", alts++ ? " | " : "", c, sub.p);
+        if (frac_digits(&sub, D2, sD, H2, sH, n - 1, 0))
+            sbuf_addf(&r, "%s\"%d\" %s", alts++ ? " | " : "", c, sub.p);
         sbuf_free(&sub);
     }
     if (alts) sbuf_addf(o, "(%s)", r.p);
@@ -160,9 +166,12 @@ static int frac_part(struct sbuf *o, const char *D, int sD, const char *H, int s
     struct sbuf t = {0};
     int ok = frac_digits(&t, D, sD, H, sH, n, 1);
     int empty = (!D || (!*D && !sD)) && (!H || *H || !sH);
-    if (ok && empty) sbuf_addf(o, "(\".\" %s)?", t.p);
-    else if (ok) sbuf_addf(o, "\".\" %s", t.p);
-    else if (empty) sbuf_adds(o, "\"\"");
+    if (ok && empty)
+        sbuf_addf(o, "(\".\" %s)?", t.p);
+    else if (ok)
+        sbuf_addf(o, "\".\" %s", t.p);
+    else if (empty)
+        sbuf_adds(o, "\"\"");
     sbuf_free(&t);
     return ok || empty;
 }
@@ -179,7 +188,8 @@ static int magnitude_range(struct sbuf *o, double L, int Lx, double H, int Hx, i
         sbuf_free(&t);
         return 0;
     }
-    if (frac_part(&t, l.fp, Lx, NULL, 0, nl)) sbuf_addf(o, "%s\"%llu\" %s", (*alts)++ ? " | " : "", l.ip, t.p);
+    if (frac_part(&t, l.fp, Lx, NULL, 0, nl))
+        sbuf_addf(o, "%s\"%llu\" %s", (*alts)++ ? " | " : "", l.ip, t.p);
     sbuf_free(&t);
     unsigned long long p = 1;
     for (int d = 1; d <= nh; d++, p *= 10) { /* integer parts strictly between, by digit count */
@@ -195,12 +205,14 @@ static int magnitude_range(struct sbuf *o, double L, int Lx, double H, int Hx, i
         if (DEC_DIGITS - d > 0) sbuf_addf(o, " (\".\" [0-9]{1,%d})?", DEC_DIGITS - d);
     }
     struct sbuf u = {0};
-    if (frac_part(&u, NULL, 0, h.fp, Hx, nh)) sbuf_addf(o, "%s\"%llu\" %s", (*alts)++ ? " | " : "", h.ip, u.p);
+    if (frac_part(&u, NULL, 0, h.fp, Hx, nh))
+        sbuf_addf(o, "%s\"%llu\" %s", (*alts)++ ? " | " : "", h.ip, u.p);
     sbuf_free(&u);
     return 0;
 }
 
-int schema_num_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_x, int integer, char *err) {
+int schema_num_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_x, int integer,
+                     char *err) {
     if (integer) return integer_range(b, lo, lo_x, hi, hi_x, err);
     if (lo < -DEC_LIMIT) lo = -DEC_LIMIT, lo_x = 0; /* what 15 digits reach: a subset */
     if (hi > DEC_LIMIT) hi = DEC_LIMIT, hi_x = 0;
@@ -217,9 +229,14 @@ int schema_num_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_x, i
         if (a2) sbuf_addf(&o, "%s\"-\" (%s)", alts++ ? " | " : "", n.p);
         sbuf_free(&n);
     }
-    if (rc < 0) err_set(err, "minimum/maximum with more than 20 decimals are not supported");
-    else if (!alts) rc = err_set(err, "unsatisfiable schema: no number of at most 15 digits between minimum and maximum");
-    else sbuf_addf(b, "(%s)", o.p);
+    if (rc < 0)
+        err_set(err, "minimum/maximum with more than 20 decimals are not supported");
+    else if (!alts)
+        rc = err_set(
+            err,
+            "unsatisfiable schema: no number of at most 15 digits between minimum and maximum");
+    else
+        sbuf_addf(b, "(%s)", o.p);
     sbuf_free(&o);
     return rc;
 }

@@ -13,6 +13,7 @@
  * decimal form: the range holds for a validator that parses into doubles too. Bounds beyond
  * what that many digits reach are clamped to it (a subset of the range). 0, or -1 with err
  * (no such number). */
-int schema_num_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_x, int integer, char *err);
+int schema_num_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_x, int integer,
+                     char *err);
 
 #endif

@@ -297,7 +297,8 @@ static int sentence(struct grammar *g, const char *text) {
 }
 
 /* A completion request with one more field, parsed with c. */
-static int parse_with(struct api_ctx *c, const char *field, struct api_params *p, struct api_error *e) {
+static int parse_with(struct api_ctx *c, const char *field, struct api_params *p,
+                      struct api_error *e) {
     char body[512];
     snprintf(body, sizeof body, "{\"prompt\": \"x\", %s}", field);
     memset(e, 0, sizeof *e);
@@ -322,9 +323,11 @@ static void test_structured_output_fields(void **state) {
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         struct api_params p;
         struct api_error e;
-        if (parse_with(&c, good[i].field, &p, &e) != 0) fail_msg("%s: %d %s", good[i].field, e.status, e.message);
+        if (parse_with(&c, good[i].field, &p, &e) != 0)
+            fail_msg("%s: %d %s", good[i].field, e.status, e.message);
         assert_non_null(p.grammar);
-        if (!sentence(p.grammar, good[i].yes) || sentence(p.grammar, good[i].no)) fail_msg("%s", good[i].field);
+        if (!sentence(p.grammar, good[i].yes) || sentence(p.grammar, good[i].no))
+            fail_msg("%s", good[i].field);
         api_params_free(&p);
     }
     static const struct {
@@ -332,8 +335,10 @@ static void test_structured_output_fields(void **state) {
     } bad_fields[] = {
         {"\"guided_decoding_backend\": \"xgrammar\"", "guided_decoding_backend", "unsupported"},
         {"\"guided_whitespace_pattern\": \" \"", "guided_whitespace_pattern", "unsupported"},
-        {"\"structured_outputs\": {\"structural_tag\": \"{}\"}", "structured_outputs", "structural_tag"},
-        {"\"structured_outputs\": {\"json\": {}, \"regex\": \"a\"}", "structured_outputs", "at most one"},
+        {"\"structured_outputs\": {\"structural_tag\": \"{}\"}", "structured_outputs",
+         "structural_tag"},
+        {"\"structured_outputs\": {\"json\": {}, \"regex\": \"a\"}", "structured_outputs",
+         "at most one"},
         {"\"structured_outputs\": [1]", "structured_outputs", "object"},
         {"\"guided_choice\": []", "guided_choice", "non-empty"},
         {"\"guided_choice\": [\"a\", 1]", "guided_choice", "strings"},
@@ -346,8 +351,8 @@ static void test_structured_output_fields(void **state) {
         if (rc == 0) api_params_free(&p);
         if (rc != -1 || e.status != 400 || strcmp(e.param, bad_fields[i].param) ||
             !strstr(e.message, bad_fields[i].needle))
-            fail_msg("%s: rc %d status %d param %s message %s", bad_fields[i].field, rc, e.status, e.param,
-                     e.message);
+            fail_msg("%s: rc %d status %d param %s message %s", bad_fields[i].field, rc, e.status,
+                     e.param, e.message);
     }
     grammar_vocab_free(c.gvocab);
 }

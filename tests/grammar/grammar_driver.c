@@ -178,7 +178,8 @@ int main(int argc, char **argv) {
                 if (sscanf(lines + i, "%2x", &x) != 1) break;
                 lines[a + n++] = (char)x;
             }
-            int ok = grammar_matcher_accept_bytes(m, lines + a, n) == 0 && grammar_matcher_can_end(m);
+            int ok =
+                grammar_matcher_accept_bytes(m, lines + a, n) == 0 && grammar_matcher_can_end(m);
             printf("%d\n", ok);
             grammar_matcher_free(m);
             a = b + 1;
