@@ -950,16 +950,9 @@ static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
  * write a property that j requires, i is narrowed to never write it ("sharpened"), which
  * keeps its values valid for i and rejected by j. Anything else is refused. */
 
-enum {
-    T_NULL = 1,
-    T_BOOL = 2,
-    T_OBJ = 4,
-    T_ARR = 8,
-    T_STR = 16,
-    T_INT = 32,
-    T_FRAC = 64,
-    T_ANY = 127
-};
+/* JSON types as bits (T_INT: integral numbers, T_FRAC: others) */
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64 };
+#define T_ANY 127
 
 static int value_type(const cJSON *v) {
     if (cJSON_IsNull(v)) return T_NULL;
