@@ -242,6 +242,42 @@ static void merge_props(cJSON *m, const cJSON *a, const cJSON *b) {
                                     : all_of2(aa, ab));
 }
 
+/* Two values of keyword k that both apply, as one (a new item), or NULL where tpd does not
+ * combine them: bounds take the tighter (lower bounds the larger, upper bounds the smaller),
+ * type and enum the values in both (an empty array: none), items both schemas. */
+static cJSON *merge_values(const char *k, const cJSON *x, const cJSON *y) {
+    static const char *const lower[] = {"minimum",  "exclusiveMinimum", "minLength",
+                                        "minItems", "minProperties",    NULL};
+    static const char *const upper[] = {"maximum",  "exclusiveMaximum", "maxLength",
+                                        "maxItems", "maxProperties",    NULL};
+    if (cJSON_IsNumber(x) && cJSON_IsNumber(y) && (in_list(lower, k) || in_list(upper, k)))
+        return cJSON_CreateNumber(in_list(lower, k) == (x->valuedouble > y->valuedouble)
+                                      ? x->valuedouble
+                                      : y->valuedouble);
+    if (strcmp(k, "items") == 0 && !cJSON_IsArray(x) && !cJSON_IsArray(y)) return all_of2(x, y);
+    if (strcmp(k, "type") == 0 || strcmp(k, "enum") == 0) {
+        if (strcmp(k, "enum") == 0 && (!cJSON_IsArray(x) || !cJSON_IsArray(y))) return NULL;
+        cJSON *out = cJSON_CreateArray();
+        for (const cJSON *p = cJSON_IsArray(x) ? x->child : x; p;
+             p = cJSON_IsArray(x) ? p->next : NULL)
+            for (const cJSON *q = cJSON_IsArray(y) ? y->child : y; q;
+                 q = cJSON_IsArray(y) ? q->next : NULL) {
+                int t = strcmp(k, "type") == 0 && cJSON_IsString(p) && cJSON_IsString(q);
+                const cJSON *take = cJSON_Compare(p, q, 1) ? p : NULL;
+                if (t && !strcmp(p->valuestring, "integer") && !strcmp(q->valuestring, "number"))
+                    take = p;
+                if (t && !strcmp(p->valuestring, "number") && !strcmp(q->valuestring, "integer"))
+                    take = q;
+                int dup = 0;
+                for (const cJSON *o = out->child; o && take && !dup; o = o->next)
+                    dup = cJSON_Compare(o, take, 1);
+                if (take && !dup) cJSON_AddItemToArray(out, cJSON_Duplicate(take, 1));
+            }
+        return out;
+    }
+    return NULL;
+}
+
 /* Keywords of a beside b's, for allOf and for siblings of anyOf: properties and
  * additionalProperties as merge_props says, required combines, anything else must agree.
  * Returns a new schema owned by c, or NULL. */
@@ -280,9 +316,20 @@ static cJSON *merge(struct sc *c, const cJSON *a, const cJSON *b) {
                 if (!dup) cJSON_AddItemToArray(have, cJSON_Duplicate(p, 1));
             }
         } else if (!cJSON_Compare(k, have, 1)) {
-            return serr(c, "allOf: the subschemas disagree on '%s' (only compatible keywords can be combined)",
-                        k->string),
-                   NULL;
+            cJSON *both = merge_values(k->string, have, k);
+            if (!both)
+                return serr(c,
+                            "allOf: the subschemas disagree on '%s' (only compatible keywords can "
+                            "be "
+                            "combined)",
+                            k->string),
+                       NULL;
+            if (cJSON_IsArray(both) && !both->child) {
+                cJSON_Delete(both);
+                return serr(c, "unsatisfiable schema: allOf: no value meets both '%s'", k->string),
+                       NULL;
+            }
+            cJSON_ReplaceItemInObjectCaseSensitive(m, k->string, both);
         }
     }
     merge_props(m, a, b);

@@ -124,6 +124,15 @@ SOUNDNESS = [
                 {"properties": {"b": {"type": "integer", "minimum": 0}}}]},
      [{"a": "x"}, {"a": "x", "b": 3}],
      [{"b": -1}, {"a": "x", "b": "s"}]),
+    # allOf combines bounds (the tighter), types and enums (those in both), items (both)
+    ("allof-bounds-types",
+     {"allOf": [{"type": ["integer", "null"], "minimum": 0, "maximum": 10},
+                {"type": ["number", "string"], "minimum": 2, "maximum": 20}]},
+     [2, 10, 5], [1, 11, None, "x", 2.5]),
+    ("allof-enum-items",
+     {"allOf": [{"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3},
+                {"items": {"enum": ["b", "c", "d"]}, "maxItems": 2}]},
+     [["b", "c"], []], [["a"], ["b", "c", "b"], ["d"]]),
     # oneOf: exclusive where tpd can tell
     ("oneof-types",
      {"oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
@@ -236,6 +245,7 @@ NUMBERS = [
 ]
 
 REFUSED = [
+    ("allof-disjoint-types", {"allOf": [{"type": "string"}, {"type": "integer"}]}, "unsatisfiable"),
     ("pattern-group-length", {"type": "string", "pattern": "^(ab)+$", "maxLength": 4}, "single characters"),
     ("oneof-if-accepts-all", {"oneOf": [{"type": "integer"}, {"if": {"type": "string"}, "then": {"type": "string"}}]},
      "oneOf"),
