@@ -50,42 +50,17 @@ struct sc {
  * schema using one is refused, never half-honoured). Any other name is ignored, as the
  * specification says of unknown keywords (drafts 4-7) and annotations (2019-09, 2020-12):
  * id, x-* extensions, readonly, links, example, javaType... */
-static const char *const keywords[] = {"type",
-                                       "properties",
-                                       "required",
-                                       "additionalProperties",
-                                       "items",
-                                       "prefixItems",
-                                       "minItems",
-                                       "maxItems",
-                                       "enum",
-                                       "const",
-                                       "anyOf",
-                                       "oneOf",
-                                       "allOf",
-                                       "$ref",
-                                       "minLength",
-                                       "maxLength",
-                                       "pattern",
-                                       "format",
-                                       "minimum",
-                                       "maximum",
-                                       "exclusiveMinimum",
-                                       "exclusiveMaximum",
-                                       "additionalItems",
-                                       "dependentRequired",
-                                       "dependentSchemas",
-                                       "dependencies",
-                                       "minProperties",
-                                       "maxProperties",
-                                       "patternProperties",
-                                       "propertyNames",
-                                       "if",
-                                       "uniqueItems",
-                                       NULL};
-static const char *const unimplemented[] = {
-    "multipleOf",  "contains",      "not", "unevaluatedItems", "unevaluatedProperties",
-    "$dynamicRef", "$recursiveRef", NULL};
+static const char *const keywords[] = {"type", "properties", "required", "additionalProperties",
+                                       "items", "prefixItems", "minItems", "maxItems", "enum",
+                                       "const", "anyOf", "oneOf", "allOf", "$ref", "minLength",
+                                       "maxLength", "pattern", "format", "minimum", "maximum",
+                                       "exclusiveMinimum", "exclusiveMaximum", "additionalItems",
+                                       "dependentRequired", "dependentSchemas", "dependencies",
+                                       "minProperties", "maxProperties", "patternProperties",
+                                       "propertyNames", "if", "uniqueItems", "multipleOf", NULL};
+static const char *const unimplemented[] = {"contains", "not", "unevaluatedItems",
+                                            "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
+                                            NULL};
 
 static int in_list(const char *const *l, const char *s) {
     for (; *l; l++)
@@ -1483,12 +1458,47 @@ static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct
 
 /* ---- dispatch ---- */
 
+/* multipleOf an integer k (up to 1000), without bounds: the integers divisible by k, by the
+ * remainder automaton over their decimal digits (M_r: the digits so far leave r). Integers
+ * only, also for a number (a subset there): a validator checks them exactly. */
+static int gen_multiple(struct sc *c, const cJSON *mul, int bounded, struct sbuf *b) {
+    if (!cJSON_IsNumber(mul) || mul->valuedouble <= 0)
+        return serr(c, "%s", "'multipleOf' must be a positive number");
+    double k = mul->valuedouble;
+    if (k != floor(k) || k > 1000 || bounded)
+        return serr(c, "%s",
+                    "multipleOf is supported for integers up to 1000 without minimum/maximum");
+    int n = (int)k;
+    if (n == 1) {
+        sbuf_addf(b, "%s-integer", c->j);
+        return 0;
+    }
+    char base[RN];
+    new_rule(c, base);
+    for (int r = 0; r < n; r++) {
+        struct sbuf t = {0};
+        sbuf_adds(&t, r == 0 ? "\"\"" : "");
+        for (int d = 0; d <= 9; d++)
+            sbuf_addf(&t, "%s\"%d\" %s-%d", r == 0 || d ? " | " : "", d, base, (10 * r + d) % n);
+        char nm[RN + 16];
+        snprintf(nm, sizeof nm, "%s-%d", base, r);
+        emit(c, nm, t.p);
+        sbuf_free(&t);
+    }
+    sbuf_addf(b, "(\"0\" | \"-\"? (");
+    for (int d = 1; d <= 9; d++) sbuf_addf(b, "%s\"%d\" %s-%d", d > 1 ? " | " : "", d, base, d % n);
+    sbuf_adds(b, "))");
+    return 0;
+}
+
 static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf *b) {
     if (strcmp(type, "string") == 0) return gen_string(c, s, b);
     if (strcmp(type, "integer") == 0 || strcmp(type, "number") == 0) {
         int bounded = cJSON_GetObjectItemCaseSensitive(s, "minimum") || cJSON_GetObjectItemCaseSensitive(s, "maximum") ||
                       cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") ||
                       cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum");
+        const cJSON *mul = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
+        if (mul) return gen_multiple(c, mul, bounded, b);
         if (bounded) return gen_num_range(c, s, strcmp(type, "integer") == 0, b);
         sbuf_addf(b, "%s-%s", c->j, type);
         return 0;
