@@ -15,9 +15,12 @@
  * refused (as llama.cpp does).
  *
  * Whitespace policy of the JSON grammars (JSON Schema and json_object): llama.cpp's, after
- * every value, `:` and `,`: nothing, one space, or one newline followed by at most 20 spaces
- * or tabs, so output may be compact or pretty-printed but the model cannot emit whitespace
- * without end. Numbers have at most 16 integer and 16 fraction digits. */
+ * `{ [ : ,` and every key and value inside a container: nothing, one space, or one newline
+ * followed by at most 20 spaces or tabs, so output may be compact or pretty-printed but the
+ * model cannot emit whitespace without end; nothing after the root value, whose end is then
+ * the only way on. The rules of grammar_gbnf_from_json_schema and grammar_gbnf_json_value
+ * produce values without trailing whitespace. Numbers have at most 16 integer and 16
+ * fraction digits. */
 #ifndef TPD_GRAMMAR_H
 #define TPD_GRAMMAR_H
 

@@ -2,7 +2,9 @@
  * language: literals, classes ([...], \d \w \s and their negations, .), groups ((...),
  * (?:...), (?P<n>...), (?<n>...)), alternation, * + ? {m} {m,} {m,n} (lazy forms too: same
  * language), ^ at the start and $ at the end. Backreferences, lookaround, \b, inline flags
- * are refused by name. \d \w \s are their ASCII forms (a subset of Python's Unicode ones).
+ * are refused by name. A star over a group that matches "" is the star of its non-empty
+ * strings (parse_item), the same language without a left-recursive rule. \d \w \s are
+ * their ASCII forms (a subset of Python's Unicode ones).
  * In JSON-string mode (JSON Schema `pattern`) the language is that of the JSON string
  * contents whose decoded text matches: '"', '\' and control characters appear escaped. */
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "../util/err.h"
+#include "../util/fatal.h"
 #include "../util/utf8.h"
 #include "gram_ir.h"
 #include "grammar.h"
@@ -20,6 +23,7 @@ struct rx {
     size_t n, i;
     int json;
     int depth;
+    int inner; /* parsing a group's inside again: no anchors there */
     struct sbuf *out;
     char *err;
 };
@@ -221,7 +225,7 @@ static int parse_class(struct rx *r, struct cpset *s) {
     return 0;
 }
 
-static int parse_alt(struct rx *r);
+static int parse_alt(struct rx *r, int ne, int *nullable);
 
 /* {m}, {m,}, {m,n} at r->i: 1 with the bounds, 0 when it is not a quantifier (a literal '{'). */
 static int read_braces(struct rx *r, long *lo, long *hi) {
@@ -248,113 +252,328 @@ static int read_braces(struct rx *r, long *lo, long *hi) {
     return 1;
 }
 
-static int parse_seq(struct rx *r) {
-    int items = 0;
+/* One atom and its quantifier, as parse_item reads them. */
+struct item {
+    struct sbuf atom; /* the atom's GBNF */
+    int atom_null;    /* the atom matches "" */
+    size_t in0, in1;  /* a group's inside in the pattern (in1 == 0: not a group) */
+    long lo, hi;      /* the quantifier ({1,1}: none; hi -1: unbounded) */
+    struct sbuf text; /* the item's GBNF */
+};
+
+/* The GBNF of the non-empty strings of a group's inside (ne mode). 0 when there are none. */
+static int ne_group(struct rx *r, const struct item *it, struct sbuf *o) {
+    struct rx sub = *r;
+    sub.s = r->s + it->in0;
+    sub.n = it->in1 - it->in0;
+    sub.i = 0;
+    sub.inner = 1;
+    sub.out = o;
+    int null, rc = parse_alt(&sub, 1, &null);
+    return rc < 0 ? -1 : rc;
+}
+
+/* Reads an atom and its quantifier at r->i into it (text: the item's GBNF). A star (or +,
+ * {m,}) over an atom that matches "" would be a left-recursive rule: it becomes the star of
+ * the atom's non-empty strings, the same language. */
+static int parse_item(struct rx *r, struct item *it) {
+    char c = r->s[r->i];
+    it->in1 = 0;
+    it->lo = it->hi = 1;
+    it->atom_null = 0;
+    struct sbuf *save = r->out;
+    r->out = &it->atom;
+    if (c == '(') {
+        r->i++;
+        if (r->i < r->n && r->s[r->i] == '?') {
+            if (r->i + 1 < r->n && r->s[r->i + 1] == ':') {
+                r->i += 2;
+            } else if (r->i + 2 < r->n && (r->s[r->i + 1] == 'P' || r->s[r->i + 1] == '<') &&
+                       (r->s[r->i + 2] == '<' || (r->s[r->i + 1] == '<' && r->s[r->i + 2] != '=' &&
+                                                  r->s[r->i + 2] != '!'))) {
+                size_t e = r->i;
+                while (e < r->n && r->s[e] != '>') e++;
+                if (e >= r->n) return rerr(r, "unterminated group name");
+                r->i = e + 1;
+            } else {
+                return rerr(r,
+                            "lookaround, inline flags and other (?...) groups are not supported");
+            }
+        }
+        if (++r->depth > GRAMMAR_MAX_NESTING) return rerr(r, "groups nested too deeply");
+        it->in0 = r->i;
+        if (parse_alt(r, 0, &it->atom_null) < 0) return -1;
+        r->depth--;
+        if (r->i >= r->n || r->s[r->i] != ')') return rerr(r, "missing ')'");
+        it->in1 = r->i++;
+    } else {
+        struct cpset set = {0};
+        int rc = 0;
+        if (c == '[') {
+            r->i++;
+            rc = parse_class(r, &set);
+        } else if (c == '.') {
+            r->i++;
+            cps_add(&set, '\n', '\n');
+            cps_negate(&set);
+        } else if (c == '\\') {
+            r->i++;
+            rc = read_escape(r, &set);
+        } else {
+            uint32_t cp;
+            rc = read_cp(r, &cp);
+            if (rc == 0) cps_add(&set, cp, cp);
+        }
+        if (rc == 0) rc = put_set(r, &set);
+        free(set.r);
+        if (rc < 0) return -1;
+    }
+    r->out = save;
+    /* quantifier */
+    long lo, hi;
+    if (r->i < r->n) {
+        c = r->s[r->i];
+        if (c == '*' || c == '+' || c == '?') {
+            it->lo = c == '+';
+            it->hi = c == '?' ? 1 : -1;
+            r->i++;
+        } else if (c == '{' && read_braces(r, &lo, &hi)) {
+            if (lo > GRAMMAR_MAX_REPEAT || hi > GRAMMAR_MAX_REPEAT)
+                return rerr(r, "repetition count above 1000");
+            if (hi >= 0 && hi < lo) return rerr(r, "repetition {m,n} with n < m");
+            it->lo = lo;
+            it->hi = hi;
+        } else {
+            goto text;
+        }
+        if (r->i < r->n && r->s[r->i] == '?')
+            r->i++; /* lazy: same language */
+        else if (r->i < r->n && r->s[r->i] == '+')
+            return rerr(r, "possessive quantifiers are not supported");
+        if (r->i < r->n && (r->s[r->i] == '*' || r->s[r->i] == '+' || r->s[r->i] == '?'))
+            return rerr(r, "multiple repeat");
+    }
+text:
+    if (it->atom_null && it->hi < 0) { /* X* with X nullable = (non-empty X)* */
+        struct sbuf ne = {0};
+        int k = ne_group(r, it, &ne);
+        if (k < 0) return sbuf_free(&ne), -1;
+        if (k)
+            sbuf_addf(&it->text, "(%s)*", ne.p);
+        else
+            sbuf_adds(&it->text, "\"\"");
+        sbuf_free(&ne);
+    } else if (it->lo == 1 && it->hi == 1) {
+        sbuf_adds(&it->text, it->atom.p);
+    } else if (it->hi < 0) {
+        sbuf_addf(&it->text, "%s%s", it->atom.p, it->lo == 0 ? "*" : it->lo == 1 ? "+" : "");
+        if (it->lo > 1) sbuf_addf(&it->text, "{%ld,}", it->lo);
+    } else {
+        sbuf_addf(&it->text, "%s{%ld,%ld}", it->atom.p, it->lo, it->hi);
+    }
+    if (r->out->len > 32ull * GRAMMAR_MAX_TEXT)
+        return rerr(r, "the pattern's grammar is too large");
+    return 0;
+}
+
+/* The non-empty strings of item it, as GBNF into o. 0 when there are none. */
+static int ne_item(struct rx *r, const struct item *it, struct sbuf *o) {
+    if (!(it->lo == 0 || it->atom_null)) {
+        sbuf_adds(o, it->text.p);
+        return 1;
+    }
+    if (it->hi == 0) return 0;
+    struct sbuf a = {0};
+    int k = 1;
+    if (it->atom_null)
+        k = ne_group(r, it, &a);
+    else
+        sbuf_adds(&a, it->atom.p);
+    if (k > 0) {
+        if (it->hi == 1)
+            sbuf_addf(o, "(%s)", a.p);
+        else if (it->hi < 0)
+            sbuf_addf(o, "(%s) %s", a.p, it->text.p);
+        else
+            sbuf_addf(o, "(%s) %s{0,%ld}", a.p, it->atom.p, it->hi - 1);
+    }
+    sbuf_free(&a);
+    return k;
+}
+
+/* A sequence up to '|' or ')'. ne: only its non-empty strings (0 returned when there are
+ * none): an item that can be non-empty, the ones before it empty. */
+static int parse_seq(struct rx *r, int ne, int *nullable) {
+    int n = 0, cap = 8, rc = 0;
+    struct item *its = xcalloc((size_t)cap, sizeof *its);
+    *nullable = 1;
     while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
         char c = r->s[r->i];
-        if (c == '^' && r->i == 0) {
+        if (!r->inner && c == '^' && r->i == 0) {
             r->i++;
             continue;
         }
-        if (c == '$' && r->i == r->n - 1) {
+        if (!r->inner && c == '$' && r->i == r->n - 1) {
             r->i++;
             continue;
         }
-        if (c == '^' || c == '$') return rerr(r, "anchors inside the pattern are not supported");
+        if (c == '^' || c == '$') {
+            rc = rerr(r, "anchors inside the pattern are not supported");
+            break;
+        }
         long lo, hi;
-        if (c == '*' || c == '+' || c == '?') return rerr(r, "nothing to repeat");
+        if (c == '*' || c == '+' || c == '?') {
+            rc = rerr(r, "nothing to repeat");
+            break;
+        }
         if (c == '{') {
             size_t save = r->i;
             int q = read_braces(r, &lo, &hi);
             r->i = save;
-            if (q) return rerr(r, "nothing to repeat");
-        }
-        sbuf_adds(r->out, items++ ? " " : "");
-        if (c == '(') {
-            r->i++;
-            if (r->i < r->n && r->s[r->i] == '?') {
-                if (r->i + 1 < r->n && r->s[r->i + 1] == ':') {
-                    r->i += 2;
-                } else if (r->i + 2 < r->n && (r->s[r->i + 1] == 'P' || r->s[r->i + 1] == '<') &&
-                           (r->s[r->i + 2] == '<' || (r->s[r->i + 1] == '<' && r->s[r->i + 2] != '=' && r->s[r->i + 2] != '!'))) {
-                    size_t e = r->i;
-                    while (e < r->n && r->s[e] != '>') e++;
-                    if (e >= r->n) return rerr(r, "unterminated group name");
-                    r->i = e + 1;
-                } else {
-                    return rerr(r, "lookaround, inline flags and other (?...) groups are not supported");
-                }
+            if (q) {
+                rc = rerr(r, "nothing to repeat");
+                break;
             }
-            if (++r->depth > GRAMMAR_MAX_NESTING) return rerr(r, "groups nested too deeply");
-            if (parse_alt(r) < 0) return -1;
-            r->depth--;
-            if (r->i >= r->n || r->s[r->i] != ')') return rerr(r, "missing ')'");
-            r->i++;
-        } else {
-            struct cpset s = {0};
-            int rc = 0;
-            if (c == '[') {
-                r->i++;
-                rc = parse_class(r, &s);
-            } else if (c == '.') {
-                r->i++;
-                cps_add(&s, '\n', '\n');
-                cps_negate(&s);
-            } else if (c == '\\') {
-                r->i++;
-                rc = read_escape(r, &s);
-            } else {
-                uint32_t cp;
-                rc = read_cp(r, &cp);
-                if (rc == 0) cps_add(&s, cp, cp);
-            }
-            if (rc == 0) rc = put_set(r, &s);
-            free(s.r);
-            if (rc < 0) return -1;
         }
-        /* quantifier */
-        if (r->i < r->n) {
-            c = r->s[r->i];
-            if (c == '*' || c == '+' || c == '?') {
-                sbuf_add(r->out, &c, 1);
-                r->i++;
-            } else if (c == '{' && read_braces(r, &lo, &hi)) {
-                if (lo > GRAMMAR_MAX_REPEAT || hi > GRAMMAR_MAX_REPEAT) return rerr(r, "repetition count above 1000");
-                if (hi >= 0 && hi < lo) return rerr(r, "repetition {m,n} with n < m");
-                if (hi < 0) sbuf_addf(r->out, "{%ld,}", lo);
-                else sbuf_addf(r->out, "{%ld,%ld}", lo, hi);
-            } else {
-                continue;
-            }
-            if (r->i < r->n && r->s[r->i] == '?') r->i++; /* lazy: same language */
-            else if (r->i < r->n && r->s[r->i] == '+') return rerr(r, "possessive quantifiers are not supported");
-            if (r->i < r->n && (r->s[r->i] == '*' || r->s[r->i] == '+' || r->s[r->i] == '?'))
-                return rerr(r, "multiple repeat");
+        if (n == cap) {
+            its = xrealloc(its, sizeof *its * (size_t)(cap *= 2));
+            memset(its + n, 0, sizeof *its * (size_t)(cap - n));
         }
+        if ((rc = parse_item(r, &its[n++])) < 0) break;
+        *nullable &= its[n - 1].lo == 0 || its[n - 1].atom_null;
     }
-    if (items == 0) sbuf_adds(r->out, "\"\"");
-    return 0;
+    int alts = 0;
+    if (rc == 0 && !ne) {
+        for (int k = 0; k < n; k++) sbuf_addf(r->out, "%s%s", k ? " " : "", its[k].text.p);
+        if (n == 0) sbuf_adds(r->out, "\"\"");
+    }
+    for (int k = 0; rc == 0 && ne && k < n; k++) { /* items before k empty, k non-empty */
+        struct sbuf a = {0};
+        int got = ne_item(r, &its[k], &a);
+        if (got < 0) rc = -1;
+        if (got > 0) {
+            sbuf_addf(r->out, "%s%s", alts++ ? " | " : "", a.p);
+            for (int j = k + 1; j < n; j++) sbuf_addf(r->out, " %s", its[j].text.p);
+        }
+        sbuf_free(&a);
+        if (!(its[k].lo == 0 || its[k].atom_null)) break;
+    }
+    for (int k = 0; k < n; k++) sbuf_free(&its[k].atom), sbuf_free(&its[k].text);
+    free(its);
+    return rc < 0 ? -1 : ne ? alts > 0 : 1;
 }
 
-static int parse_alt(struct rx *r) {
-    sbuf_adds(r->out, "(");
+/* Alternatives up to ')' as a group. ne: only their non-empty strings; returns 0 when
+ * there are none (nothing written), else 1. */
+static int parse_alt(struct rx *r, int ne, int *nullable) {
+    struct sbuf body = {0}, *save = r->out;
+    int alts = 0, rc = 0;
+    *nullable = 0;
     for (;;) {
-        if (parse_seq(r) < 0) return -1;
+        struct sbuf one = {0};
+        int null;
+        r->out = &one;
+        rc = parse_seq(r, ne, &null);
+        r->out = save;
+        if (rc > 0) sbuf_addf(&body, "%s%s", alts++ ? " | " : "", one.p);
+        sbuf_free(&one);
+        if (rc < 0) break;
+        *nullable |= null;
         if (r->i < r->n && r->s[r->i] == '|') {
             r->i++;
-            sbuf_adds(r->out, " | ");
             continue;
         }
         break;
     }
-    sbuf_adds(r->out, ")");
-    return 0;
+    if (rc >= 0 && alts) sbuf_addf(r->out, "(%s)", body.p);
+    sbuf_free(&body);
+    return rc < 0 ? -1 : alts > 0;
+}
+
+int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct sbuf *out,
+                          char *err) {
+    if (len > GRAMMAR_MAX_TEXT)
+        return err_set(err, "regex of %zu bytes is longer than the limit of %u", len,
+                       GRAMMAR_MAX_TEXT);
+    struct rx r = {re, len, 0, 1, 0, 0, NULL, err};
+    int start = r.n && r.s[0] == '^', end = 0;
+    if (start) r.i = 1;
+    size_t bs = 0;
+    while (bs + 1 < r.n && r.s[r.n - 2 - bs] == '\\') bs++;
+    if (r.n > r.i && r.s[r.n - 1] == '$' && bs % 2 == 0) r.n--, end = 1;
+    r.inner = 1;
+    int n = 0, cap = 8, rc = 1;
+    struct item *its = xcalloc((size_t)cap, sizeof *its);
+    struct rx pad = {".*", 2, 0, 1, 0, 1, NULL, err}; /* a search: any text around the match */
+    struct sbuf dummy = {0};
+    pad.out = &dummy;
+    if (!start && parse_item(&pad, &its[n++]) < 0) rc = -1;
+    while (rc > 0 && r.i < r.n) {
+        char c = r.s[r.i];
+        if (c == '|' || c == ')' || c == '^' || c == '$' || c == '*' || c == '+' || c == '?' ||
+            c == '{') {
+            rc = 0; /* alternatives, or what parse_seq would refuse: not this shape */
+            break;
+        }
+        if (n == cap) {
+            its = xrealloc(its, sizeof *its * (size_t)(cap *= 2));
+            memset(its + n, 0, sizeof *its * (size_t)(cap - n));
+        }
+        r.out = &dummy;
+        if (parse_item(&r, &its[n++]) < 0) rc = -1;
+        if (rc > 0 && its[n - 1].in1) rc = 0; /* a group: not one character per repeat */
+    }
+    if (rc > 0 && !end) {
+        if (n == cap)
+            its = xrealloc(its, sizeof *its * (size_t)(cap += 1)), memset(its + n, 0, sizeof *its);
+        pad.i = 0;
+        if (parse_item(&pad, &its[n++]) < 0) rc = -1;
+    }
+    sbuf_free(&dummy);
+    long fixed = 0;
+    int flex = -1;
+    for (int k = 0; rc > 0 && k < n; k++) {
+        fixed += its[k].lo;
+        if (its[k].hi != its[k].lo &&
+            (flex < 0 || its[k].hi < 0 || (its[flex].hi >= 0 && its[k].hi > its[flex].hi)))
+            flex = k;
+    }
+    long a = 0, b = 0;
+    if (rc > 0 && flex >= 0) { /* the others at their least count; this one takes the slack */
+        long rest = fixed - its[flex].lo;
+        a = lo - rest > its[flex].lo ? lo - rest : its[flex].lo;
+        b = hi < 0                                         ? its[flex].hi
+            : its[flex].hi < 0 || hi - rest < its[flex].hi ? hi - rest
+                                                           : its[flex].hi;
+        if (b >= 0 && a > b)
+            rc = err_set(err, "unsatisfiable schema: pattern and minLength/maxLength");
+        else if (a > GRAMMAR_MAX_REPEAT || b > GRAMMAR_MAX_REPEAT)
+            rc = 0;
+    } else if (rc > 0 && (fixed < lo || (hi >= 0 && fixed > hi))) {
+        rc = err_set(err, "unsatisfiable schema: pattern and minLength/maxLength");
+    }
+    if (rc > 0) {
+        sbuf_adds(out, "(");
+        for (int k = 0; k < n; k++) {
+            long x = k == flex ? a : its[k].lo, y = k == flex ? b : its[k].lo;
+            sbuf_addf(out, "%s%s", k ? " " : "", its[k].atom.p);
+            if (y < 0)
+                sbuf_addf(out, "{%ld,}", x);
+            else if (x != 1 || y != 1)
+                sbuf_addf(out, "{%ld,%ld}", x, y);
+        }
+        sbuf_adds(out, n ? ")" : "\"\")");
+    }
+    for (int k = 0; k < n; k++) sbuf_free(&its[k].atom), sbuf_free(&its[k].text);
+    free(its);
+    return rc;
 }
 
 int regex_to_gbnf(const char *re, size_t len, int json, struct sbuf *out, char *err) {
     if (len > GRAMMAR_MAX_TEXT) return err_set(err, "regex of %zu bytes is longer than the limit of %u", len, GRAMMAR_MAX_TEXT);
-    struct rx r = {re, len, 0, json, 0, out, err};
-    if (parse_alt(&r) < 0) return -1;
+    struct rx r = {re, len, 0, json, 0, 0, out, err};
+    int null;
+    if (parse_alt(&r, 0, &null) < 0) return -1;
     if (r.i < r.n) return rerr(&r, "unbalanced ')'");
     return 0;
 }

@@ -10,6 +10,13 @@
 /* Appends the GBNF item (a parenthesised group) matching the regex, whole. json: the
  * contents of a JSON string whose decoded text matches. 0, or -1 with err. */
 int regex_to_gbnf(const char *re, size_t len, int json, struct sbuf *out, char *err);
+/* Appends the GBNF item of the JSON string contents whose decoded text matches the regex
+ * (searched, as JSON Schema does: unanchored ends take any text) and has lo to hi characters (hi
+ * -1: no bound), where the regex is a sequence of one-character atoms with quantifiers: the
+ * one with the widest count takes the slack, the others their least count (exact when only
+ * one count varies). 1, 0 (not that shape: nothing appended), or -1 with err. */
+int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct sbuf *out,
+                          char *err);
 /* Appends s[0..n) as a GBNF literal. */
 void gbnf_put_literal(struct sbuf *o, const char *s, size_t n);
 

@@ -7,6 +7,7 @@
 #include "../grammar/grammar.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/fatal.h"
+#include "../util/sbuf.h"
 
 struct grammar_vocab *api_grammar_vocab(const struct tokenizer *t) {
     int n = (int)tokenizer_n_vocab(t);
@@ -53,19 +54,112 @@ static int compile_schema(struct grammar_vocab *gv, const cJSON *s, const char *
     return rc;
 }
 
+/* guided_choice / structured_outputs.choice: the output is exactly one of the strings. */
+static int compile_choice(struct grammar_vocab *gv, const cJSON *ch, const char *param,
+                          struct grammar **out, struct api_error *e) {
+    if (!cJSON_IsArray(ch) || cJSON_GetArraySize(ch) == 0)
+        return api_err(e, 400, param, "%s: must be a non-empty array of strings", param);
+    struct sbuf g = {0};
+    sbuf_adds(&g, "root ::= ");
+    int k = 0;
+    for (const cJSON *x = ch->child; x; x = x->next, k++) {
+        if (!cJSON_IsString(x) || !x->valuestring[0]) {
+            sbuf_free(&g);
+            return api_err(e, 400, param, "%s: must be a non-empty array of non-empty strings",
+                           param);
+        }
+        sbuf_adds(&g, k ? " | \"" : "\"");
+        for (const unsigned char *c = (const unsigned char *)x->valuestring; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                sbuf_addf(&g, "\\%c", *c);
+            else if (*c < 0x20)
+                sbuf_addf(&g, "\\x%02X", *c);
+            else
+                sbuf_add(&g, (const char *)c, 1);
+        }
+        sbuf_adds(&g, "\"");
+    }
+    sbuf_adds(&g, "\n");
+    int rc = compile(gv, GRAMMAR_GBNF, g.p, g.len, param, out, e);
+    sbuf_free(&g);
+    return rc;
+}
+
+/* vLLM's structured_outputs object: exactly one of json, regex, choice, grammar, json_object;
+ * anything else (structural_tag, backend options) is a 400, never silently dropped. */
+static int read_structured_outputs(struct grammar_vocab *gv, const cJSON *so, struct grammar **out,
+                                   struct api_error *e) {
+    static const char *const keys[] = {"json", "regex", "choice", "grammar", "json_object"};
+    if (!cJSON_IsObject(so))
+        return api_err(e, 400, "structured_outputs", "structured_outputs: must be an object");
+    const cJSON *got = NULL;
+    int which = -1;
+    for (const cJSON *k = so->child; k; k = k->next) {
+        int i = 0;
+        while (i < 5 && strcmp(k->string, keys[i]) != 0) i++;
+        if (i == 5)
+            return api_err(e, 400, "structured_outputs",
+                           "structured_outputs.%.64s: not supported (supported: json, "
+                           "regex, choice, grammar, json_object)",
+                           k->string);
+        if (cJSON_IsNull(k) || (i == 4 && cJSON_IsFalse(k))) continue;
+        if (got)
+            return api_err(e, 400, "structured_outputs",
+                           "structured_outputs: give at most one constraint");
+        got = k;
+        which = i;
+    }
+    switch (which) {
+    case 0: return compile_schema(gv, got, "structured_outputs.json", out, e);
+    case 1:
+    case 3:
+        if (!cJSON_IsString(got))
+            return api_err(e, 400, "structured_outputs", "structured_outputs.%s: must be a string",
+                           keys[which]);
+        return compile(gv, which == 1 ? GRAMMAR_REGEX : GRAMMAR_GBNF, got->valuestring,
+                       strlen(got->valuestring),
+                       which == 1 ? "structured_outputs.regex" : "structured_outputs.grammar", out,
+                       e);
+    case 2: return compile_choice(gv, got, "structured_outputs.choice", out, e);
+    case 4:
+        if (!cJSON_IsTrue(got))
+            return api_err(e, 400, "structured_outputs",
+                           "structured_outputs.json_object: must be a boolean");
+        return compile(gv, GRAMMAR_JSON_OBJECT, "", 0, "structured_outputs.json_object", out, e);
+    default: return 0;
+    }
+}
+
 int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out, struct api_error *e) {
     *out = NULL;
-    static const char *const fields[] = {"response_format", "guided_json", "guided_regex", "guided_grammar"};
-    const cJSON *f[4];
+    static const char *const fields[] = {"response_format", "guided_json",   "guided_regex",
+                                         "guided_grammar",  "guided_choice", "structured_outputs"};
+    enum { N_FIELDS = sizeof fields / sizeof *fields };
+    const cJSON *f[N_FIELDS];
     int given = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < N_FIELDS; i++) {
         f[i] = cJSON_GetObjectItemCaseSensitive(o, fields[i]);
         if (f[i] && cJSON_IsNull(f[i])) f[i] = NULL;
         given += f[i] != NULL;
     }
+    /* vLLM's other guided_* fields (guided_decoding_backend, guided_whitespace_pattern...)
+     * would change the output if honoured: refused rather than dropped */
+    for (const cJSON *k = o->child; k; k = k->next)
+        if (strncmp(k->string, "guided_", 7) == 0 && strcmp(k->string, "guided_close") != 0) {
+            int i = 1;
+            while (i < N_FIELDS && strcmp(k->string, fields[i]) != 0) i++;
+            if (i == N_FIELDS)
+                return api_err(
+                    e, 400, k->string,
+                    "%.64s: unsupported structured-output field (supported: "
+                    "guided_json, guided_regex, guided_grammar, guided_choice, guided_close)",
+                    k->string);
+        }
     if (given > 1)
-        return api_err(e, 400, "response_format",
-                       "response_format, guided_json, guided_regex and guided_grammar: give at most one");
+        return api_err(
+            e, 400, "response_format",
+            "response_format, guided_json, guided_regex, guided_grammar, guided_choice and "
+            "structured_outputs: give at most one");
     if (f[0]) {
         const cJSON *rf = f[0], *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
         if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
@@ -98,5 +192,7 @@ int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **
             return compile(gv, i == 2 ? GRAMMAR_REGEX : GRAMMAR_GBNF, f[i]->valuestring, strlen(f[i]->valuestring),
                            fields[i], out, e);
         }
+    if (f[4]) return compile_choice(gv, f[4], "guided_choice", out, e);
+    if (f[5]) return read_structured_outputs(gv, f[5], out, e);
     return 0;
 }

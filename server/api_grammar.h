@@ -1,6 +1,7 @@
 /* Structured output on the API (rank 0, any HTTP thread): the request fields that constrain
- * decoding (response_format json_object / json_schema, and the extensions guided_json,
- * guided_regex, guided_grammar) compiled into a grammar (grammar/grammar.h), and the
+ * decoding (response_format json_object / json_schema, and vLLM's extensions guided_json,
+ * guided_regex, guided_grammar, guided_choice, structured_outputs) compiled into a grammar
+ * (grammar/grammar.h; any other structured-output field is refused), and the
  * vocabulary view the grammars need, built once from the tokenizer. */
 #ifndef TPD_API_GRAMMAR_H
 #define TPD_API_GRAMMAR_H

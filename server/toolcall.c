@@ -120,7 +120,14 @@ int toolcall_grammar(enum tool_format f, const char *const *names, const char *c
         sbuf_free(&lit);
     }
     sbuf_adds(out, "\nroot ::= call");
-    if (parallel) sbuf_adds(out, " ("), gbnf_lit(out, next[f]), sbuf_adds(out, " call)*");
+    /* where the next call starts with a newline (Hermes), a model that writes that newline
+     * after its last call may still end there: the parser drops it, and the closer never
+     * has to force a whole extra call out of it */
+    int nl = next[f][0] == '\n';
+    if (parallel)
+        sbuf_adds(out, nl ? " (\"\\n\" " : " ("), gbnf_lit(out, next[f] + nl),
+            sbuf_adds(out, " call)*");
+    if (parallel && nl) sbuf_adds(out, " \"\\n\"?");
     if (last[f][0]) sbuf_adds(out, " "), gbnf_lit(out, last[f]);
     sbuf_adds(out, "\n");
     return 0;

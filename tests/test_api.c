@@ -15,7 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grammar/grammar.h"
 #include "server/api.h"
+#include "server/api_grammar.h"
 #include "server/api_stop.h"
 #include "sched/metrics.h"
 #include "sched/scheduler.h"
@@ -283,6 +285,77 @@ static void test_utf8_validator(void **state) {
 }
 
 /* ---- good requests ---- */
+
+/* vLLM's structured-output fields (issue 27): guided_choice and structured_outputs are
+ * honoured (before, they were ignored and the text came out unconstrained), and a
+ * structured-output field tpd does not implement is a 400 naming it, never dropped. */
+static int sentence(struct grammar *g, const char *text) {
+    struct grammar_matcher *m = grammar_matcher_new(g);
+    int ok = grammar_matcher_accept_bytes(m, text, strlen(text)) == 0 && grammar_matcher_can_end(m);
+    grammar_matcher_free(m);
+    return ok;
+}
+
+/* A completion request with one more field, parsed with c. */
+static int parse_with(struct api_ctx *c, const char *field, struct api_params *p,
+                      struct api_error *e) {
+    char body[512];
+    snprintf(body, sizeof body, "{\"prompt\": \"x\", %s}", field);
+    memset(e, 0, sizeof *e);
+    return api_parse_generate(c, API_COMPLETION, body, strlen(body), p, e);
+}
+
+static void test_structured_output_fields(void **state) {
+    (void)state;
+    struct api_ctx c = ctx();
+    c.gvocab = api_grammar_vocab(tok);
+    static const struct {
+        const char *field, *yes, *no;
+    } good[] = {
+        {"\"guided_choice\": [\"yes\", \"no \\\"x\\\"\"]", "no \"x\"", "maybe"},
+        {"\"structured_outputs\": {\"choice\": [\"red\", \"blue\"]}", "blue", "green"},
+        {"\"structured_outputs\": {\"json\": {\"type\": \"integer\"}}", "42", "\"42\""},
+        {"\"structured_outputs\": {\"regex\": \"[a-c]{2}\"}", "ab", "abc"},
+        {"\"structured_outputs\": {\"grammar\": \"root ::= \\\"x\\\"+\"}", "xxx", "y"},
+        {"\"structured_outputs\": {\"json_object\": true}", "{\"k\": 1}", "[1]"},
+        {"\"guided_json\": {\"enum\": [1, 2]}, \"guided_close\": false", "2", "3"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        struct api_params p;
+        struct api_error e;
+        if (parse_with(&c, good[i].field, &p, &e) != 0)
+            fail_msg("%s: %d %s", good[i].field, e.status, e.message);
+        assert_non_null(p.grammar);
+        if (!sentence(p.grammar, good[i].yes) || sentence(p.grammar, good[i].no))
+            fail_msg("%s", good[i].field);
+        api_params_free(&p);
+    }
+    static const struct {
+        const char *field, *param, *needle;
+    } bad_fields[] = {
+        {"\"guided_decoding_backend\": \"xgrammar\"", "guided_decoding_backend", "unsupported"},
+        {"\"guided_whitespace_pattern\": \" \"", "guided_whitespace_pattern", "unsupported"},
+        {"\"structured_outputs\": {\"structural_tag\": \"{}\"}", "structured_outputs",
+         "structural_tag"},
+        {"\"structured_outputs\": {\"json\": {}, \"regex\": \"a\"}", "structured_outputs",
+         "at most one"},
+        {"\"structured_outputs\": [1]", "structured_outputs", "object"},
+        {"\"guided_choice\": []", "guided_choice", "non-empty"},
+        {"\"guided_choice\": [\"a\", 1]", "guided_choice", "strings"},
+        {"\"guided_choice\": [\"a\"], \"guided_regex\": \"a\"", "response_format", "at most one"},
+    };
+    for (size_t i = 0; i < sizeof bad_fields / sizeof *bad_fields; i++) {
+        struct api_params p;
+        struct api_error e;
+        int rc = parse_with(&c, bad_fields[i].field, &p, &e);
+        if (rc == 0) api_params_free(&p);
+        if (rc != -1 || e.status != 400 || strcmp(e.param, bad_fields[i].param) ||
+            !strstr(e.message, bad_fields[i].needle))
+            fail_msg("%s: rc %d status %d param %s message %s", bad_fields[i].field, rc, e.status,
+                     e.param, e.message);
+    }
+    grammar_vocab_free(c.gvocab);
+}
 
 static void test_good_completion(void **state) {
     (void)state;
@@ -657,6 +730,7 @@ int main(void) {
         cmocka_unit_test(test_cache_and_queue_limits),
         cmocka_unit_test(test_utf8_validator),
         cmocka_unit_test(test_good_completion),
+        cmocka_unit_test(test_structured_output_fields),
         cmocka_unit_test(test_seed_drawn),
         cmocka_unit_test(test_good_chat),
         cmocka_unit_test(test_tokenize_detokenize),

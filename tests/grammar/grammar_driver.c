@@ -6,6 +6,8 @@
  *   gbnf               print the GBNF the converters make of FILE
  *   compile            print "ok" or "error: ..." and the milliseconds taken
  *   vocab              print each token: id, usable (0/1), bytes in hex
+ *   match FILE2        for each line of FILE2 (a text to match whole, in hex), "1" when the
+ *                      grammar takes it as a complete sentence, else "0" (one line each)
  *   walk SEED STEPS    a random walk through allowed tokens; one JSON line per state:
  *                      {"prefix": hex, "allowed": [ids], "can_end": 0|1}
  *   bench STEPS        mask time per step along a random walk: first a line with the
@@ -97,11 +99,14 @@ int main(int argc, char **argv) {
             grammar_gbnf_json_value("json", &out);
             sbuf_adds(&out, "root ::= json-object\n");
         } else sbuf_add(&out, text, len);
+        free(text);
         if (rc < 0) {
             printf("error: %s\n", err);
+            sbuf_free(&out);
             return 1;
         }
         fwrite(out.p, 1, out.len, stdout);
+        sbuf_free(&out);
         return 0;
     }
     struct grammar_vocab *v;
@@ -153,11 +158,37 @@ int main(int argc, char **argv) {
         else printf("error: %s\n%.3f\n", err, ms);
         grammar_unref(g);
         grammar_vocab_free(v);
+        free(text);
         return g ? 0 : 1;
     }
     if (!g) {
         printf("error: %s\n", err);
         return 1;
+    }
+    if (!strcmp(mode, "match")) {
+        size_t n2;
+        char *lines = read_all(argv[5], &n2);
+        for (size_t a = 0; a < n2;) {
+            size_t b = a;
+            while (b < n2 && lines[b] != '\n') b++;
+            struct grammar_matcher *m = grammar_matcher_new(g);
+            size_t n = 0;
+            for (size_t i = a; i + 1 < b; i += 2) {
+                unsigned x;
+                if (sscanf(lines + i, "%2x", &x) != 1) break;
+                lines[a + n++] = (char)x;
+            }
+            int ok =
+                grammar_matcher_accept_bytes(m, lines + a, n) == 0 && grammar_matcher_can_end(m);
+            printf("%d\n", ok);
+            grammar_matcher_free(m);
+            a = b + 1;
+        }
+        free(lines);
+        free(text);
+        grammar_unref(g);
+        grammar_vocab_free(v);
+        return 0;
     }
     uint8_t *is_end = calloc((size_t)n_vocab, 1);
     for (int i = 0; i < n_vocab; i++) is_end[i] = tok ? (uint8_t)tokenizer_is_eog(tok, i) : i == 256;
@@ -191,6 +222,7 @@ int main(int argc, char **argv) {
             if (!tok) l = 1;
             sbuf_add(&prefix, b, l);
         }
+        sbuf_free(&prefix);
         grammar_matcher_free(m);
     } else if (!strcmp(mode, "bench")) {
         int steps = atoi(argv[5]);
@@ -274,7 +306,11 @@ int main(int argc, char **argv) {
         free(apply);
         for (int k = 0; k < 4; k++) free(bud[k]);
     }
+    free(is_end);
+    free(mask);
+    free(text);
     grammar_unref(g);
     grammar_vocab_free(v);
+    tokenizer_free(tok);
     return 0;
 }

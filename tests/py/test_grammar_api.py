@@ -278,8 +278,8 @@ def test_openai_sdk_parse(server):
 
 
 BAD = [
-    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "patternProperties": {}}}},
-     "patternProperties"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "contains": {}}}},
+     "contains"),
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}, "unknown type 'strin'"),
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "minItems": 3, "maxItems": 2}}},
      "unsatisfiable"),
@@ -290,8 +290,10 @@ BAD = [
         "a": {"$ref": "#"}}, "required": ["a"]}}}, "unsatisfiable"),
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "(a"}}},
      "missing ')'"),
-    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "uri"}}},
-     "unsupported format 'uri'"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "uri",
+                                                                      "pattern": "^h"}}}, "format and pattern"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"oneOf": [{"type": "string"}, {}]}}},
+     "oneOf: branches 0 and 1"),
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "minimum": 5,
                                                                       "maximum": 1}}}, "unsatisfiable"),
     ({"type": "json_schema", "json_schema": {"schema": {}}}, "name"),

@@ -314,6 +314,10 @@ def test_forced_call_grammar(templates, tmp_path):
             assert not g.matches(rest(calls)), (fmt, choice, parallel, rest(calls))
             checked += 1
         assert not g.matches(rest(ok[0]) + " trailing")
+        # the end is offered after the last call, also after the newline a next Hermes call
+        # would start with (so the closer never forces a whole extra call out of it)
+        assert g.matches(rest(ok[0]) + "\n") == (fmt == "hermes" and parallel and choice != "named")
+        assert not g.matches(rest(ok[0]) + " ") and not g.matches(rest(ok[0]) + "\t")
     print(f"{checked} call texts checked against the grammars")
 
 

@@ -1,0 +1,90 @@
+/* String formats (schema_fmt.h): each a GBNF item that only produces valid instances of
+ * the format (a subset of it: RFC 3339 dates with every valid day, leap years included;
+ * RFC 5321's common address form; RFC 1123 host names whose last label starts with a
+ * letter; RFC 3986 URIs with a host; ISO 8601 durations as RFC 3339's appendix A writes
+ * them), bounded in length so that a maxLength at or above the bound keeps the format. */
+#include "schema_fmt.h"
+
+#include <string.h>
+
+#define YEAR "(\"0\" (\"0\" (\"0\" [1-9] | [1-9] [0-9]) | [1-9] [0-9]{2}) | [1-9] [0-9]{3})"
+#define LEAP4 "(\"0\" [48] | [2468] [048] | [13579] [26])"
+#define LEAP_YEAR "([0-9]{2} " LEAP4 " | " LEAP4 " \"00\")"
+#define DATE                                                                                       \
+    "(" YEAR                                                                                       \
+    " \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "        \
+    "(\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | "   \
+    "\"1\" [0-9] | "                                                                               \
+    "\"2\" [0-8])) | " LEAP_YEAR " \"-02-29\")"
+#define TIME                                                                                       \
+    "(([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "         \
+    "(\"Z\" | [+\\-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9]))"
+#define LABEL "([a-zA-Z0-9] ([a-zA-Z0-9\\-]{0,61} [a-zA-Z0-9])?)"
+#define TLD "([a-zA-Z] ([a-zA-Z0-9\\-]{0,61} [a-zA-Z0-9])?)"
+#define HOST "((" LABEL " \".\"){0,2} " TLD ")"
+#define ATEXT "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~\\-]"
+#define OCTET "(\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9])"
+#define IPV4 "(" OCTET " \".\" " OCTET " \".\" " OCTET " \".\" " OCTET ")"
+#define H16 "[0-9a-fA-F]{1,4}"
+#define H16S(n) "(" H16 " (\":\" " H16 "){0," #n "})?"
+/* IPv6: eight groups, or "::" with a groups before it and at most 7 - a after */
+#define H16_AFTER(a) " \"::\" " H16S(a)
+#define H16_BEFORE(n) H16 " (\":\" " H16 "){" #n "}"
+#define IPV6                                                                                       \
+    "(" H16_BEFORE(7) " | \"::\" " H16S(6) " | " H16 H16_AFTER(5) " | " H16_BEFORE(1)              \
+        H16_AFTER(4) " | " H16_BEFORE(2) H16_AFTER(3) " | " H16_BEFORE(3) H16_AFTER(2) " | "       \
+            H16_BEFORE(4) H16_AFTER(1) " | " H16_BEFORE(5) H16_AFTER(0) " | " H16_BEFORE(6)        \
+                " \"::\")"
+#define PCHAR "([a-zA-Z0-9._~!$&'()*+,;=:@\\-] | \"%\" [0-9a-fA-F] [0-9a-fA-F])"
+#define QCHAR "(" PCHAR " | [/?])"
+#define URI_TAIL "(\"?\" " QCHAR "{0,256})? (\"#\" " QCHAR "{0,128})?"
+#define URI                                                                                        \
+    "([a-zA-Z] [a-zA-Z0-9+.\\-]{0,15} \"://\" (" HOST " | " IPV4                                   \
+    ") (\":\" [0-9]{1,5})? (\"/\" " PCHAR "{0,64}){0,16} " URI_TAIL ")"
+#define DUR_N "[0-9]{1,9}"
+#define DUR_TIME                                                                                   \
+    "(\"T\" (" DUR_N " \"H\" (" DUR_N " \"M\" (" DUR_N " \"S\")?)? | " DUR_N " \"M\" (" DUR_N      \
+    " \"S\")? | " DUR_N " \"S\"))"
+#define JSON_POINTER "(\"/\" ([^/~\"\\\\\\x7F\\x00-\\x1F] | \"~\" [01]){0,64}){0,16}"
+
+static const struct fmt {
+    const char *name, *gbnf;
+    long min, max;
+} fmts[] = {
+    {"date", DATE, 10, 10},
+    {"time", TIME, 9, 21},
+    {"date-time", DATE " \"T\" " TIME, 20, 32},
+    {"uuid", "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}",
+     36, 36},
+    {"email", ATEXT "{1,30} (\".\" " ATEXT "{1,16}){0,2} \"@\" " HOST, 3, 256},
+    {"idn-email", ATEXT "{1,30} (\".\" " ATEXT "{1,16}){0,2} \"@\" " HOST, 3, 256},
+    {"hostname", HOST, 1, 191},
+    {"idn-hostname", "([a-z0-9]{1,63} \".\"){0,2} [a-z] [a-z0-9]{0,62}", 1, 191},
+    {"ipv4", IPV4, 7, 15},
+    {"ipv6", "(" IPV6 ")", 2, 39},
+    {"uri", URI, 5, 1642},
+    {"iri", URI, 5, 1642},
+    {"uri-reference",
+     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL ")", 0, 1642},
+    {"iri-reference",
+     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL ")", 0, 1642},
+    {"byte", "([a-zA-Z0-9+/]{4}){0,256} ([a-zA-Z0-9+/]{2} \"==\" | [a-zA-Z0-9+/]{3} \"=\")?", 0,
+     1028},
+    {"duration",
+     "\"P\" (((" DUR_N " \"D\" | " DUR_N " \"M\" (" DUR_N " \"D\")? | " DUR_N " \"Y\" (" DUR_N
+     " \"M\" (" DUR_N " \"D\")?)?) " DUR_TIME "?) | " DUR_TIME " | " DUR_N " \"W\")",
+     3, 64},
+    {"json-pointer", JSON_POINTER, 0, 1040},
+    {"relative-json-pointer", "(\"0\" | [1-9] [0-9]{0,8}) (\"#\" | " JSON_POINTER ")", 1, 1049},
+    {"regex", "[a-zA-Z0-9 _]{0,64}", 0, 64},
+};
+
+const char *schema_format(const char *name, long *min_len, long *max_len) {
+    for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++)
+        if (strcmp(fmts[i].name, name) == 0) {
+            *min_len = fmts[i].min;
+            *max_len = fmts[i].max;
+            return fmts[i].gbnf;
+        }
+    return NULL;
+}

@@ -1,0 +1,460 @@
+"""JSON Schema -> grammar, value by value (issue 27): for each schema, instances that the
+`jsonschema` package (the independent reference, format checker on) calls valid must be
+taken by the compiled grammar where listed under `ok`, and instances it calls invalid must
+be refused (`bad`). Every verdict of the reference is asserted too, so a wrong test datum
+fails here rather than passing silently. Schemas the converter must refuse (a keyword that
+changes validity but is not implemented, a oneOf it cannot make exclusive) are compiled and
+their error checked.
+
+Runs the grammar module through tests/grammar/grammar_driver.c (`match` mode) over a
+vocabulary of single bytes, so no model is needed; texts are matched whole, as the output
+of a generation would be."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("TPD_BUILD_DIR", os.path.join(ROOT, "build"))
+DRIVER = os.path.join(BUILD, "tests", "grammar_driver")
+jsonschema = pytest.importorskip("jsonschema")
+
+if not os.path.exists(DRIVER):
+    pytest.skip("grammar_driver not built", allow_module_level=True)
+
+
+class R(str):
+    """An instance given as its exact text (key order, duplicate keys, whitespace)."""
+
+
+def compact(v):
+    return str(v) if isinstance(v, R) else json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+
+def validator(schema):
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def run_driver(schema, texts, tmp_path, mode="match"):
+    sp, ip = tmp_path / "s.json", tmp_path / "i.txt"
+    sp.write_text(json.dumps(schema) if not isinstance(schema, str) else schema)
+    ip.write_text("".join(t.encode().hex() + "\n" for t in texts))
+    args = [DRIVER, "-", "schema", str(sp), mode] + ([str(ip)] if mode == "match" else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    return r
+
+
+def matches(schema, texts, tmp_path):
+    r = run_driver(schema, texts, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = [l == "1" for l in r.stdout.split()]
+    assert len(got) == len(texts)
+    return got
+
+
+def check(schema, ok, bad, tmp_path):
+    v = validator(schema)
+    texts = [compact(x) for x in ok + bad]
+    for t in texts[:len(ok)]:
+        assert v.is_valid(json.loads(t)), ("test datum not valid", t)
+    for t in texts[len(ok):]:
+        assert not v.is_valid(json.loads(t)), ("test datum not invalid", t)
+    got = matches(schema, texts, tmp_path)
+    wrong = [(t, "refused" if i < len(ok) else "accepted") for i, (t, g) in enumerate(zip(texts, got))
+             if g != (i < len(ok))]
+    assert not wrong, wrong
+
+
+def sentences(schema, seeds, steps, tmp_path):
+    """The complete sentences met on random walks (random allowed bytes) through the grammar."""
+    sp = tmp_path / "w.json"
+    sp.write_text(json.dumps(schema))
+    for seed in range(1, seeds + 1):
+        r = subprocess.run([DRIVER, "-", "schema", str(sp), "walk", str(seed), str(steps)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout[-500:] + r.stderr
+        for line in r.stdout.splitlines():
+            st = json.loads(line)
+            if st["can_end"]:
+                yield bytes.fromhex(st["prefix"]).decode()
+
+
+def refused(schema, needle, tmp_path):
+    r = run_driver(schema, [], tmp_path, mode="compile")
+    assert r.returncode == 1 and needle in r.stdout, r.stdout + r.stderr
+
+
+# (name, schema, ok, bad)
+SOUNDNESS = [
+    # a declared property never comes out through the additionalProperties path
+    ("declared-vs-additional-schema",
+     {"properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "integer"}},
+     [{"a": "x"}, {"a": "x", "b": 1}, {"b": 1}, {}, {"ab": 2}, {"": 3}],
+     [{"a": 1}, {"a": "x", "b": "y"}]),
+    ("declared-vs-additional-true-dup",
+     {"properties": {"a": {"type": "string"}}, "additionalProperties": True},
+     [{"a": "x"}, {"a": "x", "b": 1}, {"aa": 1}, {"b": [1]}],
+     [R('{"a":"x","a":1}'), R('{"a":1}'), R('{"b":1,"a":1}')]),
+    ("declared-names-escaped",
+     {"properties": {"a\"b": {"type": "integer"}, "\u00e9": {"type": "integer"}, "a/": {"type": "integer"}},
+      "additionalProperties": {"type": "string"}},
+     [R('{"a\\"b":1}'), {"\u00e9": 1}, {"x": "s"}, R('{"a\\\\":"s"}'), {"a": "s"}, {"\u00e9\u00e9": "s"}],
+     [R('{"a\\"b":"s"}'), R('{"\\u00e9":"s"}'), R('{"a\\/":"s"}'), {"a/": "s"}]),
+    ("declared-false-vs-additional",
+     {"type": "object", "properties": {"a": False, "b": {"type": "integer"}}, "additionalProperties": True},
+     [{"b": 1}, {"b": 1, "c": "z"}],
+     [{"a": 1}, {"b": 1, "a": 1}]),
+    ("required-undeclared-vs-additional",
+     {"type": "object", "required": ["k"], "additionalProperties": {"type": "integer"}},
+     [{"k": 1}, {"k": 1, "j": 2}],
+     [R('{"k":1,"k":"x"}'), R('{"k":"x"}'), {"j": 2}]),
+    # allOf keeps each subschema's additionalProperties: false
+    ("allof-additional-false",
+     {"type": "object", "allOf": [{"properties": {"a": {"type": "integer"}}, "additionalProperties": False}],
+      "properties": {"b": {"type": "integer"}}},
+     [{}, {"a": 1}],
+     [{"b": 2}, {"a": 1, "b": 2}]),
+    ("allof-additional-schema",
+     {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}},
+                 "additionalProperties": {"type": "integer"}},
+                {"properties": {"b": {"type": "integer", "minimum": 0}}}]},
+     [{"a": "x"}, {"a": "x", "b": 3}],
+     [{"b": -1}, {"a": "x", "b": "s"}]),
+    # allOf combines bounds (the tighter), types and enums (those in both), items (both)
+    ("allof-bounds-types",
+     {"allOf": [{"type": ["integer", "null"], "minimum": 0, "maximum": 10},
+                {"type": ["number", "string"], "minimum": 2, "maximum": 20}]},
+     [2, 10, 5], [1, 11, None, "x", 2.5]),
+    ("allof-enum-items",
+     {"allOf": [{"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3},
+                {"items": {"enum": ["b", "c", "d"]}, "maxItems": 2}]},
+     [["b", "c"], []], [["a"], ["b", "c", "b"], ["d"]]),
+    # oneOf: exclusive where tpd can tell
+    ("oneof-types",
+     {"oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
+     [1, "x", None], [1.5, True]),
+    ("oneof-discriminator",
+     {"oneOf": [{"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+                 "required": ["kind"]},
+                {"type": "object", "properties": {"kind": {"const": "dog"}, "bark": {"type": "boolean"}},
+                 "required": ["kind"]}]},
+     [{"kind": "cat", "lives": 9}, {"kind": "dog"}],
+     [{"kind": "cow"}]),
+    ("oneof-required-sharpened",
+     {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                 "required": ["a"]},
+                {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                 "required": ["b"]}]},
+     [{"a": 1}, {"b": 2}],
+     [{"a": 1, "b": 2}, {}]),
+    ("oneof-enums",
+     {"oneOf": [{"enum": ["a", "b"]}, {"enum": ["c", 1]}, {"type": "boolean"}]},
+     ["a", "c", 1, True], ["d"]),
+    ("oneof-ranges",
+     {"oneOf": [{"type": "integer", "maximum": 0}, {"type": "integer", "minimum": 1}]},
+     [0, -5, 1, 7], [1.5]),
+]
+
+# unknown keywords and annotations are ignored, as the specification says
+COVERAGE = [
+    ("unknown-keywords",
+     {"id": "http://x/y", "type": "object", "x-vendor": {"a": 1}, "readonly": True, "links": [{"rel": "self"}],
+      "example": {"a": 1}, "examples": [{"a": 2}], "self": {"vendor": "v"}, "javaType": "com.x.Y",
+      "nullable": True, "then": {"type": "string"}, "additionalItems": False, "$anchor": "top",
+      "properties": {"a": {"type": "integer", "x-go-type": "int64", "format": "int64"}}, "required": ["a"]},
+     [{"a": 1}], [{"a": "x"}, {}]),
+]
+
+# keywords lowered to a narrower schema (docs/structured-output.md)
+D7 = "http://json-schema.org/draft-07/schema#"
+KEYWORDS = [
+    ("additionalItems-false", {"$schema": D7, "type": "array", "items": [{"type": "integer"}, {"type": "string"}],
+                               "additionalItems": False},
+     [[1, "a"], [1], []], [[1, "a", 2], ["a"]]),
+    ("additionalItems-schema", {"$schema": D7, "type": "array", "items": [{"type": "integer"}],
+                                "additionalItems": {"type": "boolean"}},
+     [[1, True, False], [1]], [[1, 3]]),
+    ("if-then", {"type": "object", "properties": {"k": {"type": "string"}, "x": {"type": "integer"}},
+                 "if": {"properties": {"k": {"const": "a"}}}, "then": {"required": ["x"]}, "else": {"maxProperties": 0}},
+     [{"k": "a", "x": 1}, {"x": 1}], [{"k": "a"}, {"k": "b", "x": 1}]),
+    ("dependentRequired", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                           "dependentRequired": {"a": ["b"]}},
+     [{"a": 1, "b": 2}, {"b": 2}], [{"a": 1}]),
+    ("dependencies-draft7", {"$schema": D7, "type": "object", "properties": {"a": {}, "b": {"type": "string"}},
+                             "dependencies": {"a": ["b"], "c": {"required": ["a"]}}},
+     [{"a": 1, "b": "x"}, {"b": "x"}], [{"a": 1}]),
+    ("dependentSchemas", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                          "required": ["a"], "dependentSchemas": {"a": {"properties": {"b": {"minimum": 5}}},
+                                                                  "b": {"required": ["zz"]}}},
+     [{"a": 1}], [{"a": 1, "b": 2}, {"a": 1, "b": 7}]),
+    ("minProperties", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                       "minProperties": 1},
+     [{"a": 1}, {"a": 1, "b": 2}], [{}]),
+    ("maxProperties", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                                        "c": {"type": "integer"}},
+                       "maxProperties": 2, "additionalProperties": True},
+     [{"a": 1, "b": 2}, {}], [{"a": 1, "b": 2, "c": 3}]),
+    ("patternProperties", {"type": "object", "properties": {"x-a": {"type": "integer"}, "b": {"type": "integer"}},
+                           "patternProperties": {"^x-": {"minimum": 0}}, "additionalProperties": {"type": "string"}},
+     [{"x-a": 1, "b": 2}], [{"x-a": -1}, {"b": 1, "c": 1}]),
+    ("patternProperties-required", {"type": "object", "required": ["x-k"],
+                                    "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+     [{"x-k": 1}], [{"x-k": "s"}, {}]),
+    ("enum-beside-type", {"type": "string", "enum": ["a", 1, "a", None, "bcd"], "maxLength": 2},
+     ["a"], [1, None, "bcd"]),
+    ("const-beside-type", {"type": ["integer", "null"], "enum": [1, 2.5, None], "minimum": 1},
+     [1, None], [2.5]),
+    ("uniqueItems-enum", {"type": "array", "items": {"enum": ["a", "b", "c", "a"]}, "uniqueItems": True,
+                          "minItems": 1},
+     [["a"], ["a", "c"], ["a", "b", "c"]], [["a", "a"], [], ["a", "b", "c", "a"]]),
+    ("uniqueItems-bool", {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "maxItems": 1},
+     [[True], [], [False]], [[True, True], [True, False]]),
+    ("pattern-maxLength", {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 5},
+     ["a", "ab-9z"], ["", "abcdef", "A"]),
+    ("pattern-lengths", {"type": "string", "pattern": "^[A-Z][a-z]*[0-9]{2}$", "minLength": 5, "maxLength": 8},
+     ["Abc12", "Abcde12"], ["Ab12", "Abcdefg12", "abc12"]),
+    ("pattern-search-length", {"type": "string", "pattern": "x", "minLength": 2, "maxLength": 3},
+     ["xb", "xbc"], ["x", "abcd", "ab"]),
+    ("multipleOf-7", {"type": "integer", "multipleOf": 7}, [0, 7, -14, 700, 7 * 123456789], [1, -8, 701, 3.5]),
+    ("multipleOf-number-10", {"type": "number", "multipleOf": 10}, [0, 10, -20, 1000], [5, 15.5]),
+    ("propertyNames", {"type": "object", "properties": {"ab": {"type": "integer"}, "ABC": {"type": "integer"}},
+                       "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 5}},
+     [{"ab": 1}], [{"ABC": 1}]),
+]
+
+# numbers with bounds: decimals in the range, exactly
+NUMBERS = [
+    ("unit-interval", {"type": "number", "minimum": 0, "maximum": 1},
+     [0, 1, 0.5, R("0.999"), R("1.0"), R("0.0"), R("1.00000")], [1.01, -0.1, 2, R("1.00001")]),
+    ("exclusive", {"type": "number", "exclusiveMinimum": 0.1, "maximum": 2.75},
+     [0.11, 2.75, 1, 2.7499, R("0.1000000000001")], [0.1, R("0.10"), 2.76, 2.750001, 0]),
+    ("negative", {"type": "number", "minimum": -1.5, "maximum": -0.25},
+     [-1.5, -1, -0.25, -0.3, R("-1.50")], [-0.2, -1.6, 0, R("-0"), -1.5000001]),
+    ("across-zero", {"type": "number", "minimum": -2.5, "exclusiveMaximum": 10.5},
+     [-2.5, 0, R("-0.5"), 10.4999, 9, R("10")], [10.5, -2.51, 11]),
+    ("draft4-exclusive", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "minimum": 0,
+                          "exclusiveMinimum": True, "maximum": 1, "exclusiveMaximum": True},
+     [0.5, R("0.000001")], [0, 1]),
+    ("integer-draft4", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 0,
+                        "exclusiveMinimum": True, "maximum": 3},
+     [1, 3], [0, 4, R("1.5")]),
+    ("huge-bounds", {"type": "number", "minimum": -1e300, "maximum": 1e300}, [0, -12.5, R("100000000000000"), R("-99999999999999.9")], []),
+    ("only-min", {"type": "number", "minimum": 0.25}, [0.25, 7, R("1000000000000")], [0.2, -1]),
+]
+
+REFUSED = [
+    ("allof-disjoint-types", {"allOf": [{"type": "string"}, {"type": "integer"}]}, "unsatisfiable"),
+    ("pattern-group-length", {"type": "string", "pattern": "^(ab)+$", "maxLength": 4}, "single characters"),
+    ("oneof-if-accepts-all", {"oneOf": [{"type": "integer"}, {"if": {"type": "string"}, "then": {"type": "string"}}]},
+     "oneOf"),
+    ("enum-beside-properties", {"enum": [{"a": 1}], "properties": {"a": {"type": "string"}}}, "enum/const beside"),
+    ("multipleOf-bounded", {"type": "integer", "multipleOf": 3, "minimum": 0}, "multipleOf"),
+    ("not", {"not": {"type": "string"}}, "unsupported keyword 'not'"),
+    ("contains", {"type": "array", "contains": {"const": 1}}, "unsupported keyword 'contains'"),
+    ("if-else-only", {"if": {"type": "string"}, "else": {"type": "integer"}}, "'if' with 'else'"),
+    ("minProperties-extras", {"type": "object", "minProperties": 1}, "minProperties"),
+    ("uniqueItems-open", {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems"),
+    ("multipleOf-fraction", {"type": "number", "multipleOf": 0.5}, "multipleOf"),
+    ("unevaluatedProperties", {"type": "object", "unevaluatedProperties": False},
+     "unsupported keyword 'unevaluatedProperties'"),
+    ("oneof-overlap", {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}, "oneOf"),
+    ("oneof-overlap-number", {"oneOf": [{"type": "number"}, {"type": "integer"}]}, "oneOf"),
+    ("oneof-untyped", {"oneOf": [{"type": "string"}, {"description": "anything"}]}, "oneOf"),
+]
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", SOUNDNESS, ids=[c[0] for c in SOUNDNESS])
+def test_soundness(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", COVERAGE, ids=[c[0] for c in COVERAGE])
+def test_coverage(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", KEYWORDS, ids=[c[0] for c in KEYWORDS])
+def test_keywords(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", NUMBERS, ids=[c[0] for c in NUMBERS])
+def test_numbers(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,needle", REFUSED, ids=[c[0] for c in REFUSED])
+def test_refused(name, schema, needle, tmp_path):
+    refused(schema, needle, tmp_path)
+
+
+@pytest.mark.parametrize("schema", [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                                    {"type": "array", "items": {"type": "string"}}, {"type": "string"},
+                                    {"type": "number"}, {"enum": ["x", 2]}, {}])
+def test_ending(schema, tmp_path):
+    """Once the root value is complete only the end may follow: no trailing whitespace (a
+    model would fill its budget with it and finish "length"), while whitespace inside the
+    value keeps llama.cpp's policy."""
+    inner = {"object": R('{ "a" :\n  1 }'), "array": R('[ "x" ,\n\t"y" ]')}
+    value = {"object": R('{"a":1}'), "array": R('["x"]'), "string": R('"x"'), "number": R("2.5")}
+    t = schema.get("type", "enum" if "enum" in schema else "object")
+    text = value.get(t, R('2'))
+    texts = [text, text + " ", text + "\n", text + "\n  ", text + "\t"] + ([inner[t]] if t in inner else [])
+    got = matches(schema, texts, tmp_path)
+    assert got == [True, False, False, False, False] + [True] * (t in inner), list(zip(texts, got))
+    if t == "object":
+        r = subprocess.run([DRIVER, "-", "json", str(tmp_path / "s.json"), "match", str(tmp_path / "i.txt")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout.split() == ["1", "0", "0", "0", "0", "1"], r.stdout  # json_object too
+
+
+WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "exclusiveMinimum": -0.3,
+                                                           "exclusiveMaximum": 0.7},
+          {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+          {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                      "required": ["a"]}, {"type": "object", "properties": {"b": {"type": "integer"}},
+                                           "required": ["b"]}]}]
+
+
+@pytest.mark.parametrize("k", range(len(WALKED)))
+def test_random_sentences_valid(k, tmp_path):
+    """Random walks through the grammar (random allowed bytes): every complete sentence met
+    on the way is valid for jsonschema."""
+    v = validator(WALKED[k])
+    seen = 0
+    for text in sentences(WALKED[k], 12, 40, tmp_path):
+        assert v.is_valid(json.loads(text)), text
+        seen += 1
+    assert seen >= 5
+
+
+# ---- formats: jsonschema's checker where it has one (date, email, ipv4, ipv6, uuid,
+# idn-*, regex), else a check written from the RFC here
+def _rfc_checks():
+    import base64
+    import datetime
+    import re
+    import urllib.parse
+    label = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    host = rf"(?=.{{1,253}}$){label}(\.{label})*"
+    time = r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+    dur = (r"P((\d+D|\d+M(\d+D)?|\d+Y(\d+M(\d+D)?)?)(T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S))?"
+           r"|T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)|\d+W)")
+    uri_chars = re.compile(r"([A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*")
+
+    def uri(s, ref=False):
+        if not uri_chars.fullmatch(s):
+            return False
+        p = urllib.parse.urlsplit(s)
+        if not p.scheme:
+            return ref and not s.startswith("//")
+        return re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", p.scheme) is not None
+
+    def date_time(s):
+        d, _, t = s.partition("T")
+        datetime.date.fromisoformat(d)
+        return re.fullmatch(time, t) is not None
+
+    def b64(s):
+        base64.b64decode(s, validate=True)
+        return len(s) % 4 == 0
+
+    return {"time": lambda s: re.fullmatch(time, s) is not None, "date-time": date_time,
+            "hostname": lambda s: re.fullmatch(host, s) is not None, "duration": lambda s: re.fullmatch(dur, s),
+            "uri": uri, "iri": uri, "uri-reference": lambda s: uri(s, True), "iri-reference": lambda s: uri(s, True),
+            "byte": b64, "json-pointer": lambda s: re.fullmatch(r"(/([^/~]|~[01])*)*", s),
+            "relative-json-pointer": lambda s: re.fullmatch(r"(0|[1-9]\d*)(#|(/([^/~]|~[01])*)*)", s)}
+
+
+RFC = _rfc_checks()
+FORMATS = ["date", "time", "date-time", "uuid", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+           "uri", "uri-reference", "iri", "iri-reference", "byte", "duration", "json-pointer",
+           "relative-json-pointer", "regex"]
+
+
+def format_ok(fmt, s):
+    try:
+        return bool(RFC[fmt](s)) if fmt in RFC else True
+    except ValueError:
+        return False
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_format_sentences_valid(fmt, tmp_path):
+    """Random byte walks through each format's grammar: every complete string is valid for
+    jsonschema's format checker and for the RFC's syntax."""
+    schema = {"type": "string", "format": fmt}
+    v = validator(schema)
+    seen = 0
+    for text in sentences(schema, 24, 60, tmp_path):
+        value = json.loads(text)
+        assert v.is_valid(value) and format_ok(fmt, value), (fmt, value)
+        seen += 1
+    assert seen >= 3, fmt
+
+
+FORMAT_CASES = [
+    ("date", ["2024-02-29", "2023-01-31", "2000-02-29", "0001-12-30", "2023-11-30"],
+     ["2023-02-29", "1900-02-29", "2023-04-31", "0000-01-01", "2023-13-01"]),
+    ("email", ["a@b.c", "first.last@example.com", "x+tag@mail.example.org"], []),
+    ("ipv4", ["0.0.0.0", "255.255.255.255", "10.1.2.3"], ["256.1.1.1", "01.1.1.1"]),
+    ("ipv6", ["::", "::1", "fe80::1:2", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::"], ["1:2:3:4:5:6:7:8:9", "1::2::3"]),
+    ("hostname", ["localhost", "a.b.c", "my-host.example.com"], []),
+    ("uri", ["https://example.com/a/b?x=1#f", "ftp://10.0.0.1:21/", "urn1://h"], []),
+    ("duration", ["P1D", "PT5M", "P1Y2M3DT4H5M6S", "P2W"], []),
+    ("byte", ["", "QUJD", "QUI=", "QQ=="], []),
+    ("unknown-format", ["anything at all"], []),
+]
+
+
+@pytest.mark.parametrize("fmt,ok,bad", FORMAT_CASES, ids=[c[0] for c in FORMAT_CASES])
+def test_format_instances(fmt, ok, bad, tmp_path):
+    schema = {"type": "string", "format": fmt}
+    v = validator(schema)
+    for s in ok:
+        assert v.is_valid(s) and format_ok(fmt, s), s
+    for s in bad:
+        assert not v.is_valid(s) or not format_ok(fmt, s), s
+    got = matches(schema, [json.dumps(s) for s in ok + bad], tmp_path)
+    assert got == [True] * len(ok) + [False] * len(bad), list(zip(ok + bad, got))
+
+
+def test_format_lengths(tmp_path):
+    """A format keeps its lengths where every string of it meets them; maxLength up to 10^6
+    is a bound (1000-character chunks), exact at its edges."""
+    check({"type": "string", "format": "date", "maxLength": 10}, ["2024-02-29"], [], tmp_path)
+    check({"type": "string", "format": "email", "maxLength": 320}, ["a@b.c"], [], tmp_path)
+    refused({"type": "string", "format": "uri", "maxLength": 100}, "maxLength", tmp_path)
+    s = {"type": "string", "maxLength": 2500, "minLength": 2}
+    check(s, ["ab", "x" * 999, "x" * 1000, "x" * 1001, "x" * 2000, "x" * 2500], ["x", "x" * 2501], tmp_path)
+
+
+# stars over groups that can match "" (a left-recursive rule once, refused)
+NULLABLE_PATTERNS = [("^(a*)*$", ["", "a", "aaa"], ["b"]), ("^(a|b?)+$", ["", "ab", "bba"], ["c"]),
+                     ("^(x?y?)*z$", ["z", "xyz", "yyxz"], ["zz"]), ("^((a|)b?){2,}$", ["", "ab", "bbb"], ["c"]),
+                     ("^(a*)+b(c?)*$", ["b", "aabcc"], ["a"]), ("^(?:\\s*,?\\s*[a-z]+)*$", ["", "ab, cd"], [","])]
+
+
+@pytest.mark.parametrize("pattern,ok,bad", NULLABLE_PATTERNS, ids=[p[0] for p in NULLABLE_PATTERNS])
+def test_nullable_star_patterns(pattern, ok, bad, tmp_path):
+    schema = {"type": "string", "pattern": pattern}
+    check(schema, ok, bad, tmp_path)
+    v = validator(schema)
+    n = 0
+    for text in sentences(schema, 8, 30, tmp_path):
+        assert v.is_valid(json.loads(text)), text
+        n += 1
+    assert n >= 3
+
+
+def test_bench_corpus_sound():
+    """bench/bench_schema.py over its stand-in corpus: every label agrees with jsonschema and
+    no invalid instance is accepted (the script exits 1 otherwise)."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench_schema.py"), "--build", BUILD],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "| github |" in r.stdout
