@@ -21,8 +21,10 @@
 #include "../util/fatal.h"
 #include "../util/log.h"
 #include "../util/memtrim.h"
+#include "../util/version.h"
 #include "config.h"
 #include "options.h"
+#include "preflight.h"
 #include "spec_setup.h"
 #include "../server/api.h"
 #include "../server/http.h"
@@ -75,15 +77,8 @@ int cmd_config(struct comm *c, int argc, char **argv) {
  * (a crashed run) is replaced. dev/ino identify it for pid_file_remove. */
 static int pid_file_write(const char *path, dev_t *dev, ino_t *ino, char *err) {
     struct stat st;
-    if (!lstat(path, &st)) {
-        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1)
-            return err_set(err, "%s exists and is not a pid file of ours (%s); not touching it: remove it and start again",
-                           path, S_ISLNK(st.st_mode) ? "a symlink" : !S_ISREG(st.st_mode) ? "not a regular file"
-                           : st.st_uid != geteuid() ? "owned by another user" : "a file with several links");
-        if (unlink(path) && errno != ENOENT) return err_set(err, "cannot remove the stale %s: %s", path, strerror(errno));
-    } else if (errno != ENOENT) {
-        return err_set(err, "cannot stat %s: %s", path, strerror(errno));
-    }
+    if (pid_file_check(path, err)) return -1;
+    if (unlink(path) && errno != ENOENT) return err_set(err, "cannot remove the stale %s: %s", path, strerror(errno));
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return err_set(err, "cannot create %s: %s", path, strerror(errno));
     char buf[32];
@@ -144,6 +139,20 @@ static int sample_threads(const struct config *cfg, const struct engine_info *in
     cpu_set_t set;
     int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
+/* The start-up banner, once serving: what runs (build, parallelism, communicator, memory)
+ * and where clients reach it. */
+static void log_banner(const struct config *cfg, const struct engine_info *in, const char *model,
+                       const char *pid_path) {
+    char v[256], tcp[48] = "tcp off";
+    version_line("tpd", v, sizeof v);
+    if (cfg->tcp_port) snprintf(tcp, sizeof tcp, "tcp 127.0.0.1:%ld", (long)cfg->tcp_port);
+    LOG(LOG_INFO, "%s serving %s: tp %d x pp %d, backend %s, all-reduce %s; memory per rank (rank 0): weights "
+        "%.1f MiB, KV cache %.1f MiB (%d blocks of %d = %ld tokens), context %d; socket %s (mode %04lo), %s, "
+        "pid file %s", v, model, in->tp, in->pp, in->backend, in->allreduce, in->weight_bytes / 1048576.0,
+        in->kv_bytes / 1048576.0, in->n_blocks, in->block_size, (long)in->n_blocks * in->block_size, in->max_ctx,
+        cfg->socket, (unsigned long)(cfg->socket_mode ? cfg->socket_mode : 0600), tcp, pid_path);
 }
 
 static int serve_rank0(struct engine *e, const struct config *cfg) {
@@ -208,8 +217,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         fprintf(stderr, "tpd serve: %s\n", err);
         rc = 1;
     } else {
-        LOG(LOG_INFO, "serving %s on %s (tp %d x pp %d)", api.model_name, cfg->socket, engine_info(e)->tp,
-            engine_info(e)->pp);
+        log_banner(cfg, engine_info(e), api.model_name, pid_path);
         /* idle: give back what a burst of requests left in the allocator's arenas */
         while (!stop_requested)
             if (sched_step(s, 0.05) == 0) memtrim_idle(clock_now());
@@ -259,6 +267,13 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* every check that needs no weights, before any is read */
+    int pre = preflight_serve(c, &cfg, kv_type, err);
+    if (pre) { /* each problem said once, by the rank that found it (rank 0 says something) */
+        if (pre == -1 || c->rank == 0) fprintf(stderr, "tpd serve: rank %d: %s\n", c->rank, err);
+        config_free(&cfg);
+        return 2;
+    }
     struct engine_opts eo = {
         .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend,
         .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic, .tp = (int)cfg.tp, .pp = (int)cfg.pp,

@@ -200,5 +200,7 @@ struct backend_debug {
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank,
                  const struct backend_debug *dbg, char *err);
 void backend_close(struct backend *b);
+/* 1 when backend_open(kind) would open the CPU backend (nothing is opened). */
+int backend_resolves_to_cpu(const char *kind);
 
 #endif

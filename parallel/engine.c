@@ -1,5 +1,6 @@
 #include "engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,7 +118,10 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
                                    .n_blocks = o->n_blocks, .sink_blocks = e->kv.sink_blocks, .max_ctx = max_ctx,
                                    .tp = c->tp, .pp = c->pp,
                                    .gpu = e->be.kind != BACKEND_CPU,
-                                   .attn_ctx_unit = params / (2.0 * hp->n_layers * q)};
+                                   .attn_ctx_unit = params / (2.0 * hp->n_layers * q),
+                                   .weight_bytes = (double)e->model.weight_bytes, .kv_bytes = (double)e->kv.bytes};
+    snprintf(e->info.backend, sizeof e->info.backend, "%s", e->be.name ? e->be.name : "?");
+    snprintf(e->info.allreduce, sizeof e->info.allreduce, "%s", gpu_comm_describe(c));
     e->deadline = deadline_start(c->rank, c->size, o->step_timeout_s, o->stop_flag, o->stop_grace_s);
     *out = e;
     return 0;

@@ -294,19 +294,24 @@ static int clear_path(const char *path, const struct sockaddr_un *sa, char *err)
     return 0;
 }
 
+/* The socket's address, its directory made and checked, and nothing live at the path. */
+static int socket_path_ready(const char *path, struct sockaddr_un *sa, char *err) {
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    if (!path[0] || strlen(path) >= sizeof sa->sun_path)
+        return err_set(err, "socket path \"%s\" is empty or longer than %zu bytes", path, sizeof sa->sun_path - 1);
+    memcpy(sa->sun_path, path, strlen(path));
+    const char *slash = strrchr(path, '/');
+    char dir[sizeof sa->sun_path];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    if (ensure_dir(dir, err)) return -1;
+    return clear_path(path, sa, err);
+}
+
 static int unix_listen(struct http_server *h, const struct server_config *cfg, int *out, char *err) {
     const char *path = h->socket_path;
     struct sockaddr_un sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sun_family = AF_UNIX;
-    if (!path[0] || strlen(path) >= sizeof sa.sun_path)
-        return err_set(err, "socket path \"%s\" is empty or longer than %zu bytes", path, sizeof sa.sun_path - 1);
-    memcpy(sa.sun_path, path, strlen(path));
-    const char *slash = strrchr(path, '/');
-    char dir[sizeof sa.sun_path];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
-    if (ensure_dir(dir, err)) return -1;
-    if (clear_path(path, &sa, err)) return -1;
+    if (socket_path_ready(path, &sa, err)) return -1;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return err_set(err, "socket: %s", strerror(errno));
     /* born 0600: nobody else can connect between bind and chmod */
@@ -372,6 +377,24 @@ static int tcp_listen(int port, int *out, char *err) {
         return err_set(err, "cannot listen on 127.0.0.1:%d: %s", port, strerror(e));
     }
     *out = fd;
+    return 0;
+}
+
+int http_check(const struct server_config *cfg, char *err) {
+    if (cfg->n_allowed_uids > 0 && cfg->tcp_port)
+        return err_set(err, "an allow-list of peer uids cannot be enforced on TCP; leave the TCP port off");
+    struct sockaddr_un sa;
+    if (socket_path_ready(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET, &sa, err))
+        return -1;
+    if (cfg->socket_group && cfg->socket_group[0]) {
+        struct group gr, *res = NULL;
+        char buf[4096];
+        if (getgrnam_r(cfg->socket_group, &gr, buf, sizeof buf, &res) || !res)
+            return err_set(err, "socket group \"%s\" does not exist", cfg->socket_group);
+    }
+    int fd = -1;
+    if (cfg->tcp_port && tcp_listen(cfg->tcp_port, &fd, err)) return -1;
+    if (fd >= 0) close(fd); /* SO_REUSEADDR: free again at once for http_start */
     return 0;
 }
 

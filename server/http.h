@@ -43,6 +43,11 @@ struct server_config {
  * on the path, a non-socket file there, permissions, ...). */
 int http_start(struct http_server **out, const struct server_config *cfg, struct scheduler *s,
                const struct api_ctx *api, struct metrics *m, char *err);
+/* The checks http_start makes before it listens, for a start-up that has not loaded the
+ * model yet: the socket's directory (created 0700 when missing) trusted, no live daemon
+ * at the path (a stale socket is removed), the group there, the TCP port free. 0, or -1
+ * with err. */
+int http_check(const struct server_config *cfg, char *err);
 /* Draining: from now on /health and every new request but GET /metrics are answered 503
  * with Retry-After and Connection: close, while the requests in flight go on. The
  * listeners stay open, so a client is told the server is going instead of finding nobody. */

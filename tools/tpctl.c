@@ -12,6 +12,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/fatal.h"
+#include "util/version.h"
 #include "util/parse.h"
 #include "util/sbuf.h"
 
@@ -38,7 +39,7 @@ struct cli {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: tpctl [--socket PATH] [--timeout S] COMMAND [options]\n"
+            "usage: tpctl [--socket PATH] [--timeout S] COMMAND [options]   (tpctl --version: the build)\n"
             "commands:\n"
             "  chat [--system TEXT] [--model M] [-n MAX] [--temperature T] [--seed S] [--once QUESTION]\n"
             "        interactive chat: one user message per line of stdin (EOF ends; /reset forgets\n"
@@ -473,6 +474,12 @@ int main(int argc, char **argv) {
     int k = 1;
     while (k < argc && argv[k][0] == '-') {
         if (strcmp(argv[k], "-h") == 0 || strcmp(argv[k], "--help") == 0) return usage(stdout), 0;
+        if (strcmp(argv[k], "--version") == 0) {
+            char v[256];
+            version_line("tpctl", v, sizeof v);
+            printf("%s\n", v);
+            return 0;
+        }
         int takes_value = (strcmp(argv[k], "--socket") == 0 || strcmp(argv[k], "--timeout") == 0);
         k += takes_value ? 2 : 1;
     }
