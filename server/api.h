@@ -55,11 +55,22 @@ int api_ctx_set_chat_template(struct api_ctx *c, const char *src, int format, ch
 
 enum api_kind { API_COMPLETION, API_CHAT };
 
-/* A validated generation request (one prompt, n choices). */
+/* A completions prompt after the first (which is api_params.prompt and echo_text). */
+struct api_prompt {
+    int32_t *ids; /* owned */
+    int n;
+    char *echo_text; /* owned, when echo */
+    size_t echo_len;
+};
+
+/* A validated generation request: n choices of each prompt (chat: one prompt; completions:
+ * a list of n_prompts, choice i of prompt k at index k * n + i, as OpenAI numbers them). */
 struct api_params {
     enum api_kind kind;
-    int32_t *prompt; /* owned */
+    int32_t *prompt; /* owned: the first prompt */
     int n_prompt;
+    int n_prompts;   /* >= 1 */
+    struct api_prompt more[API_MAX_N - 1]; /* prompts 2..n_prompts */
     int max_tokens;
     int n;
     int stream, include_usage;

@@ -82,6 +82,7 @@ struct conn {
     struct api_gen *gen;  /* a generation this request started (a reference) */
     unsigned uid; /* peer uid, REQ_UID_UNKNOWN over TCP */
     struct conn_rec *rec; /* the connection's record in conns (waking, deadlines) */
+    char path_arg[256];   /* a prefix route's rest of the path ("/v1/models/ID": ID) */
 };
 
 /* A streamed response: the SSE bytes produced but not yet handed to MHD. */
@@ -102,6 +103,7 @@ struct route {
     const char *method; /* GET routes answer HEAD too */
     const char *path;
     handler_fn fn;
+    int prefix; /* 1: path is a prefix; the non-empty rest goes to conn.path_arg */
 };
 
 /* ---------------------------------------------------------------- socket file */
@@ -595,17 +597,33 @@ static enum MHD_Result h_chat(struct conn *c, struct MHD_Connection *mc) {
     return h_generate(c, mc, API_CHAT);
 }
 
+/* The one model served, as OpenAI's model object. */
+static cJSON *model_object(const struct http_server *h) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", h->api->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)h->created);
+    cJSON_AddStringToObject(m, "owned_by", "tpd");
+    cJSON_AddNumberToObject(m, "max_model_len", h->api->max_ctx);
+    return m;
+}
+
 static enum MHD_Result h_models(struct conn *c, struct MHD_Connection *mc) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", c->h->api->model_name);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)c->h->created);
-    cJSON_AddStringToObject(m, "owned_by", "tpd");
-    cJSON_AddNumberToObject(m, "max_model_len", c->h->api->max_ctx);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), model_object(c->h));
     return reply_json(c, mc, 200, o);
+}
+
+/* GET /v1/models/{id} (the SDK's models.retrieve): the model, or 404 as OpenAI words it. */
+static enum MHD_Result h_model(struct conn *c, struct MHD_Connection *mc) {
+    if (strcmp(c->path_arg, c->h->api->model_name)) {
+        struct api_error e;
+        api_err(&e, 404, "model", "The model '%.200s' does not exist", c->path_arg);
+        e.code = "model_not_found";
+        return reply_api_error(c, mc, &e);
+    }
+    return reply_json(c, mc, 200, model_object(c->h));
 }
 
 static enum MHD_Result h_tokenize(struct conn *c, struct MHD_Connection *mc) {
@@ -675,13 +693,14 @@ static enum MHD_Result h_metrics(struct conn *c, struct MHD_Connection *mc) {
 }
 
 static const struct route routes[] = {
-    {"POST", "/v1/completions", h_completions},
-    {"POST", "/v1/chat/completions", h_chat},
-    {"GET", "/v1/models", h_models},
-    {"POST", "/tokenize", h_tokenize},
-    {"POST", "/detokenize", h_detokenize},
-    {"GET", "/health", h_health},
-    {"GET", "/metrics", h_metrics},
+    {"POST", "/v1/completions", h_completions, 0},
+    {"POST", "/v1/chat/completions", h_chat, 0},
+    {"GET", "/v1/models", h_models, 0},
+    {"GET", "/v1/models/", h_model, 1},
+    {"POST", "/tokenize", h_tokenize, 0},
+    {"POST", "/detokenize", h_detokenize, 0},
+    {"GET", "/health", h_health, 0},
+    {"GET", "/metrics", h_metrics, 0},
 };
 
 /* ---------------------------------------------------------------- MHD callbacks */
@@ -739,7 +758,11 @@ static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, con
     if (drain_refuses(c, url, method)) return reply_draining(c, mc);
     int path_known = 0;
     for (unsigned i = 0; i < sizeof routes / sizeof *routes; i++) {
-        if (strcmp(url, routes[i].path)) continue;
+        size_t n = strlen(routes[i].path);
+        if (routes[i].prefix ? strncmp(url, routes[i].path, n) || !url[n] || strlen(url + n) >= sizeof c->path_arg
+                             : strcmp(url, routes[i].path))
+            continue;
+        if (routes[i].prefix) snprintf(c->path_arg, sizeof c->path_arg, "%s", url + n);
         path_known = 1;
         c->route = &routes[i];
         if (!strcmp(method, routes[i].method) || (!strcmp(routes[i].method, "GET") && !strcmp(method, "HEAD"))) {
