@@ -141,6 +141,34 @@ static int sample_threads(const struct config *cfg, const struct engine_info *in
     return n < 1 ? 1 : n > 8 ? 8 : n;
 }
 
+/* log.stats_interval_s: what the server did since the last line, vLLM-style, printed only
+ * while there is traffic (requests running or waiting, or finished since the last line). */
+struct stats_line {
+    double t_last;
+    struct metrics_totals last;
+};
+
+static void stats_maybe_log(struct stats_line *sl, const struct config *cfg, struct scheduler *s, struct metrics *m,
+                            double now) {
+    if (cfg->stats_interval_s <= 0 || now - sl->t_last < cfg->stats_interval_s) return;
+    struct metrics_totals t;
+    metrics_totals(m, &t);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    double dt = now - sl->t_last;
+    unsigned long req = t.requests - sl->last.requests, in = t.prompt_computed - sl->last.prompt_computed;
+    unsigned long out = t.generated - sl->last.generated, q = t.prefix_queried - sl->last.prefix_queried;
+    unsigned long hit = t.prefix_hit - sl->last.prefix_hit;
+    sl->t_last = now;
+    sl->last = t;
+    if (!req && !in && !out && !st.running && !st.queued) return;
+    int blocks = st.kv_blocks_used + st.kv_blocks_free;
+    LOG(LOG_INFO, "stats: running %d, waiting %d; prompt %.1f tokens/s, generation %.1f tokens/s; KV cache %.1f%% "
+        "used (%d of %d blocks); prefix cache hit %.1f%% (%lu of %lu prompt tokens); %lu requests finished in "
+        "%.1f s", st.running, st.queued, in / dt, out / dt, blocks ? 100.0 * st.kv_blocks_used / blocks : 0.0,
+        st.kv_blocks_used, blocks, q ? 100.0 * hit / q : 0.0, hit, q, req, dt);
+}
+
 /* The start-up banner, once serving: what runs (build, parallelism, communicator, memory)
  * and where clients reach it. */
 static void log_banner(const struct config *cfg, const struct engine_info *in, const char *model,
@@ -189,6 +217,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .max_connections_per_uid = (int)cfg->max_connections_per_uid,
         .header_timeout_s = (unsigned)cfg->header_timeout_s, .idle_timeout_s = (unsigned)cfg->idle_timeout_s,
         .http_threads = (int)cfg->http_threads,
+        .access_log = cfg->access_log,
         .stop_flag = &stop_requested, /* /health is 503 from the signal on, even mid-step */
     };
     struct sched_stats st;
@@ -219,8 +248,11 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
     } else {
         log_banner(cfg, engine_info(e), api.model_name, pid_path);
         /* idle: give back what a burst of requests left in the allocator's arenas */
-        while (!stop_requested)
+        struct stats_line sl = {.t_last = clock_now()};
+        while (!stop_requested) {
             if (sched_step(s, 0.05) == 0) memtrim_idle(clock_now());
+            stats_maybe_log(&sl, cfg, s, m, clock_now());
+        }
         pid_file_remove(pid_path, pid_dev, pid_ino);
         LOG(LOG_INFO, "stopping: new requests get 503; finishing in-flight ones (up to %.0f s)",
             cfg->drain_timeout_s);

@@ -10,6 +10,7 @@
 #include "../kernels/backend.h"
 #include "../model/modelfile.h"
 #include "../parallel/kvcache.h"
+#include "../server/access_log.h"
 #include "../server/http.h"
 #include "../util/err.h"
 #include "../util/log.h"
@@ -33,6 +34,9 @@ static int check_listeners(const struct config *cfg, char *err) {
     struct server_config sc = {.socket_path = cfg->socket, .socket_group = cfg->socket_group,
                                .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port};
     if (http_check(&sc, err)) return -1;
+    struct access_log *al; /* a file it cannot append to fails now, not after the weights */
+    if (access_log_open(&al, cfg->access_log, err)) return -1;
+    access_log_close(al);
     char pid_path[4200];
     snprintf(pid_path, sizeof pid_path, "%s.pid", cfg->socket);
     return pid_file_check(pid_path, err);

@@ -87,6 +87,22 @@ static void gen_free(struct api_gen *g) {
 
 void gen_ref(struct api_gen *g) { atomic_fetch_add(&g->refs, 1); }
 
+void gen_summary(struct api_gen *g, struct gen_summary *out) {
+    memset(out, 0, sizeof *out);
+    out->ttft_s = -1;
+    out->prompt_tokens = g->p.n_prompt;
+    for (int k = 1; k < g->p.n_prompts; k++) out->prompt_tokens += g->p.more[k - 1].n;
+    out->cached_tokens = g->n && g->c[0].r ? req_cached_tokens(g->c[0].r) : 0;
+    out->finish = g->n ? g->c[0].finish : NULL;
+    for (int i = 0; i < g->n; i++) {
+        const struct gen_choice *c = &g->c[i];
+        out->completion_tokens += c->n_tokens;
+        /* t_first_token is written before the first event, which req_wait handed over */
+        double t = c->seen > 0 ? c->r->t_first_token - c->r->t_submit : -1;
+        if (t >= 0 && (out->ttft_s < 0 || t < out->ttft_s)) out->ttft_s = t;
+    }
+}
+
 void gen_unref(struct api_gen *g) {
     if (g && atomic_fetch_sub(&g->refs, 1) == 1) gen_free(g);
 }

@@ -30,6 +30,7 @@
 #include "../util/log.h"
 #include "../util/memtrim.h"
 #include "api.h"
+#include "access_log.h"
 #include "api_gen.h"
 #include "conns.h"
 #include "../sched/metrics.h"
@@ -52,6 +53,7 @@ struct http_server {
     const struct api_ctx *api; /* built once by the caller; read-only here */
     struct api_ctx no_api;     /* stands in when there is none (socket-only tests) */
     struct metrics *m;
+    struct access_log *access; /* NULL: none */
     char *socket_path;
     unsigned *uids;
     int n_uids;
@@ -83,6 +85,8 @@ struct conn {
     unsigned uid; /* peer uid, REQ_UID_UNKNOWN over TCP */
     struct conn_rec *rec; /* the connection's record in conns (waking, deadlines) */
     char path_arg[256];   /* a prefix route's rest of the path ("/v1/models/ID": ID) */
+    double t0;            /* the request's first call, for the access log */
+    char method[16], path[128]; /* as the client sent them (cut), for the access log */
 };
 
 /* A streamed response: the SSE bytes produced but not yet handed to MHD. */
@@ -807,6 +811,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->fd = ci ? ci->connect_fd : -1;
         const union MHD_ConnectionInfo *si = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         c->rec = si ? si->socket_context : NULL;
+        c->t0 = clock_now();
+        snprintf(c->method, sizeof c->method, "%s", method);
+        /* the log line stays one token per field: bytes outside printable ASCII become '?' */
+        snprintf(c->path, sizeof c->path, "%s", url);
+        for (char *q = c->path; *q; q++)
+            if (*q <= ' ' || *q > '~') *q = '?';
+        for (char *q = c->method; *q; q++)
+            if (*q <= ' ' || *q > '~') *q = '?';
         *con_cls = c;
         return on_headers(c, mc, url, method);
     }
@@ -832,6 +844,16 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     struct http_server *h = cls;
     struct conn *c = *con_cls;
     if (!c) return;
+    struct access_rec ar = {.uid = c->uid, .method = c->method, .path = c->path, .status = c->status ? c->status : 499,
+                            .total_s = clock_now() - c->t0, .ttft_s = -1};
+    if (c->gen) {
+        struct gen_summary gs;
+        gen_summary(c->gen, &gs);
+        ar.gen = 1;
+        ar.prompt_tokens = gs.prompt_tokens, ar.cached_tokens = gs.cached_tokens;
+        ar.completion_tokens = gs.completion_tokens, ar.ttft_s = gs.ttft_s, ar.finish = gs.finish;
+    }
+    access_log_write(h->access, &ar);
     if (c->gen) {
         gen_set_notify(c->gen, NULL, NULL); /* from here the record may go */
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) gen_cancel(c->gen);
@@ -895,6 +917,7 @@ static struct MHD_Daemon *start_mhd(struct http_server *h, int max_conn, int thr
 static void server_free(struct http_server *h) {
     api_ctx_free(&h->no_api);
     free(h->socket_path);
+    access_log_close(h->access);
     free(h->uids);
     free(h);
 }
@@ -930,6 +953,10 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
         .idle_timeout_s = h->idle_timeout_s, .keepalive_s = h->keepalive_s,
     };
     h->created = (long)time(NULL);
+    if (access_log_open(&h->access, cfg->access_log, err)) {
+        server_free(h);
+        return -1;
+    }
     int ufd = -1, tfd = -1;
     if (unix_listen(h, cfg, &ufd, err)) {
         server_free(h);

@@ -33,6 +33,7 @@ struct server_config {
     int http_threads;          /* libmicrohttpd's threads; default 4 (0 = default) */
     unsigned send_timeout_s;   /* a client that takes no bytes of its answer for this long is
                                 * dropped and its generation cancelled; default 30 (0 = default) */
+    const char *access_log;    /* "stderr", a file path (appended to) or "off"; NULL: off */
     const atomic_int *stop_flag; /* optional: once > 0 (a signal handler sets it), draining as
                                   * after http_drain, even while the step loop is stuck */
 };

@@ -2,13 +2,17 @@
 harness's `local-completions` loglikelihood requests (a list of token-id prompts, "echo":
 true, "logprobs": 1, "max_tokens": 1) get every prompt token's logprob, the first null; a
 list of prompts gets one choice per prompt (times n); GET /v1/models/{id}; fields tpd does
-not implement are a 400 naming them.
+not implement are a 400 naming them. The same server writes its access log to a file and a
+stats line every second while there is traffic (log.access, log.stats_interval_s).
 
 References: `tpd eval` (the same CPU kernels, whole-prompt logits) through a float64
 log-softmax, which the served logprobs must equal to float32 rounding; and llama.cpp
 (llama-cpp-python, logits_all) on the same GGUF within the spread two correct
 implementations show on this model (test_smollm2_llamacpp.py: logits move by up to ~1).
 """
+import re
+import time
+
 import numpy as np
 import pytest
 
@@ -25,8 +29,10 @@ TEXTS = ["The capital of France is Paris, and the capital of Italy is Rome.",
 def server(tmp_path_factory):
     if tpd_cli.tpd_bin() is None:
         pytest.skip("tpd binary not built (set TPD_BIN)")
-    sock = str(tmp_path_factory.mktemp("tpd_cev") / "run" / "tpd.sock")
-    srv = Server(sock)
+    d = tmp_path_factory.mktemp("tpd_cev")
+    sock = str(d / "run" / "tpd.sock")
+    srv = Server(sock, extra=["--access-log", d / "access.log", "--log.stats_interval_s", 1])
+    srv.access = str(d / "access.log")
     yield srv
     assert srv.stop() == 0
 
@@ -163,3 +169,29 @@ def test_unimplemented_fields_named(server, extra, field):
     r = c.completions.create(model=NAME, prompt="Hi", max_tokens=2, suffix="", best_of=extra.get("n", 1),
                              n=extra.get("n", 1))
     assert len(r.choices) == extra.get("n", 1)
+
+
+def test_access_log_and_stats(server, http):
+    r = http.post("/v1/completions", json={"prompt": "Access log test", "max_tokens": 3, "temperature": 0,
+                                           "ignore_eos": True})
+    assert r.status_code == 200
+    assert http.get("/v1/no/such/thing").status_code == 404
+    assert http.get("/health").status_code == 200
+    deadline = time.time() + 30
+    while time.time() < deadline and "stats: " not in server.output():
+        time.sleep(0.2)
+    with open(server.access) as f:
+        lines = f.read().splitlines()
+    gen = [l for l in lines if "method=POST path=/v1/completions status=200" in l]
+    assert gen, lines[-5:]
+    m = re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z access uid=\d+ method=POST path=/v1/completions "
+                  r"status=200 total_s=[0-9.]+ prompt_tokens=(\d+) cached_tokens=\d+ completion_tokens=3 "
+                  r"ttft_s=[0-9.]+ finish=length$", gen[-1])
+    assert m and int(m.group(1)) > 1, gen[-1]
+    assert any("path=/v1/no/such/thing status=404" in l for l in lines), lines[-5:]
+    assert not any("path=/health" in l for l in lines)
+    stats = [l for l in server.output().splitlines() if "stats: running" in l]
+    assert stats, server.output()[-3000:]
+    assert re.search(r"stats: running \d+, waiting \d+; prompt [0-9.]+ tokens/s, generation [0-9.]+ tokens/s; "
+                     r"KV cache [0-9.]+% used \(\d+ of \d+ blocks\); prefix cache hit [0-9.]+% \(\d+ of \d+ prompt "
+                     r"tokens\); \d+ requests finished in [0-9.]+ s", stats[-1]), stats[-1]
