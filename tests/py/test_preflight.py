@@ -5,6 +5,7 @@ second of a run that fails on its options, naming the problem, with a model of a
 """
 import json
 import os
+import re
 import struct
 import subprocess
 import tempfile
@@ -126,6 +127,9 @@ def test_start_banner_and_whole_config(sock_path):
     cfg = cfg[:cfg.index("(cmd_serve.c:")]
     assert f'mpirun_args = "{long_args}"' in cfg, cfg[-500:]
     assert "all_ranks = false" in cfg and len(cfg) > 4500, cfg[-500:]
+    # loading progress (the last layer's line at least) and each rank's load
+    assert re.search(r"loading weights: rank 0 layer 30 of 30 \(100%\), [0-9.]+ GiB in [0-9.]+ s, [0-9.]+ GB/s", out)
+    assert re.search(r"weights loaded: rank 0 [0-9.]+ GiB in [0-9.]+ s \([0-9.]+ GB/s\); rank 1 [0-9.]+ GiB", out)
     banner = [l for l in out.splitlines() if " serving smollm2: " in l]
     assert len(banner) == 1, out[-3000:]
     b = banner[0]
