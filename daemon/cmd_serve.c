@@ -183,18 +183,13 @@ static void log_banner(const struct config *cfg, const struct engine_info *in, c
         cfg->socket, (unsigned long)(cfg->socket_mode ? cfg->socket_mode : 0600), tcp, pid_path);
 }
 
-static int serve_rank0(struct engine *e, const struct config *cfg) {
+/* tok: loaded by the start-up checks; freed here. */
+static int serve_rank0(struct engine *e, const struct config *cfg, struct tokenizer *tok) {
     char err[ERR_LEN];
     memtrim_init();
     char *dump = config_dump(cfg);
     LOG(LOG_INFO, "effective configuration:\n%s", dump);
     free(dump);
-    struct tokenizer *tok = NULL;
-    const char *tok_path = cfg->tokenizer ? cfg->tokenizer : cfg->model_path;
-    if (tokenizer_load(&tok, tok_path, err)) {
-        fprintf(stderr, "tpd serve: tokenizer: %s\n", err);
-        return 1;
-    }
     struct metrics *m = metrics_new();
     struct sched_opts so = {.max_running = (int)cfg->max_running, .max_queue = (int)cfg->max_queue,
                             .step_tokens = (int)cfg->step_tokens, .eog_ids = tok->eog, .n_eog = (int)tok->n_eog,
@@ -300,7 +295,8 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     /* every check that needs no weights, before any is read */
-    int pre = preflight_serve(c, &cfg, kv_type, err);
+    struct tokenizer *tok = NULL;
+    int pre = preflight_serve(c, &cfg, kv_type, &tok, err);
     if (pre) { /* each problem said once, by the rank that found it (rank 0 says something) */
         if (pre == -1 || c->rank == 0) fprintf(stderr, "tpd serve: rank %d: %s\n", c->rank, err);
         config_free(&cfg);
@@ -320,6 +316,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     struct engine *e;
     if (engine_open(&e, c, &eo, err)) {
         fprintf(stderr, "tpd serve: rank %d: %s\n", c->rank, err);
+        tokenizer_free(tok);
         config_free(&cfg);
         return 1;
     }
@@ -332,6 +329,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
                 fprintf(stderr, "tpd serve: cache.kv_tokens = %ld cannot hold one sequence of the full context (%d tokens); "
                         "raise it, lower model.max_ctx, or set cache.require_full_context = false\n", kv_tokens, info->max_ctx);
             engine_close(e);
+            tokenizer_free(tok);
             config_free(&cfg);
             return 2;
         }
@@ -340,7 +338,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     }
     int rc = 0;
     if (c->rank == 0) {
-        rc = serve_rank0(e, &cfg);
+        rc = serve_rank0(e, &cfg, tok);
         engine_stop(e);
     } else {
         engine_follow(e);

@@ -11,6 +11,7 @@
 #include "../model/modelfile.h"
 #include "../parallel/kvcache.h"
 #include "../server/access_log.h"
+#include "../tokenizer/tokenizer.h"
 #include "../server/http.h"
 #include "../util/err.h"
 #include "../util/log.h"
@@ -74,7 +75,9 @@ static int check_memory(const struct comm *c, const struct config *cfg, const st
     return 0;
 }
 
-int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type, char *err) {
+int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type, struct tokenizer **tok,
+                    char *err) {
+    *tok = NULL;
     int ok = 1;
     if (c->rank == 0 && check_listeners(cfg, err)) ok = 0;
     if (ok && cfg->model_path) {
@@ -86,7 +89,17 @@ int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type
             modelfile_close(&mf);
         }
     }
+    if (ok && c->rank == 0) {
+        const char *path = cfg->tokenizer ? cfg->tokenizer : cfg->model_path;
+        char why[ERR_LEN];
+        if (tokenizer_load(tok, path, why)) {
+            err_set(err, "tokenizer: %s", why);
+            ok = 0;
+        }
+    }
     if (comm_all_ok(c, ok)) return 0;
+    tokenizer_free(*tok);
+    *tok = NULL;
     if (!ok) return -1;
     err_set(err, "another rank failed its start-up checks");
     return -2;

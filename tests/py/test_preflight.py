@@ -1,5 +1,6 @@
 """`tpd serve` checks what needs no weights before it reads any (issue 28, item 1): a bad
-socket directory, a missing shard and a memory plan that cannot fit end the job within a
+socket directory, a missing shard, a missing tokenizer and a memory plan that cannot fit end
+the job within a
 second of a run that fails on its options, naming the problem, with a model of a few GB
 (a sparse file: its bytes cost nothing until read) that the old order read in full first.
 """
@@ -52,7 +53,7 @@ def big_model():
     return d
 
 
-def run_serve(model, sock, extra=(), timeout=120, tries=2):
+def run_serve(model, sock, extra=(), timeout=120, tries=3):
     """Runs `mpirun -np 2 tpd serve`, which must fail; (the shortest of its tries' seconds:
     the machine may be busy with other work, output)."""
     args = ["serve", "--model", model, "--socket", sock, "--threads", 1, *extra]
@@ -98,6 +99,13 @@ def test_missing_shard_before_weights(big_model, baseline):
         json.dump({"metadata": {}, "weight_map": wm}, f)
     dt, out = run_serve(d, os.path.join(tempfile.mkdtemp(prefix="tpd_pre_"), "run", "tpd.sock"))
     assert "model-00002-of-00002.safetensors" in out, out[-3000:]
+    assert dt - baseline < 1.0, f"{dt:.2f} s against {baseline:.2f} s for a bad option:\n{out[-3000:]}"
+
+
+def test_missing_tokenizer_before_weights(big_model, baseline):
+    """The sparse model has no tokenizer.json: rank 0 finds out before reading a weight."""
+    dt, out = run_serve(big_model, os.path.join(tempfile.mkdtemp(prefix="tpd_pre_"), "run", "tpd.sock"))
+    assert "tpd serve: rank 0: tokenizer: " in out and "tokenizer.json" in out, out[-3000:]
     assert dt - baseline < 1.0, f"{dt:.2f} s against {baseline:.2f} s for a bad option:\n{out[-3000:]}"
 
 
