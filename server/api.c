@@ -681,6 +681,14 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     int longest = p->n_prompt; /* of a list of prompts, the longest is the one that must fit */
     for (int k = 1; k < p->n_prompts; k++)
         if (p->more[k - 1].n > longest) longest = p->more[k - 1].n;
+    long scored = 0; /* echo with logprobs keeps an event per prompt token of each choice */
+    for (int k = 0; p->echo && p->logprobs && k < p->n_prompts; k++)
+        scored += (long)p->n * (k ? p->more[k - 1].n : p->n_prompt);
+    if (scored > API_MAX_SCORED) {
+        api_err(e, 400, "echo", "echo: with logprobs, at most %d prompt tokens are scored per request (all choices "
+                "together); this one has %ld", API_MAX_SCORED, scored);
+        goto out;
+    }
     long room = sched_room(c->max_ctx, c->kv_tokens, longest);
     int by_cache = sched_seq_limit(c->max_ctx, c->kv_tokens) < c->max_ctx;
     if (room < 1) {

@@ -14,6 +14,8 @@
 #include "api_tools.h"
 
 #define API_MAX_N 16            /* choices per request */
+#define API_MAX_SCORED 65536    /* echo with logprobs: prompt tokens scored per request, all
+                                 * choices together (each keeps a token_event, ~170 bytes) */
 #define API_MAX_STOPS 16        /* stop strings per request */
 #define API_MAX_STOP_LEN 1024   /* bytes per stop string */
 #define API_MAX_LOGIT_BIAS 1024 /* logit_bias entries */

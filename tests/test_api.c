@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "server/api.h"
+#include "util/sbuf.h"
 #include "server/api_stop.h"
 #include "sched/metrics.h"
 #include "sched/scheduler.h"
@@ -381,6 +382,29 @@ static void test_prompt_list(void **state) {
     api_params_free(&p);
 }
 
+/* Echo with logprobs keeps an event per prompt token and choice: past API_MAX_SCORED, 400. */
+static void test_scored_tokens_bounded(void **state) {
+    (void)state;
+    struct api_ctx c = ctx();
+    c.max_ctx = 8192;
+    struct api_params p;
+    struct api_error e;
+    struct sbuf b = {0};
+    sbuf_adds(&b, "{\"prompt\": \"");
+    for (int i = 0; i < 5000; i++) sbuf_adds(&b, "hello ");
+    sbuf_adds(&b, "\", \"n\": 16, \"echo\": true, \"logprobs\": 1, \"max_tokens\": 1}");
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, b.p, b.len, &p, &e), -1);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "echo");
+    assert_non_null(strstr(e.message, "at most 65536 prompt tokens"));
+    /* without logprobs nothing is kept: the same request is fine */
+    char *no_lp = strstr(b.p, ", \"logprobs\": 1");
+    memmove(no_lp, no_lp + 15, strlen(no_lp + 15) + 1);
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, b.p, strlen(b.p), &p, &e), 0);
+    api_params_free(&p);
+    sbuf_free(&b);
+}
+
 static void test_seed_drawn(void **state) {
     (void)state;
     struct api_ctx c = ctx();
@@ -702,6 +726,7 @@ int main(void) {
         cmocka_unit_test(test_good_completion),
         cmocka_unit_test(test_seed_drawn),
         cmocka_unit_test(test_prompt_list),
+        cmocka_unit_test(test_scored_tokens_bounded),
         cmocka_unit_test(test_good_chat),
         cmocka_unit_test(test_tokenize_detokenize),
         cmocka_unit_test(test_stop_across_boundaries),
