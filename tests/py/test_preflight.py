@@ -42,10 +42,10 @@ def write_sparse_safetensors(path, shapes):
 
 
 @pytest.fixture(scope="module")
-def big_model():
+def big_model(tmp_path_factory):
     if tpd_cli.tpd_bin() is None:
         pytest.skip("tpd binary not built (set TPD_BIN)")
-    d = tempfile.mkdtemp(prefix="tpd_big_")
+    d = str(tmp_path_factory.mktemp("tpd_big"))  # pytest keeps only its last few runs
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(GEOM, f)
     size = write_sparse_safetensors(os.path.join(d, "model.safetensors"), hf_shapes(GEOM))
