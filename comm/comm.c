@@ -496,6 +496,15 @@ void comm_gatherv(struct comm *c, const float *send, int count, float *out, cons
     MPI_CHECK(MPI_Gatherv(send, count, MPI_FLOAT, out, counts, displs, MPI_FLOAT, 0, comm_tp_mpi(c)));
 }
 
+void comm_gather_world(struct comm *c, const void *send, size_t bytes, void *out) {
+    if (c->size == 1) {
+        memcpy(out, send, bytes);
+        return;
+    }
+    if (bytes > INT32_MAX) FATAL("comm_gather_world: %zu bytes", bytes);
+    MPI_CHECK(MPI_Gather(send, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD));
+}
+
 int comm_min_int(struct comm *c, int v) {
     if (c->size == 1) return v;
     int all = v;

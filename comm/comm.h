@@ -133,6 +133,9 @@ void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, i
 /* TP rank 0 of the stage receives, for each TP rank r, counts[r] floats into out + displs[r]. */
 void comm_gatherv(struct comm *c, const float *send, int count, float *out, const int *counts,
                   const int *displs);
+/* Collective over the world: world rank 0 receives each rank r's `bytes` bytes at out + r *
+ * bytes (out: size x bytes there; ignored elsewhere). */
+void comm_gather_world(struct comm *c, const void *send, size_t bytes, void *out);
 /* Collective over the world: 1 if ok is non-zero on every rank. Lets ranks fail together at startup. */
 int comm_all_ok(struct comm *c, int ok);
 /* Collective: the smallest v of all ranks. */

@@ -21,8 +21,10 @@
 #include "../util/fatal.h"
 #include "../util/log.h"
 #include "../util/memtrim.h"
+#include "../util/version.h"
 #include "config.h"
 #include "options.h"
+#include "preflight.h"
 #include "spec_setup.h"
 #include "../server/api.h"
 #include "../server/http.h"
@@ -75,15 +77,8 @@ int cmd_config(struct comm *c, int argc, char **argv) {
  * (a crashed run) is replaced. dev/ino identify it for pid_file_remove. */
 static int pid_file_write(const char *path, dev_t *dev, ino_t *ino, char *err) {
     struct stat st;
-    if (!lstat(path, &st)) {
-        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1)
-            return err_set(err, "%s exists and is not a pid file of ours (%s); not touching it: remove it and start again",
-                           path, S_ISLNK(st.st_mode) ? "a symlink" : !S_ISREG(st.st_mode) ? "not a regular file"
-                           : st.st_uid != geteuid() ? "owned by another user" : "a file with several links");
-        if (unlink(path) && errno != ENOENT) return err_set(err, "cannot remove the stale %s: %s", path, strerror(errno));
-    } else if (errno != ENOENT) {
-        return err_set(err, "cannot stat %s: %s", path, strerror(errno));
-    }
+    if (pid_file_check(path, err)) return -1;
+    if (unlink(path) && errno != ENOENT) return err_set(err, "cannot remove the stale %s: %s", path, strerror(errno));
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return err_set(err, "cannot create %s: %s", path, strerror(errno));
     char buf[32];
@@ -158,18 +153,55 @@ static void serve_fatal(int code) {
     comm_abort(code);
 }
 
-static int serve_rank0(struct engine *e, const struct config *cfg) {
+/* log.stats_interval_s: what the server did since the last line, vLLM-style, printed only
+ * while there is traffic (requests running or waiting, or finished since the last line). */
+struct stats_line {
+    double t_last;
+    struct metrics_totals last;
+};
+
+static void stats_maybe_log(struct stats_line *sl, const struct config *cfg, struct scheduler *s, struct metrics *m,
+                            double now) {
+    if (cfg->stats_interval_s <= 0 || now - sl->t_last < cfg->stats_interval_s) return;
+    struct metrics_totals t;
+    metrics_totals(m, &t);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    double dt = now - sl->t_last;
+    unsigned long req = t.requests - sl->last.requests, in = t.prompt_computed - sl->last.prompt_computed;
+    unsigned long out = t.generated - sl->last.generated, q = t.prefix_queried - sl->last.prefix_queried;
+    unsigned long hit = t.prefix_hit - sl->last.prefix_hit;
+    sl->t_last = now;
+    sl->last = t;
+    if (!req && !in && !out && !st.running && !st.queued) return;
+    int blocks = st.kv_blocks_used + st.kv_blocks_free;
+    LOG(LOG_INFO, "stats: running %d, waiting %d; prompt %.1f tokens/s, generation %.1f tokens/s; KV cache %.1f%% "
+        "used (%d of %d blocks); prefix cache hit %.1f%% (%lu of %lu prompt tokens); %lu requests finished in "
+        "%.1f s", st.running, st.queued, in / dt, out / dt, blocks ? 100.0 * st.kv_blocks_used / blocks : 0.0,
+        st.kv_blocks_used, blocks, q ? 100.0 * hit / q : 0.0, hit, q, req, dt);
+}
+
+/* The start-up banner, once serving: what runs (build, parallelism, communicator, memory)
+ * and where clients reach it. */
+static void log_banner(const struct config *cfg, const struct engine_info *in, const char *model,
+                       const char *pid_path) {
+    char v[256], tcp[48] = "tcp off";
+    version_line("tpd", v, sizeof v);
+    if (cfg->tcp_port) snprintf(tcp, sizeof tcp, "tcp 127.0.0.1:%ld", (long)cfg->tcp_port);
+    LOG(LOG_INFO, "%s serving %s: tp %d x pp %d, backend %s, all-reduce %s; memory per rank (rank 0): weights "
+        "%.1f MiB, KV cache %.1f MiB (%d blocks of %d = %ld tokens), context %d; socket %s (mode %04lo), %s, "
+        "pid file %s", v, model, in->tp, in->pp, in->backend, in->allreduce, in->weight_bytes / 1048576.0,
+        in->kv_bytes / 1048576.0, in->n_blocks, in->block_size, (long)in->n_blocks * in->block_size, in->max_ctx,
+        cfg->socket, (unsigned long)(cfg->socket_mode ? cfg->socket_mode : 0600), tcp, pid_path);
+}
+
+/* tok: loaded by the start-up checks; freed here. */
+static int serve_rank0(struct engine *e, const struct config *cfg, struct tokenizer *tok) {
     char err[ERR_LEN];
     memtrim_init();
     char *dump = config_dump(cfg);
     LOG(LOG_INFO, "effective configuration:\n%s", dump);
     free(dump);
-    struct tokenizer *tok = NULL;
-    const char *tok_path = cfg->tokenizer ? cfg->tokenizer : cfg->model_path;
-    if (tokenizer_load(&tok, tok_path, err)) {
-        fprintf(stderr, "tpd serve: tokenizer: %s\n", err);
-        return 1;
-    }
     struct metrics *m = metrics_new();
     struct sched_opts so = {.max_running = (int)cfg->max_running, .max_queue = (int)cfg->max_queue,
                             .step_tokens = (int)cfg->step_tokens, .eog_ids = tok->eog, .n_eog = (int)tok->n_eog,
@@ -192,6 +224,7 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         .max_connections_per_uid = (int)cfg->max_connections_per_uid,
         .header_timeout_s = (unsigned)cfg->header_timeout_s, .idle_timeout_s = (unsigned)cfg->idle_timeout_s,
         .http_threads = (int)cfg->http_threads,
+        .access_log = cfg->access_log,
         .stop_flag = &stop_requested, /* /health is 503 from the signal on, even mid-step */
     };
     struct sched_stats st;
@@ -220,13 +253,15 @@ static int serve_rank0(struct engine *e, const struct config *cfg) {
         fprintf(stderr, "tpd serve: %s\n", err);
         rc = 1;
     } else {
-        LOG(LOG_INFO, "serving %s on %s (tp %d x pp %d)", api.model_name, cfg->socket, engine_info(e)->tp,
-            engine_info(e)->pp);
+        log_banner(cfg, engine_info(e), api.model_name, pid_path);
         atomic_store(&serving, h);
         fatal_set_hook(serve_fatal);
         /* idle: give back what a burst of requests left in the allocator's arenas */
-        while (!stop_requested)
+        struct stats_line sl = {.t_last = clock_now()};
+        while (!stop_requested) {
             if (sched_step(s, 0.05) == 0) memtrim_idle(clock_now());
+            stats_maybe_log(&sl, cfg, s, m, clock_now());
+        }
         pid_file_remove(pid_path, pid_dev, pid_ino);
         LOG(LOG_INFO, "stopping: new requests get 503; finishing in-flight ones (up to %.0f s)",
             cfg->drain_timeout_s);
@@ -285,6 +320,14 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* every check that needs no weights, before any is read */
+    struct tokenizer *tok = NULL;
+    int pre = preflight_serve(c, &cfg, kv_type, &tok, err);
+    if (pre) { /* each problem said once, by the rank that found it (rank 0 says something) */
+        if (pre == -1 || c->rank == 0) fprintf(stderr, "tpd serve: rank %d: %s\n", c->rank, err);
+        config_free(&cfg);
+        return 2;
+    }
     struct engine_opts eo = {
         .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend,
         .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic, .tp = (int)cfg.tp, .pp = (int)cfg.pp,
@@ -299,6 +342,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     struct engine *e;
     if (engine_open(&e, c, &eo, err)) {
         fprintf(stderr, "tpd serve: rank %d: %s\n", c->rank, err);
+        tokenizer_free(tok);
         config_free(&cfg);
         return 1;
     }
@@ -311,6 +355,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
                 fprintf(stderr, "tpd serve: cache.kv_tokens = %ld cannot hold one sequence of the full context (%d tokens); "
                         "raise it, lower model.max_ctx, or set cache.require_full_context = false\n", kv_tokens, info->max_ctx);
             engine_close(e);
+            tokenizer_free(tok);
             config_free(&cfg);
             return 2;
         }
@@ -319,7 +364,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     }
     int rc = 0;
     if (c->rank == 0) {
-        rc = serve_rank0(e, &cfg);
+        rc = serve_rank0(e, &cfg, tok);
         engine_stop(e);
     } else {
         engine_follow(e);

@@ -113,6 +113,10 @@ static const struct config_key keys[] = {
     {"log", "level", K_STR, F(log_level), 0, 0, "--log-level", S | R, "info", "debug|info|warn|error", NULL,
      "log threshold (generate, eval: warn unless set)"},
     {"log", "all_ranks", K_BOOL, F(log_all_ranks), 0, 0, NULL, S, "false", NULL, NULL, "INFO lines from every rank"},
+    {"log", "access", K_STR, F(access_log), 0, 0, "--access-log", S, "stderr", NULL, "stderr|off|FILE",
+     "a line per HTTP request (serve)"},
+    {"log", "stats_interval_s", K_DBL, F(stats_interval_s), 0, 86400, NULL, S, "10", NULL, NULL,
+     "a stats line this often while there is traffic (0: none)"},
     {"launch", "launcher", K_STR, F(launcher), 0, 0, NULL, S, "mpirun", "mpirun|srun", NULL,
      "what tpd-launch starts the ranks with (srun inside a Slurm allocation)"},
     {"launch", "bind", K_STR, F(bind), 0, 0, NULL, S, "core", "core|socket|none", NULL, "mpirun --bind-to"},
@@ -501,26 +505,32 @@ void config_usage(FILE *f, unsigned cmd) {
         if (!cmd || (keys[i].cmds & cmd)) usage_row(f, &keys[i], cmd);
 }
 
-static void dump_value(const struct config *c, const struct config_key *k, char *buf, size_t n) {
+/* A TOML basic string: quotes, backslashes and control characters escaped. */
+static void dump_string(struct sbuf *out, const char *s) {
+    sbuf_add(out, "\"", 1);
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') sbuf_addf(out, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f) sbuf_addf(out, "\\u%04x", ch);
+        else sbuf_add(out, s, 1);
+    }
+    sbuf_add(out, "\"", 1);
+}
+
+/* The value as TOML, whole however long (a log line shows it uncut). */
+static void dump_value(const struct config *c, const struct config_key *k, struct sbuf *out) {
     const char *base = (const char *)c + k->off;
     switch (k->kind) {
-    case K_STR: {
-        const char *s = *(char *const *)base;
-        if (s) snprintf(buf, n, "\"%s\"", s);
-        else snprintf(buf, n, "\"\"");
+    case K_STR: dump_string(out, *(char *const *)base); break;
+    case K_INT: sbuf_addf(out, "%ld", *(const long *)base); break;
+    case K_DBL: sbuf_addf(out, "%g", *(const double *)base); break;
+    case K_BOOL: sbuf_adds(out, *(const int *)base ? "true" : "false"); break;
+    case K_MODE: sbuf_addf(out, "\"%04lo\"", *(const long *)base); break;
+    case K_UIDS:
+        sbuf_add(out, "[", 1);
+        for (int i = 0; i < c->n_allowed_uids; i++) sbuf_addf(out, "%s%ld", i ? ", " : "", c->allowed_uids[i]);
+        sbuf_add(out, "]", 1);
         break;
-    }
-    case K_INT: snprintf(buf, n, "%ld", *(const long *)base); break;
-    case K_DBL: snprintf(buf, n, "%g", *(const double *)base); break;
-    case K_BOOL: snprintf(buf, n, "%s", *(const int *)base ? "true" : "false"); break;
-    case K_MODE: snprintf(buf, n, "\"%04lo\"", *(const long *)base); break;
-    case K_UIDS: {
-        size_t at = (size_t)snprintf(buf, n, "[");
-        for (int i = 0; i < c->n_allowed_uids && at < n; i++)
-            at += (size_t)snprintf(buf + at, n - at, "%s%ld", i ? ", " : "", c->allowed_uids[i]);
-        if (at < n) snprintf(buf + at, n - at, "]");
-        break;
-    }
     }
 }
 
@@ -530,15 +540,11 @@ char *config_dump(const struct config *c) {
     const char *sec = "";
     for (size_t i = 0; i < N_KEYS; i++) {
         if (!keys[i].section || !(keys[i].cmds & CMD_SERVE)) continue;
-        char val[1200];
-        dump_value(c, &keys[i], val, sizeof val);
-        char line[1400];
-        int n = snprintf(line, sizeof line, "%s%s%s%s = %s\n", strcmp(sec, keys[i].section) ? "[" : "",
-                         strcmp(sec, keys[i].section) ? keys[i].section : "", strcmp(sec, keys[i].section) ? "]\n" : "",
-                         keys[i].key, val);
+        if (strcmp(sec, keys[i].section)) sbuf_addf(&out, "[%s]\n", keys[i].section);
         sec = keys[i].section;
-        if (n < 0) continue;
-        sbuf_add(&out, line, (size_t)n);
+        sbuf_addf(&out, "%s = ", keys[i].key);
+        dump_value(c, &keys[i], &out);
+        sbuf_add(&out, "\n", 1);
     }
     return out.p;
 }
@@ -550,12 +556,15 @@ char *config_get(const struct config *c, const char *key) {
     snprintf(sec, sizeof sec, "%.*s", (int)(dot - key), key);
     const struct config_key *k = find_key(sec, dot + 1, strlen(dot + 1));
     if (!k) return NULL;
-    char val[1200];
-    dump_value(c, k, val, sizeof val);
-    size_t n = strlen(val);
-    if (k->kind == K_STR || k->kind == K_MODE) { /* bare value for shell scripts */
-        memmove(val, val + 1, n);
-        val[n - 2] = 0;
+    struct sbuf val = {0};
+    if (k->kind == K_STR) { /* bare value for shell scripts */
+        const char *v = *(char *const *)((const char *)c + k->off);
+        sbuf_adds(&val, v ? v : "");
+    } else if (k->kind == K_MODE) {
+        sbuf_addf(&val, "%04lo", *(const long *)((const char *)c + k->off));
+    } else {
+        dump_value(c, k, &val);
     }
-    return xstrdup(val);
+    sbuf_add(&val, "", 0);
+    return val.p;
 }

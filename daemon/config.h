@@ -79,6 +79,8 @@ struct config {
     /* [log] */
     char *log_level;    /* generate and eval: "warn" unless set (options_load) */
     int log_all_ranks;
+    char *access_log;        /* "stderr", "off" or a file */
+    double stats_interval_s; /* 0: no stats lines */
     /* [launch] (read by launch/tpd-launch) */
     char *launcher;     /* "mpirun" or "srun" */
     char *bind;         /* mpirun --bind-to: "core", "socket", "none" */

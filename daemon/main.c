@@ -6,6 +6,7 @@
 
 #include "../comm/comm.h"
 #include "../util/log.h"
+#include "../util/version.h"
 #include "cmd_run.h"
 #include "cmd_serve.h"
 #include "cmd_tokenize.h"
@@ -34,7 +35,14 @@ int main(int argc, char **argv) {
     const struct command *cmd = NULL;
     for (unsigned i = 0; argc > 1 && i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name)) cmd = &commands[i];
-    if (argc > 1 && is_help(argv[1])) { /* tpd help [COMMAND] */
+    if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
+        rc = 0;
+        if (c.rank == 0) {
+            char v[256];
+            version_line("tpd", v, sizeof v);
+            printf("%s\n", v);
+        }
+    } else if (argc > 1 && is_help(argv[1])) { /* tpd help [COMMAND] */
         rc = argc > 2 && !config_command(argv[2]) ? 2 : 0; /* every rank: the same status */
         if (c.rank == 0 && options_usage(stdout, argc > 2 ? argv[2] : NULL)) {
             fprintf(stderr, "tpd: unknown command '%s'\n", argv[2]);

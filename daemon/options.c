@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include "../model/hfcache.h"
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,6 +83,13 @@ int options_load(struct comm *c, unsigned cmd, int argc, char **argv, struct con
         if (rc) return -1;
     }
     if (config_parse_args(cfg, cmd, argc, argv, err)) return -1;
+    /* model.path may be a Hugging Face model id held in the local cache */
+    char *snapshot;
+    if (hfcache_resolve(cfg->model_path, &snapshot, err)) return -1;
+    if (snapshot) {
+        free(cfg->model_path);
+        cfg->model_path = snapshot;
+    }
     return config_validate_for(cfg, cmd, err);
 }
 

@@ -75,6 +75,15 @@ static int open_kind(struct backend *b, const char *kind, int threads, int local
     return 0;
 }
 
+int backend_resolves_to_cpu(const char *kind) {
+    if (kind && !strcmp(kind, "cpu")) return 1;
+#if TPD_HAVE_CUDA
+    return kind && !strcmp(kind, "auto") ? !backend_cuda_available() : 0;
+#else
+    return !kind || !strcmp(kind, "auto");
+#endif
+}
+
 /* debug.profile_ops: every op timed (kernels/profile.h), a table at exit */
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank,
                  const struct backend_debug *dbg, char *err) {

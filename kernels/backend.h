@@ -216,5 +216,7 @@ static inline struct backend_debug backend_debug_defaults(void) {
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank,
                  const struct backend_debug *dbg, char *err);
 void backend_close(struct backend *b);
+/* 1 when backend_open(kind) would open the CPU backend (nothing is opened). */
+int backend_resolves_to_cpu(const char *kind);
 
 #endif

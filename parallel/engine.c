@@ -1,13 +1,17 @@
 #include "engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "../comm/deadline.h"
 #include "../comm/gpu_comm.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "../util/clock.h"
 #include "../util/log.h"
+#include "../util/sbuf.h"
 #include "forward.h"
 #include "kvcache.h"
 #include "model.h"
@@ -33,6 +37,45 @@ struct engine {
     int n_pending;
 };
 
+#define LOAD_PROGRESS_S 3.0 /* a progress line in a log this often; on a terminal it updates */
+
+/* Rank 0's loading progress: its own layers (every rank reads at the same pace, the same
+ * share of the same files), bytes, speed and the time left. */
+struct load_report {
+    double t0, last;
+    int tty;
+};
+
+static void load_progress(void *arg, int done, int total, size_t bytes) {
+    struct load_report *r = arg;
+    double now = clock_now(), dt = now - r->t0;
+    if (done < total && now - r->last < (r->tty ? 0.25 : LOAD_PROGRESS_S)) return;
+    r->last = now;
+    double rate = dt > 0 ? bytes / dt : 0, left = (double)bytes / done * (total - done);
+    char line[200];
+    snprintf(line, sizeof line, "loading weights: rank 0 layer %d of %d (%.0f%%), %.2f GiB in %.1f s, %.2f GB/s, "
+             "about %.0f s left", done, total, 100.0 * done / total, bytes / 1073741824.0, dt, rate / 1e9,
+             rate > 0 ? left / rate : 0.0);
+    if (r->tty && log_min_level <= LOG_INFO) fprintf(stderr, "\r%s\033[K%s", line, done == total ? "\n" : "");
+    else LOG(LOG_INFO, "%s", line);
+}
+
+/* After every rank loaded: one line with each rank's time, bytes and speed (rank 0 logs it). */
+static void load_summary(struct comm *c, double seconds, size_t bytes) {
+    float mine[2] = {(float)seconds, (float)(bytes / 1073741824.0)};
+    float *all = c->rank == 0 ? xmalloc(sizeof mine * (size_t)c->size) : NULL;
+    comm_gather_world(c, mine, sizeof mine, all);
+    if (c->rank == 0) {
+        struct sbuf b = {0};
+        for (int r = 0; r < c->size; r++)
+            sbuf_addf(&b, "%srank %d %.2f GiB in %.1f s (%.2f GB/s)", r ? "; " : "", r, all[2 * r + 1], all[2 * r],
+                      all[2 * r] > 0 ? all[2 * r + 1] * 1.073741824 / all[2 * r] : 0.0);
+        LOG(LOG_INFO, "weights loaded: %s", b.p);
+        sbuf_free(&b);
+    }
+    free(all);
+}
+
 int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o, char *err) {
     *out = NULL;
     struct engine *e = xcalloc(1, sizeof *e);
@@ -52,9 +95,13 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     if (gpu_comm_init(c, &e->be, &o->comm, err)) goto fail;
     if (e->be.kind != BACKEND_CUDA && c->size > 1 && comm_startup_check(c, o->comm.start_timeout_s, err))
         goto fail;
+    struct load_report rep = {.t0 = clock_now(), .last = clock_now(), .tty = isatty(2)};
+    struct load_progress lp = {load_progress, &rep};
     if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err)
-                     : model_load(&e->model, o->model_path, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err))
+                     : model_load(&e->model, o->model_path, &e->be, c->tp, c->tp_rank, c->pp, c->stage,
+                                  c->rank == 0 ? &lp : NULL, err))
         ok = 0;
+    double load_s = clock_now() - rep.t0;
     if (!comm_all_ok(c, ok)) {
         if (ok) {
             err_set(err, "another rank failed to load the model");
@@ -62,6 +109,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         }
         goto fail;
     }
+    load_summary(c, load_s, e->model.weight_bytes);
     const struct model_hparams *hp = &e->model.hp;
     int max_ctx = o->max_ctx > 0 ? o->max_ctx : hp->max_ctx;
     if (max_ctx > hp->max_ctx) {
@@ -117,7 +165,10 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
                                    .n_blocks = o->n_blocks, .sink_blocks = e->kv.sink_blocks, .max_ctx = max_ctx,
                                    .tp = c->tp, .pp = c->pp,
                                    .gpu = e->be.kind != BACKEND_CPU,
-                                   .attn_ctx_unit = params / (2.0 * hp->n_layers * q)};
+                                   .attn_ctx_unit = params / (2.0 * hp->n_layers * q),
+                                   .weight_bytes = (double)e->model.weight_bytes, .kv_bytes = (double)e->kv.bytes};
+    snprintf(e->info.backend, sizeof e->info.backend, "%s", e->be.name ? e->be.name : "?");
+    snprintf(e->info.allreduce, sizeof e->info.allreduce, "%s", gpu_comm_describe(c));
     e->deadline = deadline_start(c->rank, c->size, o->step_timeout_s, o->stop_flag, o->stop_grace_s);
     *out = e;
     return 0;

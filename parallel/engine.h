@@ -47,6 +47,10 @@ struct engine_info {
     int tp;         /* ranks each layer is split over */
     int pp;         /* pipeline stages the layers are split over */
     int gpu;        /* 1: the backend is a GPU's (weight-bound decode up to larger batches) */
+    char backend[32];    /* the backend's name, for the start-up banner */
+    char allreduce[96];  /* the communicator, as gpu_comm_describe says it */
+    double weight_bytes; /* this rank's weights and KV cache (rank 0's: stage 0's) */
+    double kv_bytes;
     /* The context length at which one token's attention costs as much as its share of the
      * weights (weight flops 2 x params; attention 4 x layers x heads x head_dim per cached
      * position): a prefill token at position p costs about 1 + p / attn_ctx_unit tokens. */

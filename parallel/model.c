@@ -317,7 +317,7 @@ static int split_block(const struct model_file *mf, enum tensor_id id) {
 }
 
 int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp,
-               int stage, char *err) {
+               int stage, const struct load_progress *lp, char *err) {
     memset(m, 0, sizeof *m);
     m->be = be;
     struct loader L = {.m = m, .err = err};
@@ -340,8 +340,10 @@ int model_load(struct model *m, const char *path, struct backend *be, int tp, in
     }
     if (load_inv_freq(&L)) goto out;
     m->layers = xcalloc((unsigned long)m->sp.n_layers + 1, sizeof *m->layers);
-    for (int il = m->sp.layer0; il < m->sp.layer0 + m->sp.n_layers; il++)
+    for (int il = m->sp.layer0; il < m->sp.layer0 + m->sp.n_layers; il++) {
         if (load_layer(&L, il)) goto out;
+        if (lp && lp->fn) lp->fn(lp->arg, il - m->sp.layer0 + 1, m->sp.n_layers, m->weight_bytes);
+    }
     rc = check_all_read(&L);
 out:
     modelfile_close(&L.mf);

@@ -39,8 +39,16 @@ struct model {
     size_t weight_bytes;       /* bytes of weights this rank holds */
 };
 
-/* Rank `rank` of tp in stage `stage` of pp. */
-int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp, int stage, char *err);
+/* Told after each layer a rank loads: its layers done of its total, and the bytes of
+ * weights it holds so far (for a progress line). */
+struct load_progress {
+    void (*fn)(void *arg, int layers_done, int layers_total, size_t bytes);
+    void *arg;
+};
+
+/* Rank `rank` of tp in stage `stage` of pp. lp: NULL, or told of the progress. */
+int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp, int stage,
+               const struct load_progress *lp, char *err);
 void model_free(struct model *m);
 /* Rotary frequencies theta^(-2i/d), i < head_dim/2, into out: divided by factors[i] when
  * the file carries them (GGUF rope_freqs, NULL otherwise), else scaled by the HF llama3

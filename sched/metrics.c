@@ -75,6 +75,19 @@ void metrics_request(struct metrics *m, int http_status) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void metrics_totals(struct metrics *m, struct metrics_totals *t) {
+    pthread_mutex_lock(&m->mu);
+    t->requests = 0;
+    for (int i = 0; i < m->c.n_codes; i++) t->requests += m->c.code_count[i];
+    t->prompt_computed = m->c.prompt_computed;
+    /* a token as it is emitted: the first of a request is a TTFT sample, each later one an ITL
+     * sample (metrics_tokens counts only when a request finishes) */
+    t->generated = m->c.h[HIST_TTFT].count + m->c.h[HIST_ITL].count;
+    t->prefix_queried = m->c.prefix_queried;
+    t->prefix_hit = m->c.prefix_hit;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void metrics_tokens(struct metrics *m, long prompt_tokens, long generated_tokens) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);

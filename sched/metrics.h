@@ -30,6 +30,12 @@ void metrics_prompt_computed(struct metrics *m, long tokens);
 /* Logits rows one step brought back: whole, and as their best candidates. */
 void metrics_logits_rows(struct metrics *m, long full_rows, long cand_rows);
 void metrics_observe(struct metrics *m, enum metric_hist h, double seconds);
+/* Running totals since start, for the periodic stats line: HTTP requests answered, prompt
+ * tokens computed, tokens generated, prompt tokens looked up in the prefix cache and found. */
+struct metrics_totals {
+    unsigned long requests, prompt_computed, generated, prefix_queried, prefix_hit;
+};
+void metrics_totals(struct metrics *m, struct metrics_totals *t);
 /* Prometheus text exposition format; *out malloc'ed. */
 int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, size_t *len);
 

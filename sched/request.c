@@ -32,8 +32,22 @@ void req_unref(struct gen_request *r) {
     free(r->sp.logit_bias_ids);
     free(r->sp.logit_bias);
     free(r->events);
+    free(r->prompt_events);
     grammar_matcher_free(r->grammar);
     free(r);
+}
+
+void req_set_prompt_scored(struct gen_request *r) {
+    pthread_mutex_lock(&r->mu);
+    r->prompt_scored = 1;
+    pthread_mutex_unlock(&r->mu);
+}
+
+int req_prompt_scored(struct gen_request *r) {
+    pthread_mutex_lock(&r->mu);
+    int v = r->prompt_scored;
+    pthread_mutex_unlock(&r->mu);
+    return v;
 }
 
 void req_push(struct gen_request *r, const struct token_event *ev) {

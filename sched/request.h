@@ -65,6 +65,10 @@ struct gen_request {
                              at max_tokens as is; 0: the grammar's mask keeps the output completable
                              within max_tokens and the context (grammar_matcher_mask_budget) */
     uint64_t cache_salt; /* separates prefix-cache entries (0: shared by all); see block_pool.h */
+    /* echo with logprobs: prompt_events[i], i >= 1, is prompt token i scored given the ones
+     * before it (sampler_score); [0] stays zero. Allocated [n_prompt] by the frontend, written
+     * by the step loop, read by the frontend once req_prompt_scored says so. NULL: none. */
+    struct token_event *prompt_events;
     double t_submit;
     uint64_t arrival; /* set by sched_submit: its place in arrival order (lower: older) */
 
@@ -76,6 +80,7 @@ struct gen_request {
     enum finish_reason finish; /* set once, with the last event */
     double t_first_token;
     int cached_tokens; /* prompt tokens found in the prefix cache (set on admission) */
+    int prompt_scored; /* prompt_events complete (set before the first event) */
 
     /* optional, set by the frontend (req_set_notify): called under mu after each event
      * and at the finish, so that a waiter that sleeps elsewhere can be woken */
@@ -93,6 +98,9 @@ void req_unref(struct gen_request *r);
 void req_push(struct gen_request *r, const struct token_event *ev);
 void req_finish(struct gen_request *r, enum finish_reason why);
 void req_set_cached_tokens(struct gen_request *r, int n);
+void req_set_prompt_scored(struct gen_request *r);
+/* Either side: 1 once every prompt_events entry is written (the step loop no longer touches them). */
+int req_prompt_scored(struct gen_request *r);
 /* Frontend side: the prompt tokens that came from the prefix cache (0 before admission). */
 int req_cached_tokens(struct gen_request *r);
 /* Frontend side: waits until events beyond `seen` exist or the request finished, or until

@@ -655,6 +655,12 @@ static void record(struct sampler *s, const float *logits, double lse, int32_t t
     if (s->track_output) count_get(s, tok)->count++;
 }
 
+void sampler_score(struct sampler *s, const float *logits, int32_t tok, struct token_event *ev) {
+    double lse = event_logprobs(s, logits, ev);
+    ev->token = tok;
+    ev->logprob = (float)(logits[tok] - lse);
+}
+
 int32_t sampler_next(struct sampler *s, float *logits, struct token_event *ev) {
     double lse = event_logprobs(s, logits, ev);
     double u = rng_uniform(s->rng); /* one draw per token, greedy or not */

@@ -49,6 +49,9 @@ void sampler_delete(struct sampler *s);
  * returns. Cost for a 152k vocabulary on one x86 core (tests/test_sampler.c prints it):
  * ~0.04 ms greedy or top_k <= 2048, ~0.15 ms over the whole row, ~0.15 ms more for logprobs. */
 int32_t sampler_next(struct sampler *s, float *logits, struct token_event *ev);
+/* A prompt token's score (echo with logprobs): ev gets tok, its logprob under the raw row
+ * and the top_logprobs best, as sampler_next reports them; nothing is drawn or recorded. */
+void sampler_score(struct sampler *s, const float *logits, int32_t tok, struct token_event *ev);
 
 /* Speculative decoding: verifies the drafted token `draft` against this row of the target
  * model (the row computed with every earlier accepted token in the history, which the

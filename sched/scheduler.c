@@ -19,6 +19,11 @@
 
 /* One request while the step loop owns it. tokens holds the prompt and then every
  * sampled token; the first n_cached of them have their K/V in the cache. */
+/* Echo with logprobs: a step feeds at most this many tokens of a prompt being scored, whose
+ * rows all come back, and one such prompt at a time (the logits buffers hold them beside
+ * the usual row per sequence and draft). */
+#define SCORE_ROWS 64
+
 struct seq {
     struct gen_request *req;
     int32_t *tokens;
@@ -35,6 +40,7 @@ struct seq {
     int mb;      /* the micro-batch it is in flight in (see sched_step); 0: none */
     int row0;    /* its first logits row in that micro-batch's plan */
     int closed;  /* the grammar's closer took out the first choice at some step: finish is "length" */
+    int prompt_scored; /* its request's prompt_events are complete (or none were asked) */
     struct spec_seq spec;
     /* sampled ahead on the sampling threads (presample_all), emitted in order by sample_all */
     int presampled;
@@ -114,14 +120,16 @@ struct scheduler *sched_new(struct engine *e, const struct sched_opts *o, struct
     if (sample_threads > o->max_running) sample_threads = o->max_running;
     if (sample_threads > 1) s->sample_pool = threadpool_create(sample_threads);
     s->pre.jobs = xcalloc((size_t)o->max_running, sizeof *s->pre.jobs);
-    s->logits = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->rows_per_seq * (size_t)s->vocab);
+    /* a row per running sequence and draft, and SCORE_ROWS for one prompt being scored */
+    size_t rows = (size_t)o->max_running * (size_t)s->rows_per_seq + SCORE_ROWS;
+    s->logits = xmalloc(sizeof(float) * rows * (size_t)s->vocab);
     s->jobs = xcalloc((unsigned long)o->max_running, sizeof *s->jobs);
     /* one micro-batch per pipeline stage keeps every stage busy; with one stage, one */
     s->max_mb = o->micro_batches > 0 ? o->micro_batches : info->pp;
     if (s->max_mb > ENGINE_MAX_IN_FLIGHT) s->max_mb = ENGINE_MAX_IN_FLIGHT;
     s->mb_logits[0] = s->logits;
     for (int k = 1; k < s->max_mb; k++)
-        s->mb_logits[k] = xmalloc(sizeof(float) * (size_t)o->max_running * (size_t)s->rows_per_seq * (size_t)s->vocab);
+        s->mb_logits[k] = xmalloc(sizeof(float) * rows * (size_t)s->vocab);
     s->kv_free_pub = block_pool_available(&s->pool);
     s->last_step = clock_now();
     return s;
@@ -285,6 +293,8 @@ static struct seq *seq_from_request(struct scheduler *s, struct gen_request *r) 
     q->cap_blocks = (q->cap_tokens + s->block_size - 1) / s->block_size;
     q->blocks = xmalloc(sizeof(int32_t) * (size_t)q->cap_blocks);
     q->smp = sampler_new(&r->sp, s->vocab, r->prompt, r->n_prompt);
+    q->prompt_scored = !r->prompt_events || r->n_prompt < 2; /* a lone token has nothing to score */
+    if (r->prompt_events && q->prompt_scored) req_set_prompt_scored(r);
     return q;
 }
 
@@ -460,6 +470,10 @@ static void preempt_at(struct scheduler *s, int i) {
  * its logits, so a prompt cached whole recomputes its last block (at most block_size
  * tokens) rather than copying a shared block to write into. */
 static int prefix_lookup(struct scheduler *s, const struct gen_request *r, const int32_t *tokens, int n, int *n_idle) {
+    if (r->prompt_events && !req_prompt_scored((struct gen_request *)r)) { /* every prompt row is computed */
+        *n_idle = 0;
+        return 0;
+    }
     return block_pool_match(&s->pool, r->cache_salt, tokens, (n - 1) / s->block_size, s->hit_ids, n_idle);
 }
 
@@ -712,6 +726,27 @@ static int chunk_within(const struct scheduler *s, int pos, int max_n, double ro
 
 #define PREFILL_MIN_TOKENS 16
 
+/* Whether q's step feeds prompt tokens whose rows score the next prompt token (echo with
+ * logprobs): then every fed token's logits row comes back. */
+static int seq_scores_prompt(const struct seq *q) {
+    return q->req->prompt_events && !q->prompt_scored && q->n_cached < q->req->n_prompt - 1;
+}
+
+/* Prompt tokens n_cached+1 .. scored from the rows of the tokens fed this step (row t of
+ * q's rows follows token n_cached + t); once the last prompt token is fed, they are all
+ * there and the frontend may read them. */
+static void score_prompt(struct scheduler *s, struct seq *q, const float *rows) {
+    struct gen_request *r = q->req;
+    for (int t = 0; t < q->in_step && q->n_cached + t + 1 < r->n_prompt; t++) {
+        int p = q->n_cached + t + 1;
+        sampler_score(q->smp, rows + (size_t)t * (size_t)s->vocab, r->prompt[p], &r->prompt_events[p]);
+    }
+    if (q->n_cached + q->in_step >= r->n_prompt - 1) {
+        q->prompt_scored = 1;
+        req_set_prompt_scored(r);
+    }
+}
+
 /* Whether q samples from its rows' best max_cands candidates alone (sampler_light; no
  * grammar mask, no drafter distribution to verify against), so its rows may come back as
  * candidates instead of whole. */
@@ -730,6 +765,7 @@ static void build_plan(struct scheduler *s) {
     int budget = s->o.step_tokens;
     double units = s->o.step_time_s > 0 && s->sec_per_unit > 0 ? s->o.step_time_s / s->sec_per_unit : 1e300;
     s->plan_decode_only = 1;
+    int scoring = 0; /* a prompt being scored is in this plan */
     draft_all(s);
     /* micro-batches share the running sequences: each takes at most its part */
     int seqs = s->max_mb > 1 ? (s->n_running + s->max_mb - 1) / s->max_mb : s->n_running;
@@ -743,12 +779,17 @@ static void build_plan(struct scheduler *s) {
             if (is_decode) pending += q->spec.n_draft;
             int n = pending < budget ? pending : budget;
             if (is_decode) q->spec.n_draft = n - 1; /* drafts past the budget dropped */
+            if (!is_decode && seq_scores_prompt(q)) {
+                if (scoring) continue;
+                if (n > SCORE_ROWS) n = SCORE_ROWS;
+            }
             if (!is_decode) n = chunk_within(s, q->n_cached, n, units, PREFILL_MIN_TOKENS);
             if (grow_blocks(s, q, q->n_cached + n)) { /* q preempted, or alone and too long */
                 q->spec.n_draft = 0;
                 continue;
             }
             q->in_step = n;
+            scoring |= !is_decode && seq_scores_prompt(q);
             if (!is_decode) s->plan_decode_only = 0;
             seqs--;
             budget -= n;
@@ -764,7 +805,8 @@ static void build_plan(struct scheduler *s) {
             struct seq *q = s->running[i];
             if (!q->in_step || q->mb || seq_light(s, q) != light) continue;
             q->row0 = p->n_out;
-            plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks, q->spec.n_draft > 0);
+            plan_add(p, q->tokens + q->n_cached, q->in_step, q->n_cached, q->blocks, q->n_blocks,
+                     q->spec.n_draft > 0 || seq_scores_prompt(q));
             if (light) {
                 for (int r = q->row0; r < p->n_out; r++) p->out_full[r] = 0;
                 p->n_cands = s->max_cands;
@@ -831,7 +873,9 @@ static void presample_all(struct scheduler *s, int mb, float *logits, int k) {
     for (int i = 0; i < s->n_running; i++) {
         struct seq *q = s->running[i];
         if (!q->in_step || q->mb != mb) continue;
-        if (q->spec.n_draft > 0 || q->req->grammar || q->req->max_tokens == 0 || (k > 0 && seq_light(s, q))) continue;
+        if (q->spec.n_draft > 0 || q->req->grammar || q->req->max_tokens == 0 || (k > 0 && seq_light(s, q)) ||
+            seq_scores_prompt(q))
+            continue;
         if (q->n_cached + q->in_step < q->n_tokens) continue; /* mid-prompt chunk */
         r->jobs[r->n++] = q;
     }
@@ -855,6 +899,11 @@ static void sample_all(struct scheduler *s, int mb, float *logits, int k) {
         int n_draft = q->spec.n_draft;
         /* as build_plan marked q's rows (seq_light reads the same n_draft) */
         const int kq = k > 0 && seq_light(s, q) ? k : 0;
+        float *lg = logits + (size_t)q->row0 * (size_t)s->vocab;
+        if (seq_scores_prompt(q)) { /* a row per fed token: the step's last one samples */
+            score_prompt(s, q, lg);
+            lg += (size_t)(q->in_step - 1) * (size_t)s->vocab;
+        }
         int prompt_end = q->n_cached + q->in_step < q->req->n_prompt ? q->n_cached + q->in_step : q->req->n_prompt;
         if (prompt_end > q->n_cached) /* prompt tokens computed, not found in the cache */
             metrics_prompt_computed(s->m, prompt_end - q->n_cached);
@@ -863,7 +912,6 @@ static void sample_all(struct scheduler *s, int mb, float *logits, int k) {
         q->mb = 0;
         q->spec.n_draft = 0;
         seq_commit_blocks(s, q);
-        float *lg = logits + (size_t)q->row0 * (size_t)s->vocab;
         if (q->n_cached < q->n_tokens) { /* mid-prompt chunk */
             i++;
             continue;

@@ -18,6 +18,7 @@
 #include "../tokenizer/chat.h"
 #include "toolcall.h"
 #include "../grammar/grammar.h"
+#include "api_fields.h"
 #include "api_grammar.h"
 
 /* ---- small pieces ---- */
@@ -170,18 +171,9 @@ static int encode(const struct api_ctx *c, const char *s, size_t len, int flags,
 }
 
 /* "prompt": a string, an array of token ids, or an array holding one of those. */
-static int read_prompt(const struct api_ctx *c, const cJSON *o, int add_special, int32_t **ids,
-                       int *n, char **text, size_t *text_len, struct api_error *e) {
-    cJSON *v = field(o, "prompt");
-    if (!v) return api_err(e, 400, "prompt", "prompt: required");
-    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 &&
-        (cJSON_IsString(v->child) || cJSON_IsArray(v->child))) {
-        if (cJSON_GetArraySize(v) > 1)
-            return api_err(e, 400, "prompt",
-                           "prompt: batches of %d prompts are not supported; send one prompt per request",
-                           cJSON_GetArraySize(v));
-        v = v->child;
-    }
+/* One prompt: a string, or an array of token ids. */
+static int read_one_prompt(const struct api_ctx *c, const cJSON *v, int add_special, int32_t **ids, int *n,
+                           char **text, size_t *text_len, struct api_error *e) {
     if (cJSON_IsString(v)) {
         size_t len = strlen(v->valuestring);
         if (!len) return api_err(e, 400, "prompt", "prompt: must not be empty");
@@ -204,12 +196,41 @@ static int read_prompt(const struct api_ctx *c, const cJSON *o, int add_special,
         }
     } else {
         return api_err(e, 400, "prompt",
-                       "prompt: must be a string, an array of token ids, or an array of one string");
+                       "prompt: must be a string, an array of token ids, or an array of strings or of "
+                       "token-id arrays");
     }
     if (*n == 0) { /* a non-empty string that tokenizes to nothing (all characters dropped) */
         free(*ids);
         if (text) free(*text);
         return api_err(e, 400, "prompt", "prompt: tokenizes to zero tokens");
+    }
+    return 0;
+}
+
+/* "prompt": one prompt, or a list of them (strings or token-id arrays): the first into
+ * p->prompt (and echo text), the others into p->more; n_choices choices of each must fit
+ * in API_MAX_N. */
+static int read_prompts(const struct api_ctx *c, const cJSON *o, int add_special, struct api_params *p,
+                        char **text, size_t *text_len, struct api_error *e) {
+    cJSON *v = field(o, "prompt");
+    if (!v) return api_err(e, 400, "prompt", "prompt: required");
+    p->n_prompts = 1;
+    if (!(cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 && (cJSON_IsString(v->child) || cJSON_IsArray(v->child))))
+        return read_one_prompt(c, v, add_special, &p->prompt, &p->n_prompt, text, text_len, e);
+    int k = cJSON_GetArraySize(v);
+    if (k * p->n > API_MAX_N)
+        return api_err(e, 400, "prompt", "prompt: %d prompts of n = %d choices each are more than the %d "
+                       "choices a request may have", k, p->n, API_MAX_N);
+    if (c->max_queue > 0 && k * p->n > c->max_queue)
+        return api_err(e, 400, "prompt", "prompt: %d choices can never wait in a queue of %d (scheduler.max_queue)",
+                       k * p->n, c->max_queue);
+    if (read_one_prompt(c, v->child, add_special, &p->prompt, &p->n_prompt, text, text_len, e)) return -1;
+    int i = 0;
+    for (const cJSON *x = v->child->next; x; x = x->next, i++) {
+        struct api_prompt *m = &p->more[i];
+        if (read_one_prompt(c, x, add_special, &m->ids, &m->n, text ? &m->echo_text : NULL, &m->echo_len, e))
+            return -1;
+        p->n_prompts++;
     }
     return 0;
 }
@@ -624,14 +645,11 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         api_err(e, 400, "n", "n: %d choices can never wait in a queue of %d (scheduler.max_queue)", p->n, c->max_queue);
         goto out;
     }
+    if (api_fields_check(o, kind, p->n, e)) goto out;
     if (read_sampling(c, o, p, e) || read_logprobs(o, p, e) || read_stops(o, p, e)) goto out;
     if (api_read_grammar(c->gvocab, o, &p->grammar, e)) goto out;
     p->guided_close = 1; /* the budget-aware closer is on unless the request opts out */
     if (read_bool(o, "guided_close", &p->guided_close, e) < 0) goto out;
-    if (p->echo && p->logprobs) {
-        api_err(e, 400, "echo", "echo: cannot be combined with logprobs (prompt logprobs are not computed)");
-        goto out;
-    }
     /* max_completion_tokens is the newer name; it wins when both are given */
     long max_tokens = -1;
     const char *mt_name = field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
@@ -640,10 +658,9 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
 
     if (kind == API_COMPLETION) {
         int add_special = 1;
-        if (read_prompt(c, o, add_special, &p->prompt, &p->n_prompt, p->echo ? &echo_text : NULL,
-                        &echo_len, e))
-            goto out;
+        if (read_prompts(c, o, add_special, p, p->echo ? &echo_text : NULL, &echo_len, e)) goto out;
     } else {
+        p->n_prompts = 1;
         int add_gen = 1;
         if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
         if (api_tools_read(o, c->tool_format, &p->tools, e)) goto out;
@@ -661,15 +678,26 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         if (render_chat(c, o, add_gen, &p->tools, &p->prompt, &p->n_prompt, e)) goto out;
     }
     const char *pname = kind == API_COMPLETION ? "prompt" : "messages";
-    long room = sched_room(c->max_ctx, c->kv_tokens, p->n_prompt);
+    int longest = p->n_prompt; /* of a list of prompts, the longest is the one that must fit */
+    for (int k = 1; k < p->n_prompts; k++)
+        if (p->more[k - 1].n > longest) longest = p->more[k - 1].n;
+    long scored = 0; /* echo with logprobs keeps an event per prompt token of each choice */
+    for (int k = 0; p->echo && p->logprobs && k < p->n_prompts; k++)
+        scored += (long)p->n * (k ? p->more[k - 1].n : p->n_prompt);
+    if (scored > API_MAX_SCORED) {
+        api_err(e, 400, "echo", "echo: with logprobs, at most %d prompt tokens are scored per request (all choices "
+                "together); this one has %ld", API_MAX_SCORED, scored);
+        goto out;
+    }
+    long room = sched_room(c->max_ctx, c->kv_tokens, longest);
     int by_cache = sched_seq_limit(c->max_ctx, c->kv_tokens) < c->max_ctx;
     if (room < 1) {
         if (by_cache)
             api_err(e, 400, pname, "%s: the KV cache holds %d tokens (cache.kv_tokens), but the prompt has %d tokens",
-                    pname, c->kv_tokens, p->n_prompt);
+                    pname, c->kv_tokens, longest);
         else
             api_err(e, 400, pname, "%s: this model's maximum context length is %d tokens, but the prompt has %d tokens",
-                    pname, c->max_ctx, p->n_prompt);
+                    pname, c->max_ctx, longest);
         goto out;
     }
     if (max_tokens < 0) {
@@ -679,13 +707,13 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         api_err(e, 400, mt_name,
                 "%s: the KV cache holds %d tokens (cache.kv_tokens), which one sequence cannot exceed; the prompt "
                 "has %d tokens and %s is %ld (%ld in all)",
-                mt_name, c->kv_tokens, p->n_prompt, mt_name, max_tokens, max_tokens + p->n_prompt);
+                mt_name, c->kv_tokens, longest, mt_name, max_tokens, max_tokens + longest);
         goto out;
     } else if (max_tokens > room) {
         api_err(e, 400, mt_name,
                 "%s: this model's maximum context length is %d tokens; the prompt has %d tokens and "
                 "%s is %ld (%ld in all)",
-                mt_name, c->max_ctx, p->n_prompt, mt_name, max_tokens, max_tokens + p->n_prompt);
+                mt_name, c->max_ctx, longest, mt_name, max_tokens, max_tokens + longest);
         goto out;
     }
     p->max_tokens = (int)max_tokens;
@@ -706,6 +734,10 @@ out:
 
 void api_params_free(struct api_params *p) {
     free(p->prompt);
+    for (int k = 0; k + 1 < p->n_prompts; k++) {
+        free(p->more[k].ids);
+        free(p->more[k].echo_text);
+    }
     free(p->sp.logit_bias_ids);
     free(p->sp.logit_bias);
     free(p->echo_text);
@@ -731,7 +763,15 @@ int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, in
     } else if (field(o, "prompt")) {
         int add_special = 1;
         if (read_bool(o, "add_special_tokens", &add_special, e) < 0) goto out;
-        rc = read_prompt(c, o, add_special, ids, n, NULL, NULL, e);
+        const cJSON *v = field(o, "prompt");
+        if (cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 && (cJSON_IsString(v->child) || cJSON_IsArray(v->child))) {
+            if (cJSON_GetArraySize(v) > 1) {
+                api_err(e, 400, "prompt", "prompt: one prompt at a time");
+                goto out;
+            }
+            v = v->child; /* a list of one */
+        }
+        rc = read_one_prompt(c, v, add_special, ids, n, NULL, NULL, e);
     } else {
         api_err(e, 400, "prompt", "prompt: required (or messages)");
     }

@@ -14,6 +14,8 @@
 #include "api_tools.h"
 
 #define API_MAX_N 16            /* choices per request */
+#define API_MAX_SCORED 65536    /* echo with logprobs: prompt tokens scored per request, all
+                                 * choices together (each keeps a token_event, ~170 bytes) */
 #define API_MAX_STOPS 16        /* stop strings per request */
 #define API_MAX_STOP_LEN 1024   /* bytes per stop string */
 #define API_MAX_LOGIT_BIAS 1024 /* logit_bias entries */
@@ -55,11 +57,22 @@ int api_ctx_set_chat_template(struct api_ctx *c, const char *src, int format, ch
 
 enum api_kind { API_COMPLETION, API_CHAT };
 
-/* A validated generation request (one prompt, n choices). */
+/* A completions prompt after the first (which is api_params.prompt and echo_text). */
+struct api_prompt {
+    int32_t *ids; /* owned */
+    int n;
+    char *echo_text; /* owned, when echo */
+    size_t echo_len;
+};
+
+/* A validated generation request: n choices of each prompt (chat: one prompt; completions:
+ * a list of n_prompts, choice i of prompt k at index k * n + i, as OpenAI numbers them). */
 struct api_params {
     enum api_kind kind;
-    int32_t *prompt; /* owned */
+    int32_t *prompt; /* owned: the first prompt */
     int n_prompt;
+    int n_prompts;   /* >= 1 */
+    struct api_prompt more[API_MAX_N - 1]; /* prompts 2..n_prompts */
     int max_tokens;
     int n;
     int stream, include_usage;

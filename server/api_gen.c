@@ -32,6 +32,7 @@ struct gen_choice {
     /* non-streaming: the whole output */
     struct sbuf text;
     cJSON *lp;               /* logprobs object, or NULL */
+    int prompt_lp_sent;      /* echo with logprobs: the prompt's entries are in an lp already */
     /* tool calling on: the output goes through the call parser */
     int tc_on;
     struct toolcall_parser tc;
@@ -86,6 +87,22 @@ static void gen_free(struct api_gen *g) {
 
 void gen_ref(struct api_gen *g) { atomic_fetch_add(&g->refs, 1); }
 
+void gen_summary(struct api_gen *g, struct gen_summary *out) {
+    memset(out, 0, sizeof *out);
+    out->ttft_s = -1;
+    out->prompt_tokens = g->p.n_prompt;
+    for (int k = 1; k < g->p.n_prompts; k++) out->prompt_tokens += g->p.more[k - 1].n;
+    out->cached_tokens = g->n && g->c[0].r ? req_cached_tokens(g->c[0].r) : 0;
+    out->finish = g->n ? g->c[0].finish : NULL;
+    for (int i = 0; i < g->n; i++) {
+        const struct gen_choice *c = &g->c[i];
+        out->completion_tokens += c->n_tokens;
+        /* t_first_token is written before the first event, which req_wait handed over */
+        double t = c->seen > 0 ? c->r->t_first_token - c->r->t_submit : -1;
+        if (t >= 0 && (out->ttft_s < 0 || t < out->ttft_s)) out->ttft_s = t;
+    }
+}
+
 void gen_unref(struct api_gen *g) {
     if (g && atomic_fetch_sub(&g->refs, 1) == 1) gen_free(g);
 }
@@ -103,18 +120,33 @@ void gen_set_notify(struct api_gen *g, void (*fn)(void *arg), void *arg) {
 int gen_done(const struct api_gen *g) { return g->finished; }
 int gen_streaming(const struct api_gen *g) { return g->p.stream; }
 
+/* Prompt k of p (0: the first), with its echo text. */
+static const int32_t *prompt_of(const struct api_params *p, int k, int *n, const char **text, size_t *len) {
+    if (k == 0) {
+        *n = p->n_prompt, *text = p->echo_text, *len = p->echo_len;
+        return p->prompt;
+    }
+    *n = p->more[k - 1].n, *text = p->more[k - 1].echo_text, *len = p->more[k - 1].echo_len;
+    return p->more[k - 1].ids;
+}
+
+/* Choice i: the (i % n)-th of prompt i / n. */
 static struct gen_request *make_request(const struct api_params *p, int i) {
     struct gen_request *r = req_new();
-    r->prompt = xmalloc(sizeof *r->prompt * (size_t)p->n_prompt);
-    memcpy(r->prompt, p->prompt, sizeof *r->prompt * (size_t)p->n_prompt);
-    r->n_prompt = p->n_prompt;
+    const char *text;
+    size_t text_len;
+    int n_prompt;
+    const int32_t *prompt = prompt_of(p, i / p->n, &n_prompt, &text, &text_len);
+    r->prompt = xmalloc(sizeof *r->prompt * (size_t)n_prompt);
+    memcpy(r->prompt, prompt, sizeof *r->prompt * (size_t)n_prompt);
+    r->n_prompt = n_prompt;
     r->max_tokens = p->max_tokens;
     r->ignore_eos = p->ignore_eos;
     r->no_speculation = !p->speculative;
     if (p->grammar) r->grammar = grammar_matcher_new(p->grammar); /* each choice its own state */
     r->grammar_no_close = !p->guided_close;
     r->sp = p->sp;
-    r->sp.seed = p->sp.seed + (uint64_t)i; /* n choices: n different streams */
+    r->sp.seed = p->sp.seed + (uint64_t)(i % p->n); /* n choices: n different streams (per prompt) */
     r->sp.logit_bias_ids = NULL;
     r->sp.logit_bias = NULL;
     if (p->sp.n_logit_bias) {
@@ -124,6 +156,9 @@ static struct gen_request *make_request(const struct api_params *p, int i) {
         memcpy(r->sp.logit_bias_ids, p->sp.logit_bias_ids, sizeof(int32_t) * k);
         memcpy(r->sp.logit_bias, p->sp.logit_bias, sizeof(float) * k);
     }
+    /* echo with logprobs: the step loop scores the prompt too (lm-evaluation-harness's
+     * loglikelihood requests) */
+    if (p->echo && p->logprobs) r->prompt_events = xcalloc((size_t)n_prompt, sizeof *r->prompt_events);
     r->t_submit = clock_now();
     return r;
 }
@@ -148,7 +183,7 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
             g->marker_text[g->n_markers++] = *m;
         }
     }
-    for (int i = 0; i < g->p.n; i++) {
+    for (int i = 0; i < g->p.n * g->p.n_prompts; i++) {
         struct gen_choice *c = &g->c[i];
         if (tc_on) {
             c->tc_on = 1;
@@ -161,8 +196,12 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
         }
         detok_init(&c->dt, tok, TOK_SKIP_SPECIAL);
         stop_init(&c->sm, (const char *const *)g->p.stops, g->p.n_stops);
-        c->text_pos = g->p.echo ? g->p.echo_len : 0;
-        if (g->p.echo) sbuf_add(&c->text, g->p.echo_text, g->p.echo_len);
+        const char *echo;
+        size_t echo_len;
+        int n_prompt;
+        prompt_of(&g->p, i / g->p.n, &n_prompt, &echo, &echo_len);
+        c->text_pos = g->p.echo ? echo_len : 0;
+        if (g->p.echo) sbuf_add(&c->text, echo, echo_len);
         g->n = i + 1;
         struct gen_request *r = make_request(&g->p, i);
         r->id = atomic_fetch_add(&next_id, 1);
@@ -259,6 +298,28 @@ static void lp_add(const struct api_gen *g, cJSON *lp, const struct token_event 
     cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), top);
 }
 
+/* Echo with logprobs: the prompt's tokens ahead of the output's, as OpenAI's legacy
+ * completions give them: the first token's logprob and top_logprobs null (nothing comes
+ * before it), text offsets from 0 in the echoed prompt. */
+static void lp_add_prompt(const struct api_gen *g, struct gen_choice *c, cJSON *lp) {
+    struct gen_request *r = c->r;
+    int scored = req_prompt_scored(r);
+    size_t pos = 0;
+    for (int i = 0; i < r->n_prompt; i++) {
+        if (i > 0 && scored) {
+            lp_add(g, lp, &r->prompt_events[i], pos);
+        } else {
+            cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"), token_string(g->tok, r->prompt[i]));
+            cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNull());
+            cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), cJSON_CreateNull());
+            cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "text_offset"), cJSON_CreateNumber((double)pos));
+        }
+        size_t n = 0;
+        if (tokenizer_token_bytes(g->tok, r->prompt[i], &n)) pos += n;
+    }
+    c->prompt_lp_sent = 1;
+}
+
 /* ---- SSE ---- */
 
 static cJSON *chunk_new(const struct api_gen *g) {
@@ -310,9 +371,11 @@ static cJSON *usage(const struct api_gen *g) {
     long gen = 0;
     for (int i = 0; i < g->n; i++) gen += g->c[i].n_tokens;
     cJSON *u = cJSON_CreateObject();
-    cJSON_AddNumberToObject(u, "prompt_tokens", g->p.n_prompt);
+    long prompt = g->p.n_prompt; /* a list of prompts: all of them, as OpenAI counts */
+    for (int k = 1; k < g->p.n_prompts; k++) prompt += g->p.more[k - 1].n;
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)gen);
-    cJSON_AddNumberToObject(u, "total_tokens", (double)(gen + g->p.n_prompt));
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(gen + prompt));
     /* the prompt is shared by the n choices: the first one's prefix-cache hit */
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", g->n && g->c[0].r ? req_cached_tokens(g->c[0].r) : 0);
@@ -382,6 +445,7 @@ static int step_choice(struct api_gen *g, int i, double timeout_s, struct sbuf *
     sbuf_add(&text, "", 0);
     cJSON *lp = NULL;
     if (g->p.logprobs) lp = g->p.stream ? lp_new(g->p.kind) : (c->lp ? c->lp : (c->lp = lp_new(g->p.kind)));
+    if (lp && c->r->prompt_events && !c->prompt_lp_sent) lp_add_prompt(g, c, lp);
     for (int k = 0; k < n && !c->finish; k++) {
         c->seen++;
         c->n_tokens++;
@@ -460,8 +524,13 @@ int gen_poll(struct api_gen *g, struct sbuf *out, double timeout_s) {
         for (int i = 0; i < g->n; i++) {
             if (g->p.kind == API_CHAT)
                 sse_choice(g, out, i, "", 0, NULL, NULL, 1);
-            else if (g->p.echo)
-                sse_choice(g, out, i, g->p.echo_text, g->p.echo_len, NULL, NULL, 0);
+            else if (g->p.echo) {
+                const char *echo;
+                size_t echo_len;
+                int n_prompt;
+                prompt_of(&g->p, i / g->p.n, &n_prompt, &echo, &echo_len);
+                sse_choice(g, out, i, echo, echo_len, NULL, NULL, 0);
+            }
         }
         if (out->len) return 0;
     }

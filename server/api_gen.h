@@ -30,6 +30,15 @@ void gen_cancel(struct api_gen *g);
 /* Every choice calls fn(arg) (from the step loop) when it gets an event or finishes;
  * fn NULL clears it, after which fn is not running and is not called again. */
 void gen_set_notify(struct api_gen *g, void (*fn)(void *arg), void *arg);
+/* For the access log, from the thread that polls g: tokens of every prompt, those of the
+ * first found in the prefix cache, completion tokens of all choices, the first token's
+ * time since submission (-1: none yet), the first choice's finish reason (NULL: none). */
+struct gen_summary {
+    int prompt_tokens, cached_tokens, completion_tokens;
+    double ttft_s;
+    const char *finish;
+};
+void gen_summary(struct api_gen *g, struct gen_summary *out);
 void gen_ref(struct api_gen *g);
 void gen_unref(struct api_gen *g); /* the last reference cancels what still runs */
 

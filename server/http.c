@@ -30,6 +30,7 @@
 #include "../util/log.h"
 #include "../util/memtrim.h"
 #include "api.h"
+#include "access_log.h"
 #include "api_gen.h"
 #include "conns.h"
 #include "../sched/metrics.h"
@@ -52,6 +53,7 @@ struct http_server {
     const struct api_ctx *api; /* built once by the caller; read-only here */
     struct api_ctx no_api;     /* stands in when there is none (socket-only tests) */
     struct metrics *m;
+    struct access_log *access; /* NULL: none */
     char *socket_path;
     unsigned *uids;
     int n_uids;
@@ -84,6 +86,9 @@ struct conn {
     struct api_gen *gen;  /* a generation this request started (a reference) */
     unsigned uid; /* peer uid, REQ_UID_UNKNOWN over TCP */
     struct conn_rec *rec; /* the connection's record in conns (waking, deadlines) */
+    char path_arg[256];   /* a prefix route's rest of the path ("/v1/models/ID": ID) */
+    double t0;            /* the request's first call, for the access log */
+    char method[16], path[128]; /* as the client sent them (cut), for the access log */
 };
 
 /* A streamed response: the SSE bytes produced but not yet handed to MHD. */
@@ -105,6 +110,7 @@ struct route {
     const char *method; /* GET routes answer HEAD too */
     const char *path;
     handler_fn fn;
+    int prefix; /* 1: path is a prefix; the non-empty rest goes to conn.path_arg */
 };
 
 /* ---------------------------------------------------------------- socket file */
@@ -297,19 +303,24 @@ static int clear_path(const char *path, const struct sockaddr_un *sa, char *err)
     return 0;
 }
 
+/* The socket's address, its directory made and checked, and nothing live at the path. */
+static int socket_path_ready(const char *path, struct sockaddr_un *sa, char *err) {
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    if (!path[0] || strlen(path) >= sizeof sa->sun_path)
+        return err_set(err, "socket path \"%s\" is empty or longer than %zu bytes", path, sizeof sa->sun_path - 1);
+    memcpy(sa->sun_path, path, strlen(path));
+    const char *slash = strrchr(path, '/');
+    char dir[sizeof sa->sun_path];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    if (ensure_dir(dir, err)) return -1;
+    return clear_path(path, sa, err);
+}
+
 static int unix_listen(struct http_server *h, const struct server_config *cfg, int *out, char *err) {
     const char *path = h->socket_path;
     struct sockaddr_un sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sun_family = AF_UNIX;
-    if (!path[0] || strlen(path) >= sizeof sa.sun_path)
-        return err_set(err, "socket path \"%s\" is empty or longer than %zu bytes", path, sizeof sa.sun_path - 1);
-    memcpy(sa.sun_path, path, strlen(path));
-    const char *slash = strrchr(path, '/');
-    char dir[sizeof sa.sun_path];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
-    if (ensure_dir(dir, err)) return -1;
-    if (clear_path(path, &sa, err)) return -1;
+    if (socket_path_ready(path, &sa, err)) return -1;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return err_set(err, "socket: %s", strerror(errno));
     /* born 0600: nobody else can connect between bind and chmod */
@@ -375,6 +386,24 @@ static int tcp_listen(int port, int *out, char *err) {
         return err_set(err, "cannot listen on 127.0.0.1:%d: %s", port, strerror(e));
     }
     *out = fd;
+    return 0;
+}
+
+int http_check(const struct server_config *cfg, char *err) {
+    if (cfg->n_allowed_uids > 0 && cfg->tcp_port)
+        return err_set(err, "an allow-list of peer uids cannot be enforced on TCP; leave the TCP port off");
+    struct sockaddr_un sa;
+    if (socket_path_ready(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET, &sa, err))
+        return -1;
+    if (cfg->socket_group && cfg->socket_group[0]) {
+        struct group gr, *res = NULL;
+        char buf[4096];
+        if (getgrnam_r(cfg->socket_group, &gr, buf, sizeof buf, &res) || !res)
+            return err_set(err, "socket group \"%s\" does not exist", cfg->socket_group);
+    }
+    int fd = -1;
+    if (cfg->tcp_port && tcp_listen(cfg->tcp_port, &fd, err)) return -1;
+    if (fd >= 0) close(fd); /* SO_REUSEADDR: free again at once for http_start */
     return 0;
 }
 
@@ -606,17 +635,33 @@ static enum MHD_Result h_chat(struct conn *c, struct MHD_Connection *mc) {
     return h_generate(c, mc, API_CHAT);
 }
 
+/* The one model served, as OpenAI's model object. */
+static cJSON *model_object(const struct http_server *h) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", h->api->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)h->created);
+    cJSON_AddStringToObject(m, "owned_by", "tpd");
+    cJSON_AddNumberToObject(m, "max_model_len", h->api->max_ctx);
+    return m;
+}
+
 static enum MHD_Result h_models(struct conn *c, struct MHD_Connection *mc) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", c->h->api->model_name);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)c->h->created);
-    cJSON_AddStringToObject(m, "owned_by", "tpd");
-    cJSON_AddNumberToObject(m, "max_model_len", c->h->api->max_ctx);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), model_object(c->h));
     return reply_json(c, mc, 200, o);
+}
+
+/* GET /v1/models/{id} (the SDK's models.retrieve): the model, or 404 as OpenAI words it. */
+static enum MHD_Result h_model(struct conn *c, struct MHD_Connection *mc) {
+    if (strcmp(c->path_arg, c->h->api->model_name)) {
+        struct api_error e;
+        api_err(&e, 404, "model", "The model '%.200s' does not exist", c->path_arg);
+        e.code = "model_not_found";
+        return reply_api_error(c, mc, &e);
+    }
+    return reply_json(c, mc, 200, model_object(c->h));
 }
 
 static enum MHD_Result h_tokenize(struct conn *c, struct MHD_Connection *mc) {
@@ -686,13 +731,14 @@ static enum MHD_Result h_metrics(struct conn *c, struct MHD_Connection *mc) {
 }
 
 static const struct route routes[] = {
-    {"POST", "/v1/completions", h_completions},
-    {"POST", "/v1/chat/completions", h_chat},
-    {"GET", "/v1/models", h_models},
-    {"POST", "/tokenize", h_tokenize},
-    {"POST", "/detokenize", h_detokenize},
-    {"GET", "/health", h_health},
-    {"GET", "/metrics", h_metrics},
+    {"POST", "/v1/completions", h_completions, 0},
+    {"POST", "/v1/chat/completions", h_chat, 0},
+    {"GET", "/v1/models", h_models, 0},
+    {"GET", "/v1/models/", h_model, 1},
+    {"POST", "/tokenize", h_tokenize, 0},
+    {"POST", "/detokenize", h_detokenize, 0},
+    {"GET", "/health", h_health, 0},
+    {"GET", "/metrics", h_metrics, 0},
 };
 
 /* ---------------------------------------------------------------- MHD callbacks */
@@ -750,7 +796,11 @@ static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, con
     if (drain_refuses(c, url, method)) return reply_draining(c, mc);
     int path_known = 0;
     for (unsigned i = 0; i < sizeof routes / sizeof *routes; i++) {
-        if (strcmp(url, routes[i].path)) continue;
+        size_t n = strlen(routes[i].path);
+        if (routes[i].prefix ? strncmp(url, routes[i].path, n) || !url[n] || strlen(url + n) >= sizeof c->path_arg
+                             : strcmp(url, routes[i].path))
+            continue;
+        if (routes[i].prefix) snprintf(c->path_arg, sizeof c->path_arg, "%s", url + n);
         path_known = 1;
         c->route = &routes[i];
         if (!strcmp(method, routes[i].method) || (!strcmp(routes[i].method, "GET") && !strcmp(method, "HEAD"))) {
@@ -795,6 +845,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->fd = ci ? ci->connect_fd : -1;
         const union MHD_ConnectionInfo *si = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         c->rec = si ? si->socket_context : NULL;
+        c->t0 = clock_now();
+        snprintf(c->method, sizeof c->method, "%s", method);
+        /* the log line stays one token per field: bytes outside printable ASCII become '?' */
+        snprintf(c->path, sizeof c->path, "%s", url);
+        for (char *q = c->path; *q; q++)
+            if (*q <= ' ' || *q > '~') *q = '?';
+        for (char *q = c->method; *q; q++)
+            if (*q <= ' ' || *q > '~') *q = '?';
         *con_cls = c;
         return on_headers(c, mc, url, method);
     }
@@ -820,6 +878,16 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     struct http_server *h = cls;
     struct conn *c = *con_cls;
     if (!c) return;
+    struct access_rec ar = {.uid = c->uid, .method = c->method, .path = c->path, .status = c->status ? c->status : 499,
+                            .total_s = clock_now() - c->t0, .ttft_s = -1};
+    if (c->gen) {
+        struct gen_summary gs;
+        gen_summary(c->gen, &gs);
+        ar.gen = 1;
+        ar.prompt_tokens = gs.prompt_tokens, ar.cached_tokens = gs.cached_tokens;
+        ar.completion_tokens = gs.completion_tokens, ar.ttft_s = gs.ttft_s, ar.finish = gs.finish;
+    }
+    access_log_write(h->access, &ar);
     if (c->gen) {
         gen_set_notify(c->gen, NULL, NULL); /* from here the record may go */
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) gen_cancel(c->gen);
@@ -883,6 +951,7 @@ static struct MHD_Daemon *start_mhd(struct http_server *h, int max_conn, int thr
 static void server_free(struct http_server *h) {
     api_ctx_free(&h->no_api);
     free(h->socket_path);
+    access_log_close(h->access);
     free(h->uids);
     free(h);
 }
@@ -918,6 +987,10 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
         .idle_timeout_s = h->idle_timeout_s, .keepalive_s = h->keepalive_s,
     };
     h->created = (long)time(NULL);
+    if (access_log_open(&h->access, cfg->access_log, err)) {
+        server_free(h);
+        return -1;
+    }
     int ufd = -1, tfd = -1;
     if (unix_listen(h, cfg, &ufd, err)) {
         server_free(h);

@@ -33,6 +33,7 @@ struct server_config {
     int http_threads;          /* libmicrohttpd's threads; default 4 (0 = default) */
     unsigned send_timeout_s;   /* a client that takes no bytes of its answer for this long is
                                 * dropped and its generation cancelled; default 30 (0 = default) */
+    const char *access_log;    /* "stderr", a file path (appended to) or "off"; NULL: off */
     const atomic_int *stop_flag; /* optional: once > 0 (a signal handler sets it), draining as
                                   * after http_drain, even while the step loop is stuck */
 };
@@ -43,6 +44,11 @@ struct server_config {
  * on the path, a non-socket file there, permissions, ...). */
 int http_start(struct http_server **out, const struct server_config *cfg, struct scheduler *s,
                const struct api_ctx *api, struct metrics *m, char *err);
+/* The checks http_start makes before it listens, for a start-up that has not loaded the
+ * model yet: the socket's directory (created 0700 when missing) trusted, no live daemon
+ * at the path (a stale socket is removed), the group there, the TCP port free. 0, or -1
+ * with err. */
+int http_check(const struct server_config *cfg, char *err);
 /* Draining: from now on /health and every new request but GET /metrics are answered 503
  * with Retry-After and Connection: close, while the requests in flight go on. The
  * listeners stay open, so a client is told the server is going instead of finding nobody. */

@@ -18,6 +18,7 @@
 #include "grammar/grammar.h"
 #include "server/api.h"
 #include "server/api_grammar.h"
+#include "util/sbuf.h"
 #include "server/api_stop.h"
 #include "sched/metrics.h"
 #include "sched/scheduler.h"
@@ -64,7 +65,10 @@ static const struct bad bad[] = {
     {COMP, "{\"prompt\": [1, -1]}", 400, "prompt"},
     {COMP, "{\"prompt\": [1, 2.5]}", 400, "prompt"},
     {COMP, "{\"prompt\": [1, \"2\"]}", 400, "prompt"},
-    {COMP, "{\"prompt\": [\"a\", \"b\"]}", 400, "prompt"},
+    {COMP, "{\"prompt\": [\"a\", 5]}", 400, "prompt"},
+    {COMP, "{\"prompt\": [\"a\", \"\"]}", 400, "prompt"},
+    {COMP, "{\"prompt\": [[1], [2, 3], []]}", 400, "prompt"},
+    {COMP, "{\"prompt\": [\"a\", \"b\", \"c\"], \"n\": 6}", 400, "prompt"}, /* 18 choices > API_MAX_N */
     {COMP, "{\"prompt\": {\"text\": \"a\"}}", 400, "prompt"},
     {COMP, "{\"prompt\": [[]]}", 400, "prompt"},
     /* sampling */
@@ -106,7 +110,6 @@ static const struct bad bad[] = {
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 3}", 400, "logprobs"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 5}", 400, "top_logprobs"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true, \"top_logprobs\": 21}", 400, "top_logprobs"},
-    {COMP, "{\"prompt\": \"x\", \"echo\": true, \"logprobs\": 1}", 400, "echo"},
     {COMP, "{\"prompt\": \"x\", \"echo\": \"yes\"}", 400, "echo"},
     /* logit_bias */
     {COMP, "{\"prompt\": \"x\", \"logit_bias\": [1]}", 400, "logit_bias"},
@@ -152,6 +155,18 @@ static const struct bad bad[] = {
     {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"a\", \"function\": {\"name\": \"f\", \"arguments\": \"[1]\"}}]}]}", 400, "messages[0].tool_calls[0]"},
 #undef U
 #undef F1
+    /* known but not implemented: named, never ignored */
+    {COMP, "{\"prompt\": \"x\", \"suffix\": \"end\"}", 400, "suffix"},
+    {COMP, "{\"prompt\": \"x\", \"best_of\": 2}", 400, "best_of"},
+    {COMP, "{\"prompt\": \"x\", \"n\": 2, \"best_of\": 3}", 400, "best_of"},
+    {COMP, "{\"prompt\": \"x\", \"use_beam_search\": true}", 400, "use_beam_search"},
+    {COMP, "{\"prompt\": \"x\", \"min_tokens\": 4}", 400, "min_tokens"},
+    {COMP, "{\"prompt\": \"x\", \"prompt_logprobs\": 1}", 400, "prompt_logprobs"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"functions\": [{\"name\": \"f\"}]}", 400, "functions"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"function_call\": \"auto\"}", 400, "function_call"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"audio\": {\"voice\": \"a\"}}", 400, "audio"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"modalities\": [\"text\", \"audio\"]}", 400, "modalities"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"prediction\": {\"type\": \"content\"}}", 400, "prediction"},
     /* tokenize / detokenize */
     {TOKENIZE, "{}", 400, "prompt"},
     {TOKENIZE, "{\"prompt\": 3}", 400, "prompt"},
@@ -366,7 +381,8 @@ static void test_good_completion(void **state) {
                        " \"top_k\": 40, \"min_p\": 0.05, \"repetition_penalty\": 1.1, \"presence_penalty\": -1,"
                        " \"frequency_penalty\": 0.5, \"seed\": 42, \"n\": 3, \"stop\": [\"\\n\", \"END\"],"
                        " \"logprobs\": 2, \"logit_bias\": {\"17\": -100, \"5\": 2.5}, \"stream\": true,"
-                       " \"stream_options\": {\"include_usage\": true}, \"user\": \"u\", \"unknown_field\": [1]}";
+                       " \"stream_options\": {\"include_usage\": true}, \"user\": \"u\", \"unknown_field\": [1],"
+                       " \"suffix\": \"\", \"best_of\": 3, \"min_tokens\": 0, \"use_beam_search\": false}";
     assert_int_equal(api_parse_generate(&c, API_COMPLETION, body, strlen(body), &p, &e), 0);
     int32_t *ids;
     size_t n;
@@ -409,6 +425,57 @@ static void test_good_completion(void **state) {
     assert_int_equal(api_parse_generate(&c, API_COMPLETION, body, strlen(body), &p, &e), 0);
     assert_int_equal(p.n_prompt, 2);
     api_params_free(&p);
+}
+
+/* A list of prompts (strings or token-id arrays): each parsed, echo text for each. */
+static void test_prompt_list(void **state) {
+    (void)state;
+    struct api_ctx c = ctx();
+    struct api_params p;
+    struct api_error e;
+    const char *body = "{\"prompt\": [\"Hi\", [5, 6, 7], \"Hello world\"], \"n\": 2, \"echo\": true, "
+                       "\"logprobs\": 1, \"max_tokens\": 1}";
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, body, strlen(body), &p, &e), 0);
+    assert_int_equal(p.n_prompts, 3);
+    assert_int_equal(p.n, 2);
+    assert_true(p.echo && p.logprobs);
+    assert_true(p.echo_len == 2 && !memcmp(p.echo_text, "Hi", 2));
+    assert_int_equal(p.more[0].n, 3);
+    assert_int_equal(p.more[0].ids[2], 7);
+    assert_non_null(p.more[0].echo_text);
+    assert_true(p.more[1].echo_len == 11 && !memcmp(p.more[1].echo_text, "Hello world", 11));
+    api_params_free(&p);
+    /* token-id lists only, no echo: no text kept */
+    body = "{\"prompt\": [[1, 2], [3]]}";
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, body, strlen(body), &p, &e), 0);
+    assert_int_equal(p.n_prompts, 2);
+    assert_int_equal(p.n_prompt, 2);
+    assert_int_equal(p.more[0].n, 1);
+    assert_null(p.more[0].echo_text);
+    api_params_free(&p);
+}
+
+/* Echo with logprobs keeps an event per prompt token and choice: past API_MAX_SCORED, 400. */
+static void test_scored_tokens_bounded(void **state) {
+    (void)state;
+    struct api_ctx c = ctx();
+    c.max_ctx = 8192;
+    struct api_params p;
+    struct api_error e;
+    struct sbuf b = {0};
+    sbuf_adds(&b, "{\"prompt\": \"");
+    for (int i = 0; i < 5000; i++) sbuf_adds(&b, "hello ");
+    sbuf_adds(&b, "\", \"n\": 16, \"echo\": true, \"logprobs\": 1, \"max_tokens\": 1}");
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, b.p, b.len, &p, &e), -1);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "echo");
+    assert_non_null(strstr(e.message, "at most 65536 prompt tokens"));
+    /* without logprobs nothing is kept: the same request is fine */
+    char *no_lp = strstr(b.p, ", \"logprobs\": 1");
+    memmove(no_lp, no_lp + 15, strlen(no_lp + 15) + 1);
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, b.p, strlen(b.p), &p, &e), 0);
+    api_params_free(&p);
+    sbuf_free(&b);
 }
 
 static void test_seed_drawn(void **state) {
@@ -732,6 +799,8 @@ int main(void) {
         cmocka_unit_test(test_good_completion),
         cmocka_unit_test(test_structured_output_fields),
         cmocka_unit_test(test_seed_drawn),
+        cmocka_unit_test(test_prompt_list),
+        cmocka_unit_test(test_scored_tokens_bounded),
         cmocka_unit_test(test_good_chat),
         cmocka_unit_test(test_tokenize_detokenize),
         cmocka_unit_test(test_stop_across_boundaries),

@@ -225,7 +225,7 @@ static void test_loader_reads_every_row(void **state) {
     for (size_t c = 0; c < sizeof split / sizeof *split; c++) {
         int tp = split[c][0], rank = split[c][1], pp = split[c][2], stage = split[c][3];
         struct model m;
-        if (model_load(&m, path, &be, tp, rank, pp, stage, err))
+        if (model_load(&m, path, &be, tp, rank, pp, stage, NULL, err))
             fail_msg("tp %d rank %d pp %d stage %d: %s", tp, rank, pp, stage, err);
         const struct shard_plan *sp = &m.sp;
         const int hd = s.head_dim, il = sp->layer0;

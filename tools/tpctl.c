@@ -12,6 +12,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/fatal.h"
+#include "util/version.h"
 #include "util/parse.h"
 #include "util/sbuf.h"
 
@@ -38,11 +39,13 @@ struct cli {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: tpctl [--socket PATH] [--timeout S] COMMAND [options]\n"
+            "usage: tpctl [--socket PATH] [--timeout S] COMMAND [options]   (tpctl --version: the build)\n"
             "commands:\n"
             "  chat [--system TEXT] [--model M] [-n MAX] [--temperature T] [--seed S] [--once QUESTION]\n"
-            "        interactive chat: one user message per line of stdin (EOF ends; /reset forgets\n"
-            "        the conversation, /quit leaves); answers stream as they arrive\n"
+            "        interactive chat: one user message per line of stdin (EOF ends); answers stream\n"
+            "        as they arrive; /help lists the slash commands (/reset, /system, /temperature,\n"
+            "        /quit; //TEXT sends /TEXT). Sampling is the server's default (temperature 1, the\n"
+            "        rest of the context as max tokens) unless --temperature or -n set it\n"
             "  complete PROMPT|- [--model M] [-n MAX] [--temperature T] [--seed S] [--stream]\n"
             "  models [--json]      models the daemon serves\n"
             "  health               exit 0 when the daemon answers 200\n"
@@ -272,6 +275,63 @@ static int chat_turn(const struct cli *o, cJSON *msgs, const char *question, int
     return rc;
 }
 
+static const char CHAT_HELP[] =
+    "commands:\n"
+    "  /help               this list\n"
+    "  /reset              forget the conversation (the system message stays)\n"
+    "  /system [TEXT]      set the system message (none: remove it); the conversation stays\n"
+    "  /temperature [T]    set the sampling temperature, 0 to 2 (none: back to the server's default, 1)\n"
+    "  /quit, /exit        leave (so does end of input)\n"
+    "  //TEXT              send /TEXT as a message\n";
+
+/* The system message: msgs[0] when present; text NULL removes it. */
+static void chat_set_system(cJSON *msgs, const char *text) {
+    cJSON *first = cJSON_GetArrayItem(msgs, 0);
+    const cJSON *role = first ? cJSON_GetObjectItem(first, "role") : NULL;
+    if (cJSON_IsString(role) && !strcmp(role->valuestring, "system")) cJSON_DeleteItemFromArray(msgs, 0);
+    if (!text) return;
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "system");
+    cJSON_AddStringToObject(m, "content", text);
+    cJSON_InsertItemInArray(msgs, 0, m);
+}
+
+/* A line of tpctl chat that starts with '/': 0 when it is a message after all ("//TEXT"),
+ * 1 when it was a command (done, or refused with a note on stderr), 2 to leave. */
+static int chat_command(struct cli *o, cJSON *msgs, const char *line) {
+    if (line[1] == '/') return 0;
+    const char *arg = line + 1 + strcspn(line + 1, " \t");
+    size_t name_len = (size_t)(arg - line);
+    while (*arg == ' ' || *arg == '\t') arg++;
+#define IS(cmd) (name_len == strlen(cmd) && !strncmp(line, cmd, name_len))
+    if (IS("/quit") || IS("/exit")) return 2;
+    if (IS("/help")) {
+        fputs(CHAT_HELP, stderr);
+    } else if (IS("/reset")) {
+        const cJSON *first = cJSON_GetArrayItem(msgs, 0);
+        const cJSON *role = first ? cJSON_GetObjectItem(first, "role") : NULL;
+        int keep = cJSON_IsString(role) && !strcmp(role->valuestring, "system");
+        while (cJSON_GetArraySize(msgs) > keep) cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
+    } else if (IS("/system")) {
+        chat_set_system(msgs, *arg ? arg : NULL);
+        fprintf(stderr, *arg ? "(system message set)\n" : "(system message removed)\n");
+    } else if (IS("/temperature")) {
+        char *end;
+        double t = *arg ? strtod(arg, &end) : -1;
+        if (*arg && (*end || !(t >= 0 && t <= 2))) {
+            fprintf(stderr, "/temperature: \"%s\" is not a number from 0 to 2\n", arg);
+        } else {
+            o->temperature = t;
+            if (t < 0) fprintf(stderr, "(temperature: the server's default)\n");
+            else fprintf(stderr, "(temperature %g)\n", t);
+        }
+    } else {
+        fprintf(stderr, "unknown command %.*s; /help lists them (//TEXT sends /TEXT)\n", (int)name_len, line);
+    }
+#undef IS
+    return 1;
+}
+
 static int cmd_chat(struct cli *o) {
     char err[ERR_LEN];
     if (o->n_args) return fprintf(stderr, "tpctl chat: unexpected argument '%s' (use --once QUESTION)\n", o->args[0]), 2;
@@ -292,13 +352,10 @@ static int cmd_chat(struct cli *o) {
             if ((n = getline(&line, &cap, stdin)) < 0) break;
             while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
             if (n == 0) continue;
-            if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) break;
-            if (strcmp(line, "/reset") == 0) {
-                while (cJSON_GetArraySize(msgs) > (o->system ? 1 : 0))
-                    cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
-                continue;
-            }
-            if (chat_turn(o, msgs, line, &fatal, err)) {
+            int cmd = line[0] == '/' ? chat_command(o, msgs, line) : 0;
+            if (cmd == 2) break;
+            if (cmd == 1) continue;
+            if (chat_turn(o, msgs, line[0] == '/' ? line + 1 : line, &fatal, err)) {
                 rc = fail(err);
                 if (fatal) break;
             }
@@ -473,6 +530,12 @@ int main(int argc, char **argv) {
     int k = 1;
     while (k < argc && argv[k][0] == '-') {
         if (strcmp(argv[k], "-h") == 0 || strcmp(argv[k], "--help") == 0) return usage(stdout), 0;
+        if (strcmp(argv[k], "--version") == 0) {
+            char v[256];
+            version_line("tpctl", v, sizeof v);
+            printf("%s\n", v);
+            return 0;
+        }
         int takes_value = (strcmp(argv[k], "--socket") == 0 || strcmp(argv[k], "--timeout") == 0);
         k += takes_value ? 2 : 1;
     }

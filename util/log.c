@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 int log_min_level = LOG_INFO;
@@ -37,14 +38,24 @@ void log_write(enum log_level level, const char *file, int line, const char *fmt
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     localtime_r(&ts.tv_sec, &tm);
-    char msg[1024];
-    va_list ap;
+    /* never cut: a message longer than the stack buffer (the effective configuration is
+     * several KB) is formatted again into one of its own size */
+    char buf[1024], *msg = buf;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_copy(ap2, ap);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof buf) {
+        char *big = malloc((size_t)n + 1);
+        if (big && vsnprintf(big, (size_t)n + 1, fmt, ap2) >= 0) msg = big;
+        else free(big);
+    }
+    va_end(ap2);
     const char *base = file;
     for (const char *p = file; *p; p++)
         if (*p == '/') base = p + 1;
     fprintf(stderr, "%02d:%02d:%02d.%03ld [r%d] %-5s %s (%s:%d)\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
             ts.tv_nsec / 1000000, log_rank, tags[level], msg, base, line);
+    if (msg != buf) free(msg);
 }

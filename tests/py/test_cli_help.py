@@ -132,3 +132,15 @@ def test_configuration_doc_lists_every_key():
                 documented.add(f"{section}.{m.group(1)}")
     assert keys - documented == set(), f"keys missing from docs/configuration.md: {sorted(keys - documented)}"
     assert documented - keys == set(), f"documented keys that do not exist: {sorted(documented - keys)}"
+
+
+def test_version():
+    """`tpd --version` and `tpctl --version` name the version, the commit and the backends."""
+    import re
+    pat = r"^%s \d+\.\d+\.\d+ \(commit ([0-9a-f]{7,}(-dirty)?|unknown), backends: cpu(, cuda \(archs [0-9;]+\))?\)$"
+    p = tpd("--version")
+    assert p.returncode == 0 and re.match(pat % "tpd", p.stdout.strip()), (p.stdout, p.stderr)
+    tpctl = os.path.join(os.path.dirname(BIN), "tpctl")
+    if os.path.exists(tpctl):
+        q = subprocess.run([tpctl, "--version"], capture_output=True, text=True, timeout=30)
+        assert q.returncode == 0 and re.match(pat % "tpctl", q.stdout.strip()), q.stdout

@@ -13,6 +13,9 @@ EXTS = (".c", ".h", ".cu", ".cuh", ".cc", ".cpp")
 ALLOWED = {
     ("tools/tpctl.c", "TPD_SOCKET"): "the client's default socket path",
     ("comm/gpu_comm.c", "NCCL_HOSTID"): "NCCL's own variable: ranks sharing a GPU look like separate hosts",
+    ("model/hfcache.c", "HF_HUB_CACHE"): "Hugging Face's own: where --model ORG/NAME is looked up",
+    ("model/hfcache.c", "HF_HOME"): "Hugging Face's own: its hub cache is HF_HOME/hub",
+    ("model/hfcache.c", "HOME"): "the hub cache's default place, ~/.cache/huggingface/hub",
 }
 
 # a read of the environment: getenv / secure_getenv with its argument, the old util/env.h

@@ -26,7 +26,9 @@ SMOLLM2 = SRC / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 FIXTURE = SRC / "tests" / "data" / "smollm2_q4_1.json"
 
 sys.path.insert(0, str(SRC / "tests" / "data"))
+sys.path.insert(0, str(SRC / "tests" / "reference"))
 import gen_gguf_expect as gx  # noqa: E402
+from hf_layout import hf_shapes  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 # bytes per block, elements per block (GGML layouts)
@@ -199,27 +201,10 @@ def gguf_name(hf):
 
 
 def hf_tensors(rng, cfg, dtype, lm_head):
-    dim, heads, kv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    hd = cfg.get("head_dim") or dim // heads
-    ffn, vocab = cfg["intermediate_size"], cfg["vocab_size"]
-    arch = cfg["architectures"][0]
-    t = {"model.embed_tokens.weight": (vocab, dim), "model.norm.weight": (dim,)}
+    t = hf_shapes(cfg)
     if lm_head:
-        t["lm_head.weight"] = (vocab, dim)
-    for l in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{l}."
-        t.update({p + "input_layernorm.weight": (dim,), p + "post_attention_layernorm.weight": (dim,),
-                  p + "self_attn.q_proj.weight": (heads * hd, dim),
-                  p + "self_attn.k_proj.weight": (kv * hd, dim),
-                  p + "self_attn.v_proj.weight": (kv * hd, dim),
-                  p + "self_attn.o_proj.weight": (dim, heads * hd),
-                  p + "mlp.gate_proj.weight": (ffn, dim), p + "mlp.up_proj.weight": (ffn, dim),
-                  p + "mlp.down_proj.weight": (dim, ffn)})
-        if arch == "Qwen2ForCausalLM":
-            t.update({p + "self_attn.q_proj.bias": (heads * hd,),
-                      p + "self_attn.k_proj.bias": (kv * hd,), p + "self_attn.v_proj.bias": (kv * hd,)})
-        if arch == "Qwen3ForCausalLM":
-            t.update({p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
+        t["lm_head.weight"] = t["model.embed_tokens.weight"]
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     out = {k: rng.standard_normal(s).astype(dtype) for k, s in t.items()}
     out["model.layers.0.self_attn.rotary_emb.inv_freq"] = np.ones(hd // 2, np.float32)
     return out

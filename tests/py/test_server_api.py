@@ -532,7 +532,7 @@ BAD = [
     ("/v1/completions", b"{}", 400, "prompt"),
     ("/v1/completions", b'{"prompt": ""}', 400, "prompt"),
     ("/v1/completions", b'{"prompt": [1, 49152]}', 400, "prompt"),
-    ("/v1/completions", b'{"prompt": ["a", "b"]}', 400, "prompt"),
+    ("/v1/completions", b'{"prompt": ["a", 5]}', 400, "prompt"),  # a list of prompts is fine, a mix is not
     ("/v1/completions", b'{"prompt": "x", "temperature": 2.5}', 400, "temperature"),
     ("/v1/completions", b'{"prompt": "x", "top_p": 0}', 400, "top_p"),
     ("/v1/completions", b'{"prompt": "x", "top_k": -5}', 400, "top_k"),

@@ -417,6 +417,34 @@ def test_chat_pipe_keeps_history(tpctl, server):
     assert a2 == "turn 2: you said «how are you?»"
 
 
+def test_chat_slash_commands(tpctl, server):
+    """/help, /system, /temperature, /reset and unknown commands are commands, never sent;
+    //TEXT sends /TEXT."""
+    lines = ("/help\n/system Be brief.\n/temperature 0.3\nhello\n/temperature 7\n/bogus x\n"
+             "//etc/passwd\n/reset\n/system\n/temperature\nagain\n/quit\nnot sent\n")
+    rc, out, err = run(tpctl, server, "chat", "--system", "sys", stdin=lines.encode())
+    assert rc == 0, err
+    for c in ("/help", "/reset", "/system [TEXT]", "/temperature [T]", "/quit"):
+        assert c in err, err
+    assert '/temperature: "7" is not a number from 0 to 2' in err
+    assert "unknown command /bogus" in err
+    bodies = [b for _, b in posts(server, "/v1/chat/completions")]
+    assert len(bodies) == 3
+    a1, a2, _ = server.chats
+    assert bodies[0]["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]
+    assert bodies[0]["temperature"] == 0.3
+    assert bodies[1]["messages"][-1] == {"role": "user", "content": "/etc/passwd"}
+    assert bodies[1]["temperature"] == 0.3
+    # /reset kept the system message, /system removed it, /temperature went back to the default
+    assert bodies[2]["messages"] == [{"role": "user", "content": "again"}]
+    assert "temperature" not in bodies[2]
+
+
+def test_chat_help_states_default_sampling(tpctl):
+    rc, out, err = run(tpctl, None, "--help")
+    assert rc == 0 and "temperature 1" in out and "/help" in out
+
+
 def test_chat_error_keeps_going(tpctl, server):
     rc, out, err = run(tpctl, server, "chat", stdin=b"one\ntrigger-400\ntwo\n")
     assert rc == 1

@@ -1,0 +1,106 @@
+#include "preflight.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "../comm/comm.h"
+#include "../kernels/backend.h"
+#include "../model/modelfile.h"
+#include "../parallel/kvcache.h"
+#include "../server/access_log.h"
+#include "../tokenizer/tokenizer.h"
+#include "../server/http.h"
+#include "../util/err.h"
+#include "../util/log.h"
+#include "config.h"
+
+int pid_file_check(const char *path, char *err) {
+    struct stat st;
+    if (lstat(path, &st)) {
+        if (errno == ENOENT) return 0;
+        return err_set(err, "cannot stat %s: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1)
+        return err_set(err, "%s exists and is not a pid file of ours (%s); not touching it: remove it and start again",
+                       path, S_ISLNK(st.st_mode) ? "a symlink" : !S_ISREG(st.st_mode) ? "not a regular file"
+                       : st.st_uid != geteuid() ? "owned by another user" : "a file with several links");
+    return 0;
+}
+
+/* Rank 0's listeners: what http_start and the pid file will need, tried now. */
+static int check_listeners(const struct config *cfg, char *err) {
+    struct server_config sc = {.socket_path = cfg->socket, .socket_group = cfg->socket_group,
+                               .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port};
+    if (http_check(&sc, err)) return -1;
+    struct access_log *al; /* a file it cannot append to fails now, not after the weights */
+    if (access_log_open(&al, cfg->access_log, err)) return -1;
+    access_log_close(al);
+    char pid_path[4200];
+    snprintf(pid_path, sizeof pid_path, "%s.pid", cfg->socket);
+    return pid_file_check(pid_path, err);
+}
+
+/* A lower bound on what one rank holds: its share of the weights (tensors replicated on
+ * every rank counted once for all) and of the KV cache. On the CPU backend the ranks of a
+ * node share its memory: a plan beyond the node's whole memory cannot run and is refused;
+ * one beyond what is free now is a warning. A GPU's memory is judged when its backend is
+ * open (the plan logged by engine_open). */
+static int check_memory(const struct comm *c, const struct config *cfg, const struct model_file *mf,
+                        enum dtype kv_type, char *err) {
+    if (!backend_resolves_to_cpu(cfg->backend)) return 0;
+    const struct model_hparams *hp = &mf->hp;
+    int tp = c->tp > 0 ? c->tp : 1, pp = c->pp > 0 ? c->pp : 1;
+    double weights = 0;
+    for (int i = 0; i < mf->n_tensors; i++) weights += (double)mf->tensors[i].nbytes;
+    weights /= (double)tp * pp;
+    int layers = (hp->n_layers + pp - 1) / pp, kv_heads = (hp->n_kv_heads + tp - 1) / tp;
+    double kv = (double)kvcache_token_bytes(kv_type, layers, kv_heads, hp->head_dim) * (double)cfg->kv_tokens;
+    int local = c->local_size > 0 ? c->local_size : 1;
+    double need = (weights + kv) * local;
+    struct sysinfo si;
+    if (sysinfo(&si)) return 0;
+    double total = (double)si.totalram * si.mem_unit, avail = (double)(si.freeram + si.bufferram) * si.mem_unit;
+    const double G = 1073741824.0;
+    if (need > total)
+        return err_set(err, "memory plan: the %d rank(s) on this node need at least %.1f GiB (per rank: weights "
+                       "%.1f GiB, KV cache %.1f GiB for %ld tokens) and the node has %.1f GiB in all; use more "
+                       "nodes, fewer cache.kv_tokens or a smaller model", local, need / G, weights / G, kv / G,
+                       (long)cfg->kv_tokens, total / G);
+    if (need > avail)
+        LOG(LOG_WARN, "memory plan: the %d rank(s) on this node need at least %.1f GiB; %.1f GiB is free now",
+            local, need / G, avail / G);
+    return 0;
+}
+
+int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type, struct tokenizer **tok,
+                    char *err) {
+    *tok = NULL;
+    int ok = 1;
+    if (c->rank == 0 && check_listeners(cfg, err)) ok = 0;
+    if (ok && cfg->model_path) {
+        struct model_file mf;
+        if (modelfile_open(&mf, cfg->model_path, err)) {
+            ok = 0;
+        } else {
+            if (check_memory(c, cfg, &mf, kv_type, err)) ok = 0;
+            modelfile_close(&mf);
+        }
+    }
+    if (ok && c->rank == 0) {
+        const char *path = cfg->tokenizer ? cfg->tokenizer : cfg->model_path;
+        char why[ERR_LEN];
+        if (tokenizer_load(tok, path, why)) {
+            err_set(err, "tokenizer: %s", why);
+            ok = 0;
+        }
+    }
+    if (comm_all_ok(c, ok)) return 0;
+    tokenizer_free(*tok);
+    *tok = NULL;
+    if (!ok) return -1;
+    err_set(err, "another rank failed its start-up checks");
+    return -2;
+}
