@@ -3,6 +3,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "../../util/fp8.h"
+
 /* Tiles: each kernel computes a few weight rows against NT tokens (NT = 1 for decode, 2 for
  * prefill) so that a weight block is loaded and unpacked once for all of them, and the
  * quantized activation block once for all the rows. Integer dots use maddubs (unsigned x
@@ -514,14 +516,33 @@ INLINE void tile_q6_K(const struct mm_job *j, int r, int t0, int nt, const int N
     }
 }
 
-/* ---------------------------------------------------------------- F32 / F16 / BF16 */
+/* ------------------------------------------------------- F32 / F16 / BF16 / F8_E4M3_S32 */
 
-enum ftype { FT_F32, FT_F16, FT_BF16 };
+/* Eight E4M3 codes to f32, exactly: the code's low 7 bits shifted into a float's exponent
+ * and mantissa (<< 20) read as 2^-120 times the value, subnormal codes included (they land
+ * on f32 denormals, which the multiply by 2^120 makes normal again), then the sign bit. */
+INLINE __m256 f8x8(const uint8_t *q) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q));
+    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7f)), 20);
+    const __m256i sgn = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(mag, sgn)), _mm256_set1_ps(0x1p120f));
+}
+
+enum ftype { FT_F32, FT_F16, FT_BF16, FT_F8 }; /* FT_F8: F8_E4M3_S32 blocks (f32 activations) */
+
+INLINE float f8_scale(const uint8_t *w, int k) {
+    float d;
+    memcpy(&d, w + 36 * (k >> 5), sizeof d);
+    return d;
+}
 
 INLINE __m256 load8(const uint8_t *w, int k, enum ftype ft) {
     switch (ft) {
     case FT_F32: return _mm256_loadu_ps((const float *)(const void *)w + k);
     case FT_F16: return _mm256_cvtph_ps(ld128(w + 2 * k));
+    case FT_F8: /* each 8-code group is decoded and scaled once for the tile's NT tokens */
+        return _mm256_mul_ps(f8x8(w + 36 * (k >> 5) + 4 + (k & 31)),
+                             _mm256_set1_ps(f8_scale(w, k)));
     case FT_BF16:
     default:
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(ld128(w + 2 * k)), 16));
@@ -536,6 +557,7 @@ INLINE float load1(const uint8_t *w, int k, enum ftype ft) {
         return f;
     }
     case FT_F16: return f16(w + 2 * k);
+    case FT_F8: return fp8_e4m3_to_f32(w[36 * (k >> 5) + 4 + (k & 31)]) * f8_scale(w, k);
     case FT_BF16:
     default: return bf16_to_f32((uint16_t)ld16(w + 2 * k));
     }
@@ -552,11 +574,12 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
 #pragma GCC unroll 2
     for (int t = 0; t < NT; t++) {
         const int tt = clamp_token(t0, t, nt);
-        x[t] = ft == FT_F32 ? a->x + (int64_t)tt * a->ldx : a->xr + (int64_t)tt * a->cols;
+        x[t] = ft == FT_F32 || ft == FT_F8 ? a->x + (int64_t)tt * a->ldx
+                                           : a->xr + (int64_t)tt * a->cols;
         for (int i = 0; i < 4; i++) acc[i][t] = _mm256_setzero_ps();
     }
     const int n8 = a->cols & ~7;
-    const int step = ft == FT_F32 ? 32 : 16; /* bytes of one row per 8 elements */
+    const int step = ft == FT_F32 ? 32 : ft == FT_F8 ? 9 : 16; /* row bytes per 8 elements */
     for (int k = 0; k < n8; k += 8) {
         prefetch_span(pf + 4 * step / 8 * k, 4 * step);
         __m256 xv[2];
@@ -628,6 +651,9 @@ void MM_ROWS(const struct mm_job *j, int r0, int r1) {
     case DT_Q8_0: FOR_TILES4(tile_q8_0(j, r, nr, t0, 1, 1), tile_q8_0(j, r, nr, t0, 2, 2)); break;
     case DT_Q4_K: FOR_TILES1(tile_q4_K(j, r, t0, 1, 1), tile_q4_K(j, r, t0, 2, 2)); break;
     case DT_Q6_K: FOR_TILES1(tile_q6_K(j, r, t0, 1, 1), tile_q6_K(j, r, t0, 2, 2)); break;
+    case DT_F8_E4M3_S32:
+        FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_F8), tile_float(j, r, nr, t0, 2, 2, FT_F8));
+        break;
     case DT_F32:
         FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_F32), tile_float(j, r, nr, t0, 2, 2, FT_F32));
         break;
