@@ -318,3 +318,17 @@ int fp8w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row
     free(sc);
     return rc;
 }
+
+float fp8w_amax(const uint8_t *blocks, size_t bytes) {
+    float amax = 0;
+    for (size_t b = 0; b < bytes / FP8W_BLOCK_BYTES; b++, blocks += FP8W_BLOCK_BYTES) {
+        float d;
+        memcpy(&d, blocks, sizeof d);
+        uint8_t qmax = 0;
+        for (int k = 0; k < FP8W_ELEMS; k++)
+            if ((blocks[4 + k] & 0x7f) > qmax) qmax = blocks[4 + k] & 0x7f;
+        const float a = fabsf(fp8_e4m3_to_f32(qmax) * d); /* codes order like magnitudes */
+        if (a > amax) amax = a;
+    }
+    return amax;
+}

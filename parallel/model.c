@@ -104,7 +104,8 @@ static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf
         }
         at += (size_t)rb * (size_t)nrows[i];
     }
-    *w = (struct bweight){upload_host(L, host, bytes), t[0]->type, rows, cols};
+    *w = (struct bweight){upload_host(L, host, bytes), t[0]->type, rows, cols,
+                          t[0]->fp8 ? fp8w_amax((uint8_t *)host, bytes) : 0};
     free(host);
     return 0;
 }
@@ -135,7 +136,8 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
             free(host);
             return -1;
         }
-    *w = (struct bweight){upload_host(L, host, bytes), t->type, rows, ncols};
+    *w = (struct bweight){upload_host(L, host, bytes), t->type, rows, ncols,
+                          t->fp8 ? fp8w_amax((uint8_t *)host, bytes) : 0};
     free(host);
     return 0;
 }

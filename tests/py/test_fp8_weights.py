@@ -53,6 +53,21 @@ def refs(models):
     return out
 
 
+def test_e4m3_rounding_matches_ml_dtypes():
+    """make_fp8's numpy E4M3 against ml_dtypes (itself checked against util/fp8.h)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    f8 = ml_dtypes.float8_e4m3fn
+    ref = np.arange(256, dtype=np.uint8).view(f8).astype(np.float64)
+    assert np.array_equal(make_fp8.decode_e4m3(np.arange(256)), ref, equal_nan=True)
+    pos = np.unique(ref[np.isfinite(ref) & (ref >= 0)])
+    mids = (pos[:-1] + pos[1:]) / 2
+    x = np.concatenate([pos, mids, np.nextafter(mids, 0), np.nextafter(mids, 1e9),
+                        np.random.default_rng(0).standard_normal(20000) * 50, [448, 460, 1e4]])
+    x = np.concatenate([x, -x]).astype(np.float32)
+    want = np.clip(x, -448, 448).astype(f8).view(np.uint8)
+    assert np.array_equal(make_fp8.encode_e4m3(x), want)
+
+
 def _cases():
     return [pytest.param(name, tp, id=f"{name}-tp{tp}") for name in make_fp8.MODELS
             for tp in (1, 2, 3)]

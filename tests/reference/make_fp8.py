@@ -9,7 +9,9 @@ Schemes (config.json quantization_config):
 - fp8_block:  quant_method "fp8", weight_block_size [128, 128]: weight_scale_inv
               [ceil(rows/128), ceil(cols/128)] F32 (DeepSeek-V3 / Qwen3-FP8 layout)
 The attention and MLP matrices are FP8 (absmax scaling per tensor / row / tile, E4M3
-rounding by ml_dtypes' float8_e4m3fn); embeddings, norms and the LM head stay F32, as the
+rounding: numpy below, checked against ml_dtypes' float8_e4m3fn by
+tests/py/test_fp8_weights.py, which tests/py/test_fp8.py checks against util/fp8.h, so the
+GPU machine needs no ml_dtypes); embeddings, norms and the LM head stay F32, as the
 releases keep them ("ignore": ["lm_head"]). Activations are declared dynamic (per token).
 
 Usage: make_fp8.py OUTDIR [MODEL...]   (default: every model of MODELS)
@@ -18,7 +20,6 @@ import json
 import os
 import sys
 
-import ml_dtypes
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,14 +42,33 @@ MODELS = {
 }
 
 
+def _e4m3_table():
+    """Value of every code 0..255 (NaN for 0x7f and 0xff)."""
+    c = np.arange(256)
+    e, m = (c >> 3) & 15, (c & 7).astype(np.float64)
+    v = np.where(e == 0, m * 2.0 ** -9, (1 + m / 8) * 2.0 ** (e - 7))
+    v = np.where(c & 0x80, -v, v)
+    v[[0x7f, 0xff]] = np.nan
+    return v
+
+
+E4M3 = _e4m3_table()
+E4M3_POS = E4M3[:0x7f]  # codes 0..0x7e: 0 .. 448, increasing
+
+
 def decode_e4m3(codes):
-    return np.asarray(codes, np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    return E4M3[np.asarray(codes, np.uint8)]
 
 
 def encode_e4m3(x):
-    """Round to nearest even, saturating (callers scale |x| <= 448 first)."""
-    x = np.clip(np.asarray(x, np.float32), -E4M3_MAX, E4M3_MAX)
-    return x.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    """Codes of float32 x: round to nearest, ties to the even code, |x| >= 448 saturating;
+    no NaNs expected."""
+    a = np.minimum(np.abs(np.asarray(x, np.float32)).astype(np.float64), E4M3_MAX)
+    hi = np.minimum(np.searchsorted(E4M3_POS, a), 0x7e)
+    lo = np.maximum(hi - 1, 0)
+    dlo, dhi = a - E4M3_POS[lo], E4M3_POS[hi] - a
+    code = np.where((dlo < dhi) | ((dlo == dhi) & (lo % 2 == 0)), lo, hi)
+    return (code | np.where(np.signbit(np.asarray(x, np.float32)), 0x80, 0)).astype(np.uint8)
 
 
 def quant_config(scheme):
