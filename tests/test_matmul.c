@@ -74,8 +74,9 @@ static void fill_weights(enum dtype t, uint8_t *w, int rows, int cols) {
             put_f16(p + 2, 0.001f * rnd_unit());
             break;
         case DT_Q6_K: put_f16(p + 208, 0.0005f + 0.002f * rnd_unit()); break;
-        case DT_F8_E4M3_S32: { /* any code but NaN (the loader refuses those) */
-            const float d = 0.0005f + 0.005f * rnd_unit();
+        case DT_F8_E4M3_S32: { /* any code but NaN (the loader refuses those); now and then a
+                                * scale >= 2^100 (the AVX2 decode's other branch) */
+            const float d = rnd() % 16 ? 0.0005f + 0.005f * rnd_unit() : 0x1p101f * (1 + rnd_unit());
             memcpy(p, &d, 4);
             for (int k = 4; k < 36; k++)
                 if ((p[k] & 0x7f) == 0x7f) p[k] ^= 1;

@@ -518,14 +518,18 @@ INLINE void tile_q6_K(const struct mm_job *j, int r, int t0, int nt, const int N
 
 /* ------------------------------------------------------- F32 / F16 / BF16 / F8_E4M3_S32 */
 
-/* Eight E4M3 codes to f32, exactly: the code's low 7 bits shifted into a float's exponent
- * and mantissa (<< 20) read as 2^-120 times the value, subnormal codes included (they land
- * on f32 denormals, which the multiply by 2^120 makes normal again), then the sign bit. */
-INLINE __m256 f8x8(const uint8_t *q) {
-    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q));
-    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7f)), 20);
-    const __m256i sgn = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x80)), 24);
-    return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(mag, sgn)), _mm256_set1_ps(0x1p120f));
+/* Eight E4M3 codes times their block's scale d, exactly as the scalar decode, with one f32
+ * rounding: each code's magnitude bits shifted into an F16's exponent and mantissa (<< 7)
+ * and its sign into the F16's sign make the F16 of 2^-8 times the value, subnormal codes
+ * included (F16 subnormals, which vcvtph2ps widens without the microcode assists that f32
+ * denormals would cost); then one multiply by d * 2^8 (exact while |d| < 2^100), else by
+ * 2^8 (exact) and d. */
+INLINE __m256 f8x8(const uint8_t *q, float d) {
+    /* code << 7 puts the sign on bit 14; adding bit 14 to itself moves it to bit 15 */
+    const __m128i v = _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)q)), 7);
+    const __m256 f = _mm256_cvtph_ps(_mm_add_epi16(v, _mm_and_si128(v, _mm_set1_epi16(0x4000))));
+    if (fabsf(d) < 0x1p100f) return _mm256_mul_ps(f, _mm256_set1_ps(d * 0x1p8f));
+    return _mm256_mul_ps(_mm256_mul_ps(f, _mm256_set1_ps(0x1p8f)), _mm256_set1_ps(d));
 }
 
 enum ftype { FT_F32, FT_F16, FT_BF16, FT_F8 }; /* FT_F8: F8_E4M3_S32 blocks (f32 activations) */
@@ -541,8 +545,7 @@ INLINE __m256 load8(const uint8_t *w, int k, enum ftype ft) {
     case FT_F32: return _mm256_loadu_ps((const float *)(const void *)w + k);
     case FT_F16: return _mm256_cvtph_ps(ld128(w + 2 * k));
     case FT_F8: /* each 8-code group is decoded and scaled once for the tile's NT tokens */
-        return _mm256_mul_ps(f8x8(w + 36 * (k >> 5) + 4 + (k & 31)),
-                             _mm256_set1_ps(f8_scale(w, k)));
+        return f8x8(w + 36 * (k >> 5) + 4 + (k & 31), f8_scale(w, k));
     case FT_BF16:
     default:
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(ld128(w + 2 * k)), 16));
