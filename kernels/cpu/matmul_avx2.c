@@ -520,18 +520,25 @@ INLINE void tile_q6_K(const struct mm_job *j, int r, int t0, int nt, const int N
 
 /* ------------------------------------------------------- F32 / F16 / BF16 / F8_E4M3_S32 */
 
-/* Eight E4M3 codes times their block's scale d, exactly as the scalar decode, with one f32
- * rounding: each code's magnitude bits shifted into an F16's exponent and mantissa (<< 7)
- * and its sign into the F16's sign make the F16 of 2^-8 times the value, subnormal codes
- * included (F16 subnormals, which vcvtph2ps widens without the microcode assists that f32
- * denormals would cost); then one multiply by d * 2^8 (exact while |d| < 2^100), else by
- * 2^8 (exact) and d. */
-INLINE __m256 f8x8(const uint8_t *q, float d) {
+/* Eight E4M3 codes as 2^-8 times their values, exactly: each code's magnitude bits shifted
+ * into an F16's exponent and mantissa (<< 7) and its sign into the F16's sign make that
+ * F16, subnormal codes included (F16 subnormals, which vcvtph2ps widens without the
+ * microcode assists that f32 denormals would cost). */
+INLINE __m256 f8x8_raw(const uint8_t *q) {
     /* code << 7 puts the sign on bit 14; adding bit 14 to itself moves it to bit 15 */
     const __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)q);
     const __m128i v = _mm_slli_epi16(_mm_cvtepu8_epi16(b), 7);
-    const __m256 f = _mm256_cvtph_ps(_mm_add_epi16(v, _mm_and_si128(v, _mm_set1_epi16(0x4000))));
-    if (fabsf(d) < 0x1p100f) return _mm256_mul_ps(f, _mm256_set1_ps(d * 0x1p8f));
+    return _mm256_cvtph_ps(_mm_add_epi16(v, _mm_and_si128(v, _mm_set1_epi16(0x4000))));
+}
+
+/* The F8 tiles' fast case: d * 2^8 is exact for |d| < 2^100 */
+#define F8_SCALE_FAST 0x1p100f
+
+/* Eight codes times their block's scale d, as the scalar decode, with one f32 rounding:
+ * one multiply by d * 2^8 where that is exact, else by 2^8 (exact) and d. */
+INLINE __m256 f8x8(const uint8_t *q, float d) {
+    const __m256 f = f8x8_raw(q);
+    if (fabsf(d) < F8_SCALE_FAST) return _mm256_mul_ps(f, _mm256_set1_ps(d * 0x1p8f));
     return _mm256_mul_ps(_mm256_mul_ps(f, _mm256_set1_ps(0x1p8f)), _mm256_set1_ps(d));
 }
 
@@ -586,14 +593,26 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
     }
     const int n8 = a->cols & ~7;
     const int step = ft == FT_F32 ? 32 : ft == FT_F8 ? 9 : 16; /* row bytes per 8 elements */
+    __m256 ds[4]; /* FT_F8: the 4 rows' block scales times 2^8, set at each block's start */
+    int slow = 0; /* FT_F8: a scale of the block is too large for the one-multiply decode */
     for (int k = 0; k < n8; k += 8) {
-        prefetch_span(pf + 4 * step / 8 * k, 4 * step);
+        prefetch_span(pf + 4 * step * k / 8, 4 * step);
         __m256 xv[2];
 #pragma GCC unroll 2
         for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x[t] + k);
+        if (ft == FT_F8 && !(k & 31)) {
+            slow = 0;
+            for (int i = 0; i < 4; i++) {
+                const float d = f8_scale(w[i], k);
+                slow |= !(fabsf(d) < F8_SCALE_FAST);
+                ds[i] = _mm256_set1_ps(d * 0x1p8f);
+            }
+        }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
-            const __m256 wv = load8(w[i], k, ft);
+            const uint8_t *q = w[i] + 36 * (k >> 5) + 4 + (k & 31); /* FT_F8's codes */
+            const __m256 wv = ft == FT_F8 && !slow ? _mm256_mul_ps(f8x8_raw(q), ds[i])
+                                                   : load8(w[i], k, ft);
 #pragma GCC unroll 2
             for (int t = 0; t < NT; t++) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
         }
