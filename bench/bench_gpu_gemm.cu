@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
             if (copies > 16) copies = 16;
             struct bweight w[16];
             for (int k = 0; k < copies; k++) {
-                w[k] = (struct bweight){NULL, DT_BF16, sh.rows, sh.cols};
+                w[k] = (struct bweight){NULL, DT_BF16, sh.rows, sh.cols, 0};
                 CUDA_CHECK(cudaMalloc(&w[k].data, wbytes));
                 fill_bf16<<<c->n_sm * 4, 256, 0, c->stream>>>((__nv_bfloat16 *)w[k].data, wbytes / 2, 17u + (unsigned)k,
                                                              0.0625f);

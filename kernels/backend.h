@@ -15,6 +15,8 @@ struct bweight {
     void *data;
     enum dtype type;
     int rows, cols;
+    float amax; /* DT_F8_E4M3_S32: the largest |weight| (the CUDA backend's F16 or BF16
+                 * copy for prefill); 0 for other types */
 };
 
 /* Where each token of a ragged step sits, for attention over the paged KV cache. */

@@ -202,21 +202,40 @@ static int open_gguf(struct model_file *m, const char *path, char *err) {
 
 /* ---- Hugging Face directory --------------------------------------------------------- */
 
-/* Adds one safetensors tensor under its GGUF name (if it is one we use). */
+/* Adds one safetensors tensor under its GGUF name (if it is one we use); an FP8 weight's
+ * scale under "<GGUF name of the weight>.scale". */
 static int add_st_tensor(struct model_file *m, const struct safetensors_tensor *st, int file,
                          const char *path, char *err) {
-    char name[96];
-    if (!tensor_hf_to_gguf(st->name, name, sizeof name)) return 0;
-    if (!st->supported)
-        return err_set(err, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)",
-                       path, st->name, st->dtype);
-    if (st->n_dims < 1 || st->n_dims > 4)
+    char name[96], wname[256];
+    int scale = 0, fp8 = !strcmp(st->dtype, "F8_E4M3");
+    if (!tensor_hf_to_gguf(st->name, name, sizeof name)) {
+        size_t ln = strlen(st->name);
+        if (ln > 12 && !strcmp(st->name + ln - 12, ".input_scale") &&
+            snprintf(wname, sizeof wname, "%.*s.weight", (int)(ln - 12), st->name) <
+                (int)sizeof wname &&
+            tensor_hf_to_gguf(wname, name, sizeof name))
+            return err_set(err, "%s: tensor '%s': static activation scales are not supported "
+                           "(dynamic FP8 activations are, as W8A16)", path, st->name);
+        if (!fp8w_scale_of(&m->fp8, st->name, wname, sizeof wname) ||
+            !tensor_hf_to_gguf(wname, name, sizeof name) || strlen(name) + 7 > sizeof name)
+            return 0;
+        strcat(name, ".scale");
+        scale = 1;
+    }
+    if (fp8 && m->fp8.scheme == FP8W_NONE)
+        return err_set(err, "%s: tensor '%s': dtype F8_E4M3 but config.json has no FP8 "
+                       "quantization_config", path, st->name);
+    if (!st->supported && !fp8)
+        return err_set(err, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16%s)",
+                       path, st->name, st->dtype, m->fp8.scheme ? ", F8_E4M3" : "");
+    if (st->n_dims < (scale ? 0 : 1) || st->n_dims > 4)
         return err_set(err, "%s: tensor '%s': %d dimensions (1 to 4 supported)", path,
                        st->name, st->n_dims);
     struct mf_tensor *t = &m->tensors[m->n_tensors++];
     t->name = xstrdup(name);
     t->src_name = xstrdup(st->name);
-    t->type = st->type;
+    t->type = fp8 ? DT_F8_E4M3_S32 : st->type;
+    t->fp8 = fp8;
     t->n_dims = st->n_dims;
     /* safetensors shapes are outermost first; GGUF ne[0] is the contiguous dimension. */
     for (int d = 0; d < 4; d++) t->ne[d] = d < st->n_dims ? st->shape[st->n_dims - 1 - d] : 1;
@@ -335,6 +354,12 @@ static int open_hf(struct model_file *m, const char *dir, char *err) {
     m->hf_dir = xstrdup(dir);
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (hfconfig_load(&m->hp, path, err)) return -1;
+    char *text;
+    size_t len;
+    if (hfconfig_read_text(path, HFCONFIG_MAX_BYTES, &text, &len, err)) return -1;
+    int rc = fp8w_config_parse(&m->fp8, text, len, path, err);
+    free(text);
+    if (rc) return -1;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     if (!access(path, F_OK)) return open_hf_index(m, dir, path, err);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -479,6 +504,7 @@ int modelfile_open(struct model_file *m, const char *path, char *err) {
         rc = err_set(err, "%s: neither a GGUF file nor a model directory", path);
     if (!rc) rc = build_index(m, path, err);
     if (!rc) rc = validate(m, path, err);
+    if (!rc && m->hf_dir) rc = fp8w_check(m, err);
     if (rc) modelfile_close(m);
     return rc;
 }

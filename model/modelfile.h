@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "../util/dtype.h"
+#include "fp8w.h"
 #include "hparams.h"
 #include "tensors.h"
 
@@ -25,6 +26,9 @@ struct mf_tensor {
     uint64_t offset;  /* absolute byte offset of the data in that file */
     uint64_t nbytes;
     char *src_name;   /* name in the source file when it differs (HF), else NULL */
+    int fp8;          /* HF F8_E4M3 codes: the file holds ne[0] bytes a row, type is the
+                       * DT_F8_E4M3_S32 they become on load (fp8w_read), and the scale
+                       * is the tensor "<name>.scale" */
 };
 
 struct model_file {
@@ -36,6 +40,7 @@ struct model_file {
     int *fds;
     struct gguf_file *gguf; /* non-NULL when opened from a GGUF file (metadata for the tokenizer) */
     char *hf_dir;           /* non-NULL when opened from an HF directory */
+    struct fp8w_config fp8; /* config.json's quantization_config (HF) */
     int *by_name;           /* tensor indices sorted by name, for modelfile_find */
 };
 

@@ -31,9 +31,10 @@ struct safetensors_file {
     struct safetensors_tensor *tensors; /* sorted by name */
 };
 
-/* Tensors with dtypes safetensors defines but we cannot compute with (I64, F64, F8_*, ...)
- * are listed with supported = 0 so that a caller may ignore them; dtypes safetensors does
- * not define are refused. */
+/* Tensors with dtypes safetensors defines but we cannot compute with directly (I64, F64,
+ * F8_*, ...) are listed with supported = 0 so that a caller may ignore them (modelfile takes
+ * F8_E4M3 weights of FP8 checkpoints through model/fp8w.h); dtypes safetensors does not
+ * define are refused. */
 int safetensors_open(struct safetensors_file *f, const char *path, char *err);
 /* The same over a whole file image in memory (fuzzing, tests); data is not kept. */
 int safetensors_open_buf(struct safetensors_file *f, const void *data, size_t size,

@@ -74,6 +74,7 @@ static void *upload_host(struct loader *L, const void *host, size_t bytes) {
 /* Rows [row0, row0 + nrows) of a matrix: one contiguous byte range of the file. */
 static int read_rows(struct loader *L, const struct mf_tensor *t, int row0, int nrows,
                      char *dst) {
+    if (t->fp8) return fp8w_read(&L->mf, t, row0, nrows, 0, t->ne[0], (uint8_t *)dst, L->err);
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
     if (rb < 0)
         return err_set(L->err, "%s: tensor '%s': bad row length", L->mf.paths[0], t->name);
@@ -103,7 +104,8 @@ static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf
         }
         at += (size_t)rb * (size_t)nrows[i];
     }
-    *w = (struct bweight){upload_host(L, host, bytes), t[0]->type, rows, cols};
+    *w = (struct bweight){upload_host(L, host, bytes), t[0]->type, rows, cols,
+                          t[0]->fp8 ? fp8w_amax((uint8_t *)host, bytes) : 0};
     free(host);
     return 0;
 }
@@ -124,13 +126,18 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
     int64_t sb = dtype_row_bytes(t->type, ncols), off = dtype_row_bytes(t->type, col0);
     size_t bytes = (size_t)sb * (size_t)rows;
     char *host = xmalloc(bytes ? bytes : 1);
-    for (int r = 0; r < rows && sb > 0; r++)
+    if (t->fp8 && fp8w_read(&L->mf, t, 0, rows, col0, ncols, (uint8_t *)host, L->err)) {
+        free(host);
+        return -1;
+    }
+    for (int r = 0; r < rows && sb > 0 && !t->fp8; r++)
         if (modelfile_read(&L->mf, t, (uint64_t)r * (uint64_t)rb + (uint64_t)off, (uint64_t)sb,
                            host + (size_t)r * (size_t)sb, L->err)) {
             free(host);
             return -1;
         }
-    *w = (struct bweight){upload_host(L, host, bytes), t->type, rows, ncols};
+    *w = (struct bweight){upload_host(L, host, bytes), t->type, rows, ncols,
+                          t->fp8 ? fp8w_amax((uint8_t *)host, bytes) : 0};
     free(host);
     return 0;
 }

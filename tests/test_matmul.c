@@ -37,7 +37,8 @@ static uint32_t rnd(void) {
 static float rnd_unit(void) { return (float)(rnd() & 0xffffff) / (float)0x1000000; } /* [0, 1) */
 static float rnd_sym(void) { return rnd_unit() * 2.0f - 1.0f; }                      /* [-1, 1) */
 
-static const enum dtype all_types[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q4_K, DT_Q6_K};
+static const enum dtype all_types[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q4_K, DT_Q6_K,
+                                       DT_F8_E4M3_S32};
 
 static void put_f16(uint8_t *p, float f) {
     uint16_t h = f32_to_f16(f);
@@ -73,6 +74,14 @@ static void fill_weights(enum dtype t, uint8_t *w, int rows, int cols) {
             put_f16(p + 2, 0.001f * rnd_unit());
             break;
         case DT_Q6_K: put_f16(p + 208, 0.0005f + 0.002f * rnd_unit()); break;
+        case DT_F8_E4M3_S32: { /* any code but NaN (the loader refuses those); now and then a
+                                * scale >= 2^100 (the AVX2 decode's other branch) */
+            const float d = rnd() % 16 ? 0.0005f + 0.005f * rnd_unit() : 0x1p101f * (1 + rnd_unit());
+            memcpy(p, &d, 4);
+            for (int k = 4; k < 36; k++)
+                if ((p[k] & 0x7f) == 0x7f) p[k] ^= 1;
+            break;
+        }
         }
     }
 }
@@ -98,7 +107,7 @@ static void fill_x(float *x, int n) {
  * of d while |q| <= 127. Q8_K keeps d in f32: 0.5 d plus float error. */
 static void act_error(enum dtype t, const float *x, int n, double *e) {
     switch (t) {
-    case DT_F32: for (int k = 0; k < n; k++) e[k] = 0; break;
+    case DT_F32: case DT_F8_E4M3_S32: for (int k = 0; k < n; k++) e[k] = 0; break;
     case DT_F16: for (int k = 0; k < n; k++) e[k] = fmax(ldexp(fabs(x[k]), -11), ldexp(1, -25)); break;
     case DT_BF16: for (int k = 0; k < n; k++) e[k] = ldexp(fabs(x[k]), -8) + 1e-38; break;
     case DT_Q8_0: case DT_Q4_0: case DT_Q4_1: case DT_Q4_K: case DT_Q6_K: {

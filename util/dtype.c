@@ -10,6 +10,10 @@ int dtype_valid(uint32_t t) {
     }
 }
 
+int dtype_weight_ok(enum dtype t) {
+    return t == DT_F8_E4M3_S32 || dtype_valid((uint32_t)t);
+}
+
 const char *dtype_name(enum dtype t) {
     if (t == DT_F8_E4M3) return "F8_E4M3";
     switch (t) {
@@ -21,6 +25,7 @@ const char *dtype_name(enum dtype t) {
     case DT_Q4_K: return "Q4_K";
     case DT_Q6_K: return "Q6_K";
     case DT_BF16: return "BF16";
+    case DT_F8_E4M3_S32: return "F8_E4M3_S32";
     }
     return "?";
 }
@@ -28,7 +33,7 @@ const char *dtype_name(enum dtype t) {
 int dtype_block_elems(enum dtype t) {
     switch (t) {
     case DT_F32: case DT_F16: case DT_BF16: return 1;
-    case DT_Q4_0: case DT_Q4_1: case DT_Q8_0: return 32;
+    case DT_Q4_0: case DT_Q4_1: case DT_Q8_0: case DT_F8_E4M3_S32: return 32;
     case DT_Q4_K: case DT_Q6_K: return 256;
     }
     return 0;
@@ -43,6 +48,7 @@ int dtype_block_bytes(enum dtype t) {
     case DT_Q8_0: return 34;   /* f16 d + 32 int8 */
     case DT_Q4_K: return 144;  /* f16 d, dmin + 12 scale bytes + 128 nibble bytes */
     case DT_Q6_K: return 210;  /* 128 ql + 64 qh + 16 scales + f16 d */
+    case DT_F8_E4M3_S32: return 36; /* f32 scale + 32 E4M3 codes */
     }
     return 0;
 }

@@ -14,6 +14,11 @@ enum dtype {
     DT_Q4_K = 12,
     DT_Q6_K = 14,
     DT_BF16 = 30,
+    /* tpd's weight type for Hugging Face FP8 E4M3 checkpoints, made on load (model/fp8w.h):
+     * blocks of 32 E4M3 codes with the f32 scale that multiplies them (the checkpoint's
+     * per-tensor, per-row or 128x128 block scale, whichever covers those 32 elements).
+     * No GGML id: a number GGML does not use, refused in GGUF files by dtype_valid. */
+    DT_F8_E4M3_S32 = 240,
 };
 
 /* tpd's own type for the KV cache only (FP8 E4M3 codes with a power-of-two scale per row,
@@ -23,6 +28,8 @@ enum dtype {
 
 /* 1 for supported types, 0 otherwise (the value came from an untrusted file). */
 int dtype_valid(uint32_t t);
+/* 1 for every type a weight matrix may have in memory: dtype_valid's and DT_F8_E4M3_S32. */
+int dtype_weight_ok(enum dtype t);
 const char *dtype_name(enum dtype t);
 int dtype_block_elems(enum dtype t);  /* elements per block: 1, 32 or 256 */
 int dtype_block_bytes(enum dtype t);  /* bytes per block */

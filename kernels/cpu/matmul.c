@@ -113,7 +113,7 @@ static size_t checked_mul(size_t a, size_t b) {
 
 static enum act_kind act_kind_for(enum dtype wt) {
     switch (wt) {
-    case DT_F32: return ACT_F32;
+    case DT_F32: case DT_F8_E4M3_S32: return ACT_F32;
     case DT_F16: return ACT_F16;
     case DT_BF16: return ACT_BF16;
     case DT_Q4_0: case DT_Q8_0: return ACT_Q8_0;
@@ -218,6 +218,9 @@ static void mm_rows_scalar(const struct mm_job *j, int r0, int r1) {
             case DT_Q6_K:
                 v = dot_q6_K_q8_K(w, qs, a->d + (int64_t)t * nb, a->bsums + (int64_t)t * nb * 16, nb);
                 break;
+            case DT_F8_E4M3_S32:
+                v = dot_f8_s32(w, a->x + (int64_t)t * a->ldx, a->cols / QK);
+                break;
             }
             j->y[(int64_t)t * j->ldy + r] = v;
         }
@@ -271,7 +274,7 @@ void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, in
     size_t total = 0, offs[6];
     for (int i = 0; i < n; i++) {
         const struct cpu_matmul_op *op = &ops[i];
-        if (!dtype_valid((uint32_t)op->wt) || dtype_row_bytes(op->wt, cols) < 0 || op->rows < 0)
+        if (!dtype_weight_ok(op->wt) || dtype_row_bytes(op->wt, cols) < 0 || op->rows < 0)
             FATAL("cpu_matmul: bad shape %d x %d of %s", op->rows, cols, dtype_name(op->wt));
         if (T > 1 && op->ldy < op->rows)
             FATAL("cpu_matmul: ldy %lld < rows %d", (long long)op->ldy, op->rows);

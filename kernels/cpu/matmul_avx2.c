@@ -1,7 +1,11 @@
 #include "matmul_avx2.h"
 
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "../../util/fatal.h"
+#include "../../util/fp8.h"
 
 /* Tiles: each kernel computes a few weight rows against NT tokens (NT = 1 for decode, 2 for
  * prefill) so that a weight block is loaded and unpacked once for all of them, and the
@@ -514,14 +518,44 @@ INLINE void tile_q6_K(const struct mm_job *j, int r, int t0, int nt, const int N
     }
 }
 
-/* ---------------------------------------------------------------- F32 / F16 / BF16 */
+/* ------------------------------------------------------- F32 / F16 / BF16 / F8_E4M3_S32 */
 
-enum ftype { FT_F32, FT_F16, FT_BF16 };
+/* Eight E4M3 codes as 2^-8 times their values, exactly: each code's magnitude bits shifted
+ * into an F16's exponent and mantissa (<< 7) and its sign into the F16's sign make that
+ * F16, subnormal codes included (F16 subnormals, which vcvtph2ps widens without the
+ * microcode assists that f32 denormals would cost). */
+INLINE __m256 f8x8_raw(const uint8_t *q) {
+    /* code << 7 puts the sign on bit 14; adding bit 14 to itself moves it to bit 15 */
+    const __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)q);
+    const __m128i v = _mm_slli_epi16(_mm_cvtepu8_epi16(b), 7);
+    return _mm256_cvtph_ps(_mm_add_epi16(v, _mm_and_si128(v, _mm_set1_epi16(0x4000))));
+}
+
+/* The F8 tiles' fast case: d * 2^8 is exact for |d| < 2^100 */
+#define F8_SCALE_FAST 0x1p100f
+
+/* Eight codes times their block's scale d, as the scalar decode, with one f32 rounding:
+ * one multiply by d * 2^8 where that is exact, else by 2^8 (exact) and d. */
+INLINE __m256 f8x8(const uint8_t *q, float d) {
+    const __m256 f = f8x8_raw(q);
+    if (fabsf(d) < F8_SCALE_FAST) return _mm256_mul_ps(f, _mm256_set1_ps(d * 0x1p8f));
+    return _mm256_mul_ps(_mm256_mul_ps(f, _mm256_set1_ps(0x1p8f)), _mm256_set1_ps(d));
+}
+
+enum ftype { FT_F32, FT_F16, FT_BF16, FT_F8 }; /* FT_F8: F8_E4M3_S32 blocks (f32 activations) */
+
+INLINE float f8_scale(const uint8_t *w, int k) {
+    float d;
+    memcpy(&d, w + 36 * (k >> 5), sizeof d);
+    return d;
+}
 
 INLINE __m256 load8(const uint8_t *w, int k, enum ftype ft) {
     switch (ft) {
     case FT_F32: return _mm256_loadu_ps((const float *)(const void *)w + k);
     case FT_F16: return _mm256_cvtph_ps(ld128(w + 2 * k));
+    case FT_F8: /* each 8-code group is decoded and scaled once for the tile's NT tokens */
+        return f8x8(w + 36 * (k >> 5) + 4 + (k & 31), f8_scale(w, k));
     case FT_BF16:
     default:
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(ld128(w + 2 * k)), 16));
@@ -536,6 +570,7 @@ INLINE float load1(const uint8_t *w, int k, enum ftype ft) {
         return f;
     }
     case FT_F16: return f16(w + 2 * k);
+    case FT_F8: return fp8_e4m3_to_f32(w[36 * (k >> 5) + 4 + (k & 31)]) * f8_scale(w, k);
     case FT_BF16:
     default: return bf16_to_f32((uint16_t)ld16(w + 2 * k));
     }
@@ -552,19 +587,32 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
 #pragma GCC unroll 2
     for (int t = 0; t < NT; t++) {
         const int tt = clamp_token(t0, t, nt);
-        x[t] = ft == FT_F32 ? a->x + (int64_t)tt * a->ldx : a->xr + (int64_t)tt * a->cols;
+        x[t] = ft == FT_F32 || ft == FT_F8 ? a->x + (int64_t)tt * a->ldx
+                                           : a->xr + (int64_t)tt * a->cols;
         for (int i = 0; i < 4; i++) acc[i][t] = _mm256_setzero_ps();
     }
     const int n8 = a->cols & ~7;
-    const int step = ft == FT_F32 ? 32 : 16; /* bytes of one row per 8 elements */
+    const int step = ft == FT_F32 ? 32 : ft == FT_F8 ? 9 : 16; /* row bytes per 8 elements */
+    __m256 ds[4]; /* FT_F8: the 4 rows' block scales times 2^8, set at each block's start */
+    int slow = 0; /* FT_F8: a scale of the block is too large for the one-multiply decode */
     for (int k = 0; k < n8; k += 8) {
-        prefetch_span(pf + 4 * step / 8 * k, 4 * step);
+        prefetch_span(pf + 4 * step * k / 8, 4 * step);
         __m256 xv[2];
 #pragma GCC unroll 2
         for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x[t] + k);
+        if (ft == FT_F8 && !(k & 31)) {
+            slow = 0;
+            for (int i = 0; i < 4; i++) {
+                const float d = f8_scale(w[i], k);
+                slow |= !(fabsf(d) < F8_SCALE_FAST);
+                ds[i] = _mm256_set1_ps(d * 0x1p8f);
+            }
+        }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
-            const __m256 wv = load8(w[i], k, ft);
+            const uint8_t *q = w[i] + 36 * (k >> 5) + 4 + (k & 31); /* FT_F8's codes */
+            const __m256 wv = ft == FT_F8 && !slow ? _mm256_mul_ps(f8x8_raw(q), ds[i])
+                                                   : load8(w[i], k, ft);
 #pragma GCC unroll 2
             for (int t = 0; t < NT; t++) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
         }
@@ -578,6 +626,34 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
         const __m128 v = _mm_add_ps(rows4_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t]), _mm_loadu_ps(tail));
         store_rows(j->y + (int64_t)(t0 + t) * j->ldy + r, v, nr);
     }
+}
+
+/* FP8 steps of several tokens: each group of 4 rows is decoded once into f32 (the values
+ * load8 gives) and the F32 tiles run over it for every token pair, so a weight block is
+ * read and decoded once per step rather than once per 2 tokens; the same sums in the same
+ * order as the FT_F8 tiles, so the same bits. */
+static void rows_f8_decoded(const struct mm_job *j, int r0, int r1) {
+    const int cols = j->cols, T = j->a.T;
+    float *buf = aligned_alloc(64, (size_t)cols * 4 * sizeof(float));
+    if (!buf) FATAL("cpu_matmul: out of memory (%d columns)", cols);
+    struct mm_job d = *j;
+    d.W = (const uint8_t *)buf;
+    d.row_bytes = (int64_t)cols * (int64_t)sizeof(float);
+    d.wt = DT_F32;
+    for (int r = r0; r < r1; r += 4) {
+        const int nr = r1 - r < 4 ? r1 - r : 4;
+        for (int i = 0; i < nr; i++) {
+            const uint8_t *w = j->W + (int64_t)(r + i) * j->row_bytes;
+            float *row = buf + (int64_t)i * cols;
+            for (int k = 0; k < cols; k += 8) _mm256_store_ps(row + k, load8(w, k, FT_F8));
+        }
+        d.y = j->y + r;
+        d.rows = nr;
+        int t0 = 0;
+        for (; t0 + 2 <= T; t0 += 2) tile_float(&d, 0, nr, t0, 2, 2, FT_F32);
+        if (t0 < T) tile_float(&d, 0, nr, t0, 1, 1, FT_F32);
+    }
+    free(buf);
 }
 
 /* ---------------------------------------------------------------- dispatch */
@@ -628,6 +704,13 @@ void MM_ROWS(const struct mm_job *j, int r0, int r1) {
     case DT_Q8_0: FOR_TILES4(tile_q8_0(j, r, nr, t0, 1, 1), tile_q8_0(j, r, nr, t0, 2, 2)); break;
     case DT_Q4_K: FOR_TILES1(tile_q4_K(j, r, t0, 1, 1), tile_q4_K(j, r, t0, 2, 2)); break;
     case DT_Q6_K: FOR_TILES1(tile_q6_K(j, r, t0, 1, 1), tile_q6_K(j, r, t0, 2, 2)); break;
+    case DT_F8_E4M3_S32:
+        if (T >= 4) {
+            rows_f8_decoded(j, r0, r1);
+            break;
+        }
+        FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_F8), tile_float(j, r, nr, t0, 2, 2, FT_F8));
+        break;
     case DT_F32:
         FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_F32), tile_float(j, r, nr, t0, 2, 2, FT_F32));
         break;

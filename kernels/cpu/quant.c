@@ -1,5 +1,7 @@
 #include "quant.h"
 
+#include "../../util/fp8.h"
+
 #include <math.h>
 
 #include "../../util/dtype.h"
@@ -214,6 +216,26 @@ float dot_bf16(const uint8_t *w, const float *xr, int n) {
     return s;
 }
 
+/* F8_E4M3_S32 (quant.h): each code through util/fp8.h's exact decode, times its block's
+ * scale, then the product with x, accumulated in f32. */
+float dot_f8_s32(const uint8_t *w, const float *x, int nb) {
+    float s = 0.0f;
+    for (int b = 0; b < nb; b++, w += 36, x += QK) {
+        float d;
+        memcpy(&d, w, sizeof d);
+        for (int j = 0; j < QK; j++) s += fp8_e4m3_to_f32(w[4 + j]) * d * x[j];
+    }
+    return s;
+}
+
+static void dequant_f8_s32(const uint8_t *w, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, w += 36, y += QK) {
+        float d;
+        memcpy(&d, w, sizeof d);
+        for (int j = 0; j < QK; j++) y[j] = fp8_e4m3_to_f32(w[4 + j]) * d;
+    }
+}
+
 /* ---- dequantization: the arithmetic of gguf.quants.dequantize, operation for operation ---- */
 
 static void dequant_q4_0(const uint8_t *w, float *y, int64_t nb) {
@@ -291,5 +313,6 @@ void cpu_dequant_row(enum dtype t, const void *src, float *dst, int64_t n) {
     case DT_Q8_0: dequant_q8_0(w, dst, n / QK); return;
     case DT_Q4_K: dequant_q4_K(w, dst, n / QK_K); return;
     case DT_Q6_K: dequant_q6_K(w, dst, n / QK_K); return;
+    case DT_F8_E4M3_S32: dequant_f8_s32(w, dst, n / QK); return;
     }
 }

@@ -18,7 +18,9 @@
  *               s (32 elements) = nibbles of bytes 32*(s/2).. : low for even s, high for odd;
  *               value d * sc[s] * q - dmin * m[s]
  *   Q6_K 210 B: 128 B ql (low 4 bits) | 64 B qh (high 2 bits) | 16 x int8 scales | f16 d;
- *               value d * scales[e/16] * (q - 32) */
+ *               value d * scales[e/16] * (q - 32)
+ *   F8_E4M3_S32 36 B: f32 d | 32 E4M3 codes (util/fp8.h); value e4m3(q) * d. Weights only,
+ *               from FP8 checkpoints; activations stay f32 (ACT_F32: weight-only math) */
 enum {
     QK = 32,    /* elements per Q4_0 / Q4_1 / Q8_0 block and per Q8_0 / Q8_1 activation block */
     QK_K = 256, /* elements per K-quant super-block */
@@ -77,6 +79,7 @@ float dot_q6_K_q8_K(const uint8_t *w, const int8_t *qs, const float *d, const in
 float dot_f32(const float *w, const float *x, int n);
 float dot_f16(const uint8_t *w, const float *xr, int n);
 float dot_bf16(const uint8_t *w, const float *xr, int n);
+float dot_f8_s32(const uint8_t *w, const float *x, int nb);
 
 /* Q4_K's 6-bit packed scales: sc[8] and mn[8] from the 12 scale bytes. */
 void q4_K_scales(const uint8_t *packed, uint8_t *sc, uint8_t *mn);

@@ -1,4 +1,5 @@
-/* Products with GGUF-quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K). Steps of few tokens:
+/* Products with GGUF-quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) and FP8 checkpoints'
+ * F8_E4M3_S32 (weight-only: f32 activations, mmv_f8_kernel up to 16 tokens). Steps of few tokens:
  * the activations are first quantized the way the CPU backend quantizes them (Q8_0 / Q8_1 /
  * Q8_K, same rounding), then each warp takes one weight row, decodes its blocks in registers
  * and forms int8 dot products (dp4a) with up to MMV_T tokens at a time: every weight byte is
@@ -152,15 +153,19 @@ static void launch_mmv_q(struct cuda_ctx *c, float *y, int64_t ldy, const struct
     CUDA_LAUNCH_CHECK(c->stream, "mmv_q_kernel");
 }
 
-/* Row r of W (rb bytes a row) dequantized into out[r][0..cols) as F16: a thread an element,
- * qd_dequant's value (the CPU's arithmetic, checked bit for bit by test_cuda_quant). */
-template <int TYPE>
-static __global__ void dequant_f16_kernel(__half *__restrict__ out, const uint8_t *__restrict__ W, int64_t rb,
+/* Row r of W (rb bytes a row) dequantized into out[r][0..cols) as F16 (or BF16: OUT is
+ * __nv_bfloat16): a thread an element, qd_dequant's value (the CPU's arithmetic, checked bit
+ * for bit by test_cuda_quant). */
+static __device__ __forceinline__ void store_16(__half *o, float v) { *o = __float2half_rn(v); }
+static __device__ __forceinline__ void store_16(__nv_bfloat16 *o, float v) { *o = __float2bfloat16_rn(v); }
+
+template <int TYPE, typename OUT>
+static __global__ void dequant_f16_kernel(OUT *__restrict__ out, const uint8_t *__restrict__ W, int64_t rb,
                                           int rows, int cols) {
     const int64_t n = (int64_t)rows * cols;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / cols;
-        out[i] = __float2half_rn(qd_dequant(TYPE, W + r * rb, (int)(i - r * cols)));
+        store_16(out + i, qd_dequant(TYPE, W + r * rb, (int)(i - r * cols)));
     }
 }
 
@@ -174,37 +179,105 @@ static int dequant_wins(const struct bweight *w, int T) {
     return T > 16;
 }
 
-template <int TYPE>
-static void dequant_f16(struct cuda_ctx *c, __half *out, const struct bweight *w) {
+template <int TYPE, typename OUT>
+static void dequant_f16(struct cuda_ctx *c, OUT *out, const struct bweight *w) {
     const int64_t n = (int64_t)w->rows * w->cols;
     const unsigned blocks = cuda_blocks(n < (int64_t)c->n_sm * 2048 ? n : (int64_t)c->n_sm * 2048, 256);
-    dequant_f16_kernel<TYPE><<<blocks, 256, 0, c->stream>>>(out, (const uint8_t *)w->data,
-                                                             dtype_row_bytes(w->type, w->cols), w->rows, w->cols);
+    dequant_f16_kernel<TYPE, OUT><<<blocks, 256, 0, c->stream>>>(out, (const uint8_t *)w->data,
+                                                                  dtype_row_bytes(w->type, w->cols), w->rows,
+                                                                  w->cols);
     CUDA_LAUNCH_CHECK(c->stream, "dequant_f16_kernel");
 }
 
 /* The prefill path: W as F16 in the workspace past the bytes cuda_matmul_16 uses for the
- * activations, then the F16 product as the tuning table picks it. */
+ * activations, then the F16 product as the tuning table picks it. An FP8 matrix whose
+ * largest weight (w->amax, found on load) is beyond F16's range (65504) goes through BF16
+ * instead: code * scale can reach 448 * scale. */
 static void matmul_dequant(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                            const struct bweight *w) {
     const size_t skip = ((size_t)T * (size_t)w->cols * 2 + 255) & ~(size_t)255;
-    __half *wh = (__half *)((char *)cuda_ws(c, skip + (size_t)w->rows * (size_t)w->cols * 2) + skip);
+    void *wh = (char *)cuda_ws(c, skip + (size_t)w->rows * (size_t)w->cols * 2) + skip;
+    __half *w16 = (__half *)wh;
+    const int bf16 = w->type == DT_F8_E4M3_S32 && !(w->amax <= 65504.0f);
     switch (w->type) {
-    case DT_Q4_0: dequant_f16<DT_Q4_0>(c, wh, w); break;
-    case DT_Q4_1: dequant_f16<DT_Q4_1>(c, wh, w); break;
-    case DT_Q8_0: dequant_f16<DT_Q8_0>(c, wh, w); break;
-    case DT_Q4_K: dequant_f16<DT_Q4_K>(c, wh, w); break;
-    case DT_Q6_K: dequant_f16<DT_Q6_K>(c, wh, w); break;
+    case DT_Q4_0: dequant_f16<DT_Q4_0>(c, w16, w); break;
+    case DT_Q4_1: dequant_f16<DT_Q4_1>(c, w16, w); break;
+    case DT_Q8_0: dequant_f16<DT_Q8_0>(c, w16, w); break;
+    case DT_Q4_K: dequant_f16<DT_Q4_K>(c, w16, w); break;
+    case DT_Q6_K: dequant_f16<DT_Q6_K>(c, w16, w); break;
+    case DT_F8_E4M3_S32:
+        if (bf16)
+            dequant_f16<DT_F8_E4M3_S32>(c, (__nv_bfloat16 *)wh, w);
+        else
+            dequant_f16<DT_F8_E4M3_S32>(c, w16, w);
+        break;
     default: FATAL("cuda_matmul_q: weight type %s is not quantized", dtype_name(w->type));
     }
-    const struct bweight h = {wh, DT_F16, w->rows, w->cols};
-    struct gemm_pick p = cuda_lt_pick(c, 1, w->rows, w->cols, T);
+    const struct bweight h = {wh, bf16 ? DT_BF16 : DT_F16, w->rows, w->cols, 0};
+    struct gemm_pick p = cuda_lt_pick(c, !bf16, w->rows, w->cols, T);
     if (p.kind == GEMM_DEFAULT || p.kind == GEMM_MMV) p = (struct gemm_pick){GEMM_LT, 0};
     cuda_matmul_16(c, y, ldy, x, ldx, T, &h, p, skip + (size_t)w->rows * (size_t)w->cols * 2);
 }
 
+/* FP8 weight-only (W8A16) GEMV for steps of up to MMV_T tokens: a warp a row, 8 lanes a
+ * 36-byte block (4 codes each), so a warp reads 4 blocks per pass; each decoded code serves
+ * every token of the pass. f32 activations and accumulation, as the CPU backend. */
+static __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_f8_kernel(float *__restrict__ y, int64_t ldy,
+                                                                    const float *__restrict__ x, int64_t ldx,
+                                                                    const uint8_t *__restrict__ W, int64_t rb,
+                                                                    int rows, int cols, int T) {
+    const int row = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const uint8_t *w = W + (int64_t)row * rb;
+    const int nb = cols / 32, sub = lane & 7;
+    float acc[MMV_T];
+#pragma unroll
+    for (int t = 0; t < MMV_T; t++) acc[t] = 0.0f;
+    for (int b = lane >> 3; b < nb; b += 4) {
+        const uint8_t *blk = w + 36 * (int64_t)b;
+        const float d = *(const float *)blk;
+        const uint32_t q = *(const uint32_t *)(blk + 4 + 4 * sub);
+        float v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) v[k] = qd_e4m3((uint8_t)(q >> (8 * k))) * d;
+        const int col = 32 * b + 4 * sub;
+#pragma unroll
+        for (int t = 0; t < MMV_T; t++) {
+            if (t >= T) break;
+            const float *xt = x + t * ldx + col;
+            acc[t] += v[0] * xt[0] + v[1] * xt[1] + v[2] * xt[2] + v[3] * xt[3];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < MMV_T; t++) {
+        if (t >= T) break;
+        float s = acc[t];
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) y[t * ldy + row] = s;
+    }
+}
+
+/* FP8 checkpoints' weights (DT_F8_E4M3_S32): the GEMV up to 16 tokens, MMV_T at a time (no
+ * workspace, so a captured graph may hold it), the F16/BF16 copy above. */
+static void matmul_f8(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                      const struct bweight *w) {
+    if (w->cols % 32) FATAL("cuda_matmul_q: %d columns of %s are not whole blocks", w->cols, dtype_name(w->type));
+    const unsigned blocks = (unsigned)((w->rows + MMV_WARPS - 1) / MMV_WARPS);
+    const int64_t rb = dtype_row_bytes(w->type, w->cols);
+    for (int t0 = 0; t0 < T; t0 += MMV_T) {
+        const int nt = T - t0 < MMV_T ? T - t0 : MMV_T;
+        mmv_f8_kernel<<<blocks, 32 * MMV_WARPS, 0, c->stream>>>(y + t0 * ldy, ldy, x + t0 * ldx, ldx,
+                                                                (const uint8_t *)w->data, rb, w->rows, w->cols, nt);
+        CUDA_LAUNCH_CHECK(c->stream, "mmv_f8_kernel");
+    }
+}
+
 void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                    const struct bweight *w) {
+    if (w->type == DT_F8_E4M3_S32 && !dequant_wins(w, T)) {
+        matmul_f8(c, y, ldy, x, ldx, T, w);
+        return;
+    }
     if (dequant_wins(w, T)) {
         matmul_dequant(c, y, ldy, x, ldx, T, w);
         return;

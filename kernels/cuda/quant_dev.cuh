@@ -54,6 +54,16 @@ static QD float qd_f16_round(float x) {
 #endif
 }
 
+/* An E4M3 code's value, exactly (util/fp8.h's decode; the loader refuses NaN codes) */
+static QD float qd_e4m3(uint8_t b) {
+    const uint32_t e = (b >> 3) & 0xf, m = b & 7;
+    const uint32_t u = ((e + 120) << 23) | (m << 20);
+    float f;
+    memcpy(&f, &u, 4);
+    if (!e) f = (float)m * 0x1p-9f; /* zero and subnormals: m * 2^-9 */
+    return (b & 0x80) ? -f : f;
+}
+
 /* 16-bit loads: blocks are packed back to back and only 2-byte aligned. */
 static QD uint16_t qd_u16(const uint8_t *p) {
 #ifdef __CUDA_ARCH__
@@ -235,6 +245,12 @@ static QD float qd_dequant(int type, const uint8_t *row, int i) {
         const int j = i % 32;
         const int q = j < 16 ? (w[4 + j] & 0x0f) : (w[4 + j - 16] >> 4);
         return qd_add(qd_mul(qd_h2f(qd_u16(w)), (float)q), qd_h2f(qd_u16(w + 2)));
+    }
+    case 240: { /* F8_E4M3_S32 (FP8 checkpoints): e4m3(q) * d, d an f32 */
+        const uint8_t *w = row + 36 * (i / 32);
+        float d;
+        memcpy(&d, w, 4);
+        return qd_mul(qd_e4m3(w[4 + i % 32]), d);
     }
     case 8: { /* Q8_0 */
         const uint8_t *w = row + 34 * (i / 32);

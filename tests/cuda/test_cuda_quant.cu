@@ -59,6 +59,13 @@ static void random_row(enum dtype t, uint8_t *row, int cols) {
         }
         case DT_F16: put_f16(w, uniform(-1, 1)); break;
         case DT_BF16: break; /* every bit pattern but NaN/inf is fine; random exponent bytes rarely hit them */
+        case DT_F8_E4M3_S32: { /* every code but NaN (the loader refuses those), subnormals included */
+            const float v = uniform(0.0001f, 0.01f);
+            memcpy(w, &v, 4);
+            for (int k = 4; k < 36; k++)
+                if ((w[k] & 0x7f) == 0x7f) w[k] ^= 1;
+            break;
+        }
         }
     }
     if (t == DT_BF16)
@@ -150,7 +157,7 @@ int main(void) {
     const enum dtype q[] = {DT_Q4_0, DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K};
     for (int rep = 0; rep < 4; rep++)
         for (unsigned i = 0; i < sizeof q / sizeof *q; i++) check_dot(q[i], 256 * (rep + 1));
-    const enum dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_Q4_0, DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K};
+    const enum dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_Q4_0, DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K, DT_F8_E4M3_S32};
     for (unsigned i = 0; i < sizeof all / sizeof *all; i++) check_dequant(all[i], 1024);
     if (failures) printf("%d checks failed\n", failures);
     return failures ? 1 : 0;

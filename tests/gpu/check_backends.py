@@ -4,9 +4,11 @@
 whole prompts and chunked (decode-sized steps take the GEMV and split-attention paths,
 prefill-sized ones cuBLAS and the one-pass attention); tp = 2 with both ranks on one GPU
 (the IPC communicator) against tp = 1; SmolLM2-135M Q4_1 greedy tokens CUDA = CPU, tp 2 = tp 1,
-and teacher-forced argmax against llama.cpp's fixture; the FP8 KV cache CUDA vs CPU.
+and teacher-forced argmax against llama.cpp's fixture; the FP8 KV cache CUDA vs CPU; FP8
+checkpoints (fp8w: compressed-tensors and block-scaled, tests/reference/make_fp8.py) CUDA vs
+CPU and the numpy reference.
 
-Usage: check_backends.py [--quick] [--only=tiny,tp2,smollm2,fp8] [--list]   (results in $TPD_GPU_RESULTS, see gpu_common.py;
+Usage: check_backends.py [--quick] [--only=tiny,tp2,smollm2,fp8,fp8w] [--list]   (results in $TPD_GPU_RESULTS, see gpu_common.py;
        --list prints the check names and runs nothing)
 Exit status 1 if any check failed."""
 import functools
@@ -20,7 +22,9 @@ import numpy as np
 from gpu_common import (BACKEND, ROOT, SMOLLM2, eval_logits, generate, gpu_present, list_mode, record, rel_err,
                         run_plan)
 
+import make_fp8  # noqa: E402
 import make_tiny  # noqa: E402  (path set by gpu_common)
+import model_ref  # noqa: E402
 import refs  # noqa: E402
 
 # CUDA vs CPU: the same arithmetic up to summation order (quantized: the same integer dot
@@ -167,6 +171,44 @@ def plan_fp8(quick):
             for name in (FP8_MODELS[:3] if quick else FP8_MODELS) for chunk in (None, 1)]
 
 
+# FP8 checkpoints (tests/reference/make_fp8.py), weight-only on both backends: CUDA's GEMV
+# keeps f32 activations (decode-sized steps, chunk 1), steps above 16 tokens go through an
+# F16 copy of the weights and F16 activations, hence the F16 models' bound.
+TOL_FP8W = 1e-2
+
+
+@functools.lru_cache(maxsize=1)
+def fp8w_dir():
+    import tempfile
+    d = tempfile.mkdtemp(prefix="tpd_fp8w_")
+    return {name: make_fp8.write(d, name) for name in make_fp8.MODELS}
+
+
+def fp8w_check(name, chunk, tp):
+    def fn():
+        path = fp8w_dir()[name]
+        config, w = make_fp8.load_dequant(path)
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        seqs = [rng.integers(0, config["vocab_size"], n).tolist() for n in LENGTHS]
+        ref = np.concatenate([model_ref.forward(w, config, s) for s in seqs])
+        vocab = ref.shape[1]
+        cpu = eval_logits(path, seqs, vocab, "cpu", chunk=chunk, kv_type="f32")
+        gpu = eval_logits(path, seqs, vocab, BACKEND, tp=tp, chunk=chunk, kv_type="f32")
+        e_cpu, e_ref = rel_err(gpu, cpu), rel_err(gpu, ref)
+        ok = bool(np.all(np.isfinite(gpu))) and e_cpu <= TOL_FP8W and e_ref <= TOL_FP8W
+        return ("PASS" if ok else "FAIL",
+                f"rel err vs cpu {e_cpu:.2e}, vs numpy {e_ref:.2e} (tol {TOL_FP8W:.0e})",
+                dict(err_cpu=e_cpu, err_ref=e_ref))
+    return fn
+
+
+def plan_fp8w(quick):
+    cases = [(None, 1), (1, 1)] + ([] if quick else [(5, 1), (None, 2)])
+    return [(f"{BACKEND} vs cpu+ref FP8 weights {name}" + (f" chunk{c}" if c else "") +
+             (f" tp{tp}" if tp > 1 else ""), fp8w_check(name, c, tp))
+            for name in make_fp8.MODELS for c, tp in cases]
+
+
 def first_diff(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
@@ -233,7 +275,7 @@ def plan_smollm2(quick):
 def main():
     quick = "--quick" in sys.argv
     parts = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
-    parts = parts[0].split(",") if parts else ["tiny", "tp2", "pp", "smollm2", "fp8"]
+    parts = parts[0].split(",") if parts else ["tiny", "tp2", "pp", "smollm2", "fp8", "fp8w"]
     plan = []
     if "tiny" in parts:
         plan += plan_tiny(quick)
@@ -245,6 +287,8 @@ def main():
         plan += plan_smollm2(quick)
     if "fp8" in parts:
         plan += plan_fp8(quick)
+    if "fp8w" in parts:
+        plan += plan_fp8w(quick)
     if not list_mode() and not gpu_present():
         for name, _ in plan:
             record(name, "SKIP", "no GPU")

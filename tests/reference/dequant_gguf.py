@@ -4,7 +4,7 @@ own Python reader) to F16 or F32, every other tensor and every metadata key copi
 are. Used to make a full-precision target for speculative decoding with the quantized
 file as its draft model (same weights up to quantization, same tokenizer).
 
-Usage: dequant_gguf.py IN.gguf OUT.gguf [f16|f32]
+Usage: dequant_gguf.py IN.gguf OUT.gguf [f16|f32|q8_0]   (q8_0: dequantized, then requantized)
 From Python: ensure(src, out, typ) writes out unless it is newer than src and this script.
 """
 import os
@@ -35,7 +35,7 @@ def convert(src, out, typ="f16"):
             w.add_key_value(name, bytes(f.parts[-1]), vt)
         else:
             w.add_key_value(name, f.parts[-1].tolist()[0], vt)
-    want = Q.F16 if typ == "f16" else Q.F32
+    want = {"f16": Q.F16, "f32": Q.F32, "q8_0": Q.Q8_0}[typ]
     for t in r.tensors:
         shape = [int(x) for x in reversed(t.shape.tolist())]  # numpy order: outermost first
         if t.tensor_type in (Q.F32, Q.F16) or len(shape) < 2:
@@ -44,6 +44,9 @@ def convert(src, out, typ="f16"):
                          raw_dtype=t.tensor_type)
             continue
         x = gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape)
+        if want == Q.Q8_0:  # requantized by the gguf package (a Q8_0 twin for benchmarks)
+            w.add_tensor(t.name, gguf.quants.quantize(x.astype(np.float32), Q.Q8_0), raw_dtype=Q.Q8_0)
+            continue
         w.add_tensor(t.name, x.astype(np.float16 if want == Q.F16 else np.float32), raw_dtype=want)
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -70,7 +70,8 @@ def unpermute_qk(w, n_head):
 
 # ---------------------------------------------------------------- safetensors (own reader)
 
-_ST_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I32": np.int32}
+_ST_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I32": np.int32,
+              "F8_E4M3": np.uint8}  # FP8 codes stay raw bytes: make_fp8.decode_e4m3
 
 
 def bf16_to_f32(u16):
@@ -119,6 +120,8 @@ def write_safetensors(path, tensors, dtypes, metadata=None):
         dt = dtypes[name]
         if dt == "BF16":
             data = f32_to_bf16(a).astype("<u2").tobytes()
+        elif dt == "F8_E4M3":
+            data = np.asarray(a, dtype=np.uint8).tobytes()  # codes, as make_fp8 makes them
         elif dt == "F16":
             data = np.asarray(a, dtype="<f2").tobytes()
         else:

@@ -1,0 +1,334 @@
+/* FP8 E4M3 weights of Hugging Face checkpoints: quantization_config, scale shapes, and the
+ * repacking of a rank's shard into DT_F8_E4M3_S32 blocks. */
+#include "fp8w.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/err.h"
+#include "../util/fatal.h"
+#include "../util/fp8.h"
+#include "../util/half.h"
+#include "modelfile.h"
+#include "tensors.h"
+
+enum { FP8W_ELEMS = 32, FP8W_BLOCK_BYTES = 36, FP8W_MAX_SCALE_BLOCK = 1 << 16 };
+
+/* ---- quantization_config ------------------------------------------------------------ */
+
+static const char *json_str(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* A [rows, cols] pair of positive integers that keeps 32-blocks inside one tile. */
+static int block_pair(struct fp8w_config *q, const cJSON *a, const char *path, const char *key,
+                      char *err) {
+    const cJSON *r = cJSON_GetArrayItem(a, 0), *c = cJSON_GetArrayItem(a, 1);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 2 || !cJSON_IsNumber(r) ||
+        !cJSON_IsNumber(c) || r->valuedouble < 1 || c->valuedouble < 1 ||
+        r->valuedouble > FP8W_MAX_SCALE_BLOCK || c->valuedouble > FP8W_MAX_SCALE_BLOCK ||
+        r->valuedouble != (int)r->valuedouble || c->valuedouble != (int)c->valuedouble)
+        return err_set(err, "%s: quantization_config: %s must be two integers in [1, %d]",
+                       path, key, FP8W_MAX_SCALE_BLOCK);
+    q->block_rows = (int)r->valuedouble;
+    q->block_cols = (int)c->valuedouble;
+    if (q->block_cols % FP8W_ELEMS)
+        return err_set(err, "%s: quantization_config: %s [%d, %d]: the block's columns must "
+                       "be a multiple of %d (not supported)", path, key, q->block_rows,
+                       q->block_cols, FP8W_ELEMS);
+    q->scheme = FP8W_BLOCK;
+    return 0;
+}
+
+/* compressed-tensors: every config group 8-bit float weights with one strategy; dynamic
+ * activations only. */
+static int parse_ct(struct fp8w_config *q, const cJSON *qc, const char *path, char *err) {
+    const char *fmt = json_str(qc, "format");
+    if (!fmt || strcmp(fmt, "float-quantized"))
+        return err_set(err, "%s: quantization_config: compressed-tensors format '%s' is not "
+                       "supported (FP8: float-quantized)", path, fmt ? fmt : "(none)");
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(qc, "kv_cache_scheme");
+    if (kv && !cJSON_IsNull(kv))
+        return err_set(err, "%s: quantization_config: kv_cache_scheme is not supported (tpd "
+                       "chooses its KV cache type itself: kv_type)", path);
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
+    if (!cJSON_IsObject(groups) || !groups->child)
+        return err_set(err, "%s: quantization_config: compressed-tensors without "
+                       "config_groups", path);
+    for (const cJSON *g = groups->child; g; g = g->next) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+        const cJSON *bits = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
+        const char *type = json_str(w, "type"), *strat = json_str(w, "strategy");
+        if (!cJSON_IsObject(w) || !cJSON_IsNumber(bits) || bits->valuedouble != 8 || !type ||
+            strcmp(type, "float"))
+            return err_set(err, "%s: quantization_config: group '%s': weights of %g-bit type "
+                           "'%s' are not supported (FP8: 8-bit float)", path, g->string,
+                           cJSON_IsNumber(bits) ? bits->valuedouble : 0.0,
+                           type ? type : "(none)");
+        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(w, "symmetric")) ||
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "dynamic")))
+            return err_set(err, "%s: quantization_config: group '%s': asymmetric or dynamic "
+                           "weight scales are not supported", path, g->string);
+        struct fp8w_config one = *q;
+        if (strat && !strcmp(strat, "tensor")) {
+            one.scheme = FP8W_TENSOR;
+        } else if (strat && !strcmp(strat, "channel")) {
+            one.scheme = FP8W_CHANNEL;
+        } else if (strat && !strcmp(strat, "block")) {
+            if (block_pair(&one, cJSON_GetObjectItemCaseSensitive(w, "block_structure"), path,
+                           "block_structure", err))
+                return -1;
+        } else {
+            return err_set(err, "%s: quantization_config: group '%s': weight strategy '%s' "
+                           "is not supported (tensor, channel, block)", path, g->string,
+                           strat ? strat : "(none)");
+        }
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(g, "input_activations");
+        if (in && !cJSON_IsNull(in) &&
+            !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(in, "dynamic")))
+            return err_set(err, "%s: quantization_config: group '%s': static input "
+                           "activation scales are not supported (dynamic ones are: tpd "
+                           "runs them as W8A16)", path, g->string);
+        const cJSON *out = cJSON_GetObjectItemCaseSensitive(g, "output_activations");
+        if (out && !cJSON_IsNull(out))
+            return err_set(err, "%s: quantization_config: group '%s': output activation "
+                           "quantization is not supported", path, g->string);
+        if (q->scheme != FP8W_NONE &&
+            (q->scheme != one.scheme || q->block_rows != one.block_rows ||
+             q->block_cols != one.block_cols))
+            return err_set(err, "%s: quantization_config: config groups with different "
+                           "weight schemes are not supported", path);
+        *q = one;
+    }
+    q->scale_suffix = "weight_scale";
+    return 0;
+}
+
+int fp8w_config_parse(struct fp8w_config *q, const char *json, size_t len, const char *path,
+                      char *err) {
+    memset(q, 0, sizeof *q);
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) return err_set(err, "%s: not valid JSON", path);
+    int rc = 0;
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+    if (!qc || cJSON_IsNull(qc)) goto out;
+    const char *m = json_str(qc, "quant_method");
+    snprintf(q->method, sizeof q->method, "%s", m ? m : "(none)");
+    if (!cJSON_IsObject(qc) || !m) {
+        rc = err_set(err, "%s: quantization_config without a quant_method string", path);
+    } else if (!strcmp(m, "compressed-tensors")) {
+        rc = parse_ct(q, qc, path, err);
+    } else if (!strcmp(m, "fp8")) {
+        const char *act = json_str(qc, "activation_scheme"), *fmt = json_str(qc, "fmt");
+        if (fmt && strcmp(fmt, "e4m3"))
+            rc = err_set(err, "%s: quantization_config: fp8 fmt '%s' is not supported (e4m3)",
+                         path, fmt);
+        else if (act && strcmp(act, "dynamic"))
+            rc = err_set(err, "%s: quantization_config: fp8 activation_scheme '%s' is not "
+                         "supported (dynamic, run as W8A16)", path, act);
+        else if (!cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size"))
+            rc = err_set(err, "%s: quantization_config: fp8 without weight_block_size is not "
+                         "supported", path);
+        else
+            rc = block_pair(q, cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size"),
+                            path, "weight_block_size", err);
+        q->scale_suffix = "weight_scale_inv";
+    } else if (!strcmp(m, "fbgemm_fp8")) {
+        q->scheme = FP8W_CHANNEL;
+        q->scale_suffix = "weight_scale";
+    } else {
+        rc = err_set(err, "%s: quantization_config: quant_method '%s' is not supported (FP8: "
+                     "compressed-tensors float-quantized, fp8, fbgemm_fp8)", path, m);
+    }
+out:
+    cJSON_Delete(root);
+    if (rc) memset(q, 0, sizeof *q);
+    return rc;
+}
+
+int fp8w_scale_of(const struct fp8w_config *q, const char *name, char *out, size_t n) {
+    if (q->scheme == FP8W_NONE) return 0;
+    size_t ln = strlen(name), ls = strlen(q->scale_suffix);
+    if (ln <= ls + 1 || name[ln - ls - 1] != '.' || strcmp(name + ln - ls, q->scale_suffix))
+        return 0;
+    return snprintf(out, n, "%.*s.weight", (int)(ln - ls - 1), name) < (int)n;
+}
+
+/* ---- checks on open ----------------------------------------------------------------- */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The shape the scheme gives the scale of a rows x cols weight (outermost first, as the
+ * scale's ne reversed); a per-tensor scale may be [] or [1], a per-row one [rows] or
+ * [rows, 1]. */
+static int scale_shape_ok(const struct fp8w_config *q, const struct mf_tensor *s, int64_t rows,
+                          int64_t cols) {
+    int64_t n = s->ne[0] * s->ne[1] * s->ne[2] * s->ne[3];
+    switch (q->scheme) {
+    case FP8W_TENSOR: return n == 1;
+    case FP8W_CHANNEL: return n == rows && (s->ne[0] == rows || s->ne[1] == rows);
+    case FP8W_BLOCK:
+        return s->n_dims == 2 && s->ne[1] == ceil_div(rows, q->block_rows) &&
+               s->ne[0] == ceil_div(cols, q->block_cols);
+    case FP8W_NONE: break;
+    }
+    return 0;
+}
+
+static const char *scheme_shape(const struct fp8w_config *q, int64_t rows, int64_t cols,
+                                char *buf, size_t n) {
+    if (q->scheme == FP8W_TENSOR)
+        snprintf(buf, n, "[] or [1]");
+    else if (q->scheme == FP8W_CHANNEL)
+        snprintf(buf, n, "[%lld, 1]", (long long)rows);
+    else
+        snprintf(buf, n, "[%lld, %lld]", (long long)ceil_div(rows, q->block_rows),
+                 (long long)ceil_div(cols, q->block_cols));
+    return buf;
+}
+
+int fp8w_check(const struct model_file *m, char *err) {
+    const struct fp8w_config *q = &m->fp8;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct mf_tensor *t = &m->tensors[i];
+        const char *path = m->paths[t->file];
+        const char *src = t->src_name ? t->src_name : t->name;
+        size_t ln = strlen(t->name);
+        if (ln > 6 && !strcmp(t->name + ln - 6, ".scale")) {
+            char wname[96];
+            snprintf(wname, sizeof wname, "%.*s", (int)(ln - 6), t->name);
+            const struct mf_tensor *w = modelfile_find(m, wname);
+            if (!w || !w->fp8)
+                return err_set(err, "%s: scale tensor '%s' belongs to no F8_E4M3 weight",
+                               path, src);
+            continue;
+        }
+        if (!t->fp8) continue;
+        int layer, id = tensor_parse(t->name, TNAMES_GGUF, &layer);
+        enum tensor_role role = id >= 0 ? tensor_info(id)->role : TROLE_NORM;
+        if (role != TROLE_COLUMN && role != TROLE_ROW)
+            return err_set(err, "%s: tensor '%s': F8_E4M3 is supported for the attention and "
+                           "MLP matrices only", path, src);
+        int64_t rows = t->ne[1], cols = t->ne[0];
+        if (t->n_dims != 2 || cols % FP8W_ELEMS)
+            return err_set(err, "%s: tensor '%s': an F8_E4M3 weight needs 2 dimensions and a "
+                           "multiple of %d columns (tpd's FP8 blocks); found %lld columns",
+                           path, src, FP8W_ELEMS, (long long)cols);
+        char sname[104], want[64];
+        snprintf(sname, sizeof sname, "%s.scale", t->name);
+        const struct mf_tensor *s = modelfile_find(m, sname);
+        if (!s)
+            return err_set(err, "%s: tensor '%s' (F8_E4M3, %s) has no '%s' scale tensor",
+                           path, src, q->method, q->scale_suffix);
+        if (s->type != DT_F32 && s->type != DT_BF16 && s->type != DT_F16)
+            return err_set(err, "%s: scale '%s' has type %s (F32, BF16 or F16)",
+                           m->paths[s->file], s->src_name, dtype_name(s->type));
+        if (!scale_shape_ok(q, s, rows, cols)) {
+            char got[96];
+            int n = snprintf(got, sizeof got, "[");
+            for (int d = s->n_dims - 1; d >= 0; d--)
+                n += snprintf(got + n, sizeof got - (size_t)n, "%lld%s", (long long)s->ne[d],
+                              d ? ", " : "");
+            snprintf(got + n, sizeof got - (size_t)n, "]");
+            return err_set(err, "%s: scale '%s' of the %lld x %lld weight has shape %s; the "
+                           "%s scheme needs %s", m->paths[s->file], s->src_name,
+                           (long long)rows, (long long)cols, got, q->method,
+                           scheme_shape(q, rows, cols, want, sizeof want));
+        }
+    }
+    return 0;
+}
+
+/* ---- reading a shard ---------------------------------------------------------------- */
+
+/* n scale values of s from element off, as f32; each must be finite. */
+static int read_scales(const struct model_file *m, const struct mf_tensor *s, int64_t off,
+                       int64_t n, float *dst, char *err) {
+    const int es = s->type == DT_F32 ? 4 : 2;
+    uint8_t *raw = xmalloc((size_t)n * 4 + 1);
+    int rc = modelfile_read(m, s, (uint64_t)off * (uint64_t)es, (uint64_t)n * (uint64_t)es,
+                            raw, err);
+    for (int64_t i = 0; i < n && !rc; i++) {
+        uint16_t h;
+        memcpy(&h, raw + 2 * i, 2);
+        if (s->type == DT_F32)
+            memcpy(&dst[i], raw + 4 * i, 4);
+        else
+            dst[i] = s->type == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+        if (!isfinite(dst[i]))
+            rc = err_set(err, "%s: scale '%s': element %lld is not finite",
+                         m->paths[s->file], s->src_name, (long long)(off + i));
+    }
+    free(raw);
+    return rc;
+}
+
+int fp8w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0,
+              int64_t nrows, int64_t col0, int64_t ncols, uint8_t *dst, char *err) {
+    const struct fp8w_config *q = &m->fp8;
+    const int64_t cols = t->ne[0];
+    char sname[104];
+    snprintf(sname, sizeof sname, "%s.scale", t->name);
+    const struct mf_tensor *s = modelfile_find(m, sname);
+    if (!t->fp8 || !s || col0 % FP8W_ELEMS || ncols % FP8W_ELEMS || col0 + ncols > cols)
+        return err_set(err, "%s: tensor '%s': bad FP8 read (columns [%lld, %lld))",
+                       m->paths[t->file], t->name, (long long)col0, (long long)(col0 + ncols));
+    if (nrows == 0 || ncols == 0) return 0;
+    /* the scales that cover the shard: one, a row's each, or its block rows' tiles */
+    int64_t s_off = 0, s_n = 1, br0 = 0, nbc = 1;
+    if (q->scheme == FP8W_CHANNEL) {
+        s_off = row0;
+        s_n = nrows;
+    } else if (q->scheme == FP8W_BLOCK) {
+        br0 = row0 / q->block_rows;
+        nbc = ceil_div(cols, q->block_cols);
+        s_off = br0 * nbc;
+        s_n = ((row0 + nrows - 1) / q->block_rows - br0 + 1) * nbc;
+    }
+    float *sc = xmalloc(sizeof(float) * (size_t)s_n);
+    uint8_t *codes = xmalloc((size_t)ncols);
+    int rc = read_scales(m, s, s_off, s_n, sc, err);
+    const int64_t nb = ncols / FP8W_ELEMS;
+    for (int64_t r = 0; r < nrows && !rc; r++) {
+        const int64_t row = row0 + r;
+        rc = modelfile_read(m, t, (uint64_t)row * (uint64_t)cols + (uint64_t)col0,
+                            (uint64_t)ncols, codes, err);
+        for (int64_t b = 0; b < nb && !rc; b++) {
+            const int64_t col = col0 + FP8W_ELEMS * b;
+            float d = sc[0];
+            if (q->scheme == FP8W_CHANNEL)
+                d = sc[r];
+            else if (q->scheme == FP8W_BLOCK)
+                d = sc[(row / q->block_rows - br0) * nbc + col / q->block_cols];
+            uint8_t *o = dst + (r * nb + b) * FP8W_BLOCK_BYTES;
+            memcpy(o, &d, sizeof d);
+            memcpy(o + 4, codes + FP8W_ELEMS * b, FP8W_ELEMS);
+            for (int k = 0; k < FP8W_ELEMS; k++)
+                if ((o[4 + k] & 0x7f) == FP8_E4M3_NAN)
+                    rc = err_set(err, "%s: tensor '%s': NaN code at row %lld, column %lld",
+                                 m->paths[t->file], t->src_name ? t->src_name : t->name,
+                                 (long long)row, (long long)(col + k));
+        }
+    }
+    free(codes);
+    free(sc);
+    return rc;
+}
+
+float fp8w_amax(const uint8_t *blocks, size_t bytes) {
+    float amax = 0;
+    for (size_t b = 0; b < bytes / FP8W_BLOCK_BYTES; b++, blocks += FP8W_BLOCK_BYTES) {
+        float d;
+        memcpy(&d, blocks, sizeof d);
+        uint8_t qmax = 0;
+        for (int k = 0; k < FP8W_ELEMS; k++)
+            if ((blocks[4 + k] & 0x7f) > qmax) qmax = blocks[4 + k] & 0x7f;
+        const float a = fabsf(fp8_e4m3_to_f32(qmax) * d); /* codes order like magnitudes */
+        if (a > amax) amax = a;
+    }
+    return amax;
+}
