@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "../util/err.h"
@@ -21,14 +22,20 @@ __attribute__((format(printf, 2, 3))) static void path_fmt(char *out, const char
     va_end(ap);
     if (n < 0 || n >= PATH_LEN) out[0] = 0;
 }
-
-/* org/name[@rev]: each part letters, digits, '.', '_', '-', not starting with '.'. */
+/* org/name[@rev]: each part letters, digits, '.', '_', '-', not starting with '.'; a name
+ * ending in .gguf, .safetensors or .json is a file path instead. */
 static int id_shaped(const char *s, size_t *org_len, size_t *name_end) {
     const char *slash = strchr(s, '/');
     if (!slash || slash == s || strchr(slash + 1, '/')) return 0;
     const char *at = strchr(slash + 1, '@');
     const char *end = at ? at : s + strlen(s);
     if (end == slash + 1 || (at && !at[1])) return 0;
+    /* a model file's name ("models/x.gguf"): a path, missing or not, never a repository id */
+    static const char *const exts[] = {".gguf", ".safetensors", ".json"};
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
+        size_t n = strlen(exts[i]);
+        if ((size_t)(end - slash - 1) > n && !strncasecmp(end - n, exts[i], n)) return 0;
+    }
     for (const char *p = s; p < end; p++) {
         if (p == slash) continue;
         int ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||

@@ -137,7 +137,7 @@ def test_configuration_doc_lists_every_key():
 def test_version():
     """`tpd --version` and `tpctl --version` name the version, the commit and the backends."""
     import re
-    pat = r"^%s \d+\.\d+\.\d+ \(commit ([0-9a-f]{7,}(-dirty)?|unknown), backends: cpu(, cuda \(archs [0-9;]+\))?\)$"
+    pat = r"^%s \d+\.\d+\.\d+ \(commit ([0-9a-f]{7,}(-dirty)?|unknown), backends: cpu(, cuda \(archs [0-9,]+\))?\)$"
     p = tpd("--version")
     assert p.returncode == 0 and re.match(pat % "tpd", p.stdout.strip()), (p.stdout, p.stderr)
     tpctl = os.path.join(os.path.dirname(BIN), "tpctl")

@@ -78,3 +78,7 @@ def test_paths_are_not_ids(hub, tmp_path):
     assert p.returncode == 0 and p.stdout.strip() == os.path.relpath(MODEL)
     p = tpd(["config", "--model", "no/such/file.gguf", "--get", "model.path"], {"HF_HOME": str(hub)})
     assert p.returncode == 0 and p.stdout.strip() == "no/such/file.gguf"
+    # one slash, as an id has, but a model file's name: a path (configs/cpu-demo.toml's form)
+    for f in ["models/absent.gguf", "org/absent.safetensors", "org/config.json"]:
+        p = tpd(["config", "--model", f, "--get", "model.path"], {"HF_HOME": str(hub)})
+        assert p.returncode == 0 and p.stdout.strip() == f, p.stderr
