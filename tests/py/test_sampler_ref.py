@@ -52,7 +52,7 @@ def driver(request, tmp_path_factory):
                   "-fno-sanitize-recover=undefined"]
     cmd = (["cc"] + flags + ["-I", src, os.path.join(HERE, "sampler_driver.c"),
                              os.path.join(src, "sched", "sampler.c"), os.path.join(src, "sched", "request.c"),
-                             glibs[0], libs[0], "-lcjson", "-lm", "-lpthread", "-o", out])
+                             glibs[0], libs[0], "-lcjson", "-lpcre2-8", "-lm", "-lpthread", "-o", out])
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"driver build failed:\n{' '.join(cmd)}\n{r.stderr}"
     return out
