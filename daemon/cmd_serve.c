@@ -329,7 +329,7 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
         return 2;
     }
     struct engine_opts eo = {
-        .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend,
+        .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend, .moe = cfg.moe,
         .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic, .tp = (int)cfg.tp, .pp = (int)cfg.pp,
         .threads = (int)cfg.threads,
         .kv_type = kv_type, .block_size = (int)cfg.block_size,

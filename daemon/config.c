@@ -41,6 +41,7 @@ static const struct config_key keys[] = {
     {"parallel", "step_timeout_s", K_DBL, F(step_timeout_s), 1, 86400, NULL, S, "300", NULL, NULL,
      "a step running longer means a rank is hung: the job ends (non-zero)"},
     {"parallel", "backend", K_STR, F(backend), 0, 0, "--backend", S | R, "auto", "cpu|cuda|auto", NULL, "compute backend; auto = cuda when built with it and a GPU is there"},
+    {"parallel", "moe", K_STR, F(moe), 0, 0, "--moe", S | R, "auto", "auto|tp|ep", NULL, "how experts split over a stage's ranks: slices of each (tp) or whole experts (ep)"},
     {"parallel", "comm", K_STR, F(comm.mode), 0, 0, "--comm", S | R, "auto", "auto|nccl|ipc|mpi", NULL, "GPU all-reduce"},
     {"parallel", "comm_timeout_s", K_DBL, F(comm.timeout_s), 1, 86400, NULL, S | R, STR(COMM_TIMEOUT_S), NULL, NULL,
      "a GPU collective (NCCL, IPC) not done by then means a peer died or hung: the job ends (non-zero)"},

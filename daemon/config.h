@@ -39,6 +39,7 @@ struct config {
     long threads;       /* per rank; 0: all CPUs / ranks on this node */
     double step_timeout_s; /* a step running longer: a rank is hung */
     char *backend;      /* "cpu", "cuda", "auto" */
+    char *moe;          /* "auto", "tp", "ep": mixture-of-experts split */
     struct comm_opts comm; /* GPU all-reduce and its timeouts; ipc_sync from [debug] */
     /* [server] */
     char *socket;

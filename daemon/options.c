@@ -109,6 +109,7 @@ int run_opts_parse(struct comm *c, int argc, char **argv, struct run_opts *o, ch
     }
     o->eng = (struct engine_opts){
         .model_path = g->model_path ? g->model_path : g->synthetic, .backend = g->backend, .threads = (int)g->threads,
+        .moe = g->moe,
         .pp = (int)g->pp,
         .kv_type = kv_type, .block_size = (int)g->block_size,
         .max_ctx = (int)g->max_ctx, .comm = g->comm, .synthetic = g->synthetic, .debug = &g->debug,

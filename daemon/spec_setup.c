@@ -58,6 +58,7 @@ int spec_setup(const struct config *cfg, const struct engine *target, struct spe
     if (same_tokenizer(cfg->tokenizer ? cfg->tokenizer : cfg->model_path, cfg->spec_draft_model, err)) return -1;
     const struct engine_info *ti = engine_info(target);
     struct engine_opts eo = {.model_path = cfg->spec_draft_model, .backend = cfg->backend, .threads = (int)cfg->threads,
+                             .moe = cfg->moe,
                              .kv_type = cfg->kv_type && !strcmp(cfg->kv_type, "f32") ? DT_F32 : DT_F16,
                              .block_size = ti->block_size, .n_blocks = ti->n_blocks, .max_ctx = ti->max_ctx,
                              .comm = cfg->comm, .debug = &cfg->debug};

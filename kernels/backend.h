@@ -114,6 +114,11 @@ struct backend {
                       int32_t id0, int k);
     /* dst[i] = src[idx[i]], rows of n floats */
     void (*gather_rows)(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n);
+    /* y[t][i] = sum over j < k, in order, of w[t*k + j] * src[pos[t*k + j]][i], leaving out
+     * pairs whose pos is negative (0 when all are): each token's weighted sum of its
+     * experts' output rows (parallel/moe.h); rows of n floats, ldy / lds apart */
+    void (*moe_combine)(void *ctx, float *y, int64_t ldy, const float *src, int64_t lds,
+                        const int32_t *pos, const float *w, int T, int k, int n);
     void (*zero)(void *ctx, void *p, size_t bytes);
     /* x += y, n floats */
     void (*add)(void *ctx, float *x, const float *y, size_t n);
@@ -150,6 +155,7 @@ struct backend {
     X(SILU_MUL, silu_mul, BOP_TIMED)                                                       \
     X(TOP_CANDS, top_cands, BOP_TIMED | BOP_OPTIONAL)                                      \
     X(GATHER_ROWS, gather_rows, BOP_TIMED)                                                 \
+    X(MOE_COMBINE, moe_combine, BOP_TIMED)                                                 \
     X(ZERO, zero, BOP_TIMED)                                                               \
     X(ADD, add, BOP_TIMED)                                                                 \
     X(SYNC, sync, 0)                                                                       \

@@ -9,7 +9,7 @@
 
 /* Every op the table has is known here: a new one needs a timed wrapper below when it is
  * BOP_TIMED (and backend_profile_wrap to set it); then count it here. */
-static_assert(BACKEND_OP_COUNT == 23, "a new backend op: wrap it in the profiler");
+static_assert(BACKEND_OP_COUNT == 24, "a new backend op: wrap it in the profiler");
 
 enum { T_CLASSES = 4 };
 static const char *const t_class_name[T_CLASSES] = {"T=1", "T=2..8", "T=9..64", "T>64"};
@@ -141,6 +141,13 @@ static void w_silu_mul(void *ctx, float *out, int64_t ldo, const float *g, const
     end(ctx, BACKEND_OP_SILU_MUL, 1, t0);
 }
 
+static void w_moe_combine(void *ctx, float *y, int64_t ldy, const float *src, int64_t lds,
+                          const int32_t *pos, const float *w, int T, int k, int n) {
+    double t0 = begin(ctx);
+    prof.inner.moe_combine(ctx, y, ldy, src, lds, pos, w, T, k, n);
+    end(ctx, BACKEND_OP_MOE_COMBINE, T, t0);
+}
+
 static void w_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n) {
     double t0 = begin(ctx);
     prof.inner.gather_rows(ctx, dst, src, idx, n_rows, n);
@@ -201,6 +208,7 @@ void backend_profile_wrap(struct backend *b) {
     b->attention = w_attention;
     b->silu_mul = w_silu_mul;
     b->gather_rows = w_gather_rows;
+    b->moe_combine = w_moe_combine;
     b->zero = w_zero;
     b->add = w_add;
     b->add_rmsnorm = w_add_rmsnorm;

@@ -108,6 +108,9 @@ static const struct {
     {"MistralForCausalLM", "mistral", ARCH_LLAMA},
     {"Qwen2ForCausalLM", "qwen2", ARCH_QWEN2},
     {"Qwen3ForCausalLM", "qwen3", ARCH_QWEN3},
+    {"MixtralForCausalLM", "mixtral", ARCH_LLAMA},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", ARCH_QWEN2},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", ARCH_QWEN3},
 };
 
 static int get_arch(const cJSON *root, enum model_arch *arch, const char *name, char *err) {
@@ -131,7 +134,8 @@ static int get_arch(const cJSON *root, enum model_arch *arch, const char *name, 
             return 0;
         }
     return err_set(err, "%s: unsupported architecture '%.64s' (supported: LlamaForCausalLM, "
-                   "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)", name, s);
+                   "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, "
+                   "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)", name, s);
 }
 
 /* The rotary settings, in either layout: the long-standing top-level "rope_theta" and
@@ -181,6 +185,38 @@ static int get_rope(const cJSON *root, struct model_hparams *hp, const char *nam
     return 0;
 }
 
+/* Mixture-of-experts fields: Mixtral's (num_local_experts; the experts are intermediate_size
+ * wide and always renormalized) or the Qwen MoE ones (num_experts, moe_intermediate_size,
+ * shared_expert_intermediate_size, norm_topk_prob, decoder_sparse_step, mlp_only_layers). */
+static int get_moe(const cJSON *root, struct model_hparams *hp, const char *name, char *err) {
+    int mixtral = field(root, "num_local_experts") != NULL;
+    if (get_int(root, mixtral ? "num_local_experts" : "num_experts", 0, 0, &hp->n_experts, name,
+                err))
+        return -1;
+    if (!hp->n_experts) return 0;
+    if (get_int(root, "num_experts_per_tok", 1, 0, &hp->n_experts_used, name, err) ||
+        get_int(root, "moe_intermediate_size", !mixtral, hp->ffn_dim, &hp->expert_ffn_dim, name,
+                err) ||
+        get_int(root, "shared_expert_intermediate_size", 0, 0, &hp->shexp_ffn_dim, name, err) ||
+        get_bool(root, "norm_topk_prob", mixtral, &hp->moe_norm_topk, name, err) ||
+        get_int(root, "decoder_sparse_step", 0, 1, &hp->moe_step, name, err))
+        return -1;
+    if (hp->moe_step < 1)
+        return err_set(err, "%s: \"decoder_sparse_step\" = %d must be at least 1", name,
+                       hp->moe_step);
+    const cJSON *dl = field(root, "mlp_only_layers");
+    if (dl && !cJSON_IsArray(dl))
+        return err_set(err, "%s: \"mlp_only_layers\" must be a list of layer numbers", name);
+    for (const cJSON *e = dl ? dl->child : NULL; e; e = e->next) {
+        int l;
+        if (json_to_int(e, &l) || l < 0 || l >= HPARAMS_MAX_LAYERS)
+            return err_set(err, "%s: \"mlp_only_layers\" holds something other than a layer "
+                           "number in [0, %d)", name, HPARAMS_MAX_LAYERS);
+        hp->moe_dense[l / 8] |= (unsigned char)(1u << (l % 8));
+    }
+    return 0;
+}
+
 int hfconfig_parse(struct model_hparams *hp, const char *json, size_t len, const char *name,
                    char *err) {
     memset(hp, 0, sizeof *hp);
@@ -204,7 +240,7 @@ int hfconfig_parse(struct model_hparams *hp, const char *json, size_t len, const
         get_bool(root, "attention_bias", 0, &bias, name, err) ||
         get_token_id(root, "bos_token_id", &hp->bos_id, name, err) ||
         get_token_id(root, "eos_token_id", &hp->eos_id, name, err) ||
-        get_rope(root, hp, name, err))
+        get_rope(root, hp, name, err) || get_moe(root, hp, name, err))
         goto out;
     /* head_dim defaults to hidden/heads; a zero head count is refused by the validator. */
     int def_hd = hp->n_heads > 0 ? hp->dim / hp->n_heads : 0;

@@ -116,6 +116,22 @@ static int gguf_rope_scaling(const struct gguf_file *g, const char *arch,
                    gguf_path(g), (int)(t->len > 32 ? 32 : t->len), t->s, factor);
 }
 
+/* Mixture-of-experts keys as llama.cpp writes them: every layer sparse; the top-k weights
+ * renormalized except in qwen2moe (llama.cpp's norm_w). */
+static int gguf_moe(const struct gguf_file *g, const char *arch, struct model_hparams *hp,
+                    char *err) {
+    if (gguf_int(g, arch, "expert_count", 0, 0, &hp->n_experts, err)) return -1;
+    if (!hp->n_experts) return 0;
+    if (gguf_int(g, arch, "expert_used_count", 1, 0, &hp->n_experts_used, err) ||
+        gguf_int(g, arch, "expert_feed_forward_length", 0, hp->ffn_dim, &hp->expert_ffn_dim,
+                 err) ||
+        gguf_int(g, arch, "expert_shared_feed_forward_length", 0, 0, &hp->shexp_ffn_dim, err))
+        return -1;
+    hp->moe_norm_topk = strcmp(arch, "qwen2moe") != 0;
+    hp->moe_step = 1;
+    return 0;
+}
+
 static int gguf_hparams(struct model_file *m, char *err) {
     const struct gguf_file *g = m->gguf;
     struct model_hparams *hp = &m->hp;
@@ -128,9 +144,14 @@ static int gguf_hparams(struct model_file *m, char *err) {
         hp->arch = ARCH_QWEN2;
     } else if (a->len == 5 && !memcmp(a->s, "qwen3", 5)) {
         hp->arch = ARCH_QWEN3;
+    } else if (a->len == 8 && !memcmp(a->s, "qwen2moe", 8)) {
+        hp->arch = ARCH_QWEN2;
+    } else if (a->len == 8 && !memcmp(a->s, "qwen3moe", 8)) {
+        hp->arch = ARCH_QWEN3;
     } else {
         return err_set(err, "%s: unsupported architecture '%.*s' (supported: llama, qwen2, "
-                       "qwen3)", gguf_path(g), (int)(a->len > 64 ? 64 : a->len), a->s);
+                       "qwen3, qwen2moe, qwen3moe)", gguf_path(g),
+                       (int)(a->len > 64 ? 64 : a->len), a->s);
     }
     snprintf(arch, sizeof arch, "%.*s", (int)a->len, a->s);
     if (gguf_int(g, arch, "block_count", 1, 0, &hp->n_layers, err) ||
@@ -176,7 +197,7 @@ static int gguf_hparams(struct model_file *m, char *err) {
     hp->rope_neox = hp->arch != ARCH_LLAMA; /* llama.cpp permutes llama Q/K for pairs */
     hp->qkv_bias = hp->arch == ARCH_QWEN2;
     hp->qk_norm = hp->arch == ARCH_QWEN3;
-    return 0;
+    return gguf_moe(g, arch, hp, err);
 }
 
 static int open_gguf(struct model_file *m, const char *path, char *err) {
@@ -419,31 +440,31 @@ static int check_hparams(const struct model_hparams *hp, const char *path, char 
         return err_set(err, "%s: llama3 rope scaling (factor %g, low %g, high %g, original "
                        "context %d) is invalid", path, hp->rope_factor,
                        hp->rope_low_freq_factor, hp->rope_high_freq_factor, hp->rope_orig_ctx);
+    if (hp->n_experts &&
+        (hp->n_experts > 4096 || hp->n_experts_used < 1 || hp->n_experts_used > hp->n_experts ||
+         hp->expert_ffn_dim < 1 || hp->expert_ffn_dim > (1 << 20) || hp->shexp_ffn_dim < 0 ||
+         hp->shexp_ffn_dim > (1 << 20)))
+        return err_set(err, "%s: mixture of experts: %d experts, %d used per token, expert "
+                       "MLP size %d, shared expert size %d: need 1 <= used <= experts <= "
+                       "4096 and sizes in [1, 2^20]", path, hp->n_experts, hp->n_experts_used,
+                       hp->expert_ffn_dim, hp->shexp_ffn_dim);
     if (hp->bos_id >= hp->vocab_size || hp->eos_id >= hp->vocab_size)
         return err_set(err, "%s: bos/eos token id %d/%d is outside the vocabulary (%d)", path,
                        hp->bos_id, hp->eos_id, hp->vocab_size);
     return 0;
 }
 
-/* Tensor id of layer `layer` (model-wide rows: any layer): shape and type as the table says,
- * or absent when it is not required. */
-static int check_tensor(const struct model_file *m, enum tensor_id id, int layer,
-                        const char *path, char *err) {
-    const struct model_hparams *hp = &m->hp;
-    const struct tensor_info *ti = tensor_info(id);
-    const struct mf_tensor *t = modelfile_tensor(m, id, layer);
-    if (!t) {
-        if (!tensor_needed(hp, id, 0)) return 0;
-        char name[96];
-        tensor_name(id, layer, TNAMES_GGUF, name, sizeof name);
-        return err_set(err, "%s: missing tensor '%s'", path, name);
-    }
+/* Tensor t (row id) has shape [ne0, ne1, ne2] and a type its role allows. */
+static int check_shape(const struct model_file *m, const struct mf_tensor *t, enum tensor_id id,
+                       int64_t ne0, int64_t ne1, int64_t ne2, char *err) {
     const char *src = t->src_name ? t->src_name : t->name;
-    path = m->paths[t->file]; /* name the file the tensor lives in (HF shards) */
-    int64_t ne0 = tensor_dim_size(hp, ti->ne0), ne1 = tensor_dim_size(hp, ti->ne1);
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
-        char want[64], got[192];
-        if (tensor_is_matrix(id))
+    const char *path = m->paths[t->file]; /* name the file the tensor lives in (HF shards) */
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1) {
+        char want[96], got[192];
+        if (ne2 != 1)
+            snprintf(want, sizeof want, "[%lld, %lld, %lld]", (long long)ne0, (long long)ne1,
+                     (long long)ne2);
+        else if (tensor_is_matrix(id))
             snprintf(want, sizeof want, "[%lld, %lld]", (long long)ne0, (long long)ne1);
         else
             snprintf(want, sizeof want, "[%lld]", (long long)ne0);
@@ -468,6 +489,61 @@ static int check_tensor(const struct model_file *m, enum tensor_id id, int layer
     return 0;
 }
 
+/* An expert row of layer `layer`: one 3-D tensor of every expert (GGUF), or one tensor per
+ * expert (HF), each of the table's shape. */
+static int check_experts(const struct model_file *m, enum tensor_id id, int layer,
+                         const char *path, char *err) {
+    const struct model_hparams *hp = &m->hp;
+    const struct tensor_info *ti = tensor_info(id);
+    int64_t ne0 = tensor_dim_size(hp, ti->ne0), ne1 = tensor_dim_size(hp, ti->ne1);
+    const struct mf_tensor *t = modelfile_tensor(m, id, layer);
+    if (t) return check_shape(m, t, id, ne0, ne1, hp->n_experts, err);
+    if (!tensor_needed(hp, id, layer, 0)) return 0;
+    for (int e = 0; e < hp->n_experts; e++) {
+        char name[128];
+        int64_t row0;
+        if (!(t = modelfile_expert(m, id, layer, e, &row0))) {
+            tensor_expert_name(id, layer, e, m->hf_dir ? TNAMES_HF : TNAMES_GGUF, name,
+                               sizeof name);
+            return err_set(err, "%s: missing tensor '%s' (expert %d of the %d the config "
+                           "declares)", path, name, e, hp->n_experts);
+        }
+        if (check_shape(m, t, id, ne0, ne1, 1, err)) return -1;
+    }
+    return 0;
+}
+
+/* Tensor id of layer `layer` (model-wide rows: any layer): shape and type as the table says,
+ * or absent when it is not required. */
+static int check_tensor(const struct model_file *m, enum tensor_id id, int layer,
+                        const char *path, char *err) {
+    const struct model_hparams *hp = &m->hp;
+    const struct tensor_info *ti = tensor_info(id);
+    if (ti->ne2 == TDIM_EXPERTS) return check_experts(m, id, layer, path, err);
+    const struct mf_tensor *t = modelfile_tensor(m, id, layer);
+    if (!t) {
+        if (!tensor_needed(hp, id, layer, 0)) return 0;
+        char name[96];
+        tensor_name(id, layer, TNAMES_GGUF, name, sizeof name);
+        return err_set(err, "%s: missing tensor '%s'", path, name);
+    }
+    return check_shape(m, t, id, tensor_dim_size(hp, ti->ne0), tensor_dim_size(hp, ti->ne1), 1,
+                       err);
+}
+
+/* An HF expert tensor whose index is outside the config's expert count: the two disagree. */
+static int check_expert_ids(const struct model_file *m, const char *path, char *err) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const char *x = strstr(m->tensors[i].name, "_exps.");
+        if (!x || !m->tensors[i].src_name) continue;
+        long e = strtol(x + 6, NULL, 10);
+        if (e >= m->hp.n_experts)
+            return err_set(err, "%s: tensor '%s' is expert %ld, but the config declares %d "
+                           "experts", path, m->tensors[i].src_name, e, m->hp.n_experts);
+    }
+    return 0;
+}
+
 /* Every tensor of the table, model-wide then layer by layer, with the shape it must have.
  * What the file holds decides the optional parts first: biases, QK-norm, an LM head of its
  * own. */
@@ -486,7 +562,7 @@ static int validate(struct model_file *m, const char *path, char *err) {
         for (int id = 0; id < TENSOR_COUNT; id++)
             if (tensor_info(id)->scope == TSCOPE_LAYER && check_tensor(m, id, l, path, err))
                 return -1;
-    return 0;
+    return check_expert_ids(m, path, err);
 }
 
 /* ---- public ------------------------------------------------------------------------- */
@@ -546,6 +622,19 @@ const struct mf_tensor *modelfile_tensor(const struct model_file *m, enum tensor
                                          int layer) {
     char name[96];
     if (tensor_name(id, layer, TNAMES_GGUF, name, sizeof name)) return NULL;
+    return modelfile_find(m, name);
+}
+
+const struct mf_tensor *modelfile_expert(const struct model_file *m, enum tensor_id id,
+                                         int layer, int expert, int64_t *row0) {
+    const struct mf_tensor *t = modelfile_tensor(m, id, layer);
+    if (t) {
+        *row0 = (int64_t)expert * t->ne[1];
+        return t;
+    }
+    char name[128];
+    *row0 = 0;
+    if (tensor_expert_name(id, layer, expert, TNAMES_GGUF, name, sizeof name)) return NULL;
     return modelfile_find(m, name);
 }
 

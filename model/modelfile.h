@@ -59,6 +59,11 @@ const struct mf_tensor *modelfile_find(const struct model_file *m, const char *n
  * rows); NULL if absent. */
 const struct mf_tensor *modelfile_tensor(const struct model_file *m, enum tensor_id id,
                                          int layer);
+/* Expert `expert` of an expert row (tensors.h) of layer `layer`: the 3-D tensor of every
+ * expert with *row0 the first row of this one's matrix (GGUF), or this expert's own tensor
+ * with *row0 = 0 (HF); NULL if absent. */
+const struct mf_tensor *modelfile_expert(const struct model_file *m, enum tensor_id id,
+                                         int layer, int expert, int64_t *row0);
 /* Reads len bytes starting off bytes into tensor t; -1 (with err) if outside the tensor
  * or on a short read. */
 int modelfile_read(const struct model_file *m, const struct mf_tensor *t, uint64_t off,

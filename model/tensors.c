@@ -31,11 +31,11 @@ static const struct tensor_info table[] = {
     [TENSOR_FFN_NORM] = {BLK("ffn_norm.weight"), HFL("post_attention_layernorm.weight"),
                          TROLE_NORM, TDIM_MODEL, TDIM_ONE, TNEED_ALWAYS, TSCOPE_LAYER},
     [TENSOR_FFN_GATE] = {BLK("ffn_gate.weight"), HFL("mlp.gate_proj.weight"), TROLE_COLUMN,
-                         TDIM_MODEL, TDIM_FFN, TNEED_ALWAYS, TSCOPE_LAYER},
+                         TDIM_MODEL, TDIM_FFN, TNEED_DENSE, TSCOPE_LAYER},
     [TENSOR_FFN_UP] = {BLK("ffn_up.weight"), HFL("mlp.up_proj.weight"), TROLE_COLUMN,
-                       TDIM_MODEL, TDIM_FFN, TNEED_ALWAYS, TSCOPE_LAYER},
+                       TDIM_MODEL, TDIM_FFN, TNEED_DENSE, TSCOPE_LAYER},
     [TENSOR_FFN_DOWN] = {BLK("ffn_down.weight"), HFL("mlp.down_proj.weight"), TROLE_ROW,
-                         TDIM_FFN, TDIM_MODEL, TNEED_ALWAYS, TSCOPE_LAYER},
+                         TDIM_FFN, TDIM_MODEL, TNEED_DENSE, TSCOPE_LAYER},
     /* Qwen2 */
     [TENSOR_ATTN_Q_BIAS] = {BLK("attn_q.bias"), HFL("self_attn.q_proj.bias"), TROLE_BIAS,
                             TDIM_Q, TDIM_ONE, TNEED_QKV_BIAS, TSCOPE_LAYER},
@@ -48,6 +48,32 @@ static const struct tensor_info table[] = {
                             TROLE_NORM, TDIM_HEAD, TDIM_ONE, TNEED_QK_NORM, TSCOPE_LAYER},
     [TENSOR_ATTN_K_NORM] = {BLK("attn_k_norm.weight"), HFL("self_attn.k_norm.weight"),
                             TROLE_NORM, TDIM_HEAD, TDIM_ONE, TNEED_QK_NORM, TSCOPE_LAYER},
+    /* Mixture of experts: the router, the experts (Qwen-MoE names; Mixtral's alternative),
+     * and Qwen2-MoE's shared expert with its gate */
+    [TENSOR_FFN_GATE_INP] = {BLK("ffn_gate_inp.weight"), HFL("mlp.gate.weight"), TROLE_WHOLE,
+                             TDIM_MODEL, TDIM_EXPERTS, TNEED_MOE, TSCOPE_LAYER, TDIM_ONE,
+                             HFL("block_sparse_moe.gate.weight")},
+    [TENSOR_FFN_GATE_EXPS] = {BLK("ffn_gate_exps.weight"), HFL("mlp.experts.%d.gate_proj.weight"),
+                              TROLE_COLUMN, TDIM_MODEL, TDIM_FFN_EXP, TNEED_MOE, TSCOPE_LAYER,
+                              TDIM_EXPERTS, HFL("block_sparse_moe.experts.%d.w1.weight")},
+    [TENSOR_FFN_UP_EXPS] = {BLK("ffn_up_exps.weight"), HFL("mlp.experts.%d.up_proj.weight"),
+                            TROLE_COLUMN, TDIM_MODEL, TDIM_FFN_EXP, TNEED_MOE, TSCOPE_LAYER,
+                            TDIM_EXPERTS, HFL("block_sparse_moe.experts.%d.w3.weight")},
+    [TENSOR_FFN_DOWN_EXPS] = {BLK("ffn_down_exps.weight"), HFL("mlp.experts.%d.down_proj.weight"),
+                              TROLE_ROW, TDIM_FFN_EXP, TDIM_MODEL, TNEED_MOE, TSCOPE_LAYER,
+                              TDIM_EXPERTS, HFL("block_sparse_moe.experts.%d.w2.weight")},
+    [TENSOR_FFN_GATE_INP_SHEXP] = {BLK("ffn_gate_inp_shexp.weight"),
+                                   HFL("mlp.shared_expert_gate.weight"), TROLE_WHOLE,
+                                   TDIM_MODEL, TDIM_ONE, TNEED_SHEXP, TSCOPE_LAYER},
+    [TENSOR_FFN_GATE_SHEXP] = {BLK("ffn_gate_shexp.weight"),
+                               HFL("mlp.shared_expert.gate_proj.weight"), TROLE_COLUMN,
+                               TDIM_MODEL, TDIM_FFN_SHEXP, TNEED_SHEXP, TSCOPE_LAYER},
+    [TENSOR_FFN_UP_SHEXP] = {BLK("ffn_up_shexp.weight"), HFL("mlp.shared_expert.up_proj.weight"),
+                             TROLE_COLUMN, TDIM_MODEL, TDIM_FFN_SHEXP, TNEED_SHEXP,
+                             TSCOPE_LAYER},
+    [TENSOR_FFN_DOWN_SHEXP] = {BLK("ffn_down_shexp.weight"),
+                               HFL("mlp.shared_expert.down_proj.weight"), TROLE_ROW,
+                               TDIM_FFN_SHEXP, TDIM_MODEL, TNEED_SHEXP, TSCOPE_LAYER},
 };
 static_assert(sizeof table / sizeof table[0] == TENSOR_COUNT,
               "every enum tensor_id has a row in the tensor table");
@@ -62,43 +88,91 @@ static const char *pattern(enum tensor_id id, enum tensor_naming naming) {
     return naming == TNAMES_HF ? ti->hf : ti->gguf;
 }
 
-int tensor_name(enum tensor_id id, int layer, enum tensor_naming naming, char *buf, size_t n) {
-    const char *p = pattern(id, naming);
-    if (!p || !n) return -1;
-    const char *d = strstr(p, "%d");
-    int len = d ? snprintf(buf, n, "%.*s%d%s", (int)(d - p), p, layer, d + 2)
-                : snprintf(buf, n, "%s", p);
-    return len < 0 || (size_t)len >= n ? -1 : 0;
+/* p with its "%d"s replaced by a, then b, into buf */
+static int fill(const char *p, int a, int b, char *buf, size_t n) {
+    size_t at = 0;
+    int k = 0;
+    for (const char *s = p; *s && at < n; s++) {
+        if (s[0] == '%' && s[1] == 'd') {
+            int w = snprintf(buf + at, n - at, "%d", k++ ? b : a);
+            if (w < 0) return -1;
+            at += (size_t)w;
+            s++;
+        } else {
+            buf[at++] = *s;
+        }
+    }
+    if (at >= n) return -1;
+    buf[at] = 0;
+    return 0;
 }
 
-/* name against one row's pattern: 1 on a match, with the layer (-1: model-wide) */
-static int match(const char *name, const char *p, int *layer) {
-    const char *d = strstr(p, "%d");
-    if (!d) {
-        *layer = -1;
-        return !strcmp(name, p);
+static int n_slots(const char *p) {
+    int k = 0;
+    for (const char *d = strstr(p, "%d"); d; d = strstr(d + 2, "%d")) k++;
+    return k;
+}
+
+int tensor_name(enum tensor_id id, int layer, enum tensor_naming naming, char *buf, size_t n) {
+    const char *p = pattern(id, naming);
+    if (!p || !n || n_slots(p) > 1) return -1;
+    return fill(p, layer, 0, buf, n);
+}
+
+int tensor_expert_name(enum tensor_id id, int layer, int expert, enum tensor_naming naming,
+                       char *buf, size_t n) {
+    const struct tensor_info *ti = tensor_info(id);
+    if (!ti || ti->ne2 != TDIM_EXPERTS || !n) return -1;
+    if (naming == TNAMES_HF) return fill(ti->hf, layer, expert, buf, n);
+    char base[96];
+    if (fill(ti->gguf, layer, 0, base, sizeof base)) return -1;
+    size_t lb = strlen(base);
+    if (lb < 7 || strcmp(base + lb - 7, ".weight")) return -1;
+    int w = snprintf(buf, n, "%.*s.%d.weight", (int)(lb - 7), base, expert);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+/* name against one pattern with up to two "%d" (layer, then expert): 1 on a match, with
+ * the numbers (-1 where the pattern has none) */
+static int match(const char *name, const char *p, int *layer, int *expert) {
+    int nums[2] = {-1, -1}, k = 0;
+    const char *s = name;
+    while (*p) {
+        if (p[0] == '%' && p[1] == 'd') {
+            int v = 0, digits = 0;
+            for (; *s >= '0' && *s <= '9' && digits < 7; s++, digits++) v = v * 10 + (*s - '0');
+            if (!digits || k >= 2) return 0;
+            nums[k++] = v;
+            p += 2;
+        } else if (*p++ != *s++) {
+            return 0;
+        }
     }
-    size_t pre = (size_t)(d - p);
-    if (strncmp(name, p, pre)) return 0;
-    const char *s = name + pre;
-    int n = 0, digits = 0;
-    for (; *s >= '0' && *s <= '9' && digits < 7; s++, digits++) n = n * 10 + (*s - '0');
-    if (!digits || strcmp(s, d + 2)) return 0;
-    *layer = n;
+    if (*s) return 0;
+    *layer = nums[0];
+    *expert = nums[1];
     return 1;
 }
 
-int tensor_parse(const char *name, enum tensor_naming naming, int *layer) {
+static int parse(const char *name, enum tensor_naming naming, int *layer, int *expert) {
     for (int id = 0; id < TENSOR_COUNT; id++) {
         const char *p = pattern(id, naming);
-        if (p && match(name, p, layer)) return id;
+        if (p && match(name, p, layer, expert)) return id;
+        p = naming == TNAMES_HF ? table[id].hf_alt : NULL;
+        if (p && match(name, p, layer, expert)) return id;
     }
-    *layer = -1;
+    *layer = *expert = -1;
     return -1;
 }
 
+int tensor_parse(const char *name, enum tensor_naming naming, int *layer) {
+    int expert;
+    return parse(name, naming, layer, &expert);
+}
+
 int tensor_hf_to_gguf(const char *hf, char *out, size_t n) {
-    int layer, id = tensor_parse(hf, TNAMES_HF, &layer);
+    int layer, expert, id = parse(hf, TNAMES_HF, &layer, &expert);
+    if (id >= 0 && expert >= 0) return !tensor_expert_name(id, layer, expert, TNAMES_GGUF, out, n);
     return id >= 0 && !tensor_name(id, layer, TNAMES_GGUF, out, n);
 }
 
@@ -112,12 +186,18 @@ int64_t tensor_dim_size(const struct model_hparams *hp, enum tensor_dim d) {
     case TDIM_VOCAB: return hp->vocab_size;
     case TDIM_HEAD: return hp->head_dim;
     case TDIM_HALF_HEAD: return hp->head_dim / 2;
+    case TDIM_EXPERTS: return hp->n_experts;
+    case TDIM_FFN_EXP: return hp->expert_ffn_dim;
+    case TDIM_FFN_SHEXP: return hp->shexp_ffn_dim;
     }
     return -1;
 }
 
-int tensor_needed(const struct model_hparams *hp, enum tensor_id id, int present) {
+int tensor_needed(const struct model_hparams *hp, enum tensor_id id, int layer, int present) {
     switch (tensor_info(id)->need) {
+    case TNEED_DENSE: return !hparams_layer_moe(hp, layer);
+    case TNEED_MOE: return hparams_layer_moe(hp, layer);
+    case TNEED_SHEXP: return hparams_layer_moe(hp, layer) && hp->shexp_ffn_dim > 0;
     case TNEED_ALWAYS: return 1;
     case TNEED_UNTIED: return !hp->tied_embeddings;
     case TNEED_QKV_BIAS: return hp->qkv_bias;
@@ -129,7 +209,8 @@ int tensor_needed(const struct model_hparams *hp, enum tensor_id id, int present
 
 int tensor_is_matrix(enum tensor_id id) {
     enum tensor_role r = tensor_info(id)->role;
-    return r == TROLE_EMBEDDING || r == TROLE_OUTPUT || r == TROLE_COLUMN || r == TROLE_ROW;
+    return r == TROLE_EMBEDDING || r == TROLE_OUTPUT || r == TROLE_COLUMN || r == TROLE_ROW ||
+           r == TROLE_WHOLE;
 }
 
 int tensor_type_ok(enum tensor_id id, enum dtype type) {

@@ -34,6 +34,15 @@ enum tensor_id {
     TENSOR_ATTN_V_BIAS,
     TENSOR_ATTN_Q_NORM,
     TENSOR_ATTN_K_NORM,
+    /* mixture of experts (hparams_layer_moe layers) */
+    TENSOR_FFN_GATE_INP,
+    TENSOR_FFN_GATE_EXPS,
+    TENSOR_FFN_UP_EXPS,
+    TENSOR_FFN_DOWN_EXPS,
+    TENSOR_FFN_GATE_INP_SHEXP,
+    TENSOR_FFN_GATE_SHEXP,
+    TENSOR_FFN_UP_SHEXP,
+    TENSOR_FFN_DOWN_SHEXP,
     TENSOR_COUNT
 };
 
@@ -47,6 +56,7 @@ enum tensor_role {
     TROLE_BIAS,      /* vector along a column-parallel output: a rank's slice of it */
     TROLE_NORM,      /* norm weights: a vector every rank holds whole */
     TROLE_ROPE,      /* rotary frequency divisors: an F32 vector every rank holds whole */
+    TROLE_WHOLE,     /* matrix every rank holds whole (MoE routers: every rank routes) */
 };
 
 /* The sizes a shape rule names, from the hyperparameters. */
@@ -59,6 +69,9 @@ enum tensor_dim {
     TDIM_VOCAB,     /* vocab_size */
     TDIM_HEAD,      /* head_dim */
     TDIM_HALF_HEAD, /* head_dim / 2 */
+    TDIM_EXPERTS,   /* n_experts */
+    TDIM_FFN_EXP,   /* expert_ffn_dim */
+    TDIM_FFN_SHEXP, /* shexp_ffn_dim */
 };
 
 /* When the forward pass reads the tensor; a file that lacks a needed one is refused. */
@@ -68,6 +81,9 @@ enum tensor_need {
     TNEED_QKV_BIAS,   /* when hp.qkv_bias */
     TNEED_QK_NORM,    /* when hp.qk_norm */
     TNEED_IF_PRESENT, /* optional: read when the file has it */
+    TNEED_DENSE,      /* in a layer whose MLP is dense (every layer of a dense model) */
+    TNEED_MOE,        /* in a mixture-of-experts layer */
+    TNEED_SHEXP,      /* in a mixture-of-experts layer when hp.shexp_ffn_dim > 0 */
 };
 
 /* Which ranks hold it: every layer has one (a rank holds its pipeline stage's layers), or
@@ -85,6 +101,12 @@ struct tensor_info {
     enum tensor_dim ne0, ne1; /* the shape in ne order: ne0 is contiguous (a matrix's inputs) */
     enum tensor_need need;
     enum tensor_scope scope;
+    /* Expert rows: TDIM_EXPERTS, a GGUF tensor holds every expert's matrix one after the
+     * other ([ne0, ne1, n_experts], llama.cpp's *_exps), and an HF checkpoint one tensor per
+     * expert, its hf name holding a second "%d" for the expert. TDIM_ONE otherwise. */
+    enum tensor_dim ne2;
+    /* A second HF spelling (Mixtral's block_sparse_moe names), or NULL. */
+    const char *hf_alt;
 };
 
 const struct tensor_info *tensor_info(enum tensor_id id);
@@ -94,6 +116,11 @@ int tensor_name(enum tensor_id id, int layer, enum tensor_naming naming, char *b
 /* The row a name belongs to, with its layer in *layer (-1 for a model-wide row); -1 when no
  * row has that name. Layer numbers have at most 7 digits. */
 int tensor_parse(const char *name, enum tensor_naming naming, int *layer);
+/* Expert rows: the name of expert `expert`'s own matrix of layer `layer`: HF, or in GGUF
+ * spelling the 3-D tensor's name with ".<expert>" before ".weight" (the name an HF
+ * expert tensor has in a model_file). -1 for other rows or a short buf. */
+int tensor_expert_name(enum tensor_id id, int layer, int expert, enum tensor_naming naming,
+                       char *buf, size_t n);
 /* An HF tensor name's GGUF name into out: 1, or 0 when it is no tensor we use
  * (rotary_emb.inv_freq, ...) or out is too short. */
 int tensor_hf_to_gguf(const char *hf, char *out, size_t n);
@@ -101,7 +128,7 @@ int tensor_hf_to_gguf(const char *hf, char *out, size_t n);
 int64_t tensor_dim_size(const struct model_hparams *hp, enum tensor_dim d);
 /* 1 when the forward pass of this model reads the tensor; present: whether the file has it
  * (it decides only TNEED_IF_PRESENT rows, so present 0 asks whether the tensor is required). */
-int tensor_needed(const struct model_hparams *hp, enum tensor_id id, int present);
+int tensor_needed(const struct model_hparams *hp, enum tensor_id id, int layer, int present);
 int tensor_is_matrix(enum tensor_id id);
 /* Whether a tensor of the row may have this type, and the types it may have, for messages. */
 int tensor_type_ok(enum tensor_id id, enum dtype type);

@@ -99,7 +99,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     struct load_progress lp = {load_progress, &rep};
     if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err)
                      : model_load(&e->model, o->model_path, &e->be, c->tp, c->tp_rank, c->pp, c->stage,
-                                  c->rank == 0 ? &lp : NULL, err))
+                                  moe_split_parse(o->moe), c->rank == 0 ? &lp : NULL, err))
         ok = 0;
     double load_s = clock_now() - rep.t0;
     if (!comm_all_ok(c, ok)) {

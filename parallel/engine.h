@@ -19,6 +19,7 @@
 struct engine_opts {
     const char *model_path;
     const char *backend; /* "cpu", "cuda", "auto" (NULL: auto) */
+    const char *moe;     /* experts' split: "tp", "ep", "auto" (NULL: auto; model.h) */
     int local_rank;      /* rank on this node: picks the GPU */
     int tp, pp;          /* ranks per stage (0: ranks / pp), pipeline stages (0: 1); tp x pp = ranks */
     int threads;        /* per rank; < 1: all online CPUs */

@@ -19,6 +19,7 @@ void forward_state_free(struct forward_state *fs, struct backend *be) {
     if (fs->host_local) be->free_host(be->ctx, fs->host_local);
     free(fs->host_gather);
     free(fs->host_logits);
+    moe_free(&fs->moe, be);
     memset(fs, 0, sizeof *fs);
 }
 
@@ -68,7 +69,7 @@ size_t forward_activation_bytes(const struct model *m, int max_tokens) {
     const size_t T = (size_t)(max_tokens > 0 ? max_tokens : 1);
     /* every token may want logits; block_off and blocks are counted as one int32 per token */
     return T * (3 * w.x + w.qkv + w.att + w.gu + w.hb + 4 * w.idx) + T * (w.xo + w.logits + w.cands) +
-           T * 2 * sizeof(int32_t);
+           T * 2 * sizeof(int32_t) + moe_activation_bytes(m, (int)T);
 }
 
 /* The plan's index arrays, in one backend buffer at offsets that depend only on the step's
@@ -133,6 +134,7 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
         fs->host_logits = m->sp.last && m->sp.pp > 1 ? xmalloc(n * (size_t)hp->vocab_size * sizeof(float)) : NULL;
         fs->cap_out = p->n_out;
     }
+    moe_reserve(&fs->moe, m, p->n_tokens);
     upload_plan(be, fs, p);
 }
 
@@ -208,7 +210,10 @@ static void forward_layers(void *arg) {
         comm_allreduce_sum(c, y, (size_t)T * dim); // after row-parallel Wo
         // residual add, then the MLP rmsnorm, in one pass
         be->add_rmsnorm(bc, x, y, xb, lw->ffn_norm, T, dim, hp->norm_eps);
-        if (nffn > 0) {
+        if (lw->moe) {
+            // mixture of experts: this rank's experts (or slices of them) and shared expert
+            moe_forward(m, &fs->moe, lw, y, xb, T);
+        } else if (nffn > 0) {
             // gate and up on this rank's MLP columns (column-parallel), SwiGLU
             matmul_parts(be, fs->gu, 2 * nffn, xb, dim, T, lw->gate_up, 2, lw->gate_up_fused);
             be->silu_mul(bc, fs->hb, nffn, fs->gu, fs->gu + nffn, 2 * nffn, T, nffn);
@@ -312,8 +317,9 @@ void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, cons
     struct step_args a = {m, kv, fs, p, c};
     /* Decode-sized steps (many small kernels, launch-bound) as graphs where the backend has
      * them; one rank per stage and one stage only: the all-reduce and stage-to-stage paths
-     * wait on the host, which a capture cannot hold. */
-    const int graphable = be->graph_run && c->tp == 1 && pp == 1 && p->n_tokens <= FORWARD_GRAPH_MAX_T;
+     * wait on the host, which a capture cannot hold; so does the experts' routing. */
+    const int graphable = be->graph_run && c->tp == 1 && pp == 1 && m->hp.n_experts == 0 &&
+                          p->n_tokens <= FORWARD_GRAPH_MAX_T;
     if (!graphable || !be->graph_run(bc, graph_key(p), forward_layers, &a)) forward_layers(&a);
     if (!sp->last) return;
     gather_logits(m, fs, p, c, pp > 1 ? fs->host_logits : logits);

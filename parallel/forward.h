@@ -10,6 +10,7 @@
 #include "../comm/comm.h"
 #include "kvcache.h"
 #include "model.h"
+#include "moe.h"
 #include "plan.h"
 
 /* Activation buffers, grown to the largest step seen. */
@@ -24,6 +25,7 @@ struct forward_state {
     float *host_local, *host_gather;         /* host staging for the vocab gather */
     float *host_logits;                      /* last stage's TP rank 0 when pp > 1: [n_out][vocab] for rank 0 */
     void *logits_send;                       /* host_logits on its way to rank 0 (comm_isend_floats), or NULL */
+    struct moe_state moe;                    /* mixture-of-experts layers' buffers */
 };
 
 void forward_state_init(struct forward_state *fs);

@@ -40,11 +40,12 @@ static void rank_part(const struct model *m, enum tensor_id id, int *off, int *n
     const struct shard_plan *sp = &m->sp;
     int hd = m->hp.head_dim;
     enum tensor_dim d = ti->ne0;
-    if (ti->role == TROLE_COLUMN || ti->role == TROLE_EMBEDDING || ti->role == TROLE_OUTPUT)
+    if (ti->role == TROLE_COLUMN || ti->role == TROLE_EMBEDDING || ti->role == TROLE_OUTPUT ||
+        ti->role == TROLE_WHOLE)
         d = ti->ne1;
     *off = 0;
     *n = (int)tensor_dim_size(&m->hp, d);
-    if (ti->role == TROLE_NORM || ti->role == TROLE_ROPE) return;
+    if (ti->role == TROLE_NORM || ti->role == TROLE_ROPE || ti->role == TROLE_WHOLE) return;
     if (ti->role == TROLE_ROW && d == TDIM_Q) {
         *off = sp->wo_col0;
         *n = sp->wo_ncols;
@@ -60,6 +61,12 @@ static void rank_part(const struct model *m, enum tensor_id id, int *off, int *n
     } else if (d == TDIM_VOCAB) {
         *off = sp->vocab0;
         *n = sp->n_vocab;
+    } else if (d == TDIM_FFN_EXP) {
+        *off = sp->effn0;
+        *n = sp->n_effn;
+    } else if (d == TDIM_FFN_SHEXP) {
+        *off = sp->sffn0;
+        *n = sp->n_sffn;
     }
 }
 
@@ -71,9 +78,11 @@ static void *upload_host(struct loader *L, const void *host, size_t bytes) {
     return d;
 }
 
-/* Rows [row0, row0 + nrows) of a matrix: one contiguous byte range of the file. */
-static int read_rows(struct loader *L, const struct mf_tensor *t, int row0, int nrows,
-                     char *dst) {
+/* Rows [row0, row0 + nrows) of a matrix that starts at row `base` of tensor t (an expert's
+ * in a 3-D tensor; else 0): one contiguous byte range of the file. */
+static int read_rows(struct loader *L, const struct mf_tensor *t, int64_t base, int row0,
+                     int nrows, char *dst) {
+    row0 += (int)base;
     if (t->fp8) return fp8w_read(&L->mf, t, row0, nrows, 0, t->ne[0], (uint8_t *)dst, L->err);
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
     if (rb < 0)
@@ -84,9 +93,10 @@ static int read_rows(struct loader *L, const struct mf_tensor *t, int row0, int 
 }
 
 /* This rank's rows of column-parallel or vocabulary matrices t[0..n) of one type, stacked
- * into one matrix (n > 1: fused QKV, gate+up). */
+ * into one matrix (n > 1: fused QKV, gate+up); base[i]: t[i]'s first row (experts), or
+ * base NULL. */
 static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf_tensor **t,
-                     const enum tensor_id *ids) {
+                     const enum tensor_id *ids, const int64_t *base) {
     int row0[4], nrows[4], rows = 0;
     for (int i = 0; i < n; i++) {
         rank_part(L->m, ids[i], &row0[i], &nrows[i]);
@@ -98,7 +108,7 @@ static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf
     char *host = xmalloc(bytes);
     size_t at = 0;
     for (int i = 0; i < n; i++) {
-        if (read_rows(L, t[i], row0[i], nrows[i], host + at)) {
+        if (read_rows(L, t[i], base ? base[i] : 0, row0[i], nrows[i], host + at)) {
             free(host);
             return -1;
         }
@@ -111,9 +121,10 @@ static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf
 }
 
 /* Row-parallel weights: this rank's columns [col0, col0 + ncols) of every row, which must
- * fall on block boundaries (the shard plan makes sure). One read per row. */
+ * fall on block boundaries (the shard plan makes sure). One read per row. The matrix starts
+ * at row `base` of t (an expert's in a 3-D tensor; else 0). */
 static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor *t,
-                     enum tensor_id id) {
+                     enum tensor_id id, int64_t base) {
     int col0, ncols;
     rank_part(L->m, id, &col0, &ncols);
     int be_ = dtype_block_elems(t->type);
@@ -126,12 +137,13 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
     int64_t sb = dtype_row_bytes(t->type, ncols), off = dtype_row_bytes(t->type, col0);
     size_t bytes = (size_t)sb * (size_t)rows;
     char *host = xmalloc(bytes ? bytes : 1);
-    if (t->fp8 && fp8w_read(&L->mf, t, 0, rows, col0, ncols, (uint8_t *)host, L->err)) {
+    if (t->fp8 && fp8w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)) {
         free(host);
         return -1;
     }
     for (int r = 0; r < rows && sb > 0 && !t->fp8; r++)
-        if (modelfile_read(&L->mf, t, (uint64_t)r * (uint64_t)rb + (uint64_t)off, (uint64_t)sb,
+        if (modelfile_read(&L->mf, t, (uint64_t)(base + r) * (uint64_t)rb + (uint64_t)off,
+                           (uint64_t)sb,
                            host + (size_t)r * (size_t)sb, L->err)) {
             free(host);
             return -1;
@@ -146,8 +158,8 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
 static int load_matrix(struct loader *L, struct bweight *w, enum tensor_id id, int il) {
     const struct mf_tensor *t = need(L, id, il);
     if (!t) return -1;
-    return tensor_info(id)->role == TROLE_ROW ? load_cols(L, w, t, id)
-                                              : load_rows(L, w, 1, &t, &id);
+    return tensor_info(id)->role == TROLE_ROW ? load_cols(L, w, t, id, 0)
+                                              : load_rows(L, w, 1, &t, &id, NULL);
 }
 
 /* Column-parallel matrices ids[0..n) of layer il (n <= 4), stacked into w[0] when they share
@@ -160,10 +172,58 @@ static int load_stacked(struct loader *L, struct bweight *w, int *fused, int n,
         if (!(t[i] = need(L, ids[i], il))) return -1;
         *fused &= t[i]->type == t[0]->type;
     }
-    if (*fused) return load_rows(L, &w[0], n, t, ids);
+    if (*fused) return load_rows(L, &w[0], n, t, ids, NULL);
     for (int i = 0; i < n; i++)
-        if (load_rows(L, &w[i], 1, &t[i], &ids[i])) return -1;
+        if (load_rows(L, &w[i], 1, &t[i], &ids[i], NULL)) return -1;
     return 0;
+}
+
+/* Expert `e` of expert row id, layer il; marks the row read. */
+static const struct mf_tensor *need_expert(struct loader *L, enum tensor_id id, int il, int e,
+                                           int64_t *base) {
+    const struct mf_tensor *t = modelfile_expert(&L->mf, id, il, e, base);
+    if (t) {
+        L->read[id] = 1;
+        return t;
+    }
+    char name[128];
+    tensor_expert_name(id, il, e, TNAMES_GGUF, name, sizeof name);
+    err_set(L->err, "%s: tensor '%s' is missing", L->mf.paths[0], name);
+    return NULL;
+}
+
+/* Expert e's gate+up rows and down columns as the shard plan gives them to this rank. */
+static int load_expert(struct loader *L, struct moe_expert *x, int il, int e) {
+    static const enum tensor_id gu[2] = {TENSOR_FFN_GATE_EXPS, TENSOR_FFN_UP_EXPS};
+    const struct mf_tensor *t[2], *down;
+    int64_t base[2], dbase;
+    for (int i = 0; i < 2; i++)
+        if (!(t[i] = need_expert(L, gu[i], il, e, &base[i]))) return -1;
+    if (!(down = need_expert(L, TENSOR_FFN_DOWN_EXPS, il, e, &dbase))) return -1;
+    x->gate_up_fused = t[0]->type == t[1]->type;
+    if (x->gate_up_fused) {
+        if (load_rows(L, &x->gate_up[0], 2, t, gu, base)) return -1;
+    } else {
+        for (int i = 0; i < 2; i++)
+            if (load_rows(L, &x->gate_up[i], 1, &t[i], &gu[i], &base[i])) return -1;
+    }
+    return load_cols(L, &x->down, down, TENSOR_FFN_DOWN_EXPS, dbase);
+}
+
+/* A mixture-of-experts layer's router, this rank's experts, and the shared expert. */
+static int load_moe(struct loader *L, struct layer_weights *lw, int il) {
+    static const enum tensor_id shexp[2] = {TENSOR_FFN_GATE_SHEXP, TENSOR_FFN_UP_SHEXP};
+    const struct shard_plan *sp = &L->m->sp;
+    lw->moe = 1;
+    if (load_matrix(L, &lw->router, TENSOR_FFN_GATE_INP, il)) return -1;
+    lw->experts = xcalloc((size_t)sp->n_exp + 1, sizeof *lw->experts);
+    for (int i = 0; i < sp->n_exp; i++)
+        if (load_expert(L, &lw->experts[i], il, sp->exp0 + i)) return -1;
+    if (L->m->hp.shexp_ffn_dim <= 0) return 0;
+    if (load_matrix(L, &lw->shexp_gate, TENSOR_FFN_GATE_INP_SHEXP, il) ||
+        load_stacked(L, lw->shexp_gate_up, &lw->shexp_fused, 2, shexp, il))
+        return -1;
+    return load_matrix(L, &lw->shexp_down, TENSOR_FFN_DOWN_SHEXP, il);
 }
 
 /* This rank's part of vector id of layer il, converted to f32 into dst (host); *n_out its
@@ -275,6 +335,7 @@ static int load_layer(struct loader *L, int il) {
         if (!(lw->k_norm = load_vec(L, TENSOR_ATTN_K_NORM, il))) return -1;
     }
     if (load_matrix(L, &lw->wo, TENSOR_ATTN_OUTPUT, il)) return -1;
+    if (hparams_layer_moe(hp, il)) return load_moe(L, lw, il);
     if (load_stacked(L, lw->gate_up, &lw->gate_up_fused, 2, gate_up, il)) return -1;
     return load_matrix(L, &lw->down, TENSOR_FFN_DOWN, il);
 }
@@ -291,7 +352,7 @@ static int check_all_read(struct loader *L) {
                    (ti->scope == TSCOPE_FIRST && sp->first) ||
                    (ti->scope == TSCOPE_LAST && sp->last);
         int present = modelfile_tensor(&L->mf, id, il) != NULL;
-        if (L->read[id] || !here || !tensor_needed(&L->m->hp, id, present)) continue;
+        if (L->read[id] || !here || !tensor_needed(&L->m->hp, id, il, present)) continue;
         char name[96];
         tensor_name(id, il, TNAMES_GGUF, name, sizeof name);
         return err_set(L->err, "%s: tensor '%s' is needed but the weight loader "
@@ -316,15 +377,29 @@ static double head_layers(const struct model_file *mf) {
  * 256, so the largest is a multiple of the others). */
 static int split_block(const struct model_file *mf, enum tensor_id id) {
     int block = 1;
+    int64_t row0;
     for (int il = 0; il < mf->hp.n_layers; il++) {
-        const struct mf_tensor *t = modelfile_tensor(mf, id, il);
+        const struct mf_tensor *t = tensor_info(id)->ne2 == TDIM_EXPERTS
+                                        ? modelfile_expert(mf, id, il, 0, &row0)
+                                        : modelfile_tensor(mf, id, il);
         if (t && dtype_block_elems(t->type) > block) block = dtype_block_elems(t->type);
     }
     return block;
 }
 
+enum moe_split moe_split_parse(const char *s) {
+    if (s && !strcmp(s, "tp")) return MOE_SPLIT_TP;
+    if (s && !strcmp(s, "ep")) return MOE_SPLIT_EP;
+    return MOE_SPLIT_AUTO;
+}
+
+static int moe_ep(const struct model_hparams *hp, enum moe_split moe, int tp) {
+    if (moe != MOE_SPLIT_AUTO) return moe == MOE_SPLIT_EP;
+    return hp->n_experts >= tp && hp->expert_ffn_dim / tp < MOE_AUTO_MIN_COLS;
+}
+
 int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp,
-               int stage, const struct load_progress *lp, char *err) {
+               int stage, enum moe_split moe, const struct load_progress *lp, char *err) {
     memset(m, 0, sizeof *m);
     m->be = be;
     struct loader L = {.m = m, .err = err};
@@ -334,6 +409,8 @@ int model_load(struct model *m, const char *path, struct backend *be, int tp, in
     int rc = -1;
     if (shard_plan_make(&m->sp, hp, tp, rank, split_block(&L.mf, TENSOR_ATTN_OUTPUT),
                         split_block(&L.mf, TENSOR_FFN_DOWN), err) ||
+        shard_plan_moe(&m->sp, hp, moe_ep(hp, moe, tp), split_block(&L.mf, TENSOR_FFN_DOWN_EXPS),
+                       split_block(&L.mf, TENSOR_FFN_DOWN_SHEXP), err) ||
         shard_stage(&m->sp, hp->n_layers, pp, stage, head_layers(&L.mf), err))
         goto out;
     if (m->sp.first && load_matrix(&L, &m->tok_embd, TENSOR_TOKEN_EMBD, -1)) goto out;
@@ -376,6 +453,14 @@ void model_free(struct model *m) {
             for (int i = 0; i < 2; i++) free_w(be, &lw->gate_up[i]);
             free_w(be, &lw->wo);
             free_w(be, &lw->down);
+            for (int e = 0; lw->experts && e < m->sp.n_exp; e++) {
+                for (int i = 0; i < 2; i++) free_w(be, &lw->experts[e].gate_up[i]);
+                free_w(be, &lw->experts[e].down);
+            }
+            free(lw->experts);
+            struct bweight *moe_w[] = {&lw->router, &lw->shexp_gate, &lw->shexp_gate_up[0],
+                                       &lw->shexp_gate_up[1], &lw->shexp_down};
+            for (unsigned i = 0; i < sizeof moe_w / sizeof *moe_w; i++) free_w(be, moe_w[i]);
         }
         free(m->layers);
     }

@@ -12,6 +12,13 @@
 #include "../model/hparams.h"
 #include "shard.h"
 
+/* One expert's matrices as this rank holds them (shard.h: a slice of its columns, or whole). */
+struct moe_expert {
+    struct bweight gate_up[2]; /* fused like gate_up below when the types agree */
+    int gate_up_fused;
+    struct bweight down;
+};
+
 struct layer_weights {
     float *attn_norm; /* [dim] */
     float *ffn_norm;  /* [dim] */
@@ -25,6 +32,15 @@ struct layer_weights {
     struct bweight gate_up[2]; /* fused like qkv: 2*n_ffn rows, or gate and up */
     int gate_up_fused;
     struct bweight down;    /* dim rows x n_ffn columns (row-parallel slice) */
+    /* A mixture-of-experts layer (moe set; the dense MLP above is then empty): the router,
+     * n_experts rows x dim, whole on every rank; this rank's experts sp.exp0 + i at i of
+     * sp.n_exp; and when the model has one, the shared expert (split like a dense MLP) with
+     * its gate, 1 row x dim, whole. */
+    int moe;
+    struct bweight router;
+    struct moe_expert *experts;
+    struct bweight shexp_gate, shexp_gate_up[2], shexp_down;
+    int shexp_fused;
 };
 
 struct model {
@@ -46,9 +62,17 @@ struct load_progress {
     void *arg;
 };
 
+/* How a mixture-of-experts model's experts are split over the tp ranks of a stage (config
+ * key parallel.moe): a slice of every expert on every rank, or whole experts per rank. */
+enum moe_split { MOE_SPLIT_TP = 0, MOE_SPLIT_EP = 1, MOE_SPLIT_AUTO = 2 };
+/* "tp", "ep"; anything else (NULL, "auto") MOE_SPLIT_AUTO: ep when a tp slice of an expert
+ * would be narrower than MOE_AUTO_MIN_COLS columns and there are at least tp experts. */
+enum moe_split moe_split_parse(const char *s);
+#define MOE_AUTO_MIN_COLS 128
+
 /* Rank `rank` of tp in stage `stage` of pp. lp: NULL, or told of the progress. */
 int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp, int stage,
-               const struct load_progress *lp, char *err);
+               enum moe_split moe, const struct load_progress *lp, char *err);
 void model_free(struct model *m);
 /* Rotary frequencies theta^(-2i/d), i < head_dim/2, into out: divided by factors[i] when
  * the file carries them (GGUF rope_freqs, NULL otherwise), else scaled by the HF llama3

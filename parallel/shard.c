@@ -82,3 +82,37 @@ int shard_stage(struct shard_plan *sp, int n_layers, int pp, int s, double head_
     sp->last = s == pp - 1;
     return 0;
 }
+
+/* [*c0, *c0 + *n) of an MLP of n_cols columns, split over tp in whole blocks */
+static int split_cols(int n_cols, int block, int tp, int rank, int *c0, int *n,
+                      const char *what, char *err) {
+    if (block < 1 || n_cols % block)
+        return err_set(err, "%s block size %d does not divide its MLP size %d", what, block,
+                       n_cols);
+    int u0, un;
+    shard_split(n_cols / block, tp, rank, &u0, &un);
+    *c0 = u0 * block;
+    *n = un * block;
+    return 0;
+}
+
+int shard_plan_moe(struct shard_plan *sp, const struct model_hparams *hp, int ep, int exp_block,
+                   int shexp_block, char *err) {
+    sp->ep = ep && hp->n_experts > 0;
+    sp->exp0 = sp->n_exp = sp->effn0 = sp->n_effn = sp->sffn0 = sp->n_sffn = 0;
+    if (hp->n_experts <= 0) return 0;
+    if (sp->ep) {
+        shard_split(hp->n_experts, sp->tp, sp->rank, &sp->exp0, &sp->n_exp);
+        sp->n_effn = hp->expert_ffn_dim;
+    } else {
+        sp->n_exp = hp->n_experts;
+        if (split_cols(hp->expert_ffn_dim, exp_block, sp->tp, sp->rank, &sp->effn0, &sp->n_effn,
+                       "ffn_down_exps", err))
+            return -1;
+    }
+    if (hp->shexp_ffn_dim > 0 &&
+        split_cols(hp->shexp_ffn_dim, shexp_block, sp->tp, sp->rank, &sp->sffn0, &sp->n_sffn,
+                   "ffn_down_shexp", err))
+        return -1;
+    return 0;
+}

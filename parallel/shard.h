@@ -23,6 +23,13 @@ struct shard_plan {
      * [layer0, layer0 + n_layers); the first stage holds the embedding, the last the final
      * norm and LM head. */
     int pp, stage, layer0, n_layers, first, last;
+    /* Mixture of experts (shard_plan_moe): the experts [exp0, exp0 + n_exp) this rank
+     * computes, and of each its MLP columns [effn0, effn0 + n_effn): every expert and a
+     * 1/tp slice of each (tensor-parallel experts), or whole experts in a near-even share
+     * (ep, expert parallel). The shared expert is always split like a dense MLP:
+     * [sffn0, sffn0 + n_sffn). */
+    int ep;
+    int exp0, n_exp, effn0, n_effn, sffn0, n_sffn;
 };
 
 /* Part r of n items split into tp contiguous near-even parts (sizes differ by at most 1). */
@@ -48,5 +55,12 @@ double shard_head_layers(double head_elems, double layer_elems);
  * Returns -1 with a message listing the tp values that work when tp cannot be served. */
 int shard_plan_make(struct shard_plan *sp, const struct model_hparams *hp, int tp, int rank,
                     int wo_block, int down_block, char *err);
+
+/* The experts' part of the plan, after shard_plan_make: ep 0 splits every expert's MLP in
+ * blocks of exp_block (ffn_down_exps' type), ep 1 gives whole experts to each rank (a rank
+ * gets none when there are more ranks than experts); the shared expert splits in blocks of
+ * shexp_block. -1 with err when a block size does not divide its MLP size. */
+int shard_plan_moe(struct shard_plan *sp, const struct model_hparams *hp, int ep, int exp_block,
+                   int shexp_block, char *err);
 
 #endif

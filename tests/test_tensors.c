@@ -39,12 +39,18 @@ static void test_rows_complete(void **state) {
         /* a per-layer row names its layer once in each spelling, a model-wide row never */
         assert_int_equal(count(ti->gguf, "%"), per_layer);
         assert_int_equal(count(ti->gguf, "%d"), per_layer);
+        /* an HF expert row also names its expert */
+        int hf_slots = per_layer + (ti->ne2 == TDIM_EXPERTS);
         if (ti->hf) {
-            assert_int_equal(count(ti->hf, "%"), per_layer);
-            assert_int_equal(count(ti->hf, "%d"), per_layer);
+            assert_int_equal(count(ti->hf, "%"), hf_slots);
+            assert_int_equal(count(ti->hf, "%d"), hf_slots);
         }
-        /* matrices have two dimensions, vectors one */
-        assert_int_equal(tensor_is_matrix(id), ti->ne1 != TDIM_ONE);
+        if (ti->hf_alt) {
+            assert_int_equal(count(ti->hf_alt, "%"), hf_slots);
+            assert_int_equal(count(ti->hf_alt, "%d"), hf_slots);
+        }
+        /* matrices have two dimensions (a whole one may have one row), vectors one */
+        assert_int_equal(tensor_is_matrix(id), ti->ne1 != TDIM_ONE || ti->role == TROLE_WHOLE);
         assert_true(ti->ne0 != TDIM_ONE);
         /* column- and row-parallel matrices, biases and norms belong to layers, except the
          * final norm */
@@ -83,6 +89,18 @@ static void test_names_round_trip(void **state) {
             assert_int_equal(layer, want);
             if (!ti->hf) {
                 assert_int_equal(tensor_name(id, want, TNAMES_HF, h, sizeof h), -1);
+                continue;
+            }
+            if (ti->ne2 == TDIM_EXPERTS) { /* HF: one tensor per expert, in either spelling */
+                int expert = -2;
+                assert_int_equal(tensor_name(id, want, TNAMES_HF, h, sizeof h), -1);
+                assert_int_equal(tensor_expert_name(id, want, 77, TNAMES_HF, h, sizeof h), 0);
+                assert_int_equal(tensor_parse(h, TNAMES_HF, &layer), id);
+                assert_int_equal(layer, want);
+                assert_int_equal(tensor_hf_to_gguf(h, mapped, sizeof mapped), 1);
+                assert_int_equal(tensor_expert_name(id, want, 77, TNAMES_GGUF, g, sizeof g), 0);
+                assert_string_equal(mapped, g);
+                (void)expert;
                 continue;
             }
             assert_int_equal(tensor_name(id, want, TNAMES_HF, h, sizeof h), 0);
@@ -134,15 +152,18 @@ static void test_names_match_testutil(void **state) {
         assert_int_equal(tensor_hf_to_gguf(t[i].hf, g, sizeof g), 1);
         assert_string_equal(g, t[i].gguf);
     }
+    /* mixture-of-experts rows: the Python fixtures write them (tests/py/test_moe.py) */
     for (int id = 0; id < TENSOR_COUNT; id++)
-        if (!seen[id]) fail_msg("testutil_model writes no %s", tensor_info(id)->gguf);
+        if (!seen[id] && tensor_info(id)->need != TNEED_MOE && tensor_info(id)->need != TNEED_SHEXP)
+            fail_msg("testutil_model writes no %s", tensor_info(id)->gguf);
 }
 
 /* SmolLM2-135M's sizes, and every row's shape written out by hand. */
 static void test_shapes(void **state) {
     (void)state;
     struct model_hparams hp = {.dim = 576, .n_heads = 9, .n_kv_heads = 3, .head_dim = 64,
-                               .ffn_dim = 1536, .vocab_size = 49152};
+                               .ffn_dim = 1536, .vocab_size = 49152, .n_experts = 60,
+                               .expert_ffn_dim = 1408, .shexp_ffn_dim = 5632};
     static const struct { enum tensor_id id; int64_t ne0, ne1; } want[] = {
         {TENSOR_TOKEN_EMBD, 576, 49152}, {TENSOR_OUTPUT_NORM, 576, 1},
         {TENSOR_OUTPUT, 576, 49152},     {TENSOR_ROPE_FREQS, 32, 1},
@@ -153,6 +174,10 @@ static void test_shapes(void **state) {
         {TENSOR_FFN_DOWN, 1536, 576},    {TENSOR_ATTN_Q_BIAS, 576, 1},
         {TENSOR_ATTN_K_BIAS, 192, 1},    {TENSOR_ATTN_V_BIAS, 192, 1},
         {TENSOR_ATTN_Q_NORM, 64, 1},     {TENSOR_ATTN_K_NORM, 64, 1},
+        {TENSOR_FFN_GATE_INP, 576, 60},  {TENSOR_FFN_GATE_EXPS, 576, 1408},
+        {TENSOR_FFN_UP_EXPS, 576, 1408}, {TENSOR_FFN_DOWN_EXPS, 1408, 576},
+        {TENSOR_FFN_GATE_INP_SHEXP, 576, 1}, {TENSOR_FFN_GATE_SHEXP, 576, 5632},
+        {TENSOR_FFN_UP_SHEXP, 576, 5632}, {TENSOR_FFN_DOWN_SHEXP, 5632, 576},
     };
     assert_int_equal(sizeof want / sizeof *want, TENSOR_COUNT);
     for (int i = 0; i < TENSOR_COUNT; i++) {
@@ -169,16 +194,31 @@ static void test_shapes(void **state) {
 static void test_needs_and_types(void **state) {
     (void)state;
     struct model_hparams hp = {.tied_embeddings = 1};
-    assert_true(tensor_needed(&hp, TENSOR_ATTN_Q, 0));
-    assert_false(tensor_needed(&hp, TENSOR_OUTPUT, 1));
-    assert_false(tensor_needed(&hp, TENSOR_ATTN_Q_BIAS, 1));
-    assert_false(tensor_needed(&hp, TENSOR_ATTN_K_NORM, 1));
-    assert_false(tensor_needed(&hp, TENSOR_ROPE_FREQS, 0));
-    assert_true(tensor_needed(&hp, TENSOR_ROPE_FREQS, 1));
+    assert_true(tensor_needed(&hp, TENSOR_ATTN_Q, 0, 0));
+    assert_false(tensor_needed(&hp, TENSOR_OUTPUT, 0, 1));
+    assert_false(tensor_needed(&hp, TENSOR_ATTN_Q_BIAS, 0, 1));
+    assert_false(tensor_needed(&hp, TENSOR_ATTN_K_NORM, 0, 1));
+    assert_false(tensor_needed(&hp, TENSOR_ROPE_FREQS, 0, 0));
+    assert_true(tensor_needed(&hp, TENSOR_ROPE_FREQS, 0, 1));
     hp = (struct model_hparams){.qkv_bias = 1, .qk_norm = 1};
-    assert_true(tensor_needed(&hp, TENSOR_OUTPUT, 0));
-    assert_true(tensor_needed(&hp, TENSOR_ATTN_V_BIAS, 0));
-    assert_true(tensor_needed(&hp, TENSOR_ATTN_Q_NORM, 0));
+    assert_true(tensor_needed(&hp, TENSOR_OUTPUT, 0, 0));
+    assert_true(tensor_needed(&hp, TENSOR_ATTN_V_BIAS, 0, 0));
+    assert_true(tensor_needed(&hp, TENSOR_ATTN_Q_NORM, 0, 0));
+    /* mixture of experts: layer 1 dense (mlp_only_layers), every second layer sparse
+     * (decoder_sparse_step 2), the shared expert only with a size */
+    hp = (struct model_hparams){.n_experts = 8, .n_experts_used = 2, .moe_step = 2};
+    hp.moe_dense[0] = 1u << 3;
+    static const int sparse[] = {0, 1, 0, 0, 0, 1};
+    for (int l = 0; l < 6; l++) {
+        assert_int_equal(hparams_layer_moe(&hp, l), sparse[l]);
+        assert_int_equal(tensor_needed(&hp, TENSOR_FFN_GATE_EXPS, l, 0), sparse[l]);
+        assert_int_equal(tensor_needed(&hp, TENSOR_FFN_GATE_INP, l, 0), sparse[l]);
+        assert_int_equal(tensor_needed(&hp, TENSOR_FFN_DOWN, l, 0), !sparse[l]);
+        assert_false(tensor_needed(&hp, TENSOR_FFN_UP_SHEXP, l, 0));
+    }
+    hp.shexp_ffn_dim = 64;
+    assert_true(tensor_needed(&hp, TENSOR_FFN_UP_SHEXP, 1, 0));
+    assert_false(tensor_needed(&hp, TENSOR_FFN_UP_SHEXP, 2, 0));
     assert_true(tensor_type_ok(TENSOR_FFN_DOWN, DT_Q6_K));
     assert_true(tensor_type_ok(TENSOR_ATTN_NORM, DT_BF16));
     assert_false(tensor_type_ok(TENSOR_ATTN_NORM, DT_Q8_0));
@@ -216,8 +256,9 @@ static void test_loader_reads_every_row(void **state) {
     char err[ERR_LEN] = "";
     struct model_file mf;
     if (modelfile_open(&mf, path, err)) fail_msg("%s", err);
-    for (int id = 0; id < TENSOR_COUNT; id++)
-        if (!tensor_needed(&mf.hp, id, modelfile_tensor(&mf, id, 0) != NULL))
+    for (int id = 0; id < TENSOR_COUNT; id++) /* a dense model: the experts' rows aside */
+        if (!tensor_needed(&mf.hp, id, 0, modelfile_tensor(&mf, id, 0) != NULL) &&
+            tensor_info(id)->need != TNEED_MOE && tensor_info(id)->need != TNEED_SHEXP)
             fail_msg("the test model does not need %s", tensor_info(id)->gguf);
     struct backend be;
     if (backend_open(&be, "cpu", 1, 0, NULL, err)) fail_msg("%s", err);
@@ -225,7 +266,7 @@ static void test_loader_reads_every_row(void **state) {
     for (size_t c = 0; c < sizeof split / sizeof *split; c++) {
         int tp = split[c][0], rank = split[c][1], pp = split[c][2], stage = split[c][3];
         struct model m;
-        if (model_load(&m, path, &be, tp, rank, pp, stage, NULL, err))
+        if (model_load(&m, path, &be, tp, rank, pp, stage, MOE_SPLIT_AUTO, NULL, err))
             fail_msg("tp %d rank %d pp %d stage %d: %s", tp, rank, pp, stage, err);
         const struct shard_plan *sp = &m.sp;
         const int hd = s.head_dim, il = sp->layer0;

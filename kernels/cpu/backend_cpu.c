@@ -271,6 +271,21 @@ static void cpu_gather_rows(void *vctx, float *dst, const float *src, const int3
     for (int i = 0; i < n_rows; i++) memcpy(dst + (int64_t)i * n, src + (int64_t)idx[i] * n, sizeof(float) * (size_t)n);
 }
 
+static void cpu_moe_combine(void *vctx, float *y, int64_t ldy, const float *src, int64_t lds,
+                            const int32_t *pos, const float *w, int T, int k, int n) {
+    (void)vctx;
+    for (int t = 0; t < T; t++) {
+        float *yt = y + (int64_t)t * ldy;
+        memset(yt, 0, sizeof(float) * (size_t)n);
+        for (int j = 0; j < k; j++) {
+            int32_t p = pos[(int64_t)t * k + j];
+            if (p < 0) continue;
+            const float *s = src + (int64_t)p * lds, wj = w[(int64_t)t * k + j];
+            for (int i = 0; i < n; i++) yt[i] += wj * s[i];
+        }
+    }
+}
+
 struct cands_task {
     struct logit_cand *out;
     const float *x;
@@ -304,7 +319,7 @@ static void cpu_destroy(struct backend *b) { backend_cpu_free(b); }
 
 /* The table below has every op of kernels/backend.h: a new one is added there, then count it
  * here (backend_open refuses a table without a required op). */
-static_assert(BACKEND_OP_COUNT == 23, "a new backend op: add it to the CPU backend's table");
+static_assert(BACKEND_OP_COUNT == 24, "a new backend op: add it to the CPU backend's table");
 
 void backend_cpu_init(struct backend *b, int n_threads) {
     struct cpu_ctx *c = xcalloc(1, sizeof *c);
@@ -327,7 +342,8 @@ void backend_cpu_init(struct backend *b, int n_threads) {
         .upload = cpu_copy, .download = cpu_copy, .matmul = cpu_matmul_op, .embed = cpu_embed,
         .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm, .head_rmsnorm = cpu_head_rmsnorm, .add_bias = cpu_add_bias,
         .rope = cpu_rope, .kv_store = cpu_kv_store, .attention = cpu_attention,
-        .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows, .top_cands = cpu_top_cands, .zero = cpu_zero, .add = cpu_add,
+        .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows,
+        .moe_combine = cpu_moe_combine, .top_cands = cpu_top_cands, .zero = cpu_zero, .add = cpu_add,
         .sync = cpu_sync, .destroy = cpu_destroy,
     };
 }

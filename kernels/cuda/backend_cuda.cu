@@ -210,6 +210,11 @@ static void cu_gather_rows(void *ctx, float *dst, const float *src, const int32_
     cuda_gather_rows(bind(ctx), dst, src, idx, n_rows, n);
 }
 
+static void cu_moe_combine(void *ctx, float *y, int64_t ldy, const float *src, int64_t lds,
+                           const int32_t *pos, const float *w, int T, int k, int n) {
+    cuda_moe_combine(bind(ctx), y, ldy, src, lds, pos, w, T, k, n);
+}
+
 static void cu_top_cands(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
                          int32_t id0, int k) {
     cuda_top_cands(bind(ctx), out, x, n_rows, n_cols, ld, id0, k);
@@ -312,7 +317,7 @@ extern "C" int backend_cuda_available(void) {
 
 /* The table at the end of backend_cuda_init has every op of kernels/backend.h: a new one is
  * added there, then count it here (backend_open refuses a table without a required op). */
-static_assert(BACKEND_OP_COUNT == 23, "a new backend op: add it to the CUDA backend's table");
+static_assert(BACKEND_OP_COUNT == 24, "a new backend op: add it to the CUDA backend's table");
 
 extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct backend_debug *dbg, char *err) {
     int n = 0;
@@ -378,6 +383,7 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct
     b->attention = cu_attention;
     b->silu_mul = cu_silu_mul;
     b->gather_rows = cu_gather_rows;
+    b->moe_combine = cu_moe_combine;
     /* debug.top_cands (on by default: test_cuda_topk bit-exact and the end-to-end greedy
      * checks passed on an H200, 2026-11-27). false: every step downloads whole rows. */
     b->top_cands = dbg->top_cands ? cu_top_cands : NULL;

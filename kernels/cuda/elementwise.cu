@@ -256,6 +256,30 @@ void cuda_gather_rows(struct cuda_ctx *c, float *dst, const float *src, const in
     CUDA_LAUNCH_CHECK(c->stream, "gather_rows_kernel");
 }
 
+/* ---- y[t] = sum_j w[t][j] src[pos[t][j]] (parallel/moe.h) ---- */
+
+static __global__ void moe_combine_kernel(float *y, int64_t ldy, const float *src, int64_t lds,
+                                          const int32_t *__restrict__ pos, const float *__restrict__ w,
+                                          int k, int n) {
+    const int t = blockIdx.y;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float acc = 0.0f;
+    for (int j = 0; j < k; j++) {
+        const int32_t p = pos[(int64_t)t * k + j];
+        if (p >= 0) acc += w[(int64_t)t * k + j] * src[(int64_t)p * lds + i];
+    }
+    y[(int64_t)t * ldy + i] = acc;
+}
+
+void cuda_moe_combine(struct cuda_ctx *c, float *y, int64_t ldy, const float *src, int64_t lds,
+                      const int32_t *pos, const float *w, int T, int k, int n) {
+    if (T == 0 || n == 0) return;
+    dim3 grid((unsigned)((n + 255) / 256), (unsigned)T);
+    moe_combine_kernel<<<grid, 256, 0, c->stream>>>(y, ldy, src, lds, pos, w, k, n);
+    CUDA_LAUNCH_CHECK(c->stream, "moe_combine_kernel");
+}
+
 /* ---- x += y ---- */
 
 static __global__ void add_kernel(float *x, const float *y, int64_t n) {

@@ -59,6 +59,8 @@ void cuda_kv_store(struct cuda_ctx *c, struct kv_layer *kv, enum dtype kv_type, 
 void cuda_silu_mul(struct cuda_ctx *c, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T,
                    int n);
 void cuda_gather_rows(struct cuda_ctx *c, float *dst, const float *src, const int32_t *idx, int n_rows, int n);
+void cuda_moe_combine(struct cuda_ctx *c, float *y, int64_t ldy, const float *src, int64_t lds,
+                      const int32_t *pos, const float *w, int T, int k, int n);
 void cuda_add(struct cuda_ctx *c, float *x, const float *y, size_t n);
 
 /* attention.cu */

@@ -63,6 +63,21 @@ VARIANTS = {
     "llama_kq": dict(arch="llama", dim=256, n_heads=6, n_kv=3, head_dim=128, ffn=768,
                      layers=2, vocab=512, tied=False, theta=10000.0, eps=1e-5,
                      explicit_head_dim=True),
+    # mixtures of experts (tests/py/test_moe.py): expert counts 2 and 3 do not divide
+    "mixtral": dict(arch="llama", hf_type="mixtral", dim=96, n_heads=6, n_kv=2, head_dim=16,
+                    ffn=64, layers=2, vocab=300, tied=False, theta=1000000.0, eps=1e-5,
+                    experts=5, used=2),
+    "qwen3moe": dict(arch="qwen3", hf_type="qwen3_moe", dim=64, n_heads=4, n_kv=2, head_dim=16,
+                     ffn=96, moe_ffn=48, layers=2, vocab=320, tied=True, theta=1000000.0,
+                     eps=1e-6, experts=7, used=3, norm_topk=True, explicit_head_dim=True),
+    # dense layer 1 (mlp_only_layers) between sparse ones; HF only (llama.cpp has no such key)
+    "qwen3moe_mixed": dict(arch="qwen3", hf_type="qwen3_moe", dim=64, n_heads=4, n_kv=2,
+                           head_dim=16, ffn=96, moe_ffn=48, layers=3, vocab=320, tied=True,
+                           theta=1000000.0, eps=1e-6, experts=4, used=2, norm_topk=True,
+                           mlp_only=[1], explicit_head_dim=True),
+    "qwen2moe": dict(arch="qwen2", hf_type="qwen2_moe", dim=64, n_heads=4, n_kv=2, head_dim=16,
+                     ffn=128, moe_ffn=32, shexp_ffn=80, layers=2, vocab=300, tied=False,
+                     theta=1000000.0, eps=1e-6, experts=6, used=2, norm_topk=False),
 }
 
 # model name -> (variant, form, type). form: "hf" (directory) or "gguf" (file).
@@ -93,7 +108,16 @@ MODELS = {
     "llama_kq-gguf-q6_k": ("llama_kq", "gguf", "q6_k"),
     "llama_kq-gguf-q8_0": ("llama_kq", "gguf", "q8_0"),
     "llama_kq-gguf-q4_k_m": ("llama_kq", "gguf", "q4_k_m"),  # Q4_K with some Q6_K, as Q4_K_M
+    "mixtral-hf-f32": ("mixtral", "hf", "f32"),
+    "mixtral-gguf-f32": ("mixtral", "gguf", "f32"),
+    "mixtral-gguf-q8_0": ("mixtral", "gguf", "q8_0"),
+    "qwen3moe-hf-bf16": ("qwen3moe", "hf", "bf16"),
+    "qwen3moe-gguf-f32": ("qwen3moe", "gguf", "f32"),
+    "qwen3moe_mixed-hf-f32": ("qwen3moe_mixed", "hf", "f32"),
+    "qwen2moe-hf-f32": ("qwen2moe", "hf", "f32"),
+    "qwen2moe-gguf-f32": ("qwen2moe", "gguf", "f32"),
 }
+MOE_MODELS = [n for n, (var, _, _) in MODELS.items() if VARIANTS[var].get("experts")]
 SHARDED = {"llama_gqa-hf-f32"}
 
 BOS_ID = 256  # "<|endoftext|>" right after the 256 byte tokens
@@ -114,7 +138,9 @@ def hf_config(v):
     arch = v["arch"]
     hf_type = v.get("hf_type", arch)
     arch_cls = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[hf_type]
+                "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+                "qwen3_moe": "Qwen3MoeForCausalLM"}[hf_type]
     c = {
         "architectures": [arch_cls],
         "model_type": hf_type,
@@ -146,10 +172,26 @@ def hf_config(v):
     if hf_type == "mistral":
         c["sliding_window"] = None
         c["head_dim"] = v["head_dim"]
-    if hf_type in ("qwen2", "qwen3"):
+    if hf_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         c["use_sliding_window"] = False
         c["sliding_window"] = None
         c["max_window_layers"] = v["layers"]
+    if hf_type == "mixtral":  # transformers' MixtralConfig keys
+        c["num_local_experts"] = v["experts"]
+        c["num_experts_per_tok"] = v["used"]
+        c["router_aux_loss_coef"] = 0.02
+        c["sliding_window"] = None
+    if hf_type in ("qwen2_moe", "qwen3_moe"):  # Qwen2MoeConfig / Qwen3MoeConfig keys
+        c["num_experts"] = v["experts"]
+        c["num_experts_per_tok"] = v["used"]
+        c["moe_intermediate_size"] = v["moe_ffn"]
+        c["norm_topk_prob"] = v["norm_topk"]
+        c["decoder_sparse_step"] = 1
+        c["mlp_only_layers"] = v.get("mlp_only", [])
+        c["router_aux_loss_coef"] = 0.001
+        if hf_type == "qwen2_moe":
+            c["shared_expert_intermediate_size"] = v["shexp_ffn"]
+            c["qkv_bias"] = True
     return c
 
 
@@ -181,6 +223,20 @@ def make_weights(name, v):
             w[p + "self_attn.q_norm.weight"] = norm(hd) * 1.5
             w[p + "self_attn.k_norm.weight"] = norm(hd) * 1.5
         w[p + "post_attention_layernorm.weight"] = norm(dim)
+        if v.get("experts") and i not in v.get("mlp_only", []):
+            eff = v.get("moe_ffn", ffn)
+            w[p + "mlp.gate.weight"] = lin(v["experts"], dim, 2.0)
+            for e in range(v["experts"]):
+                q = p + f"mlp.experts.{e}."
+                w[q + "gate_proj.weight"] = lin(eff, dim)
+                w[q + "up_proj.weight"] = lin(eff, dim)
+                w[q + "down_proj.weight"] = lin(dim, eff)
+            if v.get("shexp_ffn"):
+                w[p + "mlp.shared_expert_gate.weight"] = lin(1, dim)
+                w[p + "mlp.shared_expert.gate_proj.weight"] = lin(v["shexp_ffn"], dim)
+                w[p + "mlp.shared_expert.up_proj.weight"] = lin(v["shexp_ffn"], dim)
+                w[p + "mlp.shared_expert.down_proj.weight"] = lin(dim, v["shexp_ffn"])
+            continue
         w[p + "mlp.gate_proj.weight"] = lin(ffn, dim)
         w[p + "mlp.up_proj.weight"] = lin(ffn, dim)
         w[p + "mlp.down_proj.weight"] = lin(dim, ffn)
@@ -276,6 +332,8 @@ def write_hf(d, v, w, typ, sharded):
         json.dump(cfg, f, indent=2)
     write_hf_tokenizer(d, v["vocab"])
     dt = ST_TYPE[typ]
+    if v.get("hf_type") == "mixtral":  # Mixtral checkpoints spell the experts their own way
+        w = {W.qwen_to_mixtral_name(k): a for k, a in w.items()}
     names = sorted(w)
     if not sharded:
         W.write_safetensors(os.path.join(d, "model.safetensors"), w, {n: dt for n in names},
@@ -332,7 +390,8 @@ def write_gguf(path, v, w, typ):
     Q = gguf.GGMLQuantizationType
     qt = _gguf_types()[typ]
     arch = v["arch"]
-    wr = gguf.GGUFWriter(path, arch)
+    wr = gguf.GGUFWriter(path, {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe"}.get(
+        v.get("hf_type"), arch))
     wr.add_name("tpd tiny " + arch)
     wr.add_block_count(v["layers"])
     wr.add_context_length(256)
@@ -350,6 +409,13 @@ def write_gguf(path, v, w, typ):
     if arch == "llama":
         wr.add_vocab_size(v["vocab"])
         wr.add_rope_dimension_count(v["head_dim"])
+    if v.get("experts"):  # as convert_hf_to_gguf.py writes Mixtral / Qwen2-MoE / Qwen3-MoE
+        wr.add_expert_count(v["experts"])
+        wr.add_expert_used_count(v["used"])
+        if "moe_ffn" in v:
+            wr.add_expert_feed_forward_length(v["moe_ffn"])
+        if v.get("shexp_ffn"):
+            wr.add_expert_shared_feed_forward_length(v["shexp_ffn"])
     toks, types, merges = byte_vocab(v["vocab"])
     wr.add_tokenizer_model("gpt2")
     wr.add_tokenizer_pre("default")
@@ -364,8 +430,17 @@ def write_gguf(path, v, w, typ):
     tensors = []
     if arch == "llama" and v.get("rope_scaling"):
         tensors.append(("rope_freqs.weight", llama3_rope_factors(v)))
+    w = dict(w)
+    for i in range(v["layers"]):  # experts stacked into 3-D tensors, [experts, rows, cols]
+        p = f"model.layers.{i}.mlp.experts."
+        for g, proj in W.EXPS_MAP.items():
+            names = [p + f"{e}.{proj}.weight" for e in range(v.get("experts", 0))]
+            if names and names[0] in w:
+                tensors.append((f"blk.{i}.{g}", np.stack([w.pop(n) for n in names])))
     for hf in w:
         a = w[hf]
+        if hf.endswith("shared_expert_gate.weight"):
+            a = a.reshape(-1)  # llama.cpp's ffn_gate_inp_shexp is a vector
         if arch == "llama" and hf.endswith("q_proj.weight"):
             a = W.permute_qk(a, v["n_heads"])
         elif arch == "llama" and hf.endswith("k_proj.weight"):
@@ -378,9 +453,9 @@ def write_gguf(path, v, w, typ):
         if typ == "q4_k_m" and (name == "output.weight" or name.endswith("attn_v.weight")
                                 or name == "blk.0.ffn_down.weight"):
             t = Q.Q6_K  # llama-quantize's Q4_K_M keeps these more precise
-        if a.ndim == 1:
-            t = Q.F32
-        elif t in (Q.Q4_K, Q.Q6_K) and a.shape[1] % 256 != 0:
+        if a.ndim == 1 or name.endswith("ffn_gate_inp.weight"):
+            t = Q.F32  # llama-quantize keeps the router in F32 too
+        elif t in (Q.Q4_K, Q.Q6_K) and a.shape[-1] % 256 != 0:
             t = Q.Q4_0 if t == Q.Q4_K else Q.Q8_0
         data, raw = quantize(a, t)
         wr.add_tensor(name, data, raw_dtype=raw)

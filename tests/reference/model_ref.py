@@ -139,6 +139,28 @@ ACT_QUANT_FOR_TYPE = {
 }
 
 
+def moe_layer(config, layer):
+    """Layer `layer`'s MLP is a mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE)."""
+    if not (_cfg(config, "num_experts") or _cfg(config, "num_local_experts")):
+        return False
+    step = _cfg(config, "decoder_sparse_step", 1)
+    return layer not in _cfg(config, "mlp_only_layers", []) and (layer + 1) % step == 0
+
+
+def route(logits, k, norm):
+    """Each row's k experts (largest logits first, ties to the lower id) and weights: the
+    softmax over all experts, renormalized over the chosen ones when norm."""
+    ids, ws = [], []
+    for row in logits:
+        order = sorted(range(len(row)), key=lambda e: (-row[e], e))[:k]
+        p = np.exp(row - row.max())
+        p /= p.sum()
+        w = p[order]
+        ids.append(order)
+        ws.append(w / w.sum() if norm else w)
+    return ids, ws
+
+
 def forward(weights, config, tokens, freq_factors=None, act_quant=None, block_mins=None,
             tp=1):
     """Logits [len(tokens), vocab] (float64) for one sequence starting at position 0.
@@ -210,9 +232,34 @@ def forward(weights, config, tokens, freq_factors=None, act_quant=None, block_mi
             out[:, hq, :] = s @ v[:, kh, :]
         h = h + mm(out.reshape(T, n_heads * head_dim), p + "self_attn.o_proj.weight", head_ranges)
         x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
+        if moe_layer(config, layer):
+            h = h + moe_mlp(x, p, config, mm)
+            continue
         g = mm(x, p + "mlp.gate_proj.weight")
         u = mm(x, p + "mlp.up_proj.weight")
         h = h + mm(silu(g) * u, p + "mlp.down_proj.weight")
     h = rms_norm(h, w["model.norm.weight"], eps)
     head = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
     return mm(h, head)
+
+
+def moe_mlp(x, p, config, mm):
+    """The mixture-of-experts MLP of layer prefix p (HF transformers' Mixtral / Qwen2-MoE /
+    Qwen3-MoE sparse blocks): router softmax, top-k, SwiGLU experts, and Qwen2-MoE's shared
+    expert scaled by sigmoid of its gate."""
+    k = config["num_experts_per_tok"]
+    norm = bool(_cfg(config, "norm_topk_prob", "num_local_experts" in config))
+    ids, ws = route(mm(x, p + "mlp.gate.weight"), k, norm)
+    out = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        xt = x[t:t + 1]
+        for e, we in zip(ids[t], ws[t]):
+            q = p + f"mlp.experts.{e}."
+            a = silu(mm(xt, q + "gate_proj.weight")) * mm(xt, q + "up_proj.weight")
+            out[t] += we * mm(a, q + "down_proj.weight")[0]
+    if _cfg(config, "shared_expert_intermediate_size", 0):
+        q = p + "mlp.shared_expert."
+        a = silu(mm(x, q + "gate_proj.weight")) * mm(x, q + "up_proj.weight")
+        gate = 1.0 / (1.0 + np.exp(-mm(x, p + "mlp.shared_expert_gate.weight")))
+        out = out + gate * mm(a, q + "down_proj.weight")
+    return out

@@ -96,7 +96,7 @@ def run(tp, args, timeout=300):
 
 
 def eval_logits(model, seqs, vocab, tp=1, chunk=None, separate=False, kv_type=None,
-                threads=None, block_size=None, timeout=300, pp=1):
+                threads=None, block_size=None, timeout=300, pp=1, extra=()):
     """Logits [total_tokens, vocab] float32 from `tpd eval` for a list of token lists, on
     tp x pp ranks (pp pipeline stages of tp)."""
     fd, out = tempfile.mkstemp(prefix="tpd_eval_", suffix=".f32")
@@ -114,6 +114,7 @@ def eval_logits(model, seqs, vocab, tp=1, chunk=None, separate=False, kv_type=No
             args += ["--block-size", block_size]
         if pp != 1:
             args += ["--pp", pp]
+        args += list(extra)
         run(tp * pp, args, timeout)
         data = np.fromfile(out, dtype="<f4")
     finally:

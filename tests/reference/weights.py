@@ -26,7 +26,39 @@ LAYER_MAP = {
     "ffn_gate.weight": "mlp.gate_proj.weight",
     "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
+    # mixture of experts (Qwen-MoE names; Mixtral's are normalized to these on load)
+    "ffn_gate_inp.weight": "mlp.gate.weight",
+    "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
+    "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
 }
+# GGUF 3-D expert tensors ([n_experts, rows, cols]) -> each expert's HF projection
+EXPS_MAP = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj",
+            "ffn_down_exps.weight": "down_proj"}
+MIXTRAL_MAP = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
+
+
+def mixtral_to_qwen_name(hf):
+    """Mixtral's block_sparse_moe names in the Qwen-MoE spelling the reference uses."""
+    if ".block_sparse_moe.gate." in hf:
+        return hf.replace(".block_sparse_moe.gate.", ".mlp.gate.")
+    if ".block_sparse_moe.experts." in hf:
+        pre, rest = hf.split(".block_sparse_moe.experts.")
+        e, proj, tail = rest.split(".", 2)
+        return f"{pre}.mlp.experts.{e}.{MIXTRAL_MAP[proj]}.{tail}"
+    return hf
+
+
+def qwen_to_mixtral_name(hf):
+    if ".mlp.gate." in hf:
+        return hf.replace(".mlp.gate.", ".block_sparse_moe.gate.")
+    if ".mlp.experts." in hf:
+        pre, rest = hf.split(".mlp.experts.")
+        e, proj, tail = rest.split(".", 2)
+        inv = {v: k for k, v in MIXTRAL_MAP.items()}
+        return f"{pre}.block_sparse_moe.experts.{e}.{inv[proj]}.{tail}"
+    return hf
 GLOBAL_MAP = {
     "token_embd.weight": "model.embed_tokens.weight",
     "output_norm.weight": "model.norm.weight",
@@ -153,8 +185,11 @@ def load_hf(path, types=None):
         files = sorted(x for x in os.listdir(path) if x.endswith(".safetensors"))
     weights = {}
     for fn in files:
-        for k, v in read_safetensors(os.path.join(path, fn), types).items():
-            weights[k] = v.astype(np.float64)
+        st_types = {}
+        for k, v in read_safetensors(os.path.join(path, fn), st_types).items():
+            weights[mixtral_to_qwen_name(k)] = v.astype(np.float64)
+        if types is not None:
+            types.update({mixtral_to_qwen_name(k): t for k, t in st_types.items()})
     if config.get("tie_word_embeddings"):
         weights.pop("lm_head.weight", None)
     return config, weights
@@ -202,15 +237,34 @@ def load_gguf(path, types=None, block_mins=None):
         if t.name == "rope_freqs.weight":
             freq_factors = data
             continue
+        if t.name.startswith("blk.") and t.name.split(".", 2)[2] in EXPS_MAP:
+            _, n, sub = t.name.split(".", 2)
+            for e in range(data.shape[0]):
+                hf = f"model.layers.{n}.mlp.experts.{e}.{EXPS_MAP[sub]}.weight"
+                weights[hf] = data[e]
+                if types is not None:
+                    types[hf] = t.tensor_type.name
+            continue
         hf = gguf_to_hf_name(t.name)
         if hf is None:
             raise KeyError(f"unexpected GGUF tensor {t.name}")
+        if hf.endswith("shared_expert_gate.weight"):
+            data = data.reshape(1, -1)
         weights[hf] = data
         if types is not None:
             types[hf] = t.tensor_type.name
         if block_mins is not None and t.tensor_type == gguf.GGMLQuantizationType.Q4_1:
             raw = np.asarray(t.data, dtype=np.uint8).reshape(data.shape[0], -1, 20)
             block_mins[hf] = raw[:, :, 2:4].copy().view(np.float16)[..., 0].astype(np.float64)
+    n_exp = int(_field(r, a + "expert_count", 0))
+    if n_exp:
+        config["num_experts"] = n_exp
+        config["num_experts_per_tok"] = int(_field(r, a + "expert_used_count"))
+        config["moe_intermediate_size"] = int(_field(r, a + "expert_feed_forward_length",
+                                                     config["intermediate_size"]))
+        config["shared_expert_intermediate_size"] = int(
+            _field(r, a + "expert_shared_feed_forward_length", 0))
+        config["norm_topk_prob"] = arch != "qwen2moe"  # llama.cpp's norm_w
     config["vocab_size"] = weights["model.embed_tokens.weight"].shape[0]
     config["tie_word_embeddings"] = "lm_head.weight" not in weights
     if arch == "llama":
