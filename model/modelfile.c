@@ -489,6 +489,15 @@ static int check_shape(const struct model_file *m, const struct mf_tensor *t, en
     return 0;
 }
 
+/* How the file spells expert tensors, for messages: GGUF, or HF as Qwen or Mixtral do. */
+static enum tensor_naming spelling(const struct model_file *m) {
+    if (!m->hf_dir) return TNAMES_GGUF;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].src_name && strstr(m->tensors[i].src_name, ".block_sparse_moe."))
+            return TNAMES_HF_ALT;
+    return TNAMES_HF;
+}
+
 /* An expert row of layer `layer`: one 3-D tensor of every expert (GGUF), or one tensor per
  * expert (HF), each of the table's shape. */
 static int check_experts(const struct model_file *m, enum tensor_id id, int layer,
@@ -503,8 +512,7 @@ static int check_experts(const struct model_file *m, enum tensor_id id, int laye
         char name[128];
         int64_t row0;
         if (!(t = modelfile_expert(m, id, layer, e, &row0))) {
-            tensor_expert_name(id, layer, e, m->hf_dir ? TNAMES_HF : TNAMES_GGUF, name,
-                               sizeof name);
+            tensor_expert_name(id, layer, e, spelling(m), name, sizeof name);
             return err_set(err, "%s: missing tensor '%s' (expert %d of the %d the config "
                            "declares)", path, name, e, hp->n_experts);
         }

@@ -85,6 +85,7 @@ const struct tensor_info *tensor_info(enum tensor_id id) {
 static const char *pattern(enum tensor_id id, enum tensor_naming naming) {
     const struct tensor_info *ti = tensor_info(id);
     if (!ti) return NULL;
+    if (naming == TNAMES_HF_ALT) return ti->hf_alt ? ti->hf_alt : ti->hf;
     return naming == TNAMES_HF ? ti->hf : ti->gguf;
 }
 
@@ -123,7 +124,7 @@ int tensor_expert_name(enum tensor_id id, int layer, int expert, enum tensor_nam
                        char *buf, size_t n) {
     const struct tensor_info *ti = tensor_info(id);
     if (!ti || ti->ne2 != TDIM_EXPERTS || !n) return -1;
-    if (naming == TNAMES_HF) return fill(ti->hf, layer, expert, buf, n);
+    if (naming != TNAMES_GGUF) return fill(pattern(id, naming), layer, expert, buf, n);
     char base[96];
     if (fill(ti->gguf, layer, 0, base, sizeof base)) return -1;
     size_t lb = strlen(base);

@@ -91,7 +91,8 @@ enum tensor_need {
 enum tensor_scope { TSCOPE_LAYER, TSCOPE_FIRST, TSCOPE_LAST, TSCOPE_EVERY };
 
 /* A name's spelling: as in GGUF files (the names model_file uses) or in HF safetensors. */
-enum tensor_naming { TNAMES_GGUF, TNAMES_HF };
+/* TNAMES_HF_ALT: the row's second HF spelling where it has one (hf_alt), else its HF one. */
+enum tensor_naming { TNAMES_GGUF, TNAMES_HF, TNAMES_HF_ALT };
 
 struct tensor_info {
     /* Names in each spelling; a per-layer row's hold one "%d" for the layer. hf is NULL

@@ -111,6 +111,7 @@ MODELS = {
     "mixtral-hf-f32": ("mixtral", "hf", "f32"),
     "mixtral-gguf-f32": ("mixtral", "gguf", "f32"),
     "mixtral-gguf-q8_0": ("mixtral", "gguf", "q8_0"),
+    "qwen3moe-hf-f32": ("qwen3moe", "hf", "f32"),
     "qwen3moe-hf-bf16": ("qwen3moe", "hf", "bf16"),
     "qwen3moe-gguf-f32": ("qwen3moe", "gguf", "f32"),
     "qwen3moe_mixed-hf-f32": ("qwen3moe_mixed", "hf", "f32"),
