@@ -190,3 +190,43 @@ def _write_gguf_with_count(path, v, w, count):
     finally:
         gguf.GGUFWriter.add_expert_count = real
     return os.path.exists(path)
+
+
+@pytest.mark.parametrize("tp,pp,mode", [(1, 3, "tp"), (2, 2, "ep")])
+def test_pipeline_stages(tpd, tp, pp, mode):
+    """Pipeline stages over a model with a dense layer between sparse ones."""
+    name = "qwen3moe_mixed-hf-f32"
+    seqs = refs.random_seqs(name, [1, 7, 19], seed=5)
+    ref = refs.reference(name, seqs, 1)
+    ours = tpd_cli.eval_logits(refs.paths()[name], seqs, ref.shape[1], tp=tp, pp=pp,
+                               kv_type="f32", extra=["--moe", mode])
+    assert refs.rel_err(ours, ref) <= 1e-4
+
+
+def test_served(tpd, tmp_path):
+    """Through the daemon (2 ranks, expert parallel): greedy text the same without and with
+    n-gram speculation, again from the prefix cache, and a JSON Schema obeyed."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_server_api import NAME, Server, client
+    sock = str(tmp_path / "run" / "tpd.sock")
+    s = Server(sock, extra=["--model", refs.paths()["mixtral-gguf-f32"], "--moe", "ep", "--ctx", 256,
+                            "--speculative.method", "ngram", "--speculative.ngram_min", 1])
+    try:
+        with client(sock, timeout=300) as c:
+            body = {"model": NAME, "prompt": "abab abab abab abab abab ab", "max_tokens": 24,
+                    "temperature": 0}
+            texts = []
+            for spec in (False, True, True):  # the third reuses the prompt's cached blocks
+                r = c.post("/v1/completions", json=dict(body, speculative=spec))
+                assert r.status_code == 200, r.text
+                texts.append(r.json()["choices"][0]["text"])
+            assert texts[0] == texts[1] == texts[2] and texts[0]
+            schema = {"type": "object", "properties": {"a": {"type": "string", "enum": ["x", "yz"]}},
+                      "required": ["a"], "additionalProperties": False}
+            r = c.post("/v1/completions", json=dict(body, max_tokens=40, response_format={
+                "type": "json_schema", "json_schema": {"name": "s", "schema": schema}}))
+            assert r.status_code == 200, r.text
+            assert json.loads(r.json()["choices"][0]["text"])["a"] in ("x", "yz")
+    finally:
+        out = s.output()
+        assert s.stop() == 0, out[-4000:]
