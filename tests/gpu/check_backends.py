@@ -40,7 +40,8 @@ TOL_CPU = {"f32": 1e-3, "quant": 2e-2, "f16": 1e-2, "bf16": 2e-2}
 LENGTHS = [1, 7, 19, 70]
 FIXTURE = os.path.join(ROOT, "tests", "data", "smollm2_greedy.json")
 NEAR_TIE = 0.75  # logits; as tests/py/test_smollm2_llamacpp.py
-TP2_MODELS = ["llama_gqa-gguf-f32", "qwen2-hf-f32", "qwen3-gguf-q4_1", "llama_kq-gguf-q4_k_m", "qwen2-hf-bf16"]
+TP2_MODELS = ["llama_gqa-gguf-f32", "qwen2-hf-f32", "qwen3-gguf-q4_1", "llama_kq-gguf-q4_k_m", "qwen2-hf-bf16",
+              "qwen2moe-hf-f32"]
 
 
 @functools.lru_cache(maxsize=64)
