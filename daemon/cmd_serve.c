@@ -15,6 +15,7 @@
 #include "../grammar/grammar.h"
 #include "../parallel/engine.h"
 #include "../parallel/kvcache.h"
+#include "../parallel/model.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/clock.h"
 #include "../util/err.h"
@@ -51,6 +52,25 @@ static const char *base_name(const char *p) {
     return b;
 }
 
+/* Each rank's weights as model_load would hold them, from the model's tensor directory (no
+ * weight is read), for the configured tp (1 when it is 0: ranks / pp) and pp: comment lines
+ * after the configuration. */
+static int print_plan(const struct config *cfg, char *err) {
+    int tp = cfg->tp > 0 ? (int)cfg->tp : 1, pp = cfg->pp > 0 ? (int)cfg->pp : 1;
+    printf("\n# memory plan: weights per rank at tp %d x pp %d (parallel.moe = %s), from the "
+           "file's tensors\n", tp, pp, cfg->moe ? cfg->moe : "auto");
+    for (int stage = 0; stage < pp; stage++)
+        for (int r = 0; r < tp; r++) {
+            size_t bytes;
+            if (model_plan_weights(cfg->model_path, tp, r, pp, stage, moe_split_parse(cfg->moe),
+                                   &bytes, err))
+                return -1;
+            printf("#   rank %d (stage %d): %zu bytes (%.2f GiB)\n", stage * tp + r, stage, bytes,
+                   bytes / 1073741824.0);
+        }
+    return 0;
+}
+
 int cmd_config(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
@@ -66,6 +86,10 @@ int cmd_config(struct comm *c, int argc, char **argv) {
         } else {
             printf("%s%s", v, cfg.get ? "\n" : "");
             free(v);
+            if (!cfg.get && cfg.model_path && !cfg.synthetic && print_plan(&cfg, err)) {
+                fprintf(stderr, "tpd config: %s\n", err);
+                rc = 2;
+            }
         }
     }
     config_free(&cfg);

@@ -62,14 +62,15 @@ static void load_progress(void *arg, int done, int total, size_t bytes) {
 
 /* After every rank loaded: one line with each rank's time, bytes and speed (rank 0 logs it). */
 static void load_summary(struct comm *c, double seconds, size_t bytes) {
-    float mine[2] = {(float)seconds, (float)(bytes / 1073741824.0)};
-    float *all = c->rank == 0 ? xmalloc(sizeof mine * (size_t)c->size) : NULL;
+    double mine[2] = {seconds, (double)bytes}; /* bytes exact: what tpd config planned */
+    double *all = c->rank == 0 ? xmalloc(sizeof mine * (size_t)c->size) : NULL;
     comm_gather_world(c, mine, sizeof mine, all);
     if (c->rank == 0) {
         struct sbuf b = {0};
         for (int r = 0; r < c->size; r++)
-            sbuf_addf(&b, "%srank %d %.2f GiB in %.1f s (%.2f GB/s)", r ? "; " : "", r, all[2 * r + 1], all[2 * r],
-                      all[2 * r] > 0 ? all[2 * r + 1] * 1.073741824 / all[2 * r] : 0.0);
+            sbuf_addf(&b, "%srank %d %.2f GiB (%.0f bytes) in %.1f s (%.2f GB/s)", r ? "; " : "", r,
+                      all[2 * r + 1] / 1073741824.0, all[2 * r + 1], all[2 * r],
+                      all[2 * r] > 0 ? all[2 * r + 1] / 1e9 / all[2 * r] : 0.0);
         LOG(LOG_INFO, "weights loaded: %s", b.p);
         sbuf_free(&b);
     }

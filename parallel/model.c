@@ -13,6 +13,7 @@
 struct loader {
     struct model_file mf;
     struct model *m;
+    int dry; /* model_plan_weights: sizes only, nothing read (the backend counts) */
     unsigned char read[TENSOR_COUNT]; /* the table rows this rank has read (check_all_read) */
     char *err;
 };
@@ -105,17 +106,17 @@ static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf
     int cols = (int)t[0]->ne[0];
     int64_t rb = dtype_row_bytes(t[0]->type, cols);
     size_t bytes = (size_t)rb * (size_t)rows;
-    char *host = xmalloc(bytes);
+    char *host = xmalloc(L->dry || !bytes ? 1 : bytes);
     size_t at = 0;
     for (int i = 0; i < n; i++) {
-        if (read_rows(L, t[i], base ? base[i] : 0, row0[i], nrows[i], host + at)) {
+        if (!L->dry && read_rows(L, t[i], base ? base[i] : 0, row0[i], nrows[i], host + at)) {
             free(host);
             return -1;
         }
         at += (size_t)rb * (size_t)nrows[i];
     }
     *w = (struct bweight){upload_host(L, host, bytes), t[0]->type, rows, cols,
-                          t[0]->fp8 ? fp8w_amax((uint8_t *)host, bytes) : 0};
+                          t[0]->fp8 && !L->dry ? fp8w_amax((uint8_t *)host, bytes) : 0};
     free(host);
     return 0;
 }
@@ -136,12 +137,13 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
     int64_t sb = dtype_row_bytes(t->type, ncols), off = dtype_row_bytes(t->type, col0);
     size_t bytes = (size_t)sb * (size_t)rows;
-    char *host = xmalloc(bytes ? bytes : 1);
-    if (t->fp8 && fp8w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)) {
+    char *host = xmalloc(L->dry || !bytes ? 1 : bytes);
+    if (t->fp8 && !L->dry &&
+        fp8w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)) {
         free(host);
         return -1;
     }
-    for (int r = 0; r < rows && sb > 0 && !t->fp8; r++)
+    for (int r = 0; r < rows && sb > 0 && !t->fp8 && !L->dry; r++)
         if (modelfile_read(&L->mf, t, (uint64_t)(base + r) * (uint64_t)rb + (uint64_t)off,
                            (uint64_t)sb,
                            host + (size_t)r * (size_t)sb, L->err)) {
@@ -149,7 +151,7 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
             return -1;
         }
     *w = (struct bweight){upload_host(L, host, bytes), t->type, rows, ncols,
-                          t->fp8 ? fp8w_amax((uint8_t *)host, bytes) : 0};
+                          t->fp8 && !L->dry ? fp8w_amax((uint8_t *)host, bytes) : 0};
     free(host);
     return 0;
 }
@@ -236,9 +238,10 @@ static int read_vec(struct loader *L, enum tensor_id id, int il, float *dst, int
     *n_out = n;
     int es = t->type == DT_F32 ? 4 : 2; /* modelfile_open allowed F32, F16 and BF16 only */
     char *raw = xmalloc((size_t)n * 4 + 1);
-    int rc = n ? modelfile_read(&L->mf, t, (uint64_t)off * (uint64_t)es,
-                                (uint64_t)n * (uint64_t)es, raw, L->err)
-               : 0;
+    int rc = n && !L->dry ? modelfile_read(&L->mf, t, (uint64_t)off * (uint64_t)es,
+                                           (uint64_t)n * (uint64_t)es, raw, L->err)
+                          : 0;
+    if (L->dry) memset(raw, 0, (size_t)n * 4 + 1);
     if (!rc)
         for (int i = 0; i < n; i++) {
             uint16_t h;
@@ -398,11 +401,11 @@ static int moe_ep(const struct model_hparams *hp, enum moe_split moe, int tp) {
     return hp->n_experts >= tp && hp->expert_ffn_dim / tp < MOE_AUTO_MIN_COLS;
 }
 
-int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp,
-               int stage, enum moe_split moe, const struct load_progress *lp, char *err) {
+static int load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp,
+                int stage, enum moe_split moe, const struct load_progress *lp, int dry, char *err) {
     memset(m, 0, sizeof *m);
     m->be = be;
-    struct loader L = {.m = m, .err = err};
+    struct loader L = {.m = m, .err = err, .dry = dry};
     if (modelfile_open(&L.mf, path, err)) return -1;
     m->hp = L.mf.hp;
     const struct model_hparams *hp = &m->hp;
@@ -469,4 +472,38 @@ void model_free(struct model *m) {
     if (m->output_norm) be->free(be->ctx, m->output_norm);
     if (m->inv_freq) be->free(be->ctx, m->inv_freq);
     memset(m, 0, sizeof *m);
+}
+
+int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp,
+               int stage, enum moe_split moe, const struct load_progress *lp, char *err) {
+    return load(m, path, be, tp, rank, pp, stage, moe, lp, 0, err);
+}
+
+/* The planning backend: allocations are distinct addresses never touched, copies nothing. */
+static uintptr_t plan_next;
+static void *plan_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    (void)bytes;
+    return (void *)(plan_next += 64);
+}
+static void plan_free(void *ctx, void *p) {
+    (void)ctx;
+    (void)p;
+}
+static void plan_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    (void)dst;
+    (void)src;
+    (void)bytes;
+}
+
+int model_plan_weights(const char *path, int tp, int rank, int pp, int stage, enum moe_split moe,
+                       size_t *bytes, char *err) {
+    struct backend be = {.kind = BACKEND_NONE, .name = "plan", .alloc = plan_alloc,
+                         .free = plan_free, .upload = plan_copy, .download = plan_copy};
+    struct model m;
+    if (load(&m, path, &be, tp, rank, pp, stage, moe, NULL, 1, err)) return -1;
+    *bytes = m.weight_bytes;
+    model_free(&m);
+    return 0;
 }

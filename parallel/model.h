@@ -74,6 +74,10 @@ enum moe_split moe_split_parse(const char *s);
 int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp, int stage,
                enum moe_split moe, const struct load_progress *lp, char *err);
 void model_free(struct model *m);
+/* The bytes of weights model_load would give rank `rank` of tp in stage `stage` of pp (its
+ * weight_bytes), from the file's tensor directory alone: nothing read, nothing allocated. */
+int model_plan_weights(const char *path, int tp, int rank, int pp, int stage, enum moe_split moe,
+                       size_t *bytes, char *err);
 /* Rotary frequencies theta^(-2i/d), i < head_dim/2, into out: divided by factors[i] when
  * the file carries them (GGUF rope_freqs, NULL otherwise), else scaled by the HF llama3
  * rule when hp asks for it. Shared by loaded and synthetic models. */
