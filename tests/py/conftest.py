@@ -32,3 +32,13 @@ def sock_path():
         pytest.skip(f"{MODEL} absent (run ./launch/get-model smollm2)")
     d = tempfile.mkdtemp(prefix="tpd_test_")
     return os.path.join(d, "run", "tpd.sock")
+
+
+@pytest.fixture(scope="module")
+def tpd():
+    """The tpd binary's path (tests/reference/tpd_cli.py finds it); skips when not built."""
+    import tpd_cli
+    b = tpd_cli.tpd_bin()
+    if b is None:
+        pytest.skip("tpd binary not built (set TPD_BIN)")
+    return b

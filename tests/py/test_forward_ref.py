@@ -34,14 +34,6 @@ def _cases():
     return out
 
 
-@pytest.fixture(scope="module")
-def tpd():
-    b = tpd_cli.tpd_bin()
-    if b is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
-    return b
-
-
 @pytest.mark.parametrize("name,tp,chunk", _cases())
 def test_forward_matches_reference(tpd, name, tp, chunk):
     seqs = refs.random_seqs(name, LENGTHS, seed=zlib.crc32(name.encode()))  # same at every tp

@@ -44,14 +44,6 @@ LENGTHS = [1, 40, 13, 2, 27, 90]
 PLAN_RE = re.compile(r"KV cache [0-9.]+ GiB for (\d+) tokens of (\w+) \(([0-9.]+) KiB per token, (\d+) tokens per GiB\)")
 
 
-@pytest.fixture(scope="module")
-def tpd():
-    b = tpd_cli.tpd_bin()
-    if b is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
-    return b
-
-
 def smollm2_case():
     if not os.path.exists(SMOLLM2):
         pytest.skip(f"{SMOLLM2} absent (run ./launch/get-model smollm2)")

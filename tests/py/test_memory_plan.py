@@ -26,14 +26,6 @@ CASES = [  # model, tp, pp, parallel.moe
 ]
 
 
-@pytest.fixture(scope="module")
-def tpd():
-    b = tpd_cli.tpd_bin()
-    if b is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
-    return b
-
-
 @pytest.mark.parametrize("name,tp,pp,moe", CASES)
 def test_plan_is_what_loads(tpd, name, tp, pp, moe):
     path = refs.paths()[name]

@@ -26,14 +26,6 @@ import weights as W  # noqa: E402
 SPLIT_MODELS = ["mixtral-hf-f32", "qwen2moe-gguf-f32", "qwen3moe_mixed-hf-f32", "mixtral-gguf-q8_0"]
 
 
-@pytest.fixture(scope="module")
-def tpd():
-    b = tpd_cli.tpd_bin()
-    if b is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
-    return b
-
-
 @pytest.mark.parametrize("mode", ["tp", "ep"])
 @pytest.mark.parametrize("tp", [2, 3])
 @pytest.mark.parametrize("name", SPLIT_MODELS)

@@ -39,14 +39,6 @@ SMOLLM2_LAYERS = 30
 SMOLLM2_N = 12
 
 
-@pytest.fixture(scope="module")
-def tpd():
-    b = tpd_cli.tpd_bin()
-    if b is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
-    return b
-
-
 def variant(name):
     return make_tiny.VARIANTS[make_tiny.MODELS[name][0]]
 

@@ -17,14 +17,6 @@ MODELS = ["qwen2-hf-f32", "llama3_tied-gguf-q4_0", "llama_kq-gguf-q4_k"]
 SAME_TOL = 1e-5
 
 
-@pytest.fixture(scope="module")
-def tpd():
-    b = tpd_cli.tpd_bin()
-    if b is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
-    return b
-
-
 def _rel(a, b):
     return float(np.abs(a.astype(np.float64) - b).max() / np.abs(b).max())
 
