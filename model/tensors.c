@@ -161,6 +161,14 @@ static int parse(const char *name, enum tensor_naming naming, int *layer, int *e
         if (p && match(name, p, layer, expert)) return id;
         p = naming == TNAMES_HF ? table[id].hf_alt : NULL;
         if (p && match(name, p, layer, expert)) return id;
+        /* GGUF spelling of one expert's matrix (an HF expert tensor in a model_file) */
+        char piece[96];
+        size_t lp = strlen(table[id].gguf);
+        if (naming == TNAMES_GGUF && table[id].ne2 == TDIM_EXPERTS && lp > 7 &&
+            snprintf(piece, sizeof piece, "%.*s.%%d.weight", (int)(lp - 7), table[id].gguf) <
+                (int)sizeof piece &&
+            match(name, piece, layer, expert))
+            return id;
     }
     *layer = *expert = -1;
     return -1;

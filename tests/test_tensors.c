@@ -100,6 +100,8 @@ static void test_names_round_trip(void **state) {
                 assert_int_equal(tensor_hf_to_gguf(h, mapped, sizeof mapped), 1);
                 assert_int_equal(tensor_expert_name(id, want, 77, TNAMES_GGUF, g, sizeof g), 0);
                 assert_string_equal(mapped, g);
+                assert_int_equal(tensor_parse(g, TNAMES_GGUF, &layer), id); /* a piece's row */
+                assert_int_equal(layer, want);
                 (void)expert;
                 continue;
             }

@@ -29,7 +29,8 @@ import make_tiny  # noqa: E402
 import weights as W  # noqa: E402
 
 E4M3_MAX = 448.0
-FP8_MATRICES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+FP8_MATRICES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                "w1", "w2", "w3")  # Mixtral's experts
 
 # name -> (make_tiny variant, scheme). Column counts are multiples of 32; llama3_tied has
 # 224 / 320 columns, so 128x128 tiles are partial and tp 2 / 3 cut rows and columns off
@@ -39,6 +40,8 @@ MODELS = {
     "llama_kq-fp8_block": ("llama_kq", "fp8_block"),
     "qwen3-ct_channel": ("qwen3", "ct_channel"),
     "llama3_tied-ct_tensor": ("llama3_tied", "ct_tensor"),
+    # experts FP8, the router kept F32 (as the releases list it in "ignore")
+    "mixtral-fp8_block": ("mixtral", "fp8_block"),
 }
 
 
@@ -116,6 +119,8 @@ def write(outdir, name, spec=None):
     var, scheme = spec or MODELS[name]
     v = make_tiny.VARIANTS[var]
     w = make_tiny.make_weights(var, v)
+    if v.get("hf_type") == "mixtral":  # Mixtral checkpoints spell the experts their own way
+        w = {W.qwen_to_mixtral_name(k): a for k, a in w.items()}
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
     for fn in os.listdir(d):
