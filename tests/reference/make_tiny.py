@@ -75,6 +75,10 @@ VARIANTS = {
                            head_dim=16, ffn=96, moe_ffn=48, layers=3, vocab=320, tied=True,
                            theta=1000000.0, eps=1e-6, experts=4, used=2, norm_topk=True,
                            mlp_only=[1], explicit_head_dim=True),
+    # K-quant friendly experts: rows of 256 (the Q4_K_M mix below)
+    "mixtral_kq": dict(arch="llama", hf_type="mixtral", dim=256, n_heads=4, n_kv=2, head_dim=64,
+                       ffn=256, layers=2, vocab=300, tied=False, theta=1000000.0, eps=1e-5,
+                       experts=4, used=2),
     "qwen2moe": dict(arch="qwen2", hf_type="qwen2_moe", dim=64, n_heads=4, n_kv=2, head_dim=16,
                      ffn=128, moe_ffn=32, shexp_ffn=80, layers=2, vocab=300, tied=False,
                      theta=1000000.0, eps=1e-6, experts=6, used=2, norm_topk=False),
@@ -115,6 +119,8 @@ MODELS = {
     "qwen3moe-hf-bf16": ("qwen3moe", "hf", "bf16"),
     "qwen3moe-gguf-f32": ("qwen3moe", "gguf", "f32"),
     "qwen3moe_mixed-hf-f32": ("qwen3moe_mixed", "hf", "f32"),
+    "mixtral_kq-hf-f32": ("mixtral_kq", "hf", "f32"),
+    "mixtral_kq-gguf-q4_k_m": ("mixtral_kq", "gguf", "q4_k_m"),
     "qwen2moe-hf-f32": ("qwen2moe", "hf", "f32"),
     "qwen2moe-gguf-f32": ("qwen2moe", "gguf", "f32"),
 }
@@ -379,10 +385,10 @@ def quantize(a, qt):
         return a.astype(np.float32), None
     if qt == Q.F16:
         return a.astype(np.float16), None
-    if qt == Q.Q4_K:
-        return kquants.quantize_q4_k(a), qt
-    if qt == Q.Q6_K:
-        return kquants.quantize_q6_k(a), qt
+    if qt in (Q.Q4_K, Q.Q6_K):  # row by row; a 3-D expert tensor as its rows
+        f = kquants.quantize_q4_k if qt == Q.Q4_K else kquants.quantize_q6_k
+        q = f(a.reshape(-1, a.shape[-1]))
+        return q.reshape(*a.shape[:-1], q.shape[-1]), qt
     return gguf.quants.quantize(a.astype(np.float32), qt), qt
 
 
@@ -452,7 +458,7 @@ def write_gguf(path, v, w, typ):
     for name, a in tensors:
         t = qt
         if typ == "q4_k_m" and (name == "output.weight" or name.endswith("attn_v.weight")
-                                or name == "blk.0.ffn_down.weight"):
+                                or name in ("blk.0.ffn_down.weight", "blk.0.ffn_down_exps.weight")):
             t = Q.Q6_K  # llama-quantize's Q4_K_M keeps these more precise
         if a.ndim == 1 or name.endswith("ffn_gate_inp.weight"):
             t = Q.F32  # llama-quantize keeps the router in F32 too
