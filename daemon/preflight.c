@@ -10,6 +10,7 @@
 #include "../kernels/backend.h"
 #include "../model/modelfile.h"
 #include "../parallel/kvcache.h"
+#include "../parallel/model.h"
 #include "../server/access_log.h"
 #include "../tokenizer/tokenizer.h"
 #include "../server/http.h"
@@ -75,6 +76,21 @@ static int check_memory(const struct comm *c, const struct config *cfg, const st
     return 0;
 }
 
+/* What the engine would refuse after loading, found from the tensor directory: a context
+ * longer than the trained one, a split this model cannot take (the shard plan of this rank,
+ * made by the loader run dry: tp over the heads, pp over the layers, quantized blocks). */
+static int check_model(const struct comm *c, const struct config *cfg, const struct model_file *mf,
+                       char *err) {
+    int max_ctx = cfg->max_ctx > 0 ? (int)cfg->max_ctx : mf->hp.max_ctx;
+    if (max_ctx > mf->hp.max_ctx)
+        return err_set(err, "context %d is longer than the model's trained context %d", max_ctx,
+                       mf->hp.max_ctx);
+    size_t bytes;
+    int tp = c->tp > 0 ? c->tp : 1, pp = c->pp > 0 ? c->pp : 1;
+    return model_plan_weights(cfg->model_path, tp, c->tp_rank, pp, c->stage,
+                              moe_split_parse(cfg->moe), &bytes, err);
+}
+
 int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type, struct tokenizer **tok,
                     char *err) {
     *tok = NULL;
@@ -85,7 +101,7 @@ int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type
         if (modelfile_open(&mf, cfg->model_path, err)) {
             ok = 0;
         } else {
-            if (check_memory(c, cfg, &mf, kv_type, err)) ok = 0;
+            if (check_model(c, cfg, &mf, err) || check_memory(c, cfg, &mf, kv_type, err)) ok = 0;
             modelfile_close(&mf);
         }
     }

@@ -117,6 +117,28 @@ def test_memory_plan_that_cannot_fit(big_model, baseline):
     assert dt - baseline < 1.0, f"{dt:.2f} s against {baseline:.2f} s for a bad option:\n{out[-3000:]}"
 
 
+def test_context_too_long_before_weights(big_model, baseline):
+    dt, out = run_serve(big_model, os.path.join(tempfile.mkdtemp(prefix="tpd_pre_"), "run", "tpd.sock"),
+                        ["--ctx", 8192])
+    assert "context 8192 is longer than the model's trained context 4096" in out, out[-3000:]
+    assert "loading weights" not in out
+    assert dt - baseline < 1.0, f"{dt:.2f} s against {baseline:.2f} s for a bad option:\n{out[-3000:]}"
+
+
+def test_unservable_split_before_weights(big_model, baseline, tmp_path):
+    """One query head cannot be split over 2 ranks: the shard plan, made from the tensor
+    directory alone, refuses it on every rank before a weight is read."""
+    geom = dict(GEOM, num_attention_heads=1, num_key_value_heads=1, head_dim=128)
+    d = str(tmp_path)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(geom, f)
+    write_sparse_safetensors(os.path.join(d, "model.safetensors"), hf_shapes(geom))
+    dt, out = run_serve(d, os.path.join(tempfile.mkdtemp(prefix="tpd_pre_"), "run", "tpd.sock"))
+    assert "tensor-parallel size 2 cannot serve this model: it has 1 query heads" in out, out[-3000:]
+    assert "loading weights" not in out
+    assert dt - baseline < 1.0, f"{dt:.2f} s against {baseline:.2f} s for a bad option:\n{out[-3000:]}"
+
+
 def test_start_banner_and_whole_config(sock_path):
     """A good start-up passes the checks (the pid file's check does not stop its writing);
     the effective configuration, over 4 KB here, is logged whole (a 1 KB line limit cut it
@@ -137,7 +159,8 @@ def test_start_banner_and_whole_config(sock_path):
     assert "all_ranks = false" in cfg and len(cfg) > 4500, cfg[-500:]
     # loading progress (the last layer's line at least) and each rank's load
     assert re.search(r"loading weights: rank 0 layer 30 of 30 \(100%\), [0-9.]+ GiB in [0-9.]+ s, [0-9.]+ GB/s", out)
-    assert re.search(r"weights loaded: rank 0 [0-9.]+ GiB in [0-9.]+ s \([0-9.]+ GB/s\); rank 1 [0-9.]+ GiB", out)
+    assert re.search(r"weights loaded: rank 0 [0-9.]+ GiB \(\d+ bytes\) in [0-9.]+ s \([0-9.]+ GB/s\); "
+                     r"rank 1 [0-9.]+ GiB", out)
     banner = [l for l in out.splitlines() if " serving smollm2: " in l]
     assert len(banner) == 1, out[-3000:]
     b = banner[0]
