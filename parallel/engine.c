@@ -197,6 +197,11 @@ void engine_close(struct engine *e) {
 
 const struct engine_info *engine_info(const struct engine *e) { return &e->info; }
 
+void engine_moe_load(const struct engine *e, double *busiest, double *all) {
+    *busiest = e->fs.moe.pairs_busiest;
+    *all = e->fs.moe.pairs_all;
+}
+
 /* The step deadline on rank 0 runs from the oldest step in flight: it restarts at each
  * collect that leaves steps in flight, so a pipeline kept full for hours never trips it,
  * while any one step that does not come back within step_timeout_s does. */

@@ -65,6 +65,10 @@ struct engine;
 int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o, char *err);
 void engine_close(struct engine *e);
 const struct engine_info *engine_info(const struct engine *e);
+/* Rank 0, a mixture-of-experts model split expert-parallel: the (token, expert) pairs of the
+ * busiest rank and of all ranks, summed over every MoE layer of every step so far (parallel/
+ * moe.h); both 0 otherwise. A step's own: the change over it. */
+void engine_moe_load(const struct engine *e, double *busiest, double *all);
 /* Rank 0: broadcasts the plan and runs it on every rank; logits [plan->n_out][vocab].
  * Every block id in the plan must be below engine_info()->n_blocks. */
 void engine_step(struct engine *e, const struct step_plan *plan, float *logits);

@@ -116,7 +116,12 @@ void moe_free(struct moe_state *ms, struct backend *be) {
     free(ms->w);
     free(ms->count);
     free(ms->start);
+    free(ms->owner);
+    free(ms->load);
+    double busiest = ms->pairs_busiest, all = ms->pairs_all; /* counters outlive the buffers */
     memset(ms, 0, sizeof *ms);
+    ms->pairs_busiest = busiest;
+    ms->pairs_all = all;
 }
 
 void moe_reserve(struct moe_state *ms, const struct model *m, int n_tokens) {
@@ -135,6 +140,13 @@ void moe_reserve(struct moe_state *ms, const struct model *m, int n_tokens) {
     ms->w = xmalloc(T * (size_t)d.k * sizeof *ms->w);
     ms->count = xmalloc(((size_t)m->sp.n_exp + 1) * sizeof *ms->count);
     ms->start = xmalloc(((size_t)m->sp.n_exp + 1) * sizeof *ms->start);
+    ms->owner = xmalloc((size_t)m->hp.n_experts * sizeof *ms->owner);
+    ms->load = xmalloc((size_t)m->sp.tp * sizeof *ms->load);
+    for (int r = 0; r < m->sp.tp; r++) {
+        int e0, ne;
+        shard_split(m->hp.n_experts, m->sp.tp, r, &e0, &ne);
+        for (int e = e0; e < e0 + ne; e++) ms->owner[e] = r;
+    }
     ms->cap_tokens = n_tokens;
 }
 
@@ -148,6 +160,18 @@ static void swiglu(const struct model *m, struct moe_state *ms, const struct bwe
     if (!fused) be->matmul(be->ctx, ms->gu + nf, 2 * nf, x, dim, T, &gate_up[1]);
     be->silu_mul(be->ctx, ms->hb, nf, ms->gu, ms->gu + nf, 2 * nf, T, nf);
     be->matmul(be->ctx, out, dim, ms->hb, nf, T, down);
+}
+
+/* Expert parallel: how many of the step's pairs each rank computes (every rank routes alike,
+ * so any rank can count for all). */
+static void count_load(const struct model *m, struct moe_state *ms, int T, int k) {
+    const int tp = m->sp.tp;
+    memset(ms->load, 0, sizeof *ms->load * (size_t)tp);
+    for (int64_t i = 0; i < (int64_t)T * k; i++) ms->load[ms->owner[ms->ids[i]]]++;
+    int32_t busiest = 0;
+    for (int r = 0; r < tp; r++) busiest = ms->load[r] > busiest ? ms->load[r] : busiest;
+    ms->pairs_busiest += busiest;
+    ms->pairs_all += (double)T * k;
 }
 
 void moe_forward(const struct model *m, struct moe_state *ms, const struct layer_weights *lw,
@@ -164,6 +188,7 @@ void moe_forward(const struct model *m, struct moe_state *ms, const struct layer
     if (sh) be->matmul(bc, ms->logits + E, d.ld, xb, dim, T, &lw->shexp_gate);
     be->download(bc, ms->host_logits, ms->logits, sizeof(float) * (size_t)T * (size_t)d.ld);
     moe_route(ms->host_logits, d.ld, T, E, k, hp->moe_norm_topk, ms->ids, ms->w);
+    if (sp->ep) count_load(m, ms, T, k);
     // this rank's experts' tokens, grouped; each token's pairs with their weights
     int32_t *rows = ms->host_idx, *pos = rows + (size_t)T * k;
     float *wts = (float *)(pos + (size_t)T * kk);

@@ -25,6 +25,10 @@ struct moe_state {
     int32_t *ids;         /* host: [T * k] chosen experts */
     float *w;             /* host: [T * k] their weights */
     int32_t *count, *start; /* host: [n_exp + 1] tokens of each local expert, first row */
+    int32_t *owner, *load;  /* host, expert parallel: each expert's rank; pairs per rank */
+    /* Expert parallel: the (token, expert) pairs of the busiest rank and of all ranks,
+     * summed over every layer of every step (the load imbalance is busiest x tp / all). */
+    double pairs_busiest, pairs_all;
 };
 
 /* Token t's k experts: the largest logits[t * ld + e] of e < n_experts, larger first, ties
