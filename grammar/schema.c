@@ -57,10 +57,10 @@ static const char *const keywords[] = {"type", "properties", "required", "additi
                                        "exclusiveMinimum", "exclusiveMaximum", "additionalItems",
                                        "dependentRequired", "dependentSchemas", "dependencies",
                                        "minProperties", "maxProperties", "patternProperties",
-                                       "propertyNames", "if", "uniqueItems", "multipleOf", NULL};
-static const char *const unimplemented[] = {"contains", "not", "unevaluatedItems",
-                                            "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
-                                            NULL};
+                                       "propertyNames", "if", "uniqueItems", "multipleOf", "not",
+                                       "contains", "unevaluatedProperties", "unevaluatedItems",
+                                       "$tpd-not-strings", NULL};
+static const char *const unimplemented[] = {"$dynamicRef", "$recursiveRef", NULL};
 
 static int in_list(const char *const *l, const char *s) {
     for (; *l; l++)
@@ -275,6 +275,9 @@ static cJSON *merge(struct sc *c, const cJSON *a, const cJSON *b) {
     cJSON_AddItemToArray(c->owned, m);
     for (const cJSON *k = b->child; k; k = k->next) {
         if (!is_validity(b, k->string)) continue;
+        if (strncmp(k->string, "unevaluated", 11) == 0 && !cJSON_IsTrue(k))
+            return serr(c, "%s", "unevaluatedProperties/unevaluatedItems in an allOf or $ref "
+                                 "subschema is not supported"), NULL;
         if (strcmp(k->string, "properties") == 0 ||
             strcmp(k->string, "additionalProperties") == 0) {
             if (!cJSON_IsObject(k) && !cJSON_IsBool(k))
@@ -353,7 +356,22 @@ static int gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf 
 
 static int read_count(struct sc *c, const cJSON *s, const char *key, long *out);
 
+static void gen_key_not_in(struct sc *c, const char *const *names, int n, char *nm);
+#define NOT_STRINGS "$tpd-not-strings" /* lower_not's strings left out (an array) */
+
 static int gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
+    const cJSON *ns = cJSON_GetObjectItemCaseSensitive(s, NOT_STRINGS);
+    if (cJSON_IsArray(ns)) { /* beside type string only (lower_not) */
+        int n = 0;
+        const char **names = xmalloc(sizeof *names * ((size_t)cJSON_GetArraySize(ns) + 1));
+        for (const cJSON *x = ns->child; x; x = x->next)
+            if (cJSON_IsString(x)) names[n++] = x->valuestring;
+        char nm[RN];
+        gen_key_not_in(c, names, n, nm);
+        free(names);
+        sbuf_adds(b, nm);
+        return 0;
+    }
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minLength");
@@ -901,8 +919,11 @@ static int read_count(struct sc *c, const cJSON *s, const char *key, long *out) 
 
 static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct sbuf *b);
 
+static int gen_contains(struct sc *c, const cJSON *s, const cJSON *items, struct sbuf *b);
+
 static int gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+    if (cJSON_GetObjectItemCaseSensitive(s, "contains")) return gen_contains(c, s, items, b);
     const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
     if (cJSON_IsArray(items)) { /* draft 4 tuples */
         if (prefix) return serr(c, "%s", "'items' as an array together with 'prefixItems'");
@@ -1456,6 +1477,282 @@ static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct
     return 0;
 }
 
+/* ---- not, contains, unevaluatedProperties / unevaluatedItems ----
+ * not is lowered into its siblings where the complement is exact: {type}, {enum}/{const},
+ * {required} (objects without one of the names; with type "object" beside it non-objects
+ * pass too), and anyOf of these (each one applies: not (A or B) = not A and not B).
+ * Strings outside an enum are gen_key_not_in's automaton (the internal keyword NOT_STRINGS
+ * beside type string, without other string keywords). Anything else is refused. */
+/* The types m's grammar may write (its type, else the one its keywords imply). */
+static int gen_type_bits(const cJSON *m) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "type");
+    if (t || cJSON_GetObjectItemCaseSensitive(m, "enum") ||
+        cJSON_GetObjectItemCaseSensitive(m, "const"))
+        return type_bits(t);
+    const char *it = infer_type(m);
+    if (!it) return T_ANY;
+    cJSON *tmp = cJSON_CreateString(it);
+    int bits = type_bits(tmp);
+    cJSON_Delete(tmp);
+    return bits;
+}
+
+/* m's type set to the types of bits. */
+static int set_type_bits(struct sc *c, cJSON *m, int bits, int force) {
+    static const char *const names[] = {"null", "boolean", "object", "array", "string"};
+    if ((bits & (T_INT | T_FRAC)) == T_FRAC) { /* no fractions only: other types, a subset */
+        if (bits == T_FRAC)
+            return serr(c, "%s", "not: numbers that are not integers are not supported");
+        bits &= ~T_FRAC;
+    }
+    if (!bits) return serr(c, "%s", "unsatisfiable schema: 'not' rules out every type left");
+    if (bits == T_ANY && !cJSON_GetObjectItemCaseSensitive(m, "type") && !force) return 0;
+    cJSON *t = cJSON_CreateArray();
+    for (int i = 0; i < 5; i++)
+        if (bits & (1 << i)) cJSON_AddItemToArray(t, cJSON_CreateString(names[i]));
+    if (bits & T_INT)
+        cJSON_AddItemToArray(t, cJSON_CreateString(bits & T_FRAC ? "number" : "integer"));
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "type");
+    cJSON_AddItemToObject(m, "type", t);
+    return 0;
+}
+
+/* m without the values of v (const/enum values of a not whose types are tbits). */
+static int not_values(struct sc *c, cJSON *m, const cJSON *v, int tbits) {
+    const cJSON *k1 = cJSON_GetObjectItemCaseSensitive(m, "const");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(m, "enum");
+    if (k1 || cJSON_IsArray(e)) { /* a finite set: the values left */
+        cJSON *left = cJSON_CreateArray();
+        for (const cJSON *x = k1 ? k1 : e->child; x; x = k1 ? NULL : x->next) {
+            int out = 0;
+            for (const cJSON *y = cJSON_IsArray(v) ? v->child : v; y && !out;
+                 y = cJSON_IsArray(v) ? y->next : NULL)
+                out = (value_type(y) & tbits) && cJSON_Compare(x, y, 1);
+            if (!out) cJSON_AddItemToArray(left, cJSON_Duplicate(x, 1));
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "const");
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "enum");
+        cJSON_AddItemToObject(m, "enum", left);
+        return 0;
+    }
+    int bits = gen_type_bits(m), bools = 0;
+    cJSON *strs = cJSON_CreateArray();
+    cJSON_AddItemToArray(c->owned, strs);
+    for (const cJSON *y = cJSON_IsArray(v) ? v->child : v; y;
+         y = cJSON_IsArray(v) ? y->next : NULL) {
+        int t = value_type(y) & tbits & bits;
+        if (t == T_NULL) bits &= ~T_NULL;
+        else if (t == T_BOOL) bools |= cJSON_IsTrue(y) ? 1 : 2;
+        else if (t == T_STR) cJSON_AddItemToArray(strs, cJSON_Duplicate(y, 1));
+        else if (t) return serr(c, "%s", "not: excluding numbers, objects or arrays from a type "
+                                         "is not supported (only from an enum)");
+    }
+    if (bools == 3) bits &= ~T_BOOL;
+    if (bools && bools != 3) {
+        if (bits != T_BOOL)
+            return serr(c, "%s", "not: excluding one boolean beside other types is not supported");
+        cJSON_AddItemToObject(m, "enum", cJSON_CreateArray());
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(m, "enum"),
+                             cJSON_CreateBool(bools == 2));
+    }
+    if (strs->child) {
+        static const char *const kw[] = {"pattern", "format", "minLength", "maxLength", NULL};
+        int other = 0;
+        for (int i = 0; kw[i]; i++) other |= cJSON_GetObjectItemCaseSensitive(m, kw[i]) != NULL;
+        if (other || (bits != T_STR && branches_of(m)))
+            return serr(c, "%s", "not: excluding strings is supported beside type string "
+                                 "without pattern, format or lengths only");
+        cJSON *at = m;
+        if (bits != T_STR) { /* the strings and the other types as two disjoint branches */
+            cJSON *any = cJSON_AddArrayToObject(m, "anyOf");
+            cJSON *rest = cJSON_CreateObject();
+            cJSON_AddItemToArray(any, rest);
+            if (set_type_bits(c, rest, bits & ~T_STR, 1) < 0) return -1;
+            at = cJSON_CreateObject();
+            cJSON_AddItemToArray(any, at);
+            cJSON_AddStringToObject(at, "type", "string");
+        }
+        cJSON *have = cJSON_GetObjectItemCaseSensitive(at, NOT_STRINGS);
+        if (!have) have = cJSON_AddArrayToObject(at, NOT_STRINGS);
+        for (const cJSON *y = strs->child; y; y = y->next)
+            cJSON_AddItemToArray(have, cJSON_Duplicate(y, 1));
+    }
+    return set_type_bits(c, m, bits, 0);
+}
+
+/* m's objects never hold all of the names (non-objects ruled out unless objects_only). */
+static int not_required(struct sc *c, cJSON *m, const cJSON *names, int objects_only) {
+    int bits = gen_type_bits(m);
+    if (set_type_bits(c, m, objects_only ? bits : bits & T_OBJ, 1) < 0) return -1;
+    if (!(bits & T_OBJ)) return 0;
+    const char *pick = NULL;
+    int n_pick = 0;
+    for (const cJSON *x = names->child; x; x = x->next) {
+        if (!cJSON_IsString(x)) return serr(c, "%s", "'required' must list strings");
+        if (!writable(m, x->valuestring)) return 0; /* never all there already */
+        if (!is_required(m, x->valuestring)) pick = x->valuestring, n_pick++;
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(m, "properties") &&
+        !cJSON_GetObjectItemCaseSensitive(m, "additionalProperties"))
+        cJSON_AddTrueToObject(m, "additionalProperties"); /* extra keys stay allowed */
+    if (n_pick > 1 && !branches_of(m)) { /* one of them absent: a branch each (exact) */
+        cJSON *any = cJSON_AddArrayToObject(m, "anyOf");
+        for (const cJSON *x = names->child; x; x = x->next) {
+            if (is_required(m, x->valuestring)) continue;
+            cJSON *br = cJSON_CreateObject();
+            cJSON_AddFalseToObject(cJSON_AddObjectToObject(br, "properties"), x->valuestring);
+            cJSON_AddItemToArray(any, br);
+        }
+        pick = NULL;
+    }
+    if (!names->child || (!pick && !n_pick)) {
+        if (!objects_only)
+            return serr(c, "%s", "unsatisfiable schema: 'not' forbids required names");
+        return set_type_bits(c, m, bits & ~T_OBJ, 0);
+    }
+    return pick ? forbid(c, m, pick, "not") : 0;
+}
+
+/* m narrowed by not p (p flat, one piece of the not). */
+static int not_piece(struct sc *c, cJSON *m, const cJSON *p) {
+    if (cJSON_IsFalse(p)) return 0;
+    if (cJSON_IsTrue(p) || !has_constraints(p))
+        return serr(c, "%s", "unsatisfiable schema: 'not' of a schema that accepts everything");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
+    const cJSON *vals = cJSON_GetObjectItemCaseSensitive(p, "const");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(p, "required");
+    if (!vals) vals = cJSON_GetObjectItemCaseSensitive(p, "enum");
+    int n_kw = 0;
+    for (const cJSON *k = p->child; k; k = k->next) n_kw += is_validity(p, k->string);
+    int tb = type_bits(t);
+    if (t && !tb) return serr(c, "%s", "not: 'type' must name JSON types");
+    if (n_kw == 1 && t) return set_type_bits(c, m, gen_type_bits(m) & ~tb, 0);
+    if (vals && n_kw == 1 + (t != NULL))
+        return not_values(c, m, vals, tb);
+    if (cJSON_IsArray(req) && n_kw == 1 + (t != NULL) && (!t || tb == T_OBJ))
+        return not_required(c, m, req, t != NULL);
+    return serr(c, "%s", "not: only {type}, {enum}, {const}, {required} and anyOf of these are "
+                         "supported");
+}
+
+static const cJSON *lower_not(struct sc *c, const cJSON *s) {
+    static const char *const drop[] = {"not", NULL};
+    cJSON *m = without(c, s, drop);
+    const cJSON *n = flat(c, cJSON_GetObjectItemCaseSensitive(s, "not"), 0);
+    if (!n) return NULL;
+    const cJSON *any = cJSON_IsObject(n) ? cJSON_GetObjectItemCaseSensitive(n, "anyOf") : NULL;
+    int n_kw = 0;
+    for (const cJSON *k = cJSON_IsObject(n) ? n->child : NULL; k; k = k->next)
+        n_kw += is_validity(n, k->string);
+    if (!cJSON_IsArray(any) || n_kw != 1) return not_piece(c, m, n) < 0 ? NULL : m;
+    for (const cJSON *x = any->child; x; x = x->next) {
+        const cJSON *p = flat(c, x, 0);
+        if (!p || not_piece(c, m, p) < 0) return NULL;
+    }
+    return m;
+}
+
+/* unevaluatedProperties / unevaluatedItems false: additionalProperties false (items false)
+ * over what s and the allOf / $ref subschemas it merges declare, exact when no subschema on
+ * the way applies conditionally (anyOf, oneOf, if, dependentSchemas) nor has its own
+ * unevaluated keyword. true (or {}) changes nothing. */
+static int uneval_plain(struct sc *c, const cJSON *s, int top, int depth) {
+    static const char *const cond[] = {"anyOf", "oneOf", "if", "dependentSchemas", "dependencies",
+                                       NULL};
+    if (!cJSON_IsObject(s)) return 0;
+    if (depth > 64) return serr(c, "%s", "unevaluatedProperties: subschemas nested too deep");
+    for (int i = 0; cond[i]; i++)
+        if (cJSON_GetObjectItemCaseSensitive(s, cond[i]))
+            return serr(c, "unevaluatedProperties/unevaluatedItems beside '%s' is not supported",
+                        cond[i]);
+    if (!top && (cJSON_GetObjectItemCaseSensitive(s, "unevaluatedProperties") ||
+                 cJSON_GetObjectItemCaseSensitive(s, "unevaluatedItems")))
+        return serr(c, "%s", "unevaluatedProperties/unevaluatedItems in an allOf or $ref "
+                             "subschema is not supported");
+    const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+    for (const cJSON *x = cJSON_IsArray(all) ? all->child : NULL; x; x = x->next)
+        if (uneval_plain(c, x, 0, depth + 1) < 0) return -1;
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    if (cJSON_IsString(ref)) {
+        const cJSON *t = resolve_pointer(c, ref->valuestring);
+        if (!t) return serr(c, "$ref '%s' does not resolve", ref->valuestring);
+        if (uneval_plain(c, t, 0, depth + 1) < 0) return -1;
+    }
+    return 0;
+}
+
+static const cJSON *lower_unevaluated(struct sc *c, const cJSON *s) {
+    const cJSON *up = cJSON_GetObjectItemCaseSensitive(s, "unevaluatedProperties");
+    const cJSON *ui = cJSON_GetObjectItemCaseSensitive(s, "unevaluatedItems");
+    static const char *const drop[] = {"unevaluatedProperties", "unevaluatedItems", NULL};
+    int closes_p = up && !cJSON_IsTrue(up) && !(cJSON_IsObject(up) && !has_constraints(up));
+    int closes_i = ui && !cJSON_IsTrue(ui) && !(cJSON_IsObject(ui) && !has_constraints(ui));
+    if ((closes_p && !cJSON_IsFalse(up)) || (closes_i && !cJSON_IsFalse(ui)))
+        return serr(c, "%s", "unevaluatedProperties/unevaluatedItems other than true or false "
+                             "is not supported"), NULL;
+    if ((closes_p || closes_i) && uneval_plain(c, s, 1, 0) < 0) return NULL;
+    const cJSON *f = flat(c, without(c, s, drop), 0);
+    if (!f || !cJSON_IsObject(f)) return f;
+    cJSON *m = without(c, f, drop + 2);
+    if (closes_p && !cJSON_GetObjectItemCaseSensitive(m, "additionalProperties"))
+        cJSON_AddFalseToObject(m, "additionalProperties");
+    if (closes_i && cJSON_GetObjectItemCaseSensitive(m, "contains"))
+        return serr(c, "%s", "unevaluatedItems beside contains is not supported"), NULL;
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(m, "items");
+    if (closes_i && cJSON_IsArray(items) && !cJSON_GetObjectItemCaseSensitive(m, "additionalItems"))
+        cJSON_AddFalseToObject(m, "additionalItems");
+    else if (closes_i && !items)
+        cJSON_AddFalseToObject(m, "items");
+    return m;
+}
+
+/* contains with minContains / maxContains, as the arrays whose items match contains (C) at
+ * least lo times (and at most hi): A* C (A* C){lo-1..hi-1} A*, commas between, where A is
+ * items (hi unbounded) or items and not contains (bounded: not must be exact, lower_not). */
+static int gen_contains(struct sc *c, const cJSON *s, const cJSON *items, struct sbuf *b) {
+    const cJSON *con = cJSON_GetObjectItemCaseSensitive(s, "contains");
+    long lo = 1, hi = -1, mn = 0, mx = -1;
+    if (read_count(c, s, "minContains", &lo) < 0 || read_count(c, s, "maxContains", &hi) < 0 ||
+        read_count(c, s, "minItems", &mn) < 0 || read_count(c, s, "maxItems", &mx) < 0)
+        return -1;
+    if (cJSON_GetObjectItemCaseSensitive(s, "prefixItems") || cJSON_IsArray(items) ||
+        cJSON_IsFalse(items) || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems")) ||
+        mx >= 0 || mn > lo)
+        return serr(c, "%s", "contains beside prefixItems, items arrays or false, uniqueItems, "
+                             "maxItems or a minItems above minContains is not supported");
+    if (hi >= 0 && hi < lo) return serr(c, "%s", "unsatisfiable schema: minContains > maxContains");
+    int any_item = !items || cJSON_IsTrue(items);
+    const cJSON *yes = any_item ? con : merge(c, items, con);
+    cJSON *neg = cJSON_CreateObject();
+    cJSON_AddItemToArray(c->owned, neg);
+    cJSON_AddItemToObject(neg, "not", cJSON_Duplicate(con, 1));
+    const cJSON *no = any_item ? neg : merge(c, items, neg);
+    char cr[RN], ar[RN];
+    if (!yes || !no) return -1;
+    if (hi < 0 && any_item) snprintf(ar, RN, "%s", c->j);
+    else if (gen(c, hi < 0 ? items : no, ar) < 0) return -1;
+    const char *j = c->j;
+    struct sbuf r = {0}; /* ar-items and cr-items, at least one cr */
+    if (hi != 0) {
+        if (gen(c, yes, cr) < 0) return -1;
+        sbuf_addf(&r, "(%s %s-ws \",\" %s-ws)* %s %s-ws (\",\" %s-ws %s %s-ws)*", ar, j, j, cr, j,
+                  j, ar, j);
+        long from = lo > 1 ? lo - 1 : 0, to = hi < 0 ? from : hi - 1;
+        if (to > 0) {
+            sbuf_addf(&r, " (\",\" %s-ws %s %s-ws (\",\" %s-ws %s %s-ws)*)", j, cr, j, j, ar, j);
+            if (from == to) sbuf_addf(&r, "{%ld}", from);
+            else sbuf_addf(&r, "{%ld,%ld}", from, to);
+        }
+    }
+    if (lo == 0) /* or ar-items only */
+        sbuf_addf(b, "\"[\" %s-ws (%s%s%s %s-ws (\",\" %s-ws %s %s-ws)*)? \"]\"", j,
+                  r.p ? r.p : "", r.p ? " | " : "", ar, j, j, ar, j);
+    else
+        sbuf_addf(b, "\"[\" %s-ws %s \"]\"", j, r.p);
+    sbuf_free(&r);
+    return 0;
+}
+
 /* ---- dispatch ---- */
 
 /* multipleOf an integer k (up to 1000), without bounds: the integers divisible by k, by the
@@ -1519,6 +1816,7 @@ static const char *infer_type(const cJSON *s) {
         {"maxItems", "array"},    {"minLength", "string"},            {"maxLength", "string"},
         {"pattern", "string"},    {"format", "string"},               {"minimum", "number"},
         {"maximum", "number"},    {"exclusiveMinimum", "number"},     {"exclusiveMaximum", "number"},
+        {"contains", "array"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (cJSON_GetObjectItemCaseSensitive(s, t[i].kw)) return t[i].type;
@@ -1537,9 +1835,18 @@ static int gen(struct sc *c, const cJSON *s, char *nm) {
     for (const cJSON *k = s->child; k; k = k->next)
         if (is_validity(s, k->string) && !in_list(keywords, k->string))
             return serr(c, "unsupported keyword '%s'", k->string);
-    if (is_validity(s, "if") && cJSON_GetObjectItemCaseSensitive(s, "if")) {
-        const cJSON *m = lower_if(c, s);
-        int r = m ? gen(c, m, nm) : -1;
+    const cJSON *lowered = s;
+    if (cJSON_GetObjectItemCaseSensitive(s, "unevaluatedProperties") ||
+        cJSON_GetObjectItemCaseSensitive(s, "unevaluatedItems"))
+        lowered = lower_unevaluated(c, s);
+    else if (is_validity(s, "if") && cJSON_GetObjectItemCaseSensitive(s, "if"))
+        lowered = lower_if(c, s);
+    else if (cJSON_GetObjectItemCaseSensitive(s, "not") && !branches_of(s) &&
+             !cJSON_GetObjectItemCaseSensitive(s, "$ref") &&
+             !cJSON_GetObjectItemCaseSensitive(s, "allOf"))
+        lowered = lower_not(c, s); /* after $ref/allOf merged and anyOf/oneOf distributed */
+    if (lowered != s) {
+        int r = lowered ? gen(c, lowered, nm) : -1;
         c->depth--;
         return r;
     }

@@ -278,8 +278,8 @@ def test_openai_sdk_parse(server):
 
 
 BAD = [
-    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "contains": {}}}},
-     "contains"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "contains": {"const": 1},
+                                                                      "maxItems": 3}}}, "contains beside"),
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}, "unknown type 'strin'"),
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "minItems": 3, "maxItems": 2}}},
      "unsatisfiable"),
