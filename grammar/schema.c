@@ -1987,10 +1987,10 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
             snprintf(nm, RN, "%s-r%d", c.name, c.refs[i].id);
             emit(&c, nm, body);
         }
-        if (out->len > 32ull * GRAMMAR_MAX_TEXT) rc = serr(&c, "%s", "the schema's grammar is too large");
+        if (out->len > (size_t)GRAMMAR_MAX_GBNF) rc = serr(&c, "%s", "the schema's grammar is too large");
     }
     if (rc == 0) emit(&c, name, top);
-    if (rc == 0 && out->len > 32ull * GRAMMAR_MAX_TEXT) rc = serr(&c, "%s", "the schema's grammar is too large");
+    if (rc == 0 && out->len > (size_t)GRAMMAR_MAX_GBNF) rc = serr(&c, "%s", "the schema's grammar is too large");
     for (int i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
     free(c.refs);
     cJSON_Delete(c.owned);

@@ -536,6 +536,21 @@ def test_nullable_star_patterns(pattern, ok, bad, tmp_path):
     assert n >= 3
 
 
+def test_large_schema(tmp_path):
+    """A schema of ~300 KB (above the old 256 KiB text limit) whose grammar is above 1.28 MB
+    (the size of the largest Kubernetes schema's) compiles and matches exactly."""
+    defs = {f"d{i}": {"type": "object", "additionalProperties": False,
+                      "description": "d" * 200,
+                      "properties": {f"p{j}": {"enum": [f"v{k}_{j}" for k in range(8)]} for j in range(12)}}
+            for i in range(260)}
+    schema = {"$defs": defs, "type": "object", "properties": {f"q{i}": {"$ref": f"#/$defs/d{i}"} for i in range(260)}}
+    assert len(json.dumps(schema)) > 256 << 10
+    r = run_driver(schema, [], tmp_path, mode="gbnf")
+    assert r.returncode == 0 and len(r.stdout) > 1280000, r.stdout[:300]
+    check(schema, [{"q0": {"p0": "v3_0"}, "q199": {"p1": "v0_1", "p11": "v7_11"}}, {}],
+          [{"q0": {"p0": "v3_1"}}, {"q5": {"x": 1}}], tmp_path)
+
+
 def test_bench_corpus_sound():
     """bench/bench_schema.py over its stand-in corpus: every label agrees with jsonschema and
     no invalid instance is accepted (the script exits 1 otherwise)."""
