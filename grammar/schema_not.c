@@ -61,7 +61,7 @@ static int set_type_bits(struct sc *c, cJSON *m, int bits, int force) {
     return 0;
 }
 
-/* m without the values of v (const/enum values of a not whose types are tbits). */
+/* m without the values in the array v (a not's const/enum values of the types tbits). */
 static int not_values(struct sc *c, cJSON *m, const cJSON *v, int tbits) {
     const cJSON *k1 = cJSON_GetObjectItemCaseSensitive(m, "const");
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(m, "enum");
@@ -69,8 +69,7 @@ static int not_values(struct sc *c, cJSON *m, const cJSON *v, int tbits) {
         cJSON *left = cJSON_CreateArray();
         for (const cJSON *x = k1 ? k1 : e->child; x; x = k1 ? NULL : x->next) {
             int out = 0;
-            for (const cJSON *y = cJSON_IsArray(v) ? v->child : v; y && !out;
-                 y = cJSON_IsArray(v) ? y->next : NULL)
+            for (const cJSON *y = v->child; y && !out; y = y->next)
                 out = (sc_value_type(y) & tbits) && cJSON_Compare(x, y, 1);
             if (!out) cJSON_AddItemToArray(left, cJSON_Duplicate(x, 1));
         }
@@ -82,8 +81,7 @@ static int not_values(struct sc *c, cJSON *m, const cJSON *v, int tbits) {
     int bits = gen_type_bits(m), bools = 0;
     cJSON *strs = cJSON_CreateArray();
     cJSON_AddItemToArray(c->owned, strs);
-    for (const cJSON *y = cJSON_IsArray(v) ? v->child : v; y;
-         y = cJSON_IsArray(v) ? y->next : NULL) {
+    for (const cJSON *y = v->child; y; y = y->next) {
         int t = sc_value_type(y) & tbits & bits;
         if (t == T_NULL) bits &= ~T_NULL;
         else if (t == T_BOOL) bools |= cJSON_IsTrue(y) ? 1 : 2;
@@ -167,7 +165,15 @@ static int not_piece(struct sc *c, cJSON *m, const cJSON *p) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
     const cJSON *vals = cJSON_GetObjectItemCaseSensitive(p, "const");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(p, "required");
-    if (!vals) vals = cJSON_GetObjectItemCaseSensitive(p, "enum");
+    if (vals) { /* one value (an array const too) as a list of one */
+        cJSON *one = cJSON_CreateArray();
+        cJSON_AddItemToArray(c->owned, one);
+        cJSON_AddItemToArray(one, cJSON_Duplicate(vals, 1));
+        vals = one;
+    } else {
+        vals = cJSON_GetObjectItemCaseSensitive(p, "enum");
+    }
+    if (vals && !cJSON_IsArray(vals)) return sc_serr(c, "%s", "'enum' must be an array");
     int n_kw = 0;
     for (const cJSON *k = p->child; k; k = k->next) n_kw += sc_is_validity(p, k->string);
     int tb = sc_type_bits(t);
