@@ -1,6 +1,7 @@
 /* Structured output on the API (see api_grammar.h). */
 #include "api_grammar.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,8 +77,15 @@ static const char *refused_keyword(const char *err) {
         snprintf(q, sizeof q, "'%s'", refusable[i]);
         if (strstr(err, q)) return refusable[i];
     }
-    for (int i = 0; refusable[i]; i++) /* unquoted: "uniqueItems is supported over..." */
-        if (strstr(err, refusable[i])) return refusable[i];
+    /* unquoted, as a word: "uniqueItems is supported over..." ("not", "if" and "else" only
+     * quoted: they are English words too) */
+    for (int i = 0; refusable[i]; i++) {
+        size_t n = strlen(refusable[i]);
+        if (n <= 4) continue;
+        for (const char *at = strstr(err, refusable[i]); at; at = strstr(at + 1, refusable[i]))
+            if ((at == err || !isalnum((unsigned char)at[-1])) && !isalnum((unsigned char)at[n]))
+                return refusable[i];
+    }
     return NULL;
 }
 
