@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """JSON Schema coverage and soundness of tpd's grammar compiler (issue 27).
 
-    .venv/bin/python bench/bench_schema.py [--data DIR] [--build BUILD]
+    .venv/bin/python bench/bench_schema.py [--data DIR | --corpus] [--build BUILD] [-v]
 
 Per subset: schemas compiled / tried (coverage), valid instances the grammar refuses (and
 how many of those only for their key order: accepted once their keys follow the schema's
@@ -9,11 +9,20 @@ properties order), invalid instances it accepts (must be 0), and compile time (p
 max). Instance labels come from the `jsonschema` package (format checker on), not from the
 data.
 
-With --data DIR, runs JSONSchemaBench: DIR holds its subsets as JSON lines (one object per
-line with "schema" and, for MaskBench, "tests": [{"data": ..., "valid": bool}]), e.g. files
-Github_easy.jsonl, Kubernetes.jsonl ... (fetch them yourself into an ignored folder; never
-commit them). Without it, runs bench/schema_corpus.py, a small hand-written stand-in shaped
-like the benchmark's subsets (the data set could not be fetched where this was written).
+JSONSchemaBench runs when its data is in bench/data/jsonschemabench/ (ignored by git; never
+commit the data set) or the folder --data names: its subsets as JSON lines, one file per
+subset (Github_easy.jsonl, Kubernetes.jsonl ...), one object per line with "schema" (an
+object) or "json_schema" (its text, as the Hugging Face dataset epfl-dlab/JSONSchemaBench
+has it) and, for MaskBench's instances, "tests": [{"data": ..., "valid": bool}]. Without
+the data the script says where to put it and runs bench/schema_corpus.py instead, a small
+hand-written stand-in shaped like the benchmark's subsets (--corpus: the stand-in even when
+the data is there). Fetching it where the hub is reachable, for example:
+
+    python -c 'import datasets; [datasets.load_dataset("epfl-dlab/JSONSchemaBench", s,
+        split="test").to_json(f"bench/data/jsonschemabench/{s}.jsonl") for s in
+        ["Github_easy", "Github_medium", "Github_hard", "Kubernetes", "Snowplow",
+         "WashingtonPost", "Glaiveai2K", "JsonSchemaStore"]]'
+
 
 The grammar is matched through tests/grammar/grammar_driver (compile and match modes, a
 vocabulary of single bytes), so no model is needed."""
@@ -27,6 +36,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+DATA = os.path.join(HERE, "data", "jsonschemabench")
 sys.path.insert(0, HERE)
 import jsonschema  # noqa: E402
 import schema_corpus  # noqa: E402
@@ -69,7 +79,8 @@ def load_data(d):
         for i, line in enumerate(open(path)):
             e = json.loads(line)
             tests = e.get("tests", [])
-            out.append((subset, f"{subset}:{i}", e["schema"], [t["data"] for t in tests if t.get("valid")],
+            schema = e["schema"] if "schema" in e else json.loads(e["json_schema"])
+            out.append((subset, f"{subset}:{i}", schema, [t["data"] for t in tests if t.get("valid")],
                         [t["data"] for t in tests if not t.get("valid")]))
     return out
 
@@ -81,12 +92,18 @@ def pct(xs, q):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data")
+    ap.add_argument("--data", default=DATA, help=f"JSONSchemaBench's subsets (default {DATA})")
+    ap.add_argument("--corpus", action="store_true", help="the stand-in corpus, data or not")
     ap.add_argument("--build", default=os.environ.get("TPD_BUILD_DIR", os.path.join(ROOT, "build")))
     ap.add_argument("-v", action="store_true", help="print each refused schema and wrong verdict")
     a = ap.parse_args()
     driver = os.path.join(a.build, "tests", "grammar_driver")
-    entries = load_data(a.data) if a.data else schema_corpus.CORPUS
+    have = not a.corpus and glob.glob(os.path.join(a.data, "*.jsonl"))
+    if not have and not a.corpus:
+        print(f"JSONSchemaBench not found: put its subsets as {a.data}/<subset>.jsonl (see this "
+              "script's docstring for the format and how to fetch them); running the stand-in "
+              "corpus bench/schema_corpus.py instead\n")
+    entries = load_data(a.data) if have else schema_corpus.CORPUS
     stats = {}
     with tempfile.TemporaryDirectory() as tmp:
         for subset, name, schema, valid, invalid in entries:

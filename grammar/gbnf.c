@@ -356,7 +356,7 @@ static int parse_alternates(struct gp *p, int rule, int nested) {
 
 int gbnf_parse(struct gbuild *b, const char *text, size_t len, char *err) {
     struct gp p = {b, text, len, 0, 0, err};
-    if (len > 32ull * GRAMMAR_MAX_TEXT) return err_set(err, "grammar text longer than %u bytes", 32u * GRAMMAR_MAX_TEXT);
+    if (len > (size_t)GRAMMAR_MAX_GBNF) return err_set(err, "grammar text longer than %u bytes", GRAMMAR_MAX_GBNF);
     for (;;) {
         skip_space(&p, 1);
         if (p.i >= p.n) break;

@@ -31,7 +31,11 @@
 #include "../util/sbuf.h"
 
 /* Bounds on untrusted grammar input (each is an error naming itself when exceeded). */
-#define GRAMMAR_MAX_TEXT (256u << 10)   /* bytes of a schema, regex or GBNF text (generated GBNF: 32x) */
+/* bytes of a schema, regex or GBNF text given (a tool-call grammar's GBNF too): real
+ * schemas reach 1.3 MB (Kubernetes); the cost of what they compile to is bounded by the
+ * element, rule and compile-time limits, not by the text */
+#define GRAMMAR_MAX_TEXT (4u << 20)
+#define GRAMMAR_MAX_GBNF (32u << 20) /* bytes of the GBNF a schema or regex converts to */
 #define GRAMMAR_MAX_ELEMS (1u << 20)    /* compiled grammar elements */
 #define GRAMMAR_MAX_RULES (1u << 17)
 #define GRAMMAR_MAX_NESTING 64          /* schema / regex / GBNF group nesting */

@@ -371,7 +371,7 @@ text:
     } else {
         sbuf_addf(&it->text, "%s{%ld,%ld}", it->atom.p, it->lo, it->hi);
     }
-    if (r->out->len > 32ull * GRAMMAR_MAX_TEXT)
+    if (r->out->len > (size_t)GRAMMAR_MAX_GBNF)
         return rerr(r, "the pattern's grammar is too large");
     return 0;
 }

@@ -647,7 +647,7 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     }
     if (api_fields_check(o, kind, p->n, e)) goto out;
     if (read_sampling(c, o, p, e) || read_logprobs(o, p, e) || read_stops(o, p, e)) goto out;
-    if (api_read_grammar(c->gvocab, o, &p->grammar, e)) goto out;
+    if (api_read_grammar(c->gvocab, o, &p->grammar, p->schema_dropped, e)) goto out;
     p->guided_close = 1; /* the budget-aware closer is on unless the request opts out */
     if (read_bool(o, "guided_close", &p->guided_close, e) < 0) goto out;
     /* max_completion_tokens is the newer name; it wins when both are given */

@@ -88,6 +88,7 @@ struct api_params {
     int n_stops;
     struct api_tools tools; /* chat: the request's functions and tool_choice (tools.n 0: none) */
     struct grammar *grammar; /* owned reference: response_format / guided_* (NULL: none) */
+    char schema_dropped[256]; /* "strict": false: the keywords dropped (API_DROPPED_LEN) */
     int guided_close; /* 1 (default): the grammar's output ends complete within max_tokens
                          (grammar_matcher_mask_budget); 0: "guided_close": false, cut as is */
 };

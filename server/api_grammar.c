@@ -1,6 +1,7 @@
 /* Structured output on the API (see api_grammar.h). */
 #include "api_grammar.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,98 @@ static int compile_schema(struct grammar_vocab *gv, const cJSON *s, const char *
     if (!text) FATAL("out of memory");
     int rc = compile(gv, GRAMMAR_JSON_SCHEMA, text, strlen(text), param, out, e);
     free(text);
+    return rc;
+}
+
+/* ---- "strict": false: best effort ----
+ * Each keyword a compile refuses (named in its error) is dropped from every subschema and
+ * the compile tried again; a oneOf tpd cannot make exclusive becomes anyOf. Names in maps
+ * of names (properties, $defs...) and values (enum, const, default...) are left alone. */
+static const char *const refusable[] = {
+    "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems", "contains",
+    "not", "uniqueItems", "multipleOf", "oneOf", "else", "minProperties", "propertyNames",
+    "patternProperties", "dependentSchemas", "dependentRequired", "dependencies", "format",
+    "pattern", "minLength", "maxLength", "allOf", "if", NULL};
+
+/* The keyword err names, or NULL (an error that dropping cannot mend). */
+static const char *refused_keyword(const char *err) {
+    if (strstr(err, "unsatisfiable") || strstr(err, "does not resolve") ||
+        strstr(err, "not valid JSON") || strstr(err, "longer than"))
+        return NULL;
+    if (strstr(err, "oneOf")) return "oneOf";
+    if (strstr(err, "'if' with 'else'")) return "else";
+    for (int i = 0; refusable[i]; i++) {
+        char q[64];
+        snprintf(q, sizeof q, "'%s'", refusable[i]);
+        if (strstr(err, q)) return refusable[i];
+    }
+    /* unquoted, as a word: "uniqueItems is supported over..." ("not", "if" and "else" only
+     * quoted: they are English words too) */
+    for (int i = 0; refusable[i]; i++) {
+        size_t n = strlen(refusable[i]);
+        if (n <= 4) continue;
+        for (const char *at = strstr(err, refusable[i]); at; at = strstr(at + 1, refusable[i]))
+            if ((at == err || !isalnum((unsigned char)at[-1])) && !isalnum((unsigned char)at[n]))
+                return refusable[i];
+    }
+    return NULL;
+}
+
+static void drop_keyword(cJSON *s, const char *kw, int depth) {
+    static const char *const name_maps[] = {"properties", "patternProperties", "$defs",
+                                            "definitions", "dependentSchemas", NULL};
+    static const char *const values[] = {"enum", "const", "default", "examples", "example",
+                                         "required", NULL};
+    if (depth > 256 || (!cJSON_IsObject(s) && !cJSON_IsArray(s))) return;
+    for (cJSON *k = s->child, *next; k; k = next) {
+        next = k->next;
+        int is_map = 0, is_value = 0;
+        for (int i = 0; cJSON_IsObject(s) && name_maps[i]; i++)
+            is_map |= strcmp(k->string, name_maps[i]) == 0;
+        for (int i = 0; cJSON_IsObject(s) && values[i]; i++)
+            is_value |= strcmp(k->string, values[i]) == 0;
+        if (cJSON_IsObject(s) && strcmp(k->string, kw) == 0) {
+            if (strcmp(kw, "oneOf") == 0 && !cJSON_GetObjectItemCaseSensitive(s, "anyOf")) {
+                cJSON_DetachItemViaPointer(s, k); /* the same branches, not exclusive */
+                cJSON_AddItemToObject(s, "anyOf", k); /* met again (last) and walked then */
+            } else {
+                cJSON_Delete(cJSON_DetachItemViaPointer(s, k));
+            }
+        } else if (is_map) {
+            for (cJSON *x = cJSON_IsObject(k) ? k->child : NULL; x; x = x->next)
+                drop_keyword(x, kw, depth + 1);
+        } else if (!is_value) {
+            drop_keyword(k, kw, depth + 1);
+        }
+    }
+}
+
+/* compile_schema, dropping what it refuses (see above); names the keywords in dropped. */
+static int compile_lenient(struct grammar_vocab *gv, const cJSON *s, const char *param,
+                           struct grammar **out, char *dropped, struct api_error *e) {
+    cJSON *m = cJSON_Duplicate(s, 1);
+    if (!m) FATAL("out of memory");
+    int rc = 1;
+    for (int tries = 0; tries < 32 && rc > 0; tries++) {
+        char *text = cJSON_PrintUnformatted(m), err[ERR_LEN];
+        if (!text) FATAL("out of memory");
+        *out = gv ? grammar_compile(gv, GRAMMAR_JSON_SCHEMA, text, strlen(text), err) : NULL;
+        free(text);
+        if (!gv) {
+            rc = compile(gv, GRAMMAR_JSON_SCHEMA, "", 0, param, out, e);
+            break;
+        }
+        const char *kw = *out ? NULL : refused_keyword(err);
+        if (*out || !kw || strstr(dropped, kw)) {
+            rc = *out ? 0 : api_err(e, 400, param, "%s: %s", param, err);
+            break;
+        }
+        size_t n = strlen(dropped);
+        snprintf(dropped + n, API_DROPPED_LEN - n, "%s%s", n ? ", " : "", kw);
+        drop_keyword(m, kw, 0);
+    }
+    cJSON_Delete(m);
+    if (rc > 0) rc = api_err(e, 400, param, "%s: too many keywords to drop", param);
     return rc;
 }
 
@@ -130,8 +223,10 @@ static int read_structured_outputs(struct grammar_vocab *gv, const cJSON *so, st
     }
 }
 
-int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out, struct api_error *e) {
+int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out,
+                     char *dropped, struct api_error *e) {
     *out = NULL;
+    dropped[0] = 0;
     static const char *const fields[] = {"response_format", "guided_json",   "guided_regex",
                                          "guided_grammar",  "guided_choice", "structured_outputs"};
     enum { N_FIELDS = sizeof fields / sizeof *fields };
@@ -183,7 +278,17 @@ int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **
         const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
         if (!schema) /* OpenAI: no schema means any JSON object */
             return compile(gv, GRAMMAR_JSON_OBJECT, "", 0, "response_format", out, e);
-        return compile_schema(gv, schema, "response_format.json_schema.schema", out, e);
+        if (cJSON_IsFalse(strict) && cJSON_IsObject(schema))
+            return compile_lenient(gv, schema, "response_format.json_schema.schema", out, dropped,
+                                   e);
+        if (compile_schema(gv, schema, "response_format.json_schema.schema", out, e) == 0)
+            return 0;
+        if (refused_keyword(e->message)) { /* say how to opt into best effort */
+            size_t n = strlen(e->message);
+            snprintf(e->message + n, sizeof e->message - n,
+                     " (\"strict\": false drops what tpd refuses, best effort)");
+        }
+        return -1;
     }
     if (f[1]) return compile_schema(gv, f[1], "guided_json", out, e);
     for (int i = 2; i < 4; i++)

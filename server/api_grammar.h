@@ -18,9 +18,14 @@ struct tokenizer;
  * out, the end-of-generation tokens allowed where a grammar may end. */
 struct grammar_vocab *api_grammar_vocab(const struct tokenizer *t);
 
+#define API_DROPPED_LEN 256
 /* Reads the body's constraint fields into *out (NULL when there are none), compiled for
  * gv (NULL: the model has no vocabulary view, and a constraint is a 400). 0, or -1 with a
- * 400 naming the field and the problem (an unsupported keyword, a parse error...). */
-int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out, struct api_error *e);
+ * 400 naming the field and the problem (an unsupported keyword, a parse error...). With
+ * response_format json_schema "strict": false, the keywords tpd refuses are dropped instead
+ * (best effort) and named in dropped (API_DROPPED_LEN bytes, "" when none), which the
+ * reply's X-Tpd-Schema-Dropped header carries. */
+int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out,
+                     char *dropped, struct api_error *e);
 
 #endif

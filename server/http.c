@@ -83,6 +83,7 @@ struct conn {
     int status;           /* what was answered, for the metrics; 0 = nothing yet */
     int fd;
     int close;            /* answer with Connection: close */
+    char dropped[256];    /* "strict": false schema keywords dropped (X-Tpd-Schema-Dropped) */
     struct api_gen *gen;  /* a generation this request started (a reference) */
     unsigned uid; /* peer uid, REQ_UID_UNKNOWN over TCP */
     struct conn_rec *rec; /* the connection's record in conns (waking, deadlines) */
@@ -429,6 +430,7 @@ static enum MHD_Result reply(struct conn *c, struct MHD_Connection *mc, int stat
     /* queue full, draining, unhealthy: a client may come back (RFC 9110, 10.2.3) */
     if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
     if (c->close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (c->dropped[0]) MHD_add_response_header(r, "X-Tpd-Schema-Dropped", c->dropped);
     enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
     MHD_destroy_response(r);
     if (rc == MHD_YES) c->status = status;
@@ -553,6 +555,7 @@ static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enu
     struct api_error e;
     if (api_parse_generate(h->api, kind, c->body.p ? c->body.p : "", c->body.len, &p, &e))
         return reply_api_error(c, mc, &e);
+    snprintf(c->dropped, sizeof c->dropped, "%s", p.schema_dropped);
     struct api_gen *g;
     if (gen_start(&g, h->sched, h->api->tok, h->api->model_name, c->uid, &p, &e)) {
         api_params_free(&p);
@@ -580,6 +583,7 @@ static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enu
         }
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        if (c->dropped[0]) MHD_add_response_header(r, "X-Tpd-Schema-Dropped", c->dropped);
         enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         if (rc == MHD_YES) c->status = 200;

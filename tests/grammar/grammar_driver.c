@@ -150,6 +150,11 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    /* the checks here are about what a grammar matches: a loaded machine or a sanitizer
+     * build must not turn a large schema into a compile-time refusal */
+    struct grammar_limits lim = {GRAMMAR_DEFAULT_MAX_STACKS, GRAMMAR_DEFAULT_MAX_TOKEN_WORK,
+                                 60000.0};
+    grammar_vocab_set_limits(v, &lim);
     double t0 = clock_now();
     struct grammar *g = grammar_compile(v, kind, text, len, err);
     double ms = (clock_now() - t0) * 1e3;
@@ -163,6 +168,8 @@ int main(int argc, char **argv) {
     }
     if (!g) {
         printf("error: %s\n", err);
+        grammar_vocab_free(v);
+        free(text);
         return 1;
     }
     if (!strcmp(mode, "match")) {

@@ -278,8 +278,8 @@ def test_openai_sdk_parse(server):
 
 
 BAD = [
-    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "contains": {}}}},
-     "contains"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "contains": {"const": 1},
+                                                                      "maxItems": 3}}}, "contains beside"),
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}, "unknown type 'strin'"),
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "minItems": 3, "maxItems": 2}}},
      "unsatisfiable"),
@@ -328,12 +328,13 @@ def test_bad_regex_and_grammar(http, field, value, needle):
 
 
 def test_huge_and_deep_schemas_refused_quickly_then_service_continues(http):
-    # a ~1 MB schema (the body limit is 1 MiB): refused by the schema size limit, named
+    # a ~1 MB schema (the body limit is 1 MiB; texts may be 4 MiB): its 6500 optional
+    # properties are refused by the cost limit, named
     big = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "x" * 100} for i in range(6500)}}
     t0 = time.time()
     r = chat(http, "hi", max_tokens=4, response_format={"type": "json_schema", "json_schema": {"name": "x",
                                                                                                "schema": big}})
-    assert r.status_code == 400 and "longer than the limit" in r.json()["error"]["message"], r.text[:500]
+    assert r.status_code == 400 and "grammar.max_stacks" in r.json()["error"]["message"], r.text[:500]
     # deeply nested schema and a long chain of $refs
     deep = {"type": "integer"}
     for _ in range(200):
@@ -357,6 +358,33 @@ def test_huge_and_deep_schemas_refused_quickly_then_service_continues(http):
     assert r.status_code == 200
     v = json.loads(r.json()["choices"][0]["message"]["content"])
     assert isinstance(v["x"], int) and isinstance(v["y"], int)
+
+
+def test_strict_false_drops_refused_keywords(http):
+    """"strict": false: the keywords tpd refuses are dropped (a property named like one
+    stays), the reply names them in X-Tpd-Schema-Dropped; strict (the default) is a 400 that
+    says so."""
+    schema = {"type": "object", "additionalProperties": False, "required": ["not"],
+              "properties": {"not": {"type": "array", "items": {"type": "string", "maxLength": 5},
+                                     "uniqueItems": True, "maxItems": 2},
+                             "n": {"type": "integer", "multipleOf": 3, "minimum": 1}}}
+    for strict in (True, None):
+        js = {"name": "x", "schema": schema, **({"strict": strict} if strict is not None else {})}
+        r = chat(http, "hi", max_tokens=4, response_format={"type": "json_schema", "json_schema": js})
+        assert r.status_code == 400 and '"strict": false' in r.json()["error"]["message"], r.text
+        assert "X-Tpd-Schema-Dropped" not in r.headers
+    r = chat(http, "A list of fruits as JSON.", max_tokens=60, response_format={
+        "type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": False}})
+    assert r.status_code == 200, r.text
+    assert r.headers["X-Tpd-Schema-Dropped"] == "uniqueItems, multipleOf", r.headers
+    ch = r.json()["choices"][0]
+    if ch["finish_reason"] == "stop":
+        v = json.loads(ch["message"]["content"])
+        assert isinstance(v["not"], list) and len(v["not"]) <= 2 and set(v) <= {"not", "n"}, v
+    # still 400 where dropping cannot help
+    r = chat(http, "hi", max_tokens=4, response_format={"type": "json_schema", "json_schema": {
+        "name": "x", "strict": False, "schema": {"type": "array", "minItems": 3, "maxItems": 2}}})
+    assert r.status_code == 400 and "unsatisfiable" in r.json()["error"]["message"], r.text
 
 
 def test_generate_cli_json_schema_and_grammar(tmp_path):

@@ -83,6 +83,16 @@ def sentences(schema, seeds, steps, tmp_path):
                 yield bytes.fromhex(st["prefix"]).decode()
 
 
+def walked_valid(schema, seeds, steps, tmp_path):
+    """How many complete sentences random walks met, each asserted valid for jsonschema."""
+    v = validator(schema)
+    seen = 0
+    for text in sentences(schema, seeds, steps, tmp_path):
+        assert v.is_valid(json.loads(text)), text
+        seen += 1
+    return seen
+
+
 def refused(schema, needle, tmp_path):
     r = run_driver(schema, [], tmp_path, mode="compile")
     assert r.returncode == 1 and needle in r.stdout, r.stdout + r.stderr
@@ -226,6 +236,75 @@ KEYWORDS = [
      [{"ab": 1}], [{"ABC": 1}]),
 ]
 
+# not, contains, unevaluatedProperties / unevaluatedItems (exact where compiled)
+NOT_CONTAINS = [
+    ("not-type", {"not": {"type": "string"}}, [1, None, {"a": "x"}, [1], True, 2.5], ["x", ""]),
+    ("not-types-beside", {"type": ["string", "integer", "null"], "not": {"type": ["string", "null"]}},
+     [1, -3], ["x", None, 1.5]),
+    ("not-integer", {"not": {"type": "integer"}}, ["x", None, [], {}], [1, 0]),
+    ("not-enum-strings", {"type": "string", "not": {"enum": ["a", "bc", "\u00e9"]}},
+     ["", "b", "ab", "bcd", "abc", "b\"c", "\u00e9\u00e9"], ["a", "bc", "\u00e9"]),
+    ("not-const-enum", {"enum": ["a", "b", 1, None], "not": {"const": "b"}}, ["a", 1, None], ["b", "c"]),
+    ("not-const-array", {"enum": [["a"], ["b"], "a", 1], "not": {"const": ["a"]}}, [["b"], "a", 1], [["a"]]),
+    ("not-enum-bool-null", {"type": ["boolean", "null"], "not": {"enum": [False, None]}}, [True],
+     [False, None]),
+    ("not-enum-typed", {"type": ["string", "null"], "not": {"type": "null", "enum": ["x", None]}},
+     ["x", "y"], [None, 1]),
+    ("not-enum-open", {"not": {"enum": ["x", "yz"]}}, ["", "y", 1, None, [], {"x": 1}], ["x", "yz"]),
+    ("not-required", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                      "not": {"required": ["a", "b"]}},
+     [{"a": 1}, {"b": 2}, {}], [{"a": 1, "b": 2}, "x"]),
+    ("not-required-open", {"not": {"required": ["a"]}}, [{}, {"b": 1}], [{"a": 1}, 3, "s"]),
+    ("not-object-required", {"not": {"type": "object", "required": ["a"]}}, [{"b": 1}, 3, "s"], [{"a": 1}]),
+    ("not-anyof-required", {"type": "object", "properties": {"a": {}, "b": {}, "c": {}},
+                            "not": {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}},
+     [{"c": 1}, {}], [{"a": 1}, {"b": 1}, {"a": 1, "c": 2}]),
+    ("not-ref", {"$defs": {"s": {"type": "string"}}, "type": ["string", "boolean"], "not": {"$ref": "#/$defs/s"}},
+     [True, False], ["x"]),
+    ("contains-const", {"type": "array", "contains": {"const": 1}}, [[1], [2, 1, 3], [1, 1], ["a", 1]],
+     [[], [2, 3], ["1"]]),
+    ("contains-items", {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}},
+     [[5], [1, 7, 2], [6, 6]], [[1, 2], [], [7, "x"], ["x"]]),
+    ("contains-min", {"type": "array", "contains": {"type": "string"}, "minContains": 2},
+     [["a", "b"], [1, "a", 2, "b", 3], ["a", "b", "c"]], [["a"], [1, "a", 2], []]),
+    ("contains-max", {"type": "array", "items": {"type": ["string", "integer"]}, "contains": {"type": "string"},
+                      "minContains": 1, "maxContains": 2},
+     [["a"], [1, "a", 2, "b", 3], ["a", "b"]], [[1], ["a", "b", "c"], [], [None]]),
+    ("contains-min0-max", {"type": "array", "contains": {"const": "x"}, "minContains": 0, "maxContains": 1},
+     [[], ["x"], [1, 2], ["y", "x", "z"]], [["x", "x"], ["x", 1, "x"]]),
+    ("uneval-props-allof", {"type": "object", "properties": {"a": {"type": "integer"}},
+                            "allOf": [{"properties": {"b": {"type": "string"}}}, {"$ref": "#/$defs/c"}],
+                            "$defs": {"c": {"properties": {"c": {"type": "boolean"}}}},
+                            "unevaluatedProperties": False},
+     [{"a": 1}, {"a": 1, "b": "x", "c": True}, {}], [{"d": 1}, {"a": 1, "e": None}, {"b": 1}]),
+    ("uneval-props-additional", {"type": "object", "allOf": [{"additionalProperties": {"type": "integer"}}],
+                                 "unevaluatedProperties": False}, [{"x": 1}, {}], [{"x": "s"}]),
+    ("uneval-props-true", {"type": "object", "properties": {"a": {"type": "integer"}},
+                           "unevaluatedProperties": True}, [{"a": 1}], [{"a": "x"}]),
+    ("uneval-items", {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                      "unevaluatedItems": False}, [[1, "a"], [1], []], [[1, "a", 2], ["a"]]),
+    ("uneval-items-items", {"type": "array", "items": {"type": "integer"}, "unevaluatedItems": False},
+     [[1, 2], []], [["a"]]),
+    ("uneval-items-none", {"type": "array", "unevaluatedItems": False}, [[]], [[1]]),
+]
+
+# short items, so that random walks complete arrays with two matches
+WALKED_NOT = [c[1] if c[0] != "contains-min" else
+              {"type": "array", "items": {"enum": ["a", 1]}, "contains": {"type": "string"}, "minContains": 2}
+              for c in NOT_CONTAINS]
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", NOT_CONTAINS, ids=[c[0] for c in NOT_CONTAINS])
+def test_not_contains_unevaluated(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("k", range(len(WALKED_NOT)), ids=[c[0] for c in NOT_CONTAINS])
+def test_not_contains_sentences_valid(k, tmp_path):
+    """Random byte walks: every complete sentence is valid for jsonschema."""
+    assert walked_valid(WALKED_NOT[k], 24, 80, tmp_path) >= 1
+
+
 # numbers with bounds: decimals in the range, exactly
 NUMBERS = [
     ("unit-interval", {"type": "number", "minimum": 0, "maximum": 1},
@@ -253,14 +332,27 @@ REFUSED = [
      "oneOf"),
     ("enum-beside-properties", {"enum": [{"a": 1}], "properties": {"a": {"type": "string"}}}, "enum/const beside"),
     ("multipleOf-bounded", {"type": "integer", "multipleOf": 3, "minimum": 0}, "multipleOf"),
-    ("not", {"not": {"type": "string"}}, "unsupported keyword 'not'"),
-    ("contains", {"type": "array", "contains": {"const": 1}}, "unsupported keyword 'contains'"),
+    ("not-properties", {"not": {"properties": {"a": {"type": "string"}}}}, "not: only"),
+    ("not-integer-of-number", {"type": "number", "not": {"type": "integer"}}, "not integers"),
+    ("not-numbers-open", {"type": "integer", "not": {"enum": [1, 2]}}, "not: excluding numbers"),
+    ("not-strings-pattern", {"type": "string", "pattern": "^a", "not": {"const": "ab"}},
+     "not: excluding strings"),
+    ("not-everything", {"not": {}}, "unsatisfiable"),
+    ("not-const-array-open", {"not": {"const": ["a"]}}, "not: excluding numbers, objects or arrays"),
+    ("contains-maxItems", {"type": "array", "contains": {"const": 1}, "maxItems": 3}, "contains beside"),
+    ("contains-max-not-exact", {"type": "array", "contains": {"type": "string", "maxLength": 2},
+                                "maxContains": 1}, "not: only"),
     ("if-else-only", {"if": {"type": "string"}, "else": {"type": "integer"}}, "'if' with 'else'"),
     ("minProperties-extras", {"type": "object", "minProperties": 1}, "minProperties"),
     ("uniqueItems-open", {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems"),
     ("multipleOf-fraction", {"type": "number", "multipleOf": 0.5}, "multipleOf"),
-    ("unevaluatedProperties", {"type": "object", "unevaluatedProperties": False},
-     "unsupported keyword 'unevaluatedProperties'"),
+    ("unevaluatedProperties-anyOf", {"type": "object", "unevaluatedProperties": False,
+                                     "anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]},
+     "unevaluatedProperties/unevaluatedItems beside 'anyOf'"),
+    ("unevaluatedProperties-nested", {"allOf": [{"properties": {"a": {}}, "unevaluatedProperties": False}],
+                                      "properties": {"b": {}}}, "in an allOf or $ref subschema"),
+    ("unevaluatedProperties-schema", {"type": "object", "unevaluatedProperties": {"type": "string"}},
+     "other than true or false"),
     ("oneof-overlap", {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}, "oneOf"),
     ("oneof-overlap-number", {"oneOf": [{"type": "number"}, {"type": "integer"}]}, "oneOf"),
     ("oneof-untyped", {"oneOf": [{"type": "string"}, {"description": "anything"}]}, "oneOf"),
@@ -324,12 +416,7 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
 def test_random_sentences_valid(k, tmp_path):
     """Random walks through the grammar (random allowed bytes): every complete sentence met
     on the way is valid for jsonschema."""
-    v = validator(WALKED[k])
-    seen = 0
-    for text in sentences(WALKED[k], 12, 40, tmp_path):
-        assert v.is_valid(json.loads(text)), text
-        seen += 1
-    assert seen >= 5
+    assert walked_valid(WALKED[k], 12, 40, tmp_path) >= 5
 
 
 # ---- formats: jsonschema's checker where it has one (date, email, ipv4, ipv6, uuid,
@@ -451,10 +538,26 @@ def test_nullable_star_patterns(pattern, ok, bad, tmp_path):
     assert n >= 3
 
 
+def test_large_schema(tmp_path):
+    """A schema of ~300 KB (above the old 256 KiB text limit) whose grammar is above 1.28 MB
+    (the size of the largest Kubernetes schema's) compiles and matches exactly."""
+    defs = {f"d{i}": {"type": "object", "additionalProperties": False,
+                      "description": "d" * 200,
+                      "properties": {f"p{j}": {"enum": [f"v{k}_{j}" for k in range(8)]} for j in range(12)}}
+            for i in range(260)}
+    schema = {"$defs": defs, "type": "object", "properties": {f"q{i}": {"$ref": f"#/$defs/d{i}"} for i in range(260)}}
+    assert len(json.dumps(schema)) > 256 << 10
+    r = run_driver(schema, [], tmp_path, mode="gbnf")
+    assert r.returncode == 0 and len(r.stdout) > 1280000, r.stdout[:300]
+    check(schema, [{"q0": {"p0": "v3_0"}, "q199": {"p1": "v0_1", "p11": "v7_11"}}, {}],
+          [{"q0": {"p0": "v3_1"}}, {"q5": {"x": 1}}], tmp_path)
+
+
 def test_bench_corpus_sound():
     """bench/bench_schema.py over its stand-in corpus: every label agrees with jsonschema and
     no invalid instance is accepted (the script exits 1 otherwise)."""
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench_schema.py"), "--build", BUILD],
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench_schema.py"), "--corpus",
+                        "--build", BUILD],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "| github |" in r.stdout

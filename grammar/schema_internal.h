@@ -1,0 +1,58 @@
+/* JSON Schema -> GBNF, the conversion's shared state and helpers (schema.c; the keyword
+ * modules schema_*.c). Rank 0, any thread: one struct sc per conversion. */
+#ifndef TPD_GRAMMAR_SCHEMA_INTERNAL_H
+#define TPD_GRAMMAR_SCHEMA_INTERNAL_H
+
+#include <cjson/cJSON.h>
+
+#include "../util/sbuf.h"
+
+#define RN 128 /* rule name buffer */
+
+struct sref {
+    char *ref;
+    int id;
+    const cJSON *target;
+};
+
+struct sc {
+    const cJSON *root;
+    char name[64];
+    char j[80]; /* the generic JSON rules' prefix */
+    struct sbuf *out;
+    char *err;
+    int n_rules;
+    struct sref *refs;
+    int n_refs, cap_refs;
+    int depth;
+    cJSON *owned; /* merged schemas, freed at the end */
+};
+
+/* ---- oneOf: exclusive branches ----
+ * A value of oneOf must match exactly one branch. The grammar produces branch i's values
+ * (gen, a subset of what i accepts) and none may be accepted by another branch j (acc: what
+ * j accepts, over-approximated where unsure). That is decided from types, const/enum values,
+ * numeric, length and item-count ranges, and for objects a property one branch always writes
+ * and the other forbids or constrains disjointly (a discriminator). Where a branch i may
+ * write a property that j requires, i is narrowed to never write it ("sharpened"), which
+ * keeps its values valid for i and rejected by j. Anything else is refused. */
+
+/* JSON types as bits (T_INT: integral numbers, T_FRAC: others) */
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64 };
+
+#define T_ANY 127
+
+#define NOT_STRINGS "$tpd-not-strings" /* lower_not's strings left out (an array) */
+
+int sc_in_list(const char *const *l, const char *s);
+int sc_is_validity(const cJSON *s, const char *k);
+int sc_serr(struct sc *c, const char *fmt, const char *a);
+void sc_new_rule(struct sc *c, char *nm);
+void sc_emit(struct sc *c, const char *nm, const char *body);
+void sc_put_json_literal(struct sbuf *b, const cJSON *v);
+const cJSON *sc_resolve_pointer(struct sc *c, const char *ref);
+int sc_only_ref(const cJSON *s);
+const char *sc_infer_type(const cJSON *s);
+int sc_gen(struct sc *c, const cJSON *s, char *nm);
+
+#endif

@@ -1,0 +1,482 @@
+/* JSON Schema -> GBNF, objects: the object keywords lowered to
+ * properties/required/additionalProperties, the grammar of an object, and keys
+ * that are none of the declared names. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/err.h"
+#include "../util/fatal.h"
+#include "../util/utf8.h"
+#include "gram_ir.h"
+#include "grammar.h"
+#include "regex.h"
+#include "schema_fmt.h"
+#include "schema_num.h"
+
+#include "schema_internal.h"
+#include "schema_object.h"
+#include "schema_merge.h"
+#include "schema_oneof.h"
+
+/* ---- objects ---- */
+
+/* A code point inside a GBNF character class. */
+static void class_cp(struct sbuf *b, uint32_t cp) {
+    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9'))
+        sbuf_addf(b, "%c", cp);
+    else if (cp < 0x80)
+        sbuf_addf(b, "\\x%02X", cp);
+    else if (cp <= 0xFFFF)
+        sbuf_addf(b, "\\u%04X", cp);
+    else
+        sbuf_addf(b, "\\U%08X", cp);
+}
+
+/* The one-letter JSON escape of cp ('"' -> '"', '\n' -> 'n'), or 0. */
+static char short_escape(uint32_t cp) {
+    static const char from[] = "\"\\/\b\f\n\r\t", to[] = "\"\\/bfnrt";
+    for (int i = 0; from[i]; i++)
+        if ((uint32_t)(uint8_t)from[i] == cp) return to[i];
+    return 0;
+}
+
+static int raw_ok(uint32_t cp) { return cp >= 0x20 && cp != '"' && cp != '\\' && cp != 0x7F; }
+
+/* The ways a key's character cp may be written: raw and/or its short escape. */
+static void put_key_char(struct sbuf *b, uint32_t cp) {
+    char e = short_escape(cp), esc[3] = {'\\', e, 0};
+    uint8_t u[4];
+    size_t n = utf8_encode(cp, u);
+    sbuf_adds(b, "(");
+    if (raw_ok(cp)) gbnf_put_literal(b, (const char *)u, n);
+    if (e) {
+        if (raw_ok(cp)) sbuf_adds(b, " | ");
+        gbnf_put_literal(b, esc, 2);
+    }
+    sbuf_adds(b, ")");
+}
+
+struct knode {
+    uint32_t cp;     /* the character leading here */
+    int first, next; /* first child, next sibling (-1: none) */
+    int is_name;
+};
+
+/* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
+ * none of names[0..n), as in a trie of the names: at each node the string may end (unless
+ * the node ends a name), take a child's character, or take any other character and then
+ * anything. Keys written this way use raw characters and the short escapes only (no \\u):
+ * a subset of the keys JSON allows, so that each decoded character has few spellings. */
+void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, char *nm) {
+    int cap = 16, used = 1;
+    struct knode *t = xmalloc(sizeof *t * (size_t)cap);
+    t[0] = (struct knode){0, -1, -1, 0};
+    for (int i = 0; i < n; i++) {
+        const uint8_t *p = (const uint8_t *)names[i];
+        size_t len = strlen(names[i]), at = 0;
+        int cur = 0;
+        while (at < len) {
+            size_t l = utf8_valid_len(p + at, len - at);
+            uint32_t cp = l ? utf8_decode(p + at, l) : p[at];
+            at += l ? l : 1;
+            int k = t[cur].first;
+            while (k >= 0 && t[k].cp != cp) k = t[k].next;
+            if (k < 0) {
+                if (used == cap) t = xrealloc(t, sizeof *t * (size_t)(cap *= 2));
+                k = used++;
+                t[k] = (struct knode){cp, -1, t[cur].first, 0};
+                t[cur].first = k;
+            }
+            cur = k;
+        }
+        t[cur].is_name = 1;
+    }
+    char base[RN];
+    sc_new_rule(c, base);
+    /* any key character (no \\u escapes), then the closing quote */
+    sbuf_addf(c->out,
+              "%s-any ::= ([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt])* \"\\\"\"\n", base);
+    for (int k = 0; k < used; k++) {
+        struct sbuf r = {0}, cls = {0}, esc = {0};
+        if (!t[k].is_name) sbuf_adds(&r, "\"\\\"\" | ");
+        for (int ch = t[k].first; ch >= 0; ch = t[ch].next) {
+            put_key_char(&r, t[ch].cp);
+            sbuf_addf(&r, " %s-%d | ", base, ch);
+            class_cp(&cls, t[ch].cp);
+        }
+        /* any other character: raw ones outside the children, short escapes of others */
+        sbuf_addf(&r, "([^\"\\\\\\x7F\\x00-\\x1F%s]", cls.p ? cls.p : "");
+        static const char letters[] = "\"\\/bfnrt", dec[] = "\"\\/\b\f\n\r\t";
+        for (int i = 0; letters[i]; i++) {
+            int child = 0;
+            for (int ch = t[k].first; ch >= 0; ch = t[ch].next)
+                child |= t[ch].cp == (uint8_t)dec[i];
+            if (child) continue;
+            if (letters[i] == '"' || letters[i] == '\\') sbuf_adds(&esc, "\\");
+            sbuf_add(&esc, &letters[i], 1);
+        }
+        if (esc.len) sbuf_addf(&r, " | \"\\\\\" [%s]", esc.p);
+        sbuf_addf(&r, ") %s-any", base);
+        char rn[RN + 16];
+        snprintf(rn, sizeof rn, "%s-%d", base, k);
+        sc_emit(c, rn, r.p);
+        sbuf_free(&r);
+        sbuf_free(&cls);
+        sbuf_free(&esc);
+    }
+    free(t);
+    snprintf(nm, RN, "%.100s-key", base);
+    sbuf_addf(c->out, "%s ::= \"\\\"\" %s-0\n", nm, base);
+}
+
+/* ---- object keywords lowered to properties / required / additionalProperties ----
+ * patternProperties, propertyNames, dependentRequired, dependentSchemas, dependencies,
+ * minProperties and maxProperties become a narrower schema in the keywords gen_object
+ * writes, so that every object it writes satisfies them (a subset of what they allow):
+ * pattern schemas join the declared properties whose names match (PCRE2, searched as JSON
+ * Schema does); with patternProperties, propertyNames or maxProperties no extra keys are
+ * written; a property with dependencies makes them required (or, where they cannot be
+ * written, is itself left out); a dependentSchemas property is left out unless required
+ * (then its schema joins); minProperties makes optional properties required in schema
+ * order; maxProperties leaves optional ones out from the end. */
+
+int sc_name_matches(struct sc *c, const char *pattern, const char *name) {
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re =
+        pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+    if (!re) return sc_serr(c, "patternProperties: the pattern '%s' does not compile", pattern);
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = pcre2_match(re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    if (rc < -1) return sc_serr(c, "patternProperties: matching '%s' failed", pattern);
+    return rc >= 0;
+}
+
+int sc_is_required(const cJSON *m, const char *name) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "required");
+    for (const cJSON *x = cJSON_IsArray(r) ? r->child : NULL; x; x = x->next)
+        if (cJSON_IsString(x) && strcmp(x->valuestring, name) == 0) return 1;
+    return 0;
+}
+
+static void add_required(cJSON *m, const char *name) {
+    if (sc_is_required(m, name)) return;
+    cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "required");
+    if (!cJSON_IsArray(r)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "required");
+        r = cJSON_AddArrayToObject(m, "required");
+    }
+    cJSON_AddItemToArray(r, cJSON_CreateString(name));
+}
+
+static cJSON *props_of(cJSON *m) {
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    return cJSON_IsObject(p) ? p : cJSON_AddObjectToObject(m, "properties");
+}
+
+static int extras_allowed(const cJSON *m) {
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+    return addl ? !cJSON_IsFalse(addl) : !cJSON_GetObjectItemCaseSensitive(m, "properties");
+}
+
+/* 1 when gen_object may write name (declared and not false, or as an extra key) */
+int sc_writable(const cJSON *m, const char *name) {
+    const cJSON *p = sc_prop_schema(m, name);
+    return p ? !cJSON_IsFalse(p) : extras_allowed(m);
+}
+
+int sc_forbid(struct sc *c, cJSON *m, const char *name, const char *why) {
+    if (sc_is_required(m, name))
+        return err_set(
+            c->err, "JSON Schema: unsatisfiable schema: required property '%s' is ruled out by %s",
+            name, why);
+    cJSON *p = props_of(m), *x = cJSON_GetObjectItemCaseSensitive(p, name);
+    if (x)
+        cJSON_ReplaceItemInObjectCaseSensitive(p, name, cJSON_CreateFalse());
+    else
+        cJSON_AddFalseToObject(p, name);
+    return 0;
+}
+
+/* Declares every required name (its schema: the pattern schemas it matches, else
+ * additionalProperties) and writes no other key. */
+static int close_extras(struct sc *c, cJSON *m) {
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(m, "required");
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(m, "patternProperties");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+    cJSON *p = props_of(m);
+    for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next) {
+        if (!cJSON_IsString(r) || cJSON_GetObjectItemCaseSensitive(p, r->valuestring)) continue;
+        int matched = 0;
+        for (const cJSON *x = cJSON_IsObject(pp) ? pp->child : NULL; x && !matched; x = x->next) {
+            int k = sc_name_matches(c, x->string, r->valuestring);
+            if (k < 0) return -1;
+            matched = k;
+        }
+        if (!matched && cJSON_IsFalse(addl))
+            return err_set(
+                c->err,
+                "JSON Schema: unsatisfiable schema: required property '%s' is not allowed by "
+                "additionalProperties",
+                r->valuestring);
+        cJSON_AddItemToObject(p, r->valuestring,
+                              !matched && addl ? cJSON_Duplicate(addl, 1) : cJSON_CreateTrue());
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "additionalProperties");
+    cJSON_AddFalseToObject(m, "additionalProperties");
+    return 0;
+}
+
+/* 1 when the string name satisfies schema ps, 0 when not, -1 (err) when tpd cannot tell. */
+static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
+    if (!(ps = sc_flat(c, ps, 0))) return -1;
+    if (cJSON_IsBool(ps)) return cJSON_IsTrue(ps);
+    static const char *const known[] = {"type",      "enum",    "const", "minLength",
+                                        "maxLength", "pattern", NULL};
+    for (const cJSON *k = ps->child; k; k = k->next)
+        if (sc_is_validity(ps, k->string) && !sc_in_list(known, k->string))
+            return sc_serr(c, "propertyNames: '%s' is not supported there", k->string);
+    cJSON *v = cJSON_CreateString(name);
+    int ok = sc_might_accept(c, ps, v, 0); /* exact for these keywords but pattern */
+    cJSON_Delete(v);
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(ps, "pattern");
+    if (ok && cJSON_IsString(pat)) ok = sc_name_matches(c, pat->valuestring, name);
+    return ok;
+}
+
+const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
+    static const char *const kws[] = {
+        "dependentRequired", "dependentSchemas",  "dependencies",  "minProperties",
+        "maxProperties",     "patternProperties", "propertyNames", NULL};
+    int any = 0;
+    for (int i = 0; kws[i]; i++) any |= cJSON_GetObjectItemCaseSensitive(s, kws[i]) != NULL;
+    if (!any) return s;
+    static const char *const none[] = {NULL};
+    cJSON *m = sc_without(c, s, none);
+    /* dependentSchemas (and schema-valued dependencies): joined where required, else left out */
+    for (int round = 0; round < 2; round++) {
+        const cJSON *ds =
+            cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies" : "dependentSchemas");
+        for (const cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL; d; d = d->next) {
+            if (cJSON_IsArray(d) || cJSON_IsTrue(d)) continue;
+            if (sc_is_required(m, d->string)) {
+                static const char *const drop[] = {"dependentSchemas", NULL};
+                cJSON *x = sc_merge(c, sc_without(c, m, drop), d);
+                if (!x) return NULL;
+                m = x;
+            } else if (sc_writable(m, d->string) &&
+                       sc_forbid(c, m, d->string, "dependentSchemas") < 0) {
+              return NULL;
+            }
+        }
+    }
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(m, "patternProperties");
+    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(m, "propertyNames");
+    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(m, "maxProperties");
+    if (pp && !cJSON_IsObject(pp))
+        return sc_serr(c, "%s", "'patternProperties' must be an object"), NULL;
+    if ((pp || pn || mx) && close_extras(c, m) < 0) return NULL;
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && pp;
+         x = x->next) /* pattern schemas join */
+        for (const cJSON *q = pp->child; q; q = q->next) {
+            int k = sc_name_matches(c, q->string, x->string);
+            if (k < 0) return NULL;
+            if (k && !cJSON_IsFalse(x)) {
+                cJSON *both = sc_all_of2(x, q);
+                cJSON_ReplaceItemInObjectCaseSensitive(p, x->string, both);
+                x = both;
+            }
+        }
+    for (cJSON *x = cJSON_IsObject(p) && pn ? p->child : NULL, *nx; x; x = nx) {
+        nx = x->next; /* forbid replaces x in place */
+        int k = cJSON_IsFalse(x) ? 1 : name_valid(c, pn, x->string);
+        if (k < 0 || (k == 0 && sc_forbid(c, m, x->string, "propertyNames") < 0)) return NULL;
+    }
+    /* dependencies on names: made required, or the property left out; then minProperties */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int changed = 1, rounds = 0; changed && rounds < 1000; rounds++) {
+            changed = 0;
+            for (int round = 0; round < 2; round++) {
+                const cJSON *dr = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
+                                                                            : "dependentRequired");
+                for (const cJSON *d = cJSON_IsObject(dr) ? dr->child : NULL; d; d = d->next) {
+                    if (!cJSON_IsArray(d) || !sc_writable(m, d->string)) continue;
+                    int ok = 1;
+                    for (const cJSON *n = d->child; n; n = n->next)
+                        ok &= cJSON_IsString(n) && sc_writable(m, n->valuestring);
+                    if (!ok) {
+                        if (sc_forbid(c, m, d->string, "dependentRequired") < 0) return NULL;
+                        changed = 1;
+                        continue;
+                    }
+                    for (const cJSON *n = d->child; n; n = n->next)
+                        if (!sc_is_required(m, n->valuestring))
+                            add_required(m, n->valuestring), changed = 1;
+                }
+            }
+        }
+        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(m, "minProperties");
+        if (pass || !mn) break;
+        int have = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "required"));
+        p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+        for (const cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && have < mn->valuedouble;
+             x = x->next)
+          if (!cJSON_IsFalse(x) && !sc_is_required(m, x->string))
+            add_required(m, x->string), have++;
+        if (have < mn->valuedouble)
+            return sc_serr(c, "%s",
+                        "minProperties above the properties tpd can write (it writes no extra keys "
+                        "to reach it)"),
+                   NULL;
+    }
+    if (mx) {
+        int req = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "required")), n = 0;
+        p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+        if (req > mx->valuedouble)
+            return sc_serr(c, "%s",
+                        "unsatisfiable schema: more required properties than "
+                        "maxProperties"),
+                   NULL;
+        for (const cJSON *x = p->child; x; x = x->next) n += !cJSON_IsFalse(x);
+        for (int k = cJSON_GetArraySize(p) - 1; k >= 0 && n > mx->valuedouble;
+             k--) { /* from the end */
+            cJSON *x = cJSON_GetArrayItem(p, k);
+            if (!cJSON_IsFalse(x) && !sc_is_required(m, x->string)) {
+                cJSON_ReplaceItemInObjectCaseSensitive(p, x->string, cJSON_CreateFalse());
+                n--;
+            }
+        }
+    }
+    static const char *const drop[] = {
+        "dependentRequired", "dependentSchemas",  "dependencies",  "minProperties",
+        "maxProperties",     "patternProperties", "propertyNames", NULL};
+    return sc_without(c, m, drop);
+}
+
+int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
+    if (!(s = sc_lower_object(c, s))) return -1;
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (props && !cJSON_IsObject(props)) return sc_serr(c, "%s", "'properties' must be an object");
+    if (req && !cJSON_IsArray(req)) return sc_serr(c, "%s", "'required' must be an array");
+    if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
+        return sc_serr(c, "%s", "'additionalProperties' must be a boolean or a schema");
+    /* declared properties, then required names not declared */
+    int n = 0, cap = 8;
+    struct prop {
+      const char *key;
+      const cJSON *schema;
+      int required;
+    } *pl = xmalloc(sizeof *pl * (size_t)cap);
+    int rc = -1;
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next) {
+        if (cJSON_IsFalse(p)) continue;
+        if (n == cap) pl = xrealloc(pl, sizeof *pl * (size_t)(cap *= 2));
+        pl[n++] = (struct prop){p->string, p, 0};
+    }
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
+        if (!cJSON_IsString(r)) {
+            sc_serr(c, "%s", "'required' must list strings");
+            goto out;
+        }
+        int k = 0;
+        while (k < n && strcmp(pl[k].key, r->valuestring) != 0) k++;
+        if (k == n) {
+            if (props && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(props, r->valuestring))) {
+                sc_serr(c, "unsatisfiable schema: required property '%s' is false", r->valuestring);
+                goto out;
+            }
+            if (addl && cJSON_IsFalse(addl)) {
+              sc_serr(c,
+                      "unsatisfiable schema: required property '%s' is not "
+                      "allowed by additionalProperties",
+                      r->valuestring);
+              goto out;
+            }
+            if (n == cap) pl = xrealloc(pl, sizeof *pl * (size_t)(cap *= 2));
+            pl[n++] = (struct prop){r->valuestring, addl ? addl : NULL, 0};
+        }
+        pl[k].required = 1;
+    }
+    /* extra keys: any when the schema says nothing about properties at all */
+    int extra = addl ? !cJSON_IsFalse(addl) : props == NULL;
+    char extra_val[RN] = "", extra_key[RN] = "";
+    if (extra) {
+        if (addl && cJSON_IsObject(addl)) {
+            if (sc_gen(c, addl, extra_val) < 0) goto out;
+        } else {
+            snprintf(extra_val, RN, "%s", c->j);
+        }
+        /* an extra key is never a declared name (false ones included), so no property
+         * escapes its own schema nor comes out twice */
+        int nn = 0;
+        const char **names =
+            xmalloc(sizeof *names * ((size_t)n + (size_t)cJSON_GetArraySize(props) + 1));
+        for (const cJSON *p = props ? props->child : NULL; p; p = p->next) names[nn++] = p->string;
+        for (int k = 0; k < n; k++)
+            if (!props || !cJSON_GetObjectItemCaseSensitive(props, pl[k].key))
+                names[nn++] = pl[k].key;
+        if (nn)
+            sc_gen_key_not_in(c, names, nn, extra_key);
+        else
+            snprintf(extra_key, RN, "%s-string", c->j);
+        free(names);
+    }
+    char (*vals)[RN] = xcalloc((size_t)n + 1, RN);
+    for (int k = 0; k < n; k++) {
+        if (!pl[k].schema) snprintf(vals[k], RN, "%s", c->j);
+        else if (sc_gen(c, pl[k].schema, vals[k]) < 0) {
+            free(vals);
+            goto out;
+        }
+    }
+    /* R_k(f): properties k.. with f = nothing written yet (no comma needed) */
+    char base[RN];
+    sc_new_rule(c, base);
+    for (int k = n; k >= 0; k--)
+        for (int f = 0; f < 2; f++) {
+            struct sbuf r = {0};
+            char nm[RN + 32];
+            snprintf(nm, sizeof nm, "%s-%d-%d", base, k, f);
+            if (k == n) {
+                if (extra) {
+                    char sep[RN + 16] = "";
+                    if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
+                    sbuf_addf(&r,
+                              "(%s%s %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s %s-ws \":\" %s-ws "
+                              "%s %s-ws)*)?",
+                              sep, extra_key, c->j, c->j, extra_val, c->j, c->j, extra_key, c->j,
+                              c->j, extra_val, c->j);
+                }
+                else
+                    sbuf_adds(&r, "\"\"");
+            } else {
+                if (!f) sbuf_addf(&r, "\",\" %s-ws ", c->j);
+                cJSON *key = cJSON_CreateString(pl[k].key);
+                char *t = cJSON_PrintUnformatted(key);
+                gbnf_put_literal(&r, t, strlen(t));
+                free(t);
+                cJSON_Delete(key);
+                sbuf_addf(&r, " %s-ws \":\" %s-ws %s %s-ws %s-%d-0", c->j, c->j, vals[k], c->j,
+                          base, k + 1);
+                if (!pl[k].required) sbuf_addf(&r, " | %s-%d-%d", base, k + 1, f);
+            }
+            sc_emit(c, nm, r.p);
+            sbuf_free(&r);
+        }
+    free(vals);
+    sbuf_addf(b, "\"{\" %s-ws %s-0-1 \"}\"", c->j, base);
+    rc = 0;
+out:
+    free(pl);
+    return rc;
+}

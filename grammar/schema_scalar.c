@@ -1,0 +1,179 @@
+/* JSON Schema -> GBNF: the grammars of strings (lengths, pattern, format,
+ * strings left out by not) and of numbers (bounds, multipleOf). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/err.h"
+#include "../util/fatal.h"
+#include "../util/utf8.h"
+#include "gram_ir.h"
+#include "grammar.h"
+#include "regex.h"
+#include "schema_fmt.h"
+#include "schema_num.h"
+
+#include "schema_internal.h"
+#include "schema_scalar.h"
+#include "schema_array.h"
+#include "schema_object.h"
+#include "schema_oneof.h"
+
+/* integer or number with minimum / maximum (exclusive ones too, draft 4's booleans
+ * included): schema_num_range's exact language of the range. */
+int sc_gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf *b) {
+    static const char *const keys[] = {"minimum", "maximum", "exclusiveMinimum",
+                                       "exclusiveMaximum"};
+    for (int i = 0; i < 4; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, keys[i]);
+        if (v && !cJSON_IsNumber(v) && !(i >= 2 && cJSON_IsBool(v)))
+            return sc_serr(c, "'%s' must be a number", keys[i]);
+    }
+    double lo, hi;
+    int lo_x, hi_x;
+    sc_num_range(s, &lo, &lo_x, &hi, &hi_x);
+    char e[ERR_LEN];
+    if (schema_num_range(b, lo, lo_x, hi, hi_x, integer, e) < 0)
+        return err_set(c->err, "JSON Schema: %s", e);
+    return 0;
+}
+
+int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
+    const cJSON *ns = cJSON_GetObjectItemCaseSensitive(s, NOT_STRINGS);
+    if (cJSON_IsArray(ns)) { /* beside type string only (lower_not) */
+        int n = 0;
+        const char **names = xmalloc(sizeof *names * ((size_t)cJSON_GetArraySize(ns) + 1));
+        for (const cJSON *x = ns->child; x; x = x->next)
+            if (cJSON_IsString(x)) names[n++] = x->valuestring;
+        char nm[RN];
+        sc_gen_key_not_in(c, names, n, nm);
+        free(names);
+        sbuf_adds(b, nm);
+        return 0;
+    }
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minLength");
+    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
+    long fmin = 0, fmax = -1;
+    const char *fg = NULL;
+    if (fmt && !cJSON_IsString(fmt)) return sc_serr(c, "%s", "'format' must be a string");
+    if (fmt) fg = schema_format(fmt->valuestring, &fmin, &fmax); /* NULL: unknown, an annotation */
+    if (fg && pat) return sc_serr(c, "%s", "combining format and pattern is not supported");
+    if (fg && (mn || mx)) { /* the lengths must hold for every string of the format */
+        long lo = 0, hi = -1;
+        if (sc_read_count(c, s, "minLength", &lo) < 0) return -1;
+        if (mx && cJSON_IsNumber(mx)) hi = mx->valuedouble > 1e9 ? -1 : (long)mx->valuedouble;
+        if (fmin < lo || (hi >= 0 && (fmax < 0 || fmax > hi)))
+            return sc_serr(
+                c,
+                "format '%s' with a minLength/maxLength it does not always meet is not supported",
+                fmt->valuestring);
+    }
+    if (pat && (mn || mx)) { /* one-character atoms only: the lengths bound their counts */
+        long lo = 0, hi = -1;
+        if (sc_read_count(c, s, "minLength", &lo) < 0) return -1;
+        if (mx && (!cJSON_IsNumber(mx) || mx->valuedouble < 0))
+            return sc_serr(c, "%s", "'maxLength' must be a number");
+        if (mx) hi = mx->valuedouble > 1e9 ? -1 : (long)mx->valuedouble;
+        if (!cJSON_IsString(pat)) return sc_serr(c, "%s", "'pattern' must be a string");
+        char e[ERR_LEN];
+        struct sbuf t = {0};
+        int k = regex_to_gbnf_lengths(pat->valuestring, strlen(pat->valuestring), lo, hi, &t, e);
+        if (k > 0) sbuf_addf(b, "\"\\\"\" %s \"\\\"\"", t.p);
+        sbuf_free(&t);
+        if (k < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
+        if (k > 0) return 0;
+        return sc_serr(c, "%s",
+                    "combining pattern and minLength/maxLength is supported for patterns of single "
+                    "characters with counts only");
+    }
+    if (fg) {
+        sbuf_addf(b, "\"\\\"\" %s \"\\\"\"", fg);
+        return 0;
+    }
+    if (pat) {
+        if (!cJSON_IsString(pat)) return sc_serr(c, "%s", "'pattern' must be a string");
+        const char *p = pat->valuestring;
+        size_t n = strlen(p);
+        size_t bs = 0;
+        while (bs + 1 < n && p[n - 2 - bs] == '\\') bs++;
+        int start = n > 0 && p[0] == '^', end = n > 0 && p[n - 1] == '$' && bs % 2 == 0;
+        sbuf_adds(b, "\"\\\"\" ");
+        if (!start) sbuf_addf(b, "%s-char* ", c->j);
+        char e[ERR_LEN];
+        if (regex_to_gbnf(p, n, 1, b, e) < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
+        if (!end) sbuf_addf(b, " %s-char*", c->j);
+        sbuf_adds(b, " \"\\\"\"");
+        return 0;
+    }
+    long lo = 0, hi = -1;
+    if (mn) {
+      if (!cJSON_IsNumber(mn) || mn->valuedouble < 0)
+        return sc_serr(c, "%s", "'minLength' must be a non-negative integer");
+      if (mn->valuedouble > GRAMMAR_MAX_REPEAT)
+        return sc_serr(c, "%s", "minLength above 1000 is not supported");
+      lo = (long)mn->valuedouble;
+    }
+    if (mx) {
+      if (!cJSON_IsNumber(mx) || mx->valuedouble < 0)
+        return sc_serr(c, "%s", "'maxLength' must be a non-negative integer");
+      hi = mx->valuedouble > 1e6
+               ? -1
+               : (long)mx->valuedouble; /* beyond 10^6: no practical bound */
+    }
+    if (hi >= 0 && hi < lo)
+      return sc_serr(c, "%s",
+                     "unsatisfiable schema: minLength is above maxLength");
+    if (hi < 0) {
+        sbuf_addf(b, "\"\\\"\" %s-char{%ld,} \"\\\"\"", c->j, lo);
+    } else if (hi <= GRAMMAR_MAX_REPEAT) {
+        sbuf_addf(b, "\"\\\"\" %s-char{%ld,%ld} \"\\\"\"", c->j, lo, hi);
+    } else { /* L = 1000 a + r characters: a = 0 (L >= lo), 0 < a < q, or a = q (r <= hi % 1000) */
+        long q = hi / 1000, rest = hi % 1000;
+        char k[RN];
+        sc_new_rule(c, k);
+        sbuf_addf(c->out, "%s ::= %s-char{1000}\n", k, c->j);
+        sbuf_addf(b, "\"\\\"\" (%s-char{%ld,999}", c->j, lo);
+        if (q >= 2) sbuf_addf(b, " | %s (%s){0,%ld} %s-char{0,999}", k, k, q - 2, c->j);
+        sbuf_addf(b, " | (%s){%ld} %s-char{0,%ld}) \"\\\"\"", k, q, c->j, rest);
+    }
+    return 0;
+}
+
+/* ---- dispatch ---- */
+
+/* multipleOf an integer k (up to 1000), without bounds: the integers divisible by k, by the
+ * remainder automaton over their decimal digits (M_r: the digits so far leave r). Integers
+ * only, also for a number (a subset there): a validator checks them exactly. */
+int sc_gen_multiple(struct sc *c, const cJSON *mul, int bounded, struct sbuf *b) {
+    if (!cJSON_IsNumber(mul) || mul->valuedouble <= 0)
+        return sc_serr(c, "%s", "'multipleOf' must be a positive number");
+    double k = mul->valuedouble;
+    if (k != floor(k) || k > 1000 || bounded)
+        return sc_serr(c, "%s",
+                    "multipleOf is supported for integers up to 1000 without minimum/maximum");
+    int n = (int)k;
+    if (n == 1) {
+        sbuf_addf(b, "%s-integer", c->j);
+        return 0;
+    }
+    char base[RN];
+    sc_new_rule(c, base);
+    for (int r = 0; r < n; r++) {
+        struct sbuf t = {0};
+        sbuf_adds(&t, r == 0 ? "\"\"" : "");
+        for (int d = 0; d <= 9; d++)
+            sbuf_addf(&t, "%s\"%d\" %s-%d", r == 0 || d ? " | " : "", d, base, (10 * r + d) % n);
+        char nm[RN + 16];
+        snprintf(nm, sizeof nm, "%s-%d", base, r);
+        sc_emit(c, nm, t.p);
+        sbuf_free(&t);
+    }
+    sbuf_addf(b, "(\"0\" | \"-\"? (");
+    for (int d = 1; d <= 9; d++) sbuf_addf(b, "%s\"%d\" %s-%d", d > 1 ? " | " : "", d, base, d % n);
+    sbuf_adds(b, "))");
+    return 0;
+}
