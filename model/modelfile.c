@@ -526,6 +526,19 @@ static int validate(struct model_file *m, const char *path, char *err) {
 
 /* ---- public ------------------------------------------------------------------------- */
 
+uint64_t modelfile_held_bytes(const struct model_file *m) {
+    uint64_t sum = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct mf_tensor *t = &m->tensors[i];
+        size_t ln = strlen(t->name);
+        int fp8_scale = m->fp8.scheme != FP8W_NONE && ln > 6 && !strcmp(t->name + ln - 6, ".scale");
+        if (t->int4 > INT4W_PACKED || fp8_scale) continue; /* inside their weight's blocks */
+        int64_t rb = t->int4 || t->fp8 ? dtype_row_bytes(t->type, t->ne[0]) : -1;
+        sum += rb >= 0 ? (uint64_t)rb * (uint64_t)t->ne[1] : t->nbytes;
+    }
+    return sum;
+}
+
 int modelfile_open(struct model_file *m, const char *path, char *err) {
     memset(m, 0, sizeof *m);
     struct stat st;

@@ -68,6 +68,10 @@ const struct mf_tensor *modelfile_tensor(const struct model_file *m, enum tensor
                                          int layer);
 /* Reads len bytes starting off bytes into tensor t; -1 (with err) if outside the tensor
  * or on a short read. */
+/* Bytes the tensors take once loaded: FP8 and INT4 weights as the F8_E4M3_S32 / I4_S32
+ * blocks they become (their scales, zero points and g_idx inside them), the rest as in
+ * the file. What the memory plan counts. */
+uint64_t modelfile_held_bytes(const struct model_file *m);
 int modelfile_read(const struct model_file *m, const struct mf_tensor *t, uint64_t off,
                    uint64_t len, void *dst, char *err);
 
