@@ -323,12 +323,12 @@ static double head_layers(const struct model_file *mf) {
  * its type has in any layer, since one split serves all layers (block sizes are 1, 32 or
  * 256, so the largest is a multiple of the others). An INT4 matrix's block is its group
  * (32 .. 2^16 columns, a multiple of 32): each rank's columns start on a group boundary. */
-static int split_block(const struct model_file *mf, enum tensor_id id) {
+static int split_block(const struct model_file *mf, enum tensor_id id, int tp) {
     int block = 1;
     for (int il = 0; il < mf->hp.n_layers; il++) {
         const struct mf_tensor *t = modelfile_tensor(mf, id, il);
         int b = t ? dtype_block_elems(t->type) : 1;
-        if (t && t->int4 && mf->int4.group > b) b = mf->int4.group;
+        if (t && t->int4 && tp > 1 && mf->int4.group > b) b = mf->int4.group; /* tp 1: no cut */
         if (b > block) block = b;
     }
     return block;
@@ -343,8 +343,8 @@ int model_load(struct model *m, const char *path, struct backend *be, int tp, in
     m->hp = L.mf.hp;
     const struct model_hparams *hp = &m->hp;
     int rc = -1;
-    if (shard_plan_make(&m->sp, hp, tp, rank, split_block(&L.mf, TENSOR_ATTN_OUTPUT),
-                        split_block(&L.mf, TENSOR_FFN_DOWN), err)) {
+    if (shard_plan_make(&m->sp, hp, tp, rank, split_block(&L.mf, TENSOR_ATTN_OUTPUT, tp),
+                        split_block(&L.mf, TENSOR_FFN_DOWN, tp), err)) {
         if (L.mf.int4.group) { /* name the tensor and the group the split must respect */
             char msg[512];
             snprintf(msg, sizeof msg, "%s", err);

@@ -61,6 +61,17 @@ def test_int4_matches_reference(tpd, models, name, tp):
     assert err <= TOL, f"{name} tp={tp}: rel err {err:.3e} > {TOL}"
 
 
+def test_int4_tp1_needs_no_group_split(tpd, tmp_path):
+    """At tp 1 nothing is cut: a 224-column o_proj in groups of 64 (the last one partial,
+    refused at tp 2: group_split below) loads and matches."""
+    path, config, deq = make_int4.write(str(tmp_path), "m", ("llama3_tied", "awq",
+                                                             dict(group=64)))
+    ref = np.concatenate([model_ref.forward(deq, config, s) for s in SEQS])
+    ours = tpd_cli.eval_logits(path, SEQS, ref.shape[1], tp=1, kv_type="f32")
+    err = np.abs(ours.astype(np.float64) - ref).max() / np.abs(ref).max()
+    assert err <= TOL, f"rel err {err:.3e} > {TOL}"
+
+
 def test_packing_matches_published_examples():
     """The packers against hand-worked words of each format's definition."""
     v = np.arange(16).reshape(2, 8) % 16

@@ -18,6 +18,7 @@ Formats (config.json quantization_config), W = [out, in] the HF weight, q in 0..
   [groups, out]. Value (q - zero) * scale.
 
 Usage: make_int4.py OUTDIR [MODEL...]   (default: every model of MODELS)
+       make_int4.py IN.gguf OUTDIR [ct|gptq|awq] [GROUP]   (SmolLM2 from its GGUF: convert)
 """
 import json
 import os
@@ -126,7 +127,7 @@ def pack_matrix(name, w, fmt, o, rng):
         gidx = (runs[np.arange(inp) // 32] * 32) // g
     sdt = o.get("scale", "F16")
     sym = o.get("sym", False)
-    q, z, s = quantize(w, gidx, ng, sym, sdt, zmin=1 if o.get("v1") else 0)
+    q, z, s = quantize(w, gidx, ng, sym, sdt, zmin=1 if fmt == "gptq" and o.get("v1") else 0)
     deq = (q - z[:, gidx]).astype(np.float64) * s[:, gidx].astype(np.float64)
     base = name[: -len("weight")]
     t, d = {}, {}
@@ -139,7 +140,7 @@ def pack_matrix(name, w, fmt, o, rng):
             t[base + "weight_zero_point"] = pack_rows(z.T).T.copy()
             d[base + "weight_zero_point"] = "I32"
     else:
-        zs = z - 1 if o.get("v1") else z  # GPTQ v1 stores zero - 1
+        zs = z - 1 if fmt == "gptq" and o.get("v1") else z  # GPTQ v1 stores zero - 1
         if fmt == "gptq":
             t[base + "qweight"] = pack_rows(q).T.copy()  # rows of W packed 8 a word
             t[base + "qzeros"] = pack_rows(zs.T)
@@ -187,7 +188,37 @@ def write(outdir, name, spec=None):
     return d, cfg, deq
 
 
+def convert(src, out, fmt="gptq", group=128):
+    """SmolLM2 (or another Llama GGUF) as an INT4 checkpoint: the GGUF dequantized
+    (weights.load_gguf, Q/K in HF order), the attention and MLP matrices quantized and
+    packed as fmt (asymmetric, F16 scales; GPTQ v1), the rest BF16. For greedy-text checks;
+    tpd reads the tokenizer from the GGUF (--tokenizer)."""
+    config, w, _ = W.load_gguf(src)
+    o = dict(group=group, sym=False, v1=True, scale="F16", shape="I64")
+    config = dict(config, architectures=["LlamaForCausalLM"], model_type="llama",
+                  torch_dtype="bfloat16", quantization_config=quant_config(fmt, o))
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    tensors, dtypes = {}, {}
+    rng = np.random.default_rng(29)
+    for n, a in w.items():
+        a = np.asarray(a, np.float32)
+        if n.endswith(".weight") and n.split(".")[-2] in MATRICES:
+            t, d, _ = pack_matrix(n, a, fmt, o, rng)
+            tensors.update(t)
+            dtypes.update(d)
+        else:
+            tensors[n], dtypes[n] = a, "BF16"
+    W.write_safetensors(os.path.join(out, "model.safetensors"), tensors, dtypes, {"format": "pt"})
+    return out
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1].endswith(".gguf"):
+        print(convert(sys.argv[1], sys.argv[2], *sys.argv[3:4],
+                      *[int(g) for g in sys.argv[4:5]]))
+        return
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     for name in sys.argv[2:] or MODELS:
