@@ -444,7 +444,9 @@ int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t ro
     if (!rc)
         rc = read_group_params(m, t, part(m, t, INT4W_SCALE), 0, row0, nrows, g0, ng, sc, err);
     if (!rc)
-        rc = read_group_params(m, t, part(m, t, INT4W_ZERO), 1, row0, nrows, g0, ng, zp, err);
+        rc = read_group_params(m, t, q->format == INT4W_CT && q->sym ? NULL /* zero 0 */
+                                                                   : part(m, t, INT4W_ZERO),
+                               1, row0, nrows, g0, ng, zp, err);
     /* the packed codes of the shard: CT [rows, cols/8], GPTQ [cols/8, rows], AWQ
      * [cols, rows/8] (AWQ's word range covers the rows' words) */
     const int64_t pr0 = row0 / 8, npr = (row0 + nrows - 1) / 8 - pr0 + 1;

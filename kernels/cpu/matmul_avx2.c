@@ -548,16 +548,19 @@ enum ftype { FT_F32, FT_F16, FT_BF16, FT_F8, FT_I4 };
 /* Eight I4_S32 values from element o (a multiple of 8) of the block at b: the nibbles
  * (low halves of bytes 0..15 for elements 0..15, high halves for 16..31) widened to f32,
  * minus the zero point, times the scale: the scalar decode's operations, so its bits. */
-INLINE __m256 i4x8(const uint8_t *b, int o) {
+INLINE __m256 i4x8_dz(const uint8_t *b, int o, __m256 d, __m256 z) {
     const __m128i raw = _mm_loadl_epi64((const __m128i *)(const void *)(b + 8 + (o & 15)));
     __m256i v = _mm256_cvtepu8_epi32(raw);
     if (o & 16) v = _mm256_srli_epi32(v, 4);
     v = _mm256_and_si256(v, _mm256_set1_epi32(15));
+    return _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(v), z), d);
+}
+
+INLINE __m256 i4x8(const uint8_t *b, int o) {
     float d, z;
     memcpy(&d, b, sizeof d);
     memcpy(&z, b + 4, sizeof z);
-    return _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(z)),
-                         _mm256_set1_ps(d));
+    return i4x8_dz(b, o, _mm256_set1_ps(d), _mm256_set1_ps(z));
 }
 
 INLINE float f8_scale(const uint8_t *w, int k) {
@@ -612,7 +615,9 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
     const int n8 = a->cols & ~7;
     /* row bytes per 8 elements */
     const int step = ft == FT_F32 ? 32 : ft == FT_F8 ? 9 : ft == FT_I4 ? 6 : 16;
-    __m256 ds[4]; /* FT_F8: the 4 rows' block scales times 2^8, set at each block's start */
+    __m256 ds[4]; /* FT_F8: the 4 rows' block scales times 2^8, set at each block's start;
+                   * FT_I4: the block scales */
+    __m256 zs[4]; /* FT_I4: the 4 rows' block zero points */
     int slow = 0; /* FT_F8: a scale of the block is too large for the one-multiply decode */
     for (int k = 0; k < n8; k += 8) {
         prefetch_span(pf + 4 * step * k / 8, 4 * step);
@@ -627,11 +632,19 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
                 ds[i] = _mm256_set1_ps(d * 0x1p8f);
             }
         }
+        if (ft == FT_I4 && !(k & 31))
+            for (int i = 0; i < 4; i++) { /* the block's scale and zero, broadcast once */
+                float dz[2];
+                memcpy(dz, w[i] + 24 * (k >> 5), sizeof dz);
+                ds[i] = _mm256_set1_ps(dz[0]);
+                zs[i] = _mm256_set1_ps(dz[1]);
+            }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             const uint8_t *q = w[i] + 36 * (k >> 5) + 4 + (k & 31); /* FT_F8's codes */
             const __m256 wv = ft == FT_F8 && !slow ? _mm256_mul_ps(f8x8_raw(q), ds[i])
-                                                   : load8(w[i], k, ft);
+                              : ft == FT_I4 ? i4x8_dz(w[i] + 24 * (k >> 5), k & 31, ds[i], zs[i])
+                                            : load8(w[i], k, ft);
 #pragma GCC unroll 2
             for (int t = 0; t < NT; t++) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
         }
