@@ -67,6 +67,12 @@ static void fill_weights(enum dtype t, uint8_t *w, int64_t bytes) {
                 if ((p[k] & 0x7f) == 0x7f) p[k] ^= 1; /* no NaN codes, as the loader */
             break;
         }
+        case DT_I4_S32: {
+            const float d = 0.002f * (1.5f + rnd_f()), z = (float)(rnd_u32() % 16);
+            memcpy(p, &d, 4);
+            memcpy(p + 4, &z, 4);
+            break;
+        }
         }
     }
 }
@@ -280,7 +286,8 @@ int main(int argc, char **argv) {
     float *y = xalloc(sizeof(float) * ((size_t)maxT * 49152 + 32768));
     uint8_t *xq_buf = xalloc((size_t)maxT * 1536 * 4 + 4096);
 
-    const enum dtype types[] = {DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K, DT_F16, DT_F32, DT_F8_E4M3_S32};
+    const enum dtype types[] = {DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K, DT_F16, DT_F32, DT_F8_E4M3_S32,
+                                DT_I4_S32};
     printf("\nmedians per call; GB/s: weight bytes per second; /read: that over the streaming read;\n"
            "Gop/s: 2*rows*cols*T per second; p10: 10th percentile of tpd's calls\n");
     printf("%-5s %-12s %11s %3s %3s | %9s %7s %6s %7s %8s | %9s %7s | %9s %7s | %s\n", "type", "shape", "rows x cols", "T",

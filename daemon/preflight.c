@@ -54,9 +54,7 @@ static int check_memory(const struct comm *c, const struct config *cfg, const st
     if (!backend_resolves_to_cpu(cfg->backend)) return 0;
     const struct model_hparams *hp = &mf->hp;
     int tp = c->tp > 0 ? c->tp : 1, pp = c->pp > 0 ? c->pp : 1;
-    double weights = 0;
-    for (int i = 0; i < mf->n_tensors; i++) weights += (double)mf->tensors[i].nbytes;
-    weights /= (double)tp * pp;
+    double weights = (double)modelfile_held_bytes(mf) / ((double)tp * pp);
     int layers = (hp->n_layers + pp - 1) / pp, kv_heads = (hp->n_kv_heads + tp - 1) / tp;
     double kv = (double)kvcache_token_bytes(kv_type, layers, kv_heads, hp->head_dim) * (double)cfg->kv_tokens;
     int local = c->local_size > 0 ? c->local_size : 1;

@@ -50,7 +50,8 @@ static int parse_ct(struct fp8w_config *q, const cJSON *qc, const char *path, ch
     const char *fmt = json_str(qc, "format");
     if (!fmt || strcmp(fmt, "float-quantized"))
         return err_set(err, "%s: quantization_config: compressed-tensors format '%s' is not "
-                       "supported (FP8: float-quantized)", path, fmt ? fmt : "(none)");
+                       "supported (FP8: float-quantized; INT4: pack-quantized)", path,
+                       fmt ? fmt : "(none)");
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(qc, "kv_cache_scheme");
     if (kv && !cJSON_IsNull(kv))
         return err_set(err, "%s: quantization_config: kv_cache_scheme is not supported (tpd "
@@ -142,7 +143,8 @@ int fp8w_config_parse(struct fp8w_config *q, const char *json, size_t len, const
         q->scale_suffix = "weight_scale";
     } else {
         rc = err_set(err, "%s: quantization_config: quant_method '%s' is not supported (FP8: "
-                     "compressed-tensors float-quantized, fp8, fbgemm_fp8)", path, m);
+                     "compressed-tensors float-quantized, fp8, fbgemm_fp8; INT4: gptq, awq, "
+                     "compressed-tensors pack-quantized)", path, m);
     }
 out:
     cJSON_Delete(root);

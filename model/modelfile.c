@@ -225,9 +225,43 @@ static int open_gguf(struct model_file *m, const char *path, char *err) {
 
 /* Adds one safetensors tensor under its GGUF name (if it is one we use); an FP8 weight's
  * scale under "<GGUF name of the weight>.scale". */
+/* An INT4 checkpoint's packed weight (under the GGUF name of its weight, with the shape it
+ * stands for) or one of its parts (under "<that name><suffix>"). */
+static int add_int4_tensor(struct model_file *m, const struct safetensors_tensor *st,
+                           enum int4w_part p, const char *name, int file, const char *path,
+                           char *err) {
+    int64_t ne[2];
+    if (p == INT4W_PACKED && int4w_logical_shape(&m->int4, st->shape, st->n_dims, ne))
+        return err_set(err, "%s: tensor '%s': a packed INT4 weight must have 2 dimensions",
+                       path, st->name);
+    if (st->n_dims < 1 || st->n_dims > 4)
+        return err_set(err, "%s: tensor '%s': %d dimensions (1 to 4 supported)", path,
+                       st->name, st->n_dims);
+    struct mf_tensor *t = &m->tensors[m->n_tensors++];
+    char full[112];
+    snprintf(full, sizeof full, "%s%s", name, int4w_part_suffix[p]);
+    t->name = xstrdup(full);
+    t->src_name = xstrdup(st->name);
+    t->type = p == INT4W_PACKED ? DT_I4_S32 : st->supported ? st->type : DT_F32;
+    t->int4 = (int)p;
+    snprintf(t->qdtype, sizeof t->qdtype, "%s", st->dtype);
+    t->n_dims = st->n_dims;
+    for (int d = 0; d < 4; d++) t->ne[d] = d < st->n_dims ? st->shape[st->n_dims - 1 - d] : 1;
+    if (p == INT4W_PACKED) t->ne[0] = ne[0], t->ne[1] = ne[1];
+    t->file = file;
+    t->offset = st->offset;
+    t->nbytes = st->nbytes;
+    return 0;
+}
+
 static int add_st_tensor(struct model_file *m, const struct safetensors_tensor *st, int file,
                          const char *path, char *err) {
     char name[96], wname[256];
+    enum int4w_part p = int4w_part_of(&m->int4, st->name, wname, sizeof wname);
+    if (p != INT4W_NOT) {
+        if (!tensor_hf_to_gguf(wname, name, sizeof name)) return 0;
+        return add_int4_tensor(m, st, p, name, file, path, err);
+    }
     int scale = 0, fp8 = !strcmp(st->dtype, "F8_E4M3");
     if (!tensor_hf_to_gguf(st->name, name, sizeof name)) {
         size_t ln = strlen(st->name);
@@ -378,7 +412,8 @@ static int open_hf(struct model_file *m, const char *dir, char *err) {
     char *text;
     size_t len;
     if (hfconfig_read_text(path, HFCONFIG_MAX_BYTES, &text, &len, err)) return -1;
-    int rc = fp8w_config_parse(&m->fp8, text, len, path, err);
+    int rc = int4w_config_parse(&m->int4, text, len, path, err);
+    if (!rc && m->int4.format == INT4W_NONE) rc = fp8w_config_parse(&m->fp8, text, len, path, err);
     free(text);
     if (rc) return -1;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
@@ -575,6 +610,19 @@ static int validate(struct model_file *m, const char *path, char *err) {
 
 /* ---- public ------------------------------------------------------------------------- */
 
+uint64_t modelfile_held_bytes(const struct model_file *m) {
+    uint64_t sum = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct mf_tensor *t = &m->tensors[i];
+        size_t ln = strlen(t->name);
+        int fp8_scale = m->fp8.scheme != FP8W_NONE && ln > 6 && !strcmp(t->name + ln - 6, ".scale");
+        if (t->int4 > INT4W_PACKED || fp8_scale) continue; /* inside their weight's blocks */
+        int64_t rb = t->int4 || t->fp8 ? dtype_row_bytes(t->type, t->ne[0]) : -1;
+        sum += rb >= 0 ? (uint64_t)rb * (uint64_t)t->ne[1] : t->nbytes;
+    }
+    return sum;
+}
+
 int modelfile_open(struct model_file *m, const char *path, char *err) {
     memset(m, 0, sizeof *m);
     struct stat st;
@@ -589,6 +637,7 @@ int modelfile_open(struct model_file *m, const char *path, char *err) {
     if (!rc) rc = build_index(m, path, err);
     if (!rc) rc = validate(m, path, err);
     if (!rc && m->hf_dir) rc = fp8w_check(m, err);
+    if (!rc && m->hf_dir) rc = int4w_check(m, err);
     if (rc) modelfile_close(m);
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "../util/dtype.h"
 #include "fp8w.h"
+#include "int4w.h"
 #include "hparams.h"
 #include "tensors.h"
 
@@ -29,6 +30,11 @@ struct mf_tensor {
     int fp8;          /* HF F8_E4M3 codes: the file holds ne[0] bytes a row, type is the
                        * DT_F8_E4M3_S32 they become on load (fp8w_read), and the scale
                        * is the tensor "<name>.scale" */
+    int int4;         /* enum int4w_part of an INT4 checkpoint's tensor: INT4W_PACKED for
+                       * the packed weight (ne the [in, out] it stands for, type the
+                       * DT_I4_S32 it becomes on load: int4w_read), or one of its parts
+                       * "<name><int4w_part_suffix>"; 0 otherwise */
+    char qdtype[12];  /* the file's dtype string of an INT4 tensor or part ("I32", "F16") */
 };
 
 struct model_file {
@@ -40,7 +46,8 @@ struct model_file {
     int *fds;
     struct gguf_file *gguf; /* non-NULL when opened from a GGUF file (metadata for the tokenizer) */
     char *hf_dir;           /* non-NULL when opened from an HF directory */
-    struct fp8w_config fp8; /* config.json's quantization_config (HF) */
+    struct fp8w_config fp8; /* config.json's quantization_config (HF): FP8 */
+    struct int4w_config int4; /* or INT4 (at most one of them is set) */
     int *by_name;           /* tensor indices sorted by name, for modelfile_find */
 };
 
@@ -66,6 +73,10 @@ const struct mf_tensor *modelfile_expert(const struct model_file *m, enum tensor
                                          int layer, int expert, int64_t *row0);
 /* Reads len bytes starting off bytes into tensor t; -1 (with err) if outside the tensor
  * or on a short read. */
+/* Bytes the tensors take once loaded: FP8 and INT4 weights as the F8_E4M3_S32 / I4_S32
+ * blocks they become (their scales, zero points and g_idx inside them), the rest as in
+ * the file. What the memory plan counts. */
+uint64_t modelfile_held_bytes(const struct model_file *m);
 int modelfile_read(const struct model_file *m, const struct mf_tensor *t, uint64_t off,
                    uint64_t len, void *dst, char *err);
 

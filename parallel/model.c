@@ -22,6 +22,12 @@ struct loader {
  * table; marks the row read. */
 static const struct mf_tensor *need(struct loader *L, enum tensor_id id, int il) {
     const struct mf_tensor *t = modelfile_tensor(&L->mf, id, il);
+    if (t && t->type == DT_I4_S32 && L->m->be->kind == BACKEND_CUDA) {
+        err_set(L->err, "%s: tensor '%s': INT4 weights (%s) run on the CPU backend only; the "
+                "CUDA backend has no I4_S32 kernels yet (use backend = \"cpu\")",
+                L->mf.paths[t->file], t->src_name ? t->src_name : t->name, L->mf.int4.method);
+        return NULL;
+    }
     if (t) {
         L->read[id] = 1;
         return t;
@@ -85,6 +91,7 @@ static int read_rows(struct loader *L, const struct mf_tensor *t, int64_t base, 
                      int nrows, char *dst) {
     row0 += (int)base;
     if (t->fp8) return fp8w_read(&L->mf, t, row0, nrows, 0, t->ne[0], (uint8_t *)dst, L->err);
+    if (t->int4) return int4w_read(&L->mf, t, row0, nrows, 0, t->ne[0], (uint8_t *)dst, L->err);
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
     if (rb < 0)
         return err_set(L->err, "%s: tensor '%s': bad row length", L->mf.paths[0], t->name);
@@ -138,12 +145,13 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
     int64_t sb = dtype_row_bytes(t->type, ncols), off = dtype_row_bytes(t->type, col0);
     size_t bytes = (size_t)sb * (size_t)rows;
     char *host = xmalloc(L->dry || !bytes ? 1 : bytes);
-    if (t->fp8 && !L->dry &&
-        fp8w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)) {
+    if (!L->dry &&
+        ((t->fp8 && fp8w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)) ||
+         (t->int4 && int4w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)))) {
         free(host);
         return -1;
     }
-    for (int r = 0; r < rows && sb > 0 && !t->fp8 && !L->dry; r++)
+    for (int r = 0; r < rows && sb > 0 && !t->fp8 && !t->int4 && !L->dry; r++)
         if (modelfile_read(&L->mf, t, (uint64_t)(base + r) * (uint64_t)rb + (uint64_t)off,
                            (uint64_t)sb,
                            host + (size_t)r * (size_t)sb, L->err)) {
@@ -377,15 +385,18 @@ static double head_layers(const struct model_file *mf) {
 
 /* The block size (elements) the split of row-parallel matrix id must respect: the largest
  * its type has in any layer, since one split serves all layers (block sizes are 1, 32 or
- * 256, so the largest is a multiple of the others). */
-static int split_block(const struct model_file *mf, enum tensor_id id) {
+ * 256, so the largest is a multiple of the others). An INT4 matrix's block is its group
+ * (32 .. 2^16 columns, a multiple of 32): each rank's columns start on a group boundary. */
+static int split_block(const struct model_file *mf, enum tensor_id id, int tp) {
     int block = 1;
     int64_t row0;
     for (int il = 0; il < mf->hp.n_layers; il++) {
         const struct mf_tensor *t = tensor_info(id)->ne2 == TDIM_EXPERTS
                                         ? modelfile_expert(mf, id, il, 0, &row0)
                                         : modelfile_tensor(mf, id, il);
-        if (t && dtype_block_elems(t->type) > block) block = dtype_block_elems(t->type);
+        int b = t ? dtype_block_elems(t->type) : 1;
+        if (t && t->int4 && tp > 1 && mf->int4.group > b) b = mf->int4.group; /* tp 1: no cut */
+        if (b > block) block = b;
     }
     return block;
 }
@@ -410,10 +421,20 @@ static int load(struct model *m, const char *path, struct backend *be, int tp, i
     m->hp = L.mf.hp;
     const struct model_hparams *hp = &m->hp;
     int rc = -1;
-    if (shard_plan_make(&m->sp, hp, tp, rank, split_block(&L.mf, TENSOR_ATTN_OUTPUT),
-                        split_block(&L.mf, TENSOR_FFN_DOWN), err) ||
-        shard_plan_moe(&m->sp, hp, moe_ep(hp, moe, tp), split_block(&L.mf, TENSOR_FFN_DOWN_EXPS),
-                       split_block(&L.mf, TENSOR_FFN_DOWN_SHEXP), err) ||
+    if (shard_plan_make(&m->sp, hp, tp, rank, split_block(&L.mf, TENSOR_ATTN_OUTPUT, tp),
+                        split_block(&L.mf, TENSOR_FFN_DOWN, tp), err)) {
+        if (L.mf.int4.group) { /* name the tensor and the group the split must respect */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", err);
+            err_set(err, "%s: INT4 (%s) groups of %d columns: the row-parallel "
+                    "blk.*.attn_output.weight and blk.*.ffn_down.weight are split on group "
+                    "boundaries, and %s", L.mf.paths[0], L.mf.int4.method, L.mf.int4.group,
+                    msg);
+        }
+        goto out;
+    }
+    if (shard_plan_moe(&m->sp, hp, moe_ep(hp, moe, tp), split_block(&L.mf, TENSOR_FFN_DOWN_EXPS, tp),
+                       split_block(&L.mf, TENSOR_FFN_DOWN_SHEXP, tp), err) ||
         shard_stage(&m->sp, hp->n_layers, pp, stage, head_layers(&L.mf), err))
         goto out;
     if (m->sp.first && load_matrix(&L, &m->tok_embd, TENSOR_TOKEN_EMBD, -1)) goto out;

@@ -38,7 +38,7 @@ static float rnd_unit(void) { return (float)(rnd() & 0xffffff) / (float)0x100000
 static float rnd_sym(void) { return rnd_unit() * 2.0f - 1.0f; }                      /* [-1, 1) */
 
 static const enum dtype all_types[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q4_K, DT_Q6_K,
-                                       DT_F8_E4M3_S32};
+                                       DT_F8_E4M3_S32, DT_I4_S32};
 
 static void put_f16(uint8_t *p, float f) {
     uint16_t h = f32_to_f16(f);
@@ -74,6 +74,12 @@ static void fill_weights(enum dtype t, uint8_t *w, int rows, int cols) {
             put_f16(p + 2, 0.001f * rnd_unit());
             break;
         case DT_Q6_K: put_f16(p + 208, 0.0005f + 0.002f * rnd_unit()); break;
+        case DT_I4_S32: { /* a scale (F16- or F32-like) and an integer zero point 0..16 */
+            const float d = 0.0005f + 0.005f * rnd_unit(), z = (float)(rnd() % 17);
+            memcpy(p, &d, 4);
+            memcpy(p + 4, &z, 4);
+            break;
+        }
         case DT_F8_E4M3_S32: { /* any code but NaN (the loader refuses those); now and then a
                                 * scale >= 2^100 (the AVX2 decode's other branch) */
             const float d = rnd() % 16 ? 0.0005f + 0.005f * rnd_unit() : 0x1p101f * (1 + rnd_unit());
@@ -107,7 +113,9 @@ static void fill_x(float *x, int n) {
  * of d while |q| <= 127. Q8_K keeps d in f32: 0.5 d plus float error. */
 static void act_error(enum dtype t, const float *x, int n, double *e) {
     switch (t) {
-    case DT_F32: case DT_F8_E4M3_S32: for (int k = 0; k < n; k++) e[k] = 0; break;
+    case DT_F32: case DT_F8_E4M3_S32: case DT_I4_S32:
+        for (int k = 0; k < n; k++) e[k] = 0;
+        break;
     case DT_F16: for (int k = 0; k < n; k++) e[k] = fmax(ldexp(fabs(x[k]), -11), ldexp(1, -25)); break;
     case DT_BF16: for (int k = 0; k < n; k++) e[k] = ldexp(fabs(x[k]), -8) + 1e-38; break;
     case DT_Q8_0: case DT_Q4_0: case DT_Q4_1: case DT_Q4_K: case DT_Q6_K: {
@@ -413,6 +421,17 @@ static void test_dequant_known(void **s) {
     put_f16(b + 208, 0.5f);
     cpu_dequant_row(DT_Q6_K, b, y, 256);
     for (int e = 0; e < 256; e++) assert_float_equal(y[e], 0.5f * (float)(e / 16 - 8) * 8.0f, 0);
+    /* I4_S32: d = 0.25, z = 9, byte j = j | (15 - j) << 4 -> element j: (j - 9) / 4,
+     * j + 16: (6 - j) / 4 */
+    const float d4 = 0.25f, z4 = 9.0f;
+    memcpy(b, &d4, 4);
+    memcpy(b + 4, &z4, 4);
+    for (int j = 0; j < 16; j++) b[8 + j] = (uint8_t)(j | ((15 - j) << 4));
+    cpu_dequant_row(DT_I4_S32, b, y, 32);
+    for (int j = 0; j < 16; j++) {
+        assert_float_equal(y[j], (float)(j - 9) * 0.25f, 0);
+        assert_float_equal(y[j + 16], (float)(6 - j) * 0.25f, 0);
+    }
 }
 
 /* ---- conversions ---- */

@@ -11,7 +11,7 @@ int dtype_valid(uint32_t t) {
 }
 
 int dtype_weight_ok(enum dtype t) {
-    return t == DT_F8_E4M3_S32 || dtype_valid((uint32_t)t);
+    return t == DT_F8_E4M3_S32 || t == DT_I4_S32 || dtype_valid((uint32_t)t);
 }
 
 const char *dtype_name(enum dtype t) {
@@ -26,6 +26,7 @@ const char *dtype_name(enum dtype t) {
     case DT_Q6_K: return "Q6_K";
     case DT_BF16: return "BF16";
     case DT_F8_E4M3_S32: return "F8_E4M3_S32";
+    case DT_I4_S32: return "I4_S32";
     }
     return "?";
 }
@@ -33,7 +34,7 @@ const char *dtype_name(enum dtype t) {
 int dtype_block_elems(enum dtype t) {
     switch (t) {
     case DT_F32: case DT_F16: case DT_BF16: return 1;
-    case DT_Q4_0: case DT_Q4_1: case DT_Q8_0: case DT_F8_E4M3_S32: return 32;
+    case DT_Q4_0: case DT_Q4_1: case DT_Q8_0: case DT_F8_E4M3_S32: case DT_I4_S32: return 32;
     case DT_Q4_K: case DT_Q6_K: return 256;
     }
     return 0;
@@ -49,6 +50,7 @@ int dtype_block_bytes(enum dtype t) {
     case DT_Q4_K: return 144;  /* f16 d, dmin + 12 scale bytes + 128 nibble bytes */
     case DT_Q6_K: return 210;  /* 128 ql + 64 qh + 16 scales + f16 d */
     case DT_F8_E4M3_S32: return 36; /* f32 scale + 32 E4M3 codes */
+    case DT_I4_S32: return 24;      /* f32 scale, f32 zero point + 16 bytes of nibbles */
     }
     return 0;
 }

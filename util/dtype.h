@@ -19,6 +19,11 @@ enum dtype {
      * per-tensor, per-row or 128x128 block scale, whichever covers those 32 elements).
      * No GGML id: a number GGML does not use, refused in GGUF files by dtype_valid. */
     DT_F8_E4M3_S32 = 240,
+    /* tpd's weight type for Hugging Face INT4 weight-only checkpoints (GPTQ, AWQ,
+     * compressed-tensors pack-quantized), made on load (model/int4w.h): blocks of 32 4-bit
+     * codes with the f32 scale and zero point of the group that covers them; value
+     * (q - z) * d, exact. No GGML id either. */
+    DT_I4_S32 = 241,
 };
 
 /* tpd's own type for the KV cache only (FP8 E4M3 codes with a power-of-two scale per row,
@@ -28,7 +33,8 @@ enum dtype {
 
 /* 1 for supported types, 0 otherwise (the value came from an untrusted file). */
 int dtype_valid(uint32_t t);
-/* 1 for every type a weight matrix may have in memory: dtype_valid's and DT_F8_E4M3_S32. */
+/* 1 for every type a weight matrix may have in memory: dtype_valid's, DT_F8_E4M3_S32
+ * and DT_I4_S32. */
 int dtype_weight_ok(enum dtype t);
 const char *dtype_name(enum dtype t);
 int dtype_block_elems(enum dtype t);  /* elements per block: 1, 32 or 256 */

@@ -113,7 +113,7 @@ static size_t checked_mul(size_t a, size_t b) {
 
 static enum act_kind act_kind_for(enum dtype wt) {
     switch (wt) {
-    case DT_F32: case DT_F8_E4M3_S32: return ACT_F32;
+    case DT_F32: case DT_F8_E4M3_S32: case DT_I4_S32: return ACT_F32;
     case DT_F16: return ACT_F16;
     case DT_BF16: return ACT_BF16;
     case DT_Q4_0: case DT_Q8_0: return ACT_Q8_0;
@@ -220,6 +220,9 @@ static void mm_rows_scalar(const struct mm_job *j, int r0, int r1) {
                 break;
             case DT_F8_E4M3_S32:
                 v = dot_f8_s32(w, a->x + (int64_t)t * a->ldx, a->cols / QK);
+                break;
+            case DT_I4_S32:
+                v = dot_i4_s32(w, a->x + (int64_t)t * a->ldx, a->cols / QK);
                 break;
             }
             j->y[(int64_t)t * j->ldy + r] = v;

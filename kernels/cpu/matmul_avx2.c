@@ -518,7 +518,7 @@ INLINE void tile_q6_K(const struct mm_job *j, int r, int t0, int nt, const int N
     }
 }
 
-/* ------------------------------------------------------- F32 / F16 / BF16 / F8_E4M3_S32 */
+/* ---------------------------------------------- F32 / F16 / BF16 / F8_E4M3_S32 / I4_S32 */
 
 /* Eight E4M3 codes as 2^-8 times their values, exactly: each code's magnitude bits shifted
  * into an F16's exponent and mantissa (<< 7) and its sign into the F16's sign make that
@@ -542,7 +542,26 @@ INLINE __m256 f8x8(const uint8_t *q, float d) {
     return _mm256_mul_ps(_mm256_mul_ps(f, _mm256_set1_ps(0x1p8f)), _mm256_set1_ps(d));
 }
 
-enum ftype { FT_F32, FT_F16, FT_BF16, FT_F8 }; /* FT_F8: F8_E4M3_S32 blocks (f32 activations) */
+/* FT_F8: F8_E4M3_S32 blocks, FT_I4: I4_S32 blocks (both with f32 activations) */
+enum ftype { FT_F32, FT_F16, FT_BF16, FT_F8, FT_I4 };
+
+/* Eight I4_S32 values from element o (a multiple of 8) of the block at b: the nibbles
+ * (low halves of bytes 0..15 for elements 0..15, high halves for 16..31) widened to f32,
+ * minus the zero point, times the scale: the scalar decode's operations, so its bits. */
+INLINE __m256 i4x8_dz(const uint8_t *b, int o, __m256 d, __m256 z) {
+    const __m128i raw = _mm_loadl_epi64((const __m128i *)(const void *)(b + 8 + (o & 15)));
+    __m256i v = _mm256_cvtepu8_epi32(raw);
+    if (o & 16) v = _mm256_srli_epi32(v, 4);
+    v = _mm256_and_si256(v, _mm256_set1_epi32(15));
+    return _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(v), z), d);
+}
+
+INLINE __m256 i4x8(const uint8_t *b, int o) {
+    float d, z;
+    memcpy(&d, b, sizeof d);
+    memcpy(&z, b + 4, sizeof z);
+    return i4x8_dz(b, o, _mm256_set1_ps(d), _mm256_set1_ps(z));
+}
 
 INLINE float f8_scale(const uint8_t *w, int k) {
     float d;
@@ -556,6 +575,7 @@ INLINE __m256 load8(const uint8_t *w, int k, enum ftype ft) {
     case FT_F16: return _mm256_cvtph_ps(ld128(w + 2 * k));
     case FT_F8: /* each 8-code group is decoded and scaled once for the tile's NT tokens */
         return f8x8(w + 36 * (k >> 5) + 4 + (k & 31), f8_scale(w, k));
+    case FT_I4: return i4x8(w + 24 * (k >> 5), k & 31);
     case FT_BF16:
     default:
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(ld128(w + 2 * k)), 16));
@@ -571,6 +591,7 @@ INLINE float load1(const uint8_t *w, int k, enum ftype ft) {
     }
     case FT_F16: return f16(w + 2 * k);
     case FT_F8: return fp8_e4m3_to_f32(w[36 * (k >> 5) + 4 + (k & 31)]) * f8_scale(w, k);
+    case FT_I4: return i4_value(w + 24 * (k >> 5), k & 31);
     case FT_BF16:
     default: return bf16_to_f32((uint16_t)ld16(w + 2 * k));
     }
@@ -587,13 +608,16 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
 #pragma GCC unroll 2
     for (int t = 0; t < NT; t++) {
         const int tt = clamp_token(t0, t, nt);
-        x[t] = ft == FT_F32 || ft == FT_F8 ? a->x + (int64_t)tt * a->ldx
-                                           : a->xr + (int64_t)tt * a->cols;
+        x[t] = ft == FT_F32 || ft == FT_F8 || ft == FT_I4 ? a->x + (int64_t)tt * a->ldx
+                                                          : a->xr + (int64_t)tt * a->cols;
         for (int i = 0; i < 4; i++) acc[i][t] = _mm256_setzero_ps();
     }
     const int n8 = a->cols & ~7;
-    const int step = ft == FT_F32 ? 32 : ft == FT_F8 ? 9 : 16; /* row bytes per 8 elements */
-    __m256 ds[4]; /* FT_F8: the 4 rows' block scales times 2^8, set at each block's start */
+    /* row bytes per 8 elements */
+    const int step = ft == FT_F32 ? 32 : ft == FT_F8 ? 9 : ft == FT_I4 ? 6 : 16;
+    __m256 ds[4]; /* FT_F8: the 4 rows' block scales times 2^8, set at each block's start;
+                   * FT_I4: the block scales */
+    __m256 zs[4]; /* FT_I4: the 4 rows' block zero points */
     int slow = 0; /* FT_F8: a scale of the block is too large for the one-multiply decode */
     for (int k = 0; k < n8; k += 8) {
         prefetch_span(pf + 4 * step * k / 8, 4 * step);
@@ -608,11 +632,19 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
                 ds[i] = _mm256_set1_ps(d * 0x1p8f);
             }
         }
+        if (ft == FT_I4 && !(k & 31))
+            for (int i = 0; i < 4; i++) { /* the block's scale and zero, broadcast once */
+                float dz[2];
+                memcpy(dz, w[i] + 24 * (k >> 5), sizeof dz);
+                ds[i] = _mm256_set1_ps(dz[0]);
+                zs[i] = _mm256_set1_ps(dz[1]);
+            }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             const uint8_t *q = w[i] + 36 * (k >> 5) + 4 + (k & 31); /* FT_F8's codes */
             const __m256 wv = ft == FT_F8 && !slow ? _mm256_mul_ps(f8x8_raw(q), ds[i])
-                                                   : load8(w[i], k, ft);
+                              : ft == FT_I4 ? i4x8_dz(w[i] + 24 * (k >> 5), k & 31, ds[i], zs[i])
+                                            : load8(w[i], k, ft);
 #pragma GCC unroll 2
             for (int t = 0; t < NT; t++) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
         }
@@ -628,11 +660,11 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
     }
 }
 
-/* FP8 steps of several tokens: each group of 4 rows is decoded once into f32 (the values
- * load8 gives) and the F32 tiles run over it for every token pair, so a weight block is
- * read and decoded once per step rather than once per 2 tokens; the same sums in the same
- * order as the FT_F8 tiles, so the same bits. */
-static void rows_f8_decoded(const struct mm_job *j, int r0, int r1) {
+/* FP8 and INT4 steps of several tokens: each group of 4 rows is decoded once into f32 (the
+ * values load8 gives) and the F32 tiles run over it for every token pair, so a weight block
+ * is read and decoded once per step rather than once per 2 tokens; the same sums in the
+ * same order as the FT_F8 / FT_I4 tiles, so the same bits. */
+static void rows_decoded(const struct mm_job *j, int r0, int r1, enum ftype ft) {
     const int cols = j->cols, T = j->a.T;
     float *buf = aligned_alloc(64, (size_t)cols * 4 * sizeof(float));
     if (!buf) FATAL("cpu_matmul: out of memory (%d columns)", cols);
@@ -645,7 +677,7 @@ static void rows_f8_decoded(const struct mm_job *j, int r0, int r1) {
         for (int i = 0; i < nr; i++) {
             const uint8_t *w = j->W + (int64_t)(r + i) * j->row_bytes;
             float *row = buf + (int64_t)i * cols;
-            for (int k = 0; k < cols; k += 8) _mm256_store_ps(row + k, load8(w, k, FT_F8));
+            for (int k = 0; k < cols; k += 8) _mm256_store_ps(row + k, load8(w, k, ft));
         }
         d.y = j->y + r;
         d.rows = nr;
@@ -706,10 +738,17 @@ void MM_ROWS(const struct mm_job *j, int r0, int r1) {
     case DT_Q6_K: FOR_TILES1(tile_q6_K(j, r, t0, 1, 1), tile_q6_K(j, r, t0, 2, 2)); break;
     case DT_F8_E4M3_S32:
         if (T >= 4) {
-            rows_f8_decoded(j, r0, r1);
+            rows_decoded(j, r0, r1, FT_F8);
             break;
         }
         FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_F8), tile_float(j, r, nr, t0, 2, 2, FT_F8));
+        break;
+    case DT_I4_S32:
+        if (T >= 4) {
+            rows_decoded(j, r0, r1, FT_I4);
+            break;
+        }
+        FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_I4), tile_float(j, r, nr, t0, 2, 2, FT_I4));
         break;
     case DT_F32:
         FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_F32), tile_float(j, r, nr, t0, 2, 2, FT_F32));

@@ -236,6 +236,19 @@ static void dequant_f8_s32(const uint8_t *w, float *y, int64_t nb) {
     }
 }
 
+/* I4_S32 (quant.h): each value exactly (i4_value), times x, accumulated in f32. */
+float dot_i4_s32(const uint8_t *w, const float *x, int nb) {
+    float s = 0.0f;
+    for (int b = 0; b < nb; b++, w += 24, x += QK)
+        for (int j = 0; j < QK; j++) s += i4_value(w, j) * x[j];
+    return s;
+}
+
+static void dequant_i4_s32(const uint8_t *w, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, w += 24, y += QK)
+        for (int j = 0; j < QK; j++) y[j] = i4_value(w, j);
+}
+
 /* ---- dequantization: the arithmetic of gguf.quants.dequantize, operation for operation ---- */
 
 static void dequant_q4_0(const uint8_t *w, float *y, int64_t nb) {
@@ -314,5 +327,6 @@ void cpu_dequant_row(enum dtype t, const void *src, float *dst, int64_t n) {
     case DT_Q4_K: dequant_q4_K(w, dst, n / QK_K); return;
     case DT_Q6_K: dequant_q6_K(w, dst, n / QK_K); return;
     case DT_F8_E4M3_S32: dequant_f8_s32(w, dst, n / QK); return;
+    case DT_I4_S32: dequant_i4_s32(w, dst, n / QK); return;
     }
 }

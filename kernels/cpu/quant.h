@@ -20,7 +20,10 @@
  *   Q6_K 210 B: 128 B ql (low 4 bits) | 64 B qh (high 2 bits) | 16 x int8 scales | f16 d;
  *               value d * scales[e/16] * (q - 32)
  *   F8_E4M3_S32 36 B: f32 d | 32 E4M3 codes (util/fp8.h); value e4m3(q) * d. Weights only,
- *               from FP8 checkpoints; activations stay f32 (ACT_F32: weight-only math) */
+ *               from FP8 checkpoints; activations stay f32 (ACT_F32: weight-only math)
+ *   I4_S32 24 B: f32 d | f32 z | 16 B nibbles (element e: byte e % 16, low half for e < 16,
+ *               high half for e >= 16); value (q - z) * d. Weights only, from INT4
+ *               checkpoints (model/int4w.h); activations stay f32 */
 enum {
     QK = 32,    /* elements per Q4_0 / Q4_1 / Q8_0 block and per Q8_0 / Q8_1 activation block */
     QK_K = 256, /* elements per K-quant super-block */
@@ -80,6 +83,16 @@ float dot_f32(const float *w, const float *x, int n);
 float dot_f16(const uint8_t *w, const float *xr, int n);
 float dot_bf16(const uint8_t *w, const float *xr, int n);
 float dot_f8_s32(const uint8_t *w, const float *x, int nb);
+float dot_i4_s32(const uint8_t *w, const float *x, int nb);
+
+/* Element o (0..31) of the I4_S32 block at b, exactly: (q - z) * d in f32. */
+static inline float i4_value(const uint8_t *b, int o) {
+    float d, z;
+    memcpy(&d, b, sizeof d);
+    memcpy(&z, b + 4, sizeof z);
+    const int q = o < 16 ? b[8 + o] & 15 : b[8 + o - 16] >> 4;
+    return ((float)q - z) * d;
+}
 
 /* Q4_K's 6-bit packed scales: sc[8] and mn[8] from the 12 scale bytes. */
 void q4_K_scales(const uint8_t *packed, uint8_t *sc, uint8_t *mn);

@@ -66,6 +66,7 @@ static void random_row(enum dtype t, uint8_t *row, int cols) {
                 if ((w[k] & 0x7f) == 0x7f) w[k] ^= 1;
             break;
         }
+        case DT_I4_S32: break; /* the CUDA backend refuses INT4 at load: no kernel to check */
         }
     }
     if (t == DT_BF16)

@@ -103,6 +103,7 @@ def unpermute_qk(w, n_head):
 # ---------------------------------------------------------------- safetensors (own reader)
 
 _ST_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I32": np.int32,
+              "I64": np.int64, "I8": np.int8,  # INT4 checkpoints' packed words and parts
               "F8_E4M3": np.uint8}  # FP8 codes stay raw bytes: make_fp8.decode_e4m3
 
 
@@ -156,6 +157,8 @@ def write_safetensors(path, tensors, dtypes, metadata=None):
             data = np.asarray(a, dtype=np.uint8).tobytes()  # codes, as make_fp8 makes them
         elif dt == "F16":
             data = np.asarray(a, dtype="<f2").tobytes()
+        elif dt in ("I32", "I64", "I8"):
+            data = np.asarray(a, dtype=np.dtype(_ST_DTYPES[dt]).newbyteorder("<")).tobytes()
         else:
             data = np.asarray(a, dtype="<f4").tobytes()
         header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(data)]}

@@ -1,0 +1,199 @@
+"""Hugging Face INT4 weight-only checkpoints (compressed-tensors pack-quantized group /
+channel, symmetric / asymmetric; GPTQ v1 and v2 with g_idx and act-order; AWQ GEMM) through
+`tpd eval` on the CPU backend at tp 1, 2 and 3, against the float64 reference run on the
+exactly dequantized weights (tests/reference/make_int4.py packs them in numpy after each
+format's published packing). tpd runs them as W4A16: exact weights, f32 activations, so the
+F32 tolerance applies. Then broken checkpoints: each refused on every rank with a message
+that names the tensor or the scheme."""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
+
+import ckpt_edit  # noqa: E402
+import make_int4  # noqa: E402
+import make_tiny  # noqa: E402
+import model_ref  # noqa: E402
+import tpd_cli  # noqa: E402
+
+TOL = 1e-4             # the F32 models' bound (tests/reference/refs.py)
+SEQS = [[1, 5, 9, 33, 100, 7, 250, 17, 3], [3], [200, 11, 4, 4, 60]]
+
+
+@pytest.fixture(scope="module")
+def tpd():
+    if tpd_cli.tpd_bin() is None:
+        pytest.skip("tpd binary not built (set TPD_BIN)")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("int4"))
+    out = {}
+    for name in make_int4.MODELS:
+        path, config, deq = make_int4.write(d, name)
+        ref = np.concatenate([model_ref.forward(deq, config, s) for s in SEQS])
+        # the quantization is visible: the unquantized weights give other logits
+        var = make_int4.MODELS[name][0]
+        full = make_tiny.make_weights(var, make_tiny.VARIANTS[var])
+        ref0 = np.concatenate([model_ref.forward(full, config, s) for s in SEQS])
+        assert np.abs(ref0 - ref).max() / np.abs(ref).max() > 1e-3, name
+        out[name] = (path, ref)
+    return out
+
+
+def _cases():
+    return [pytest.param(name, tp, id=f"{name}-tp{tp}") for name in make_int4.MODELS
+            for tp in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("name,tp", _cases())
+def test_int4_matches_reference(tpd, models, name, tp):
+    path, ref = models[name]
+    ours = tpd_cli.eval_logits(path, SEQS, ref.shape[1], tp=tp, kv_type="f32")
+    err = np.abs(ours.astype(np.float64) - ref).max() / np.abs(ref).max()
+    print(f"{name} tp={tp}: rel err {err:.2e}")
+    assert err <= TOL, f"{name} tp={tp}: rel err {err:.3e} > {TOL}"
+
+
+def test_int4_tp1_needs_no_group_split(tpd, tmp_path):
+    """At tp 1 nothing is cut: a 224-column o_proj in groups of 64 (the last one partial,
+    refused at tp 2: group_split below) loads and matches."""
+    path, config, deq = make_int4.write(str(tmp_path), "m", ("llama3_tied", "awq",
+                                                             dict(group=64)))
+    ref = np.concatenate([model_ref.forward(deq, config, s) for s in SEQS])
+    ours = tpd_cli.eval_logits(path, SEQS, ref.shape[1], tp=1, kv_type="f32")
+    err = np.abs(ours.astype(np.float64) - ref).max() / np.abs(ref).max()
+    assert err <= TOL, f"rel err {err:.3e} > {TOL}"
+
+
+def test_packing_matches_published_examples():
+    """The packers against hand-worked words of each format's definition."""
+    v = np.arange(16).reshape(2, 8) % 16
+    # compressed-tensors / GPTQ: element i of 8 in bits 4i
+    assert make_int4.pack_rows(v)[0, 0] == 0x76543210
+    assert make_int4.pack_rows(v)[1, 0] == np.uint32(0xFEDCBA98).view(np.int32)
+    # AWQ GEMM: nibbles hold columns 0, 2, 4, 6, 1, 3, 5, 7
+    assert make_int4.pack_awq(v)[0, 0] == 0x75316420
+
+
+# ---------------------------------------------------------------- refusals
+
+_edit_config = ckpt_edit.edit_config
+_edit_tensors = ckpt_edit.edit_tensors
+
+
+def _set(key, value):
+    return lambda p: _edit_config(p, lambda q: q.update({key: value}))
+
+
+def _scale_shape(p):
+    def fn(t, types):
+        t["model.layers.1.mlp.down_proj.scales"] = np.ones((2, 256), np.float16)
+    _edit_tensors(p, fn)
+
+
+def _ct_scale_shape(p):
+    def fn(t, types):
+        t["model.layers.0.self_attn.q_proj.weight_scale"] = np.ones((224, 6), np.float32)
+    _edit_tensors(p, fn)
+
+
+def _truncated_packed(p):
+    def fn(t, types):
+        n = "model.layers.0.mlp.up_proj.weight_packed"
+        t[n] = t[n][:, :-1].copy()
+    _edit_tensors(p, fn)
+
+
+def _ct_shape_lies(p):
+    def fn(t, types):
+        t["model.layers.1.self_attn.k_proj.weight_shape"] = np.array([32, 200], np.int64)
+    _edit_tensors(p, fn)
+
+
+def _zeros_missing(p):
+    _edit_tensors(p, lambda t, types: t.pop("model.layers.0.self_attn.v_proj.qzeros"))
+
+
+def _gidx_spread(p):
+    def fn(t, types):
+        t["model.layers.1.self_attn.o_proj.g_idx"][[0, 1]] = t[
+            "model.layers.1.self_attn.o_proj.g_idx"][[1, 40]]
+    _edit_tensors(p, fn)
+
+
+def _gidx_range(p):
+    def fn(t, types):
+        t["model.layers.0.mlp.gate_proj.g_idx"][5] = 99
+    _edit_tensors(p, fn)
+
+
+def _mixed_groups(p):
+    def fn(q):
+        g = json.loads(json.dumps(q["config_groups"]["group_0"]))
+        g["weights"]["group_size"] = 64
+        g["targets"] = ["re:.*mlp.*"]
+        q["config_groups"]["group_1"] = g
+    _edit_config(p, fn)
+
+
+# name: (model written, how it is broken, what every rank must say)
+BAD = {
+    "unknown_method": ("llama_kq-awq_g128", _set("quant_method", "hqq"),
+                       "quant_method 'hqq' is not supported"),
+    "bits8": ("llama_kq-gptq_g64_sym", _set("bits", 8), "gptq with 8-bit weights is not "
+              "supported"),
+    "group16": ("llama_kq-awq_g128", _set("group_size", 16), "awq group_size 16 is not "
+                "supported"),
+    "awq_gemv": ("llama_kq-awq_g128", _set("version", "gemv"), "awq version 'gemv'"),
+    "mixed": ("llama_kq-ct_g128_asym", _mixed_groups,
+              "config groups with different weight schemes are not supported"),
+    "scale_shape": ("llama_kq-gptq_g64_sym", _scale_shape,
+                    "model.layers.1.mlp.down_proj.scales' has shape [2, 256]; the 256 x 768 "
+                    "weight (gptq, groups of 64) needs [12, 256]"),
+    "ct_scale_shape": ("llama3_tied-ct_g32_sym", _ct_scale_shape,
+                       "model.layers.0.self_attn.q_proj.weight_scale' has shape [224, 6]; "
+                       "the 224 x 224 weight (compressed-tensors, groups of 32) needs [224, 7]"),
+    "truncated_packed": ("llama3_tied-ct_g32_sym", _truncated_packed,
+                         "model.layers.0.mlp.up_proj.weight_packed': expected shape [224, 320]"),
+    "shape_lies": ("llama3_tied-ct_g32_sym", _ct_shape_lies,
+                   "model.layers.1.self_attn.k_proj.weight_shape' says [32, 200]"),
+    "zeros_missing": ("llama_kq-gptq_g64_sym", _zeros_missing,
+                      "model.layers.0.self_attn.v_proj.qweight' (gptq, asymmetric) has no zero "
+                      "point tensor"),
+    "gidx_spread": ("llama3_tied-gptq_g32_actorder", _gidx_spread,
+                    "act-order with groups that are not runs of 32 columns is not supported"),
+    "gidx_range": ("llama3_tied-gptq_g32_actorder", _gidx_range,
+                   "model.layers.0.mlp.gate_proj.g_idx': element 5 is 99"),
+    "truncated_file": ("llama_kq-awq_g128", lambda p: os.truncate(
+        os.path.join(p, "model.safetensors"), os.path.getsize(
+            os.path.join(p, "model.safetensors")) - 1000), "model.safetensors"),
+    # 224-column o_proj in groups of 64: no split of it falls on group boundaries
+    "group_split": (("llama3_tied", "awq", dict(group=64)), None,
+                    "groups of 64 columns: the row-parallel"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_int4_refusals(tpd, tmp_path, case):
+    model, breaker, msg = BAD[case]
+    if isinstance(model, tuple):
+        path = make_int4.write(str(tmp_path), "m", model)[0]
+    else:
+        path = make_int4.write(str(tmp_path), model)[0]
+        breaker(path)
+    out, ranks = ckpt_edit.refused(path, tmp_path)
+    # a bad g_idx entry of a row-parallel matrix is found only by the rank whose columns
+    # hold it; the others hear of it from the load's collective
+    for rank in (0, 1):
+        want = msg
+        if case == "gidx_spread" and rank == 1:
+            want = "another rank failed to load the model"
+        lines = ranks[rank]
+        assert any(want in ln for ln in lines), f"rank {rank} did not say {want!r}:\n{out[-3000:]}"
