@@ -1,8 +1,8 @@
 /* Speculative decoding policy on rank 0's step loop: how many tokens each decoding
  * sequence drafts this step (adaptive k), and the counters behind the metrics. The
- * scheduler (sched/scheduler.c, its "speculative decoding" section) asks a drafter
- * (sched/drafter.h) for that many tokens, feeds the last token plus the drafts in one step
- * with a logits row each, verifies them in order with sampler_verify (sched/sampler.h),
+ * scheduler's drafting step (sched/drafting.c) asks a drafter (sched/drafter.h) for that
+ * many tokens, the plan feeds the last token plus the drafts in one step with a logits row
+ * each, and sched/emit.c verifies them in order with sampler_verify (sched/sampler.h),
  * and rolls the rejected ones back. Step-loop thread only.
  *
  * The rule for k (documented in docs/configuration.md, [speculative]):

@@ -2,8 +2,9 @@
  * Unix socket (and optionally loopback TCP). conns.c accepts and admits connections
  * (limits, per-uid share, timeouts) and hands them to a small pool of libmicrohttpd
  * threads; a request waiting for tokens is suspended, holding no thread, and resumed by
- * the step loop. Owns the socket file: creation, permissions, stale-file detection and
- * removal. Routes to api.c (parsing) and api_gen.c (generation). */
+ * the step loop. Owns the socket file: creation, permissions and removal (its directory's
+ * trust walk and stale-file detection: sockpath.c). Routes to api.c (parsing) and
+ * api_gen.c (generation). */
 #ifndef TPD_HTTP_H
 #define TPD_HTTP_H
 

@@ -21,7 +21,7 @@ from test_server_api import MODEL, NAME, Server, client, oai, openai, tpd_cli
 TEXTS = ["The capital of France is Paris, and the capital of Italy is Rome.",
          "Question: What is 2 + 2?\nAnswer: 4",
          "def add(a, b):\n    return a + b\n",
-         # longer than a step scores at once (scheduler.c: SCORE_ROWS), past a KV block or ten
+         # longer than a step scores at once (sched/batch.h: SCORE_ROWS), past a KV block or ten
          " ".join(f"{i} apples and {i + 1} pears;" for i in range(10))]
 
 
