@@ -45,6 +45,8 @@ struct counts {
     unsigned long prompt_tokens, generated_tokens, preemptions;
     unsigned long prefix_queried, prefix_hit, prompt_computed;
     unsigned long logits_rows[2]; /* [0]: whole rows, [1]: candidates */
+    double moe_busiest, moe_all;  /* expert-parallel pairs (metrics_moe_load) */
+    int moe_ranks;
     struct hist h[HIST_COUNT];
 };
 
@@ -123,6 +125,15 @@ void metrics_logits_rows(struct metrics *m, long full_rows, long cand_rows) {
     pthread_mutex_lock(&m->mu);
     if (full_rows > 0) m->c.logits_rows[0] += (unsigned long)full_rows;
     if (cand_rows > 0) m->c.logits_rows[1] += (unsigned long)cand_rows;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_moe_load(struct metrics *m, double busiest, double all, int ranks) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->c.moe_busiest = busiest;
+    m->c.moe_all = all;
+    m->c.moe_ranks = ranks;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -213,6 +224,18 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
          "or small-top_k requests without penalties, bias or logprobs).");
     sbuf_addf(&b, "tpd_logits_rows_total{form=\"full\"} %lu\n", snap.logits_rows[0]);
     sbuf_addf(&b, "tpd_logits_rows_total{form=\"candidates\"} %lu\n", snap.logits_rows[1]);
+    if (snap.moe_all > 0) { /* a mixture-of-experts model split expert-parallel */
+        head(&b, "tpd_moe_expert_pairs_total", "counter",
+             "Expert parallel: (token, expert) pairs routed, summed over the MoE layers of every step.");
+        sbuf_addf(&b, "tpd_moe_expert_pairs_total %.0f\n", snap.moe_all);
+        head(&b, "tpd_moe_busiest_rank_pairs_total", "counter",
+             "Expert parallel: of those, the pairs of the rank with the most in each layer of each step.");
+        sbuf_addf(&b, "tpd_moe_busiest_rank_pairs_total %.0f\n", snap.moe_busiest);
+        head(&b, "tpd_moe_load_imbalance", "gauge",
+             "Expert parallel: busiest rank's pairs x ranks / all pairs so far (1: even; a step's own from the "
+             "counters' increase).");
+        sbuf_addf(&b, "tpd_moe_load_imbalance %.6f\n", snap.moe_busiest * snap.moe_ranks / snap.moe_all);
+    }
     head(&b, "tpd_preemptions_total", "counter", "Sequences preempted (KV blocks given back, recomputed later).");
     sbuf_addf(&b, "tpd_preemptions_total %lu\n", snap.preemptions);
     for (int h = 0; h < HIST_COUNT; h++) {

@@ -29,6 +29,9 @@ void metrics_prefix_cache(struct metrics *m, long queried_tokens, long hit_token
 void metrics_prompt_computed(struct metrics *m, long tokens);
 /* Logits rows one step brought back: whole, and as their best candidates. */
 void metrics_logits_rows(struct metrics *m, long full_rows, long cand_rows);
+/* A mixture-of-experts model split expert-parallel over `ranks`: the (token, expert) pairs of
+ * the busiest rank and of all, summed over layers and steps so far (engine_moe_load). */
+void metrics_moe_load(struct metrics *m, double busiest, double all, int ranks);
 void metrics_observe(struct metrics *m, enum metric_hist h, double seconds);
 /* Running totals since start, for the periodic stats line: HTTP requests answered, prompt
  * tokens computed, tokens generated, prompt tokens looked up in the prefix cache and found. */

@@ -84,6 +84,9 @@ static void collect_micro_batch(struct scheduler *s) {
     const struct micro_batch *mb = ring_collect(&s->ring, &s->queue);
     batch_learn_speed(&s->batch, mb->id, clock_now() - mb->t0);
     metrics_logits_rows(s->m, mb->n_out - mb->n_light, mb->n_light);
+    double busiest, all;
+    engine_moe_load(s->e, &busiest, &all);
+    if (all > 0) metrics_moe_load(s->m, busiest, all, engine_info(s->e)->tp);
     emit_micro_batch(&s->emit, &s->batch, &s->queue, mb->id, mb->logits, mb->n_cands);
     /* what a decode step costs, verification included (spec.h); with micro-batches in
      * flight, from its submission to its sampling, other stages' overlap included */

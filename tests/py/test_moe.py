@@ -219,6 +219,13 @@ def test_served(tpd, tmp_path):
                 "type": "json_schema", "json_schema": {"name": "s", "schema": schema}}))
             assert r.status_code == 200, r.text
             assert json.loads(r.json()["choices"][0]["text"])["a"] in ("x", "yz")
+            # the expert-parallel load: pairs routed (2 per token per layer), the busiest
+            # rank's share, and their imbalance (1 at best, 2 ranks at worst)
+            m = {ln.split()[0]: float(ln.split()[1]) for ln in c.get("/metrics").text.splitlines()
+                 if ln.startswith("tpd_moe_")}
+            assert m["tpd_moe_expert_pairs_total"] >= 2 * 2 * 24, m
+            assert 0 < m["tpd_moe_busiest_rank_pairs_total"] <= m["tpd_moe_expert_pairs_total"]
+            assert 1.0 <= m["tpd_moe_load_imbalance"] <= 2.0, m
     finally:
         out = s.output()
         assert s.stop() == 0, out[-4000:]
