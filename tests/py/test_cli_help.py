@@ -119,7 +119,7 @@ def test_configuration_doc_lists_every_key():
         m = re.fullmatch(r"\[(\w+)\]", line)
         if m:
             section = m.group(1)
-        elif "=" in line:
+        elif "=" in line and not line.startswith("#"):  # comments: the memory plan
             keys.add(f"{section}.{line.split('=')[0].strip()}")
     documented, section = set(), None
     with open(os.path.join(src, "docs", "configuration.md")) as f:
