@@ -33,6 +33,7 @@
 enum rec_state {
     REC_FRESH, /* ours: accepted, its first request's head not all here yet */
     REC_HTTP,  /* handed to libmicrohttpd */
+    REC_NEXT,  /* libmicrohttpd's, suspended after an answer until we have seen the next head */
 };
 
 enum drop_reason { DROP_IDLE, DROP_HEADER, N_DROP };
@@ -46,6 +47,7 @@ struct conn_rec {
     enum rec_state state;
     int in_request;         /* a request's header is complete and its answer not ended */
     int shut;               /* shut down past its deadline; libmicrohttpd closes it */
+    int close_after;        /* the request handed over is to be its last (conns_close_after) */
     double deadline;        /* when not in a request */
     enum drop_reason why;   /* what the deadline is for */
     struct sockaddr_storage sa;
@@ -193,10 +195,10 @@ static unsigned peer_uid(int fd, const struct sockaddr_storage *sa) {
     return (unsigned)cr.uid;
 }
 
-/* Answers e and closes: no HTTP state is made for a connection refused here. What the
- * client sent so far is read first, so that closing does not turn into a reset that could
- * discard the answer. */
-static void answer_close(int fd, const struct api_error *e) {
+/* Answers e and shuts the socket down (libmicrohttpd, if it holds the connection, then
+ * reads the end and closes it). What the client sent so far is read first, so that closing
+ * does not turn into a reset that could discard the answer. */
+static void answer_shut(int fd, const struct api_error *e) {
     size_t nb;
     char *body = api_error_json(e, &nb), head[256];
     const char *reason = e->status == 503   ? "Service Unavailable"
@@ -215,6 +217,11 @@ static void answer_close(int fd, const struct api_error *e) {
     (void)k; /* a client that cannot take a few hundred bytes gets nothing */
     free(body);
     shutdown(fd, SHUT_WR);
+}
+
+/* Answers e and closes: no HTTP state is made for a connection refused here. */
+static void answer_close(int fd, const struct api_error *e) {
+    answer_shut(fd, e);
     close(fd);
 }
 
@@ -316,21 +323,41 @@ static void hand_over(struct conns *cs, struct conn_rec *r) {
     }
 }
 
-/* Bytes (or the end) on a connection of ours. From its first byte, the whole request must
- * come within header_timeout_s. A head libmicrohttpd would answer wrongly is answered here
- * (reqhead.h); any other goes to libmicrohttpd once it is all here, or at the end. */
+/* A connection suspended between requests goes back to libmicrohttpd, which reads on
+ * from the socket (and, if we shut it down, sees the end and closes). */
+static void give_back(struct conns *cs, struct conn_rec *r) {
+    epoll_ctl(cs->ep, EPOLL_CTL_DEL, r->fd, NULL);
+    pthread_mutex_lock(&cs->mu);
+    r->state = REC_HTTP;
+    MHD_resume_connection(r->mc);
+    pthread_mutex_unlock(&cs->mu);
+}
+
+/* Bytes (or the end) on a connection of ours: a new one, or one libmicrohttpd suspended
+ * after an answer (conns_next). From its first byte, the whole request must come within
+ * header_timeout_s. A head libmicrohttpd would answer wrongly is answered here (reqhead.h);
+ * any other goes to libmicrohttpd once it is all here, or at the end. A request that is not
+ * all in view, or with bytes behind it, is made the connection's last: libmicrohttpd may
+ * read the next request with it, and that one we would not see. */
 static void fresh_event(struct conns *cs, struct conn_rec *r, uint32_t events) {
     ssize_t n = recv(r->fd, cs->view, REQHEAD_VIEW, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     struct api_error e;
     enum reqhead_verdict v = REQHEAD_PASS;
-    if (n > 0) v = reqhead_screen(cs->view, (size_t)n, REQHEAD_VIEW, &e);
+    size_t end = 0;
+    if (n > 0) v = reqhead_screen(cs->view, (size_t)n, REQHEAD_VIEW, &e, &end);
     if (v == REQHEAD_REFUSE) {
         epoll_ctl(cs->ep, EPOLL_CTL_DEL, r->fd, NULL);
         pthread_mutex_lock(&cs->mu);
         cs->refused[REFUSE_MALFORMED]++;
-        rec_remove(cs, r);
+        if (r->state == REC_FRESH) rec_remove(cs, r);
         pthread_mutex_unlock(&cs->mu);
+        if (r->state == REC_NEXT) { /* libmicrohttpd's: it closes and tells conns_closed */
+            answer_shut(r->fd, &e);
+            shutdown(r->fd, SHUT_RD);
+            give_back(cs, r);
+            return;
+        }
         answer_close(r->fd, &e);
         free(r);
         return;
@@ -340,8 +367,12 @@ static void fresh_event(struct conns *cs, struct conn_rec *r, uint32_t events) {
         r->deadline = clock_now() + cs->cfg.header_timeout_s;
         r->why = DROP_HEADER;
     }
+    r->close_after = end == 0 || (size_t)n != end;
     pthread_mutex_unlock(&cs->mu);
-    if (v == REQHEAD_PASS || (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) hand_over(cs, r);
+    if (v == REQHEAD_PASS || (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+        if (r->state == REC_NEXT) give_back(cs, r);
+        else hand_over(cs, r);
+    }
 }
 
 static void close_listeners(struct conns *cs) {
@@ -388,6 +419,11 @@ static void tick(struct conns *cs) {
         } else { /* libmicrohttpd's: it sees the end, closes and tells conns_closed */
             shutdown(r->fd, SHUT_RDWR);
             r->shut = 1;
+            if (r->state == REC_NEXT) { /* suspended: it looks again once resumed */
+                epoll_ctl(cs->ep, EPOLL_CTL_DEL, r->fd, NULL);
+                r->state = REC_HTTP;
+                MHD_resume_connection(r->mc);
+            }
         }
     }
     if (np && poll(cs->pfds, (nfds_t)np, 0) < 0) np = 0;
@@ -513,8 +549,13 @@ void conns_release_all(struct conns *cs) {
     stop_thread(cs);
     pthread_mutex_lock(&cs->mu);
     cs->releasing = 1;
-    for (struct conn_rec *r = cs->head; r; r = r->next)
+    for (struct conn_rec *r = cs->head; r; r = r->next) {
         if (r->suspended) resume_locked(cs, r);
+        if (r->state == REC_NEXT) {
+            r->state = REC_HTTP;
+            MHD_resume_connection(r->mc);
+        }
+    }
     pthread_mutex_unlock(&cs->mu);
 }
 
@@ -565,6 +606,34 @@ void conns_closed(struct conns *cs, void **ctx) {
     pthread_mutex_unlock(&cs->mu);
     free(r);
     *ctx = NULL;
+}
+
+int conns_close_after(struct conns *cs, struct conn_rec *r) {
+    if (!r) return 0;
+    pthread_mutex_lock(&cs->mu);
+    int c = r->close_after;
+    pthread_mutex_unlock(&cs->mu);
+    return c;
+}
+
+void conns_next(struct conns *cs, struct conn_rec *r, struct MHD_Connection *mc) {
+    if (!r) return;
+    pthread_mutex_lock(&cs->mu);
+    if (cs->releasing || atomic_load(&cs->quit) || r->state != REC_HTTP || r->shut) {
+        pthread_mutex_unlock(&cs->mu);
+        return;
+    }
+    r->state = REC_NEXT;
+    r->mc = mc;
+    MHD_suspend_connection(mc);
+    /* edge-triggered: reported at once if the next request is already here */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = r};
+    if (epoll_ctl(cs->ep, EPOLL_CTL_ADD, r->fd, &ev)) {
+        LOG(LOG_WARN, "epoll_ctl: %s", strerror(errno));
+        r->state = REC_HTTP;
+        MHD_resume_connection(mc);
+    }
+    pthread_mutex_unlock(&cs->mu);
 }
 
 void conns_request_begin(struct conns *cs, struct conn_rec *r) {

@@ -3,7 +3,9 @@
  * bucket), refuses at the total limit or the uid's share with a 503 written at once, and
  * keeps a new connection itself (an fd, no HTTP state) until its first request head is all
  * here, peeking at it: one libmicrohttpd would answer wrongly gets a 400 or 413 written
- * here (reqhead.h); any other is handed to libmicrohttpd. The same thread, every TICK_S,
+ * here (reqhead.h); any other is handed to libmicrohttpd. After each answer on a kept-alive
+ * connection libmicrohttpd suspends it and the same look is taken at the next request.
+ * The same thread, every TICK_S,
  * closes connections past their deadline (no first byte within idle_timeout_s; no whole
  * request, header and body, within header_timeout_s of the first byte; no whole next
  * request within idle_timeout_s of an answer) and wakes suspended connections whose
@@ -64,6 +66,14 @@ void conns_closed(struct conns *cs, void **ctx);
  * ended: the next request is due within idle_timeout_s. rec may be NULL (not ours). */
 void conns_request_begin(struct conns *cs, struct conn_rec *rec);
 void conns_request_end(struct conns *cs, struct conn_rec *rec);
+
+/* The request just begun is to be the connection's last (answer with Connection: close):
+ * libmicrohttpd may read past it before we see what follows. */
+int conns_close_after(struct conns *cs, struct conn_rec *rec);
+/* From libmicrohttpd's request-completed callback, when it keeps the connection for another
+ * request: suspends mc until the accept thread has seen the next request's head (and
+ * answers it itself if libmicrohttpd would answer it wrongly, as for a new connection). */
+void conns_next(struct conns *cs, struct conn_rec *rec, struct MHD_Connection *mc);
 
 /* From the connection's own handler or content reader: suspends mc unless a wake came
  * since the last call or the server stops. 1: suspended (return and wait to be called

@@ -80,6 +80,8 @@ struct conn {
     int status;           /* what was answered, for the metrics; 0 = nothing yet */
     int fd;
     int close;            /* answer with Connection: close */
+    int early;            /* answered on the first call: libmicrohttpd closes after it */
+    int http11;           /* HTTP/1.1: kept alive unless a side says close; else HTTP/1.0 */
     char dropped[256];    /* "strict": false schema keywords dropped (X-Tpd-Schema-Dropped) */
     struct api_gen *gen;  /* a generation this request started (a reference) */
     unsigned uid; /* peer uid, REQ_UID_UNKNOWN over TCP */
@@ -379,6 +381,7 @@ static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enu
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         if (c->dropped[0]) MHD_add_response_header(r, "X-Tpd-Schema-Dropped", c->dropped);
+        if (c->close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
         enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         if (rc == MHD_YES) c->status = 200;
@@ -634,7 +637,6 @@ static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, con
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls) {
-    (void)version;
     struct http_server *h = cls;
     struct conn *c = *con_cls;
     if (!c) {
@@ -653,7 +655,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         for (char *q = c->method; *q; q++)
             if (*q <= ' ' || *q > '~') *q = '?';
         *con_cls = c;
-        return on_headers(c, mc, url, method);
+        c->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
+        c->close = conns_close_after(h->cs, c->rec);
+        enum MHD_Result rc = on_headers(c, mc, url, method);
+        c->early = c->status != 0;
+        return rc;
     }
     if (*upload_size) {
         /* past the limit the rest is read and dropped, then answered 413 (a chunked body
@@ -670,6 +676,46 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     if (c->too_large)
         return reply_error(c, mc, 413, "", "request body exceeds the limit of %zu bytes", h->max_body);
     return c->route->fn(c, mc);
+}
+
+struct tokens {
+    const char *want;
+    int found;
+};
+
+static enum MHD_Result find_token(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value) {
+    (void)kind;
+    struct tokens *t = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONNECTION) || !value) return MHD_YES;
+    size_t n = strlen(t->want);
+    for (const char *p = value; *p;) {
+        p += strspn(p, " \t,");
+        size_t k = strcspn(p, ",");
+        size_t m = k;
+        while (m && (p[m - 1] == ' ' || p[m - 1] == '\t')) m--;
+        if (m == n && !strncasecmp(p, t->want, n)) t->found = 1;
+        p += k;
+    }
+    return MHD_YES;
+}
+
+static int connection_token(struct MHD_Connection *mc, const char *want) {
+    struct tokens t = {want, 0};
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, find_token, &t);
+    return t.found;
+}
+
+/* Whether libmicrohttpd keeps the connection for another request after this answer (as
+ * its keepalive_possible decides): HTTP/1.1 unless either side said close, HTTP/1.0 only
+ * with Keep-Alive; never after an answer queued on the first call (0.9.75 then reads
+ * nothing more of the connection). A wrong
+ * guess either way is safe: a closed connection suspended by conns_next is given back
+ * when its client leaves, or at its deadline; a kept one not suspended is read by
+ * libmicrohttpd alone. */
+static int keeps_alive(const struct conn *c, struct MHD_Connection *mc) {
+    if (c->close || c->early || connection_token(mc, "close")) return 0;
+    return c->http11 || connection_token(mc, "keep-alive");
 }
 
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
@@ -695,6 +741,9 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         atomic_fetch_sub(&h->active, 1);
     }
     conns_request_end(h->cs, c->rec);
+    /* the next request's head is looked at before libmicrohttpd parses it */
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && keeps_alive(c, mc))
+        conns_next(h->cs, c->rec, mc);
     /* 499: the client left before any answer (nginx's convention) */
     metrics_request(h->m, c->status ? c->status : 499);
     sbuf_free(&c->body);

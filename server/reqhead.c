@@ -28,8 +28,9 @@ static const char *field_value(const char *line, size_t n, const char *name, siz
     return v;
 }
 
-/* 0, or the status a Content-Length value earns: 400 unless 1*DIGIT, 413 past 2^64 - 1. */
-static int content_length_status(const char *v, size_t n) {
+/* 0 (*val the value), or the status a Content-Length value earns: 400 unless 1*DIGIT, 413
+ * past 2^64 - 1. */
+static int content_length_status(const char *v, size_t n, uint64_t *val) {
     if (n == 0) return 400;
     uint64_t x = 0;
     for (size_t i = 0; i < n; i++) {
@@ -41,13 +42,25 @@ static int content_length_status(const char *v, size_t n) {
             return 413;
         }
     }
+    *val = x;
+    return 0;
+}
+
+/* The end of the trailer section from pos (after the last chunk's size line): the offset
+ * past its empty line, or 0 if that is not in view. */
+static size_t trailer_end(const char *buf, size_t len, size_t pos) {
+    const char *line;
+    size_t n;
+    while (next_line(buf, len, &pos, &line, &n))
+        if (n == 0) return pos;
     return 0;
 }
 
 /* The chunked body's size lines in view, from pos. Only the first is waited for; a size
- * libmicrohttpd can judge itself (a bad hex number, one past 2^64) passes. */
+ * libmicrohttpd can judge itself (a bad hex number, one past 2^64) passes. *end: past the
+ * body's end if that is in view. */
 static enum reqhead_verdict screen_chunks(const char *buf, size_t len, size_t cap, size_t pos,
-                                          int wait, struct api_error *e) {
+                                          int wait, struct api_error *e, size_t *end) {
     for (int first = 1;; first = 0) {
         size_t start = pos, n;
         const char *line;
@@ -66,6 +79,7 @@ static enum reqhead_verdict screen_chunks(const char *buf, size_t len, size_t ca
             if (d < 0 || size >> 60) return REQHEAD_PASS;
             size = size * 16 + (uint64_t)d;
         }
+        if (i > 0 && size == 0) *end = trailer_end(buf, len, pos); /* the last chunk */
         if (i == 0 || size == 0 || size > len - pos) return REQHEAD_PASS; /* last, or out of view */
         pos += (size_t)size;
         if (len - pos >= 2 && buf[pos] == '\r' && buf[pos + 1] == '\n') pos += 2;
@@ -77,10 +91,13 @@ static enum reqhead_verdict screen_chunks(const char *buf, size_t len, size_t ca
     return REQHEAD_REFUSE;
 }
 
-enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, struct api_error *e) {
+enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, struct api_error *e,
+                                    size_t *end) {
     size_t pos = 0, n, vn;
     const char *line, *v;
-    int request_line = 0, after_cl = 0, chunked = 0, expect = 0;
+    int request_line = 0, after_cl = 0, chunked = 0, expect = 0, have_cl = 0;
+    uint64_t cl = 0;
+    *end = 0;
     for (;;) {
         if (!next_line(buf, len, &pos, &line, &n)) return len < cap ? REQHEAD_MORE : REQHEAD_PASS;
         if (!request_line) { /* empty lines before it are skipped */
@@ -100,16 +117,21 @@ enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, str
         after_cl = 0;
         if ((v = field_value(line, n, "Content-Length", &vn))) {
             after_cl = 1;
-            int st = content_length_status(v, vn), shown = vn < 40 ? (int)vn : 40;
+            uint64_t x = 0;
+            int st = content_length_status(v, vn, &x), shown = vn < 40 ? (int)vn : 40;
             if (st == 400) api_err(e, 400, "", "malformed Content-Length \"%.*s\"", shown, v);
             const char *more = vn > 40 ? "..." : "";
             if (st == 413) api_err(e, 413, "", "Content-Length %.*s%s is too large", shown, v, more);
             if (st) return REQHEAD_REFUSE;
+            if (!have_cl) cl = x; /* libmicrohttpd reads the first (http.c refuses two) */
+            have_cl = 1;
         } else if ((v = field_value(line, n, "Transfer-Encoding", &vn))) {
             chunked |= vn == 7 && !strncasecmp(v, "chunked", 7);
         } else if ((v = field_value(line, n, "Expect", &vn))) {
             expect = 1;
         }
     }
-    return chunked ? screen_chunks(buf, len, cap, pos, !expect, e) : REQHEAD_PASS;
+    if (chunked) return screen_chunks(buf, len, cap, pos, !expect, e, end);
+    if (!have_cl || cl <= len - pos) *end = pos + (size_t)cl;
+    return REQHEAD_PASS;
 }

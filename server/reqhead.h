@@ -22,7 +22,11 @@ enum reqhead_verdict {
 
 /* buf[0..len): the bytes the client sent so far, len <= cap (the caller's view). A head
  * still incomplete with the view full passes (libmicrohttpd answers 431). The body's
- * first chunk-size line is waited for, unless the client waits for 100 Continue. */
-enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, struct api_error *e);
+ * first chunk-size line is waited for, unless the client waits for 100 Continue. On a
+ * pass, *end is the offset just past the request (head, body, trailers) when all of it is
+ * in view, else 0: the caller learns whether the client sent more behind it (pipelined)
+ * or libmicrohttpd will read more of it from the socket. */
+enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, struct api_error *e,
+                                    size_t *end);
 
 #endif

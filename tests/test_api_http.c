@@ -315,13 +315,7 @@ static int read_to_close(int fd, char *buf, size_t cap, double timeout_s) {
     return (int)n;
 }
 
-/* Sends req on a fresh connection and checks what comes back off the socket is exactly one
- * well-formed answer, then the end: one status line, one Content-Length that the body
- * matches, nothing after it, and the server closes. Returns the status. */
-static int one_answer(const char *req, size_t len) {
-    static char buf[65536];
-    int fd = connect_unix(sock);
-    assert_true(fd >= 0);
+static void send_all(int fd, const char *req, size_t len) {
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     size_t off = 0;
@@ -330,9 +324,11 @@ static int one_answer(const char *req, size_t len) {
         if (w <= 0) break; /* the server may answer and close before reading all */
         off += (size_t)w;
     }
-    int n = read_to_close(fd, buf, sizeof buf, 5.0);
-    close(fd);
-    if (n < 0) fail_msg("no close within 5 s after: %.300s", buf);
+}
+
+/* Checks that buf[0..n) is exactly one well-formed answer: one status line, one
+ * Content-Length that the body matches, nothing after it. Returns the status. */
+static int check_one(const char *buf, int n) {
     int status = 0, hlen = 0;
     if (sscanf(buf, "HTTP/1.1 %3d %*[^\r]\r\n%n", &status, &hlen) < 1 || !hlen)
         fail_msg("not a status line: %.300s", buf);
@@ -353,16 +349,60 @@ static int one_answer(const char *req, size_t len) {
     return status;
 }
 
-/* Malformed requests, each answered with one well-formed 4xx and a close (issue 24):
- * a huge chunk extension got libmicrohttpd's 500, and a negative or overflowing
- * Content-Length its 400/413 header block twice, the first without a body. */
-static void test_malformed_one_answer(void **state) {
-    (void)state;
+/* Sends req on fd and checks what comes back off the socket is exactly one well-formed
+ * answer, then the end (the server closes). Returns the status. */
+static int one_answer_on(int fd, const char *req, size_t len) {
+    static char buf[65536];
+    send_all(fd, req, len);
+    int n = read_to_close(fd, buf, sizeof buf, 5.0);
+    close(fd);
+    if (n < 0) fail_msg("no close within 5 s after: %.300s", buf);
+    return check_one(buf, n);
+}
+
+/* The same on a fresh connection. */
+static int one_answer(const char *req, size_t len) {
+    int fd = connect_unix(sock);
+    assert_true(fd >= 0);
+    return one_answer_on(fd, req, len);
+}
+
+/* Reads one answer (with a Content-Length) off a kept-alive connection: its status. */
+static int read_answer(int fd) {
+    char buf[8192];
+    size_t n = 0;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (;;) {
+        buf[n] = 0;
+        const char *end = strstr(buf, "\r\n\r\n");
+        const char *cl = strcasestr(buf, "\r\nContent-Length:");
+        if (end && cl && (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10) <= n) break;
+        ssize_t k = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+        if (k <= 0) fail_msg("the connection ended inside an answer: %.300s", buf);
+        n += (size_t)k;
+    }
+    int status = 0;
+    sscanf(buf, "HTTP/1.1 %d", &status);
+    return status;
+}
+
+/* A server with the test configuration on fresh paths. */
+static struct http_server *start_fresh(void) {
     fresh_paths();
     struct server_config c = config();
     struct http_server *h;
     char err[ERR_LEN];
     if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
+    return h;
+}
+
+/* Malformed requests, each answered with one well-formed 4xx and a close (issue 24):
+ * a huge chunk extension got libmicrohttpd's 500, and a negative or overflowing
+ * Content-Length its 400/413 header block twice, the first without a body. */
+static void test_malformed_one_answer(void **state) {
+    (void)state;
+    struct http_server *h = start_fresh();
     static const char *const heads[] = {
         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}",
         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551621\r\n\r\n{}",
@@ -398,6 +438,64 @@ static void test_malformed_one_answer(void **state) {
     if (st < 400 || st > 499) fail_msg("a 100 KB header: status %d", st);
     free(big);
     /* still serving after all that */
+    const char *body;
+    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    http_free(h);
+}
+
+/* The same on kept-alive connections (issue 24): each request's head is looked at before
+ * libmicrohttpd parses it, not only the first one's. A second request with a bad
+ * Content-Length got libmicrohttpd's two header blocks; a chunk-size overflow is
+ * libmicrohttpd's own 413. Requests sent behind one whose end we did not see make it the
+ * connection's last (Connection: close), so that libmicrohttpd never reads one we have not. */
+static void test_malformed_kept_alive(void **state) {
+    (void)state;
+    struct http_server *h = start_fresh();
+    static const char *const good[] = { /* answered by a handler: kept alive */
+        "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
+        "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+    };
+    static const struct {
+        const char *req;
+        int status;
+    } bad[] = {
+        {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}", 400},
+        {"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+         "Content-Length: 18446744073709551621\r\n\r\n{}", 413},
+        {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "fffffffffffffffffffff\r\n{}\r\n0\r\n\r\n", 413},
+        {NULL, 400}, /* a 2 KB chunk extension, made below */
+    };
+    char ext[4096];
+    int n = snprintf(ext, sizeof ext, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                      "Transfer-Encoding: chunked\r\n\r\n2;e=");
+    memset(ext + n, 'e', 2000);
+    snprintf(ext + n + 2000, sizeof ext - (size_t)n - 2000, "\r\n{}\r\n0\r\n\r\n");
+    for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *req = bad[i].req ? bad[i].req : ext;
+        for (unsigned g = 0; g < sizeof good / sizeof *good; g++) {
+            int fd = connect_unix(sock);
+            assert_true(fd >= 0);
+            for (int k = 0; k < 2; k++) { /* two good requests, answered on the same connection */
+                send_all(fd, good[g], strlen(good[g]));
+                int st = read_answer(fd);
+                if (st < 200 || st > 499)
+                    fail_msg("case %u/%u: good request %d: status %d", i, g, k, st);
+            }
+            usleep(20 * 1000); /* also when the connection waits for it, not only when it is here */
+            int st = one_answer_on(fd, req, strlen(req));
+            if (st != bad[i].status)
+                fail_msg("case %u/%u: status %d, not %d", i, g, st, bad[i].status);
+        }
+    }
+    /* sent behind a good request: the first is answered (Connection: close), nothing else */
+    char both[512];
+    n = snprintf(both, sizeof both, "%s%s", good[0], bad[0].req);
+    int fd = connect_unix(sock);
+    assert_true(fd >= 0);
+    int st = one_answer_on(fd, both, (size_t)n);
+    if (st < 200 || st > 499) fail_msg("a request with another behind it: status %d", st);
+    /* still serving another client after all that */
     const char *body;
     assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
     http_free(h);
@@ -746,6 +844,7 @@ int main(void) {
         cmocka_unit_test(test_peer_uid_allow_list),
         cmocka_unit_test(test_limits_and_framing),
         cmocka_unit_test(test_malformed_one_answer),
+        cmocka_unit_test(test_malformed_kept_alive),
         cmocka_unit_test(test_drain_answers_503),
         cmocka_unit_test(test_loopback_tcp),
         cmocka_unit_test(test_connection_limits_and_timeouts),

@@ -18,9 +18,11 @@
 
 #include "server/reqhead.h"
 
+static size_t end; /* of the last request screened */
+
 static enum reqhead_verdict screen(const char *s, int *status) {
     struct api_error e = {0};
-    enum reqhead_verdict v = reqhead_screen(s, strlen(s), REQHEAD_VIEW, &e);
+    enum reqhead_verdict v = reqhead_screen(s, strlen(s), REQHEAD_VIEW, &e, &end);
     *status = v == REQHEAD_REFUSE ? e.status : 0;
     return v;
 }
@@ -67,17 +69,21 @@ static void test_incomplete_waits(void **state) {
     const char *good = POST "Content-Length: 2\r\n\r\n{}";
     struct api_error e;
     size_t head = strlen(good) - 2;
-    for (size_t n = 0; n < head; n++) assert_int_equal(reqhead_screen(good, n, REQHEAD_VIEW, &e), REQHEAD_MORE);
-    assert_int_equal(reqhead_screen(good, head, REQHEAD_VIEW, &e), REQHEAD_PASS);
+    for (size_t n = 0; n < head; n++)
+        assert_int_equal(reqhead_screen(good, n, REQHEAD_VIEW, &e, &end), REQHEAD_MORE);
+    assert_int_equal(reqhead_screen(good, head, REQHEAD_VIEW, &e, &end), REQHEAD_PASS);
+    assert_int_equal(end, 0); /* its body is not here yet */
+    assert_int_equal(reqhead_screen(good, head + 2, REQHEAD_VIEW, &e, &end), REQHEAD_PASS);
+    assert_int_equal(end, head + 2);
     /* a bad Content-Length is refused once its line is here */
     const char *whole = POST "Content-Length: -1\r\nX-A: b\r\n\r\n";
     size_t line_end = strlen(POST "Content-Length: -1\r\n");
     for (size_t n = 0; n < line_end; n++)
-        assert_int_equal(reqhead_screen(whole, n, REQHEAD_VIEW, &e), REQHEAD_MORE);
+        assert_int_equal(reqhead_screen(whole, n, REQHEAD_VIEW, &e, &end), REQHEAD_MORE);
     for (size_t n = line_end; n <= strlen(whole); n++)
-        assert_int_equal(reqhead_screen(whole, n, REQHEAD_VIEW, &e), REQHEAD_REFUSE);
+        assert_int_equal(reqhead_screen(whole, n, REQHEAD_VIEW, &e, &end), REQHEAD_REFUSE);
     /* with the view full and no end of the head: libmicrohttpd answers 431 */
-    assert_int_equal(reqhead_screen(whole, 20, 20, &e), REQHEAD_PASS);
+    assert_int_equal(reqhead_screen(whole, 20, 20, &e, &end), REQHEAD_PASS);
 }
 
 static void test_chunk_lines(void **state) {
@@ -109,6 +115,18 @@ static void test_chunk_lines(void **state) {
     assert_int_equal(screen(buf, &st), REQHEAD_PASS);
     snprintf(buf, 8192, "%szz\r\n{}\r\n0\r\n\r\n", head);
     assert_int_equal(screen(buf, &st), REQHEAD_PASS);
+    /* where the request ends, when all of it is in view: a chunked body's trailers, a GET */
+    n = snprintf(buf, 8192, "%s2\r\n{}\r\n0;x=1\r\nT: 1\r\n\r\n", head);
+    assert_int_equal(screen(buf, &st), REQHEAD_PASS);
+    assert_int_equal(end, (size_t)n);
+    strcpy(buf + n, "GET /health HTTP/1.1\r\n\r\n"); /* pipelined: it ends before the view */
+    assert_int_equal(screen(buf, &st), REQHEAD_PASS);
+    assert_int_equal(end, (size_t)n);
+    assert_int_equal(screen(buf + n, &st), REQHEAD_PASS);
+    assert_int_equal(end, strlen(buf + n));
+    buf[n - 2] = 0; /* the trailers' end not here */
+    assert_int_equal(screen(buf, &st), REQHEAD_PASS);
+    assert_int_equal(end, 0);
     /* a client waiting for 100 Continue sends no body yet */
     snprintf(buf, 8192, POST "Expect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n");
     assert_int_equal(screen(buf, &st), REQHEAD_PASS);
