@@ -38,12 +38,13 @@ class Skip(Exception):
     """The cluster cannot be made here (not root, no namespaces): the reason."""
 
 
-def start(nodes=2, slots=1):
-    """Starts the nodes; raises Skip with start's reason when namespaces cannot be made."""
+def start(nodes=2, slots=1, delay_ms=0):
+    """Starts the nodes (with delay_ms added to every packet between them: tests/cluster/
+    delay-relay); raises Skip with start's reason when namespaces cannot be made."""
     if os.geteuid() != 0:
         raise Skip("needs root for network, UTS and mount namespaces")
-    p = subprocess.run([os.path.join(HERE, "start"), "--nodes", str(nodes), "--slots", str(slots), "--dir", DIR],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run([os.path.join(HERE, "start"), "--nodes", str(nodes), "--slots", str(slots), "--dir", DIR,
+                        "--delay-ms", str(delay_ms)], capture_output=True, text=True, timeout=120)
     if p.returncode == 77:
         raise Skip(p.stderr.strip())
     if p.returncode != 0:
@@ -54,6 +55,17 @@ def stop():
     subprocess.run([os.path.join(HERE, "stop"), "--dir", DIR], timeout=120)
 
 
+def rtt_ms(node="node0", address="10.77.0.2", n=20):
+    """Median round trip from a node to an address, in ms: a TCP connect to a closed port
+    (SYN out, RST back; the nodes have no ping)."""
+    code = ("import socket,statistics,time\nts=[]\nfor i in range(%d):\n s=socket.socket();t=time.perf_counter()\n"
+            " try: s.connect((%r,9))\n except ConnectionRefusedError: pass\n"
+            " ts.append(time.perf_counter()-t);s.close()\nprint(statistics.median(ts)*1000)" % (n, address))
+    p = subprocess.run([os.path.join(HERE, "on"), node, sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    return float(p.stdout.strip())
+
+
 def leftovers():
     """What the cluster left behind: namespaces, links, processes in them (empty: nothing)."""
     out = []
@@ -61,6 +73,8 @@ def leftovers():
     out += [ln.split()[0] for ln in ns.splitlines() if ln.startswith("tpdc-")]
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     out += [ln.split(": ")[1].split("@")[0] for ln in links.splitlines() if ": tpdc-" in ln]
+    relay = subprocess.run(["pgrep", "-f", "tests/cluster/delay-relay"], capture_output=True, text=True).stdout
+    out += [f"delay-relay pid {p}" for p in relay.split()]
     return out
 
 

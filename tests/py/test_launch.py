@@ -256,3 +256,7 @@ def test_pipeline_ranks_stage_major(setup):
     assert args[:2] == ["-np", "4"], args
     assert args[args.index("--hostfile") + 1] == hostfile and args[args.index("--map-by") + 1] == "slot", args
     assert "--oversubscribe" not in args, args
+    # a job that ends abnormally kills its ranks at once: they ignore SIGTERM, so Open MPI's
+    # 1 s between SIGTERM and SIGKILL only delayed the end (issue 31)
+    i = args.index("odls_base_sigkill_timeout")
+    assert args[i - 1:i + 2] == ["--mca", "odls_base_sigkill_timeout", "0"], args
