@@ -429,7 +429,7 @@ static void test_greedy_equal(void **state) {
 
 #define TINY_V 128
 #define N_RUNS 20000
-/* Runs per sample: N_RUNS; 2048 under the sanitizers (TPD_SANITIZE=1, set by tests/run for
+/* Runs per sample: N_RUNS; 512 under the sanitizers (TPD_SANITIZE=1, set by tests/run for
  * the ASan pass), which check the same paths for memory errors while the Release pass checks
  * the statistics at full power. */
 static int g_runs = N_RUNS;
@@ -722,7 +722,7 @@ static void test_kv_accounting(void **state) {
 int main(int argc, char **argv) {
     tu_source_path(g_smol, sizeof g_smol, "models/SmolLM2-135M-Instruct.Q4_1.gguf");
     const char *san = getenv("TPD_SANITIZE");
-    if (san && strcmp(san, "1") == 0) g_runs = 2048;
+    if (san && strcmp(san, "1") == 0) g_runs = 512;
     assert_int_equal(tu_tmpdir_setup(NULL), 0);
     snprintf(g_tiny, sizeof g_tiny, "%s", tm_write_random_gguf("tiny.gguf"));
     comm_init(&g_comm, &argc, &argv);

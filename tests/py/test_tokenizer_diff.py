@@ -5,11 +5,14 @@ decode(encode(x)) == x wherever the reference round-trips, and the streaming det
 concatenated output equal to the full decode. Large inputs are fetched by
 tests/reference/tok_fetch.py into models/tok/ (git-ignored); without network the cases
 that need them are skipped."""
+import concurrent.futures
 import copy
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -75,19 +78,47 @@ def _valid_utf8(b):
         return False
 
 
-def ours(path, corpus_path, flags):
-    p = subprocess.run([BIN, "tokenize", "--tokenizer", path, "--batch", corpus_path] + flags,
-                       capture_output=True, text=True, timeout=1200)
-    assert p.returncode == 0, p.stderr[-2000:]
-    out = [json.loads(line) for line in p.stdout.splitlines()]
+def ours_start(path, corpus_path, flags):
+    """tpd's tokenizer on the corpus, started to run beside the reference (its output to
+    files: a pipe would stop it once full)."""
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    cmd = [BIN, "tokenize", "--tokenizer", path, "--batch", corpus_path] + flags
+    return subprocess.Popen(cmd, stdout=out, stderr=err, text=True), out, err
+
+
+def ours_finish(run):
+    p, out, err = run
+    p.wait(timeout=1200)
+    out.seek(0)
+    err.seek(0)
+    assert p.returncode == 0, err.read()[-2000:]
+    return [json.loads(line) for line in out.read().splitlines()]
+
+
+def reference(kind, path, strings, add, parse):
+    """The reference's answers. llama.cpp's goes through Python one string at a time and is
+    most of this test's time: the corpus is split over the CPUs (forked workers, each its own
+    vocab-only model), in corpus order."""
+    if kind == "hf":
+        return tok_ref.hf_reference(path, strings, add, parse)
+    n = max(1, min(os.cpu_count() or 1, 4))
+    step = -(-len(strings) // n)
+    parts = [strings[i:i + step] for i in range(0, len(strings), step)]
+    ctx = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=len(parts) - 1 or 1, mp_context=ctx) as ex:
+        futs = [ex.submit(tok_ref.llama_reference, path, part, add, parse) for part in parts[1:]]
+        out = tok_ref.llama_reference(path, parts[0], add, parse)
+        for f in futs:
+            out += f.result()
     return out
 
 
 def compare(kind, path, corpus, flags):
     corpus_path, strings = corpus
     add, parse = "--no-special" not in flags, "--no-parse-special" not in flags
-    ref = (tok_ref.hf_reference if kind == "hf" else tok_ref.llama_reference)(path, strings, add, parse)
-    got = ours(path, corpus_path, flags)
+    run = ours_start(path, corpus_path, flags)
+    ref = reference(kind, path, strings, add, parse)
+    got = ours_finish(run)
     assert len(got) == len(strings)
     mism, stream_bad, dec_bad, rt_bad, n_rt, skipped = [], 0, 0, 0, 0, 0
     for i, (b, r, o) in enumerate(zip(strings, ref, got)):
