@@ -46,7 +46,8 @@ int main(int argc, char **argv) {
     struct backend be;
     if (backend_open(&be, "cuda", 0, c.local_rank, NULL, err)) FATAL("backend: %s", err);
     const struct comm_opts co = {.mode = mode};
-    if (gpu_comm_init(&c, &be, &co, err)) FATAL("communicator: %s", err);
+    struct monitor *mon = monitor_start(c.rank, c.size);
+    if (gpu_comm_init(&c, &be, &co, mon, err)) FATAL("communicator: %s", err);
     if (c.rank == 0) printf("%d ranks, %d GPU(s) visible, communicator %s\n", c.size, n_dev, gpu_comm_describe(&c));
     for (const char *p = sizes_s; *p;) {
         char *end;
@@ -87,6 +88,7 @@ int main(int argc, char **argv) {
         if (!comm_all_ok(&c, bad == 0)) FATAL("all-reduce of %ld bytes returned wrong sums", bytes);
     }
     gpu_comm_free(&c);
+    monitor_free(mon);
     backend_close(&be);
 #endif
     comm_finalize(&c);

@@ -91,7 +91,8 @@ int main(int argc, char **argv) {
     struct backend be;
     if (backend_open(&be, backend, 0, c.local_rank, &dbg, err)) FATAL("backend: %s", err);
     const struct comm_opts co = {.mode = comm_mode};
-    if (gpu_comm_init(&c, &be, &co, err)) FATAL("communicator: %s", err);
+    struct monitor *mon = monitor_start(c.rank, c.size);
+    if (gpu_comm_init(&c, &be, &co, mon, err)) FATAL("communicator: %s", err);
     struct model m;
     double t0 = clock_now();
     if (model_synthesize(&m, geometry, &be, c.size, c.rank, 1, 0, err)) FATAL("%s", err);
@@ -197,6 +198,7 @@ int main(int argc, char **argv) {
     kvcache_free(&kv);
     model_free(&m);
     gpu_comm_free(&c);
+    monitor_free(mon);
     backend_close(&be);
     comm_finalize(&c);
     return 0;

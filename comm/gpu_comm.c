@@ -19,7 +19,7 @@
 #include "mpi_staging.h"
 #include "comm_mpi.h"
 #include "nccl.h"
-#include "watchdog.h"
+#include "monitor.h"
 
 enum { PATH_NCCL = 1, PATH_IPC = 2, PATH_MPI = 4 };
 
@@ -32,7 +32,8 @@ struct gpu_comm {
     int ipc_host_sync;
     char desc[32];
     double timeout_s, start_timeout_s;
-    struct watchdog *wd;
+    struct monitor *mon; /* the engine's; watching the device once mon_watching */
+    int mon_watching;
     struct nccl *nccl;
     struct ipc_allreduce *ipc;
     struct mpi_staging staging;
@@ -54,7 +55,7 @@ static void gpu_allreduce(void *impl, float *buf, size_t n) {
         nccl_allreduce(g->nccl, buf, n, g->stream);
     else
         mpi_staging_allreduce(&g->staging, g->c, buf, n, g->stream);
-    watchdog_note(g->wd, g->stream);
+    monitor_note(g->mon, g->stream);
 }
 
 /* The comm's activations between stages (device memory): NCCL send/recv on the stream, or
@@ -67,7 +68,7 @@ static void gpu_p2p(void *impl, float *buf, size_t n, int peer, int send) {
     if (g->pipe) {
         if (send) nccl_send(g->pipe, buf, n, peer, g->stream);
         else nccl_recv(g->pipe, buf, n, peer, g->stream);
-        watchdog_note(g->wd, g->stream);
+        monitor_note(g->mon, g->stream);
         return;
     }
     if (n > g->p2p_cap) {
@@ -88,7 +89,7 @@ static void gpu_p2p(void *impl, float *buf, size_t n, int peer, int send) {
 }
 
 /* Collective: known values from each stage to its next through the path in use, under the
- * watchdog naming the pair of ranks; checked exactly by the receiver. */
+ * monitor naming the pair of ranks; checked exactly by the receiver. */
 static int p2p_check(struct gpu_comm *g, char *err) {
     struct comm *c = g->c;
     const size_t n = (size_t)1 << 16;
@@ -105,13 +106,13 @@ static int p2p_check(struct gpu_comm *g, char *err) {
             for (size_t i = 0; i < n; i++) h[i] = (float)(from + 1) * (float)(i % 17 + 1);
             CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
         }
-        watchdog_arm(g->wd, g->start_timeout_s,
+        monitor_arm(g->mon, g->start_timeout_s,
                      "the startup send/recv of %zu bytes from rank %d (stage %d) to rank %d (stage %d) over %s did not "
                      "finish within %.0f s (parallel.comm_start_timeout_s); " HANG_HINTS, n * sizeof(float), from,
                      from / c->tp, to, to / c->tp, g->pipe ? "NCCL" : "MPI", g->start_timeout_s);
         gpu_p2p(g, d, n, peer, dir == 0);
         CUDA_CHECK(cudaStreamSynchronize(stream));
-        watchdog_disarm(g->wd);
+        monitor_disarm(g->mon);
         if (dir == 1) {
             CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
             for (size_t i = 0; i < n && ok; i++)
@@ -126,7 +127,7 @@ static int p2p_check(struct gpu_comm *g, char *err) {
     return comm_agree(c, ok, err, "the startup send/recv between stages") ? 0 : -1;
 }
 
-/* Collective: an all-reduce of known values through every path in use, under the watchdog
+/* Collective: an all-reduce of known values through every path in use, under the monitor
  * (a hang ends the job with the likely causes); the sums are checked exactly. */
 static int startup_check(struct gpu_comm *g, char *err) {
     const size_t sizes[2] = {4096, (size_t)1 << 18}; /* 16 KiB (IPC when present), 1 MiB */
@@ -140,13 +141,13 @@ static int startup_check(struct gpu_comm *g, char *err) {
         for (size_t i = 0; i < n; i++) h[i] = (float)(rank + 1) * (float)(i % 13 + 1);
         CUDA_CHECK(cudaMalloc((void **)&d, n * sizeof(float)));
         CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
-        watchdog_arm(g->wd, g->start_timeout_s,
+        monitor_arm(g->mon, g->start_timeout_s,
                      "the startup all-reduce of %zu bytes over stage %d's TP group (world ranks %d-%d, %s) did not "
                      "finish within %.0f s (parallel.comm_start_timeout_s); " HANG_HINTS, n * sizeof(float), g->c->stage,
                      first, first + size - 1, g->desc, g->start_timeout_s);
         gpu_allreduce(g, d, n);
         CUDA_CHECK(cudaStreamSynchronize(stream));
-        watchdog_disarm(g->wd);
+        monitor_disarm(g->mon);
         CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaFree(d));
         for (size_t i = 0; i < n && ok; i++)
@@ -195,7 +196,7 @@ static void placement_find(struct comm *c, int world, int device, struct placeme
     free(all);
 }
 
-/* Frees everything; each module withdraws its watchdog probe before the watchdog stops (no
+/* Frees everything; each module withdraws its monitor probe before the device is unwatched (no
  * collective: the caller makes sure no peer still reads this rank's IPC region). */
 static void gpu_comm_destroy(struct gpu_comm *g) {
     nccl_close(g->pipe);
@@ -204,11 +205,12 @@ static void gpu_comm_destroy(struct gpu_comm *g) {
     nccl_close(g->nccl);
     ipc_allreduce_close(g->ipc);
     mpi_staging_free(&g->staging);
-    watchdog_stop(g->wd);
+    if (g->mon_watching) monitor_unwatch_device(g->mon);
     free(g);
 }
 
-int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, char *err) {
+int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, struct monitor *mon,
+                  char *err) {
     static const struct comm_opts defaults;
     if (!o) o = &defaults;
     const int is_cuda = be && be->kind == BACKEND_CUDA;
@@ -223,6 +225,7 @@ int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
 
     struct gpu_comm *g = xcalloc(1, sizeof *g);
     g->c = c;
+    g->mon = mon;
     g->device = backend_cuda_device(be);
     g->stream = backend_cuda_stream(be);
     strcpy(g->desc, "none");
@@ -236,7 +239,8 @@ int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
         if (e != cudaSuccess) ok = !err_set(err, "device %d: %s (%s)", g->device, cudaGetErrorString(e),
                                             cudaGetErrorName(e));
     }
-    if (ok && !(g->wd = watchdog_start(c->rank, c->size, g->device, g->desc, g->timeout_s, err))) ok = 0;
+    if (ok && monitor_watch_device(mon, g->device, g->desc, g->timeout_s, err)) ok = 0;
+    g->mon_watching = ok;
     if (!comm_agree(c, ok, err, "the GPU communicator")) goto fail;
 
     struct placement pl;
@@ -262,7 +266,7 @@ int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
     const int want_nccl = !strcmp(mode, "nccl") || (TPD_HAVE_NCCL && !strcmp(mode, "auto") && !pl.shared_gpu);
     const int want_ipc = !strcmp(mode, "ipc") || (!strcmp(mode, "auto") && ipc_possible);
     if (want_nccl) {
-        if (!(g->nccl = nccl_open(c, 0, g->device, g->wd, g->start_timeout_s, err))) goto fail;
+        if (!(g->nccl = nccl_open(c, 0, g->device, g->mon, g->start_timeout_s, err))) goto fail;
         g->paths |= PATH_NCCL;
     }
     if (want_ipc) {
@@ -270,7 +274,7 @@ int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
         g->ipc_host_sync = pl.shared_gpu;
         if (o->ipc_sync && !strcmp(o->ipc_sync, "host")) g->ipc_host_sync = 1;
         if (o->ipc_sync && !strcmp(o->ipc_sync, "device")) g->ipc_host_sync = 0;
-        g->ipc = ipc_allreduce_open(c, g->device, g->stream, g->ipc_host_sync, ipc_bytes, g->timeout_s, g->wd,
+        g->ipc = ipc_allreduce_open(c, g->device, g->stream, g->ipc_host_sync, ipc_bytes, g->timeout_s, g->mon,
                                     ipc_err);
         if (g->ipc) {
             g->paths |= PATH_IPC;
@@ -295,7 +299,7 @@ int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
         struct placement wpl;
         placement_find(c, 1, g->device, &wpl);
         if ((g->paths & PATH_NCCL) && (!wpl.shared_gpu || hostid_all) &&
-            !(g->pipe = nccl_open(c, 1, g->device, g->wd, g->start_timeout_s, err)))
+            !(g->pipe = nccl_open(c, 1, g->device, g->mon, g->start_timeout_s, err)))
             goto fail_installed;
         comm_set_p2p(c, gpu_p2p, g);
         size_t at = strlen(g->desc);
@@ -329,8 +333,9 @@ const char *gpu_comm_describe(const struct comm *c) {
 
 #else /* no CUDA in this build: the CPU backend's MPI all-reduce is the only one */
 
-int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, char *err) {
-    (void)o;
+int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, struct monitor *mon,
+                  char *err) {
+    (void)o, (void)mon;
     const int is_cuda = be && be->kind == BACKEND_CUDA;
     if (!comm_all_ok(c, !is_cuda)) return err_set(err, "this build has no CUDA communicator");
     return 0;

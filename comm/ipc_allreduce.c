@@ -28,10 +28,10 @@ struct ipc_allreduce {
     double timeout_s;
     int *timed_out; /* host-mapped; set by the barrier kernel */
     int *timed_out_dev;
-    struct watchdog *wd; /* holds the probe once the open succeeded */
+    struct monitor *mon; /* holds the probe once the open succeeded */
 };
 
-/* Watchdog probe: the barrier kernel gave up waiting for a peer. */
+/* Monitor probe: the barrier kernel gave up waiting for a peer. */
 static int peer_missing(void *arg, char *msg, size_t cap) {
     const struct ipc_allreduce *p = arg;
     if (!*(volatile int *)p->timed_out) return 0;
@@ -50,7 +50,7 @@ static void release(struct ipc_allreduce *p) {
 }
 
 struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *stream, int host_sync, size_t slot_bytes,
-                                         double timeout_s, struct watchdog *wd, char *err) {
+                                         double timeout_s, struct monitor *mon, char *err) {
     if (c->tp > IPC_MAX_RANKS) { /* the same verdict on every rank */
         err_set(err, "the ipc communicator needs at most %d ranks", IPC_MAX_RANKS);
         return NULL;
@@ -99,8 +99,8 @@ struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *strea
         }
         free(all);
         if (comm_agree(c, ok, err, "CUDA IPC mappings")) {
-            p->wd = wd; /* the flag is watched only once all is well */
-            watchdog_add_probe(wd, peer_missing, NULL, p);
+            p->mon = mon; /* the flag is watched only once all is well */
+            monitor_add_probe(mon, peer_missing, NULL, p);
             return p;
         }
     }
@@ -140,7 +140,7 @@ void ipc_allreduce_sum(struct ipc_allreduce *p, float *buf, size_t n) {
 
 void ipc_allreduce_close(struct ipc_allreduce *p) {
     if (!p) return;
-    if (p->wd) watchdog_remove_probe(p->wd, p);
+    if (p->mon) monitor_remove_probe(p->mon, p);
     release(p);
     free(p);
 }

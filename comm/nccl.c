@@ -18,10 +18,10 @@
 
 struct nccl {
     ncclComm_t comm;
-    struct watchdog *wd;
+    struct monitor *mon;
 };
 
-/* Watchdog probe: an error NCCL found on its own (a peer gone, a network failure). */
+/* Monitor probe: an error NCCL found on its own (a peer gone, a network failure). */
 static int async_error(void *arg, char *msg, size_t cap) {
     struct nccl *n = arg;
     ncclResult_t st = ncclSuccess;
@@ -30,10 +30,10 @@ static int async_error(void *arg, char *msg, size_t cap) {
     return 1;
 }
 
-/* Watchdog abort: no rank stays inside a collective once the job ends. */
+/* Monitor abort: no rank stays inside a collective once the job ends. */
 static void abort_comm(void *arg) { ncclCommAbort(((struct nccl *)arg)->comm); }
 
-struct nccl *nccl_open(struct comm *c, int world, int device, struct watchdog *wd, double start_timeout_s, char *err) {
+struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mon, double start_timeout_s, char *err) {
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     int ok = 1;
@@ -45,16 +45,16 @@ struct nccl *nccl_open(struct comm *c, int world, int device, struct watchdog *w
     if (!comm_agree(c, ok, err, "the NCCL id")) return NULL;
     MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, world ? MPI_COMM_WORLD : comm_tp_mpi(c)));
     struct nccl *n = xcalloc(1, sizeof *n);
-    n->wd = wd;
-    watchdog_arm(wd, start_timeout_s,
+    n->mon = mon;
+    monitor_arm(mon, start_timeout_s,
                  "NCCL initialisation (ncclCommInitRank over %d ranks) did not finish within %.0f s "
                  "(parallel.comm_start_timeout_s); " HANG_HINTS, size, start_timeout_s);
     ncclResult_t r = ncclCommInitRank(&n->comm, size, id, rank);
-    watchdog_disarm(wd);
+    monitor_disarm(mon);
     if (r != ncclSuccess) ok = !err_set(err, "ncclCommInitRank (%s rank %d of %d, device %d): %s (%s)",
                                         world ? "world" : "TP group", rank, size, device, ncclGetErrorString(r),
                                         ncclGetLastError(NULL));
-    if (ok) watchdog_add_probe(wd, async_error, abort_comm, n);
+    if (ok) monitor_add_probe(mon, async_error, abort_comm, n);
     if (comm_agree(c, ok, err, "NCCL")) return n;
     if (ok) nccl_close(n);
     else free(n);
@@ -75,15 +75,15 @@ void nccl_recv(struct nccl *n, float *buf, size_t count, int peer, void *stream)
 
 void nccl_close(struct nccl *n) {
     if (!n) return;
-    watchdog_remove_probe(n->wd, n);
+    monitor_remove_probe(n->mon, n);
     ncclCommDestroy(n->comm);
     free(n);
 }
 
 #elif TPD_HAVE_CUDA /* CUDA without NCCL: the GPU communicator uses IPC or MPI staging */
 
-struct nccl *nccl_open(struct comm *c, int world, int device, struct watchdog *wd, double start_timeout_s, char *err) {
-    (void)c, (void)world, (void)device, (void)wd, (void)start_timeout_s;
+struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mon, double start_timeout_s, char *err) {
+    (void)c, (void)world, (void)device, (void)mon, (void)start_timeout_s;
     err_set(err, "this build has no NCCL (nccl.h / libnccl not found at configure time)");
     return NULL;
 }

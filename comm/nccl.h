@@ -1,5 +1,5 @@
 /* NCCL for the GPU communicator: a communicator over the stage's TP group (the all-reduce) or
- * over every rank (send/recv between pipeline stages), joined and watched by comm/watchdog. Used by the rank's compute thread. CUDA builds (comm/ modules) only;
+ * over every rank (send/recv between pipeline stages), joined and watched by comm/monitor. Used by the rank's compute thread. CUDA builds (comm/ modules) only;
  * a build without NCCL fails nccl_open with the reason. */
 #ifndef TPD_NCCL_H
 #define TPD_NCCL_H
@@ -7,17 +7,17 @@
 #include <stddef.h>
 
 #include "comm.h"
-#include "watchdog.h"
+#include "monitor.h"
 
 struct nccl;
 
 /* Collective over the world (world = 1: one communicator of every rank, by world rank) or
  * over each stage's TP group (world = 0: one per group, by TP rank): the group's rank 0
  * makes the id, MPI broadcasts it, every rank joins (ncclCommInitRank),
- * which must finish within start_timeout_s seconds or the watchdog ends the job. Adds a probe
- * to wd for NCCL's asynchronous errors. device: this rank's GPU, for messages. NULL with err
+ * which must finish within start_timeout_s seconds or the monitor ends the job. Adds a probe
+ * to mon for NCCL's asynchronous errors. device: this rank's GPU, for messages. NULL with err
  * on every rank when any rank failed. */
-struct nccl *nccl_open(struct comm *c, int world, int device, struct watchdog *wd, double start_timeout_s, char *err);
+struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mon, double start_timeout_s, char *err);
 /* Sum of buf (device memory, n floats) over all ranks, in place, queued on stream (a
  * cudaStream_t). */
 void nccl_allreduce(struct nccl *n, float *buf, size_t count, void *stream);

@@ -54,21 +54,21 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
     int32_t status[2] = {0, 0}; /* ok, count */
     int32_t *out = NULL;
     if (c->rank == 0) {
-        size_t text_len = strlen(o->prompt), n_ids = 0;
+        size_t text_len = strlen(o->cfg.prompt), n_ids = 0;
         int flags = TOK_ADD_SPECIAL;
-        if (tokenizer_load(tok, o->tokenizer ? o->tokenizer : o->eng.model_path, err)) goto done;
-        if (o->chat) { /* the template writes BOS and the role markers itself */
+        if (tokenizer_load(tok, o->cfg.tokenizer ? o->cfg.tokenizer : o->eng.model_path, err)) goto done;
+        if (o->cfg.chat) { /* the template writes BOS and the role markers itself */
             struct chat_template ct;
             cJSON *msgs = cJSON_CreateArray();
-            if (o->system) {
+            if (o->cfg.system) {
                 cJSON *m = cJSON_CreateObject();
                 cJSON_AddStringToObject(m, "role", "system");
-                cJSON_AddStringToObject(m, "content", o->system);
+                cJSON_AddStringToObject(m, "content", o->cfg.system);
                 cJSON_AddItemToArray(msgs, m);
             }
             cJSON *m = cJSON_CreateObject();
             cJSON_AddStringToObject(m, "role", "user");
-            cJSON_AddStringToObject(m, "content", o->prompt);
+            cJSON_AddStringToObject(m, "content", o->cfg.prompt);
             cJSON_AddItemToArray(msgs, m);
             char *json = cJSON_PrintUnformatted(msgs);
             cJSON_Delete(msgs);
@@ -81,7 +81,7 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
             free(json);
             if (r) goto done;
         }
-        if (!o->chat && tokenizer_encode(*tok, o->prompt, text_len, flags, &out, &n_ids, err)) goto done;
+        if (!o->cfg.chat && tokenizer_encode(*tok, o->cfg.prompt, text_len, flags, &out, &n_ids, err)) goto done;
         if (n_ids == 0 || n_ids > MAX_IDS) err_set(err, "the prompt encodes to %zu tokens (1..%d allowed)", n_ids, MAX_IDS);
         else status[0] = 1, status[1] = (int32_t)n_ids;
     done:;
@@ -105,9 +105,9 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
  * with err. */
 static int constrain(struct gen_request *r, const struct run_opts *o, const struct tokenizer *tok,
                      struct grammar_vocab **gv, char *err) {
-    if (o->json_schema && o->grammar) return err_set(err, "give at most one of --json-schema and --grammar"), 2;
+    if (o->cfg.json_schema && o->cfg.grammar) return err_set(err, "give at most one of --json-schema and --grammar"), 2;
     if (!tok) return err_set(err, "--json-schema and --grammar need the tokenizer (give --prompt, not --prompt-ids)"), 2;
-    const char *path = o->json_schema ? o->json_schema : o->grammar;
+    const char *path = o->cfg.json_schema ? o->cfg.json_schema : o->cfg.grammar;
     FILE *f = fopen(path, "rb");
     if (!f) return err_set(err, "%s: cannot open", path), 2;
     struct sbuf text = {0};
@@ -119,7 +119,7 @@ static int constrain(struct gen_request *r, const struct run_opts *o, const stru
     }
     *gv = api_grammar_vocab(tok);
     char why[ERR_LEN];
-    struct grammar *g = grammar_compile(*gv, o->json_schema ? GRAMMAR_JSON_SCHEMA : GRAMMAR_GBNF, text.p, text.len, why);
+    struct grammar *g = grammar_compile(*gv, o->cfg.json_schema ? GRAMMAR_JSON_SCHEMA : GRAMMAR_GBNF, text.p, text.len, why);
     sbuf_free(&text);
     if (!g) return err_set(err, "%s: %s", path, why), 2;
     r->grammar = grammar_matcher_new(g);
@@ -132,9 +132,8 @@ static int constrain(struct gen_request *r, const struct run_opts *o, const stru
 static int generate_rank0(struct engine *e, const struct run_opts *o, const struct tokenizer *tok, int32_t *prompt,
                           int n_prompt) {
     struct metrics *m = metrics_new();
-    struct sched_opts so = {.max_running = 1, .max_queue = 1, .step_tokens = o->chunk,
-                            .eog_ids = tok ? tok->eog : NULL, .n_eog = tok ? (int)tok->n_eog : 0,
-                            .logit_cands = o->cfg.logit_candidates};
+    struct sched_opts so;
+    options_sched(&o->cfg, CMD_GENERATE, tok, engine_info(e), &so);
     char err[ERR_LEN] = "";
     if (spec_setup(&o->cfg, e, &so.spec, err)) {
         fprintf(stderr, "tpd generate: %s\n", err);
@@ -146,16 +145,16 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     struct gen_request *r = req_new();
     r->prompt = prompt;
     r->n_prompt = n_prompt;
-    r->max_tokens = (int)o->n_predict;
-    r->ignore_eos = o->ignore_eos;
-    r->sp.temperature = o->temperature;
-    r->sp.top_k = (int)o->top_k;
-    r->sp.top_p = o->top_p;
-    r->sp.seed = (uint64_t)o->seed;
+    r->max_tokens = (int)o->cfg.n_predict;
+    r->ignore_eos = o->cfg.ignore_eos;
+    r->sp.temperature = (float)o->cfg.temperature;
+    r->sp.top_k = (int)o->cfg.top_k;
+    r->sp.top_p = (float)o->cfg.top_p;
+    r->sp.seed = (uint64_t)o->cfg.seed;
     r->sp.has_seed = 1;
     int rc = 0;
     struct grammar_vocab *gv = NULL;
-    if (o->json_schema || o->grammar) {
+    if (o->cfg.json_schema || o->cfg.grammar) {
         rc = constrain(r, o, tok, &gv, err);
         if (rc) fprintf(stderr, "tpd generate: %s\n", err);
     }
@@ -164,7 +163,7 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
         rc = 2;
     }
     struct detok dt;
-    int as_text = tok != NULL && !o->print_ids;
+    int as_text = tok != NULL && !o->cfg.print_ids;
     if (as_text) detok_init(&dt, tok, TOK_SKIP_SPECIAL);
     enum finish_reason fin = FINISH_NONE;
     int n_gen = 0;
@@ -221,20 +220,20 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
 /* The command after its options are parsed; o is a copy (its strings stay owned by the caller's). */
 static int generate(struct comm *c, struct run_opts o) {
     char err[ERR_LEN] = "";
-    if (!o.prompt_ids == !o.prompt) {
+    if (!o.cfg.prompt_ids == !o.cfg.prompt) {
         if (c->rank == 0) fprintf(stderr, "tpd generate: give exactly one of --prompt TEXT and --prompt-ids 1,2,3\n");
         return 2;
     }
     int32_t *prompt = NULL;
     int n_prompt = 0;
     struct tokenizer *tok = NULL;
-    if (o.prompt_ids ? parse_ids(o.prompt_ids, MAX_IDS, &prompt, &n_prompt, err)
+    if (o.cfg.prompt_ids ? parse_ids(o.cfg.prompt_ids, MAX_IDS, &prompt, &n_prompt, err)
                      : prompt_from_text(c, &o, &tok, &prompt, &n_prompt, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
         return 2;
     }
     /* the cache holds exactly this request: prompt + every token it may generate */
-    int total = n_prompt + (int)o.n_predict;
+    int total = n_prompt + (int)o.cfg.n_predict;
     o.eng.n_blocks = block_pool_blocks_for(total + 1, o.eng.block_size);
     o.eng.sink_blocks = o.eng.n_blocks;
     if (!o.eng.max_ctx) o.eng.max_ctx = total;
@@ -331,13 +330,13 @@ static void eval_group(struct engine *e, struct block_pool *pool, struct step_pl
 
 static int eval(struct comm *c, struct run_opts o) {
     char err[ERR_LEN] = "";
-    if ((!o.seqs && !err_set(err, "--seqs \"1,2;3\" is required")) || (!o.out && !err_set(err, "--out FILE is required"))) {
+    if ((!o.cfg.seqs && !err_set(err, "--seqs \"1,2;3\" is required")) || (!o.cfg.out && !err_set(err, "--out FILE is required"))) {
         if (c->rank == 0) fprintf(stderr, "tpd eval: %s\n", err);
         return 2;
     }
     struct seq *seqs;
     int n_seqs;
-    if (parse_seqs(o.seqs, &seqs, &n_seqs, err)) {
+    if (parse_seqs(o.cfg.seqs, &seqs, &n_seqs, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd eval: --seqs: %s\n", err);
         return 2;
     }
@@ -374,18 +373,19 @@ static int eval(struct comm *c, struct run_opts o) {
         block_pool_init(&pool, engine_info(e)->n_blocks, engine_info(e)->block_size, 0, engine_info(e)->sink_blocks);
         plan_init(&plan);
         float *all = xmalloc(sizeof(float) * total * (size_t)vocab);
-        int step_cap = o.separate ? longest : (int)total;
-        float *step = xmalloc(sizeof(float) * (size_t)(step_cap < o.chunk * n_seqs ? step_cap : o.chunk * n_seqs) * (size_t)vocab + 4);
-        if (o.separate)
-            for (int i = 0; i < n_seqs; i++) eval_group(e, &pool, &plan, &seqs[i], 1, o.chunk, all, step);
+        int step_cap = o.cfg.separate ? longest : (int)total;
+        const int chunk = (int)o.cfg.chunk;
+        float *step = xmalloc(sizeof(float) * (size_t)(step_cap < chunk * n_seqs ? step_cap : chunk * n_seqs) * (size_t)vocab + 4);
+        if (o.cfg.separate)
+            for (int i = 0; i < n_seqs; i++) eval_group(e, &pool, &plan, &seqs[i], 1, chunk, all, step);
         else
-            eval_group(e, &pool, &plan, seqs, n_seqs, o.chunk, all, step);
+            eval_group(e, &pool, &plan, seqs, n_seqs, chunk, all, step);
         engine_stop(e);
         plan_free(&plan);
         block_pool_free(&pool);
-        FILE *f = fopen(o.out, "wb");
+        FILE *f = fopen(o.cfg.out, "wb");
         if (!f || fwrite(all, sizeof(float) * (size_t)vocab, total, f) != total) {
-            fprintf(stderr, "tpd eval: cannot write %s\n", o.out);
+            fprintf(stderr, "tpd eval: cannot write %s\n", o.cfg.out);
             rc = 1;
         }
         if (f && fclose(f)) rc = 1;

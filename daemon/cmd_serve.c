@@ -152,18 +152,6 @@ static int set_chat_template(struct api_ctx *api, const struct config *cfg, char
     return 0;
 }
 
-/* scheduler.sample_threads, 0 resolved: with a GPU backend the cores rank 0 may use, at most
- * 8 (a step's whole-row draws are a few ms at most; more threads only cost their wake-ups);
- * with the CPU backend one (a row's draw is ~1/1000 of a step there, and idle sampling
- * threads spinning would take cores from the backend's own pool). */
-static int sample_threads(const struct config *cfg, const struct engine_info *info) {
-    if (cfg->sample_threads > 0) return (int)cfg->sample_threads;
-    if (!info->gpu) return 1;
-    cpu_set_t set;
-    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 8 ? 8 : n;
-}
-
 /* Rank 0's server while it serves, for the fatal hook: a failing job (a fatal error, a
  * stuck step past parallel.step_timeout_s) tells its clients before it ends. */
 static _Atomic(struct http_server *) serving;
@@ -226,12 +214,8 @@ static int serve_rank0(struct engine *e, const struct config *cfg, struct tokeni
     LOG(LOG_INFO, "effective configuration:\n%s", dump);
     free(dump);
     struct metrics *m = metrics_new();
-    struct sched_opts so = {.max_running = (int)cfg->max_running, .max_queue = (int)cfg->max_queue,
-                            .step_tokens = (int)cfg->step_tokens, .eog_ids = tok->eog, .n_eog = (int)tok->n_eog,
-                            .step_timeout_s = cfg->step_timeout_s, .step_time_s = cfg->step_time_s,
-                            .max_share = cfg->max_share, .prefix_caching = cfg->prefix_caching,
-                            .logit_cands = cfg->logit_candidates, .sample_threads = sample_threads(cfg, engine_info(e)),
-                            .micro_batches = (int)cfg->micro_batches};
+    struct sched_opts so;
+    options_sched(cfg, CMD_SERVE, tok, engine_info(e), &so);
     if (spec_setup(cfg, e, &so.spec, err)) {
         fprintf(stderr, "tpd serve: %s\n", err);
         metrics_free(m);
@@ -351,17 +335,12 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
         config_free(&cfg);
         return 2;
     }
-    struct engine_opts eo = {
-        .model_path = cfg.model_path ? cfg.model_path : cfg.synthetic, .backend = cfg.backend, .moe = cfg.moe,
-        .local_rank = c->local_rank, .comm = cfg.comm, .synthetic = cfg.synthetic, .tp = (int)cfg.tp, .pp = (int)cfg.pp,
-        .threads = (int)cfg.threads,
-        .kv_type = kv_type, .block_size = (int)cfg.block_size,
-        .n_blocks = (int)(cfg.kv_tokens / cfg.block_size), .max_ctx = (int)cfg.max_ctx,
-        .sink_blocks = kvcache_sink_default((int)(cfg.kv_tokens / cfg.block_size), (int)cfg.max_running),
-        .step_timeout_s = cfg.step_timeout_s, .debug = &cfg.debug,
-        /* rank 0 drains on SIGTERM; if a step hangs meanwhile, the job still ends */
-        .stop_flag = c->rank == 0 ? &stop_requested : NULL, .stop_grace_s = cfg.drain_timeout_s + 10,
-    };
+    struct engine_opts eo;
+    options_engine(&cfg, CMD_SERVE, kv_type, &eo);
+    eo.local_rank = c->local_rank;
+    /* rank 0 drains on SIGTERM; if a step hangs meanwhile, the job still ends */
+    eo.stop_flag = c->rank == 0 ? &stop_requested : NULL;
+    eo.stop_grace_s = cfg.drain_timeout_s + 10;
     struct engine *e;
     if (engine_open(&e, c, &eo, err)) {
         fprintf(stderr, "tpd serve: rank %d: %s\n", c->rank, err);

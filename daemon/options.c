@@ -2,14 +2,17 @@
 
 #include "../model/hfcache.h"
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../comm/comm.h"
 #include "../parallel/kvcache.h"
+#include "../tokenizer/tokenizer.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 
@@ -107,32 +110,57 @@ int run_opts_parse(struct comm *c, int argc, char **argv, struct run_opts *o, ch
         config_free(g);
         return -1;
     }
-    o->eng = (struct engine_opts){
-        .model_path = g->model_path ? g->model_path : g->synthetic, .backend = g->backend, .threads = (int)g->threads,
-        .moe = g->moe,
-        .pp = (int)g->pp,
-        .kv_type = kv_type, .block_size = (int)g->block_size,
-        .max_ctx = (int)g->max_ctx, .comm = g->comm, .synthetic = g->synthetic, .debug = &g->debug,
-    };
-    o->chunk = (int)g->chunk;
-    o->prompt_ids = g->prompt_ids;
-    o->prompt = g->prompt;
-    o->system = g->system;
-    o->tokenizer = g->tokenizer;
-    o->chat = g->chat;
-    o->n_predict = g->n_predict;
-    o->temperature = (float)g->temperature;
-    o->top_p = (float)g->top_p;
-    o->top_k = g->top_k;
-    o->seed = g->seed;
-    o->print_ids = g->print_ids;
-    o->ignore_eos = g->ignore_eos;
-    o->json_schema = g->json_schema;
-    o->grammar = g->grammar;
-    o->seqs = g->seqs;
-    o->out = g->out;
-    o->separate = g->separate;
+    options_engine(g, cmd, kv_type, &o->eng);
     return 0;
+}
+
+void options_engine(const struct config *cfg, unsigned cmd, enum dtype kv_type,
+                    struct engine_opts *eo) {
+    *eo = (struct engine_opts){
+        .model_path = cfg->model_path ? cfg->model_path : cfg->synthetic,
+        .synthetic = cfg->synthetic,
+        .backend = cfg->backend, .moe = cfg->moe, .threads = (int)cfg->threads, .pp = (int)cfg->pp,
+        .kv_type = kv_type, .block_size = (int)cfg->block_size, .max_ctx = (int)cfg->max_ctx,
+        .comm = cfg->comm, .debug = &cfg->debug,
+    };
+    if (cmd != CMD_SERVE) return;
+    eo->tp = (int)cfg->tp;
+    eo->n_blocks = (int)(cfg->kv_tokens / cfg->block_size);
+    eo->sink_blocks = kvcache_sink_default(eo->n_blocks, (int)cfg->max_running);
+    eo->step_timeout_s = cfg->step_timeout_s;
+}
+
+/* scheduler.sample_threads, 0 resolved: with a GPU backend the cores rank 0 may use, at most
+ * 8 (a step's whole-row draws are a few ms at most; more threads only cost their wake-ups);
+ * with the CPU backend one (a row's draw is ~1/1000 of a step there, and idle sampling
+ * threads spinning would take cores from the backend's own pool). */
+static int sample_threads(const struct config *cfg, const struct engine_info *info) {
+    if (cfg->sample_threads > 0) return (int)cfg->sample_threads;
+    if (!info->gpu) return 1;
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                         : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
+void options_sched(const struct config *cfg, unsigned cmd, const struct tokenizer *tok,
+                   const struct engine_info *info, struct sched_opts *so) {
+    *so = (struct sched_opts){.eog_ids = tok ? tok->eog : NULL, .n_eog = tok ? (int)tok->n_eog : 0,
+                              .logit_cands = cfg->logit_candidates};
+    if (cmd != CMD_SERVE) { /* generate: one request, prompt chunks of run.chunk */
+        so->max_running = so->max_queue = 1;
+        so->step_tokens = (int)cfg->chunk;
+        return;
+    }
+    so->max_running = (int)cfg->max_running;
+    so->max_queue = (int)cfg->max_queue;
+    so->step_tokens = (int)cfg->step_tokens;
+    so->step_timeout_s = cfg->step_timeout_s;
+    so->step_time_s = cfg->step_time_s;
+    so->max_share = cfg->max_share;
+    so->prefix_caching = cfg->prefix_caching;
+    so->sample_threads = sample_threads(cfg, info);
+    so->micro_batches = (int)cfg->micro_batches;
 }
 
 void run_opts_free(struct run_opts *o) { config_free(&o->cfg); }

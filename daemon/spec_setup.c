@@ -5,6 +5,7 @@
 #include "../parallel/engine.h"
 #include "../sched/draft_model.h"
 #include "../sched/drafter.h"
+#include "options.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/err.h"
 
@@ -57,11 +58,16 @@ int spec_setup(const struct config *cfg, const struct engine *target, struct spe
         return err_set(err, "speculative.method \"draft\" needs speculative.draft_model (a model with the same tokenizer)");
     if (same_tokenizer(cfg->tokenizer ? cfg->tokenizer : cfg->model_path, cfg->spec_draft_model, err)) return -1;
     const struct engine_info *ti = engine_info(target);
-    struct engine_opts eo = {.model_path = cfg->spec_draft_model, .backend = cfg->backend, .threads = (int)cfg->threads,
-                             .moe = cfg->moe,
-                             .kv_type = cfg->kv_type && !strcmp(cfg->kv_type, "f32") ? DT_F32 : DT_F16,
-                             .block_size = ti->block_size, .n_blocks = ti->n_blocks, .max_ctx = ti->max_ctx,
-                             .comm = cfg->comm, .debug = &cfg->debug};
+    /* the target's options, for one rank and the target's cache shape */
+    struct engine_opts eo;
+    const enum dtype kv = cfg->kv_type && !strcmp(cfg->kv_type, "f32") ? DT_F32 : DT_F16;
+    options_engine(cfg, CMD_GENERATE, kv, &eo);
+    eo.model_path = cfg->spec_draft_model;
+    eo.synthetic = NULL;
+    eo.pp = 0;
+    eo.block_size = ti->block_size;
+    eo.n_blocks = ti->n_blocks;
+    eo.max_ctx = ti->max_ctx;
     o->drafter = draft_model_new(&eo, ti->vocab, err);
     return o->drafter ? 0 : -1;
 }

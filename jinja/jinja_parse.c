@@ -87,6 +87,7 @@ static struct jnode *parse_expr(struct parser *P);
 static struct jnode *parse_or(struct parser *P);
 static struct jnode *parse_unary(struct parser *P, int with_filter);
 static struct jnode *parse_primary(struct parser *P);
+static struct jnode *parse_postfix(struct parser *P, struct jnode *e, int with_filter);
 
 /* (args, kw=args) after '(' was consumed */
 static int parse_call_args(struct parser *P, struct jnode *n) {
@@ -115,119 +116,128 @@ static int parse_call_args(struct parser *P, struct jnode *n) {
     return 0;
 }
 
-static struct jnode *parse_postfix(struct parser *P, struct jnode *e) {
-    for (;;) {
-        struct tok *t = cur(P);
-        if (is_op(t, ".")) {
-            P->i++;
-            struct tok *nm = cur(P);
-            if (nm->t != TK_NAME && nm->t != TK_INT) { fail(P, "expected attribute name after '.'"); return NULL; }
-            struct jnode *n = node(P, nm->t == TK_NAME ? JN_ATTR : JN_ITEM);
-            if (!n) return NULL;
-            n->a = e;
-            if (nm->t == TK_NAME) n->lit = tok_str(P, nm);
-            else {
-                n->b = node(P, JN_LIT);
-                if (!n->b) return NULL;
-                n->b->lit = nm->v;
-            }
-            P->i++;
-            e = n;
-        } else if (is_op(t, "[")) {
-            P->i++;
-            struct jnode *parts[3] = {NULL, NULL, NULL};
-            int k = 0, slice = 0;
-            for (;;) {
-                if (is_op(cur(P), ":")) {
-                    slice = 1;
-                    if (++k > 2) { fail(P, "bad slice"); return NULL; }
-                    P->i++;
-                    continue;
-                }
-                if (is_op(cur(P), "]")) break;
-                parts[k] = parse_expr(P);
-                if (!parts[k]) return NULL;
-                if (!is_op(cur(P), ":") && !is_op(cur(P), "]")) { fail(P, "expected ']'"); return NULL; }
-            }
-            P->i++;
-            struct jnode *n = node(P, slice ? JN_SLICE : JN_ITEM);
-            if (!n) return NULL;
-            n->a = e;
-            if (slice) {
-                /* args hold start, stop, step (NULL = absent) */
-                n->args = arena_alloc(P->a, 3 * sizeof(*n->args));
-                if (!n->args) { fail(P, "out of memory"); return NULL; }
-                memcpy(n->args, parts, sizeof(parts));
-                n->n_args = 3;
-            } else {
-                if (!parts[0]) { fail(P, "empty subscript"); return NULL; }
-                n->b = parts[0];
-            }
-            e = n;
-        } else if (is_op(t, "(")) {
-            P->i++;
-            struct jnode *n = node(P, JN_CALL);
-            if (!n) return NULL;
-            n->a = e;
-            if (parse_call_args(P, n)) return NULL;
-            e = n;
-        } else {
-            return e;
-        }
+/* e.name or e.0 ('.' is the current token) */
+static struct jnode *parse_attr(struct parser *P, struct jnode *e) {
+    P->i++;
+    struct tok *nm = cur(P);
+    if (nm->t != TK_NAME && nm->t != TK_INT) { fail(P, "expected attribute name after '.'"); return NULL; }
+    struct jnode *n = node(P, nm->t == TK_NAME ? JN_ATTR : JN_ITEM);
+    if (!n) return NULL;
+    n->a = e;
+    if (nm->t == TK_NAME) n->lit = tok_str(P, nm);
+    else {
+        n->b = node(P, JN_LIT);
+        if (!n->b) return NULL;
+        n->b->lit = nm->v;
     }
+    P->i++;
+    return n;
 }
 
-static struct jnode *parse_filter_expr(struct parser *P, struct jnode *e) {
+/* e[i] or e[start:stop:step] ('[' is the current token) */
+static struct jnode *parse_subscript(struct parser *P, struct jnode *e) {
+    P->i++;
+    struct jnode *parts[3] = {NULL, NULL, NULL};
+    int k = 0, slice = 0;
+    for (;;) {
+        if (is_op(cur(P), ":")) {
+            slice = 1;
+            if (++k > 2) { fail(P, "bad slice"); return NULL; }
+            P->i++;
+            continue;
+        }
+        if (is_op(cur(P), "]")) break;
+        parts[k] = parse_expr(P);
+        if (!parts[k]) return NULL;
+        if (!is_op(cur(P), ":") && !is_op(cur(P), "]")) { fail(P, "expected ']'"); return NULL; }
+    }
+    P->i++;
+    struct jnode *n = node(P, slice ? JN_SLICE : JN_ITEM);
+    if (!n) return NULL;
+    n->a = e;
+    if (slice) {
+        /* args hold start, stop, step (NULL = absent) */
+        n->args = arena_alloc(P->a, 3 * sizeof(*n->args));
+        if (!n->args) { fail(P, "out of memory"); return NULL; }
+        memcpy(n->args, parts, sizeof(parts));
+        n->n_args = 3;
+    } else {
+        if (!parts[0]) { fail(P, "empty subscript"); return NULL; }
+        n->b = parts[0];
+    }
+    return n;
+}
+
+/* e(args) ('(' is the current token) */
+static struct jnode *parse_call(struct parser *P, struct jnode *e) {
+    P->i++;
+    struct jnode *n = node(P, JN_CALL);
+    if (!n) return NULL;
+    n->a = e;
+    if (parse_call_args(P, n)) return NULL;
+    return n;
+}
+
+/* e | name or e | name(args) ('|' is the current token) */
+static struct jnode *parse_filter(struct parser *P, struct jnode *e) {
+    P->i++;
+    if (cur(P)->t != TK_NAME) { fail(P, "expected filter name"); return NULL; }
+    struct jnode *n = node(P, JN_FILTER);
+    if (!n) return NULL;
+    n->lit = tok_str(P, cur(P));
+    P->i++;
+    n->a = e;
+    if (is_op(cur(P), "(")) {
+        P->i++;
+        if (parse_call_args(P, n)) return NULL;
+    }
+    return n;
+}
+
+/* e is [not] name, e is name(args) or e is name ARG, ARG a primary with its attributes,
+ * subscripts and calls ('is' is the current token) */
+static struct jnode *parse_test(struct parser *P, struct jnode *e) {
+    P->i++;
+    struct jnode *n = node(P, JN_TEST);
+    if (!n) return NULL;
+    if (is_name(cur(P), "not")) { n->op = 1; P->i++; }
+    if (cur(P)->t != TK_NAME) { fail(P, "expected test name"); return NULL; }
+    n->lit = tok_str(P, cur(P));
+    P->i++;
+    n->a = e;
+    struct tok *c = cur(P);
+    if (is_op(c, "(")) {
+        P->i++;
+        if (parse_call_args(P, n)) return NULL;
+    } else if ((c->t == TK_NAME || c->t == TK_STR || c->t == TK_INT || c->t == TK_FLOAT ||
+                is_op(c, "[") || is_op(c, "{")) &&
+               !is_name(c, "else") && !is_name(c, "or") && !is_name(c, "and") &&
+               !is_name(c, "if") && !is_name(c, "in") && !is_name(c, "is")) {
+        struct jnode *arg = parse_primary(P);
+        if (!arg || !(arg = parse_postfix(P, arg, 0))) return NULL;
+        n->args = arena_alloc(P->a, sizeof(*n->args));
+        if (!n->args) { fail(P, "out of memory"); return NULL; }
+        n->args[0] = arg;
+        n->n_args = 1;
+    }
+    return n;
+}
+
+/* The operators after a primary, in one loop: attributes, subscripts and calls, then (when
+ * with_filter) filters and tests, each of which may be called. Once a filter or a test has
+ * come, only filters, tests and calls follow, as in Jinja2 (its parse_postfix, then its
+ * parse_filter_expr). */
+static struct jnode *parse_postfix(struct parser *P, struct jnode *e, int with_filter) {
+    int filtered = 0;
     for (;;) {
         struct tok *t = cur(P);
-        if (is_op(t, "|")) {
-            P->i++;
-            if (cur(P)->t != TK_NAME) { fail(P, "expected filter name"); return NULL; }
-            struct jnode *n = node(P, JN_FILTER);
-            if (!n) return NULL;
-            n->lit = tok_str(P, cur(P));
-            P->i++;
-            n->a = e;
-            if (is_op(cur(P), "(")) {
-                P->i++;
-                if (parse_call_args(P, n)) return NULL;
-            }
-            e = n;
-        } else if (is_name(t, "is")) {
-            P->i++;
-            struct jnode *n = node(P, JN_TEST);
-            if (!n) return NULL;
-            if (is_name(cur(P), "not")) { n->op = 1; P->i++; }
-            if (cur(P)->t != TK_NAME) { fail(P, "expected test name"); return NULL; }
-            n->lit = tok_str(P, cur(P));
-            P->i++;
-            n->a = e;
-            struct tok *c = cur(P);
-            if (is_op(c, "(")) {
-                P->i++;
-                if (parse_call_args(P, n)) return NULL;
-            } else if ((c->t == TK_NAME || c->t == TK_STR || c->t == TK_INT || c->t == TK_FLOAT ||
-                        is_op(c, "[") || is_op(c, "{")) &&
-                       !is_name(c, "else") && !is_name(c, "or") && !is_name(c, "and") &&
-                       !is_name(c, "if") && !is_name(c, "in") && !is_name(c, "is")) {
-                struct jnode *arg = parse_primary(P);
-                if (!arg || !(arg = parse_postfix(P, arg))) return NULL;
-                n->args = arena_alloc(P->a, sizeof(*n->args));
-                if (!n->args) { fail(P, "out of memory"); return NULL; }
-                n->args[0] = arg;
-                n->n_args = 1;
-            }
-            e = n;
-        } else if (is_op(t, "(")) {
-            P->i++;
-            struct jnode *n = node(P, JN_CALL);
-            if (!n) return NULL;
-            n->a = e;
-            if (parse_call_args(P, n)) return NULL;
-            e = n;
-        } else {
-            return e;
-        }
+        if (!filtered && is_op(t, ".")) e = parse_attr(P, e);
+        else if (!filtered && is_op(t, "[")) e = parse_subscript(P, e);
+        else if (is_op(t, "(")) e = parse_call(P, e);
+        else if (with_filter && is_op(t, "|")) e = parse_filter(P, e), filtered = 1;
+        else if (with_filter && is_name(t, "is")) e = parse_test(P, e), filtered = 1;
+        else return e;
+        if (!e) return NULL;
     }
 }
 
@@ -344,9 +354,7 @@ static struct jnode *parse_unary(struct parser *P, int with_filter) {
         e = parse_primary(P);
         if (!e) return NULL;
     }
-    e = parse_postfix(P, e);
-    if (e && with_filter) e = parse_filter_expr(P, e);
-    return e;
+    return parse_postfix(P, e, with_filter);
 }
 
 static struct jnode *binop(struct parser *P, int op, struct jnode *a, struct jnode *b) {

@@ -5,7 +5,7 @@
 #include <unistd.h>
 #include <string.h>
 
-#include "../comm/deadline.h"
+#include "../comm/monitor.h"
 #include "../comm/gpu_comm.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
@@ -25,7 +25,7 @@ struct engine {
     struct forward_state fs;
     struct step_plan plan; /* followers: the plan rank 0 sent */
     struct engine_info info;
-    struct deadline *deadline; /* NULL: no step timeout */
+    struct monitor *monitor; /* steps and the stop (step_timeout_s); the GPU collectives */
     /* rank 0: the steps in flight, oldest first; with pp > 1 their logits receives, and how
      * to unpack rows that came as candidates (plan_rows_unpack) */
     struct {
@@ -93,7 +93,8 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     }
     /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging);
      * on the CPU, the MPI groups are checked here (a GPU communicator checks its own paths) */
-    if (gpu_comm_init(c, &e->be, &o->comm, err)) goto fail;
+    e->monitor = monitor_start(c->rank, c->size);
+    if (gpu_comm_init(c, &e->be, &o->comm, e->monitor, err)) goto fail;
     if (e->be.kind != BACKEND_CUDA && c->size > 1 && comm_startup_check(c, o->comm.start_timeout_s, err))
         goto fail;
     struct load_report rep = {.t0 = clock_now(), .last = clock_now(), .tty = isatty(2)};
@@ -170,11 +171,14 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
                                    .weight_bytes = (double)e->model.weight_bytes, .kv_bytes = (double)e->kv.bytes};
     snprintf(e->info.backend, sizeof e->info.backend, "%s", e->be.name ? e->be.name : "?");
     snprintf(e->info.allreduce, sizeof e->info.allreduce, "%s", gpu_comm_describe(c));
-    e->deadline = deadline_start(c->rank, c->size, o->step_timeout_s, o->stop_flag, o->stop_grace_s);
+    struct monitor_steps ms = {.step_timeout_s = o->step_timeout_s, .stop_flag = o->stop_flag,
+                               .stop_grace_s = o->stop_grace_s};
+    monitor_watch_steps(e->monitor, &ms);
     *out = e;
     return 0;
 fail:
     gpu_comm_free(c);
+    monitor_free(e->monitor);
     backend_close(&e->be);
     plan_free(&e->plan);
     free(e);
@@ -183,13 +187,14 @@ fail:
 
 void engine_close(struct engine *e) {
     if (!e) return;
-    deadline_free(e->deadline);
+    monitor_watch_steps(e->monitor, NULL); /* closing runs no steps */
     for (int i = 0; i < e->n_pending; i++) free(e->pending[i].full); /* collected before a clean close */
     forward_state_settle(&e->fs, e->comm);
     forward_state_free(&e->fs, &e->be);
     kvcache_free(&e->kv);
     model_free(&e->model);
     gpu_comm_free(e->comm);
+    monitor_free(e->monitor);
     backend_close(&e->be);
     plan_free(&e->plan);
     free(e);
@@ -213,7 +218,7 @@ int engine_submit(struct engine *e, const struct step_plan *plan, float *logits)
     if (plan->n_cands < 0 || plan->n_cands > e->info.max_cands)
         FATAL("step plan asks for %d logit candidates a row; at most %d here", plan->n_cands, e->info.max_cands);
     if (e->n_pending == ENGINE_MAX_IN_FLIGHT) FATAL("more than %d steps in flight", ENGINE_MAX_IN_FLIGHT);
-    if (e->n_pending == 0) deadline_step_begin(e->deadline);
+    if (e->n_pending == 0) monitor_step_begin(e->monitor);
     /* posted before the activations leave: the last stage never waits on rank 0 to send */
     int32_t *full = NULL;
     if (c->pp > 1 && plan->n_cands > 0) {
@@ -243,8 +248,8 @@ int engine_collect(struct engine *e) {
     }
     free(e->pending[0].full);
     memmove(e->pending, e->pending + 1, sizeof *e->pending * (size_t)--e->n_pending);
-    deadline_step_end(e->deadline);
-    if (e->n_pending) deadline_step_begin(e->deadline);
+    monitor_step_end(e->monitor);
+    if (e->n_pending) monitor_step_begin(e->monitor);
     return e->n_pending;
 }
 
@@ -270,10 +275,10 @@ void engine_ping(struct engine *e) {
     struct step_plan ping = e->plan;
     ping.n_seqs = -1; /* a heartbeat: nothing runs */
     ping.n_tokens = ping.n_blocks = ping.n_out = 0;
-    deadline_step_begin(e->deadline);
+    monitor_step_begin(e->monitor);
     plan_send(e->comm, &ping);
     ping_answer(e);
-    deadline_step_end(e->deadline);
+    monitor_step_end(e->monitor);
 }
 
 void engine_stop(struct engine *e) {
@@ -285,9 +290,9 @@ void engine_follow(struct engine *e) {
     for (;;) {
         plan_recv(e->comm, &e->plan);
         if (e->plan.n_seqs == 0) return;
-        deadline_step_begin(e->deadline);
+        monitor_step_begin(e->monitor);
         if (e->plan.n_seqs < 0) ping_answer(e); /* engine_ping */
         else forward(&e->model, &e->kv, &e->fs, &e->plan, e->comm, NULL);
-        deadline_step_end(e->deadline);
+        monitor_step_end(e->monitor);
     }
 }

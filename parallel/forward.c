@@ -214,11 +214,10 @@ static void forward_layers(void *arg) {
             // mixture of experts: this rank's experts (or slices of them) and shared expert
             moe_forward(m, &fs->moe, lw, y, xb, T);
         } else if (nffn > 0) {
-            // gate and up on this rank's MLP columns (column-parallel), SwiGLU
-            matmul_parts(be, fs->gu, 2 * nffn, xb, dim, T, lw->gate_up, 2, lw->gate_up_fused);
-            be->silu_mul(bc, fs->hb, nffn, fs->gu, fs->gu + nffn, 2 * nffn, T, nffn);
+            // gate and up on this rank's MLP columns (column-parallel), SwiGLU, then the
             // down projection (row-parallel)
-            be->matmul(bc, y, dim, fs->hb, nffn, T, &lw->down);
+            moe_swiglu(be, y, xb, dim, T, lw->gate_up, lw->gate_up_fused, &lw->down, nffn, fs->gu,
+                       fs->hb);
         } else {
             be->zero(bc, y, sizeof(float) * (size_t)T * dim); /* this rank holds no MLP columns */
         }

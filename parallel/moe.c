@@ -151,15 +151,13 @@ void moe_reserve(struct moe_state *ms, const struct model *m, int n_tokens) {
 }
 
 /* out[T][dim] = down(silu(gate x) * up x) of one expert's slice of nf columns */
-static void swiglu(const struct model *m, struct moe_state *ms, const struct bweight *gate_up,
-                   int fused, const struct bweight *down, const float *x, float *out, int T,
-                   int nf) {
-    struct backend *be = m->be;
-    const int dim = m->hp.dim;
-    be->matmul(be->ctx, ms->gu, 2 * nf, x, dim, T, &gate_up[0]);
-    if (!fused) be->matmul(be->ctx, ms->gu + nf, 2 * nf, x, dim, T, &gate_up[1]);
-    be->silu_mul(be->ctx, ms->hb, nf, ms->gu, ms->gu + nf, 2 * nf, T, nf);
-    be->matmul(be->ctx, out, dim, ms->hb, nf, T, down);
+void moe_swiglu(struct backend *be, float *y, const float *x, int dim, int T,
+                const struct bweight *gate_up, int fused, const struct bweight *down, int nf, float *gu,
+                float *hb) {
+    be->matmul(be->ctx, gu, 2 * nf, x, dim, T, &gate_up[0]);
+    if (!fused) be->matmul(be->ctx, gu + nf, 2 * nf, x, dim, T, &gate_up[1]);
+    be->silu_mul(be->ctx, hb, nf, gu, gu + nf, 2 * nf, T, nf);
+    be->matmul(be->ctx, y, dim, hb, nf, T, down);
 }
 
 /* Expert parallel: how many of the step's pairs each rank computes (every rank routes alike,
@@ -208,11 +206,11 @@ void moe_forward(const struct model *m, struct moe_state *ms, const struct layer
         if (!ms->count[i]) continue;
         const struct moe_expert *x = &lw->experts[i];
         size_t at = (size_t)ms->start[i] * (size_t)dim;
-        swiglu(m, ms, x->gate_up, x->gate_up_fused, &x->down, ms->xg + at, ms->yg + at,
-               ms->count[i], nf);
+        moe_swiglu(be, ms->yg + at, ms->xg + at, dim, ms->count[i], x->gate_up, x->gate_up_fused,
+                   &x->down, nf, ms->gu, ms->hb);
     }
     if (sh && ns > 0)
-        swiglu(m, ms, lw->shexp_gate_up, lw->shexp_fused, &lw->shexp_down, xb,
-               ms->yg + (size_t)n * (size_t)dim, T, ns);
+        moe_swiglu(be, ms->yg + (size_t)n * (size_t)dim, xb, dim, T, lw->shexp_gate_up,
+                   lw->shexp_fused, &lw->shexp_down, ns, ms->gu, ms->hb);
     be->moe_combine(bc, y, dim, ms->yg, dim, dpos, dw, T, kk, dim);
 }

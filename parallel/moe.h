@@ -49,6 +49,12 @@ void moe_reserve(struct moe_state *ms, const struct model *m, int n_tokens);
 void moe_free(struct moe_state *ms, struct backend *be);
 /* y[T][dim] = this rank's part of layer lw's MLP of xb[T][dim]. Waits for the router's
  * logits (a download): not for a captured graph. */
+/* One SwiGLU MLP over T rows of x (dim wide) into y (dim wide): gate and up (fused: one
+ * matrix of 2 nf rows; else two of nf) into gu (T x 2 nf), silu(gate) * up into hb (T x nf),
+ * then down. Each expert, the shared expert and the dense layers' MLP (forward.c). */
+void moe_swiglu(struct backend *be, float *y, const float *x, int dim, int T,
+                const struct bweight *gate_up, int fused, const struct bweight *down, int nf, float *gu,
+                float *hb);
 void moe_forward(const struct model *m, struct moe_state *ms, const struct layer_weights *lw,
                  float *y, const float *xb, int T);
 

@@ -154,6 +154,19 @@ static void head(struct sbuf *b, const char *name, const char *type, const char 
     sbuf_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A metric of one value: its HELP and TYPE lines, then the line "name value". */
+static void metric_int(struct sbuf *b, const char *name, const char *type, const char *help,
+                       long long v) {
+    head(b, name, type, help);
+    sbuf_addf(b, "%s %lld\n", name, v);
+}
+
+static void metric_real(struct sbuf *b, const char *name, const char *type, const char *help,
+                        double v) {
+    head(b, name, type, help);
+    sbuf_addf(b, "%s %.6f\n", name, v);
+}
+
 int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, size_t *len) {
     struct sbuf b = {0};
     sbuf_add(&b, "", 0);
@@ -165,34 +178,42 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
     for (int i = 0; i < snap.n_codes; i++)
         sbuf_addf(&b, "tpd_requests_total{code=\"%d\"} %lu\n", snap.codes[i], snap.code_count[i]);
     if (st) {
-        head(&b, "tpd_queue_depth", "gauge", "Requests waiting for admission.");
-        sbuf_addf(&b, "tpd_queue_depth %d\n", st->queued);
-        head(&b, "tpd_running_sequences", "gauge", "Sequences in the running batch (preempted ones included).");
-        sbuf_addf(&b, "tpd_running_sequences %d\n", st->running);
-        head(&b, "tpd_kv_blocks_used", "gauge", "KV cache blocks held by running sequences (a shared block once).");
-        sbuf_addf(&b, "tpd_kv_blocks_used %d\n", st->kv_blocks_used);
-        head(&b, "tpd_kv_blocks_free", "gauge",
-             "KV cache blocks available: free, or cached and held by no sequence (reclaimable).");
-        sbuf_addf(&b, "tpd_kv_blocks_free %d\n", st->kv_blocks_free);
-        head(&b, "tpd_prefix_cache_blocks", "gauge",
-             "KV cache blocks in the prefix cache (held by sequences or idle).");
-        sbuf_addf(&b, "tpd_prefix_cache_blocks %d\n", st->kv_blocks_cached);
-        head(&b, "tpd_max_context_tokens", "gauge", "Longest sequence (prompt + generated) served.");
-        sbuf_addf(&b, "tpd_max_context_tokens %d\n", st->max_ctx);
-        head(&b, "tpd_spec_draft_tokens_total", "counter", "Speculative decoding: tokens drafted.");
-        sbuf_addf(&b, "tpd_spec_draft_tokens_total %ld\n", st->spec_drafted);
-        head(&b, "tpd_spec_accepted_tokens_total", "counter", "Speculative decoding: drafted tokens accepted.");
-        sbuf_addf(&b, "tpd_spec_accepted_tokens_total %ld\n", st->spec_accepted);
-        head(&b, "tpd_spec_verify_steps_total", "counter", "Speculative decoding: sequence-steps that verified drafts.");
-        sbuf_addf(&b, "tpd_spec_verify_steps_total %ld\n", st->spec_verified);
-        head(&b, "tpd_spec_acceptance_rate", "gauge", "Speculative decoding: accepted / drafted tokens so far (0: none drafted).");
-        sbuf_addf(&b, "tpd_spec_acceptance_rate %.6f\n", st->spec_drafted ? (double)st->spec_accepted / (double)st->spec_drafted : 0.0);
-        head(&b, "tpd_spec_mean_accepted_length", "gauge",
-             "Speculative decoding: accepted drafts per verifying sequence-step (tokens per step = this + 1).");
-        sbuf_addf(&b, "tpd_spec_mean_accepted_length %.6f\n",
-                  st->spec_verified ? (double)st->spec_accepted / (double)st->spec_verified : 0.0);
-        head(&b, "tpd_draining", "gauge", "1 while the server finishes in-flight requests before exiting.");
-        sbuf_addf(&b, "tpd_draining %d\n", st->draining ? 1 : 0);
+        metric_int(&b, "tpd_queue_depth", "gauge", "Requests waiting for admission.", st->queued);
+        metric_int(&b, "tpd_running_sequences", "gauge",
+                   "Sequences in the running batch (preempted ones included).",
+                   st->running);
+        metric_int(&b, "tpd_kv_blocks_used", "gauge",
+                   "KV cache blocks held by running sequences (a shared block once).",
+                   st->kv_blocks_used);
+        metric_int(&b, "tpd_kv_blocks_free", "gauge",
+                   "KV cache blocks available: free, or cached and held by no sequence "
+                   "(reclaimable).",
+                   st->kv_blocks_free);
+        metric_int(&b, "tpd_prefix_cache_blocks", "gauge",
+                   "KV cache blocks in the prefix cache (held by sequences or idle).",
+                   st->kv_blocks_cached);
+        metric_int(&b, "tpd_max_context_tokens", "gauge",
+                   "Longest sequence (prompt + generated) served.",
+                   st->max_ctx);
+        metric_int(&b, "tpd_spec_draft_tokens_total", "counter",
+                   "Speculative decoding: tokens drafted.",
+                   st->spec_drafted);
+        metric_int(&b, "tpd_spec_accepted_tokens_total", "counter",
+                   "Speculative decoding: drafted tokens accepted.",
+                   st->spec_accepted);
+        metric_int(&b, "tpd_spec_verify_steps_total", "counter",
+                   "Speculative decoding: sequence-steps that verified drafts.",
+                   st->spec_verified);
+        metric_real(&b, "tpd_spec_acceptance_rate", "gauge",
+                    "Speculative decoding: accepted / drafted tokens so far (0: none drafted).",
+                    st->spec_drafted ? (double)st->spec_accepted / (double)st->spec_drafted : 0.0);
+        metric_real(&b, "tpd_spec_mean_accepted_length", "gauge",
+                    "Speculative decoding: accepted drafts per verifying sequence-step (tokens "
+                    "per step = this + 1).",
+                    st->spec_verified ? (double)st->spec_accepted / (double)st->spec_verified : 0.0);
+        metric_int(&b, "tpd_draining", "gauge",
+                   "1 while the server finishes in-flight requests before exiting.",
+                   st->draining ? 1 : 0);
         static const char *per_uid[3][2] = {
             {"tpd_uid_running_sequences", "Sequences running (or preempted) per client uid."},
             {"tpd_uid_queued_requests", "Requests waiting per client uid."},
@@ -207,37 +228,44 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
             }
         }
     }
-    head(&b, "tpd_prompt_tokens_total", "counter", "Prompt tokens of finished requests.");
-    sbuf_addf(&b, "tpd_prompt_tokens_total %lu\n", snap.prompt_tokens);
-    head(&b, "tpd_generation_tokens_total", "counter", "Tokens generated by finished requests.");
-    sbuf_addf(&b, "tpd_generation_tokens_total %lu\n", snap.generated_tokens);
-    head(&b, "tpd_prefix_cache_queries_total", "counter",
-         "Prompt tokens looked up in the prefix cache (first admission of each request).");
-    sbuf_addf(&b, "tpd_prefix_cache_queries_total %lu\n", snap.prefix_queried);
-    head(&b, "tpd_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache (not computed).");
-    sbuf_addf(&b, "tpd_prefix_cache_hits_total %lu\n", snap.prefix_hit);
-    head(&b, "tpd_prompt_tokens_computed_total", "counter",
-         "Prompt tokens the model computed (prefill; again after a preemption; not those found in the prefix cache).");
-    sbuf_addf(&b, "tpd_prompt_tokens_computed_total %lu\n", snap.prompt_computed);
+    metric_int(&b, "tpd_prompt_tokens_total", "counter",
+               "Prompt tokens of finished requests.",
+               (long long)snap.prompt_tokens);
+    metric_int(&b, "tpd_generation_tokens_total", "counter",
+               "Tokens generated by finished requests.",
+               (long long)snap.generated_tokens);
+    metric_int(&b, "tpd_prefix_cache_queries_total", "counter",
+               "Prompt tokens looked up in the prefix cache (first admission of each request).",
+               (long long)snap.prefix_queried);
+    metric_int(&b, "tpd_prefix_cache_hits_total", "counter",
+               "Prompt tokens found in the prefix cache (not computed).",
+               (long long)snap.prefix_hit);
+    metric_int(&b, "tpd_prompt_tokens_computed_total", "counter",
+               "Prompt tokens the model computed (prefill; again after a preemption; not those "
+               "found in the prefix cache).",
+               (long long)snap.prompt_computed);
     head(&b, "tpd_logits_rows_total", "counter",
          "Logits rows brought back to rank 0: whole vocabulary rows, or a row's best candidates (rows of greedy "
          "or small-top_k requests without penalties, bias or logprobs).");
     sbuf_addf(&b, "tpd_logits_rows_total{form=\"full\"} %lu\n", snap.logits_rows[0]);
     sbuf_addf(&b, "tpd_logits_rows_total{form=\"candidates\"} %lu\n", snap.logits_rows[1]);
     if (snap.moe_all > 0) { /* a mixture-of-experts model split expert-parallel */
-        head(&b, "tpd_moe_expert_pairs_total", "counter",
-             "Expert parallel: (token, expert) pairs routed, summed over the MoE layers of every step.");
-        sbuf_addf(&b, "tpd_moe_expert_pairs_total %.0f\n", snap.moe_all);
-        head(&b, "tpd_moe_busiest_rank_pairs_total", "counter",
-             "Expert parallel: of those, the pairs of the rank with the most in each layer of each step.");
-        sbuf_addf(&b, "tpd_moe_busiest_rank_pairs_total %.0f\n", snap.moe_busiest);
-        head(&b, "tpd_moe_load_imbalance", "gauge",
-             "Expert parallel: busiest rank's pairs x ranks / all pairs so far (1: even; a step's own from the "
-             "counters' increase).");
-        sbuf_addf(&b, "tpd_moe_load_imbalance %.6f\n", snap.moe_busiest * snap.moe_ranks / snap.moe_all);
+        metric_int(&b, "tpd_moe_expert_pairs_total", "counter",
+                   "Expert parallel: (token, expert) pairs routed, summed over the MoE layers of "
+                   "every step.",
+                   (long long)snap.moe_all);
+        metric_int(&b, "tpd_moe_busiest_rank_pairs_total", "counter",
+                   "Expert parallel: of those, the pairs of the rank with the most in each layer "
+                   "of each step.",
+                   (long long)snap.moe_busiest);
+        metric_real(&b, "tpd_moe_load_imbalance", "gauge",
+                    "Expert parallel: busiest rank's pairs x ranks / all pairs so far (1: even; a "
+                    "step's own from the counters' increase).",
+                    snap.moe_busiest * snap.moe_ranks / snap.moe_all);
     }
-    head(&b, "tpd_preemptions_total", "counter", "Sequences preempted (KV blocks given back, recomputed later).");
-    sbuf_addf(&b, "tpd_preemptions_total %lu\n", snap.preemptions);
+    metric_int(&b, "tpd_preemptions_total", "counter",
+               "Sequences preempted (KV blocks given back, recomputed later).",
+               (long long)snap.preemptions);
     for (int h = 0; h < HIST_COUNT; h++) {
         const char *name = hist_def[h].name;
         head(&b, name, "histogram", hist_def[h].help);

@@ -277,6 +277,39 @@ static void test_usage_lists_every_flag(void **state) {
     fclose(f);
 }
 
+/* serve's engine and scheduler options come from its keys; generate's leave the cache size
+ * and the step timeout to the command (it sizes the cache to what it runs). */
+static void test_engine_and_sched_opts(void **state) {
+    (void)state;
+    struct config cfg;
+    char err[ERR_LEN] = "";
+    char *a[] = {"--model", "m.gguf", "--kv-tokens", "4096", "--block-size", "32", "--max-running", "8",
+                 "--parallel.step_timeout_s", "7", "--scheduler.sample_threads", "3", "--pp", "2"};
+    config_defaults(&cfg);
+    if (config_apply_args(&cfg, (int)(sizeof a / sizeof *a), a, err)) fail_msg("%s", err);
+    struct engine_opts eo;
+    options_engine(&cfg, CMD_SERVE, DT_F16, &eo);
+    assert_string_equal(eo.model_path, "m.gguf");
+    assert_int_equal(eo.n_blocks, 4096 / 32);
+    assert_int_equal(eo.block_size, 32);
+    assert_int_equal(eo.pp, 2);
+    assert_true(eo.step_timeout_s == 7 && eo.debug == &cfg.debug);
+    options_engine(&cfg, CMD_GENERATE, DT_F32, &eo);
+    assert_int_equal(eo.n_blocks, 0);
+    assert_true(eo.step_timeout_s == 0 && eo.kv_type == DT_F32);
+    struct engine_info info = {.gpu = 0};
+    struct sched_opts so;
+    options_sched(&cfg, CMD_SERVE, NULL, &info, &so);
+    assert_int_equal(so.max_running, 8);
+    assert_int_equal(so.sample_threads, 3);
+    assert_true(so.step_timeout_s == 7 && so.prefix_caching == 1 && so.eog_ids == NULL);
+    options_sched(&cfg, CMD_GENERATE, NULL, &info, &so);
+    assert_int_equal(so.max_running, 1);
+    assert_int_equal(so.step_tokens, 512);
+    assert_true(so.step_timeout_s == 0);
+    config_free(&cfg);
+}
+
 /* The flags of tests/, bench/ and tpd_cli.py, and the keys serve and generate now share. */
 static void test_run_opts_spellings(void **state) {
     (void)state;
@@ -289,22 +322,22 @@ static void test_run_opts_spellings(void **state) {
     if (run_opts_parse(NULL, (int)(sizeof g / sizeof *g), g, &o, err)) fail_msg("%s", err);
     assert_string_equal(o.eng.model_path, "llama3-8b");
     assert_string_equal(o.eng.synthetic, "llama3-8b");
-    assert_string_equal(o.prompt, "hi");
-    assert_string_equal(o.system, "sys");
-    assert_string_equal(o.tokenizer, "tok.json");
-    assert_true(o.chat && o.print_ids && o.ignore_eos);
-    assert_int_equal(o.n_predict, 5);
-    assert_true(o.temperature == 0.5f && o.top_p == 0.9f);
-    assert_int_equal(o.top_k, 3);
-    assert_int_equal(o.seed, 7);
+    assert_string_equal(o.cfg.prompt, "hi");
+    assert_string_equal(o.cfg.system, "sys");
+    assert_string_equal(o.cfg.tokenizer, "tok.json");
+    assert_true(o.cfg.chat && o.cfg.print_ids && o.cfg.ignore_eos);
+    assert_int_equal(o.cfg.n_predict, 5);
+    assert_true((float)o.cfg.temperature == 0.5f && (float)o.cfg.top_p == 0.9f);
+    assert_int_equal(o.cfg.top_k, 3);
+    assert_int_equal(o.cfg.seed, 7);
     assert_int_equal(o.eng.kv_type, DT_F32);
     assert_int_equal(o.eng.block_size, 32);
     assert_int_equal(o.eng.max_ctx, 100);
-    assert_int_equal(o.chunk, 8);
+    assert_int_equal(o.cfg.chunk, 8);
     assert_int_equal(o.eng.threads, 2);
     assert_string_equal(o.eng.comm.mode, "mpi");
     assert_string_equal(o.eng.backend, "cpu");
-    assert_null(o.prompt_ids);
+    assert_null(o.cfg.prompt_ids);
     run_opts_free(&o);
 
     char *e[] = {"eval", "--model", "m.gguf", "--seqs", "1,2;3", "--out", "o.f32", "--separate", "--n-predict", "4"};
@@ -324,10 +357,10 @@ static void test_run_opts_spellings(void **state) {
     assert_string_equal(o.eng.backend, "auto");
     assert_int_equal(o.eng.kv_type, DT_F16);
     assert_int_equal(o.eng.block_size, 16);
-    assert_int_equal(o.chunk, 512);
-    assert_string_equal(o.seqs, "1,2;3");
-    assert_string_equal(o.out, "o.f32");
-    assert_true(o.separate);
+    assert_int_equal(o.cfg.chunk, 512);
+    assert_string_equal(o.cfg.seqs, "1,2;3");
+    assert_string_equal(o.cfg.out, "o.f32");
+    assert_true(o.cfg.separate);
     run_opts_free(&o);
 
     /* the [debug] switches and the communicator's keys reach the engine's options */
@@ -381,7 +414,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_key_in_toml),      cmocka_unit_test(test_every_flag_of_every_command),
         cmocka_unit_test(test_flags_unambiguous),      cmocka_unit_test(test_usage_lists_every_flag),
-        cmocka_unit_test(test_run_opts_spellings),     cmocka_unit_test(test_wants_help),
+        cmocka_unit_test(test_run_opts_spellings), cmocka_unit_test(test_engine_and_sched_opts),     cmocka_unit_test(test_wants_help),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,18 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
 
 import ckpt_edit  # noqa: E402
 import make_fp8  # noqa: E402
-import make_tiny  # noqa: E402
-import model_ref  # noqa: E402
-import tpd_cli  # noqa: E402
-
-TOL = 1e-4             # the F32 models' bound (tests/reference/refs.py)
-SEQS = [[1, 5, 9, 33, 100, 7, 250, 17, 3], [3], [200, 11, 4, 4, 60]]
-
-
-@pytest.fixture(scope="module")
-def tpd():
-    if tpd_cli.tpd_bin() is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
+from quant_check import check_eval, reference  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +31,7 @@ def refs(models):
     out = {}
     for name, path in models.items():
         config, w = make_fp8.load_dequant(path)
-        ref = np.concatenate([model_ref.forward(w, config, s) for s in SEQS])
-        # the quantization is visible: the unquantized weights give other logits
-        var = make_tiny.VARIANTS[make_fp8.MODELS[name][0]]
-        full = make_tiny.make_weights(make_fp8.MODELS[name][0], var)
-        ref0 = np.concatenate([model_ref.forward(full, config, s) for s in SEQS])
-        assert np.abs(ref0 - ref).max() / np.abs(ref).max() > 1e-3, name
-        out[name] = ref
+        out[name] = reference(w, config, make_fp8.MODELS[name][0])
     return out
 
 
@@ -74,11 +57,7 @@ def _cases():
 
 @pytest.mark.parametrize("name,tp", _cases())
 def test_fp8_matches_reference(tpd, models, refs, name, tp):
-    ref = refs[name]
-    ours = tpd_cli.eval_logits(models[name], SEQS, ref.shape[1], tp=tp, kv_type="f32")
-    err = np.abs(ours.astype(np.float64) - ref).max() / np.abs(ref).max()
-    print(f"{name} tp={tp}: rel err {err:.2e}")
-    assert err <= TOL, f"{name} tp={tp}: rel err {err:.3e} > {TOL}"
+    check_eval(models[name], refs[name], tp, name)
 
 
 # ---------------------------------------------------------------- refusals

@@ -17,18 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
 
 import ckpt_edit  # noqa: E402
 import make_int4  # noqa: E402
-import make_tiny  # noqa: E402
-import model_ref  # noqa: E402
-import tpd_cli  # noqa: E402
-
-TOL = 1e-4             # the F32 models' bound (tests/reference/refs.py)
-SEQS = [[1, 5, 9, 33, 100, 7, 250, 17, 3], [3], [200, 11, 4, 4, 60]]
-
-
-@pytest.fixture(scope="module")
-def tpd():
-    if tpd_cli.tpd_bin() is None:
-        pytest.skip("tpd binary not built (set TPD_BIN)")
+from quant_check import check_eval, reference  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +26,7 @@ def models(tmp_path_factory):
     out = {}
     for name in make_int4.MODELS:
         path, config, deq = make_int4.write(d, name)
-        ref = np.concatenate([model_ref.forward(deq, config, s) for s in SEQS])
-        # the quantization is visible: the unquantized weights give other logits
-        var = make_int4.MODELS[name][0]
-        full = make_tiny.make_weights(var, make_tiny.VARIANTS[var])
-        ref0 = np.concatenate([model_ref.forward(full, config, s) for s in SEQS])
-        assert np.abs(ref0 - ref).max() / np.abs(ref).max() > 1e-3, name
-        out[name] = (path, ref)
+        out[name] = (path, reference(deq, config, make_int4.MODELS[name][0]))
     return out
 
 
@@ -55,10 +38,7 @@ def _cases():
 @pytest.mark.parametrize("name,tp", _cases())
 def test_int4_matches_reference(tpd, models, name, tp):
     path, ref = models[name]
-    ours = tpd_cli.eval_logits(path, SEQS, ref.shape[1], tp=tp, kv_type="f32")
-    err = np.abs(ours.astype(np.float64) - ref).max() / np.abs(ref).max()
-    print(f"{name} tp={tp}: rel err {err:.2e}")
-    assert err <= TOL, f"{name} tp={tp}: rel err {err:.3e} > {TOL}"
+    check_eval(path, ref, tp, name)
 
 
 def test_int4_tp1_needs_no_group_split(tpd, tmp_path):
@@ -66,10 +46,7 @@ def test_int4_tp1_needs_no_group_split(tpd, tmp_path):
     refused at tp 2: group_split below) loads and matches."""
     path, config, deq = make_int4.write(str(tmp_path), "m", ("llama3_tied", "awq",
                                                              dict(group=64)))
-    ref = np.concatenate([model_ref.forward(deq, config, s) for s in SEQS])
-    ours = tpd_cli.eval_logits(path, SEQS, ref.shape[1], tp=1, kv_type="f32")
-    err = np.abs(ours.astype(np.float64) - ref).max() / np.abs(ref).max()
-    assert err <= TOL, f"rel err {err:.3e} > {TOL}"
+    check_eval(path, reference(deq, config), 1, "group 64")
 
 
 def test_packing_matches_published_examples():

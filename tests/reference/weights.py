@@ -39,26 +39,34 @@ EXPS_MAP = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj"
 MIXTRAL_MAP = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
 
 
+# Mixtral's block_sparse_moe prefixes in the Qwen-MoE spelling the reference uses; with
+# MIXTRAL_MAP (the experts' projections) the one table both directions read.
+MIXTRAL_PREFIX = {".block_sparse_moe.gate.": ".mlp.gate.", ".block_sparse_moe.experts.": ".mlp.experts."}
+
+
+def _moe_rename(hf, prefix, proj_map):
+    for old, new in prefix.items():
+        if old not in hf:
+            continue
+        if not old.endswith(".experts."):
+            return hf.replace(old, new)
+        pre, rest = hf.split(old)
+        e, proj, tail = rest.split(".", 2)
+        return f"{pre}{new}{e}.{proj_map[proj]}.{tail}"
+    return hf
+
+
 def mixtral_to_qwen_name(hf):
     """Mixtral's block_sparse_moe names in the Qwen-MoE spelling the reference uses."""
-    if ".block_sparse_moe.gate." in hf:
-        return hf.replace(".block_sparse_moe.gate.", ".mlp.gate.")
-    if ".block_sparse_moe.experts." in hf:
-        pre, rest = hf.split(".block_sparse_moe.experts.")
-        e, proj, tail = rest.split(".", 2)
-        return f"{pre}.mlp.experts.{e}.{MIXTRAL_MAP[proj]}.{tail}"
-    return hf
+    return _moe_rename(hf, MIXTRAL_PREFIX, MIXTRAL_MAP)
 
 
 def qwen_to_mixtral_name(hf):
-    if ".mlp.gate." in hf:
-        return hf.replace(".mlp.gate.", ".block_sparse_moe.gate.")
-    if ".mlp.experts." in hf:
-        pre, rest = hf.split(".mlp.experts.")
-        e, proj, tail = rest.split(".", 2)
-        inv = {v: k for k, v in MIXTRAL_MAP.items()}
-        return f"{pre}.block_sparse_moe.experts.{e}.{inv[proj]}.{tail}"
-    return hf
+    """The reference's Qwen-MoE names in Mixtral's spelling (mixtral_to_qwen_name undone)."""
+    return _moe_rename(hf, {v: k for k, v in MIXTRAL_PREFIX.items()},
+                       {v: k for k, v in MIXTRAL_MAP.items()})
+
+
 GLOBAL_MAP = {
     "token_embd.weight": "model.embed_tokens.weight",
     "output_norm.weight": "model.norm.weight",
