@@ -65,12 +65,13 @@ struct load_report {
 
 static void load_log(struct load_report *r, int final) {
     uint64_t total = 0, read = 0;
-    int done = 0;
+    int done = 0, failed = 0;
     double now = clock_now(), dt = now - r->t0, left = 0;
     for (int i = 0; i < r->c->size; i++) {
         total += r->all[i].planned;
         read += r->all[i].bytes;
         done += r->all[i].state == LOAD_DONE;
+        failed += r->all[i].state == LOAD_FAILED;
     }
     double rate = dt > 0 ? read / dt : 0;
     for (int i = 0; i < r->c->size; i++) { /* the ranks load side by side: the slowest ends it */
@@ -79,12 +80,14 @@ static void load_log(struct load_report *r, int final) {
         double rest = p->planned > p->bytes ? (double)(p->planned - p->bytes) : 0;
         if (p->state == LOAD_RUNNING && rr > 0 && rest / rr > left) left = rest / rr;
     }
-    char line[256];
+    char line[256], fails[32] = "";
+    if (failed) snprintf(fails, sizeof fails, ", %d failed", failed);
     snprintf(line, sizeof line,
-             "loading weights: %.2f of %.2f GiB (%.0f%%; %llu of %llu bytes) on %d ranks, %d done, "
-             "%.1f s, %.2f GB/s, about %.0f s left", read / 1073741824.0, total / 1073741824.0,
-             total ? 100.0 * read / total : 100.0, (unsigned long long)read,
-             (unsigned long long)total, r->c->size, done, dt, rate / 1e9, left);
+             "loading weights: %.2f of %.2f GiB (%.0f%%; %llu of %llu bytes) on %d rank%s, "
+             "%d done%s, %.1f s, %.2f GB/s, about %.0f s left", read / 1073741824.0,
+             total / 1073741824.0, total ? 100.0 * read / total : 100.0, (unsigned long long)read,
+             (unsigned long long)total, r->c->size, r->c->size > 1 ? "s" : "", done, fails, dt,
+             rate / 1e9, left);
     r->printed = now;
     if (r->tty && log_min_level <= LOG_INFO) {
         fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");

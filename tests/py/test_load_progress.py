@@ -20,7 +20,7 @@ from hf_layout import hf_shapes  # noqa: E402
 from test_preflight import GEOM, write_sparse_safetensors  # noqa: E402
 
 JOB = re.compile(r"loading weights: [0-9.]+ of [0-9.]+ GiB \(\d+%; (\d+) of (\d+) bytes\) on (\d+) ranks, "
-                 r"(\d+) done, [0-9.]+ s, [0-9.]+ GB/s, about \d+ s left")
+                 r"(\d+) done(?:, \d+ failed)?, [0-9.]+ s, [0-9.]+ GB/s, about \d+ s left")
 FINISHED = re.compile(r"loading weights: rank (\d+) finished: [0-9.]+ GiB \((\d+) bytes\) in [0-9.]+ s")
 
 
@@ -82,3 +82,20 @@ def test_rank_killed_while_loading(tpd, tmp_path):
     text = open(log).read()
     assert rc != 0 and "rank 1 finished" not in text, text[-3000:]
     assert dt < 15, f"{dt:.1f} s after rank 1 died:\n{text[-3000:]}"
+
+
+def test_rank_failing_while_loading(tpd, tmp_path):
+    """A NaN code in rank 0's rows (the FP8 refusal's checkpoint): rank 0 fails, rank 1 loads;
+    rank 0 still hears rank 1's end and says which failed before the job stops."""
+    import test_fp8_weights
+    model, breaker, _ = test_fp8_weights.BAD["nan_code"]
+    path = test_fp8_weights.make_fp8.write(str(tmp_path), model)
+    breaker(path)
+    p = subprocess.run(tpd_cli.mpirun_cmd(2, ["eval", "--model", path, "--seqs", "1,2", "--threads", 1,
+                                              "--out", os.devnull, "--log.level", "info"]),
+                       env=tpd_cli.mpirun_env(), capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "rank 1: another rank failed to load the model" in out, out[-3000:]
+    assert "loading weights: rank 0 failed after " in out, out[-3000:]
+    assert FINISHED.search(out) and FINISHED.search(out).group(1) == "1", out[-3000:]
+    assert re.search(r"on 2 ranks, 1 done, 1 failed, ", out), out[-3000:]
