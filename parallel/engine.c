@@ -122,7 +122,10 @@ static void load_heard(struct load_report *r, int from, const struct load_post *
 static void load_poll(struct load_report *r) {
     struct load_post p;
     int from;
-    while (comm_recv_any(r->c, &p, sizeof p, COMM_TAG_LOAD, &from)) load_heard(r, from, &p);
+    /* size 1: no peer to hear from (a draft model's engine on rank 0 has a comm of its own,
+     * while the job's ranks may be posting for the target's load) */
+    while (r->c->size > 1 && comm_recv_any(r->c, &p, sizeof p, COMM_TAG_LOAD, &from))
+        load_heard(r, from, &p);
     if (r->n_heard == r->c->size && clock_now() - r->printed >= (r->tty ? 0.25 : LOAD_PROGRESS_S))
         load_log(r, 0);
 }
