@@ -324,6 +324,24 @@ void comm_recv_wait(struct comm *c, void *buf, size_t bytes, int peer, int tag) 
     wait_polling(&req);
 }
 
+int comm_recv_any(struct comm *c, void *buf, size_t bytes, int tag, int *peer) {
+    (void)c;
+    int flag;
+    MPI_Status st;
+    MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &flag, &st));
+    if (!flag) return 0;
+    /* the probed message, here already: a receive of more than it holds fails, so a
+     * message of another size ends the job through the check */
+    MPI_CHECK(MPI_Recv(buf, (int)bytes, MPI_BYTE, st.MPI_SOURCE, tag, MPI_COMM_WORLD, &st));
+    int n;
+    MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &n));
+    if ((size_t)n != bytes)
+        FATAL("a message of %d bytes with tag %d from rank %d: %zu expected", n, tag, st.MPI_SOURCE,
+              bytes);
+    *peer = st.MPI_SOURCE;
+    return 1;
+}
+
 void *comm_irecv_floats(struct comm *c, float *buf, size_t n, int peer, int tag) {
     (void)c;
     if (n > (size_t)INT_MAX) FATAL("a receive of %zu floats is more than MPI counts", n);

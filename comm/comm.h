@@ -52,7 +52,8 @@ struct comm_opts {
 
 /* Message tags between stages: each kind keeps its order (MPI does not overtake within
  * one source and tag). */
-enum { COMM_TAG_PLAN_HDR = 11, COMM_TAG_PLAN = 12, COMM_TAG_ACT = 13, COMM_TAG_LOGITS = 14 };
+enum { COMM_TAG_PLAN_HDR = 11, COMM_TAG_PLAN = 12, COMM_TAG_ACT = 13, COMM_TAG_LOGITS = 14,
+       COMM_TAG_LOAD = 15 /* loading progress to rank 0 */ };
 
 /* MPI_Init and a fatal hook that aborts the whole job. Fatal on failure. */
 void comm_init(struct comm *c, int *argc, char ***argv);
@@ -110,6 +111,9 @@ void comm_tp_barrier(struct comm *c);
 void comm_send(struct comm *c, const void *buf, size_t bytes, int peer, int tag);
 void comm_recv(struct comm *c, void *buf, size_t bytes, int peer, int tag);
 void comm_recv_wait(struct comm *c, void *buf, size_t bytes, int peer, int tag);
+/* A message of `bytes` bytes with this tag from any rank if one has arrived (1, its sender in
+ * *peer), else 0 at once: nothing waits for a rank that never sends. */
+int comm_recv_any(struct comm *c, void *buf, size_t bytes, int tag, int *peer);
 /* comm_send that returns at once: the bytes are copied and sent while the caller goes on,
  * so a stage never waits for its receiver to be ready (MPI_Send of more than the eager
  * limit, ~4 KiB, waits until the receive is posted: a stage would wait for the next one to

@@ -1,9 +1,11 @@
 #include "engine.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
+#include <time.h>
 
 #include "../comm/monitor.h"
 #include "../comm/gpu_comm.h"
@@ -37,27 +39,134 @@ struct engine {
     int n_pending;
 };
 
-#define LOAD_PROGRESS_S 3.0 /* a progress line in a log this often; on a terminal it updates */
+#define LOAD_PROGRESS_S 3.0 /* a job line in a log this often; on a terminal it updates */
+#define LOAD_POST_S 1.0     /* each rank posts its progress to rank 0 at most this often */
 
-/* Rank 0's loading progress: its own layers (every rank reads at the same pace, the same
- * share of the same files), bytes, speed and the time left. */
+/* Loading progress of the whole job, logged by rank 0. Every rank posts what it has read
+ * (and, first, what its plan says it will hold) to rank 0 with detached point-to-point
+ * sends; rank 0 reads the posts that arrived between its own layers, then, its shard
+ * loaded, until every rank posted its last (done or failed). No collective: a rank that
+ * dies ends the job through mpirun or the fatal hook, and nobody waits on it in MPI. */
+enum { LOAD_RUNNING = 0, LOAD_DONE = 1, LOAD_FAILED = 2 };
+struct load_post {
+    uint64_t planned, bytes; /* planned: model_plan_weights, what "weights loaded" will say */
+    double seconds;
+    int32_t state, pad;
+};
 struct load_report {
-    double t0, last;
-    int tty;
+    struct comm *c;
+    double t0, posted, printed;
+    int tty, line_open; /* line_open: the updating line is on the terminal, unfinished */
+    struct load_post mine;
+    struct load_post *all; /* rank 0: each rank's latest */
+    unsigned char *heard;  /* rank 0: 1 once a rank posted, 2 once its last */
+    int n_heard, n_final;
 };
 
+static void load_log(struct load_report *r, int final) {
+    uint64_t total = 0, read = 0;
+    int done = 0, failed = 0;
+    double now = clock_now(), dt = now - r->t0, left = 0;
+    for (int i = 0; i < r->c->size; i++) {
+        total += r->all[i].planned;
+        read += r->all[i].bytes;
+        done += r->all[i].state == LOAD_DONE;
+        failed += r->all[i].state == LOAD_FAILED;
+    }
+    double rate = dt > 0 ? read / dt : 0;
+    for (int i = 0; i < r->c->size; i++) { /* the ranks load side by side: the slowest ends it */
+        const struct load_post *p = &r->all[i];
+        double rr = p->seconds > 0 && p->bytes ? p->bytes / p->seconds : rate / r->c->size;
+        double rest = p->planned > p->bytes ? (double)(p->planned - p->bytes) : 0;
+        if (p->state == LOAD_RUNNING && rr > 0 && rest / rr > left) left = rest / rr;
+    }
+    char line[256], fails[32] = "";
+    if (failed) snprintf(fails, sizeof fails, ", %d failed", failed);
+    snprintf(line, sizeof line,
+             "loading weights: %.2f of %.2f GiB (%.0f%%; %llu of %llu bytes) on %d rank%s, "
+             "%d done%s, %.1f s, %.2f GB/s, about %.0f s left", read / 1073741824.0,
+             total / 1073741824.0, total ? 100.0 * read / total : 100.0, (unsigned long long)read,
+             (unsigned long long)total, r->c->size, r->c->size > 1 ? "s" : "", done, fails, dt,
+             rate / 1e9, left);
+    r->printed = now;
+    if (r->tty && log_min_level <= LOG_INFO) {
+        fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
+        r->line_open = !final;
+    } else {
+        LOG(LOG_INFO, "%s", line);
+    }
+}
+
+/* Rank 0: a post from rank `from` (its own included). */
+static void load_heard(struct load_report *r, int from, const struct load_post *p) {
+    if (from < 0 || from >= r->c->size || r->heard[from] == 2)
+        FATAL("a loading post from rank %d after its last", from);
+    r->all[from] = *p;
+    r->n_heard += !r->heard[from];
+    r->heard[from] = 1;
+    if (p->state == LOAD_RUNNING) return;
+    r->heard[from] = 2;
+    r->n_final++;
+    if (r->line_open) fprintf(stderr, "\r\033[K");
+    r->line_open = 0;
+    if (p->state == LOAD_DONE)
+        LOG(LOG_INFO, "loading weights: rank %d finished: %.2f GiB (%llu bytes) in %.1f s "
+            "(%.2f GB/s)", from, p->bytes / 1073741824.0, (unsigned long long)p->bytes, p->seconds,
+            p->seconds > 0 ? p->bytes / 1e9 / p->seconds : 0.0);
+    else
+        LOG(LOG_INFO, "loading weights: rank %d failed after %.2f GiB in %.1f s", from,
+            p->bytes / 1073741824.0, p->seconds);
+}
+
+/* Rank 0: every post that arrived, then a job line when one is due (all plans known). */
+static void load_poll(struct load_report *r) {
+    struct load_post p;
+    int from;
+    /* size 1: no peer to hear from (a draft model's engine on rank 0 has a comm of its own,
+     * while the job's ranks may be posting for the target's load) */
+    while (r->c->size > 1 && comm_recv_any(r->c, &p, sizeof p, COMM_TAG_LOAD, &from))
+        load_heard(r, from, &p);
+    if (r->n_heard == r->c->size && clock_now() - r->printed >= (r->tty ? 0.25 : LOAD_PROGRESS_S))
+        load_log(r, 0);
+}
+
+/* This rank's progress: to rank 0 at most every LOAD_POST_S while running, its first and
+ * last posts always (rank 0: its own entry, each time). */
+static void load_post(struct load_report *r, size_t bytes, int state) {
+    double now = clock_now();
+    if (state == LOAD_RUNNING && r->c->rank && r->posted > 0 && now - r->posted < LOAD_POST_S)
+        return;
+    r->posted = now;
+    r->mine.bytes = bytes;
+    r->mine.seconds = now - r->t0;
+    r->mine.state = state;
+    if (r->c->rank == 0)
+        load_heard(r, 0, &r->mine);
+    else
+        comm_send_detached(r->c, &r->mine, sizeof r->mine, 0, COMM_TAG_LOAD);
+}
+
 static void load_progress(void *arg, int done, int total, size_t bytes) {
+    (void)done;
+    (void)total;
     struct load_report *r = arg;
-    double now = clock_now(), dt = now - r->t0;
-    if (done < total && now - r->last < (r->tty ? 0.25 : LOAD_PROGRESS_S)) return;
-    r->last = now;
-    double rate = dt > 0 ? bytes / dt : 0, left = (double)bytes / done * (total - done);
-    char line[200];
-    snprintf(line, sizeof line, "loading weights: rank 0 layer %d of %d (%.0f%%), %.2f GiB in %.1f s, %.2f GB/s, "
-             "about %.0f s left", done, total, 100.0 * done / total, bytes / 1073741824.0, dt, rate / 1e9,
-             rate > 0 ? left / rate : 0.0);
-    if (r->tty && log_min_level <= LOG_INFO) fprintf(stderr, "\r%s\033[K%s", line, done == total ? "\n" : "");
-    else LOG(LOG_INFO, "%s", line);
+    load_post(r, bytes, LOAD_RUNNING);
+    if (r->c->rank == 0) load_poll(r); /* between layers: what the others posted */
+}
+
+/* The last post; rank 0 then waits for every rank's last (each rank sends one, or dies and
+ * takes the job with it), leaving no post unreceived, and logs the job's line. */
+static void load_end(struct load_report *r, size_t bytes, int ok) {
+    load_post(r, bytes, ok ? LOAD_DONE : LOAD_FAILED);
+    if (r->c->rank != 0) return;
+    struct timespec nap = {0, 10000000L}; /* 10 ms: nothing to rank 0's line, nothing to a core */
+    while (r->n_final < r->c->size) {
+        load_poll(r);
+        if (r->n_final < r->c->size) nanosleep(&nap, NULL);
+    }
+    load_log(r, 1);
+    free(r->all);
+    free(r->heard);
 }
 
 /* After every rank loaded: one line with each rank's time, bytes and speed (rank 0 logs it). */
@@ -97,13 +206,30 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     if (gpu_comm_init(c, &e->be, &o->comm, e->monitor, err)) goto fail;
     if (e->be.kind != BACKEND_CUDA && c->size > 1 && comm_startup_check(c, o->comm.start_timeout_s, err))
         goto fail;
-    struct load_report rep = {.t0 = clock_now(), .last = clock_now(), .tty = isatty(2)};
+    struct load_report rep = {.c = c, .t0 = clock_now(), .tty = isatty(2)};
     struct load_progress lp = {load_progress, &rep};
+    if (!o->synthetic) {
+        char why[ERR_LEN]; /* a plan that fails: the load fails alike, and says why */
+        size_t planned = 0;
+        if (model_plan_weights(o->model_path, c->tp, c->tp_rank, c->pp, c->stage,
+                               moe_split_parse(o->moe), &planned, why))
+            planned = 0;
+        rep.mine.planned = planned;
+        if (c->rank == 0) {
+            rep.all = xcalloc((size_t)c->size, sizeof *rep.all);
+            rep.heard = xcalloc((size_t)c->size, 1);
+        }
+        load_post(&rep, 0, LOAD_RUNNING);
+    }
+    size_t loaded = 0;
     if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err)
                      : model_load(&e->model, o->model_path, &e->be, c->tp, c->tp_rank, c->pp, c->stage,
-                                  moe_split_parse(o->moe), c->rank == 0 ? &lp : NULL, err))
+                                  moe_split_parse(o->moe), &lp, err))
         ok = 0;
+    else
+        loaded = e->model.weight_bytes;
     double load_s = clock_now() - rep.t0;
+    if (!o->synthetic) load_end(&rep, ok ? loaded : rep.mine.bytes, ok);
     if (!comm_all_ok(c, ok)) {
         if (ok) {
             err_set(err, "another rank failed to load the model");

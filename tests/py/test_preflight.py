@@ -157,8 +157,10 @@ def test_start_banner_and_whole_config(sock_path):
     cfg = cfg[:cfg.index("(cmd_serve.c:")]
     assert f'mpirun_args = "{long_args}"' in cfg, cfg[-500:]
     assert "all_ranks = false" in cfg and len(cfg) > 4500, cfg[-500:]
-    # loading progress (the last layer's line at least) and each rank's load
-    assert re.search(r"loading weights: rank 0 layer 30 of 30 \(100%\), [0-9.]+ GiB in [0-9.]+ s, [0-9.]+ GB/s", out)
+    # the job's loading progress (its last line at least), each rank's end and each rank's load
+    assert re.search(r"loading weights: [0-9.]+ of [0-9.]+ GiB \(100%; (\d+) of \1 bytes\) "
+                     r"on 2 ranks, 2 done", out)
+    assert re.search(r"loading weights: rank 1 finished: [0-9.]+ GiB \(\d+ bytes\) in", out)
     assert re.search(r"weights loaded: rank 0 [0-9.]+ GiB \(\d+ bytes\) in [0-9.]+ s \([0-9.]+ GB/s\); "
                      r"rank 1 [0-9.]+ GiB", out)
     banner = [l for l in out.splitlines() if " serving smollm2: " in l]
