@@ -39,8 +39,8 @@ def hf_tokenizer():
 @pytest.fixture(scope="module")
 def lm_eval_run(tmp_path_factory):
     """lm_eval's samples (doc id -> (answer, [loglikelihood per choice], [(context,
-    continuation) per choice], [choice])) and its
-    reported accuracies, from one run against a fresh daemon."""
+    continuation) per choice], [choice])) and its reported accuracies, from one run against a
+    fresh daemon."""
     if tpd_cli.tpd_bin() is None:
         pytest.skip("tpd binary not built (set TPD_BIN)")
     if subprocess.run([LMEVAL_PY, "-c", "import lm_eval, tenacity, transformers"],
@@ -48,20 +48,23 @@ def lm_eval_run(tmp_path_factory):
         pytest.skip(f"{LMEVAL_PY} has no lm_eval[api] + transformers (set TPD_LMEVAL_PYTHON)")
     d = tmp_path_factory.mktemp("tpd_lmeval")
     port = free_port()
-    srv = Server(str(d / "run" / "tpd.sock"), extra=["--port", port])
     args = ",".join([f"base_url=http://127.0.0.1:{port}/v1/completions", f"model={NAME}",
                      "tokenizer_backend=huggingface", f"tokenizer={hf_tokenizer()}",
                      "tokenized_requests=False", "max_length=1024"])
     env = dict(os.environ, HF_HOME=str(d / "hf"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false")
-    t0 = time.time()
-    # batch_size 16: 16 requests in one list prompt, the most choices tpd gives a request
-    r = subprocess.run([LMEVAL_PY, "-m", "lm_eval", "--model", "local-completions",
-                        "--model_args", args, "--tasks", TASK, "--include_path", TASK_DIR,
-                        "--batch_size", "16", "--log_samples", "--output_path", str(d / "out")],
-                       cwd=TASK_DIR, env=env, capture_output=True, text=True, timeout=600)
-    print(f"lm_eval ran {time.time() - t0:.1f} s")
-    assert srv.stop() == 0
+    srv = Server(str(d / "run" / "tpd.sock"), extra=["--port", port])
+    try:
+        t0 = time.time()
+        # batch_size 16: 16 requests in one list prompt, the most choices tpd gives a request
+        r = subprocess.run([LMEVAL_PY, "-m", "lm_eval", "--model", "local-completions",
+                            "--model_args", args, "--tasks", TASK, "--include_path", TASK_DIR,
+                            "--batch_size", "16", "--log_samples",
+                            "--output_path", str(d / "out")],
+                           cwd=TASK_DIR, env=env, capture_output=True, text=True, timeout=600)
+        print(f"lm_eval ran {time.time() - t0:.1f} s")
+    finally:
+        assert srv.stop() == 0
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-5000:])
     [res] = glob.glob(str(d / "out" / "*" / "results_*.json"))
     [smp] = glob.glob(str(d / "out" / "*" / f"samples_{TASK}_*.jsonl"))
