@@ -111,18 +111,24 @@ def test_echo_logprobs_equal_eval(http, ids, reference, again):
         assert greedy == all(ref["greedy"][ctx - 1:])
 
 
+def near_llamacpp(llm, s):
+    """llama.cpp's (a llama_cpp.Llama with logits_all) float64 logprob of each token of s
+    after the first: the reference the served logprobs must come near."""
+    llm.reset()
+    llm.eval(s)
+    rows = np.array(llm.scores[:len(s)], dtype=np.float64)
+    m = rows.max(1, keepdims=True)
+    lp = rows - (np.log(np.exp(rows - m).sum(1, keepdims=True)) + m)
+    return [lp[i - 1, s[i]] for i in range(1, len(s))]
+
+
 def test_echo_logprobs_near_llamacpp(http, ids):
     llama_cpp = pytest.importorskip("llama_cpp")
     llm = llama_cpp.Llama(model_path=MODEL, n_ctx=512, logits_all=True, verbose=False)
     body = loglikelihood_request(http, ids)
     diffs = []
     for s, ch in zip(ids, body["choices"]):
-        llm.reset()
-        llm.eval(s)
-        rows = np.array(llm.scores[:len(s)], dtype=np.float64)
-        m = rows.max(1, keepdims=True)
-        lp = rows - (np.log(np.exp(rows - m).sum(1, keepdims=True)) + m)
-        want = np.array([lp[i - 1, s[i]] for i in range(1, len(s))])
+        want = np.array(near_llamacpp(llm, s))
         diffs += list(np.abs(np.array(ch["logprobs"]["token_logprobs"][1:len(s)]) - want))
     diffs = np.array(diffs)
     print(f"tpd vs llama.cpp prompt logprobs over {diffs.size} tokens: max |diff| {diffs.max():.3f}, "
