@@ -501,6 +501,37 @@ static enum MHD_Result h_detokenize(struct conn *c, struct MHD_Connection *mc) {
     return reply_json(c, mc, 200, o);
 }
 
+/* A role's token text, or JSON null when the model has none. */
+static void add_role_token(cJSON *o, const char *key, const struct tokenizer *t, enum tok_role r) {
+    int32_t id = tokenizer_role_id(t, r);
+    size_t len;
+    const char *s = id >= 0 ? tokenizer_token_bytes(t, id, &len) : NULL;
+    if (!s) {
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+    char *text = xstrndup(s, len);
+    cJSON_AddStringToObject(o, key, text);
+    free(text);
+}
+
+/* GET /tokenizer_info (vLLM's): what a client needs to tokenize as the server does (lm-eval's
+ * remote tokenizer reads the special tokens and the chat template here, then calls
+ * /tokenize and /detokenize). */
+static enum MHD_Result h_tokenizer_info(struct conn *c, struct MHD_Connection *mc) {
+    const struct api_ctx *a = c->h->api;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "tokenizer_class", "tpd");
+    add_role_token(o, "bos_token", a->tok, TOK_ROLE_BOS);
+    add_role_token(o, "eos_token", a->tok, TOK_ROLE_EOS);
+    add_role_token(o, "pad_token", a->tok, TOK_ROLE_PAD);
+    if (a->chat) cJSON_AddStringToObject(o, "chat_template", a->chat->src);
+    else cJSON_AddNullToObject(o, "chat_template");
+    cJSON_AddNumberToObject(o, "model_max_length", a->max_ctx);
+    cJSON_AddNumberToObject(o, "vocab_size", tokenizer_n_vocab(a->tok));
+    return reply_json(c, mc, 200, o);
+}
+
 /* From the signal (the step loop may be stuck in a step for long) or from http_drain. */
 static int draining(const struct http_server *h) {
     return atomic_load(&h->draining) || (h->stop_flag && atomic_load(h->stop_flag) > 0);
@@ -539,6 +570,7 @@ static const struct route routes[] = {
     {"GET", "/v1/models/", h_model, 1},
     {"POST", "/tokenize", h_tokenize, 0},
     {"POST", "/detokenize", h_detokenize, 0},
+    {"GET", "/tokenizer_info", h_tokenizer_info, 0},
     {"GET", "/health", h_health, 0},
     {"GET", "/metrics", h_metrics, 0},
 };

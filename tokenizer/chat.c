@@ -17,6 +17,7 @@ int chat_template_load(struct chat_template *ct, const struct tokenizer *t, cons
     if (!src) src = t ? t->chat_template : NULL;
     if (!src) return err_set(err, "the model has no chat template");
     if (jinja_load(&ct->tpl, src, strlen(src), err)) return -1;
+    ct->src = xstrdup(src);
     ct->bos = xstrdup(t && t->bos_text ? t->bos_text : "");
     ct->eos = xstrdup(t && t->eos_text ? t->eos_text : "");
     return 0;
@@ -24,6 +25,7 @@ int chat_template_load(struct chat_template *ct, const struct tokenizer *t, cons
 
 void chat_template_free(struct chat_template *ct) {
     jinja_free(ct->tpl);
+    free(ct->src);
     free(ct->bos);
     free(ct->eos);
     memset(ct, 0, sizeof(*ct));

@@ -14,6 +14,7 @@ struct jtemplate;
 
 struct chat_template {
     struct jtemplate *tpl;
+    char *src;       /* the template's text (GET /tokenizer_info serves it) */
     char *bos, *eos; /* token texts, "" when the model has none */
 };
 

@@ -22,6 +22,11 @@ int tokenizer_is_special(const struct tokenizer *t, int32_t id) {
     return t->v.attr[id] == TOK_CONTROL;
 }
 
+int32_t tokenizer_role_id(const struct tokenizer *t, enum tok_role role) {
+    int32_t id = role == TOK_ROLE_BOS ? t->bos : role == TOK_ROLE_EOS ? t->eos : t->pad;
+    return id >= 0 && (uint32_t)id < t->v.n ? id : -1;
+}
+
 int32_t tokenizer_find(const struct tokenizer *t, const char *text, size_t len) {
     return vocab_find(&t->v, text, len);
 }

@@ -52,6 +52,10 @@ const char *tokenizer_token_bytes(const struct tokenizer *t, int32_t id, size_t 
 uint32_t tokenizer_n_vocab(const struct tokenizer *t);
 int tokenizer_is_eog(const struct tokenizer *t, int32_t id);
 int tokenizer_is_special(const struct tokenizer *t, int32_t id);
+/* The model's BOS, EOS and padding tokens (tokenizer_config.json / GGUF metadata): an id,
+ * or -1 when it has none. */
+enum tok_role { TOK_ROLE_BOS, TOK_ROLE_EOS, TOK_ROLE_PAD };
+int32_t tokenizer_role_id(const struct tokenizer *t, enum tok_role role);
 /* Id of a token written exactly as text, or -1. */
 int32_t tokenizer_find(const struct tokenizer *t, const char *text, size_t len);
 

@@ -7,8 +7,8 @@ loglikelihoods give.
 
 lm_eval runs as a subprocess of `$TPD_LMEVAL_PYTHON` (a Python with `lm_eval[api]` and
 transformers), by default this venv's; skips when that Python has no lm_eval. Its tokenizer
-(which only splits context from continuation) is the GGUF's, converted by HF transformers
-(tests/reference/tok_fetch.py)."""
+(which only splits context from continuation) is tpd's own, through lm_eval's `remote`
+backend: GET /tokenizer_info, POST /tokenize and /detokenize, as it uses vLLM's."""
 import glob
 import json
 import os
@@ -28,14 +28,6 @@ TASK = "tpd_mc"
 LMEVAL_PY = os.environ.get("TPD_LMEVAL_PYTHON") or sys.executable
 
 
-def hf_tokenizer():
-    """The GGUF's tokenizer as a HF tokenizer folder (converted once into models/tok/)."""
-    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-    import tok_fetch
-    tok_fetch.convert("smollm2", MODEL)
-    return os.path.join(tok_fetch.OUT, "hf", "smollm2")
-
-
 @pytest.fixture(scope="module")
 def lm_eval_run(tmp_path_factory):
     """lm_eval's samples (doc id -> (answer, [loglikelihood per choice], [(context,
@@ -49,7 +41,7 @@ def lm_eval_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("tpd_lmeval")
     port = free_port()
     args = ",".join([f"base_url=http://127.0.0.1:{port}/v1/completions", f"model={NAME}",
-                     "tokenizer_backend=huggingface", f"tokenizer={hf_tokenizer()}",
+                     "tokenizer_backend=remote",
                      "tokenized_requests=False", "max_length=1024"])
     env = dict(os.environ, HF_HOME=str(d / "hf"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false")

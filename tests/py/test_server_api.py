@@ -294,6 +294,22 @@ CONVERSATIONS = [
 ]
 
 
+def test_tokenizer_info(http, llama):
+    """GET /tokenizer_info as vLLM answers it (lm-eval's remote tokenizer): the special tokens
+    and chat template the GGUF holds (read by the `gguf` package), and the EOS id that
+    client derives from /tokenize of the EOS text equal to llama.cpp's."""
+    tpl, bos, eos = gguf_template()
+    r = http.get("/tokenizer_info")
+    assert r.status_code == 200, r.text
+    info = r.json()
+    assert info["bos_token"] == bos and info["eos_token"] == eos
+    assert info["chat_template"] == tpl
+    assert info["model_max_length"] > 0 and info["vocab_size"] == llama.n_vocab()
+    ids = http.post("/tokenize", json={"prompt": info["eos_token"], "add_special_tokens": False}).json()["tokens"]
+    assert ids == [llama.token_eos()]
+    assert http.post("/tokenizer_info").status_code == 405
+
+
 @pytest.mark.parametrize("conv", range(len(CONVERSATIONS)))
 def test_chat_template_matches_jinja2(http, llama, conv):
     msgs = CONVERSATIONS[conv]
