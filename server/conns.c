@@ -323,13 +323,17 @@ static void hand_over(struct conns *cs, struct conn_rec *r) {
     }
 }
 
-/* A connection suspended between requests goes back to libmicrohttpd, which reads on
- * from the socket (and, if we shut it down, sees the end and closes). */
-static void give_back(struct conns *cs, struct conn_rec *r) {
+/* A connection suspended between requests (REC_NEXT) goes back to libmicrohttpd, which
+ * reads on from the socket (and, if we shut it down, sees the end and closes). Under mu. */
+static void give_back_locked(struct conns *cs, struct conn_rec *r) {
     epoll_ctl(cs->ep, EPOLL_CTL_DEL, r->fd, NULL);
-    pthread_mutex_lock(&cs->mu);
     r->state = REC_HTTP;
     MHD_resume_connection(r->mc);
+}
+
+static void give_back(struct conns *cs, struct conn_rec *r) {
+    pthread_mutex_lock(&cs->mu);
+    give_back_locked(cs, r);
     pthread_mutex_unlock(&cs->mu);
 }
 
@@ -419,11 +423,7 @@ static void tick(struct conns *cs) {
         } else { /* libmicrohttpd's: it sees the end, closes and tells conns_closed */
             shutdown(r->fd, SHUT_RDWR);
             r->shut = 1;
-            if (r->state == REC_NEXT) { /* suspended: it looks again once resumed */
-                epoll_ctl(cs->ep, EPOLL_CTL_DEL, r->fd, NULL);
-                r->state = REC_HTTP;
-                MHD_resume_connection(r->mc);
-            }
+            if (r->state == REC_NEXT) give_back_locked(cs, r); /* it looks again once resumed */
         }
     }
     if (np && poll(cs->pfds, (nfds_t)np, 0) < 0) np = 0;
@@ -551,10 +551,7 @@ void conns_release_all(struct conns *cs) {
     cs->releasing = 1;
     for (struct conn_rec *r = cs->head; r; r = r->next) {
         if (r->suspended) resume_locked(cs, r);
-        if (r->state == REC_NEXT) {
-            r->state = REC_HTTP;
-            MHD_resume_connection(r->mc);
-        }
+        if (r->state == REC_NEXT) give_back_locked(cs, r);
     }
     pthread_mutex_unlock(&cs->mu);
 }
