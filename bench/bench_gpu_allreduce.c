@@ -48,7 +48,9 @@ int main(int argc, char **argv) {
     const struct comm_opts co = {.mode = mode};
     struct monitor *mon = monitor_start(c.rank, c.size);
     if (gpu_comm_init(&c, &be, &co, mon, err)) FATAL("communicator: %s", err);
-    if (c.rank == 0) printf("%d ranks, %d GPU(s) visible, communicator %s\n", c.size, n_dev, gpu_comm_describe(&c));
+    if (c.rank == 0)
+        printf("%d ranks, %d GPU(s) visible, communicator %s\n", c.size, n_dev,
+               gpu_comm_describe(&c));
     for (const char *p = sizes_s; *p;) {
         char *end;
         long bytes = strtol(p, &end, 10);

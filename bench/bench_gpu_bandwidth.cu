@@ -21,7 +21,8 @@ static __global__ void read_kernel(const uint4 *__restrict__ p, size_t n, unsign
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (; i + 3 * stride < n; i += 4 * stride) {
         const uint4 a = p[i], b = p[i + stride], c = p[i + 2 * stride], d = p[i + 3 * stride];
-        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^
+               d.z ^ d.w;
     }
     for (; i < n; i += stride) {
         const uint4 a = p[i];
@@ -31,7 +32,8 @@ static __global__ void read_kernel(const uint4 *__restrict__ p, size_t n, unsign
 }
 
 static __global__ void fill_kernel(__nv_bfloat16 *p, size_t n, float scale) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
         unsigned h = (unsigned)(i * 2654435761u);
         p[i] = __float2bfloat16(((float)(h & 0xffff) / 32768.0f - 1.0f) * scale);
     }
@@ -63,7 +65,8 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    printf("device: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
+    printf("device: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount,
+           prop.totalGlobalMem / 1073741824.0);
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreate(&s));
     cudaEvent_t e0, e1;
@@ -84,18 +87,22 @@ int main(int argc, char **argv) {
     read_kernel<<<blocks, 512, 0, s>>>((const uint4 *)a, bytes / 16, sink);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaEventRecord(e0, s));
-    for (int r = 0; r < reps; r++) read_kernel<<<blocks, 512, 0, s>>>((const uint4 *)a, bytes / 16, sink);
+    for (int r = 0; r < reps; r++)
+        read_kernel<<<blocks, 512, 0, s>>>((const uint4 *)a, bytes / 16, sink);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaEventRecord(e1, s));
     float ms = time_ms(s, e0, e1);
-    printf("BENCH stream_read GBps=%.1f bytes=%zu\n", (double)bytes * reps / (ms * 1e-3) / 1e9, bytes);
+    printf("BENCH stream_read GBps=%.1f bytes=%zu\n", (double)bytes * reps / (ms * 1e-3) / 1e9,
+           bytes);
     /* device-to-device copy: bytes read + bytes written */
     CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
     CUDA_CHECK(cudaEventRecord(e0, s));
-    for (int r = 0; r < reps; r++) CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
+    for (int r = 0; r < reps; r++)
+        CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
     CUDA_CHECK(cudaEventRecord(e1, s));
     ms = time_ms(s, e0, e1);
-    printf("BENCH d2d_copy GBps=%.1f bytes=%zu (read+write)\n", 2.0 * bytes * reps / (ms * 1e-3) / 1e9, bytes);
+    printf("BENCH d2d_copy GBps=%.1f bytes=%zu (read+write)\n",
+           2.0 * bytes * reps / (ms * 1e-3) / 1e9, bytes);
     CUDA_CHECK(cudaFree(a));
     CUDA_CHECK(cudaFree(b));
 
@@ -113,15 +120,18 @@ int main(int argc, char **argv) {
     CUBLAS_CHECK(cublasSetStream(h, s));
     const float one = 1, zero = 0;
     for (int w = 0; w < 3; w++)
-        CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n, &one, A, CUDA_R_16BF, gemm_n, B,
-                         CUDA_R_16BF, gemm_n, &zero, C, CUDA_R_16BF, gemm_n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n, &one, A,
+                                  CUDA_R_16BF, gemm_n, B, CUDA_R_16BF, gemm_n, &zero, C,
+                                  CUDA_R_16BF, gemm_n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     CUDA_CHECK(cudaEventRecord(e0, s));
     for (int r = 0; r < reps; r++)
-        CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n, &one, A, CUDA_R_16BF, gemm_n, B,
-                         CUDA_R_16BF, gemm_n, &zero, C, CUDA_R_16BF, gemm_n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n, &one, A,
+                                  CUDA_R_16BF, gemm_n, B, CUDA_R_16BF, gemm_n, &zero, C,
+                                  CUDA_R_16BF, gemm_n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     CUDA_CHECK(cudaEventRecord(e1, s));
     ms = time_ms(s, e0, e1);
-    printf("BENCH gemm_bf16 TFLOPs=%.1f n=%d\n", 2.0 * gemm_n * (double)nn * reps / (ms * 1e-3) / 1e12, gemm_n);
+    printf("BENCH gemm_bf16 TFLOPs=%.1f n=%d\n",
+           2.0 * gemm_n * (double)nn * reps / (ms * 1e-3) / 1e12, gemm_n);
     CUBLAS_CHECK(cublasDestroy(h));
     CUDA_CHECK(cudaFree(A));
     CUDA_CHECK(cudaFree(B));

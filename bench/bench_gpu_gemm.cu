@@ -35,7 +35,8 @@ struct shape {
 };
 
 static __global__ void fill_bf16(__nv_bfloat16 *p, size_t n, uint32_t seed, float scale) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
         uint32_t h = (uint32_t)i * 2654435761u ^ seed;
         h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
         p[i] = __float2bfloat16(((float)(h & 0xffffff) / 16777216.0f - 0.5f) * scale);
@@ -43,7 +44,8 @@ static __global__ void fill_bf16(__nv_bfloat16 *p, size_t n, uint32_t seed, floa
 }
 
 static __global__ void fill_f32(float *p, size_t n, uint32_t seed) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
         uint32_t h = (uint32_t)i * 2246822519u ^ seed;
         h ^= h >> 16, h *= 2654435761u, h ^= h >> 13;
         p[i] = (float)(h & 0xffffff) / 16777216.0f - 0.5f;
@@ -52,7 +54,8 @@ static __global__ void fill_f32(float *p, size_t n, uint32_t seed) {
 
 static __global__ void read_kernel(const uint4 *__restrict__ p, size_t n, unsigned *sink) {
     unsigned acc = 0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
         const uint4 a = p[i];
         acc ^= a.x ^ a.y ^ a.z ^ a.w;
     }
@@ -113,7 +116,9 @@ static int parse_list(const char *s, int *v, int max) {
 
 int main(int argc, char **argv) {
     const char *model = "llama3-8b", *table_path = NULL;
-    int tp = 1, tokens[MAX_T] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048}, n_tok = 18;
+    int tp = 1,
+        tokens[MAX_T] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048},
+        n_tok = 18;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--tp")) tp = atoi(argv[i + 1]);
@@ -125,14 +130,19 @@ int main(int argc, char **argv) {
     if (argc % 2 == 0 || tp < 1 || tp > 8) goto usage;
     {
         int hid, q_dim, kv_dim, ffn, vocab;
-        if (!strcmp(model, "llama3-8b")) hid = 4096, q_dim = 4096, kv_dim = 1024, ffn = 14336, vocab = 128256;
-        else if (!strcmp(model, "llama3-70b")) hid = 8192, q_dim = 8192, kv_dim = 1024, ffn = 28672, vocab = 128256;
+        if (!strcmp(model, "llama3-8b"))
+            hid = 4096, q_dim = 4096, kv_dim = 1024, ffn = 14336, vocab = 128256;
+        else if (!strcmp(model, "llama3-70b"))
+            hid = 8192, q_dim = 8192, kv_dim = 1024, ffn = 28672, vocab = 128256;
         else goto usage;
         /* the shards rank 0 holds: QKV and gate+up column shards, O and down row shards, LM
          * head rows of the vocabulary */
         const struct shape shapes[] = {
-            {"qkv", (q_dim + 2 * kv_dim) / tp, hid}, {"o", hid, q_dim / tp}, {"gate_up", 2 * ffn / tp, hid},
-            {"down", hid, ffn / tp},                 {"lm_head", vocab / tp, hid},
+            {"qkv", (q_dim + 2 * kv_dim) / tp, hid},
+            {"o", hid, q_dim / tp},
+            {"gate_up", 2 * ffn / tp, hid},
+            {"down", hid, ffn / tp},
+            {"lm_head", vocab / tp, hid},
         };
         struct backend be;
         char err[512];
@@ -142,18 +152,22 @@ int main(int argc, char **argv) {
         }
         struct cuda_ctx *c = (struct cuda_ctx *)be.ctx;
         const double floor_gbps = read_floor(c);
-        printf("BENCH gemm_floor gpu=\"%s\" cublaslt=%ld stream_read_GBps=%.1f\n", c->gpu_name, cuda_lt_version(c),
-               floor_gbps);
+        printf("BENCH gemm_floor gpu=\"%s\" cublaslt=%ld stream_read_GBps=%.1f\n", c->gpu_name,
+               cuda_lt_version(c), floor_gbps);
         FILE *tf = NULL;
         if (table_path && !(tf = fopen(table_path, "w"))) {
             perror(table_path);
             return 1;
         }
         if (tf)
-            fprintf(tf, "/* The GEMM tuning table (kernels/gemm_table.h says the format), as C string literals:\n"
-                        " * written by `bench_gpu_gemm --table` (tests/gpu/run's perf step) on the GPU named in\n"
-                        " * each line, and committed. A GPU or cuBLASLt version without lines here takes the\n"
-                        " * default picks. Times in us: mmv ex lt0..lt7 (- where there is none). */\n");
+            fprintf(tf,
+                    "/* The GEMM tuning table (kernels/gemm_table.h says the format), as C string "
+                    "literals:\n"
+                    " * written by `bench_gpu_gemm --table` (tests/gpu/run's perf step) on the GPU "
+                    "named in\n"
+                    " * each line, and committed. A GPU or cuBLASLt version without lines here "
+                    "takes the\n"
+                    " * default picks. Times in us: mmv ex lt0..lt7 (- where there is none). */\n");
         int bad = 0;
         cudaEvent_t e0, e1;
         CUDA_CHECK(cudaEventCreate(&e0));
@@ -167,8 +181,8 @@ int main(int argc, char **argv) {
             for (int k = 0; k < copies; k++) {
                 w[k] = (struct bweight){NULL, DT_BF16, sh.rows, sh.cols, 0};
                 CUDA_CHECK(cudaMalloc(&w[k].data, wbytes));
-                fill_bf16<<<c->n_sm * 4, 256, 0, c->stream>>>((__nv_bfloat16 *)w[k].data, wbytes / 2, 17u + (unsigned)k,
-                                                             0.0625f);
+                fill_bf16<<<c->n_sm * 4, 256, 0, c->stream>>>(
+                    (__nv_bfloat16 *)w[k].data, wbytes / 2, 17u + (unsigned)k, 0.0625f);
                 CUDA_LAUNCH_CHECK(c->stream, "fill_bf16");
             }
             const int t_most = tokens[n_tok - 1] > 8 ? tokens[n_tok - 1] : 8;
@@ -190,15 +204,19 @@ int main(int argc, char **argv) {
                 CUDA_CHECK(cudaMemcpyAsync(href, yref, ny * 4, cudaMemcpyDeviceToHost, c->stream));
                 CUDA_CHECK(cudaStreamSynchronize(c->stream));
                 double ref_max = 0;
-                for (size_t i = 0; i < ny; i++) ref_max = fabs(href[i]) > ref_max ? fabs(href[i]) : ref_max;
-                /* which picks exist here: mmv up to 8 tokens, each Lt candidate the heuristic has */
-                const int n_lt = cuda_lt_candidates(c, y, sh.rows, cuda_ws(c, (size_t)T * sh.cols * 2), T, &w[0]);
+                for (size_t i = 0; i < ny; i++)
+                    ref_max = fabs(href[i]) > ref_max ? fabs(href[i]) : ref_max;
+                /* which picks exist here: mmv up to 8 tokens, each Lt candidate the heuristic has
+                 */
+                const int n_lt = cuda_lt_candidates(c, y, sh.rows,
+                                                    cuda_ws(c, (size_t)T * sh.cols * 2), T, &w[0]);
                 float us[N_PICKS];
                 for (int p = 0; p < N_PICKS; p++) {
                     us[p] = -1;
                     if ((p == 0 && T > GEMM_MMV_MAX_T) || (p >= 2 && p - 2 >= n_lt)) continue;
                     const struct gemm_pick pk = pick_of(p);
-                    CUDA_CHECK(cudaMemsetAsync(y, 0xff, ny * 4, c->stream)); /* NaN: every element must be written */
+                    CUDA_CHECK(cudaMemsetAsync(y, 0xff, ny * 4,
+                                               c->stream)); /* NaN: every element must be written */
                     cuda_matmul_as(c, y, sh.rows, x, sh.cols, T, &w[0], pk);
                     CUDA_CHECK(cudaMemcpyAsync(hy, y, ny * 4, cudaMemcpyDeviceToHost, c->stream));
                     CUDA_CHECK(cudaStreamSynchronize(c->stream));
@@ -209,8 +227,9 @@ int main(int argc, char **argv) {
                     }
                     char nb[16];
                     if (!(worst <= 1e-3 * ref_max)) {
-                        printf("FAIL gemm %s T=%d pick=%s: largest difference %.3g vs largest value %.3g\n", sh.name, T,
-                               gemm_pick_name(pk, nb, sizeof nb), worst, ref_max);
+                        printf("FAIL gemm %s T=%d pick=%s: largest difference %.3g vs largest "
+                               "value %.3g\n",
+                               sh.name, T, gemm_pick_name(pk, nb, sizeof nb), worst, ref_max);
                         bad = 1;
                         continue;
                     }
@@ -243,14 +262,16 @@ int main(int argc, char **argv) {
                 const int dflt = T <= GEMM_MMV_MAX_T ? 0 : 2;
                 char nb[16];
                 const double gbps = (double)wbytes / (us[best] * 1e-6) / 1e9;
-                printf("BENCH gemm shape=%s rows=%d cols=%d T=%d best=%s us=%.2f weight_GBps=%.1f of_floor=%.2f "
+                printf("BENCH gemm shape=%s rows=%d cols=%d T=%d best=%s us=%.2f weight_GBps=%.1f "
+                       "of_floor=%.2f "
                        "vs_ex=%.2f vs_default=%.2f\n",
-                       sh.name, sh.rows, sh.cols, T, gemm_pick_name(pick_of(best), nb, sizeof nb), us[best], gbps,
-                       gbps / floor_gbps, us[1] > 0 ? us[1] / us[best] : 0.0,
+                       sh.name, sh.rows, sh.cols, T, gemm_pick_name(pick_of(best), nb, sizeof nb),
+                       us[best], gbps, gbps / floor_gbps, us[1] > 0 ? us[1] / us[best] : 0.0,
                        us[dflt] > 0 ? us[dflt] / us[best] : 0.0);
                 if (tf) {
-                    fprintf(tf, "\"%s\\t%ld\\tbf16\\t%d\\t%d\\t%d\\t%s\\t", c->gpu_name, cuda_lt_version(c), sh.rows,
-                            sh.cols, T, gemm_pick_name(pick_of(best), nb, sizeof nb));
+                    fprintf(tf, "\"%s\\t%ld\\tbf16\\t%d\\t%d\\t%d\\t%s\\t", c->gpu_name,
+                            cuda_lt_version(c), sh.rows, sh.cols, T,
+                            gemm_pick_name(pick_of(best), nb, sizeof nb));
                     for (int p = 0; p < N_PICKS; p++) {
                         if (us[p] > 0) fprintf(tf, "%s%.1f", p ? " " : "", us[p]);
                         else fprintf(tf, "%s-", p ? " " : "");
@@ -275,7 +296,8 @@ int main(int argc, char **argv) {
         return bad;
     }
 usage:
-    fprintf(stderr, "usage: bench_gpu_gemm [--model llama3-8b|llama3-70b] [--tp N] [--tokens 1,2,...] "
-                    "[--table FILE]\n");
+    fprintf(stderr,
+            "usage: bench_gpu_gemm [--model llama3-8b|llama3-70b] [--tp N] [--tokens 1,2,...] "
+            "[--table FILE]\n");
     return 2;
 }

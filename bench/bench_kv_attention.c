@@ -31,7 +31,8 @@ int main(int argc, char **argv) {
     static struct kv_layer kv[N_TYPES][LAYERS];
     float *src = malloc(sizeof(float) * elems);
     unsigned seed = 1;
-    for (size_t i = 0; i < elems; i++) src[i] = (float)((seed = seed * 1103515245u + 12345u) >> 8) / 8388608.0f - 1.0f;
+    for (size_t i = 0; i < elems; i++)
+        src[i] = (float)((seed = seed * 1103515245u + 12345u) >> 8) / 8388608.0f - 1.0f;
     for (int t = 0; t < N_TYPES; t++)
         for (int l = 0; l < LAYERS; l++)
             for (int kv_i = 0; kv_i < 2; kv_i++) { /* K, then V: separate memory */
@@ -49,7 +50,8 @@ int main(int argc, char **argv) {
                 } else {
                     uint8_t *q8 = malloc(elems);
                     e = malloc(rows);
-                    for (size_t r = 0; r < rows; r++) e[r] = (int8_t)fp8_encode_row(q8 + r * HD, src + r * HD, HD);
+                    for (size_t r = 0; r < rows; r++)
+                        e[r] = (int8_t)fp8_encode_row(q8 + r * HD, src + r * HD, HD);
                     data = q8;
                 }
                 if (kv_i == 0) {
@@ -68,26 +70,32 @@ int main(int argc, char **argv) {
     struct threadpool *tp = threadpool_create(nth);
     struct cpu_attn *a = cpu_attn_create();
     const int sizes[3] = {1, 4, 64}; /* decode, a speculative verify step, a prefill chunk */
-    printf("cpu attention, %d layers x %d cached positions, %d/%d heads of %d, %d threads, fastest step of %d (us):\n",
+    printf("cpu attention, %d layers x %d cached positions, %d/%d heads of %d, %d threads, fastest "
+           "step of %d (us):\n",
            LAYERS, ctx, N_Q, N_KV, HD, nth, reps);
     for (int s = 0; s < 3; s++) {
         const int T = sizes[s];
         for (int i = 0; i < T; i++) pos[i] = ctx - T + i;
-        struct attn_batch b = {.n_tokens = T, .n_seqs = 1, .seq_of = seq_of, .pos = pos, .block_off = block_off,
-                               .blocks = blocks, .block_size = BS};
+        struct attn_batch b = {.n_tokens = T,
+                               .n_seqs = 1,
+                               .seq_of = seq_of,
+                               .pos = pos,
+                               .block_off = block_off,
+                               .blocks = blocks,
+                               .block_size = BS};
         double best[N_TYPES];
         for (int t = 0; t < N_TYPES; t++) best[t] = 1e30;
         for (int r = 0; r < reps; r++)
             for (int t = 0; t < N_TYPES; t++) {
                 const double t0 = clock_now();
                 for (int l = 0; l < LAYERS; l++)
-                    cpu_attn_run(a, tp, out, N_Q * HD, q, N_Q * HD, N_Q, 0, N_Q / N_KV, 0, &kv[t][l], types[t], N_KV,
-                                 HD, &b);
+                    cpu_attn_run(a, tp, out, N_Q * HD, q, N_Q * HD, N_Q, 0, N_Q / N_KV, 0,
+                                 &kv[t][l], types[t], N_KV, HD, &b);
                 const double dt = clock_now() - t0;
                 if (dt < best[t]) best[t] = dt;
             }
-        printf("  %2d token(s): f16 %8.1f, fp8 %8.1f (%.2fx f16's time), f32 %8.1f (%.2fx)\n", T, best[0] * 1e6,
-               best[1] * 1e6, best[1] / best[0], best[2] * 1e6, best[2] / best[0]);
+        printf("  %2d token(s): f16 %8.1f, fp8 %8.1f (%.2fx f16's time), f32 %8.1f (%.2fx)\n", T,
+               best[0] * 1e6, best[1] * 1e6, best[1] / best[0], best[2] * 1e6, best[2] / best[0]);
     }
     cpu_attn_free(a);
     threadpool_free(tp);

@@ -55,10 +55,18 @@ static void fill_weights(enum dtype t, uint8_t *w, int64_t bytes) {
             memcpy(p, &f, 4);
             break;
         }
-        case DT_F16: h[0] = f32_to_f16(rnd_f()); memcpy(p, h, 2); break;
-        case DT_BF16: h[0] = f32_to_bf16(rnd_f()); memcpy(p, h, 2); break;
-        case DT_Q4_0: case DT_Q8_0: memcpy(p, h, 2); break;
-        case DT_Q4_1: case DT_Q4_K: memcpy(p, h, 4); break;
+        case DT_F16:
+            h[0] = f32_to_f16(rnd_f());
+            memcpy(p, h, 2);
+            break;
+        case DT_BF16:
+            h[0] = f32_to_bf16(rnd_f());
+            memcpy(p, h, 2);
+            break;
+        case DT_Q4_0:
+        case DT_Q8_0: memcpy(p, h, 2); break;
+        case DT_Q4_1:
+        case DT_Q4_K: memcpy(p, h, 4); break;
         case DT_Q6_K: memcpy(p + 208, h, 2); break;
         case DT_F8_E4M3_S32: {
             const float d = 0.002f * (1.5f + rnd_f());
@@ -161,28 +169,38 @@ struct ggml_ctx {
 static void ggml_task(void *p, int ith, int nth) {
     const struct ggml_ctx *c = p;
     /* same split as cpu_matmul: contiguous ranges, multiples of 4 */
-    int r0 = (int)((((int64_t)c->rows * ith / nth) + 2) & ~3), r1 = (int)((((int64_t)c->rows * (ith + 1) / nth) + 2) & ~3);
+    int r0 = (int)((((int64_t)c->rows * ith / nth) + 2) & ~3),
+        r1 = (int)((((int64_t)c->rows * (ith + 1) / nth) + 2) & ~3);
     if (r1 > c->rows) r1 = c->rows;
     if (r0 > c->rows) r0 = c->rows;
     for (int r = r0; r < r1; r++)
         for (int t = 0; t < c->T; t++)
-            c->tr->vec_dot(c->cols, &c->y[(int64_t)t * c->rows + r], 0, c->W + (int64_t)r * c->row_bytes, 0,
-                           c->xq + (size_t)t * c->xq_row, 0, 1);
+            c->tr->vec_dot(c->cols, &c->y[(int64_t)t * c->rows + r], 0,
+                           c->W + (int64_t)r * c->row_bytes, 0, c->xq + (size_t)t * c->xq_row, 0,
+                           1);
 }
 
 /* y = W x through ggml: quantize x as ggml's mul_mat does (caller thread), then vec_dot rows. */
-static void ggml_matmul(float *y, const float *x, int T, const uint8_t *W, enum dtype wt, int rows, int cols,
-                        struct threadpool *tp, uint8_t *xq_buf) {
+static void ggml_matmul(float *y, const float *x, int T, const uint8_t *W, enum dtype wt, int rows,
+                        int cols, struct threadpool *tp, uint8_t *xq_buf) {
     const struct ggml_traits_cpu *tr = ggml_traits((int)wt);
     const struct ggml_traits_cpu *vt = ggml_traits(tr->vec_dot_type);
     size_t xq_row = ggml_row_size_fn(tr->vec_dot_type, cols);
     const uint8_t *xq = (const uint8_t *)x;
     if (tr->vec_dot_type != (int)DT_F32) {
-        for (int t = 0; t < T; t++) vt->from_float(x + (int64_t)t * cols, xq_buf + (size_t)t * xq_row, cols);
+        for (int t = 0; t < T; t++)
+            vt->from_float(x + (int64_t)t * cols, xq_buf + (size_t)t * xq_row, cols);
         xq = xq_buf;
     }
-    struct ggml_ctx c = {.tr = tr, .y = y, .W = W, .row_bytes = dtype_row_bytes(wt, cols), .xq = xq,
-                         .xq_row = xq_row, .rows = rows, .cols = cols, .T = T};
+    struct ggml_ctx c = {.tr = tr,
+                         .y = y,
+                         .W = W,
+                         .row_bytes = dtype_row_bytes(wt, cols),
+                         .xq = xq,
+                         .xq_row = xq_row,
+                         .rows = rows,
+                         .cols = cols,
+                         .T = T};
     threadpool_run(tp, ggml_task, &c);
 }
 
@@ -193,14 +211,14 @@ struct shape {
     int rows, cols;
 };
 static const struct shape shapes[] = {
-    {"attn_q/o", 576, 576}, {"attn_k/v", 192, 576}, {"ffn_gate/up", 1536, 576},
+    {"attn_q/o", 576, 576},  {"attn_k/v", 192, 576},  {"ffn_gate/up", 1536, 576},
     {"ffn_down", 576, 1536}, {"lm_head", 49152, 576},
 };
 
 enum impl { IMPL_TPD, IMPL_TPD_SCALAR, IMPL_GGML };
 
-static void run_impl(enum impl im, float *y, const float *x, int T, const uint8_t *W, enum dtype wt, int rows,
-                     int cols, struct threadpool *tp, uint8_t *xq_buf) {
+static void run_impl(enum impl im, float *y, const float *x, int T, const uint8_t *W, enum dtype wt,
+                     int rows, int cols, struct threadpool *tp, uint8_t *xq_buf) {
     if (im == IMPL_GGML) {
         ggml_matmul(y, x, T, W, wt, rows, cols, tp, xq_buf);
         return;
@@ -217,9 +235,9 @@ static int cmp_double(const void *a, const void *b) {
 
 /* Median seconds per call over copies of W (each call on the next copy); *p10 gets the 10th
  * percentile, which shows what calls reach when no other process takes the cores. */
-static double time_case(enum impl im, int T, uint8_t **copies, int ncopies, enum dtype wt, int rows, int cols,
-                        const float *x, float *y, struct threadpool *tp, uint8_t *xq_buf, double budget_s,
-                        double *p10) {
+static double time_case(enum impl im, int T, uint8_t **copies, int ncopies, enum dtype wt, int rows,
+                        int cols, const float *x, float *y, struct threadpool *tp, uint8_t *xq_buf,
+                        double budget_s, double *p10) {
     enum { MAXREP = 4096 };
     static double ts[MAXREP];
     int n = 0;
@@ -249,13 +267,17 @@ int main(int argc, char **argv) {
     int quick = 0, threads[8] = {1, 2}, nthreads = 2, tokens[8] = {1, 64}, ntokens = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) nthreads = parse_list(argv[++i], threads, 8);
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) ntokens = parse_list(argv[++i], tokens, 8);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            nthreads = parse_list(argv[++i], threads, 8);
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
+            ntokens = parse_list(argv[++i], tokens, 8);
         else if (!strcmp(argv[i], "--no-vnni")) cpu_matmul_force_no_vnni(1);
         else if (!strcmp(argv[i], "--no-avx512")) cpu_matmul_force_no_avx512(1);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--threads 1,2] [--tokens 1,64] [--no-vnni] [--no-avx512]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--quick] [--threads 1,2] [--tokens 1,64] [--no-vnni] [--no-avx512]\n",
+                argv[0]);
             return 2;
         }
     }
@@ -286,12 +308,14 @@ int main(int argc, char **argv) {
     float *y = xalloc(sizeof(float) * ((size_t)maxT * 49152 + 32768));
     uint8_t *xq_buf = xalloc((size_t)maxT * 1536 * 4 + 4096);
 
-    const enum dtype types[] = {DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K, DT_F16, DT_F32, DT_F8_E4M3_S32,
-                                DT_I4_S32};
-    printf("\nmedians per call; GB/s: weight bytes per second; /read: that over the streaming read;\n"
-           "Gop/s: 2*rows*cols*T per second; p10: 10th percentile of tpd's calls\n");
-    printf("%-5s %-12s %11s %3s %3s | %9s %7s %6s %7s %8s | %9s %7s | %9s %7s | %s\n", "type", "shape", "rows x cols", "T",
-           "thr", "tpd us", "GB/s", "/read", "Gop/s", "p10 GB/s", "scalar us", "GB/s", "ggml us", "Gop/s", "tpd vs ggml");
+    const enum dtype types[] = {DT_Q4_1, DT_Q8_0, DT_Q4_K,        DT_Q6_K,
+                                DT_F16,  DT_F32,  DT_F8_E4M3_S32, DT_I4_S32};
+    printf(
+        "\nmedians per call; GB/s: weight bytes per second; /read: that over the streaming read;\n"
+        "Gop/s: 2*rows*cols*T per second; p10: 10th percentile of tpd's calls\n");
+    printf("%-5s %-12s %11s %3s %3s | %9s %7s %6s %7s %8s | %9s %7s | %9s %7s | %s\n", "type",
+           "shape", "rows x cols", "T", "thr", "tpd us", "GB/s", "/read", "Gop/s", "p10 GB/s",
+           "scalar us", "GB/s", "ggml us", "Gop/s", "tpd vs ggml");
     for (size_t ty = 0; ty < sizeof types / sizeof *types; ty++) {
         const enum dtype wt = types[ty];
         for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
@@ -310,19 +334,26 @@ int main(int argc, char **argv) {
                 for (int ti = 0; ti < nthreads; ti++) {
                     struct threadpool *tp = threadpool_create(threads[ti]);
                     double t_p10;
-                    const double t_tpd = time_case(IMPL_TPD, T, copies, ncopies, wt, sh->rows, sh->cols, x, y, tp, xq_buf, budget, &t_p10);
+                    const double t_tpd = time_case(IMPL_TPD, T, copies, ncopies, wt, sh->rows,
+                                                   sh->cols, x, y, tp, xq_buf, budget, &t_p10);
                     /* the scalar path is slow: only at T = 1 and on the smaller shapes */
                     double t_sc = 0;
                     if (T == 1 && sh->rows <= 1536)
-                        t_sc = time_case(IMPL_TPD_SCALAR, T, copies, ncopies, wt, sh->rows, sh->cols, x, y, tp, xq_buf, budget / 2, NULL);
-                    double t_gg = have_ggml ? time_case(IMPL_GGML, T, copies, ncopies, wt, sh->rows, sh->cols, x, y, tp, xq_buf, budget, NULL) : 0;
-                    const double g_tpd = (double)bytes / t_tpd / 1e9, ops = 2.0 * sh->rows * sh->cols * T;
-                    printf("%-5s %-12s %5d x %-5d %3d %3d | %9.1f %7.2f %5.0f%% %7.1f %8.2f | ", dtype_name(wt), sh->name,
-                           sh->rows, sh->cols, T, threads[ti], t_tpd * 1e6, g_tpd, 100 * g_tpd / stream_gbs[ti],
-                           ops / t_tpd / 1e9, (double)bytes / t_p10 / 1e9);
+                        t_sc = time_case(IMPL_TPD_SCALAR, T, copies, ncopies, wt, sh->rows,
+                                         sh->cols, x, y, tp, xq_buf, budget / 2, NULL);
+                    double t_gg = have_ggml ? time_case(IMPL_GGML, T, copies, ncopies, wt, sh->rows,
+                                                        sh->cols, x, y, tp, xq_buf, budget, NULL)
+                                            : 0;
+                    const double g_tpd = (double)bytes / t_tpd / 1e9,
+                                 ops = 2.0 * sh->rows * sh->cols * T;
+                    printf("%-5s %-12s %5d x %-5d %3d %3d | %9.1f %7.2f %5.0f%% %7.1f %8.2f | ",
+                           dtype_name(wt), sh->name, sh->rows, sh->cols, T, threads[ti],
+                           t_tpd * 1e6, g_tpd, 100 * g_tpd / stream_gbs[ti], ops / t_tpd / 1e9,
+                           (double)bytes / t_p10 / 1e9);
                     if (t_sc > 0) printf("%9.1f %7.2f | ", t_sc * 1e6, (double)bytes / t_sc / 1e9);
                     else printf("%9s %7s | ", "-", "-");
-                    if (t_gg > 0) printf("%9.1f %7.1f | %.2fx\n", t_gg * 1e6, ops / t_gg / 1e9, t_gg / t_tpd);
+                    if (t_gg > 0)
+                        printf("%9.1f %7.1f | %.2fx\n", t_gg * 1e6, ops / t_gg / 1e9, t_gg / t_tpd);
                     else printf("%9s %7s |\n", "-", "-");
                     fflush(stdout);
                     threadpool_free(tp);
@@ -336,8 +367,9 @@ int main(int argc, char **argv) {
     /* One SmolLM2-135M decode step worth of matmuls, every matrix its own buffer. */
     {
         enum { LAYERS = 30, PER_LAYER = 7 };
-        const struct shape layer[PER_LAYER] = {{"q", 576, 576}, {"k", 192, 576}, {"v", 192, 576}, {"o", 576, 576},
-                                               {"gate", 1536, 576}, {"up", 1536, 576}, {"down", 576, 1536}};
+        const struct shape layer[PER_LAYER] = {
+            {"q", 576, 576},     {"k", 192, 576},   {"v", 192, 576},    {"o", 576, 576},
+            {"gate", 1536, 576}, {"up", 1536, 576}, {"down", 576, 1536}};
         uint8_t *mats[LAYERS * PER_LAYER];
         int64_t total = 0;
         for (int l = 0; l < LAYERS; l++)
@@ -351,25 +383,35 @@ int main(int argc, char **argv) {
         uint8_t *head = xalloc((size_t)head_bytes);
         fill_weights(DT_Q8_0, head, head_bytes);
         total += head_bytes;
-        printf("\nSmolLM2-135M decode step (T=1): %d Q4_1 matrices + Q8_0 head, %.1f MB\n", LAYERS * PER_LAYER,
-               (double)total / 1e6);
+        printf("\nSmolLM2-135M decode step (T=1): %d Q4_1 matrices + Q8_0 head, %.1f MB\n",
+               LAYERS * PER_LAYER, (double)total / 1e6);
         for (int ti = 0; ti < nthreads; ti++) {
             struct threadpool *tp = threadpool_create(threads[ti]);
-            /* tpd one call per matrix; tpd with q/k/v and gate/up fused by cpu_matmul_multi; ggml */
+            /* tpd one call per matrix; tpd with q/k/v and gate/up fused by cpu_matmul_multi; ggml
+             */
             double best[3] = {1e9, 1e9, 1e9};
             const int reps = quick ? 5 : 20;
             float *ys[3] = {y, y + 8192, y + 16384};
             for (int rep = 0; rep < reps; rep++) {
-                for (int im = 0; im < (have_ggml ? 3 : 2); im++) { /* alternate, so drifts hit all */
+                for (int im = 0; im < (have_ggml ? 3 : 2);
+                     im++) { /* alternate, so drifts hit all */
                     double t0 = clock_now();
                     for (int l = 0; l < LAYERS; l++) {
                         uint8_t *const *lm = mats + l * PER_LAYER;
                         if (im == 1) {
                             struct cpu_matmul_op qkv[3], gu[2];
                             for (int m = 0; m < 3; m++)
-                                qkv[m] = (struct cpu_matmul_op){.y = ys[m], .ldy = 576, .W = lm[m], .wt = DT_Q4_1, .rows = layer[m].rows};
+                                qkv[m] = (struct cpu_matmul_op){.y = ys[m],
+                                                                .ldy = 576,
+                                                                .W = lm[m],
+                                                                .wt = DT_Q4_1,
+                                                                .rows = layer[m].rows};
                             for (int m = 0; m < 2; m++)
-                                gu[m] = (struct cpu_matmul_op){.y = ys[m], .ldy = 1536, .W = lm[4 + m], .wt = DT_Q4_1, .rows = 1536};
+                                gu[m] = (struct cpu_matmul_op){.y = ys[m],
+                                                               .ldy = 1536,
+                                                               .W = lm[4 + m],
+                                                               .wt = DT_Q4_1,
+                                                               .rows = 1536};
                             cpu_matmul_multi(qkv, 3, x, 576, 1, 576, tp);
                             cpu_matmul(y, 576, x, 576, 1, lm[3], DT_Q4_1, 576, 576, tp);
                             cpu_matmul_multi(gu, 2, x, 576, 1, 576, tp);
@@ -377,20 +419,23 @@ int main(int argc, char **argv) {
                             continue;
                         }
                         for (int m = 0; m < PER_LAYER; m++)
-                            run_impl(im ? IMPL_GGML : IMPL_TPD, y, x, 1, lm[m], DT_Q4_1, layer[m].rows, layer[m].cols, tp, xq_buf);
+                            run_impl(im ? IMPL_GGML : IMPL_TPD, y, x, 1, lm[m], DT_Q4_1,
+                                     layer[m].rows, layer[m].cols, tp, xq_buf);
                     }
-                    run_impl(im == 2 ? IMPL_GGML : IMPL_TPD, y, x, 1, head, DT_Q8_0, 49152, 576, tp, xq_buf);
+                    run_impl(im == 2 ? IMPL_GGML : IMPL_TPD, y, x, 1, head, DT_Q8_0, 49152, 576, tp,
+                             xq_buf);
                     double t = clock_now() - t0;
                     if (t < best[im]) best[im] = t;
                 }
             }
-            printf("  %d thread(s): tpd %.3f ms (%.2f GB/s, %.0f%% of read); fused qkv/gate-up %.3f ms (%.0f%%)",
+            printf("  %d thread(s): tpd %.3f ms (%.2f GB/s, %.0f%% of read); fused qkv/gate-up "
+                   "%.3f ms (%.0f%%)",
                    threads[ti], best[0] * 1e3, (double)total / best[0] / 1e9,
                    100 * (double)total / best[0] / 1e9 / stream_gbs[ti], best[1] * 1e3,
                    100 * (double)total / best[1] / 1e9 / stream_gbs[ti]);
             if (have_ggml)
-                printf("; ggml %.3f ms (%.2f GB/s); tpd vs ggml %.2fx", best[2] * 1e3, (double)total / best[2] / 1e9,
-                       best[2] / best[0]);
+                printf("; ggml %.3f ms (%.2f GB/s); tpd vs ggml %.2fx", best[2] * 1e3,
+                       (double)total / best[2] / 1e9, best[2] / best[0]);
             printf("\n");
             threadpool_free(tp);
         }

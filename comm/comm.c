@@ -43,7 +43,8 @@ void comm_init(struct comm *c, int *argc, char ***argv) {
     c->tp_group = NULL;
     c->sends = NULL;
     MPI_Comm node;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
+    MPI_CHECK(
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
     MPI_CHECK(MPI_Comm_size(node, &c->local_size));
     MPI_CHECK(MPI_Allreduce(&c->rank, &c->node, 1, MPI_INT, MPI_MIN, node));
@@ -65,19 +66,24 @@ void comm_finalize(struct comm *c) {
     MPI_CHECK(MPI_Finalize());
 }
 
-MPI_Comm comm_tp_mpi(const struct comm *c) { return c->tp_group ? *(const MPI_Comm *)c->tp_group : MPI_COMM_WORLD; }
+MPI_Comm comm_tp_mpi(const struct comm *c) {
+    return c->tp_group ? *(const MPI_Comm *)c->tp_group : MPI_COMM_WORLD;
+}
 
 int comm_groups_init(struct comm *c, int tp, int pp, char *err) {
     if (pp < 1) return err_set(err, "parallel.pp = %d: expected at least 1", pp);
     if (tp <= 0) {
         if (c->size % pp)
-            return err_set(err, "parallel.pp = %d does not divide the %d ranks mpirun started (ranks = tp x pp)", pp,
-                           c->size);
+            return err_set(
+                err,
+                "parallel.pp = %d does not divide the %d ranks mpirun started (ranks = tp x pp)",
+                pp, c->size);
         tp = c->size / pp;
     }
     if ((long)tp * pp != c->size)
-        return err_set(err, "parallel.tp = %d x parallel.pp = %d = %ld ranks, but mpirun started %d", tp, pp,
-                       (long)tp * pp, c->size);
+        return err_set(err,
+                       "parallel.tp = %d x parallel.pp = %d = %ld ranks, but mpirun started %d", tp,
+                       pp, (long)tp * pp, c->size);
     if (c->tp_group) { /* already split: only the same arrangement again */
         if (tp != c->tp || pp != c->pp)
             return err_set(err, "process groups already arranged as tp %d x pp %d", c->tp, c->pp);
@@ -102,10 +108,8 @@ void comm_set_allreduce(struct comm *c, void (*fn)(void *impl, float *buf, size_
 
 void comm_allreduce_sum(struct comm *c, float *buf, size_t n) {
     if (c->tp == 1) return;
-    if (c->allreduce)
-        c->allreduce(c->allreduce_impl, buf, n);
-    else
-        comm_allreduce_host(c, buf, n);
+    if (c->allreduce) c->allreduce(c->allreduce_impl, buf, n);
+    else comm_allreduce_host(c, buf, n);
 }
 
 /* The sum in a fixed order for three ranks or more: element i is x_0[i] + x_1[i] + ... in
@@ -219,7 +223,8 @@ static void wait_polling(MPI_Request *req) {
         if (clock_now() < spin_until) continue;
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
-        if (sleep_ns < WAIT_SLEEP_MAX_NS) sleep_ns = sleep_ns * 2 < WAIT_SLEEP_MAX_NS ? sleep_ns * 2 : WAIT_SLEEP_MAX_NS;
+        if (sleep_ns < WAIT_SLEEP_MAX_NS)
+            sleep_ns = sleep_ns * 2 < WAIT_SLEEP_MAX_NS ? sleep_ns * 2 : WAIT_SLEEP_MAX_NS;
     }
 }
 
@@ -258,7 +263,8 @@ void comm_send(struct comm *c, const void *buf, size_t bytes, int peer, int tag)
 }
 
 /* comm_send_detached's sends in flight, oldest first: each owns a copy of its bytes. */
-#define SENDS_MAX 16 /* more in flight: the oldest are waited for (a receiver this far behind is stuck) */
+#define SENDS_MAX \
+    16 /* more in flight: the oldest are waited for (a receiver this far behind is stuck) */
 struct detached {
     int n;
     MPI_Request req[SENDS_MAX];
@@ -371,8 +377,11 @@ static void wait_timed(MPI_Request *req, double timeout_s, int rank, const char 
     while (!done) {
         MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
         if (done) break;
-        if (clock_now() > until) FATAL("rank %d: %s did not finish within %.0f s (parallel.comm_start_timeout_s): a rank is hung, "
-                                       "stopped or unreachable", rank, what, timeout_s);
+        if (clock_now() > until)
+            FATAL("rank %d: %s did not finish within %.0f s (parallel.comm_start_timeout_s): a "
+                  "rank is hung, "
+                  "stopped or unreachable",
+                  rank, what, timeout_s);
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
@@ -389,13 +398,15 @@ int comm_startup_check(struct comm *c, double start_timeout_s, char *err) {
         for (int i = 0; i < N; i++) buf[i] = (float)(c->tp_rank + 1) * (float)(i % 7 + 1);
         MPI_Request req;
         MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, N, MPI_FLOAT, MPI_SUM, comm_tp_mpi(c), &req));
-        snprintf(what, sizeof what, "the startup all-reduce over stage %d's TP group (world ranks %d-%d)", c->stage,
+        snprintf(what, sizeof what,
+                 "the startup all-reduce over stage %d's TP group (world ranks %d-%d)", c->stage,
                  first, first + c->tp - 1);
         wait_timed(&req, timeout_s, c->rank, what);
         const double S = (double)c->tp * (c->tp + 1) / 2;
         for (int i = 0; i < N && ok; i++)
             if (buf[i] != (float)(S * (i % 7 + 1)))
-                ok = !err_set(err, "%s returned %g at element %d, expected %g", what, buf[i], i, S * (i % 7 + 1));
+                ok = !err_set(err, "%s returned %g at element %d, expected %g", what, buf[i], i,
+                              S * (i % 7 + 1));
     }
     /* to the next stage, from the previous one, and an answer back (so the sender learns the
      * receiver is there even when the message went out eagerly): each pair named by its ranks */
@@ -411,7 +422,8 @@ int comm_startup_check(struct comm *c, double start_timeout_s, char *err) {
     }
     if (prev >= 0) {
         MPI_CHECK(MPI_Irecv(buf, N, MPI_FLOAT, prev, COMM_TAG_ACT, MPI_COMM_WORLD, &rreq));
-        snprintf(what, sizeof what, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", prev,
+        snprintf(what, sizeof what,
+                 "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", prev,
                  c->stage - 1, c->rank, c->stage);
         wait_timed(&rreq, timeout_s, c->rank, what);
         for (int i = 0; i < N && ok; i++)
@@ -421,7 +433,8 @@ int comm_startup_check(struct comm *c, double start_timeout_s, char *err) {
         MPI_CHECK(MPI_Send(&ack_out, 1, MPI_INT32_T, prev, COMM_TAG_LOGITS, MPI_COMM_WORLD));
     }
     if (next >= 0) {
-        snprintf(what, sizeof what, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", c->rank,
+        snprintf(what, sizeof what,
+                 "the startup send/recv from rank %d (stage %d) to rank %d (stage %d)", c->rank,
                  c->stage, next, c->stage + 1);
         wait_timed(&sreq, timeout_s, c->rank, what);
         wait_timed(&areq, timeout_s, c->rank, what);
@@ -490,7 +503,8 @@ void comm_placement(const struct comm *c, struct comm_placement *p) {
     free(names);
 }
 
-void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, int peer, int send), void *impl) {
+void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, int peer, int send),
+                  void *impl) {
     c->p2p = fn;
     c->p2p_impl = impl;
 }
@@ -511,7 +525,8 @@ void comm_gatherv(struct comm *c, const float *send, int count, float *out, cons
         for (int i = 0; i < count; i++) out[displs[0] + i] = send[i];
         return;
     }
-    MPI_CHECK(MPI_Gatherv(send, count, MPI_FLOAT, out, counts, displs, MPI_FLOAT, 0, comm_tp_mpi(c)));
+    MPI_CHECK(
+        MPI_Gatherv(send, count, MPI_FLOAT, out, counts, displs, MPI_FLOAT, 0, comm_tp_mpi(c)));
 }
 
 void comm_gather_world(struct comm *c, const void *send, size_t bytes, void *out) {

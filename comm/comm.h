@@ -19,10 +19,10 @@ struct comm {
     int local_size; /* ranks on this node; == size when the whole job runs on one node */
     int node;       /* lowest world rank on this node: equal exactly on ranks of one node */
     /* Process groups (comm_groups_init; until then one stage of every rank). */
-    int tp, pp;      /* ranks per stage, stages; tp * pp == size */
-    int tp_rank;     /* rank inside this stage's TP group (rank % tp) */
-    int stage;       /* pipeline stage (rank / tp) */
-    void *tp_group;  /* the stage's MPI communicator (an MPI_Comm, see comm_tp_mpi) */
+    int tp, pp;     /* ranks per stage, stages; tp * pp == size */
+    int tp_rank;    /* rank inside this stage's TP group (rank % tp) */
+    int stage;      /* pipeline stage (rank / tp) */
+    void *tp_group; /* the stage's MPI communicator (an MPI_Comm, see comm_tp_mpi) */
     /* The all-reduce of the forward pass works on backend memory: MPI on host buffers by
      * default; a GPU backend installs its own (NCCL, IPC) with comm_set_allreduce. */
     void (*allreduce)(void *impl, float *buf, size_t n);
@@ -31,7 +31,7 @@ struct comm {
      * backend installs its own (NCCL send/recv, or host staging) with comm_set_p2p. */
     void (*p2p)(void *impl, float *buf, size_t n, int peer, int send);
     void *p2p_impl;
-    void *sends; /* comm_send_detached's sends in flight */
+    void *sends;    /* comm_send_detached's sends in flight */
     float *scratch; /* comm_allreduce_host's at tp > 2 (the compute thread's) */
     size_t scratch_n;
 };
@@ -39,21 +39,27 @@ struct comm {
 /* The communicator's options (the [parallel] comm keys and debug.ipc_sync,
  * docs/configuration.md). A zero number takes its default below (callers without a
  * configuration: tests, benchmarks). */
-#define COMM_TIMEOUT_S 300       /* a GPU collective not done by then ends the job */
-#define COMM_START_TIMEOUT_S 60  /* the startup checks, on every path */
-#define COMM_IPC_SMALL_BYTES 524288      /* with NCCL, messages up to this size go over IPC */
-#define COMM_IPC_BUFFER_BYTES 8388608    /* each of a rank's two IPC slots */
+#define COMM_TIMEOUT_S 300            /* a GPU collective not done by then ends the job */
+#define COMM_START_TIMEOUT_S 60       /* the startup checks, on every path */
+#define COMM_IPC_SMALL_BYTES 524288   /* with NCCL, messages up to this size go over IPC */
+#define COMM_IPC_BUFFER_BYTES 8388608 /* each of a rank's two IPC slots */
 struct comm_opts {
-    const char *mode;       /* GPU all-reduce: "auto", "nccl", "ipc", "mpi"; NULL or "": auto */
+    const char *mode; /* GPU all-reduce: "auto", "nccl", "ipc", "mpi"; NULL or "": auto */
     double timeout_s, start_timeout_s;
     long ipc_small_bytes, ipc_buffer_bytes;
-    const char *ipc_sync;   /* IPC barrier: "host", "device", else auto (host when ranks share a GPU) */
+    const char
+        *ipc_sync; /* IPC barrier: "host", "device", else auto (host when ranks share a GPU) */
 };
 
 /* Message tags between stages: each kind keeps its order (MPI does not overtake within
  * one source and tag). */
-enum { COMM_TAG_PLAN_HDR = 11, COMM_TAG_PLAN = 12, COMM_TAG_ACT = 13, COMM_TAG_LOGITS = 14,
-       COMM_TAG_LOAD = 15 /* loading progress to rank 0 */ };
+enum {
+    COMM_TAG_PLAN_HDR = 11,
+    COMM_TAG_PLAN = 12,
+    COMM_TAG_ACT = 13,
+    COMM_TAG_LOGITS = 14,
+    COMM_TAG_LOAD = 15 /* loading progress to rank 0 */
+};
 
 /* MPI_Init and a fatal hook that aborts the whole job. Fatal on failure. */
 void comm_init(struct comm *c, int *argc, char ***argv);
@@ -133,14 +139,16 @@ void comm_wait(struct comm *c, void *req);
  * installed (default: MPI on host memory). */
 void comm_send_act(struct comm *c, float *buf, size_t n, int peer);
 void comm_recv_act(struct comm *c, float *buf, size_t n, int peer);
-void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, int peer, int send), void *impl);
+void comm_set_p2p(struct comm *c, void (*fn)(void *impl, float *buf, size_t n, int peer, int send),
+                  void *impl);
 /* TP rank 0 of the stage receives, for each TP rank r, counts[r] floats into out + displs[r]. */
 void comm_gatherv(struct comm *c, const float *send, int count, float *out, const int *counts,
                   const int *displs);
 /* Collective over the world: world rank 0 receives each rank r's `bytes` bytes at out + r *
  * bytes (out: size x bytes there; ignored elsewhere). */
 void comm_gather_world(struct comm *c, const void *send, size_t bytes, void *out);
-/* Collective over the world: 1 if ok is non-zero on every rank. Lets ranks fail together at startup. */
+/* Collective over the world: 1 if ok is non-zero on every rank. Lets ranks fail together at
+ * startup. */
 int comm_all_ok(struct comm *c, int ok);
 /* Collective: the smallest v of all ranks. */
 int comm_min_int(struct comm *c, int v);

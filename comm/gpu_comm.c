@@ -37,7 +37,8 @@ struct gpu_comm {
     struct nccl *nccl;
     struct ipc_allreduce *ipc;
     struct mpi_staging staging;
-    /* between pipeline stages: NCCL send/recv over every rank, else MPI through pinned host memory */
+    /* between pipeline stages: NCCL send/recv over every rank, else MPI through pinned host memory
+     */
     struct nccl *pipe;
     float *p2p_host;
     size_t p2p_cap;
@@ -51,10 +52,8 @@ static void gpu_allreduce(void *impl, float *buf, size_t n) {
     const size_t bytes = n * sizeof(float);
     if ((g->paths & PATH_IPC) && (!(g->paths & PATH_NCCL) || bytes <= g->ipc_small))
         ipc_allreduce_sum(g->ipc, buf, n);
-    else if (g->paths & PATH_NCCL)
-        nccl_allreduce(g->nccl, buf, n, g->stream);
-    else
-        mpi_staging_allreduce(&g->staging, g->c, buf, n, g->stream);
+    else if (g->paths & PATH_NCCL) nccl_allreduce(g->nccl, buf, n, g->stream);
+    else mpi_staging_allreduce(&g->staging, g->c, buf, n, g->stream);
     monitor_note(g->mon, g->stream);
 }
 
@@ -78,13 +77,17 @@ static void gpu_p2p(void *impl, float *buf, size_t n, int peer, int send) {
         g->p2p_cap = n;
     }
     if (send) {
-        CUDA_CHECK(cudaMemcpyAsync(g->p2p_host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(
+            cudaMemcpyAsync(g->p2p_host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
-        comm_send_detached(g->c, g->p2p_host, n * sizeof(float), peer, COMM_TAG_ACT); /* as on the CPU path */
+        comm_send_detached(g->c, g->p2p_host, n * sizeof(float), peer,
+                           COMM_TAG_ACT); /* as on the CPU path */
     } else {
         comm_recv(g->c, g->p2p_host, n * sizeof(float), peer, COMM_TAG_ACT);
-        CUDA_CHECK(cudaMemcpyAsync(buf, g->p2p_host, n * sizeof(float), cudaMemcpyHostToDevice, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream)); /* the host buffer is free for the next message */
+        CUDA_CHECK(
+            cudaMemcpyAsync(buf, g->p2p_host, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+        CUDA_CHECK(
+            cudaStreamSynchronize(stream)); /* the host buffer is free for the next message */
     }
 }
 
@@ -107,9 +110,11 @@ static int p2p_check(struct gpu_comm *g, char *err) {
             CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
         }
         monitor_arm(g->mon, g->start_timeout_s,
-                     "the startup send/recv of %zu bytes from rank %d (stage %d) to rank %d (stage %d) over %s did not "
-                     "finish within %.0f s (parallel.comm_start_timeout_s); " HANG_HINTS, n * sizeof(float), from,
-                     from / c->tp, to, to / c->tp, g->pipe ? "NCCL" : "MPI", g->start_timeout_s);
+                    "the startup send/recv of %zu bytes from rank %d (stage %d) to rank %d (stage "
+                    "%d) over %s did not "
+                    "finish within %.0f s (parallel.comm_start_timeout_s); " HANG_HINTS,
+                    n * sizeof(float), from, from / c->tp, to, to / c->tp, g->pipe ? "NCCL" : "MPI",
+                    g->start_timeout_s);
         gpu_p2p(g, d, n, peer, dir == 0);
         CUDA_CHECK(cudaStreamSynchronize(stream));
         monitor_disarm(g->mon);
@@ -117,9 +122,12 @@ static int p2p_check(struct gpu_comm *g, char *err) {
             CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
             for (size_t i = 0; i < n && ok; i++)
                 if (h[i] != (float)(from + 1) * (float)(i % 17 + 1))
-                    ok = !err_set(err, "the startup send/recv from rank %d (stage %d) to rank %d (stage %d) delivered "
-                                  "%g at element %zu, expected %g: this path corrupts data", from, from / c->tp, to,
-                                  to / c->tp, h[i], i, (double)(from + 1) * (double)(i % 17 + 1));
+                    ok = !err_set(err,
+                                  "the startup send/recv from rank %d (stage %d) to rank %d (stage "
+                                  "%d) delivered "
+                                  "%g at element %zu, expected %g: this path corrupts data",
+                                  from, from / c->tp, to, to / c->tp, h[i], i,
+                                  (double)(from + 1) * (double)(i % 17 + 1));
         }
     }
     CUDA_CHECK(cudaFree(d));
@@ -142,9 +150,11 @@ static int startup_check(struct gpu_comm *g, char *err) {
         CUDA_CHECK(cudaMalloc((void **)&d, n * sizeof(float)));
         CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
         monitor_arm(g->mon, g->start_timeout_s,
-                     "the startup all-reduce of %zu bytes over stage %d's TP group (world ranks %d-%d, %s) did not "
-                     "finish within %.0f s (parallel.comm_start_timeout_s); " HANG_HINTS, n * sizeof(float), g->c->stage,
-                     first, first + size - 1, g->desc, g->start_timeout_s);
+                    "the startup all-reduce of %zu bytes over stage %d's TP group (world ranks "
+                    "%d-%d, %s) did not "
+                    "finish within %.0f s (parallel.comm_start_timeout_s); " HANG_HINTS,
+                    n * sizeof(float), g->c->stage, first, first + size - 1, g->desc,
+                    g->start_timeout_s);
         gpu_allreduce(g, d, n);
         CUDA_CHECK(cudaStreamSynchronize(stream));
         monitor_disarm(g->mon);
@@ -152,9 +162,13 @@ static int startup_check(struct gpu_comm *g, char *err) {
         CUDA_CHECK(cudaFree(d));
         for (size_t i = 0; i < n && ok; i++)
             if (h[i] != (float)(S * (double)(i % 13 + 1)))
-                ok = !err_set(err, "the startup all-reduce over stage %d's TP group (world ranks %d-%d, %s) returned "
-                              "%g at element %zu of %zu, expected %g: this path corrupts data; " HANG_HINTS,
-                              g->c->stage, first, first + size - 1, g->desc, h[i], i, n, S * (double)(i % 13 + 1));
+                ok = !err_set(
+                    err,
+                    "the startup all-reduce over stage %d's TP group (world ranks %d-%d, %s) "
+                    "returned "
+                    "%g at element %zu of %zu, expected %g: this path corrupts data; " HANG_HINTS,
+                    g->c->stage, first, first + size - 1, g->desc, h[i], i, n,
+                    S * (double)(i % 13 + 1));
         free(h);
     }
     return comm_agree(g->c, ok, err, "the startup all-reduce") ? 0 : -1;
@@ -209,16 +223,19 @@ static void gpu_comm_destroy(struct gpu_comm *g) {
     free(g);
 }
 
-int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, struct monitor *mon,
-                  char *err) {
+int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
+                  struct monitor *mon, char *err) {
     static const struct comm_opts defaults;
     if (!o) o = &defaults;
     const int is_cuda = be && be->kind == BACKEND_CUDA;
     const int all_cuda = comm_all_ok(c, is_cuda), none_cuda = comm_all_ok(c, !is_cuda);
     if (none_cuda || c->size == 1) return 0; /* the MPI all-reduce on host memory serves */
     if (!all_cuda)
-        return err_set(err, "ranks chose different backends (rank %d: %s); set the backend to cuda or cpu on every "
-                       "rank", c->rank, be && be->name ? be->name : "none");
+        return err_set(
+            err,
+            "ranks chose different backends (rank %d: %s); set the backend to cuda or cpu on every "
+            "rank",
+            c->rank, be && be->name ? be->name : "none");
     const char *mode = o->mode && *o->mode ? o->mode : "auto";
     if (strcmp(mode, "auto") && strcmp(mode, "nccl") && strcmp(mode, "ipc") && strcmp(mode, "mpi"))
         return err_set(err, "communicator \"%s\": expected auto, nccl, ipc or mpi", mode);
@@ -232,12 +249,14 @@ int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
     g->timeout_s = o->timeout_s > 0 ? o->timeout_s : COMM_TIMEOUT_S;
     g->start_timeout_s = o->start_timeout_s > 0 ? o->start_timeout_s : COMM_START_TIMEOUT_S;
     g->ipc_small = (size_t)(o->ipc_small_bytes > 0 ? o->ipc_small_bytes : COMM_IPC_SMALL_BYTES);
-    const size_t ipc_bytes = (size_t)(o->ipc_buffer_bytes > 0 ? o->ipc_buffer_bytes : COMM_IPC_BUFFER_BYTES);
+    const size_t ipc_bytes = (size_t)(o->ipc_buffer_bytes > 0 ? o->ipc_buffer_bytes
+                                                              : COMM_IPC_BUFFER_BYTES);
     int ok = 1;
     {
         cudaError_t e = cudaSetDevice(g->device);
-        if (e != cudaSuccess) ok = !err_set(err, "device %d: %s (%s)", g->device, cudaGetErrorString(e),
-                                            cudaGetErrorName(e));
+        if (e != cudaSuccess)
+            ok = !err_set(err, "device %d: %s (%s)", g->device, cudaGetErrorString(e),
+                          cudaGetErrorName(e));
     }
     if (ok && monitor_watch_device(mon, g->device, g->desc, g->timeout_s, err)) ok = 0;
     g->mon_watching = ok;
@@ -253,17 +272,22 @@ int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
     const char *hostid = getenv("NCCL_HOSTID");
     const int hostid_all = comm_all_ok(c, hostid && *hostid);
     if (!strcmp(mode, "nccl") && pl.shared_gpu && !hostid_all) {
-        err_set(err, "NCCL cannot run two ranks on one GPU (ranks %d and %d share %s); use the ipc or mpi "
-                "communicator (or give each rank its own NCCL_HOSTID)", pl.share_a, pl.share_b, pl.bus);
+        err_set(
+            err,
+            "NCCL cannot run two ranks on one GPU (ranks %d and %d share %s); use the ipc or mpi "
+            "communicator (or give each rank its own NCCL_HOSTID)",
+            pl.share_a, pl.share_b, pl.bus);
         goto fail;
     }
     if (!strcmp(mode, "ipc") && !ipc_possible) {
-        err_set(err, "the ipc communicator needs every rank on one node and at most %d ranks", IPC_MAX_RANKS);
+        err_set(err, "the ipc communicator needs every rank on one node and at most %d ranks",
+                IPC_MAX_RANKS);
         goto fail;
     }
 
     /* without NCCL in this build, auto means IPC or MPI, and nccl_open says why "nccl" fails */
-    const int want_nccl = !strcmp(mode, "nccl") || (TPD_HAVE_NCCL && !strcmp(mode, "auto") && !pl.shared_gpu);
+    const int want_nccl = !strcmp(mode, "nccl") ||
+                          (TPD_HAVE_NCCL && !strcmp(mode, "auto") && !pl.shared_gpu);
     const int want_ipc = !strcmp(mode, "ipc") || (!strcmp(mode, "auto") && ipc_possible);
     if (want_nccl) {
         if (!(g->nccl = nccl_open(c, 0, g->device, g->mon, g->start_timeout_s, err))) goto fail;
@@ -274,8 +298,8 @@ int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
         g->ipc_host_sync = pl.shared_gpu;
         if (o->ipc_sync && !strcmp(o->ipc_sync, "host")) g->ipc_host_sync = 1;
         if (o->ipc_sync && !strcmp(o->ipc_sync, "device")) g->ipc_host_sync = 0;
-        g->ipc = ipc_allreduce_open(c, g->device, g->stream, g->ipc_host_sync, ipc_bytes, g->timeout_s, g->mon,
-                                    ipc_err);
+        g->ipc = ipc_allreduce_open(c, g->device, g->stream, g->ipc_host_sync, ipc_bytes,
+                                    g->timeout_s, g->mon, ipc_err);
         if (g->ipc) {
             g->paths |= PATH_IPC;
         } else if (!strcmp(mode, "ipc")) {
@@ -284,10 +308,11 @@ int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
         } /* auto: IPC is an extra; without it NCCL (or MPI) carries everything */
     }
     if (!g->paths) g->paths = PATH_MPI;
-    snprintf(g->desc, sizeof g->desc, "%s", g->paths == (PATH_NCCL | PATH_IPC) ? "nccl+ipc"
-                                            : g->paths == PATH_NCCL            ? "nccl"
-                                            : g->paths == PATH_IPC             ? (g->ipc_host_sync ? "ipc (host sync)" : "ipc")
-                                                                               : "mpi (host staging)");
+    snprintf(g->desc, sizeof g->desc, "%s",
+             g->paths == (PATH_NCCL | PATH_IPC) ? "nccl+ipc"
+             : g->paths == PATH_NCCL            ? "nccl"
+             : g->paths == PATH_IPC             ? (g->ipc_host_sync ? "ipc (host sync)" : "ipc")
+                                                : "mpi (host staging)");
     comm_set_allreduce(c, gpu_allreduce, g);
     if (startup_check(g, err)) {
         comm_set_allreduce(c, NULL, NULL);
@@ -333,8 +358,8 @@ const char *gpu_comm_describe(const struct comm *c) {
 
 #else /* no CUDA in this build: the CPU backend's MPI all-reduce is the only one */
 
-int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, struct monitor *mon,
-                  char *err) {
+int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
+                  struct monitor *mon, char *err) {
     (void)o, (void)mon;
     const int is_cuda = be && be->kind == BACKEND_CUDA;
     if (!comm_all_ok(c, !is_cuda)) return err_set(err, "this build has no CUDA communicator");

@@ -1,6 +1,7 @@
 /* GPU all-reduce for the CUDA backend, installed into struct comm and run on the backend's
  * stream: picks NCCL, CUDA IPC or MPI host staging (comm/nccl, ipc_allreduce, mpi_staging) and
- * runs them under the rank's monitor (comm/monitor). Owned by the rank's compute thread; callable in every build. */
+ * runs them under the rank's monitor (comm/monitor). Owned by the rank's compute thread; callable
+ * in every build. */
 #ifndef TPD_GPU_COMM_H
 #define TPD_GPU_COMM_H
 
@@ -17,8 +18,8 @@
  * o->start_timeout_s the job ends with the likely causes (P2P, IOMMU, NCCL environment).
  * Later collectives get o->timeout_s; mon (monitor_start) watches them all. Returns 0, or -1
  * with err on every rank. */
-int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o, struct monitor *mon,
-                  char *err);
+int gpu_comm_init(struct comm *c, struct backend *be, const struct comm_opts *o,
+                  struct monitor *mon, char *err);
 /* Collective: stops watching the device, frees the communicators, restores the MPI all-reduce.
  * Call before backend_close. */
 void gpu_comm_free(struct comm *c);

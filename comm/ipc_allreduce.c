@@ -35,7 +35,8 @@ struct ipc_allreduce {
 static int peer_missing(void *arg, char *msg, size_t cap) {
     const struct ipc_allreduce *p = arg;
     if (!*(volatile int *)p->timed_out) return 0;
-    snprintf(msg, cap, "the CUDA IPC all-reduce waited %.0f s for a peer that never arrived; " HANG_HINTS,
+    snprintf(msg, cap,
+             "the CUDA IPC all-reduce waited %.0f s for a peer that never arrived; " HANG_HINTS,
              p->timeout_s);
     return 1;
 }
@@ -49,8 +50,9 @@ static void release(struct ipc_allreduce *p) {
     cudaGetLastError();
 }
 
-struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *stream, int host_sync, size_t slot_bytes,
-                                         double timeout_s, struct monitor *mon, char *err) {
+struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *stream, int host_sync,
+                                         size_t slot_bytes, double timeout_s, struct monitor *mon,
+                                         char *err) {
     if (c->tp > IPC_MAX_RANKS) { /* the same verdict on every rank */
         err_set(err, "the ipc communicator needs at most %d ranks", IPC_MAX_RANKS);
         return NULL;
@@ -73,16 +75,22 @@ struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *strea
     if (ok && (e = cudaMemsetAsync(p->base, 0, 256, p->stream)) != cudaSuccess) ok = 0;
     if (ok && (e = cudaStreamSynchronize(p->stream)) != cudaSuccess) ok = 0;
     if (ok && (e = cudaIpcGetMemHandle(&mine, p->base)) != cudaSuccess) ok = 0;
-    if (ok && (e = cudaHostAlloc((void **)&p->timed_out, sizeof(int), cudaHostAllocMapped)) != cudaSuccess) ok = 0;
-    if (ok && (e = cudaHostGetDevicePointer((void **)&p->timed_out_dev, p->timed_out, 0)) != cudaSuccess) ok = 0;
+    if (ok && (e = cudaHostAlloc((void **)&p->timed_out, sizeof(int), cudaHostAllocMapped)) !=
+                  cudaSuccess)
+        ok = 0;
+    if (ok &&
+        (e = cudaHostGetDevicePointer((void **)&p->timed_out_dev, p->timed_out, 0)) != cudaSuccess)
+        ok = 0;
     if (!ok && e != cudaSuccess) {
         cudaGetLastError();
-        err_set(err, "CUDA IPC buffers on device %d: %s (%s)", device, cudaGetErrorString(e), cudaGetErrorName(e));
+        err_set(err, "CUDA IPC buffers on device %d: %s (%s)", device, cudaGetErrorString(e),
+                cudaGetErrorName(e));
     }
     if (p->timed_out) *p->timed_out = 0;
     if (comm_agree(c, ok, err, "CUDA IPC buffers")) {
         cudaIpcMemHandle_t *all = xcalloc((size_t)p->size, sizeof *all);
-        MPI_CHECK(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, p->group));
+        MPI_CHECK(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                                p->group));
         for (int r = 0; r < p->size && ok; r++) {
             if (r == p->rank) {
                 p->peer[r] = p->base;
@@ -93,8 +101,8 @@ struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *strea
                 cudaGetLastError();
                 p->peer[r] = NULL;
                 ok = 0;
-                err_set(err, "cudaIpcOpenMemHandle of rank %d's buffer on device %d: %s (%s)", r, device,
-                        cudaGetErrorString(e), cudaGetErrorName(e));
+                err_set(err, "cudaIpcOpenMemHandle of rank %d's buffer on device %d: %s (%s)", r,
+                        device, cudaGetErrorString(e), cudaGetErrorName(e));
             }
         }
         free(all);
@@ -109,7 +117,9 @@ struct ipc_allreduce *ipc_allreduce_open(struct comm *c, int device, void *strea
     return NULL;
 }
 
-static void *slot(struct ipc_allreduce *p, int rank, int s) { return p->peer[rank] + 256 + (size_t)s * p->cap; }
+static void *slot(struct ipc_allreduce *p, int rank, int s) {
+    return p->peer[rank] + 256 + (size_t)s * p->cap;
+}
 
 /* One-shot: each rank copies its part into its own slot, the ranks meet at a barrier, then
  * every rank sums all slots in rank order. Slots alternate between calls, so a rank that
@@ -121,16 +131,16 @@ void ipc_allreduce_sum(struct ipc_allreduce *p, float *buf, size_t n) {
         const size_t m = n - off < chunk ? n - off : chunk;
         const uint64_t e = ++p->epoch;
         const int s = (int)(e & 1);
-        CUDA_CHECK(cudaMemcpyAsync(slot(p, p->rank, s), buf + off, m * sizeof(float), cudaMemcpyDeviceToDevice,
-                                   p->stream));
+        CUDA_CHECK(cudaMemcpyAsync(slot(p, p->rank, s), buf + off, m * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, p->stream));
         if (p->host_sync) {
             CUDA_CHECK(cudaStreamSynchronize(p->stream));
             MPI_CHECK(MPI_Barrier(p->group));
         } else {
             uint64_t *flags[IPC_MAX_RANKS] = {0};
             for (int r = 0; r < p->size; r++) flags[r] = (uint64_t *)p->peer[r];
-            ipc_flag_barrier(p->stream, (uint64_t *)p->base, flags, p->size, e, (uint64_t)(p->timeout_s * 1e9),
-                             p->timed_out_dev);
+            ipc_flag_barrier(p->stream, (uint64_t *)p->base, flags, p->size, e,
+                             (uint64_t)(p->timeout_s * 1e9), p->timed_out_dev);
         }
         const float *src[IPC_MAX_RANKS] = {0};
         for (int r = 0; r < p->size; r++) src[r] = slot(p, r, s);

@@ -58,14 +58,17 @@ static void check_steps(struct monitor *m, double now) {
     double began = atomic_load(&m->step_began);
     if (m->step_timeout_s > 0 && began > 0 && now - began > m->step_timeout_s) {
         fprintf(stderr,
-                "tpd: rank %d: step %ld did not finish within parallel.step_timeout_s = %g s: another of the %d "
+                "tpd: rank %d: step %ld did not finish within parallel.step_timeout_s = %g s: "
+                "another of the %d "
                 "ranks did not arrive (stopped, hung, or much slower); ending the job\n",
                 m->rank, atomic_load(&m->steps), m->step_timeout_s, m->size);
         fatal_abort(3);
     }
     if (m->stop_flag && atomic_load(m->stop_flag) && m->stop_seen == 0) m->stop_seen = now;
     if (m->stop_seen > 0 && now - m->stop_seen > m->stop_grace_s) {
-        fprintf(stderr, "tpd: rank %d: asked to stop %.0f s ago and still running (a step is stuck): ending the job\n",
+        fprintf(stderr,
+                "tpd: rank %d: asked to stop %.0f s ago and still running (a step is stuck): "
+                "ending the job\n",
                 m->rank, now - m->stop_seen);
         fatal_abort(3);
     }
@@ -74,7 +77,8 @@ static void check_steps(struct monitor *m, double now) {
 #if TPD_HAVE_CUDA
 /* Ends the job from the monitor thread, holding the lock: the probes' aborts run first so that
  * no rank stays inside a collective, then the fatal hook takes the whole MPI job down. */
-static void fire(struct monitor *m, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void fire(struct monitor *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
 static void fire(struct monitor *m, const char *fmt, ...) {
     char msg[1536];
     va_list ap;
@@ -95,18 +99,21 @@ static void check_device(struct monitor *m, double now) {
     if (m->phase && now > m->phase_deadline) fire(m, "%s", m->phase);
     if (m->pending) {
         cudaError_t q = cudaEventQuery(m->ev);
-        if (q == cudaSuccess)
-            m->pending = 0;
+        if (q == cudaSuccess) m->pending = 0;
         else if (q != cudaErrorNotReady)
-            fire(m, "CUDA error while an all-reduce (%s) was in flight: %s (%s)", m->desc, cudaGetErrorString(q),
-                 cudaGetErrorName(q));
+            fire(m, "CUDA error while an all-reduce (%s) was in flight: %s (%s)", m->desc,
+                 cudaGetErrorString(q), cudaGetErrorName(q));
         else if (now - m->pending_since > m->comm_timeout_s)
-            fire(m, "an all-reduce over %d ranks (%s) has not finished after %.0f s (parallel.comm_timeout_s); a peer may "
-                 "have died or hung; " HANG_HINTS, m->size, m->desc, m->comm_timeout_s);
+            fire(m,
+                 "an all-reduce over %d ranks (%s) has not finished after %.0f s "
+                 "(parallel.comm_timeout_s); a peer may "
+                 "have died or hung; " HANG_HINTS,
+                 m->size, m->desc, m->comm_timeout_s);
     }
     for (int i = 0; i < MONITOR_PROBES; i++) {
         char msg[1024];
-        if (m->probes[i].check && m->probes[i].check(m->probes[i].arg, msg, sizeof msg)) fire(m, "%s", msg);
+        if (m->probes[i].check && m->probes[i].check(m->probes[i].arg, msg, sizeof msg))
+            fire(m, "%s", msg);
     }
 }
 #endif
@@ -178,12 +185,14 @@ void monitor_step_end(struct monitor *m) {
 
 #if TPD_HAVE_CUDA
 
-int monitor_watch_device(struct monitor *m, int device, const char *desc, double timeout_s, char *err) {
+int monitor_watch_device(struct monitor *m, int device, const char *desc, double timeout_s,
+                         char *err) {
     cudaEvent_t ev;
     cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return err_set(err, "device %d: %s (%s)", device, cudaGetErrorString(e), cudaGetErrorName(e));
+        return err_set(err, "device %d: %s (%s)", device, cudaGetErrorString(e),
+                       cudaGetErrorName(e));
     }
     pthread_mutex_lock(&m->mu);
     m->ev = ev;
@@ -235,8 +244,8 @@ void monitor_note(struct monitor *m, void *stream) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void monitor_add_probe(struct monitor *m, int (*check)(void *arg, char *msg, size_t cap), void (*abort)(void *arg),
-                       void *arg) {
+void monitor_add_probe(struct monitor *m, int (*check)(void *arg, char *msg, size_t cap),
+                       void (*abort)(void *arg), void *arg) {
     pthread_mutex_lock(&m->mu);
     int i = 0;
     while (i < MONITOR_PROBES && m->probes[i].arg) i++;

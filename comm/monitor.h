@@ -12,10 +12,13 @@
 #include <stddef.h>
 
 /* What a job whose collectives hang should look at first. */
-#define HANG_HINTS                                                                                          \
-    "likely causes: GPU peer-to-peer transfers failing or blocked (check `nvidia-smi topo -m`; try "         \
-    "NCCL_P2P_DISABLE=1 or parallel.comm = \"mpi\"), an IOMMU or PCIe ACS setting that breaks P2P (check `dmesg | grep " \
-    "-i -e iommu -e dmar`; boot with iommu=pt or disable ACS), or the NCCL environment (NCCL_SOCKET_IFNAME, " \
+#define HANG_HINTS \
+    "likely causes: GPU peer-to-peer transfers failing or blocked (check `nvidia-smi topo -m`; " \
+    "try " \
+    "NCCL_P2P_DISABLE=1 or parallel.comm = \"mpi\"), an IOMMU or PCIe ACS setting that breaks " \
+    "P2P (check `dmesg | grep " \
+    "-i -e iommu -e dmar`; boot with iommu=pt or disable ACS), or the NCCL environment " \
+    "(NCCL_SOCKET_IFNAME, " \
     "NCCL_IB_DISABLE=1; rerun with NCCL_DEBUG=INFO)"
 
 struct monitor;
@@ -41,11 +44,13 @@ void monitor_step_end(struct monitor *m);
 /* Watches the collectives queued on device: each must finish within timeout_s seconds. desc
  * names the path in messages; the caller keeps it alive and sets it before the first
  * monitor_note. Returns 0, or -1 with err. */
-int monitor_watch_device(struct monitor *m, int device, const char *desc, double timeout_s, char *err);
+int monitor_watch_device(struct monitor *m, int device, const char *desc, double timeout_s,
+                         char *err);
 /* Stops watching the device (probes withdrawn first by their owners); not watched: nothing. */
 void monitor_unwatch_device(struct monitor *m);
 /* Puts a blocking step under watch: past timeout_s seconds the job ends with the message. */
-void monitor_arm(struct monitor *m, double timeout_s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void monitor_arm(struct monitor *m, double timeout_s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void monitor_disarm(struct monitor *m);
 /* After an all-reduce is queued on stream (a cudaStream_t): it must finish within the timeout. */
 void monitor_note(struct monitor *m, void *stream);
@@ -53,8 +58,8 @@ void monitor_note(struct monitor *m, void *stream);
  * while it runs. check returns 1 with msg (cap bytes, without the "rank N: " prefix) when the
  * job must end; before it ends, every probe's abort (when not NULL) runs, so that no peer is
  * left inside a collective. The key is arg: one probe per arg. */
-void monitor_add_probe(struct monitor *m, int (*check)(void *arg, char *msg, size_t cap), void (*abort)(void *arg),
-                       void *arg);
+void monitor_add_probe(struct monitor *m, int (*check)(void *arg, char *msg, size_t cap),
+                       void (*abort)(void *arg), void *arg);
 void monitor_remove_probe(struct monitor *m, void *arg);
 
 #endif

@@ -6,7 +6,8 @@
 
 #include "../util/check_cuda.h"
 
-void mpi_staging_allreduce(struct mpi_staging *s, struct comm *c, float *buf, size_t n, void *stream) {
+void mpi_staging_allreduce(struct mpi_staging *s, struct comm *c, float *buf, size_t n,
+                           void *stream) {
     cudaStream_t st = (cudaStream_t)stream;
     if (n > s->cap) {
         if (s->host) CUDA_CHECK(cudaFreeHost(s->host));

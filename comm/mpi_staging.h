@@ -16,7 +16,8 @@ struct mpi_staging {
 
 /* Collective: sum of buf (device memory, n floats) over all ranks, in place. Waits for the
  * work queued on stream (a cudaStream_t) before it; the copy back is queued on stream. */
-void mpi_staging_allreduce(struct mpi_staging *s, struct comm *c, float *buf, size_t n, void *stream);
+void mpi_staging_allreduce(struct mpi_staging *s, struct comm *c, float *buf, size_t n,
+                           void *stream);
 void mpi_staging_free(struct mpi_staging *s);
 
 #endif

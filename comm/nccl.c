@@ -25,15 +25,19 @@ struct nccl {
 static int async_error(void *arg, char *msg, size_t cap) {
     struct nccl *n = arg;
     ncclResult_t st = ncclSuccess;
-    if (ncclCommGetAsyncError(n->comm, &st) != ncclSuccess || st == ncclSuccess || st == ncclInProgress) return 0;
-    snprintf(msg, cap, "NCCL reported an asynchronous error: %s (%s)", ncclGetErrorString(st), ncclGetLastError(n->comm));
+    if (ncclCommGetAsyncError(n->comm, &st) != ncclSuccess || st == ncclSuccess ||
+        st == ncclInProgress)
+        return 0;
+    snprintf(msg, cap, "NCCL reported an asynchronous error: %s (%s)", ncclGetErrorString(st),
+             ncclGetLastError(n->comm));
     return 1;
 }
 
 /* Monitor abort: no rank stays inside a collective once the job ends. */
 static void abort_comm(void *arg) { ncclCommAbort(((struct nccl *)arg)->comm); }
 
-struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mon, double start_timeout_s, char *err) {
+struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mon,
+                       double start_timeout_s, char *err) {
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     int ok = 1;
@@ -47,13 +51,15 @@ struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mo
     struct nccl *n = xcalloc(1, sizeof *n);
     n->mon = mon;
     monitor_arm(mon, start_timeout_s,
-                 "NCCL initialisation (ncclCommInitRank over %d ranks) did not finish within %.0f s "
-                 "(parallel.comm_start_timeout_s); " HANG_HINTS, size, start_timeout_s);
+                "NCCL initialisation (ncclCommInitRank over %d ranks) did not finish within %.0f s "
+                "(parallel.comm_start_timeout_s); " HANG_HINTS,
+                size, start_timeout_s);
     ncclResult_t r = ncclCommInitRank(&n->comm, size, id, rank);
     monitor_disarm(mon);
-    if (r != ncclSuccess) ok = !err_set(err, "ncclCommInitRank (%s rank %d of %d, device %d): %s (%s)",
-                                        world ? "world" : "TP group", rank, size, device, ncclGetErrorString(r),
-                                        ncclGetLastError(NULL));
+    if (r != ncclSuccess)
+        ok = !err_set(err, "ncclCommInitRank (%s rank %d of %d, device %d): %s (%s)",
+                      world ? "world" : "TP group", rank, size, device, ncclGetErrorString(r),
+                      ncclGetLastError(NULL));
     if (ok) monitor_add_probe(mon, async_error, abort_comm, n);
     if (comm_agree(c, ok, err, "NCCL")) return n;
     if (ok) nccl_close(n);
@@ -82,7 +88,8 @@ void nccl_close(struct nccl *n) {
 
 #elif TPD_HAVE_CUDA /* CUDA without NCCL: the GPU communicator uses IPC or MPI staging */
 
-struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mon, double start_timeout_s, char *err) {
+struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mon,
+                       double start_timeout_s, char *err) {
     (void)c, (void)world, (void)device, (void)mon, (void)start_timeout_s;
     err_set(err, "this build has no NCCL (nccl.h / libnccl not found at configure time)");
     return NULL;

@@ -1,6 +1,7 @@
 /* NCCL for the GPU communicator: a communicator over the stage's TP group (the all-reduce) or
- * over every rank (send/recv between pipeline stages), joined and watched by comm/monitor. Used by the rank's compute thread. CUDA builds (comm/ modules) only;
- * a build without NCCL fails nccl_open with the reason. */
+ * over every rank (send/recv between pipeline stages), joined and watched by comm/monitor. Used by
+ * the rank's compute thread. CUDA builds (comm/ modules) only; a build without NCCL fails nccl_open
+ * with the reason. */
 #ifndef TPD_NCCL_H
 #define TPD_NCCL_H
 
@@ -17,7 +18,8 @@ struct nccl;
  * which must finish within start_timeout_s seconds or the monitor ends the job. Adds a probe
  * to mon for NCCL's asynchronous errors. device: this rank's GPU, for messages. NULL with err
  * on every rank when any rank failed. */
-struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mon, double start_timeout_s, char *err);
+struct nccl *nccl_open(struct comm *c, int world, int device, struct monitor *mon,
+                       double start_timeout_s, char *err);
 /* Sum of buf (device memory, n floats) over all ranks, in place, queued on stream (a
  * cudaStream_t). */
 void nccl_allreduce(struct nccl *n, float *buf, size_t count, void *stream);

@@ -29,7 +29,6 @@
 
 #define MAX_IDS (1 << 20)
 
-
 /* Opens the engine on every rank; on failure each rank that failed says why. */
 static struct engine *open_engine(struct comm *c, struct engine_opts *eo) {
     char err[ERR_LEN] = "";
@@ -42,21 +41,23 @@ static struct engine *open_engine(struct comm *c, struct engine_opts *eo) {
 
 static int check_ids(const int32_t *ids, int n, int vocab, char *err) {
     for (int i = 0; i < n; i++)
-        if (ids[i] >= vocab) return err_set(err, "token id %d is outside the vocabulary (size %d)", ids[i], vocab);
+        if (ids[i] >= vocab)
+            return err_set(err, "token id %d is outside the vocabulary (size %d)", ids[i], vocab);
     return 0;
 }
 
 /* --prompt TEXT [--chat]: rank 0 loads the tokenizer, renders the chat template when
  * asked, encodes, and broadcasts the ids; every rank returns the same verdict. Rank 0
  * keeps the tokenizer (*tok) to print the completion as text. */
-static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tokenizer **tok, int32_t **ids, int *n,
-                            char *err) {
+static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tokenizer **tok,
+                            int32_t **ids, int *n, char *err) {
     int32_t status[2] = {0, 0}; /* ok, count */
     int32_t *out = NULL;
     if (c->rank == 0) {
         size_t text_len = strlen(o->cfg.prompt), n_ids = 0;
         int flags = TOK_ADD_SPECIAL;
-        if (tokenizer_load(tok, o->cfg.tokenizer ? o->cfg.tokenizer : o->eng.model_path, err)) goto done;
+        if (tokenizer_load(tok, o->cfg.tokenizer ? o->cfg.tokenizer : o->eng.model_path, err))
+            goto done;
         if (o->cfg.chat) { /* the template writes BOS and the role markers itself */
             struct chat_template ct;
             cJSON *msgs = cJSON_CreateArray();
@@ -75,14 +76,18 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
             /* special-token text in --prompt/--system stays plain text (chat.h) */
             int r = chat_template_load(&ct, *tok, NULL, err);
             if (!r) {
-                r = chat_template_encode(&ct, *tok, json, 1, NULL, 0, &out, &n_ids, NULL, NULL, err);
+                r = chat_template_encode(&ct, *tok, json, 1, NULL, 0, &out, &n_ids, NULL, NULL,
+                                         err);
                 chat_template_free(&ct);
             }
             free(json);
             if (r) goto done;
         }
-        if (!o->cfg.chat && tokenizer_encode(*tok, o->cfg.prompt, text_len, flags, &out, &n_ids, err)) goto done;
-        if (n_ids == 0 || n_ids > MAX_IDS) err_set(err, "the prompt encodes to %zu tokens (1..%d allowed)", n_ids, MAX_IDS);
+        if (!o->cfg.chat &&
+            tokenizer_encode(*tok, o->cfg.prompt, text_len, flags, &out, &n_ids, err))
+            goto done;
+        if (n_ids == 0 || n_ids > MAX_IDS)
+            err_set(err, "the prompt encodes to %zu tokens (1..%d allowed)", n_ids, MAX_IDS);
         else status[0] = 1, status[1] = (int32_t)n_ids;
     done:;
     }
@@ -105,8 +110,12 @@ static int prompt_from_text(struct comm *c, const struct run_opts *o, struct tok
  * with err. */
 static int constrain(struct gen_request *r, const struct run_opts *o, const struct tokenizer *tok,
                      struct grammar_vocab **gv, char *err) {
-    if (o->cfg.json_schema && o->cfg.grammar) return err_set(err, "give at most one of --json-schema and --grammar"), 2;
-    if (!tok) return err_set(err, "--json-schema and --grammar need the tokenizer (give --prompt, not --prompt-ids)"), 2;
+    if (o->cfg.json_schema && o->cfg.grammar)
+        return err_set(err, "give at most one of --json-schema and --grammar"), 2;
+    if (!tok)
+        return err_set(err, "--json-schema and --grammar need the tokenizer (give --prompt, not "
+                            "--prompt-ids)"),
+               2;
     const char *path = o->cfg.json_schema ? o->cfg.json_schema : o->cfg.grammar;
     FILE *f = fopen(path, "rb");
     if (!f) return err_set(err, "%s: cannot open", path), 2;
@@ -119,7 +128,8 @@ static int constrain(struct gen_request *r, const struct run_opts *o, const stru
     }
     *gv = api_grammar_vocab(tok);
     char why[ERR_LEN];
-    struct grammar *g = grammar_compile(*gv, o->cfg.json_schema ? GRAMMAR_JSON_SCHEMA : GRAMMAR_GBNF, text.p, text.len, why);
+    struct grammar *g = grammar_compile(
+        *gv, o->cfg.json_schema ? GRAMMAR_JSON_SCHEMA : GRAMMAR_GBNF, text.p, text.len, why);
     sbuf_free(&text);
     if (!g) return err_set(err, "%s: %s", path, why), 2;
     r->grammar = grammar_matcher_new(g);
@@ -129,8 +139,8 @@ static int constrain(struct gen_request *r, const struct run_opts *o, const stru
 
 /* Rank 0: submits the prompt as one request to the scheduler the daemon uses and runs its
  * step loop until the request ends, printing tokens as they arrive. */
-static int generate_rank0(struct engine *e, const struct run_opts *o, const struct tokenizer *tok, int32_t *prompt,
-                          int n_prompt) {
+static int generate_rank0(struct engine *e, const struct run_opts *o, const struct tokenizer *tok,
+                          int32_t *prompt, int n_prompt) {
     struct metrics *m = metrics_new();
     struct sched_opts so;
     options_sched(&o->cfg, CMD_GENERATE, tok, engine_info(e), &so);
@@ -193,11 +203,12 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     if (!rc && so.spec.drafter) {
         struct sched_stats sst;
         sched_stats(s, &sst);
-        fprintf(stderr, "speculative: drafted=%ld accepted=%ld verify_steps=%ld\n", sst.spec_drafted, sst.spec_accepted,
-                sst.spec_verified);
+        fprintf(stderr, "speculative: drafted=%ld accepted=%ld verify_steps=%ld\n",
+                sst.spec_drafted, sst.spec_accepted, sst.spec_verified);
     }
     if (!rc && r->grammar && grammar_matcher_error(r->grammar)) { /* the output ends there, cut */
-        fprintf(stderr, "tpd generate: the grammar became too costly to match after %d tokens: %s\n", n_gen,
+        fprintf(stderr,
+                "tpd generate: the grammar became too costly to match after %d tokens: %s\n", n_gen,
                 grammar_matcher_error(r->grammar));
         rc = 2;
     }
@@ -206,8 +217,8 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
         fflush(stdout); /* the line ends before the timing line on stderr (2>&1 keeps the order) */
         /* decode steps = generated tokens after the first, which came from the prefill */
         double t_first = n_gen ? r->t_first_token : t_end;
-        fprintf(stderr, "timing: prefill_tokens=%d prefill_s=%.6f decode_tokens=%d decode_s=%.6f\n", n_prompt,
-                t_first - r->t_submit, n_gen > 0 ? n_gen - 1 : 0, t_end - t_first);
+        fprintf(stderr, "timing: prefill_tokens=%d prefill_s=%.6f decode_tokens=%d decode_s=%.6f\n",
+                n_prompt, t_first - r->t_submit, n_gen > 0 ? n_gen - 1 : 0, t_end - t_first);
     }
     req_unref(r); /* owns the prompt and the grammar state */
     grammar_vocab_free(gv);
@@ -217,18 +228,21 @@ static int generate_rank0(struct engine *e, const struct run_opts *o, const stru
     return rc;
 }
 
-/* The command after its options are parsed; o is a copy (its strings stay owned by the caller's). */
+/* The command after its options are parsed; o is a copy (its strings stay owned by the caller's).
+ */
 static int generate(struct comm *c, struct run_opts o) {
     char err[ERR_LEN] = "";
     if (!o.cfg.prompt_ids == !o.cfg.prompt) {
-        if (c->rank == 0) fprintf(stderr, "tpd generate: give exactly one of --prompt TEXT and --prompt-ids 1,2,3\n");
+        if (c->rank == 0)
+            fprintf(stderr,
+                    "tpd generate: give exactly one of --prompt TEXT and --prompt-ids 1,2,3\n");
         return 2;
     }
     int32_t *prompt = NULL;
     int n_prompt = 0;
     struct tokenizer *tok = NULL;
     if (o.cfg.prompt_ids ? parse_ids(o.cfg.prompt_ids, MAX_IDS, &prompt, &n_prompt, err)
-                     : prompt_from_text(c, &o, &tok, &prompt, &n_prompt, err)) {
+                         : prompt_from_text(c, &o, &tok, &prompt, &n_prompt, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
         return 2;
     }
@@ -245,7 +259,8 @@ static int generate(struct comm *c, struct run_opts o) {
     }
     int rc = 0;
     const struct engine_info *info = engine_info(e);
-    if (check_ids(prompt, n_prompt, info->vocab, err)) { /* the context is the scheduler's to check */
+    if (check_ids(prompt, n_prompt, info->vocab,
+                  err)) { /* the context is the scheduler's to check */
         if (c->rank == 0) fprintf(stderr, "tpd generate: %s\n", err);
         free(prompt);
         rc = 2;
@@ -293,13 +308,15 @@ static int parse_seqs(const char *s, struct seq **out, int *n_out, char *err) {
 
 /* Runs the given sequences together, each fed `chunk` tokens per step; stores the
  * logits of every token at its row of `all`. */
-static void eval_group(struct engine *e, struct block_pool *pool, struct step_plan *plan, struct seq *seqs, int n,
-                       int chunk, float *all, float *step_logits) {
+static void eval_group(struct engine *e, struct block_pool *pool, struct step_plan *plan,
+                       struct seq *seqs, int n, int chunk, float *all, float *step_logits) {
     int vocab = engine_info(e)->vocab, bs = engine_info(e)->block_size;
     for (int i = 0; i < n; i++) {
         seqs[i].done = 0;
-        seqs[i].blocks = xmalloc(sizeof(int32_t) * (size_t)block_pool_blocks_for(seqs[i].n, bs) + 1);
-        if (block_pool_take(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks, 1)) FATAL("KV cache smaller than planned");
+        seqs[i].blocks = xmalloc(sizeof(int32_t) * (size_t)block_pool_blocks_for(seqs[i].n, bs) +
+                                 1);
+        if (block_pool_take(pool, block_pool_blocks_for(seqs[i].n, bs), seqs[i].blocks, 1))
+            FATAL("KV cache smaller than planned");
     }
     for (;;) {
         plan_clear(plan);
@@ -307,7 +324,8 @@ static void eval_group(struct engine *e, struct block_pool *pool, struct step_pl
             struct seq *s = &seqs[i];
             if (s->done >= s->n) continue;
             int k = s->n - s->done < chunk ? s->n - s->done : chunk;
-            plan_add(plan, s->ids + s->done, k, s->done, s->blocks, block_pool_blocks_for(s->done + k, bs), 1);
+            plan_add(plan, s->ids + s->done, k, s->done, s->blocks,
+                     block_pool_blocks_for(s->done + k, bs), 1);
         }
         if (plan->n_seqs == 0) break;
         engine_step(e, plan, step_logits);
@@ -316,8 +334,8 @@ static void eval_group(struct engine *e, struct block_pool *pool, struct step_pl
             struct seq *s = &seqs[i];
             if (s->done >= s->n) continue;
             int k = s->n - s->done < chunk ? s->n - s->done : chunk;
-            memcpy(all + (s->out_at + (size_t)s->done) * (size_t)vocab, step_logits + (size_t)row * vocab,
-                   sizeof(float) * (size_t)k * (size_t)vocab);
+            memcpy(all + (s->out_at + (size_t)s->done) * (size_t)vocab,
+                   step_logits + (size_t)row * vocab, sizeof(float) * (size_t)k * (size_t)vocab);
             row += k;
             s->done += k;
         }
@@ -330,7 +348,8 @@ static void eval_group(struct engine *e, struct block_pool *pool, struct step_pl
 
 static int eval(struct comm *c, struct run_opts o) {
     char err[ERR_LEN] = "";
-    if ((!o.cfg.seqs && !err_set(err, "--seqs \"1,2;3\" is required")) || (!o.cfg.out && !err_set(err, "--out FILE is required"))) {
+    if ((!o.cfg.seqs && !err_set(err, "--seqs \"1,2;3\" is required")) ||
+        (!o.cfg.out && !err_set(err, "--out FILE is required"))) {
         if (c->rank == 0) fprintf(stderr, "tpd eval: %s\n", err);
         return 2;
     }
@@ -360,7 +379,8 @@ static int eval(struct comm *c, struct run_opts o) {
     int vocab = engine_info(e)->vocab, max_ctx = engine_info(e)->max_ctx;
     for (int i = 0; i < n_seqs && !rc; i++)
         if (check_ids(seqs[i].ids, seqs[i].n, vocab, err) ||
-            (seqs[i].n > max_ctx && !err_set(err, "sequence %d is longer than the context %d", i + 1, max_ctx))) {
+            (seqs[i].n > max_ctx &&
+             !err_set(err, "sequence %d is longer than the context %d", i + 1, max_ctx))) {
             if (c->rank == 0) fprintf(stderr, "tpd eval: %s\n", err);
             rc = 2;
         }
@@ -370,16 +390,20 @@ static int eval(struct comm *c, struct run_opts o) {
         /* eval tests the engine itself: a plan built here, blocks from its own pool */
         struct block_pool pool;
         struct step_plan plan;
-        block_pool_init(&pool, engine_info(e)->n_blocks, engine_info(e)->block_size, 0, engine_info(e)->sink_blocks);
+        block_pool_init(&pool, engine_info(e)->n_blocks, engine_info(e)->block_size, 0,
+                        engine_info(e)->sink_blocks);
         plan_init(&plan);
         float *all = xmalloc(sizeof(float) * total * (size_t)vocab);
         int step_cap = o.cfg.separate ? longest : (int)total;
         const int chunk = (int)o.cfg.chunk;
-        float *step = xmalloc(sizeof(float) * (size_t)(step_cap < chunk * n_seqs ? step_cap : chunk * n_seqs) * (size_t)vocab + 4);
+        float *step = xmalloc(sizeof(float) *
+                                  (size_t)(step_cap < chunk * n_seqs ? step_cap : chunk * n_seqs) *
+                                  (size_t)vocab +
+                              4);
         if (o.cfg.separate)
-            for (int i = 0; i < n_seqs; i++) eval_group(e, &pool, &plan, &seqs[i], 1, chunk, all, step);
-        else
-            eval_group(e, &pool, &plan, seqs, n_seqs, chunk, all, step);
+            for (int i = 0; i < n_seqs; i++)
+                eval_group(e, &pool, &plan, &seqs[i], 1, chunk, all, step);
+        else eval_group(e, &pool, &plan, seqs, n_seqs, chunk, all, step);
         engine_stop(e);
         plan_free(&plan);
         block_pool_free(&pool);
@@ -400,7 +424,8 @@ out:
 }
 
 /* Both commands: parse the options from the one table, run, free what parsing made. */
-static int run_command(struct comm *c, int argc, char **argv, int (*fn)(struct comm *, struct run_opts)) {
+static int run_command(struct comm *c, int argc, char **argv,
+                       int (*fn)(struct comm *, struct run_opts)) {
     struct run_opts o;
     char err[ERR_LEN] = "";
     if (run_opts_parse(c, argc, argv, &o, err)) {
@@ -414,5 +439,7 @@ static int run_command(struct comm *c, int argc, char **argv, int (*fn)(struct c
     return rc;
 }
 
-int cmd_generate(struct comm *c, int argc, char **argv) { return run_command(c, argc, argv, generate); }
+int cmd_generate(struct comm *c, int argc, char **argv) {
+    return run_command(c, argc, argv, generate);
+}
 int cmd_eval(struct comm *c, int argc, char **argv) { return run_command(c, argc, argv, eval); }

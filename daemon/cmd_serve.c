@@ -58,7 +58,8 @@ static const char *base_name(const char *p) {
 static int print_plan(const struct config *cfg, char *err) {
     int tp = cfg->tp > 0 ? (int)cfg->tp : 1, pp = cfg->pp > 0 ? (int)cfg->pp : 1;
     printf("\n# memory plan: weights per rank at tp %d x pp %d (parallel.moe = %s), from the "
-           "file's tensors\n", tp, pp, cfg->moe ? cfg->moe : "auto");
+           "file's tensors\n",
+           tp, pp, cfg->moe ? cfg->moe : "auto");
     for (int stage = 0; stage < pp; stage++)
         for (int r = 0; r < tp; r++) {
             size_t bytes;
@@ -101,7 +102,8 @@ int cmd_config(struct comm *c, int argc, char **argv) {
 static int pid_file_write(const char *path, dev_t *dev, ino_t *ino, char *err) {
     struct stat st;
     if (pid_file_check(path, err)) return -1;
-    if (unlink(path) && errno != ENOENT) return err_set(err, "cannot remove the stale %s: %s", path, strerror(errno));
+    if (unlink(path) && errno != ENOENT)
+        return err_set(err, "cannot remove the stale %s: %s", path, strerror(errno));
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return err_set(err, "cannot create %s: %s", path, strerror(errno));
     char buf[32];
@@ -121,7 +123,8 @@ static int pid_file_write(const char *path, dev_t *dev, ino_t *ino, char *err) {
 /* Only if it is still the file pid_file_write made (not one put in its place since). */
 static void pid_file_remove(const char *path, dev_t dev, ino_t ino) {
     struct stat st;
-    if (!lstat(path, &st) && S_ISREG(st.st_mode) && st.st_dev == dev && st.st_ino == ino) unlink(path);
+    if (!lstat(path, &st) && S_ISREG(st.st_mode) && st.st_dev == dev && st.st_ino == ino)
+        unlink(path);
 }
 
 /* Rank 0 after the engine is up: frontend, scheduler, and the step loop until SIGTERM. */
@@ -148,7 +151,8 @@ static int set_chat_template(struct api_ctx *api, const struct config *cfg, char
         snprintf(why, sizeof why, "%s", err);
         return err_set(err, "model.chat_template %s: %s", cfg->chat_template, why);
     }
-    LOG(LOG_INFO, "chat template from %s; tool calls: %s", cfg->chat_template, toolcall_format_name(api->tool_format));
+    LOG(LOG_INFO, "chat template from %s; tool calls: %s", cfg->chat_template,
+        toolcall_format_name(api->tool_format));
     return 0;
 }
 
@@ -159,8 +163,10 @@ static _Atomic(struct http_server *) serving;
 static void serve_fatal(int code) {
     struct http_server *h = atomic_exchange(&serving, NULL);
     if (h)
-        http_fail(h, "the tpd job is ending: a rank failed, stopped or cannot be reached (see the "
-                  "daemon's log); this request did not finish", 0.5);
+        http_fail(h,
+                  "the tpd job is ending: a rank failed, stopped or cannot be reached (see the "
+                  "daemon's log); this request did not finish",
+                  0.5);
     comm_abort(code);
 }
 
@@ -171,24 +177,30 @@ struct stats_line {
     struct metrics_totals last;
 };
 
-static void stats_maybe_log(struct stats_line *sl, const struct config *cfg, struct scheduler *s, struct metrics *m,
-                            double now) {
+static void stats_maybe_log(struct stats_line *sl, const struct config *cfg, struct scheduler *s,
+                            struct metrics *m, double now) {
     if (cfg->stats_interval_s <= 0 || now - sl->t_last < cfg->stats_interval_s) return;
     struct metrics_totals t;
     metrics_totals(m, &t);
     struct sched_stats st;
     sched_stats(s, &st);
     double dt = now - sl->t_last;
-    unsigned long req = t.requests - sl->last.requests, in = t.prompt_computed - sl->last.prompt_computed;
-    unsigned long out = t.generated - sl->last.generated, q = t.prefix_queried - sl->last.prefix_queried;
+    unsigned long req = t.requests - sl->last.requests,
+                  in = t.prompt_computed - sl->last.prompt_computed;
+    unsigned long out = t.generated - sl->last.generated,
+                  q = t.prefix_queried - sl->last.prefix_queried;
     unsigned long hit = t.prefix_hit - sl->last.prefix_hit;
     sl->t_last = now;
     sl->last = t;
     if (!req && !in && !out && !st.running && !st.queued) return;
     int blocks = st.kv_blocks_used + st.kv_blocks_free;
-    LOG(LOG_INFO, "stats: running %d, waiting %d; prompt %.1f tokens/s, generation %.1f tokens/s; KV cache %.1f%% "
-        "used (%d of %d blocks); prefix cache hit %.1f%% (%lu of %lu prompt tokens); %lu requests finished in "
-        "%.1f s", st.running, st.queued, in / dt, out / dt, blocks ? 100.0 * st.kv_blocks_used / blocks : 0.0,
+    LOG(LOG_INFO,
+        "stats: running %d, waiting %d; prompt %.1f tokens/s, generation %.1f tokens/s; KV cache "
+        "%.1f%% "
+        "used (%d of %d blocks); prefix cache hit %.1f%% (%lu of %lu prompt tokens); %lu requests "
+        "finished in "
+        "%.1f s",
+        st.running, st.queued, in / dt, out / dt, blocks ? 100.0 * st.kv_blocks_used / blocks : 0.0,
         st.kv_blocks_used, blocks, q ? 100.0 * hit / q : 0.0, hit, q, req, dt);
 }
 
@@ -199,11 +211,16 @@ static void log_banner(const struct config *cfg, const struct engine_info *in, c
     char v[256], tcp[48] = "tcp off";
     version_line("tpd", v, sizeof v);
     if (cfg->tcp_port) snprintf(tcp, sizeof tcp, "tcp 127.0.0.1:%ld", (long)cfg->tcp_port);
-    LOG(LOG_INFO, "%s serving %s: tp %d x pp %d, backend %s, all-reduce %s; memory per rank (rank 0): weights "
-        "%.1f MiB, KV cache %.1f MiB (%d blocks of %d = %ld tokens), context %d; socket %s (mode %04lo), %s, "
-        "pid file %s", v, model, in->tp, in->pp, in->backend, in->allreduce, in->weight_bytes / 1048576.0,
-        in->kv_bytes / 1048576.0, in->n_blocks, in->block_size, (long)in->n_blocks * in->block_size, in->max_ctx,
-        cfg->socket, (unsigned long)(cfg->socket_mode ? cfg->socket_mode : 0600), tcp, pid_path);
+    LOG(LOG_INFO,
+        "%s serving %s: tp %d x pp %d, backend %s, all-reduce %s; memory per rank (rank 0): "
+        "weights "
+        "%.1f MiB, KV cache %.1f MiB (%d blocks of %d = %ld tokens), context %d; socket %s (mode "
+        "%04lo), %s, "
+        "pid file %s",
+        v, model, in->tp, in->pp, in->backend, in->allreduce, in->weight_bytes / 1048576.0,
+        in->kv_bytes / 1048576.0, in->n_blocks, in->block_size, (long)in->n_blocks * in->block_size,
+        in->max_ctx, cfg->socket, (unsigned long)(cfg->socket_mode ? cfg->socket_mode : 0600), tcp,
+        pid_path);
 }
 
 /* tok: loaded by the start-up checks; freed here. */
@@ -224,12 +241,17 @@ static int serve_rank0(struct engine *e, const struct config *cfg, struct tokeni
     }
     struct scheduler *s = sched_new(e, &so, m);
     struct server_config sc = {
-        .socket_path = cfg->socket, .socket_mode = (unsigned)cfg->socket_mode, .socket_group = cfg->socket_group,
-        .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port,
-        .max_body_bytes = (size_t)cfg->max_body_bytes, .max_connections = (int)cfg->max_connections,
+        .socket_path = cfg->socket,
+        .socket_mode = (unsigned)cfg->socket_mode,
+        .socket_group = cfg->socket_group,
+        .n_allowed_uids = cfg->n_allowed_uids,
+        .tcp_port = (int)cfg->tcp_port,
+        .max_body_bytes = (size_t)cfg->max_body_bytes,
+        .max_connections = (int)cfg->max_connections,
         .send_timeout_s = (unsigned)cfg->send_timeout_s,
         .max_connections_per_uid = (int)cfg->max_connections_per_uid,
-        .header_timeout_s = (unsigned)cfg->header_timeout_s, .idle_timeout_s = (unsigned)cfg->idle_timeout_s,
+        .header_timeout_s = (unsigned)cfg->header_timeout_s,
+        .idle_timeout_s = (unsigned)cfg->idle_timeout_s,
         .http_threads = (int)cfg->http_threads,
         .access_log = cfg->access_log,
         .stop_flag = &stop_requested, /* /health is 503 from the signal on, even mid-step */
@@ -237,7 +259,9 @@ static int serve_rank0(struct engine *e, const struct config *cfg, struct tokeni
     struct sched_stats st;
     sched_stats(s, &st);
     struct api_ctx api;
-    api_ctx_init(&api, tok, cfg->model_name ? cfg->model_name : base_name(cfg->model_path ? cfg->model_path : cfg->synthetic),
+    api_ctx_init(&api, tok,
+                 cfg->model_name ? cfg->model_name
+                                 : base_name(cfg->model_path ? cfg->model_path : cfg->synthetic),
                  st.max_ctx, st.kv_tokens, st.max_queue);
     if (api.gvocab)
         grammar_vocab_set_limits(api.gvocab, &(struct grammar_limits){(int)cfg->grammar_max_stacks,
@@ -300,7 +324,8 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     struct config cfg;
     char err[ERR_LEN];
     enum dtype kv_type = DT_F16;
-    if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) || comm_groups_init(c, (int)cfg.tp, (int)cfg.pp, err) ||
+    if (options_load(c, CMD_SERVE, argc, argv, &cfg, err) ||
+        comm_groups_init(c, (int)cfg.tp, (int)cfg.pp, err) ||
         kvcache_type_parse(cfg.kv_type, &kv_type, err)) {
         if (c->rank == 0) fprintf(stderr, "tpd serve: %s\n", err);
         config_free(&cfg);
@@ -315,9 +340,11 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     if (c->rank == 0 && c->size > 1)
         LOG(LOG_INFO, "placement: %d node%s: %s", pl.n_nodes, pl.n_nodes > 1 ? "s" : "", pl.nodes);
     if (c->rank == 0 && pl.split_groups)
-        LOG(LOG_WARN, "%s: every all-reduce of the forward pass crosses the network between "
+        LOG(LOG_WARN,
+            "%s: every all-reduce of the forward pass crosses the network between "
             "nodes (slow); place each stage's TP group on one node (a hostfile with slots = tp "
-            "and parallel.pp = nodes, or Slurm --ntasks-per-node = tp)", pl.split);
+            "and parallel.pp = nodes, or Slurm --ntasks-per-node = tp)",
+            pl.split);
     /* SIGTERM/SIGINT: rank 0 drains; the other ranks keep following its plans until it
      * releases them (mpirun may forward the signal to every rank). */
     struct sigaction sa;
@@ -354,14 +381,20 @@ int cmd_serve(struct comm *c, int argc, char **argv) {
     if (kv_tokens < info->max_ctx) {
         if (cfg.require_full_context) {
             if (c->rank == 0)
-                fprintf(stderr, "tpd serve: cache.kv_tokens = %ld cannot hold one sequence of the full context (%d tokens); "
-                        "raise it, lower model.max_ctx, or set cache.require_full_context = false\n", kv_tokens, info->max_ctx);
+                fprintf(
+                    stderr,
+                    "tpd serve: cache.kv_tokens = %ld cannot hold one sequence of the full context "
+                    "(%d tokens); "
+                    "raise it, lower model.max_ctx, or set cache.require_full_context = false\n",
+                    kv_tokens, info->max_ctx);
             engine_close(e);
             tokenizer_free(tok);
             config_free(&cfg);
             return 2;
         }
-        LOG(LOG_WARN, "cache.kv_tokens = %ld is less than the context (%d tokens): longer requests are refused with 400",
+        LOG(LOG_WARN,
+            "cache.kv_tokens = %ld is less than the context (%d tokens): longer requests are "
+            "refused with 400",
             kv_tokens, info->max_ctx);
     }
     int rc = 0;

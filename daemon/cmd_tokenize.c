@@ -63,7 +63,10 @@ static int hexval(int c) {
 static int run_batch(struct tokenizer *t, const char *path, int flags) {
     size_t len;
     char *data = slurp(path, &len);
-    if (!data) { fprintf(stderr, "tokenize: cannot read %s\n", path); return 1; }
+    if (!data) {
+        fprintf(stderr, "tokenize: cannot read %s\n", path);
+        return 1;
+    }
     char err[ERR_LEN];
     char *line = data;
     int rc = 0;
@@ -77,7 +80,10 @@ static int run_batch(struct tokenizer *t, const char *path, int flags) {
             if (hi < 0 || lo < 0) rc = 1;
             else line[n++] = (char)(hi * 16 + lo);
         }
-        if (rc) { fprintf(stderr, "tokenize: bad hex line\n"); break; }
+        if (rc) {
+            fprintf(stderr, "tokenize: bad hex line\n");
+            break;
+        }
         int32_t *ids;
         size_t nid;
         if (tokenizer_encode(t, line, n, flags, &ids, &nid, err)) {
@@ -155,11 +161,11 @@ static void render_request(const char *src, const cJSON *line, const cJSON *req,
     if (api_tools_read(req, c.tool_format, &t, &e) == 0 && t.prefix) {
         struct sbuf g = {0};
         int bad;
-        if (toolcall_grammar(t.format, (const char *const *)t.names, (const char *const *)t.params, t.n,
-                             t.choice == TOOL_CHOICE_NAMED ? t.named : -1, t.parallel, &g, &bad, err) == 0)
+        if (toolcall_grammar(t.format, (const char *const *)t.names, (const char *const *)t.params,
+                             t.n, t.choice == TOOL_CHOICE_NAMED ? t.named : -1, t.parallel, &g,
+                             &bad, err) == 0)
             cJSON_AddStringToObject(res, "grammar", g.p);
-        else
-            cJSON_AddStringToObject(res, "grammar_error", err);
+        else cJSON_AddStringToObject(res, "grammar_error", err);
         sbuf_free(&g);
     }
     api_tools_free(&t);
@@ -171,7 +177,10 @@ static void render_request(const char *src, const cJSON *line, const cJSON *req,
 static int run_render_batch(const char *path) {
     size_t len;
     char *data = slurp(path, &len);
-    if (!data) { fprintf(stderr, "tokenize: cannot read %s\n", path); return 1; }
+    if (!data) {
+        fprintf(stderr, "tokenize: cannot read %s\n", path);
+        return 1;
+    }
     char err[ERR_LEN];
     for (char *line = data; line < data + len;) {
         char *nl = memchr(line, '\n', (size_t)(data + len - line));
@@ -189,7 +198,8 @@ static int run_render_batch(const char *path) {
         } else {
             char *cs = cJSON_PrintUnformatted(ctx), *out = NULL;
             size_t ol;
-            if (cs && chat_render_json(tpl->valuestring, strlen(tpl->valuestring), cs, &out, &ol, err) == 0) {
+            if (cs && chat_render_json(tpl->valuestring, strlen(tpl->valuestring), cs, &out, &ol,
+                                       err) == 0) {
                 cJSON_AddBoolToObject(res, "ok", 1);
                 cJSON_AddStringToObject(res, "text", out);
             } else {
@@ -212,13 +222,17 @@ static int run_render_batch(const char *path) {
 
 /* The command after its options are parsed. */
 static int tokenize_run(const struct config *o) {
-    const char *path = o->tokenizer, *text = o->text, *file = o->file, *batch = o->batch, *chat = o->chat_file;
-    int flags = TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, add_gen = o->add_generation_prompt, print_prompt = o->print_prompt;
+    const char *path = o->tokenizer, *text = o->text, *file = o->file, *batch = o->batch,
+               *chat = o->chat_file;
+    int flags = TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, add_gen = o->add_generation_prompt,
+        print_prompt = o->print_prompt;
     if (o->no_special) flags &= ~TOK_ADD_SPECIAL;
     if (o->no_parse_special) flags &= ~TOK_PARSE_SPECIAL;
     if (o->render_batch) return run_render_batch(o->render_batch);
     if (!path || (!!text + !!file + !!batch + !!chat) != 1) {
-        fprintf(stderr, "tokenize: give --tokenizer PATH and exactly one of --text, --file, --chat, --batch\n");
+        fprintf(
+            stderr,
+            "tokenize: give --tokenizer PATH and exactly one of --text, --file, --chat, --batch\n");
         options_usage(stderr, "tokenize");
         return 2;
     }
@@ -235,18 +249,23 @@ static int tokenize_run(const struct config *o) {
         size_t ml;
         char *msgs = slurp(chat, &ml);
         struct chat_template ct;
-        if (!msgs) { fprintf(stderr, "tokenize: cannot read %s\n", chat); rc = 1; }
-        else if (chat_template_load(&ct, t, NULL, err)) { fprintf(stderr, "tokenize: %s\n", err); rc = 1; }
-        else {
+        if (!msgs) {
+            fprintf(stderr, "tokenize: cannot read %s\n", chat);
+            rc = 1;
+        } else if (chat_template_load(&ct, t, NULL, err)) {
+            fprintf(stderr, "tokenize: %s\n", err);
+            rc = 1;
+        } else {
             /* apply_chat_template(tokenize=True): no added specials; special-token text in the
              * messages stays plain text (chat.h), --no-parse-special: everywhere */
             size_t pl, n;
             int32_t *ids = NULL;
             struct tok_span *data = NULL;
             size_t nd = 0;
-            if (chat_template_render_spans(&ct, msgs, add_gen, NULL, &prompt, &pl, &data, &nd, err) ||
-                (!print_prompt && tokenizer_encode_spans(t, prompt, pl, flags & TOK_PARSE_SPECIAL, data, nd,
-                                                         &ids, &n, err))) {
+            if (chat_template_render_spans(&ct, msgs, add_gen, NULL, &prompt, &pl, &data, &nd,
+                                           err) ||
+                (!print_prompt && tokenizer_encode_spans(t, prompt, pl, flags & TOK_PARSE_SPECIAL,
+                                                         data, nd, &ids, &n, err))) {
                 fprintf(stderr, "tokenize: %s\n", err);
                 rc = 1;
             } else if (print_prompt) {
@@ -271,7 +290,11 @@ static int tokenize_run(const struct config *o) {
         char *owned = NULL;
         if (file) {
             owned = slurp(file, &len);
-            if (!owned) { fprintf(stderr, "tokenize: cannot read %s\n", file); tokenizer_free(t); return 1; }
+            if (!owned) {
+                fprintf(stderr, "tokenize: cannot read %s\n", file);
+                tokenizer_free(t);
+                return 1;
+            }
             text = owned;
         } else {
             len = strlen(text);

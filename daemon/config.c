@@ -28,25 +28,25 @@
  * taking it, the default as flag text (NULL: empty or zero), then per kind: KEY_INT and
  * KEY_DBL their limits, KEY_STR the value's placeholder in usage (NULL: from the kind),
  * KEY_ENUM the allowed values ('|'-separated); last the help line. */
-#define TYPED(field, T) (F(field) + 0 * sizeof(_Generic(((struct config *)0)->field, T: 1)))
+#define TYPED(field, T) (F(field) + 0 * sizeof(_Generic(((struct config *)0)->field, T : 1)))
 #define TYPED_STR(field) \
-    (F(field) + 0 * sizeof(_Generic(((struct config *)0)->field, char *: 1, const char *: 1)))
+    (F(field) + 0 * sizeof(_Generic(((struct config *)0)->field, char * : 1, const char * : 1)))
 #define KEY_STR(sec, key, field, flags, cmds, def, meta, help) \
-    {sec, key, K_STR, TYPED_STR(field), 0, 0, flags, cmds, def, NULL, meta, help}
+    { sec, key, K_STR, TYPED_STR(field), 0, 0, flags, cmds, def, NULL, meta, help }
 #define KEY_ENUM(sec, key, field, flags, cmds, def, choices, help) \
-    {sec, key, K_STR, TYPED_STR(field), 0, 0, flags, cmds, def, choices, NULL, help}
+    { sec, key, K_STR, TYPED_STR(field), 0, 0, flags, cmds, def, choices, NULL, help }
 #define KEY_INT(sec, key, field, flags, cmds, def, lo, hi, help) \
-    {sec, key, K_INT, TYPED(field, long), lo, hi, flags, cmds, def, NULL, NULL, help}
+    { sec, key, K_INT, TYPED(field, long), lo, hi, flags, cmds, def, NULL, NULL, help }
 #define KEY_DBL(sec, key, field, flags, cmds, def, lo, hi, help) \
-    {sec, key, K_DBL, TYPED(field, double), lo, hi, flags, cmds, def, NULL, NULL, help}
+    { sec, key, K_DBL, TYPED(field, double), lo, hi, flags, cmds, def, NULL, NULL, help }
 #define KEY_BOOL(sec, key, field, flags, cmds, def, help) \
-    {sec, key, K_BOOL, TYPED(field, int), 0, 0, flags, cmds, def, NULL, NULL, help}
+    { sec, key, K_BOOL, TYPED(field, int), 0, 0, flags, cmds, def, NULL, NULL, help }
 /* an octal file mode, 0 to 0777, from TOML or a flag */
 #define KEY_MODE(sec, key, field, cmds, def, help) \
-    {sec, key, K_MODE, TYPED(field, long), 0, 0777, NULL, cmds, def, NULL, NULL, help}
+    { sec, key, K_MODE, TYPED(field, long), 0, 0777, NULL, cmds, def, NULL, NULL, help }
 /* a list of uids, from TOML only (an array of integers) */
 #define KEY_UIDS(sec, key, field, cmds, help) \
-    {sec, key, K_UIDS, TYPED(field, long *), 0, 4294967295.0, NULL, cmds, NULL, NULL, NULL, help}
+    { sec, key, K_UIDS, TYPED(field, long *), 0, 4294967295.0, NULL, cmds, NULL, NULL, NULL, help }
 #define DEBUG_SWITCH(name, dflt, help) /* a row per switch of kernels/backend.h */ \
     KEY_BOOL("debug", #name, debug.name, NULL, S | R, (dflt) ? "true" : "false", help),
 /* One row per key: defaults, parsing, limits, flags, usage and the dump come from here.
@@ -183,7 +183,9 @@ static const struct config_key keys[] = {
             "structured output: work units one token's mask or advance may take"),
     KEY_DBL("grammar", "max_compile_ms", grammar_max_compile_ms, NULL, S, "2000", 1, 600000,
             "structured output: wall time to compile a grammar and its first mask"),
+    /* clang-format off: the rows this macro expands to end in their own commas */
     BACKEND_DEBUG_SWITCHES(DEBUG_SWITCH)
+    /* clang-format on */
     KEY_ENUM("debug", "ipc_sync", comm.ipc_sync, NULL, S | R, "auto", "auto|host|device",
              "CUDA IPC all-reduce barrier: host (MPI) or device (spinning kernel); auto = host "
              "when ranks share a GPU"),
@@ -257,7 +259,8 @@ static const struct {
     const char *name;
     unsigned bit;
 } command_names[] = {
-    {"serve", CMD_SERVE}, {"config", CMD_CONFIG}, {"generate", CMD_GENERATE}, {"eval", CMD_EVAL}, {"tokenize", CMD_TOKENIZE},
+    {"serve", CMD_SERVE}, {"config", CMD_CONFIG},     {"generate", CMD_GENERATE},
+    {"eval", CMD_EVAL},   {"tokenize", CMD_TOKENIZE},
 };
 
 const struct config_key *config_keys(size_t *n) {
@@ -271,7 +274,9 @@ unsigned config_command(const char *name) {
     return 0;
 }
 
-static char **str_at(struct config *c, const struct config_key *k) { return (char **)((char *)c + k->off); }
+static char **str_at(struct config *c, const struct config_key *k) {
+    return (char **)((char *)c + k->off);
+}
 
 static void set_str(struct config *c, const struct config_key *k, const char *v) {
     char **p = str_at(c, k);
@@ -282,7 +287,8 @@ static void set_str(struct config *c, const struct config_key *k, const char *v)
 /* Integer limits as longs: the seed's upper limit is LONG_MAX, which a double rounds up. */
 static long lim_long(double d) { return d >= BIG ? LONG_MAX : (long)d; }
 
-static int apply_text(struct config *c, const struct config_key *k, const char *flag, const char *v, char *err);
+static int apply_text(struct config *c, const struct config_key *k, const char *flag, const char *v,
+                      char *err);
 
 void config_defaults(struct config *c) {
     memset(c, 0, sizeof *c);
@@ -298,8 +304,8 @@ void config_free(struct config *c) {
 
 static const struct config_key *find_key(const char *section, const char *key, size_t key_len) {
     for (size_t i = 0; i < N_KEYS; i++)
-        if (keys[i].section && !strcmp(keys[i].section, section) && strlen(keys[i].key) == key_len &&
-            !memcmp(keys[i].key, key, key_len))
+        if (keys[i].section && !strcmp(keys[i].section, section) &&
+            strlen(keys[i].key) == key_len && !memcmp(keys[i].key, key, key_len))
             return &keys[i];
     return NULL;
 }
@@ -309,7 +315,8 @@ static int check_range(const struct config_key *k, double v, const char *where, 
     if (!isfinite(v))
         return err_set(err, "%s%s.%s = %g is not a finite number", where, k->section, k->key, v);
     if (v < k->lo || v > k->hi)
-        return err_set(err, "%s%s.%s = %g is out of range [%g, %g]", where, k->section, k->key, v, k->lo, k->hi);
+        return err_set(err, "%s%s.%s = %g is out of range [%g, %g]", where, k->section, k->key, v,
+                       k->lo, k->hi);
     return 0;
 }
 
@@ -321,7 +328,8 @@ static int parse_mode(const char *s, long *out) {
     return 0;
 }
 
-static int apply_node(struct config *c, const struct config_key *k, const struct toml_node *n, const char *file, char *err) {
+static int apply_node(struct config *c, const struct config_key *k, const struct toml_node *n,
+                      const char *file, char *err) {
     char where[600];
     snprintf(where, sizeof where, "%s:%d: ", file, toml_line(n));
     char terr[ERR_LEN];
@@ -330,27 +338,31 @@ static int apply_node(struct config *c, const struct config_key *k, const struct
         const char *s;
         size_t len;
         if (toml_string(n, &s, &len, terr) || strlen(s) != len)
-            return err_set(err, "%s%s.%s must be a string without NUL bytes", where, k->section, k->key);
+            return err_set(err, "%s%s.%s must be a string without NUL bytes", where, k->section,
+                           k->key);
         set_str(c, k, s);
         return 0;
     }
     case K_INT: {
         int64_t v;
-        if (toml_int(n, &v, terr)) return err_set(err, "%s%s.%s must be an integer", where, k->section, k->key);
+        if (toml_int(n, &v, terr))
+            return err_set(err, "%s%s.%s must be an integer", where, k->section, k->key);
         if (check_range(k, (double)v, where, err)) return -1;
         *(long *)((char *)c + k->off) = (long)v;
         return 0;
     }
     case K_DBL: {
         double v;
-        if (toml_double(n, &v, terr)) return err_set(err, "%s%s.%s must be a number", where, k->section, k->key);
+        if (toml_double(n, &v, terr))
+            return err_set(err, "%s%s.%s must be a number", where, k->section, k->key);
         if (check_range(k, v, where, err)) return -1;
         *(double *)((char *)c + k->off) = v;
         return 0;
     }
     case K_BOOL: {
         bool v;
-        if (toml_bool(n, &v, terr)) return err_set(err, "%s%s.%s must be true or false", where, k->section, k->key);
+        if (toml_bool(n, &v, terr))
+            return err_set(err, "%s%s.%s must be true or false", where, k->section, k->key);
         *(int *)((char *)c + k->off) = v;
         return 0;
     }
@@ -358,19 +370,21 @@ static int apply_node(struct config *c, const struct config_key *k, const struct
         const char *s;
         long v;
         if (toml_string(n, &s, NULL, terr) || parse_mode(s, &v))
-            return err_set(err, "%s%s.%s must be an octal mode string such as \"0660\"", where, k->section, k->key);
+            return err_set(err, "%s%s.%s must be an octal mode string such as \"0660\"", where,
+                           k->section, k->key);
         *(long *)((char *)c + k->off) = v;
         return 0;
     }
     case K_UIDS: {
         if (toml_type(n) != TOML_ARRAY || toml_len(n) > CONFIG_MAX_UIDS)
-            return err_set(err, "%s%s.%s must be an array of at most %d uids", where, k->section, k->key,
-                           CONFIG_MAX_UIDS);
+            return err_set(err, "%s%s.%s must be an array of at most %d uids", where, k->section,
+                           k->key, CONFIG_MAX_UIDS);
         c->n_allowed_uids = 0;
         for (size_t i = 0; i < toml_len(n); i++) {
             int64_t v;
             if (toml_int(toml_item(n, i), &v, terr) || check_range(k, (double)v, where, err))
-                return err_set(err, "%s%s.%s[%zu] must be a uid (0..4294967295)", where, k->section, k->key, i);
+                return err_set(err, "%s%s.%s[%zu] must be a uid (0..4294967295)", where, k->section,
+                               k->key, i);
             c->allowed_uids[c->n_allowed_uids++] = (long)v;
         }
         return 0;
@@ -379,7 +393,8 @@ static int apply_node(struct config *c, const struct config_key *k, const struct
     return -1;
 }
 
-int config_apply_toml(struct config *c, const char *text, size_t len, const char *filename, char *err) {
+int config_apply_toml(struct config *c, const char *text, size_t len, const char *filename,
+                      char *err) {
     struct toml_node *root;
     if (toml_parse(text, len, filename, &root, err)) return -1;
     int rc = 0;
@@ -388,7 +403,8 @@ int config_apply_toml(struct config *c, const char *text, size_t len, const char
         const char *sec = toml_key(root, i, &slen);
         struct toml_node *tab = toml_value(root, i);
         if (toml_type(tab) != TOML_TABLE) {
-            rc = err_set(err, "%s:%d: '%.*s' must be a section such as [server]", filename, toml_line(tab), (int)slen, sec);
+            rc = err_set(err, "%s:%d: '%.*s' must be a section such as [server]", filename,
+                         toml_line(tab), (int)slen, sec);
             break;
         }
         char secname[64];
@@ -400,9 +416,12 @@ int config_apply_toml(struct config *c, const char *text, size_t len, const char
             struct toml_node *v = toml_value(tab, j);
             if (!k) {
                 int known_section = 0;
-                for (size_t q = 0; q < N_KEYS; q++) known_section |= keys[q].section && !strcmp(keys[q].section, secname);
-                rc = known_section ? err_set(err, "%s:%d: unknown key '%.*s' in [%s]", filename, toml_line(v), (int)klen, key, secname)
-                                   : err_set(err, "%s:%d: unknown section [%s]", filename, toml_line(tab), secname);
+                for (size_t q = 0; q < N_KEYS; q++)
+                    known_section |= keys[q].section && !strcmp(keys[q].section, secname);
+                rc = known_section ? err_set(err, "%s:%d: unknown key '%.*s' in [%s]", filename,
+                                             toml_line(v), (int)klen, key, secname)
+                                   : err_set(err, "%s:%d: unknown section [%s]", filename,
+                                             toml_line(tab), secname);
             } else {
                 rc = apply_node(c, k, v, filename, err);
             }
@@ -413,34 +432,35 @@ int config_apply_toml(struct config *c, const char *text, size_t len, const char
 }
 
 /* Flag or default text. flag: the flag as given, for messages. */
-static int apply_text(struct config *c, const struct config_key *k, const char *flag, const char *v, char *err) {
+static int apply_text(struct config *c, const struct config_key *k, const char *flag, const char *v,
+                      char *err) {
     char where[200];
     if (k->section) snprintf(where, sizeof where, "%s (%s.%s): ", flag, k->section, k->key);
     else snprintf(where, sizeof where, "%s: ", flag);
     long l;
     float f;
     switch (k->kind) {
-    case K_STR:
-        set_str(c, k, v);
-        return 0;
+    case K_STR: set_str(c, k, v); return 0;
     case K_INT:
         if (parse_long(v, lim_long(k->lo), lim_long(k->hi), &l))
             return err_set(err, "%s'%s' is not an integer in [%.0f, %.0f]", where, v, k->lo, k->hi);
         *(long *)((char *)c + k->off) = l;
         return 0;
     case K_DBL:
-        if (parse_float(v, k->lo, k->hi, &f)) return err_set(err, "%s'%s' is not a number in [%g, %g]", where, v, k->lo, k->hi);
+        if (parse_float(v, k->lo, k->hi, &f))
+            return err_set(err, "%s'%s' is not a number in [%g, %g]", where, v, k->lo, k->hi);
         *(double *)((char *)c + k->off) = f;
         return 0;
     case K_BOOL:
-        if (strcmp(v, "true") && strcmp(v, "false")) return err_set(err, "%s'%s' is not true or false", where, v);
+        if (strcmp(v, "true") && strcmp(v, "false"))
+            return err_set(err, "%s'%s' is not true or false", where, v);
         *(int *)((char *)c + k->off) = !strcmp(v, "true");
         return 0;
     case K_MODE:
-        if (parse_mode(v, (long *)((char *)c + k->off))) return err_set(err, "%s'%s' is not an octal mode", where, v);
+        if (parse_mode(v, (long *)((char *)c + k->off)))
+            return err_set(err, "%s'%s' is not an octal mode", where, v);
         return 0;
-    case K_UIDS:
-        return err_set(err, "%sset %s.%s in the config file", where, k->section, k->key);
+    case K_UIDS: return err_set(err, "%sset %s.%s in the config file", where, k->section, k->key);
     }
     return -1;
 }
@@ -489,7 +509,8 @@ int config_parse_args(struct config *c, unsigned cmd, int argc, char **argv, cha
         int sw;
         const struct config_key *k = find_flag(cmd, a, &sw);
         if (!k) {
-            if (find_flag(~0u, a, &sw)) return err_set(err, "option %s does not apply to `tpd %s`", a, command_name(cmd));
+            if (find_flag(~0u, a, &sw))
+                return err_set(err, "option %s does not apply to `tpd %s`", a, command_name(cmd));
             return err_set(err, "unknown option '%s'", a);
         }
         if (sw) {
@@ -541,25 +562,35 @@ int config_validate_for(const struct config *c, unsigned cmd, char *err) {
     }
     if (c->top_p <= 0) return err_set(err, "generate.top_p must be in (0, 1], not %g", c->top_p);
     if (c->spec_ngram_min > c->spec_ngram_max)
-        return err_set(err, "speculative.ngram_min (%ld) must not exceed speculative.ngram_max (%ld)", c->spec_ngram_min,
-                       c->spec_ngram_max);
+        return err_set(err,
+                       "speculative.ngram_min (%ld) must not exceed speculative.ngram_max (%ld)",
+                       c->spec_ngram_min, c->spec_ngram_max);
     if (cmd & (CMD_SERVE | CMD_CONFIG)) {
         if (!c->model_path && !c->synthetic)
-            return err_set(err, "no model: set [model] path in the config or pass --model PATH (or --synthetic GEOMETRY)");
+            return err_set(err, "no model: set [model] path in the config or pass --model PATH (or "
+                                "--synthetic GEOMETRY)");
         if ((cmd & CMD_SERVE) && !c->model_path && !c->tokenizer)
-            return err_set(err, "model.synthetic has no tokenizer: serve needs model.tokenizer (--tokenizer PATH)");
+            return err_set(
+                err,
+                "model.synthetic has no tokenizer: serve needs model.tokenizer (--tokenizer PATH)");
         if (!c->socket || !c->socket[0]) return err_set(err, "server.socket must not be empty");
         if (c->step_tokens < c->max_running)
-            return err_set(err, "scheduler.step_tokens (%ld) must be at least scheduler.max_running (%ld): every running "
-                           "sequence needs room for its decode token", c->step_tokens, c->max_running);
-        if (c->kv_tokens < c->block_size) return err_set(err, "cache.kv_tokens must hold at least one block");
+            return err_set(err,
+                           "scheduler.step_tokens (%ld) must be at least scheduler.max_running "
+                           "(%ld): every running "
+                           "sequence needs room for its decode token",
+                           c->step_tokens, c->max_running);
+        if (c->kv_tokens < c->block_size)
+            return err_set(err, "cache.kv_tokens must hold at least one block");
     }
     if ((cmd & (CMD_GENERATE | CMD_EVAL)) && !c->model_path && !c->synthetic)
         return err_set(err, "--model PATH (or --synthetic GEOMETRY) is required");
     return 0;
 }
 
-int config_validate(const struct config *c, char *err) { return config_validate_for(c, CMD_SERVE, err); }
+int config_validate(const struct config *c, char *err) {
+    return config_validate_for(c, CMD_SERVE, err);
+}
 
 static void usage_row(FILE *f, const struct config_key *k, unsigned cmd) {
     char names[160] = "", val[80] = "";
@@ -567,13 +598,14 @@ static void usage_row(FILE *f, const struct config_key *k, unsigned cmd) {
     for (const char *p = k->flags; p && *p;) {
         const char *bar = strchr(p, '|');
         size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        at += (size_t)snprintf(names + at, sizeof names - at, "%s%.*s", at ? ", " : "", (int)len, p);
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%.*s", at ? ", " : "", (int)len,
+                               p);
         p = bar ? bar + 1 : NULL;
     }
     int sw = k->kind == K_BOOL && k->flags;
     if (k->section && at < sizeof names)
-        at += (size_t)snprintf(names + at, sizeof names - at, "%s--%s.%s%s", at ? ", " : "", k->section, k->key,
-                               sw ? " true|false" : "");
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s--%s.%s%s", at ? ", " : "",
+                               k->section, k->key, sw ? " true|false" : "");
     if (k->meta) snprintf(val, sizeof val, " %s", k->meta);
     else if (k->choices) snprintf(val, sizeof val, " %s", k->choices);
     else if (k->kind == K_INT) snprintf(val, sizeof val, " N");
@@ -583,7 +615,8 @@ static void usage_row(FILE *f, const struct config_key *k, unsigned cmd) {
     char left[260];
     /* the value goes after the first spelling: "--threads N, --parallel.threads" */
     const char *comma = strstr(names, ", ");
-    if (comma && !sw) snprintf(left, sizeof left, "%.*s%s%s", (int)(comma - names), names, val, comma);
+    if (comma && !sw)
+        snprintf(left, sizeof left, "%.*s%s%s", (int)(comma - names), names, val, comma);
     else snprintf(left, sizeof left, "%s%s", names, sw ? "" : val);
     if (strlen(left) > 40) fprintf(f, "  %s\n  %-40s %s", left, "", k->help);
     else fprintf(f, "  %-40s %s", left, k->help);
@@ -629,7 +662,8 @@ static void dump_value(const struct config *c, const struct config_key *k, struc
     case K_MODE: sbuf_addf(out, "\"%04lo\"", *(const long *)base); break;
     case K_UIDS:
         sbuf_add(out, "[", 1);
-        for (int i = 0; i < c->n_allowed_uids; i++) sbuf_addf(out, "%s%ld", i ? ", " : "", c->allowed_uids[i]);
+        for (int i = 0; i < c->n_allowed_uids; i++)
+            sbuf_addf(out, "%s%ld", i ? ", " : "", c->allowed_uids[i]);
         sbuf_add(out, "]", 1);
         break;
     }

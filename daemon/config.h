@@ -21,25 +21,26 @@ enum {
     CMD_EVAL = 1 << 3,
     CMD_TOKENIZE = 1 << 4,
 };
-#define CMD_FILE (CMD_SERVE | CMD_CONFIG | CMD_GENERATE | CMD_EVAL) /* commands taking --config FILE */
+#define CMD_FILE \
+    (CMD_SERVE | CMD_CONFIG | CMD_GENERATE | CMD_EVAL) /* commands taking --config FILE */
 
 struct config {
-    char *config_file;  /* --config (flag only) */
+    char *config_file; /* --config (flag only) */
     /* [model] */
     char *model_path;
-    char *model_name;   /* served id; default: the file or directory name */
-    char *tokenizer;    /* default: the model path */
-    long max_ctx;       /* 0: the model's trained context */
-    char *synthetic;    /* random weights of a geometry ("llama3-8b[:bf16]") instead of a file */
+    char *model_name;    /* served id; default: the file or directory name */
+    char *tokenizer;     /* default: the model path */
+    long max_ctx;        /* 0: the model's trained context */
+    char *synthetic;     /* random weights of a geometry ("llama3-8b[:bf16]") instead of a file */
     char *chat_template; /* Jinja file served instead of the tokenizer's template */
-    char *tool_format;  /* "auto" or a toolcall format name */
+    char *tool_format;   /* "auto" or a toolcall format name */
     /* [parallel] */
-    long tp;            /* ranks per stage; 0: ranks started / pp; else tp x pp must match */
-    long pp;            /* pipeline stages */
-    long threads;       /* per rank; 0: all CPUs / ranks on this node */
+    long tp;               /* ranks per stage; 0: ranks started / pp; else tp x pp must match */
+    long pp;               /* pipeline stages */
+    long threads;          /* per rank; 0: all CPUs / ranks on this node */
     double step_timeout_s; /* a step running longer: a rank is hung */
-    char *backend;      /* "cpu", "cuda", "auto" */
-    char *moe;          /* "auto", "tp", "ep": mixture-of-experts split */
+    char *backend;         /* "cpu", "cuda", "auto" */
+    char *moe;             /* "auto", "tp", "ep": mixture-of-experts split */
     struct comm_opts comm; /* GPU all-reduce and its timeouts; ipc_sync from [debug] */
     /* [server] */
     char *socket;
@@ -60,35 +61,35 @@ struct config {
     double step_time_s;
     double max_share;
     /* [speculative] */
-    char *spec_method;      /* "none", "ngram", "draft" */
+    char *spec_method; /* "none", "ngram", "draft" */
     long spec_k, spec_ngram_min, spec_ngram_max, spec_max_batch_tokens;
     char *spec_draft_model;
     long micro_batches; /* in flight in the pipeline; 0: pp */
     /* [cache] */
     long block_size;
-    long kv_tokens;     /* KV cache capacity in tokens per rank */
+    long kv_tokens;           /* KV cache capacity in tokens per rank */
     int require_full_context; /* refuse (else warn) when kv_tokens < the context */
     int prefix_caching;       /* reuse cached KV blocks of earlier prompts */
     int logit_candidates;     /* light steps bring back rows' best logits only (sched_opts) */
     long sample_threads;      /* rank 0's parallel whole-row sampling; 0: auto */
-    char *kv_type;      /* "f16", "f32" or "fp8" */
+    char *kv_type;            /* "f16", "f32" or "fp8" */
     /* [grammar] (grammar.h's struct grammar_limits) */
     long grammar_max_stacks, grammar_max_token_work;
     double grammar_max_compile_ms;
     /* [debug]: A/B switches for GPU paths not yet the default, and debugging aids */
     struct backend_debug debug;
     /* [log] */
-    char *log_level;    /* generate and eval: "warn" unless set (options_load) */
+    char *log_level; /* generate and eval: "warn" unless set (options_load) */
     int log_all_ranks;
     char *access_log;        /* "stderr", "off" or a file */
     double stats_interval_s; /* 0: no stats lines */
     /* [launch] (read by launch/tpd-launch) */
-    char *launcher;     /* "mpirun" or "srun" */
-    char *bind;         /* mpirun --bind-to: "core", "socket", "none" */
+    char *launcher; /* "mpirun" or "srun" */
+    char *bind;     /* mpirun --bind-to: "core", "socket", "none" */
     char *hostfile;
     char *mpirun_args;
     /* [run]: generate and eval */
-    long chunk;         /* most prompt tokens of one sequence per step */
+    long chunk; /* most prompt tokens of one sequence per step */
     /* [generate] */
     char *prompt, *prompt_ids, *system;
     int chat;
@@ -115,12 +116,12 @@ struct config_key {
     const char *section, *key;
     enum config_kind kind;
     size_t off;
-    double lo, hi;         /* limits for numbers */
-    const char *flags;     /* short command-line flags, '|'-separated ("-n|--n-predict"), or NULL */
-    unsigned cmds;         /* CMD_* bits: the commands that take it as a flag */
-    const char *def;       /* default as flag text, or NULL (empty / zero) */
-    const char *choices;   /* K_STR: the allowed values, '|'-separated, or NULL (any) */
-    const char *meta;      /* value placeholder in usage ("PATH"), NULL: from the kind */
+    double lo, hi;       /* limits for numbers */
+    const char *flags;   /* short command-line flags, '|'-separated ("-n|--n-predict"), or NULL */
+    unsigned cmds;       /* CMD_* bits: the commands that take it as a flag */
+    const char *def;     /* default as flag text, or NULL (empty / zero) */
+    const char *choices; /* K_STR: the allowed values, '|'-separated, or NULL (any) */
+    const char *meta;    /* value placeholder in usage ("PATH"), NULL: from the kind */
     const char *help;
 };
 
@@ -134,7 +135,8 @@ void config_free(struct config *c);
 /* Applies TOML text (file name for messages). Unknown sections or keys are errors; a
  * known key that the running command does not use is accepted, so that one file can
  * serve every command. */
-int config_apply_toml(struct config *c, const char *text, size_t len, const char *filename, char *err);
+int config_apply_toml(struct config *c, const char *text, size_t len, const char *filename,
+                      char *err);
 /* Applies the flags of command cmd: "--section.key value" or a row's short flags; argv[0]
  * is the first flag. A flag of another command is refused. Returns 0 or -1 with err. */
 int config_parse_args(struct config *c, unsigned cmd, int argc, char **argv, char *err);

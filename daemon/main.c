@@ -13,7 +13,9 @@
 #include "options.h"
 
 /* tokenize needs no ranks: only rank 0 runs it */
-static int run_tokenize(struct comm *c, int argc, char **argv) { return c->rank == 0 ? cmd_tokenize(argc, argv) : 0; }
+static int run_tokenize(struct comm *c, int argc, char **argv) {
+    return c->rank == 0 ? cmd_tokenize(argc, argv) : 0;
+}
 
 struct command {
     const char *name;
@@ -22,10 +24,13 @@ struct command {
 
 /* Options and usage text come from the table in config.c (options_usage). */
 static const struct command commands[] = {
-    {"generate", cmd_generate}, {"serve", cmd_serve}, {"config", cmd_config}, {"tokenize", run_tokenize}, {"eval", cmd_eval},
+    {"generate", cmd_generate}, {"serve", cmd_serve}, {"config", cmd_config},
+    {"tokenize", run_tokenize}, {"eval", cmd_eval},
 };
 
-static int is_help(const char *a) { return !strcmp(a, "help") || !strcmp(a, "--help") || !strcmp(a, "-h"); }
+static int is_help(const char *a) {
+    return !strcmp(a, "help") || !strcmp(a, "--help") || !strcmp(a, "-h");
+}
 
 int main(int argc, char **argv) {
     struct comm c;
@@ -42,7 +47,7 @@ int main(int argc, char **argv) {
             version_line("tpd", v, sizeof v);
             printf("%s\n", v);
         }
-    } else if (argc > 1 && is_help(argv[1])) { /* tpd help [COMMAND] */
+    } else if (argc > 1 && is_help(argv[1])) {             /* tpd help [COMMAND] */
         rc = argc > 2 && !config_command(argv[2]) ? 2 : 0; /* every rank: the same status */
         if (c.rank == 0 && options_usage(stdout, argc > 2 ? argv[2] : NULL)) {
             fprintf(stderr, "tpd: unknown command '%s'\n", argv[2]);

@@ -23,14 +23,17 @@ static const struct {
 } commands[] = {
     {"serve", "[--config FILE] [--model PATH] [options]: the daemon (OpenAI API on a Unix socket)"},
     {"config", "--config FILE [options] [--get section.key]: print the effective configuration"},
-    {"generate", "--model PATH (--prompt TEXT [--chat] | --prompt-ids 1,2,3) [options]: one completion"},
+    {"generate",
+     "--model PATH (--prompt TEXT [--chat] | --prompt-ids 1,2,3) [options]: one completion"},
     {"eval", "--model PATH --seqs \"1,2;3,4\" --out FILE [options]: float32 logits of every token"},
-    {"tokenize", "--tokenizer PATH (--text T | --file F | --chat MESSAGES.json) [options]: ids as JSON"},
+    {"tokenize",
+     "--tokenizer PATH (--text T | --file F | --chat MESSAGES.json) [options]: ids as JSON"},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 /* Rank 0 reads the file; every rank gets its bytes, or rank 0's reason it has none. */
-static int read_config_file(struct comm *c, const char *path, char **text, int64_t *len, char *err) {
+static int read_config_file(struct comm *c, const char *path, char **text, int64_t *len,
+                            char *err) {
     char rerr[ERR_LEN] = "";
     *text = NULL;
     *len = 0;
@@ -42,7 +45,8 @@ static int read_config_file(struct comm *c, const char *path, char **text, int64
             err_set(rerr, "cannot open config file %s: %s", path, strerror(errno));
         } else if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
             *len = -1;
-            err_set(rerr, "config file %s is not a regular file%s", path, S_ISDIR(st.st_mode) ? " (a directory)" : "");
+            err_set(rerr, "config file %s is not a regular file%s", path,
+                    S_ISDIR(st.st_mode) ? " (a directory)" : "");
             fclose(f);
         } else {
             *text = xmalloc(MAX_CONFIG_BYTES + 1);
@@ -69,7 +73,8 @@ static int read_config_file(struct comm *c, const char *path, char **text, int64
     return 0;
 }
 
-int options_load(struct comm *c, unsigned cmd, int argc, char **argv, struct config *cfg, char *err) {
+int options_load(struct comm *c, unsigned cmd, int argc, char **argv, struct config *cfg,
+                 char *err) {
     config_defaults(cfg);
     if (!(cmd & (CMD_SERVE | CMD_CONFIG))) { /* one-shot commands: quiet unless asked */
         free(cfg->log_level);
@@ -119,9 +124,15 @@ void options_engine(const struct config *cfg, unsigned cmd, enum dtype kv_type,
     *eo = (struct engine_opts){
         .model_path = cfg->model_path ? cfg->model_path : cfg->synthetic,
         .synthetic = cfg->synthetic,
-        .backend = cfg->backend, .moe = cfg->moe, .threads = (int)cfg->threads, .pp = (int)cfg->pp,
-        .kv_type = kv_type, .block_size = (int)cfg->block_size, .max_ctx = (int)cfg->max_ctx,
-        .comm = cfg->comm, .debug = &cfg->debug,
+        .backend = cfg->backend,
+        .moe = cfg->moe,
+        .threads = (int)cfg->threads,
+        .pp = (int)cfg->pp,
+        .kv_type = kv_type,
+        .block_size = (int)cfg->block_size,
+        .max_ctx = (int)cfg->max_ctx,
+        .comm = cfg->comm,
+        .debug = &cfg->debug,
     };
     if (cmd != CMD_SERVE) return;
     eo->tp = (int)cfg->tp;
@@ -139,13 +150,14 @@ static int sample_threads(const struct config *cfg, const struct engine_info *in
     if (!info->gpu) return 1;
     cpu_set_t set;
     int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                         : (int)sysconf(_SC_NPROCESSORS_ONLN);
+                                                        : (int)sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 8 ? 8 : n;
 }
 
 void options_sched(const struct config *cfg, unsigned cmd, const struct tokenizer *tok,
                    const struct engine_info *info, struct sched_opts *so) {
-    *so = (struct sched_opts){.eog_ids = tok ? tok->eog : NULL, .n_eog = tok ? (int)tok->n_eog : 0,
+    *so = (struct sched_opts){.eog_ids = tok ? tok->eog : NULL,
+                              .n_eog = tok ? (int)tok->n_eog : 0,
                               .logit_cands = cfg->logit_candidates};
     if (cmd != CMD_SERVE) { /* generate: one request, prompt chunks of run.chunk */
         so->max_running = so->max_queue = 1;
@@ -173,9 +185,12 @@ int options_wants_help(int argc, char **argv) {
 
 int options_usage(FILE *f, const char *name) {
     if (!name) {
-        fprintf(f, "usage: mpirun -np N tpd COMMAND [options]\n       tpd help [COMMAND]\ncommands:\n");
-        for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
-        fprintf(f, "options (the commands taking each in []; every key is also a flag --section.key VALUE and,\n"
+        fprintf(
+            f, "usage: mpirun -np N tpd COMMAND [options]\n       tpd help [COMMAND]\ncommands:\n");
+        for (size_t i = 0; i < N_COMMANDS; i++)
+            fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
+        fprintf(f, "options (the commands taking each in []; every key is also a flag "
+                   "--section.key VALUE and,\n"
                    "for commands taking --config FILE, a TOML key: [section] key = VALUE):\n");
         config_usage(f, 0);
         return 0;
@@ -183,8 +198,11 @@ int options_usage(FILE *f, const char *name) {
     for (size_t i = 0; i < N_COMMANDS; i++) {
         if (strcmp(name, commands[i].name)) continue;
         unsigned cmd = config_command(name);
-        fprintf(f, "usage: %stpd %s %s\noptions%s:\n", cmd == CMD_TOKENIZE ? "" : "mpirun -np N ", name,
-                commands[i].synopsis, cmd & CMD_FILE ? " (each also a TOML key in the --config FILE: [section] key = VALUE)" : "");
+        fprintf(f, "usage: %stpd %s %s\noptions%s:\n", cmd == CMD_TOKENIZE ? "" : "mpirun -np N ",
+                name, commands[i].synopsis,
+                cmd & CMD_FILE
+                    ? " (each also a TOML key in the --config FILE: [section] key = VALUE)"
+                    : "");
         config_usage(f, cmd);
         return 0;
     }

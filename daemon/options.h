@@ -17,7 +17,8 @@ struct tokenizer;
  * (argv[0] is the command name), then config_validate_for. Collective when c is non-NULL;
  * c NULL: no file is read (a command run by one rank only). cfg is filled either way
  * (config_free it). */
-int options_load(struct comm *c, unsigned cmd, int argc, char **argv, struct config *cfg, char *err);
+int options_load(struct comm *c, unsigned cmd, int argc, char **argv, struct config *cfg,
+                 char *err);
 
 /* What `tpd generate` and `tpd eval` read: the configuration, and the engine's options from
  * it (their strings belong to cfg). */

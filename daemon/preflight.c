@@ -25,16 +25,23 @@ int pid_file_check(const char *path, char *err) {
         return err_set(err, "cannot stat %s: %s", path, strerror(errno));
     }
     if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1)
-        return err_set(err, "%s exists and is not a pid file of ours (%s); not touching it: remove it and start again",
-                       path, S_ISLNK(st.st_mode) ? "a symlink" : !S_ISREG(st.st_mode) ? "not a regular file"
-                       : st.st_uid != geteuid() ? "owned by another user" : "a file with several links");
+        return err_set(err,
+                       "%s exists and is not a pid file of ours (%s); not touching it: remove it "
+                       "and start again",
+                       path,
+                       S_ISLNK(st.st_mode)      ? "a symlink"
+                       : !S_ISREG(st.st_mode)   ? "not a regular file"
+                       : st.st_uid != geteuid() ? "owned by another user"
+                                                : "a file with several links");
     return 0;
 }
 
 /* Rank 0's listeners: what http_start and the pid file will need, tried now. */
 static int check_listeners(const struct config *cfg, char *err) {
-    struct server_config sc = {.socket_path = cfg->socket, .socket_group = cfg->socket_group,
-                               .n_allowed_uids = cfg->n_allowed_uids, .tcp_port = (int)cfg->tcp_port};
+    struct server_config sc = {.socket_path = cfg->socket,
+                               .socket_group = cfg->socket_group,
+                               .n_allowed_uids = cfg->n_allowed_uids,
+                               .tcp_port = (int)cfg->tcp_port};
     if (http_check(&sc, err)) return -1;
     struct access_log *al; /* a file it cannot append to fails now, not after the weights */
     if (access_log_open(&al, cfg->access_log, err)) return -1;
@@ -56,20 +63,26 @@ static int check_memory(const struct comm *c, const struct config *cfg, const st
     int tp = c->tp > 0 ? c->tp : 1, pp = c->pp > 0 ? c->pp : 1;
     double weights = (double)modelfile_held_bytes(mf) / ((double)tp * pp);
     int layers = (hp->n_layers + pp - 1) / pp, kv_heads = (hp->n_kv_heads + tp - 1) / tp;
-    double kv = (double)kvcache_token_bytes(kv_type, layers, kv_heads, hp->head_dim) * (double)cfg->kv_tokens;
+    double kv = (double)kvcache_token_bytes(kv_type, layers, kv_heads, hp->head_dim) *
+                (double)cfg->kv_tokens;
     int local = c->local_size > 0 ? c->local_size : 1;
     double need = (weights + kv) * local;
     struct sysinfo si;
     if (sysinfo(&si)) return 0;
-    double total = (double)si.totalram * si.mem_unit, avail = (double)(si.freeram + si.bufferram) * si.mem_unit;
+    double total = (double)si.totalram * si.mem_unit,
+           avail = (double)(si.freeram + si.bufferram) * si.mem_unit;
     const double G = 1073741824.0;
     if (need > total)
-        return err_set(err, "memory plan: the %d rank(s) on this node need at least %.1f GiB (per rank: weights "
-                       "%.1f GiB, KV cache %.1f GiB for %ld tokens) and the node has %.1f GiB in all; use more "
-                       "nodes, fewer cache.kv_tokens or a smaller model", local, need / G, weights / G, kv / G,
-                       (long)cfg->kv_tokens, total / G);
+        return err_set(
+            err,
+            "memory plan: the %d rank(s) on this node need at least %.1f GiB (per rank: weights "
+            "%.1f GiB, KV cache %.1f GiB for %ld tokens) and the node has %.1f GiB in all; use "
+            "more "
+            "nodes, fewer cache.kv_tokens or a smaller model",
+            local, need / G, weights / G, kv / G, (long)cfg->kv_tokens, total / G);
     if (need > avail)
-        LOG(LOG_WARN, "memory plan: the %d rank(s) on this node need at least %.1f GiB; %.1f GiB is free now",
+        LOG(LOG_WARN,
+            "memory plan: the %d rank(s) on this node need at least %.1f GiB; %.1f GiB is free now",
             local, need / G, avail / G);
     return 0;
 }
@@ -89,8 +102,8 @@ static int check_model(const struct comm *c, const struct config *cfg, const str
                               moe_split_parse(cfg->moe), &bytes, err);
 }
 
-int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type, struct tokenizer **tok,
-                    char *err) {
+int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type,
+                    struct tokenizer **tok, char *err) {
     *tok = NULL;
     int ok = 1;
     if (c->rank == 0 && check_listeners(cfg, err)) ok = 0;

@@ -16,8 +16,8 @@ struct tokenizer;
  * ("another rank failed ...") where only others did. Rank 0 also loads the tokenizer
  * (model.tokenizer, else the model's own) into *tok, for the server: a missing one is one
  * more problem found before the weights (*tok NULL elsewhere and on failure). */
-int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type, struct tokenizer **tok,
-                    char *err);
+int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type,
+                    struct tokenizer **tok, char *err);
 /* A file at path (rank 0's SOCKET.pid) that is not a pid file of ours: -1 with err. A
  * missing one, or a regular file of ours with one link (a stale one), passes. */
 int pid_file_check(const char *path, char *err);

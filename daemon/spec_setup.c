@@ -22,16 +22,23 @@ static int same_tokenizer(const char *target, const char *draft, char *err) {
         goto done;
     }
     if (tokenizer_n_vocab(a) != tokenizer_n_vocab(b)) {
-        rc = err_set(err, "speculative.draft_model %s has %u tokens, the model's tokenizer %u: a draft model must share "
-                     "the model's tokenizer", draft, tokenizer_n_vocab(b), tokenizer_n_vocab(a));
+        rc = err_set(err,
+                     "speculative.draft_model %s has %u tokens, the model's tokenizer %u: a draft "
+                     "model must share "
+                     "the model's tokenizer",
+                     draft, tokenizer_n_vocab(b), tokenizer_n_vocab(a));
         goto done;
     }
     for (uint32_t id = 0; id < tokenizer_n_vocab(a); id++) {
         size_t la, lb;
-        const char *ta = tokenizer_token_bytes(a, (int32_t)id, &la), *tb = tokenizer_token_bytes(b, (int32_t)id, &lb);
+        const char *ta = tokenizer_token_bytes(a, (int32_t)id, &la),
+                   *tb = tokenizer_token_bytes(b, (int32_t)id, &lb);
         if (la != lb || (la && memcmp(ta, tb, la))) {
-            rc = err_set(err, "speculative.draft_model %s: token %u differs from the model's: a draft model must share "
-                         "the model's tokenizer", draft, id);
+            rc = err_set(err,
+                         "speculative.draft_model %s: token %u differs from the model's: a draft "
+                         "model must share "
+                         "the model's tokenizer",
+                         draft, id);
             goto done;
         }
     }
@@ -41,13 +48,16 @@ done:
     return rc;
 }
 
-int spec_setup(const struct config *cfg, const struct engine *target, struct spec_opts *o, char *err) {
+int spec_setup(const struct config *cfg, const struct engine *target, struct spec_opts *o,
+               char *err) {
     memset(o, 0, sizeof *o);
     const char *m = cfg->spec_method ? cfg->spec_method : "none";
     o->k = (int)cfg->spec_k;
     /* auto: the CPU's matmul kernels are compute-bound beyond a few tokens per weight read
      * (bench_matmul: 5 tokens cost 4-5x one), a GPU's only past dozens */
-    o->max_batch_tokens = cfg->spec_max_batch_tokens ? (int)cfg->spec_max_batch_tokens : engine_info(target)->gpu ? 64 : 4;
+    o->max_batch_tokens = cfg->spec_max_batch_tokens ? (int)cfg->spec_max_batch_tokens
+                          : engine_info(target)->gpu ? 64
+                                                     : 4;
     if (!strcmp(m, "none")) return 0;
     if (!strcmp(m, "ngram")) {
         o->drafter = drafter_ngram_new((int)cfg->spec_ngram_min, (int)cfg->spec_ngram_max);
@@ -55,8 +65,11 @@ int spec_setup(const struct config *cfg, const struct engine *target, struct spe
     }
     /* "draft" (config_validate_for checked the choices) */
     if (!cfg->spec_draft_model)
-        return err_set(err, "speculative.method \"draft\" needs speculative.draft_model (a model with the same tokenizer)");
-    if (same_tokenizer(cfg->tokenizer ? cfg->tokenizer : cfg->model_path, cfg->spec_draft_model, err)) return -1;
+        return err_set(err, "speculative.method \"draft\" needs speculative.draft_model (a model "
+                            "with the same tokenizer)");
+    if (same_tokenizer(cfg->tokenizer ? cfg->tokenizer : cfg->model_path, cfg->spec_draft_model,
+                       err))
+        return -1;
     const struct engine_info *ti = engine_info(target);
     /* the target's options, for one rank and the target's cache shape */
     struct engine_opts eo;

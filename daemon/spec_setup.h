@@ -9,7 +9,8 @@
 struct engine;
 
 /* Fills o (o->drafter NULL for method "none"). -1 with err on failure. */
-int spec_setup(const struct config *cfg, const struct engine *target, struct spec_opts *o, char *err);
+int spec_setup(const struct config *cfg, const struct engine *target, struct spec_opts *o,
+               char *err);
 void spec_teardown(struct spec_opts *o);
 
 #endif

@@ -17,7 +17,9 @@ uint32_t grammar_matcher_need(const struct grammar_matcher *m) {
     return m->ended || m->failed ? 0 : sset_need(&m->g->g, &m->cur);
 }
 
-static int bit_get(const uint64_t *mask, int32_t id) { return (int)((mask[id >> 6] >> (id & 63)) & 1); }
+static int bit_get(const uint64_t *mask, int32_t id) {
+    return (int)((mask[id >> 6] >> (id & 63)) & 1);
+}
 static void bit_set(uint64_t *mask, int32_t id) { mask[id >> 6] |= 1ull << (id & 63); }
 
 static void push_clr(struct grammar_matcher *m, int32_t id) {
@@ -35,8 +37,8 @@ static void push_clr(struct grammar_matcher *m, int32_t id) {
  * and the noted ones cleared. Where the base does not fit, only the jumps up to it. The
  * uncertain tokens of a cut key get their exact need. Sets *any when the part is not
  * empty; returns 1 when it may lack some token of the plain mask. */
-static int mask_stack_budget(struct grammar_matcher *m, const struct mentry *e, const int32_t *stk, int len,
-                             uint32_t need_stk, int64_t allow, uint64_t *mask, int *any) {
+static int mask_stack_budget(struct grammar_matcher *m, const struct mentry *e, const int32_t *stk,
+                             int len, uint32_t need_stk, int64_t allow, uint64_t *mask, int *any) {
     size_t words = ((size_t)m->g->v->n + 63) / 64;
     int64_t fit = allow - need_stk; /* the largest delta that fits */
     int removed = 0;
@@ -69,7 +71,8 @@ static int mask_stack_budget(struct grammar_matcher *m, const struct mentry *e, 
             int32_t id = e->bnd[k].id;
             uint32_t need;
             if (bit_get(mask, id)) continue;
-            if (e->bnd[k].d <= fit || (matcher_token_need(m, stk, len, id, &need) && need <= allow)) {
+            if (e->bnd[k].d <= fit ||
+                (matcher_token_need(m, stk, len, id, &need) && need <= allow)) {
                 bit_set(mask, id);
                 *any = 1;
             }
@@ -115,7 +118,8 @@ static int mask_budget(struct grammar_matcher *m, uint64_t *mask, int64_t budget
         mentry_free(tmp);
     }
     int can_end = grammar_matcher_can_end(m);
-    if (!any && !can_end) { /* no token fits (a vocabulary without the bytes the shortest ending needs) */
+    if (!any &&
+        !can_end) { /* no token fits (a vocabulary without the bytes the shortest ending needs) */
         matcher_mask_plain(m, mask);
         return 0;
     }
@@ -152,7 +156,8 @@ int grammar_matcher_apply_budget(struct grammar_matcher *m, float *logits, int n
     size_t words = ((size_t)m->g->v->n + 63) / 64;
     uint64_t stackbuf[4096], *mask = words <= 4096 ? stackbuf : xmalloc(words * sizeof *mask);
     int changed = 0;
-    if (grammar_matcher_mask_budget(m, mask, budget)) { /* did the budget take out the first choice? */
+    if (grammar_matcher_mask_budget(m, mask,
+                                    budget)) { /* did the budget take out the first choice? */
         /* mask_budget returns 1 only after comparing with the plain mask, left in m->plain */
         const int top = masked_argmax(m->plain, logits, n < m->g->v->n ? n : m->g->v->n);
         changed = top >= 0 && !(mask[top >> 6] >> (top & 63) & 1);
@@ -161,4 +166,3 @@ int grammar_matcher_apply_budget(struct grammar_matcher *m, float *logits, int n
     if (mask != stackbuf) free(mask);
     return changed;
 }
-

@@ -35,26 +35,29 @@ void grammar_unref(struct grammar *g) {
  * stack whose need is at most n - 1. */
 struct runctx {
     const struct grammar_vocab *v;
-    uint64_t single[4]; /* bytes that are tokens of their own */
+    uint64_t single[4];       /* bytes that are tokens of their own */
     uint32_t root_child[256]; /* the trie root's child by byte (0: none) */
     long work;
     uint32_t *front, *next;
     size_t cap;
 };
 
-static void run_cost_vocab(void *ctx, const struct gram *g, uint32_t p, uint32_t q, uint32_t *cost) {
+static void run_cost_vocab(void *ctx, const struct gram *g, uint32_t p, uint32_t q,
+                           uint32_t *cost) {
     struct runctx *rc = ctx;
     const struct tnode *t = rc->v->t;
-#define AFTER(j) ((j) < q ? cost[(j) - p] : 0) /* the cost from element j on */
+#define AFTER(j) ((j) < q ? cost[(j)-p] : 0) /* the cost from element j on */
     for (uint32_t i = q; i-- > p;) {
         const uint64_t *cls = g->cls[g->el[i].arg];
         uint32_t best = GRAM_NEED_INF;
-        if ((cls[0] & rc->single[0]) | (cls[1] & rc->single[1]) | (cls[2] & rc->single[2]) | (cls[3] & rc->single[3]))
+        if ((cls[0] & rc->single[0]) | (cls[1] & rc->single[1]) | (cls[2] & rc->single[2]) |
+            (cls[3] & rc->single[3]))
             best = AFTER(i + 1) + 1;
         /* longer tokens: the trie nodes whose bytes match classes i, i+1, ... level by level */
         size_t nf = 0;
         for (int c = 0; c < 256 && rc->work > 0; c++)
-            if (rc->root_child[c] && ((cls[c >> 6] >> (c & 63)) & 1) && t[rc->root_child[c]].child) {
+            if (rc->root_child[c] && ((cls[c >> 6] >> (c & 63)) & 1) &&
+                t[rc->root_child[c]].child) {
                 rc->front[nf++] = rc->root_child[c];
                 rc->work--;
             }
@@ -101,13 +104,15 @@ static void need_tables(struct gram *g, const struct grammar_vocab *v) {
     free(rc.next);
 }
 
-static int compile_text(struct gram *out, enum grammar_kind kind, const char *text, size_t len, char *err) {
+static int compile_text(struct gram *out, enum grammar_kind kind, const char *text, size_t len,
+                        char *err) {
     struct sbuf gb = {0};
     const char *src = text;
     size_t n = len;
     int rc = 0;
     if (kind == GRAMMAR_REGEX) rc = grammar_gbnf_from_regex(text, len, "root", &gb, err);
-    else if (kind == GRAMMAR_JSON_SCHEMA) rc = grammar_gbnf_from_json_schema(text, len, "root", &gb, err);
+    else if (kind == GRAMMAR_JSON_SCHEMA)
+        rc = grammar_gbnf_from_json_schema(text, len, "root", &gb, err);
     else if (kind == GRAMMAR_JSON_OBJECT) {
         grammar_gbnf_json_value("json", &gb);
         sbuf_adds(&gb, "root ::= json-object\n");
@@ -172,14 +177,15 @@ int grammar_vocab_make_room(struct grammar_vocab *v, size_t need, const struct g
     }
 }
 
-struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text, size_t len,
-                                char *err) {
+struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind, const char *text,
+                                size_t len, char *err) {
     if (kind == GRAMMAR_JSON_OBJECT) {
         text = "";
         len = 0;
     }
     if (len > GRAMMAR_MAX_TEXT) {
-        err_set(err, "grammar text of %zu bytes is longer than the limit of %u", len, GRAMMAR_MAX_TEXT);
+        err_set(err, "grammar text of %zu bytes is longer than the limit of %u", len,
+                GRAMMAR_MAX_TEXT);
         return NULL;
     }
     uint64_t h = gram_hash_bytes(text, len, 0xcbf29ce484222325ull + (uint64_t)kind);
@@ -215,7 +221,9 @@ struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind,
     mask_cache_init(&g->cache);
     atomic_fetch_add(&v->cache_bytes, g->bytes); /* given back by the last grammar_unref */
     if (clock_now() > deadline) {
-        err_set(err, "the grammar is too costly to compile: more than %g ms (limit grammar.max_compile_ms = %g)",
+        err_set(err,
+                "the grammar is too costly to compile: more than %g ms (limit "
+                "grammar.max_compile_ms = %g)",
                 v->lim.max_compile_ms, v->lim.max_compile_ms);
         grammar_unref(g);
         return NULL;
@@ -224,8 +232,9 @@ struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind,
         grammar_unref(g);
         return NULL;
     }
-    if (!grammar_vocab_make_room(v, 0, g)) return g; /* larger than the whole cache: the caller's only */
-    grammar_ref(g);                                   /* the cache's */
+    if (!grammar_vocab_make_room(v, 0, g))
+        return g;   /* larger than the whole cache: the caller's only */
+    grammar_ref(g); /* the cache's */
     pthread_mutex_lock(&v->mu);
     struct grammar *evict = NULL;
     if (v->n_lru == GRAM_CACHE_GRAMMARS) evict = v->lru[--v->n_lru];

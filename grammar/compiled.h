@@ -24,7 +24,8 @@ struct grammar {
     size_t len;
     uint64_t hash;
     struct grammar_limits lim; /* the vocabulary's when it was compiled */
-    double deadline;           /* while compiling: clock_now() by which its first mask must be done (0 after) */
+    double
+        deadline; /* while compiling: clock_now() by which its first mask must be done (0 after) */
     size_t bytes; /* the compiled form's and the text's, in the vocabulary's cache_bytes */
     struct mask_cache cache;
 };

@@ -32,10 +32,13 @@ static int perr(struct gp *p, const char *what) {
     return err_set(p->err, "GBNF parse error at line %zu column %zu: %s", line, col, what);
 }
 
-static int limit(struct gp *p) { return perr(p, "grammar too large (limit of elements or rules reached)"); }
+static int limit(struct gp *p) {
+    return perr(p, "grammar too large (limit of elements or rules reached)");
+}
 
 static int is_name(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 /* Skips spaces and comments; newlines too when nested (inside parentheses, after '|'). */
@@ -84,7 +87,12 @@ static long read_char(struct gp *p) {
         case 'r': return '\r';
         case 't': return '\t';
         case '0': return 0;
-        case '\\': case '"': case '[': case ']': case '-': case '^': return e;
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^': return e;
         default: p->i--; return perr(p, "unknown escape"), -1;
         }
     }
@@ -356,7 +364,8 @@ static int parse_alternates(struct gp *p, int rule, int nested) {
 
 int gbnf_parse(struct gbuild *b, const char *text, size_t len, char *err) {
     struct gp p = {b, text, len, 0, 0, err};
-    if (len > (size_t)GRAMMAR_MAX_GBNF) return err_set(err, "grammar text longer than %u bytes", GRAMMAR_MAX_GBNF);
+    if (len > (size_t)GRAMMAR_MAX_GBNF)
+        return err_set(err, "grammar text longer than %u bytes", GRAMMAR_MAX_GBNF);
     for (;;) {
         skip_space(&p, 1);
         if (p.i >= p.n) break;

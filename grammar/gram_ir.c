@@ -126,7 +126,9 @@ int gb_byte(struct gbuild *b, struct galt *a, uint8_t c) {
     return gb_class(b, a, bits);
 }
 
-int gb_ref(struct gbuild *b, struct galt *a, int rule) { return push(b, a, (struct gelem){E_REF, (uint32_t)rule}); }
+int gb_ref(struct gbuild *b, struct galt *a, int rule) {
+    return push(b, a, (struct gelem){E_REF, (uint32_t)rule});
+}
 
 int gb_copy(struct gbuild *b, struct galt *a, const struct gelem *e, int n) {
     for (int i = 0; i < n; i++)
@@ -134,7 +136,9 @@ int gb_copy(struct gbuild *b, struct galt *a, const struct gelem *e, int n) {
     return 0;
 }
 
-static const char *rname(const struct gbuild *b, int r) { return b->r[r].name ? b->r[r].name : "(group)"; }
+static const char *rname(const struct gbuild *b, int r) {
+    return b->r[r].name ? b->r[r].name : "(group)";
+}
 
 /* An alternative's elements are all productive / nullable under the current marks. */
 static int alt_all(const struct galt *a, const uint8_t *mark, int classes_ok) {
@@ -167,7 +171,9 @@ static void fixpoint(const struct gbuild *b, uint8_t *mark, int classes_ok) {
  * Iterative depth-first search for a cycle over those edges. */
 static int left_recursive(const struct gbuild *b, const uint8_t *nullable, char *err) {
     uint8_t *state = xcalloc((size_t)b->n, 1); /* 0 new, 1 on path, 2 done */
-    struct frame { int r, alt, pos; } *st = xmalloc(sizeof *st * (size_t)(b->n + 1));
+    struct frame {
+        int r, alt, pos;
+    } *st = xmalloc(sizeof *st * (size_t)(b->n + 1));
     int bad = -1;
     for (int start = 0; start < b->n && bad < 0; start++) {
         if (state[start]) continue;
@@ -183,7 +189,8 @@ static int left_recursive(const struct gbuild *b, const uint8_t *nullable, char 
                 continue;
             }
             const struct galt *a = &ru->alts[f->alt];
-            if (f->pos >= a->n || (f->pos > 0 && (a->e[f->pos - 1].type != E_REF || !nullable[a->e[f->pos - 1].arg]))) {
+            if (f->pos >= a->n || (f->pos > 0 && (a->e[f->pos - 1].type != E_REF ||
+                                                  !nullable[a->e[f->pos - 1].arg]))) {
                 f->alt++;
                 f->pos = 0;
                 continue;
@@ -201,7 +208,8 @@ static int left_recursive(const struct gbuild *b, const uint8_t *nullable, char 
             }
         }
     }
-    if (bad >= 0) err_set(err, "grammar: left recursion through rule '%s' (not supported)", rname(b, bad));
+    if (bad >= 0)
+        err_set(err, "grammar: left recursion through rule '%s' (not supported)", rname(b, bad));
     free(st);
     free(state);
     return bad >= 0 ? -1 : 0;
@@ -242,11 +250,14 @@ static uint64_t lheap_pop(struct lheap *h) {
     return top;
 }
 
-static uint32_t sat_add(uint32_t a, uint32_t b) { return a + b >= GRAM_NEED_INF ? GRAM_NEED_INF : a + b; }
+static uint32_t sat_add(uint32_t a, uint32_t b) {
+    return a + b >= GRAM_NEED_INF ? GRAM_NEED_INF : a + b;
+}
 
 /* Bytes as the cost of a run: one token per byte (the default, and where no vocabulary is
  * known). */
-static void run_cost_bytes(void *ctx, const struct gram *g, uint32_t p, uint32_t q, uint32_t *cost) {
+static void run_cost_bytes(void *ctx, const struct gram *g, uint32_t p, uint32_t q,
+                           uint32_t *cost) {
     (void)ctx;
     (void)g;
     for (uint32_t i = p; i < q; i++) cost[i - p] = q - i;
@@ -276,10 +287,12 @@ void gram_need_tables(struct gram *g, gram_run_cost fn, void *ctx) {
             p = q;
         }
     uint32_t *minlen = xmalloc(sizeof *minlen * ((size_t)g->n_rules + 1));
-    uint32_t *alt_len = xcalloc((size_t)n_alts + 1, sizeof *alt_len);  /* cost known so far */
-    uint32_t *alt_wait = xcalloc((size_t)n_alts + 1, sizeof *alt_wait); /* rule references not settled */
+    uint32_t *alt_len = xcalloc((size_t)n_alts + 1, sizeof *alt_len); /* cost known so far */
+    uint32_t *alt_wait = xcalloc((size_t)n_alts + 1,
+                                 sizeof *alt_wait); /* rule references not settled */
     uint32_t *alt_rule = xmalloc(sizeof *alt_rule * ((size_t)n_alts + 1));
-    uint32_t *use_off = xcalloc((size_t)g->n_rules + 2, sizeof *use_off); /* references to rule r, by alternative */
+    uint32_t *use_off = xcalloc((size_t)g->n_rules + 2,
+                                sizeof *use_off); /* references to rule r, by alternative */
     uint32_t *use = xmalloc(sizeof *use * ((size_t)g->n_el + 1));
     for (uint32_t r = 0; r < g->n_rules; r++) {
         minlen[r] = GRAM_NEED_INF;
@@ -348,7 +361,8 @@ int gb_finish(struct gbuild *b, const char *root, struct gram *g, char *err) {
     memset(g, 0, sizeof *g);
     int ro = -1;
     for (int i = 0; i < b->n; i++) {
-        if (!b->r[i].defined) return err_set(err, "grammar: rule '%s' is used but not defined", rname(b, i));
+        if (!b->r[i].defined)
+            return err_set(err, "grammar: rule '%s' is used but not defined", rname(b, i));
         if (b->r[i].name && strcmp(b->r[i].name, root) == 0) ro = i;
     }
     if (ro < 0) return err_set(err, "grammar: no start rule '%s'", root);
@@ -452,4 +466,3 @@ void cps_negate(struct cpset *s) {
     free(s->r);
     *s = o;
 }
-

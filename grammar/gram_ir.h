@@ -33,8 +33,8 @@ struct gbuild {
     int n, cap;
     uint64_t (*cls)[4];
     int n_cls, cap_cls;
-    size_t n_elems; /* elements so far, against GRAMMAR_MAX_ELEMS */
-    int32_t *names; /* named rules by name hash (open addressing): id + 1, 0 empty */
+    size_t n_elems;   /* elements so far, against GRAMMAR_MAX_ELEMS */
+    int32_t *names;   /* named rules by name hash (open addressing): id + 1, 0 empty */
     size_t names_cap; /* a power of two, at least twice the named rules */
     int n_named;
 };
@@ -84,7 +84,8 @@ int gb_copy(struct gbuild *b, struct galt *a, const struct gelem *e, int n);
 
 /* The cost of a run of byte classes, elements [p, q) of one alternative: cost[i - p] for
  * i in [p, q) = the fewest tokens that spell elements i..q-1 (GRAM_NEED_INF: none can). */
-typedef void (*gram_run_cost)(void *ctx, const struct gram *g, uint32_t p, uint32_t q, uint32_t *cost);
+typedef void (*gram_run_cost)(void *ctx, const struct gram *g, uint32_t p, uint32_t q,
+                              uint32_t *cost);
 /* (Re)computes g->rest with run costs from fn (NULL: one per byte). */
 void gram_need_tables(struct gram *g, gram_run_cost fn, void *ctx);
 

@@ -36,21 +36,21 @@
  * element, rule and compile-time limits, not by the text */
 #define GRAMMAR_MAX_TEXT (4u << 20)
 #define GRAMMAR_MAX_GBNF (32u << 20) /* bytes of the GBNF a schema or regex converts to */
-#define GRAMMAR_MAX_ELEMS (1u << 20)    /* compiled grammar elements */
+#define GRAMMAR_MAX_ELEMS (1u << 20) /* compiled grammar elements */
 #define GRAMMAR_MAX_RULES (1u << 17)
-#define GRAMMAR_MAX_NESTING 64          /* schema / regex / GBNF group nesting */
-#define GRAMMAR_MAX_REPEAT 1000         /* m, n in {m,n}; minItems/maxItems; maxLength */
-#define GRAMMAR_MAX_DEPTH 512           /* matcher stack depth (nesting of the output) */
-#define GRAMMAR_MAX_STACKS 16384        /* the most grammar_limits.max_stacks may be */
+#define GRAMMAR_MAX_NESTING 64   /* schema / regex / GBNF group nesting */
+#define GRAMMAR_MAX_REPEAT 1000  /* m, n in {m,n}; minItems/maxItems; maxLength */
+#define GRAMMAR_MAX_DEPTH 512    /* matcher stack depth (nesting of the output) */
+#define GRAMMAR_MAX_STACKS 16384 /* the most grammar_limits.max_stacks may be */
 
 /* What matching a grammar may cost: the limits that keep every token's mask and advance
  * bounded whatever the grammar (the [grammar] config keys). A compiled grammar's start
  * state and its first mask must fit them, or grammar_compile refuses it naming the limit;
  * a state past them later stops the matcher (grammar_matcher_error). */
 struct grammar_limits {
-    int max_stacks;      /* parses one state may hold (an ambiguous grammar has many, an enum or
+    int max_stacks;        /* parses one state may hold (an ambiguous grammar has many, an enum or
                             an object one per value or property): 1..GRAMMAR_MAX_STACKS */
-    long max_token_work; /* work units one token's mask or advance may take: an expansion step,
+    long max_token_work;   /* work units one token's mask or advance may take: an expansion step,
                             a stack added, a trie node walked (each at most tens of ns) */
     double max_compile_ms; /* wall time of one compilation, the first mask included */
 };
@@ -105,9 +105,10 @@ void grammar_unref(struct grammar *g);
 /* Converters to GBNF. Each appends rules to out: `name ::= ...` and helpers named
  * `name-...`, so several can share one text under distinct names (names: [A-Za-z0-9-]).
  * Return 0, or -1 with err. */
-int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *name, struct sbuf *out,
-                                  char *err);
-int grammar_gbnf_from_regex(const char *re, size_t len, const char *name, struct sbuf *out, char *err);
+int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *name,
+                                  struct sbuf *out, char *err);
+int grammar_gbnf_from_regex(const char *re, size_t len, const char *name, struct sbuf *out,
+                            char *err);
 /* Any JSON value (`name`) and any JSON object (`name-object`), with the whitespace above. */
 void grammar_gbnf_json_value(const char *name, struct sbuf *out);
 

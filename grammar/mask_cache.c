@@ -59,7 +59,7 @@ struct walk {
     struct sset tmp;
     int32_t *acc, *unc;
     int n_acc, cap_acc, n_unc, cap_unc;
-    uint32_t need0;  /* the key stack's need */
+    uint32_t need0; /* the key stack's need */
     int32_t *acc_d; /* by acc: each token's delta (BND_DELTA: it went to bnd) */
     int n_acc_d, cap_acc_d;
     struct jump *bnd;
@@ -158,11 +158,14 @@ static uint32_t transition(struct walk *w, int id, uint8_t c) {
     uint32_t *row = w->st[id].tr;
     if (row && (row[c] >> 31)) return row[c];
     sset_clear(&w->tmp);
-    int touched = 0, matched = sset_advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, &touched, w->m);
+    int touched = 0,
+        matched = sset_advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, &touched, w->m);
     int next = w->tmp.n ? intern(w, &w->tmp) : -1;
     if (!w->st[id].tr) gmeter_spend(w->m, 64); /* the row: 1 KiB */
-    uint32_t val = 1u << 31 | (uint32_t)(next + 1) << 2 | (uint32_t)matched << 1 | (uint32_t)touched;
-    if (!w->st[id].tr) w->st[id].tr = xcalloc(256, sizeof(uint32_t)); /* after intern: st may have moved */
+    uint32_t val = 1u << 31 | (uint32_t)(next + 1) << 2 | (uint32_t)matched << 1 |
+                   (uint32_t)touched;
+    if (!w->st[id].tr)
+        w->st[id].tr = xcalloc(256, sizeof(uint32_t)); /* after intern: st may have moved */
     w->st[id].tr[c] = val;
     return val;
 }
@@ -222,8 +225,8 @@ static void jumps_from_deltas(struct mentry *e, const int32_t *ids, const int32_
 
 /* NULL where the meter was hit. A walk costs it what it visits, and 64 units and one per
  * 16 words of the vocabulary's mask besides (its tables and the entry). */
-static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key, int klen, int trunc,
-                                   struct gmeter *m) {
+static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key, int klen,
+                                   int trunc, struct gmeter *m) {
     const struct grammar_vocab *v = gr->v;
     if (gmeter_spend(m, 64 + v->n / 1024)) return NULL;
     struct walk w = {0};
@@ -273,18 +276,21 @@ static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key,
     sort_jumps(w.bnd, w.n_bnd);
     e->bnd = w.bnd;
     e->n_bnd = w.n_bnd;
-    e->bytes += (size_t)w.n_unc * 4 + (size_t)(e->n_jmp + w.n_bnd) * sizeof(struct jump) + (size_t)klen * 4 + sizeof *e;
+    e->bytes += (size_t)w.n_unc * 4 + (size_t)(e->n_jmp + w.n_bnd) * sizeof(struct jump) +
+                (size_t)klen * 4 + sizeof *e;
     return e;
 }
 
 /* Takes gr->cache.mu, held across the walk of a new entry (two threads never compute the
  * same one; the walk is bounded by the meter). */
-struct mentry *mask_entry(struct grammar *gr, const int32_t *stk, int len, struct mentry **tmp, struct gmeter *m) {
+struct mentry *mask_entry(struct grammar *gr, const int32_t *stk, int len, struct mentry **tmp,
+                          struct gmeter *m) {
     struct mask_cache *c = &gr->cache;
     int trunc = len > GRAM_KEY_DEPTH;
     const int32_t *key = trunc ? stk + len - GRAM_KEY_DEPTH : stk;
     int klen = trunc ? GRAM_KEY_DEPTH : len;
-    uint64_t h = gram_hash_bytes(key, sizeof *key * (size_t)klen, 0xcbf29ce484222325ull ^ (uint64_t)trunc);
+    uint64_t h = gram_hash_bytes(key, sizeof *key * (size_t)klen,
+                                 0xcbf29ce484222325ull ^ (uint64_t)trunc);
     *tmp = NULL;
     pthread_mutex_lock(&c->mu);
     if (c->cap) {

@@ -59,7 +59,8 @@ void mask_cache_free(struct mask_cache *c, struct grammar_vocab *v);
 /* The cached mask entry of stack stk[0..len) of grammar gr; *tmp receives it instead when
  * the cache is full (the caller frees it with mentry_free; *tmp is NULL otherwise). A new
  * entry's walk spends from m; NULL (nothing cached) where m is hit. */
-struct mentry *mask_entry(struct grammar *gr, const int32_t *stk, int len, struct mentry **tmp, struct gmeter *m);
+struct mentry *mask_entry(struct grammar *gr, const int32_t *stk, int len, struct mentry **tmp,
+                          struct gmeter *m);
 void mentry_free(struct mentry *e);
 
 /* ORs e's accepted set into mask (words: (n_vocab + 63) / 64). */

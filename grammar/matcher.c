@@ -26,9 +26,13 @@ void matcher_end(struct grammar_matcher *m) {
     gmeter_why(&m->meter, m->err);
 }
 
-const char *grammar_matcher_error(const struct grammar_matcher *m) { return m->failed ? m->err : NULL; }
+const char *grammar_matcher_error(const struct grammar_matcher *m) {
+    return m->failed ? m->err : NULL;
+}
 
-long grammar_matcher_work(const struct grammar_matcher *m) { return m->meter.limit - m->meter.left; }
+long grammar_matcher_work(const struct grammar_matcher *m) {
+    return m->meter.limit - m->meter.left;
+}
 
 struct grammar_matcher *grammar_matcher_new(struct grammar *g) {
     struct grammar_matcher *m = xcalloc(1, sizeof *m);
@@ -92,7 +96,8 @@ static int token_ok(struct grammar_matcher *m, const int32_t *stk, int len, int3
     return run_bytes(m, &m->one, m->g->v->bytes[id], m->g->v->lens[id]) == 0;
 }
 
-int matcher_token_need(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id, uint32_t *need) {
+int matcher_token_need(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id,
+                       uint32_t *need) {
     if (!token_ok(m, stk, len, id)) return 0;
     *need = sset_need(&m->g->g, &m->a);
     return 1;

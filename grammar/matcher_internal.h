@@ -23,7 +23,8 @@ struct grammar_matcher {
     struct sset a, b, one; /* scratch */
     int32_t *clr;          /* scratch of grammar_matcher_mask_budget */
     int n_clr, cap_clr;
-    uint64_t *plain; /* the mask without a budget, (n_vocab + 63) / 64 words: mask_budget leaves it there when it returns 1 (apply_budget reads it) */
+    uint64_t *plain; /* the mask without a budget, (n_vocab + 63) / 64 words: mask_budget leaves it
+                        there when it returns 1 (apply_budget reads it) */
     struct gmeter meter; /* of the operation under way (matcher_begin) */
     int failed;          /* a limit was hit: err says which (grammar_matcher_error) */
     char err[ERR_LEN];
@@ -43,18 +44,20 @@ void matcher_mask_end(const struct grammar_matcher *m, uint64_t *mask);
 /* Whether token id may follow the full stack stk[0..len) (a cache key cut from it leaves
  * the token uncertain), and if so *need: the need of the state it leads to. Uses m's scratch
  * and meter (0 on a hit). */
-int matcher_token_need(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id, uint32_t *need);
+int matcher_token_need(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id,
+                       uint32_t *need);
 
 /* Writes -inf into logits[id] for every token not in mask (n = the logits row's length).
  * restrict (the mask is never the logits row) and inline (here, so that both apply
  * functions inline it): without them the compiler must assume a store to logits may change
  * mask words, and this loop took 16 -> 22 us on a 128k row (bench/bench_grammar.py's
  * apply, 2026-11-26) */
-static inline void apply_mask(const struct grammar_matcher *m, const uint64_t *restrict mask, float *restrict logits,
-                              int n) {
+static inline void apply_mask(const struct grammar_matcher *m, const uint64_t *restrict mask,
+                              float *restrict logits, int n) {
     int nv = n < m->g->v->n ? n : m->g->v->n;
     int full = nv / 64;
-    for (int w = 0; w < full; w++) { /* whole words: the common all-out and all-in ones cost little */
+    for (int w = 0; w < full;
+         w++) { /* whole words: the common all-out and all-in ones cost little */
         uint64_t bits = mask[w];
         float *p = logits + (size_t)w * 64;
         if (bits == ~0ull) continue;
@@ -67,7 +70,8 @@ static inline void apply_mask(const struct grammar_matcher *m, const uint64_t *r
     }
     for (int i = full * 64; i < nv; i++)
         if (!((mask[i >> 6] >> (i & 63)) & 1)) logits[i] = -INFINITY;
-    for (int i = nv; i < n; i++) logits[i] = -INFINITY; /* padding rows past the tokenizer's vocabulary */
+    for (int i = nv; i < n; i++)
+        logits[i] = -INFINITY; /* padding rows past the tokenizer's vocabulary */
 }
 
 #endif

@@ -123,8 +123,16 @@ static int hexv(char c) {
 static void add_class_escape(struct cpset *s, char e) {
     switch (e) {
     case 'd': cps_add(s, '0', '9'); break;
-    case 'w': cps_add(s, '0', '9'); cps_add(s, 'a', 'z'); cps_add(s, 'A', 'Z'); cps_add(s, '_', '_'); break;
-    case 's': cps_add(s, '\t', '\r'); cps_add(s, ' ', ' '); break;
+    case 'w':
+        cps_add(s, '0', '9');
+        cps_add(s, 'a', 'z');
+        cps_add(s, 'A', 'Z');
+        cps_add(s, '_', '_');
+        break;
+    case 's':
+        cps_add(s, '\t', '\r');
+        cps_add(s, ' ', ' ');
+        break;
     }
 }
 
@@ -197,7 +205,8 @@ static int parse_class(struct rx *r, struct cpset *s) {
             cps_add(&one, c, c);
         }
         /* a range a-b (single characters on both sides) */
-        if (one.n == 1 && one.r[0][0] == one.r[0][1] && r->i + 1 < r->n && r->s[r->i] == '-' && r->s[r->i + 1] != ']') {
+        if (one.n == 1 && one.r[0][0] == one.r[0][1] && r->i + 1 < r->n && r->s[r->i] == '-' &&
+            r->s[r->i + 1] != ']') {
             r->i++;
             struct cpset two = {0};
             if (r->s[r->i] == '\\') {
@@ -233,13 +242,15 @@ static int read_braces(struct rx *r, long *lo, long *hi) {
     long a = -1, b = -1;
     if (j < r->n && r->s[j] >= '0' && r->s[j] <= '9') {
         a = 0;
-        while (j < r->n && r->s[j] >= '0' && r->s[j] <= '9' && a <= 100000) a = a * 10 + (r->s[j++] - '0');
+        while (j < r->n && r->s[j] >= '0' && r->s[j] <= '9' && a <= 100000)
+            a = a * 10 + (r->s[j++] - '0');
     }
     if (j < r->n && r->s[j] == ',') {
         j++;
         if (j < r->n && r->s[j] >= '0' && r->s[j] <= '9') {
             b = 0;
-            while (j < r->n && r->s[j] >= '0' && r->s[j] <= '9' && b <= 100000) b = b * 10 + (r->s[j++] - '0');
+            while (j < r->n && r->s[j] >= '0' && r->s[j] <= '9' && b <= 100000)
+                b = b * 10 + (r->s[j++] - '0');
         }
         if (a < 0) a = 0; /* {,n} */
     } else {
@@ -346,8 +357,7 @@ static int parse_item(struct rx *r, struct item *it) {
         } else {
             goto text;
         }
-        if (r->i < r->n && r->s[r->i] == '?')
-            r->i++; /* lazy: same language */
+        if (r->i < r->n && r->s[r->i] == '?') r->i++; /* lazy: same language */
         else if (r->i < r->n && r->s[r->i] == '+')
             return rerr(r, "possessive quantifiers are not supported");
         if (r->i < r->n && (r->s[r->i] == '*' || r->s[r->i] == '+' || r->s[r->i] == '?'))
@@ -358,10 +368,8 @@ text:
         struct sbuf ne = {0};
         int k = ne_group(r, it, &ne);
         if (k < 0) return sbuf_free(&ne), -1;
-        if (k)
-            sbuf_addf(&it->text, "(%s)*", ne.p);
-        else
-            sbuf_adds(&it->text, "\"\"");
+        if (k) sbuf_addf(&it->text, "(%s)*", ne.p);
+        else sbuf_adds(&it->text, "\"\"");
         sbuf_free(&ne);
     } else if (it->lo == 1 && it->hi == 1) {
         sbuf_adds(&it->text, it->atom.p);
@@ -385,17 +393,12 @@ static int ne_item(struct rx *r, const struct item *it, struct sbuf *o) {
     if (it->hi == 0) return 0;
     struct sbuf a = {0};
     int k = 1;
-    if (it->atom_null)
-        k = ne_group(r, it, &a);
-    else
-        sbuf_adds(&a, it->atom.p);
+    if (it->atom_null) k = ne_group(r, it, &a);
+    else sbuf_adds(&a, it->atom.p);
     if (k > 0) {
-        if (it->hi == 1)
-            sbuf_addf(o, "(%s)", a.p);
-        else if (it->hi < 0)
-            sbuf_addf(o, "(%s) %s", a.p, it->text.p);
-        else
-            sbuf_addf(o, "(%s) %s{0,%ld}", a.p, it->atom.p, it->hi - 1);
+        if (it->hi == 1) sbuf_addf(o, "(%s)", a.p);
+        else if (it->hi < 0) sbuf_addf(o, "(%s) %s", a.p, it->text.p);
+        else sbuf_addf(o, "(%s) %s{0,%ld}", a.p, it->atom.p, it->hi - 1);
     }
     sbuf_free(&a);
     return k;
@@ -547,8 +550,7 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
                                                            : its[flex].hi;
         if (b >= 0 && a > b)
             rc = err_set(err, "unsatisfiable schema: pattern and minLength/maxLength");
-        else if (a > GRAMMAR_MAX_REPEAT || b > GRAMMAR_MAX_REPEAT)
-            rc = 0;
+        else if (a > GRAMMAR_MAX_REPEAT || b > GRAMMAR_MAX_REPEAT) rc = 0;
     } else if (rc > 0 && (fixed < lo || (hi >= 0 && fixed > hi))) {
         rc = err_set(err, "unsatisfiable schema: pattern and minLength/maxLength");
     }
@@ -557,10 +559,8 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
         for (int k = 0; k < n; k++) {
             long x = k == flex ? a : its[k].lo, y = k == flex ? b : its[k].lo;
             sbuf_addf(out, "%s%s", k ? " " : "", its[k].atom.p);
-            if (y < 0)
-                sbuf_addf(out, "{%ld,}", x);
-            else if (x != 1 || y != 1)
-                sbuf_addf(out, "{%ld,%ld}", x, y);
+            if (y < 0) sbuf_addf(out, "{%ld,}", x);
+            else if (x != 1 || y != 1) sbuf_addf(out, "{%ld,%ld}", x, y);
         }
         sbuf_adds(out, n ? ")" : "\"\")");
     }
@@ -570,7 +570,9 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
 }
 
 int regex_to_gbnf(const char *re, size_t len, int json, struct sbuf *out, char *err) {
-    if (len > GRAMMAR_MAX_TEXT) return err_set(err, "regex of %zu bytes is longer than the limit of %u", len, GRAMMAR_MAX_TEXT);
+    if (len > GRAMMAR_MAX_TEXT)
+        return err_set(err, "regex of %zu bytes is longer than the limit of %u", len,
+                       GRAMMAR_MAX_TEXT);
     struct rx r = {re, len, 0, json, 0, 0, out, err};
     int null;
     if (parse_alt(&r, 0, &null) < 0) return -1;
@@ -578,7 +580,8 @@ int regex_to_gbnf(const char *re, size_t len, int json, struct sbuf *out, char *
     return 0;
 }
 
-int grammar_gbnf_from_regex(const char *re, size_t len, const char *name, struct sbuf *out, char *err) {
+int grammar_gbnf_from_regex(const char *re, size_t len, const char *name, struct sbuf *out,
+                            char *err) {
     struct sbuf body = {0};
     int rc = regex_to_gbnf(re, len, 0, &body, err);
     if (rc == 0) sbuf_addf(out, "%s ::= %s\n", name, body.p);

@@ -29,22 +29,49 @@
 #include "schema_oneof.h"
 #include "schema_scalar.h"
 
-
-
 /* The keywords implemented; those that change what is valid but are not implemented (a
  * schema using one is refused, never half-honoured). Any other name is ignored, as the
  * specification says of unknown keywords (drafts 4-7) and annotations (2019-09, 2020-12):
  * id, x-* extensions, readonly, links, example, javaType... */
-static const char *const keywords[] = {"type", "properties", "required", "additionalProperties",
-                                       "items", "prefixItems", "minItems", "maxItems", "enum",
-                                       "const", "anyOf", "oneOf", "allOf", "$ref", "minLength",
-                                       "maxLength", "pattern", "format", "minimum", "maximum",
-                                       "exclusiveMinimum", "exclusiveMaximum", "additionalItems",
-                                       "dependentRequired", "dependentSchemas", "dependencies",
-                                       "minProperties", "maxProperties", "patternProperties",
-                                       "propertyNames", "if", "uniqueItems", "multipleOf", "not",
-                                       "contains", "unevaluatedProperties", "unevaluatedItems",
-                                       "$tpd-not-strings", NULL};
+static const char *const keywords[] = {"type",
+                                       "properties",
+                                       "required",
+                                       "additionalProperties",
+                                       "items",
+                                       "prefixItems",
+                                       "minItems",
+                                       "maxItems",
+                                       "enum",
+                                       "const",
+                                       "anyOf",
+                                       "oneOf",
+                                       "allOf",
+                                       "$ref",
+                                       "minLength",
+                                       "maxLength",
+                                       "pattern",
+                                       "format",
+                                       "minimum",
+                                       "maximum",
+                                       "exclusiveMinimum",
+                                       "exclusiveMaximum",
+                                       "additionalItems",
+                                       "dependentRequired",
+                                       "dependentSchemas",
+                                       "dependencies",
+                                       "minProperties",
+                                       "maxProperties",
+                                       "patternProperties",
+                                       "propertyNames",
+                                       "if",
+                                       "uniqueItems",
+                                       "multipleOf",
+                                       "not",
+                                       "contains",
+                                       "unevaluatedProperties",
+                                       "unevaluatedItems",
+                                       "$tpd-not-strings",
+                                       NULL};
 
 static const char *const unimplemented[] = {"$dynamicRef", "$recursiveRef", NULL};
 
@@ -75,7 +102,7 @@ int sc_serr(struct sc *c, const char *fmt, const char *a) {
 void sc_new_rule(struct sc *c, char *nm) { snprintf(nm, RN, "%s-%d", c->name, c->n_rules++); }
 
 void sc_emit(struct sc *c, const char *nm, const char *body) {
-  sbuf_addf(c->out, "%s ::= %s\n", nm, body);
+    sbuf_addf(c->out, "%s ::= %s\n", nm, body);
 }
 
 /* A JSON value as a literal. */
@@ -133,20 +160,18 @@ static int ref_rule(struct sc *c, const char *ref, char *nm) {
         }
     const cJSON *t = sc_resolve_pointer(c, ref);
     if (!t)
-      return sc_serr(c,
-                     "$ref '%s' does not resolve (only local refs \"#/...\" "
-                     "are supported)",
-                     ref);
+        return sc_serr(c,
+                       "$ref '%s' does not resolve (only local refs \"#/...\" "
+                       "are supported)",
+                       ref);
     /* a chain of bare $refs that returns to itself can never produce a value */
     const cJSON *x = t;
     for (int hops = 0; sc_only_ref(x); hops++) {
         const char *r2 = cJSON_GetObjectItemCaseSensitive(x, "$ref")->valuestring;
         if (!r2 || hops > 64)
-          return sc_serr(c, "$ref '%s' is a chain of references without end",
-                         ref);
+            return sc_serr(c, "$ref '%s' is a chain of references without end", ref);
         if (strcmp(r2, ref) == 0)
-          return sc_serr(c, "unsatisfiable schema: $ref '%s' refers to itself",
-                         ref);
+            return sc_serr(c, "unsatisfiable schema: $ref '%s' refers to itself", ref);
         x = sc_resolve_pointer(c, r2);
         if (!x) return sc_serr(c, "$ref '%s' does not resolve", r2);
     }
@@ -163,17 +188,15 @@ static int ref_rule(struct sc *c, const char *ref, char *nm) {
 static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf *b) {
     if (strcmp(type, "string") == 0) return sc_gen_string(c, s, b);
     if (strcmp(type, "integer") == 0 || strcmp(type, "number") == 0) {
-      int bounded = cJSON_GetObjectItemCaseSensitive(s, "minimum") ||
-                    cJSON_GetObjectItemCaseSensitive(s, "maximum") ||
-                    cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") ||
-                    cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum");
-      const cJSON *mul = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
-      if (mul)
-        return sc_gen_multiple(c, mul, bounded, b);
-      if (bounded)
-        return sc_gen_num_range(c, s, strcmp(type, "integer") == 0, b);
-      sbuf_addf(b, "%s-%s", c->j, type);
-      return 0;
+        int bounded = cJSON_GetObjectItemCaseSensitive(s, "minimum") ||
+                      cJSON_GetObjectItemCaseSensitive(s, "maximum") ||
+                      cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") ||
+                      cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum");
+        const cJSON *mul = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
+        if (mul) return sc_gen_multiple(c, mul, bounded, b);
+        if (bounded) return sc_gen_num_range(c, s, strcmp(type, "integer") == 0, b);
+        sbuf_addf(b, "%s-%s", c->j, type);
+        return 0;
     }
     if (strcmp(type, "boolean") == 0 || strcmp(type, "null") == 0) {
         sbuf_addf(b, "%s-%s", c->j, type);
@@ -185,7 +208,8 @@ static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf
 }
 
 const char *sc_infer_type(const cJSON *s) {
-    static const struct { const char *kw, *type;
+    static const struct {
+        const char *kw, *type;
     } t[] = {
         {"properties", "object"},       {"additionalProperties", "object"},
         {"required", "object"},         {"items", "array"},
@@ -206,7 +230,7 @@ const char *sc_infer_type(const cJSON *s) {
 static int gen_branches(struct sc *c, const cJSON *s, const cJSON *any, int one, struct sbuf *b) {
     int rc = 0;
     if (!cJSON_IsArray(any) || cJSON_GetArraySize(any) == 0)
-      rc = sc_serr(c, "%s", "'anyOf'/'oneOf' must be a non-empty array");
+        rc = sc_serr(c, "%s", "'anyOf'/'oneOf' must be a non-empty array");
     static const char *const drop_any[] = {"anyOf", NULL}, *const drop_one[] = {"oneOf", NULL};
     cJSON *sib = rc == 0 ? sc_without(c, s, one ? drop_one : drop_any) : NULL;
     int n = rc == 0 ? cJSON_GetArraySize(any) : 0, k = 0;
@@ -218,10 +242,8 @@ static int gen_branches(struct sc *c, const cJSON *s, const cJSON *any, int one,
     if (rc == 0 && one && n > 1) rc = sc_one_of_exclusive(c, br, n);
     for (k = 0; rc == 0 && k < n; k++) {
         char nm2[RN];
-        if (sc_gen(c, br[k], nm2) < 0)
-            rc = -1;
-        else
-            sbuf_addf(b, "%s%s", k ? " | " : "", nm2);
+        if (sc_gen(c, br[k], nm2) < 0) rc = -1;
+        else sbuf_addf(b, "%s%s", k ? " | " : "", nm2);
     }
     free(br);
     return rc;
@@ -249,8 +271,7 @@ static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
         sc_put_json_literal(b, x);
     }
     if (rc == 0 && k == 0)
-        rc =
-            sc_serr(c, "%s", "unsatisfiable schema: no enum/const value meets the other keywords");
+        rc = sc_serr(c, "%s", "unsatisfiable schema: no enum/const value meets the other keywords");
     return rc;
 }
 
@@ -261,11 +282,10 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
         return 0;
     }
     if (cJSON_IsFalse(s))
-      return sc_serr(c, "%s",
-                     "unsatisfiable schema: the schema false matches nothing");
+        return sc_serr(c, "%s", "unsatisfiable schema: the schema false matches nothing");
     if (!cJSON_IsObject(s)) return sc_serr(c, "%s", "a schema must be an object or a boolean");
     if (++c->depth > GRAMMAR_MAX_NESTING)
-      return sc_serr(c, "%s", "schema nested deeper than 64 levels");
+        return sc_serr(c, "%s", "schema nested deeper than 64 levels");
     for (const cJSON *k = s->child; k; k = k->next)
         if (sc_is_validity(s, k->string) && !sc_in_list(keywords, k->string))
             return sc_serr(c, "unsupported keyword '%s'", k->string);
@@ -311,20 +331,18 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
             return rc;
         }
     } else if (all) {
-      if (!cJSON_IsArray(all) || cJSON_GetArraySize(all) == 0)
-        rc = sc_serr(c, "%s", "'allOf' must be a non-empty array");
-      else {
-        static const char *const drop[] = {"allOf", NULL};
-        cJSON *m = sc_without(c, s, drop);
-        for (const cJSON *x = all->child; x && m; x = x->next)
-          m = sc_merge(c, m, x);
-        if (!m)
-          rc = -1;
+        if (!cJSON_IsArray(all) || cJSON_GetArraySize(all) == 0)
+            rc = sc_serr(c, "%s", "'allOf' must be a non-empty array");
         else {
-          rc = sc_gen(c, m, nm);
-          c->depth--;
-          return rc;
-        }
+            static const char *const drop[] = {"allOf", NULL};
+            cJSON *m = sc_without(c, s, drop);
+            for (const cJSON *x = all->child; x && m; x = x->next) m = sc_merge(c, m, x);
+            if (!m) rc = -1;
+            else {
+                rc = sc_gen(c, m, nm);
+                c->depth--;
+                return rc;
+            }
         }
     } else if (any) {
         rc = gen_branches(c, s, any, one, &b);
@@ -363,81 +381,74 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
     return rc;
 }
 
-int grammar_gbnf_from_json_schema(const char *schema, size_t len,
-                                  const char *name, struct sbuf *out,
-                                  char *err) {
-  if (len > GRAMMAR_MAX_TEXT)
-    return err_set(err,
-                   "JSON Schema of %zu bytes is longer than the limit of %u",
-                   len, GRAMMAR_MAX_TEXT);
-  if (strlen(name) > 40)
-    return err_set(err, "grammar rule name longer than 40 characters");
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
-  if (!root)
-    return err_set(err, "JSON Schema: not valid JSON (at byte %zu)",
-                   end ? (size_t)(end - schema) : 0);
-  struct sc c;
-  memset(&c, 0, sizeof c);
-  c.root = root;
-  snprintf(c.name, sizeof c.name, "%s", name);
-  snprintf(c.j, sizeof c.j, "%s-j", name);
-  c.out = out;
-  c.err = err;
-  c.owned = cJSON_CreateArray();
-  grammar_gbnf_json_value(c.j, out);
-  char top[RN];
-  int rc = sc_gen(&c, root, top);
-  for (int i = 0; rc == 0 && i < c.n_refs;
-       i++) { /* the work list grows while we go */
-    char body[RN], nm[RN];
-    rc = sc_gen(&c, c.refs[i].target, body);
-    if (rc == 0) {
-      snprintf(nm, RN, "%s-r%d", c.name, c.refs[i].id);
-      sc_emit(&c, nm, body);
+int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *name,
+                                  struct sbuf *out, char *err) {
+    if (len > GRAMMAR_MAX_TEXT)
+        return err_set(err, "JSON Schema of %zu bytes is longer than the limit of %u", len,
+                       GRAMMAR_MAX_TEXT);
+    if (strlen(name) > 40) return err_set(err, "grammar rule name longer than 40 characters");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
+    if (!root)
+        return err_set(err, "JSON Schema: not valid JSON (at byte %zu)",
+                       end ? (size_t)(end - schema) : 0);
+    struct sc c;
+    memset(&c, 0, sizeof c);
+    c.root = root;
+    snprintf(c.name, sizeof c.name, "%s", name);
+    snprintf(c.j, sizeof c.j, "%s-j", name);
+    c.out = out;
+    c.err = err;
+    c.owned = cJSON_CreateArray();
+    grammar_gbnf_json_value(c.j, out);
+    char top[RN];
+    int rc = sc_gen(&c, root, top);
+    for (int i = 0; rc == 0 && i < c.n_refs; i++) { /* the work list grows while we go */
+        char body[RN], nm[RN];
+        rc = sc_gen(&c, c.refs[i].target, body);
+        if (rc == 0) {
+            snprintf(nm, RN, "%s-r%d", c.name, c.refs[i].id);
+            sc_emit(&c, nm, body);
+        }
+        if (out->len > (size_t)GRAMMAR_MAX_GBNF)
+            rc = sc_serr(&c, "%s", "the schema's grammar is too large");
     }
-    if (out->len > (size_t)GRAMMAR_MAX_GBNF)
-      rc = sc_serr(&c, "%s", "the schema's grammar is too large");
-  }
-  if (rc == 0)
-    sc_emit(&c, name, top);
-  if (rc == 0 && out->len > (size_t)GRAMMAR_MAX_GBNF)
-    rc = sc_serr(&c, "%s", "the schema's grammar is too large");
-  for (int i = 0; i < c.n_refs; i++)
-    free(c.refs[i].ref);
-  free(c.refs);
-  cJSON_Delete(c.owned);
-  cJSON_Delete(root);
-  return rc;
+    if (rc == 0) sc_emit(&c, name, top);
+    if (rc == 0 && out->len > (size_t)GRAMMAR_MAX_GBNF)
+        rc = sc_serr(&c, "%s", "the schema's grammar is too large");
+    for (int i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
+    free(c.refs);
+    cJSON_Delete(c.owned);
+    cJSON_Delete(root);
+    return rc;
 }
 
 void grammar_gbnf_json_value(const char *n, struct sbuf *o) {
-  sbuf_addf(o,
-            "%s ::= %s-object | %s-array | %s-string | %s-number | %s-boolean "
-            "| %s-null\n",
-            n, n, n, n, n, n, n);
-  sbuf_addf(o,
-            "%s-object ::= \"{\" %s-ws (%s-string %s-ws \":\" %s-ws %s %s-ws "
-            "(\",\" %s-ws "
-            "%s-string %s-ws \":\" "
-            "%s-ws %s %s-ws)*)? \"}\"\n",
-            n, n, n, n, n, n, n, n, n, n, n, n, n);
-  sbuf_addf(
-      o, "%s-array ::= \"[\" %s-ws (%s %s-ws (\",\" %s-ws %s %s-ws)*)? \"]\"\n",
-      n, n, n, n, n, n, n);
-  sbuf_addf(o, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", n, n);
-  sbuf_addf(o,
-            "%s-char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] "
-            "| \"u\" "
-            "([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n",
-            n);
-  sbuf_addf(o, "%s-int-part ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n", n);
-  sbuf_addf(o, "%s-integer ::= %s-int-part\n", n, n);
-  sbuf_addf(o,
-            "%s-number ::= %s-int-part (\".\" [0-9]{1,16})? ([eE] [-+]? "
-            "[0-9]{1,3})?\n",
-            n, n);
-  sbuf_addf(o, "%s-boolean ::= \"true\" | \"false\"\n", n);
-  sbuf_addf(o, "%s-null ::= \"null\"\n", n);
-  sbuf_addf(o, "%s-ws ::= (\" \" | \"\\n\" [ \\t]{0,20})?\n", n);
+    sbuf_addf(o,
+              "%s ::= %s-object | %s-array | %s-string | %s-number | %s-boolean "
+              "| %s-null\n",
+              n, n, n, n, n, n, n);
+    sbuf_addf(o,
+              "%s-object ::= \"{\" %s-ws (%s-string %s-ws \":\" %s-ws %s %s-ws "
+              "(\",\" %s-ws "
+              "%s-string %s-ws \":\" "
+              "%s-ws %s %s-ws)*)? \"}\"\n",
+              n, n, n, n, n, n, n, n, n, n, n, n, n);
+    sbuf_addf(o, "%s-array ::= \"[\" %s-ws (%s %s-ws (\",\" %s-ws %s %s-ws)*)? \"]\"\n", n, n, n, n,
+              n, n, n);
+    sbuf_addf(o, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", n, n);
+    sbuf_addf(o,
+              "%s-char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] "
+              "| \"u\" "
+              "([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n",
+              n);
+    sbuf_addf(o, "%s-int-part ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n", n);
+    sbuf_addf(o, "%s-integer ::= %s-int-part\n", n, n);
+    sbuf_addf(o,
+              "%s-number ::= %s-int-part (\".\" [0-9]{1,16})? ([eE] [-+]? "
+              "[0-9]{1,3})?\n",
+              n, n);
+    sbuf_addf(o, "%s-boolean ::= \"true\" | \"false\"\n", n);
+    sbuf_addf(o, "%s-null ::= \"null\"\n", n);
+    sbuf_addf(o, "%s-ws ::= (\" \" | \"\\n\" [ \\t]{0,20})?\n", n);
 }

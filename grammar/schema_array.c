@@ -31,7 +31,7 @@ int sc_read_count(struct sc *c, const cJSON *s, const char *key, long *out) {
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble))
         return sc_serr(c, "'%s' must be a non-negative integer", key);
     if (v->valuedouble > GRAMMAR_MAX_REPEAT)
-      return sc_serr(c, "'%s' above 1000 is not supported", key);
+        return sc_serr(c, "'%s' above 1000 is not supported", key);
     *out = (long)v->valuedouble;
     return 1;
 }
@@ -47,9 +47,8 @@ int sc_gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     }
     if (prefix && !cJSON_IsArray(prefix)) return sc_serr(c, "%s", "'prefixItems' must be an array");
     long lo = 0, hi = -1;
-    if (sc_read_count(c, s, "minItems", &lo) < 0 ||
-        sc_read_count(c, s, "maxItems", &hi) < 0)
-      return -1;
+    if (sc_read_count(c, s, "minItems", &lo) < 0 || sc_read_count(c, s, "maxItems", &hi) < 0)
+        return -1;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems"))) {
         if (prefix) return sc_serr(c, "%s", "uniqueItems beside prefixItems is not supported");
         return gen_unique(c, items, lo, hi, b);
@@ -58,15 +57,13 @@ int sc_gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     int more = !(items && cJSON_IsFalse(items));
     if (!more && (hi < 0 || hi > m)) hi = m;
     if (hi >= 0 && hi < lo)
-      return sc_serr(c, "%s",
-                     "unsatisfiable schema: minItems is above maxItems (or the "
-                     "items allowed)");
+        return sc_serr(c, "%s",
+                       "unsatisfiable schema: minItems is above maxItems (or the "
+                       "items allowed)");
     if (m > GRAMMAR_MAX_REPEAT) return sc_serr(c, "%s", "more than 1000 prefixItems");
     char item0[RN], item[2 * RN];
-    if (!more || !items || cJSON_IsTrue(items))
-        snprintf(item0, RN, "%s", c->j);
-    else if (sc_gen(c, items, item0) < 0)
-        return -1;
+    if (!more || !items || cJSON_IsTrue(items)) snprintf(item0, RN, "%s", c->j);
+    else if (sc_gen(c, items, item0) < 0) return -1;
     snprintf(item, sizeof item, "%s %s-ws", item0, c->j); /* whitespace after each item */
     int K = (int)(lo > m ? lo : m);
     if (hi >= 0 && K > hi) K = (int)hi;
@@ -81,8 +78,7 @@ int sc_gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
             if (left == 0) sbuf_adds(&r, "\"\"");
             else if (K == 0 && left < 0) sbuf_addf(&r, "(%s (\",\" %s-ws %s)*)?", item, c->j, item);
             else if (K == 0)
-              sbuf_addf(&r, "(%s (\",\" %s-ws %s){0,%ld})?", item, c->j, item,
-                        left - 1);
+                sbuf_addf(&r, "(%s (\",\" %s-ws %s){0,%ld})?", item, c->j, item, left - 1);
             else if (left < 0) sbuf_addf(&r, "(\",\" %s-ws %s)*", c->j, item);
             else sbuf_addf(&r, "(\",\" %s-ws %s){0,%ld}", c->j, item, left);
         } else {
@@ -142,8 +138,8 @@ static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct
         return sc_serr(c, "%s", "uniqueItems over more than 64 values is not supported");
     if (hi < 0 || hi > k) hi = k;
     if (lo > hi)
-        return sc_serr(c, "%s",
-                    "unsatisfiable schema: minItems above the distinct values uniqueItems allows");
+        return sc_serr(
+            c, "%s", "unsatisfiable schema: minItems above the distinct values uniqueItems allows");
     char base[RN];
     sc_new_rule(c, base);
     static _Thread_local char ex[UNIQUE_MAX_VALUES + 2]
@@ -181,18 +177,17 @@ static int gen_contains(struct sc *c, const cJSON *s, const cJSON *items, struct
     const cJSON *con = cJSON_GetObjectItemCaseSensitive(s, "contains");
     long lo = 1, hi = -1, mn = 0, mx = -1;
     if (sc_read_count(c, s, "minContains", &lo) < 0 ||
-        sc_read_count(c, s, "maxContains", &hi) < 0 ||
-        sc_read_count(c, s, "minItems", &mn) < 0 ||
+        sc_read_count(c, s, "maxContains", &hi) < 0 || sc_read_count(c, s, "minItems", &mn) < 0 ||
         sc_read_count(c, s, "maxItems", &mx) < 0)
-      return -1;
+        return -1;
     if (cJSON_GetObjectItemCaseSensitive(s, "prefixItems") || cJSON_IsArray(items) ||
         cJSON_IsFalse(items) || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems")) ||
         mx >= 0 || mn > lo)
-        return sc_serr(c, "%s", "contains beside prefixItems, items arrays or false, uniqueItems, "
-                             "maxItems or a minItems above minContains is not supported");
+        return sc_serr(c, "%s",
+                       "contains beside prefixItems, items arrays or false, uniqueItems, "
+                       "maxItems or a minItems above minContains is not supported");
     if (hi >= 0 && hi < lo)
-      return sc_serr(c, "%s",
-                     "unsatisfiable schema: minContains > maxContains");
+        return sc_serr(c, "%s", "unsatisfiable schema: minContains > maxContains");
     int any_item = !items || cJSON_IsTrue(items);
     const cJSON *yes = any_item ? con : sc_merge(c, items, con);
     cJSON *neg = cJSON_CreateObject();
@@ -217,10 +212,9 @@ static int gen_contains(struct sc *c, const cJSON *s, const cJSON *items, struct
         }
     }
     if (lo == 0) /* or ar-items only */
-        sbuf_addf(b, "\"[\" %s-ws (%s%s%s %s-ws (\",\" %s-ws %s %s-ws)*)? \"]\"", j,
-                  r.p ? r.p : "", r.p ? " | " : "", ar, j, j, ar, j);
-    else
-        sbuf_addf(b, "\"[\" %s-ws %s \"]\"", j, r.p);
+        sbuf_addf(b, "\"[\" %s-ws (%s%s%s %s-ws (\",\" %s-ws %s %s-ws)*)? \"]\"", j, r.p ? r.p : "",
+                  r.p ? " | " : "", ar, j, j, ar, j);
+    else sbuf_addf(b, "\"[\" %s-ws %s \"]\"", j, r.p);
     sbuf_free(&r);
     return 0;
 }

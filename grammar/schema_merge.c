@@ -54,10 +54,8 @@ static void merge_props(cJSON *m, const cJSON *a, const cJSON *b) {
             cJSON_AddItemToObject(p, y->string, aa ? sc_all_of2(y, aa) : cJSON_Duplicate(y, 1));
     cJSON_DeleteItemFromObjectCaseSensitive(m, "properties");
     cJSON_DeleteItemFromObjectCaseSensitive(m, "additionalProperties");
-    if (p->child || pa || pb)
-        cJSON_AddItemToObject(m, "properties", p);
-    else
-        cJSON_Delete(p);
+    if (p->child || pa || pb) cJSON_AddItemToObject(m, "properties", p);
+    else cJSON_Delete(p);
     if (aa || ab)
         cJSON_AddItemToObject(m, "additionalProperties",
                               !aa   ? cJSON_Duplicate(ab, 1)
@@ -124,8 +122,10 @@ cJSON *sc_merge(struct sc *c, const cJSON *a, const cJSON *b) {
     for (const cJSON *k = b->child; k; k = k->next) {
         if (!sc_is_validity(b, k->string)) continue;
         if (strncmp(k->string, "unevaluated", 11) == 0 && !cJSON_IsTrue(k))
-            return sc_serr(c, "%s", "unevaluatedProperties/unevaluatedItems in an allOf or $ref "
-                                 "subschema is not supported"), NULL;
+            return sc_serr(c, "%s",
+                           "unevaluatedProperties/unevaluatedItems in an allOf or $ref "
+                           "subschema is not supported"),
+                   NULL;
         if (strcmp(k->string, "properties") == 0 ||
             strcmp(k->string, "additionalProperties") == 0) {
             if (!cJSON_IsObject(k) && !cJSON_IsBool(k))
@@ -144,11 +144,12 @@ cJSON *sc_merge(struct sc *c, const cJSON *a, const cJSON *b) {
         } else if (!cJSON_Compare(k, have, 1)) {
             cJSON *both = merge_values(k->string, have, k);
             if (!both)
-                return sc_serr(c,
-                            "allOf: the subschemas disagree on '%s' (only compatible keywords can "
-                            "be "
-                            "combined)",
-                            k->string),
+                return sc_serr(
+                           c,
+                           "allOf: the subschemas disagree on '%s' (only compatible keywords can "
+                           "be "
+                           "combined)",
+                           k->string),
                        NULL;
             if (cJSON_IsArray(both) && !both->child) {
                 cJSON_Delete(both);

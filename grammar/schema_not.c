@@ -86,15 +86,16 @@ static int not_values(struct sc *c, cJSON *m, const cJSON *v, int tbits) {
         if (t == T_NULL) bits &= ~T_NULL;
         else if (t == T_BOOL) bools |= cJSON_IsTrue(y) ? 1 : 2;
         else if (t == T_STR) cJSON_AddItemToArray(strs, cJSON_Duplicate(y, 1));
-        else if (t) return sc_serr(c, "%s", "not: excluding numbers, objects or arrays from a type "
-                                         "is not supported (only from an enum)");
+        else if (t)
+            return sc_serr(c, "%s",
+                           "not: excluding numbers, objects or arrays from a type "
+                           "is not supported (only from an enum)");
     }
     if (bools == 3) bits &= ~T_BOOL;
     if (bools && bools != 3) {
         if (bits != T_BOOL)
-          return sc_serr(
-              c, "%s",
-              "not: excluding one boolean beside other types is not supported");
+            return sc_serr(c, "%s",
+                           "not: excluding one boolean beside other types is not supported");
         cJSON_AddItemToObject(m, "enum", cJSON_CreateArray());
         cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(m, "enum"),
                              cJSON_CreateBool(bools == 2));
@@ -104,8 +105,9 @@ static int not_values(struct sc *c, cJSON *m, const cJSON *v, int tbits) {
         int other = 0;
         for (int i = 0; kw[i]; i++) other |= cJSON_GetObjectItemCaseSensitive(m, kw[i]) != NULL;
         if (other || (bits != T_STR && sc_branches_of(m)))
-            return sc_serr(c, "%s", "not: excluding strings is supported beside type string "
-                                 "without pattern, format or lengths only");
+            return sc_serr(c, "%s",
+                           "not: excluding strings is supported beside type string "
+                           "without pattern, format or lengths only");
         cJSON *at = m;
         if (bits != T_STR) { /* the strings and the other types as two disjoint branches */
             cJSON *any = cJSON_AddArrayToObject(m, "anyOf");
@@ -179,12 +181,12 @@ static int not_piece(struct sc *c, cJSON *m, const cJSON *p) {
     int tb = sc_type_bits(t);
     if (t && !tb) return sc_serr(c, "%s", "not: 'type' must name JSON types");
     if (n_kw == 1 && t) return set_type_bits(c, m, gen_type_bits(m) & ~tb, 0);
-    if (vals && n_kw == 1 + (t != NULL))
-        return not_values(c, m, vals, tb);
+    if (vals && n_kw == 1 + (t != NULL)) return not_values(c, m, vals, tb);
     if (cJSON_IsArray(req) && n_kw == 1 + (t != NULL) && (!t || tb == T_OBJ))
         return not_required(c, m, req, t != NULL);
-    return sc_serr(c, "%s", "not: only {type}, {enum}, {const}, {required} and anyOf of these are "
-                         "supported");
+    return sc_serr(c, "%s",
+                   "not: only {type}, {enum}, {const}, {required} and anyOf of these are "
+                   "supported");
 }
 
 const cJSON *sc_lower_not(struct sc *c, const cJSON *s) {
@@ -209,18 +211,19 @@ const cJSON *sc_lower_not(struct sc *c, const cJSON *s) {
  * the way applies conditionally (anyOf, oneOf, if, dependentSchemas) nor has its own
  * unevaluated keyword. true (or {}) changes nothing. */
 static int uneval_plain(struct sc *c, const cJSON *s, int top, int depth) {
-    static const char *const cond[] = {"anyOf", "oneOf", "if", "dependentSchemas", "dependencies",
-                                       NULL};
+    static const char *const cond[] = {"anyOf",        "oneOf", "if", "dependentSchemas",
+                                       "dependencies", NULL};
     if (!cJSON_IsObject(s)) return 0;
     if (depth > 64) return sc_serr(c, "%s", "unevaluatedProperties: subschemas nested too deep");
     for (int i = 0; cond[i]; i++)
         if (cJSON_GetObjectItemCaseSensitive(s, cond[i]))
             return sc_serr(c, "unevaluatedProperties/unevaluatedItems beside '%s' is not supported",
-                        cond[i]);
+                           cond[i]);
     if (!top && (cJSON_GetObjectItemCaseSensitive(s, "unevaluatedProperties") ||
                  cJSON_GetObjectItemCaseSensitive(s, "unevaluatedItems")))
-        return sc_serr(c, "%s", "unevaluatedProperties/unevaluatedItems in an allOf or $ref "
-                             "subschema is not supported");
+        return sc_serr(c, "%s",
+                       "unevaluatedProperties/unevaluatedItems in an allOf or $ref "
+                       "subschema is not supported");
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
     for (const cJSON *x = cJSON_IsArray(all) ? all->child : NULL; x; x = x->next)
         if (uneval_plain(c, x, 0, depth + 1) < 0) return -1;
@@ -240,8 +243,10 @@ const cJSON *sc_lower_unevaluated(struct sc *c, const cJSON *s) {
     int closes_p = up && !cJSON_IsTrue(up) && !(cJSON_IsObject(up) && !sc_has_constraints(up));
     int closes_i = ui && !cJSON_IsTrue(ui) && !(cJSON_IsObject(ui) && !sc_has_constraints(ui));
     if ((closes_p && !cJSON_IsFalse(up)) || (closes_i && !cJSON_IsFalse(ui)))
-        return sc_serr(c, "%s", "unevaluatedProperties/unevaluatedItems other than true or false "
-                             "is not supported"), NULL;
+        return sc_serr(c, "%s",
+                       "unevaluatedProperties/unevaluatedItems other than true or false "
+                       "is not supported"),
+               NULL;
     if ((closes_p || closes_i) && uneval_plain(c, s, 1, 0) < 0) return NULL;
     const cJSON *f = sc_flat(c, sc_without(c, s, drop), 0);
     if (!f || !cJSON_IsObject(f)) return f;
@@ -253,7 +258,6 @@ const cJSON *sc_lower_unevaluated(struct sc *c, const cJSON *s) {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(m, "items");
     if (closes_i && cJSON_IsArray(items) && !cJSON_GetObjectItemCaseSensitive(m, "additionalItems"))
         cJSON_AddFalseToObject(m, "additionalItems");
-    else if (closes_i && !items)
-        cJSON_AddFalseToObject(m, "items");
+    else if (closes_i && !items) cJSON_AddFalseToObject(m, "items");
     return m;
 }

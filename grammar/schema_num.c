@@ -166,12 +166,9 @@ static int frac_part(struct sbuf *o, const char *D, int sD, const char *H, int s
     struct sbuf t = {0};
     int ok = frac_digits(&t, D, sD, H, sH, n, 1);
     int empty = (!D || (!*D && !sD)) && (!H || *H || !sH);
-    if (ok && empty)
-        sbuf_addf(o, "(\".\" %s)?", t.p);
-    else if (ok)
-        sbuf_addf(o, "\".\" %s", t.p);
-    else if (empty)
-        sbuf_adds(o, "\"\"");
+    if (ok && empty) sbuf_addf(o, "(\".\" %s)?", t.p);
+    else if (ok) sbuf_addf(o, "\".\" %s", t.p);
+    else if (empty) sbuf_adds(o, "\"\"");
     sbuf_free(&t);
     return ok || empty;
 }
@@ -229,14 +226,12 @@ int schema_num_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_x, i
         if (a2) sbuf_addf(&o, "%s\"-\" (%s)", alts++ ? " | " : "", n.p);
         sbuf_free(&n);
     }
-    if (rc < 0)
-        err_set(err, "minimum/maximum with more than 20 decimals are not supported");
+    if (rc < 0) err_set(err, "minimum/maximum with more than 20 decimals are not supported");
     else if (!alts)
         rc = err_set(
             err,
             "unsatisfiable schema: no number of at most 15 digits between minimum and maximum");
-    else
-        sbuf_addf(b, "(%s)", o.p);
+    else sbuf_addf(b, "(%s)", o.p);
     sbuf_free(&o);
     return rc;
 }

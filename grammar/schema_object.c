@@ -29,12 +29,9 @@
 static void class_cp(struct sbuf *b, uint32_t cp) {
     if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9'))
         sbuf_addf(b, "%c", cp);
-    else if (cp < 0x80)
-        sbuf_addf(b, "\\x%02X", cp);
-    else if (cp <= 0xFFFF)
-        sbuf_addf(b, "\\u%04X", cp);
-    else
-        sbuf_addf(b, "\\U%08X", cp);
+    else if (cp < 0x80) sbuf_addf(b, "\\x%02X", cp);
+    else if (cp <= 0xFFFF) sbuf_addf(b, "\\u%04X", cp);
+    else sbuf_addf(b, "\\U%08X", cp);
 }
 
 /* The one-letter JSON escape of cp ('"' -> '"', '\n' -> 'n'), or 0. */
@@ -148,8 +145,8 @@ void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, char *nm) 
 int sc_name_matches(struct sc *c, const char *pattern, const char *name) {
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re =
-        pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo,
+                                   NULL);
     if (!re) return sc_serr(c, "patternProperties: the pattern '%s' does not compile", pattern);
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     int rc = pcre2_match(re, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
@@ -198,10 +195,8 @@ int sc_forbid(struct sc *c, cJSON *m, const char *name, const char *why) {
             c->err, "JSON Schema: unsatisfiable schema: required property '%s' is ruled out by %s",
             name, why);
     cJSON *p = props_of(m), *x = cJSON_GetObjectItemCaseSensitive(p, name);
-    if (x)
-        cJSON_ReplaceItemInObjectCaseSensitive(p, name, cJSON_CreateFalse());
-    else
-        cJSON_AddFalseToObject(p, name);
+    if (x) cJSON_ReplaceItemInObjectCaseSensitive(p, name, cJSON_CreateFalse());
+    else cJSON_AddFalseToObject(p, name);
     return 0;
 }
 
@@ -262,8 +257,8 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     cJSON *m = sc_without(c, s, none);
     /* dependentSchemas (and schema-valued dependencies): joined where required, else left out */
     for (int round = 0; round < 2; round++) {
-        const cJSON *ds =
-            cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies" : "dependentSchemas");
+        const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
+                                                                    : "dependentSchemas");
         for (const cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL; d; d = d->next) {
             if (cJSON_IsArray(d) || cJSON_IsTrue(d)) continue;
             if (sc_is_required(m, d->string)) {
@@ -273,7 +268,7 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
                 m = x;
             } else if (sc_writable(m, d->string) &&
                        sc_forbid(c, m, d->string, "dependentSchemas") < 0) {
-              return NULL;
+                return NULL;
             }
         }
     }
@@ -329,12 +324,13 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
         p = cJSON_GetObjectItemCaseSensitive(m, "properties");
         for (const cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && have < mn->valuedouble;
              x = x->next)
-          if (!cJSON_IsFalse(x) && !sc_is_required(m, x->string))
-            add_required(m, x->string), have++;
+            if (!cJSON_IsFalse(x) && !sc_is_required(m, x->string))
+                add_required(m, x->string), have++;
         if (have < mn->valuedouble)
-            return sc_serr(c, "%s",
-                        "minProperties above the properties tpd can write (it writes no extra keys "
-                        "to reach it)"),
+            return sc_serr(
+                       c, "%s",
+                       "minProperties above the properties tpd can write (it writes no extra keys "
+                       "to reach it)"),
                    NULL;
     }
     if (mx) {
@@ -342,8 +338,8 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
         p = cJSON_GetObjectItemCaseSensitive(m, "properties");
         if (req > mx->valuedouble)
             return sc_serr(c, "%s",
-                        "unsatisfiable schema: more required properties than "
-                        "maxProperties"),
+                           "unsatisfiable schema: more required properties than "
+                           "maxProperties"),
                    NULL;
         for (const cJSON *x = p->child; x; x = x->next) n += !cJSON_IsFalse(x);
         for (int k = cJSON_GetArraySize(p) - 1; k >= 0 && n > mx->valuedouble;
@@ -373,9 +369,9 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     /* declared properties, then required names not declared */
     int n = 0, cap = 8;
     struct prop {
-      const char *key;
-      const cJSON *schema;
-      int required;
+        const char *key;
+        const cJSON *schema;
+        int required;
     } *pl = xmalloc(sizeof *pl * (size_t)cap);
     int rc = -1;
     for (const cJSON *p = props ? props->child : NULL; p; p = p->next) {
@@ -396,11 +392,11 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
                 goto out;
             }
             if (addl && cJSON_IsFalse(addl)) {
-              sc_serr(c,
-                      "unsatisfiable schema: required property '%s' is not "
-                      "allowed by additionalProperties",
-                      r->valuestring);
-              goto out;
+                sc_serr(c,
+                        "unsatisfiable schema: required property '%s' is not "
+                        "allowed by additionalProperties",
+                        r->valuestring);
+                goto out;
             }
             if (n == cap) pl = xrealloc(pl, sizeof *pl * (size_t)(cap *= 2));
             pl[n++] = (struct prop){r->valuestring, addl ? addl : NULL, 0};
@@ -419,19 +415,17 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
         /* an extra key is never a declared name (false ones included), so no property
          * escapes its own schema nor comes out twice */
         int nn = 0;
-        const char **names =
-            xmalloc(sizeof *names * ((size_t)n + (size_t)cJSON_GetArraySize(props) + 1));
+        const char **names = xmalloc(sizeof *names *
+                                     ((size_t)n + (size_t)cJSON_GetArraySize(props) + 1));
         for (const cJSON *p = props ? props->child : NULL; p; p = p->next) names[nn++] = p->string;
         for (int k = 0; k < n; k++)
             if (!props || !cJSON_GetObjectItemCaseSensitive(props, pl[k].key))
                 names[nn++] = pl[k].key;
-        if (nn)
-            sc_gen_key_not_in(c, names, nn, extra_key);
-        else
-            snprintf(extra_key, RN, "%s-string", c->j);
+        if (nn) sc_gen_key_not_in(c, names, nn, extra_key);
+        else snprintf(extra_key, RN, "%s-string", c->j);
         free(names);
     }
-    char (*vals)[RN] = xcalloc((size_t)n + 1, RN);
+    char(*vals)[RN] = xcalloc((size_t)n + 1, RN);
     for (int k = 0; k < n; k++) {
         if (!pl[k].schema) snprintf(vals[k], RN, "%s", c->j);
         else if (sc_gen(c, pl[k].schema, vals[k]) < 0) {
@@ -456,9 +450,7 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
                               "%s %s-ws)*)?",
                               sep, extra_key, c->j, c->j, extra_val, c->j, c->j, extra_key, c->j,
                               c->j, extra_val, c->j);
-                }
-                else
-                    sbuf_adds(&r, "\"\"");
+                } else sbuf_adds(&r, "\"\"");
             } else {
                 if (!f) sbuf_addf(&r, "\",\" %s-ws ", c->j);
                 cJSON *key = cJSON_CreateString(pl[k].key);

@@ -330,14 +330,12 @@ int sc_one_of_exclusive(struct sc *c, const cJSON **br, int n) {
             if (i == j) continue;
             int d = disjoint(c, br[i], acc[j], 0);
             const cJSON *s = NULL;
-            for (int tries = 0; d == 0 && tries < 64 &&
-                                (s = sharpen(c, sc_flat(c, br[i], 1), acc[j]));
-                 tries++) {
-              br[i] = s;
-              d = disjoint(c, br[i], acc[j], 0);
+            for (int tries = 0;
+                 d == 0 && tries < 64 && (s = sharpen(c, sc_flat(c, br[i], 1), acc[j])); tries++) {
+                br[i] = s;
+                d = disjoint(c, br[i], acc[j], 0);
             }
-            if (d < 0)
-                rc = -1;
+            if (d < 0) rc = -1;
             else if (d == 0)
                 rc = err_set(
                     c->err,

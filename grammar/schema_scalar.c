@@ -86,9 +86,10 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         sbuf_free(&t);
         if (k < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
         if (k > 0) return 0;
-        return sc_serr(c, "%s",
-                    "combining pattern and minLength/maxLength is supported for patterns of single "
-                    "characters with counts only");
+        return sc_serr(
+            c, "%s",
+            "combining pattern and minLength/maxLength is supported for patterns of single "
+            "characters with counts only");
     }
     if (fg) {
         sbuf_addf(b, "\"\\\"\" %s \"\\\"\"", fg);
@@ -111,22 +112,20 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
     }
     long lo = 0, hi = -1;
     if (mn) {
-      if (!cJSON_IsNumber(mn) || mn->valuedouble < 0)
-        return sc_serr(c, "%s", "'minLength' must be a non-negative integer");
-      if (mn->valuedouble > GRAMMAR_MAX_REPEAT)
-        return sc_serr(c, "%s", "minLength above 1000 is not supported");
-      lo = (long)mn->valuedouble;
+        if (!cJSON_IsNumber(mn) || mn->valuedouble < 0)
+            return sc_serr(c, "%s", "'minLength' must be a non-negative integer");
+        if (mn->valuedouble > GRAMMAR_MAX_REPEAT)
+            return sc_serr(c, "%s", "minLength above 1000 is not supported");
+        lo = (long)mn->valuedouble;
     }
     if (mx) {
-      if (!cJSON_IsNumber(mx) || mx->valuedouble < 0)
-        return sc_serr(c, "%s", "'maxLength' must be a non-negative integer");
-      hi = mx->valuedouble > 1e6
-               ? -1
-               : (long)mx->valuedouble; /* beyond 10^6: no practical bound */
+        if (!cJSON_IsNumber(mx) || mx->valuedouble < 0)
+            return sc_serr(c, "%s", "'maxLength' must be a non-negative integer");
+        hi = mx->valuedouble > 1e6 ? -1
+                                   : (long)mx->valuedouble; /* beyond 10^6: no practical bound */
     }
     if (hi >= 0 && hi < lo)
-      return sc_serr(c, "%s",
-                     "unsatisfiable schema: minLength is above maxLength");
+        return sc_serr(c, "%s", "unsatisfiable schema: minLength is above maxLength");
     if (hi < 0) {
         sbuf_addf(b, "\"\\\"\" %s-char{%ld,} \"\\\"\"", c->j, lo);
     } else if (hi <= GRAMMAR_MAX_REPEAT) {
@@ -154,7 +153,7 @@ int sc_gen_multiple(struct sc *c, const cJSON *mul, int bounded, struct sbuf *b)
     double k = mul->valuedouble;
     if (k != floor(k) || k > 1000 || bounded)
         return sc_serr(c, "%s",
-                    "multipleOf is supported for integers up to 1000 without minimum/maximum");
+                       "multipleOf is supported for integers up to 1000 without minimum/maximum");
     int n = (int)k;
     if (n == 1) {
         sbuf_addf(b, "%s-integer", c->j);

@@ -7,8 +7,9 @@
 #include "grammar.h"
 #include "stackset.h"
 
-#define GRAM_EXPAND_DEPTH 4096 /* nested expansion steps (the recursion's depth): a chain of empty rules */
-#define GM_CLOCK_EVERY 16384    /* work units between looks at the clock (a few hundred us) */
+#define GRAM_EXPAND_DEPTH \
+    4096 /* nested expansion steps (the recursion's depth): a chain of empty rules */
+#define GM_CLOCK_EVERY 16384 /* work units between looks at the clock (a few hundred us) */
 
 void gmeter_init(struct gmeter *m, long work, int max_stacks, double deadline, double limit_ms) {
     m->left = m->limit = work;
@@ -23,7 +24,8 @@ int gmeter_spend(struct gmeter *m, long units) {
     if (m->hit) return -1;
     m->left -= units;
     if (m->left < 0) m->hit = GM_WORK;
-    else if (m->deadline > 0 && (m->next_clock -= (int)(units < GM_CLOCK_EVERY ? units : GM_CLOCK_EVERY)) <= 0) {
+    else if (m->deadline > 0 &&
+             (m->next_clock -= (int)(units < GM_CLOCK_EVERY ? units : GM_CLOCK_EVERY)) <= 0) {
         m->next_clock = GM_CLOCK_EVERY;
         if (clock_now() > m->deadline) m->hit = GM_TIME;
     }
@@ -33,18 +35,21 @@ int gmeter_spend(struct gmeter *m, long units) {
 void gmeter_why(const struct gmeter *m, char *err) {
     switch (m->hit) {
     case GM_STACKS:
-        err_set(err, "more than %d parses of the output at once (limit grammar.max_stacks = %d)", m->max_stacks,
-                m->max_stacks);
+        err_set(err, "more than %d parses of the output at once (limit grammar.max_stacks = %d)",
+                m->max_stacks, m->max_stacks);
         break;
     case GM_WORK:
-        err_set(err, "more than %ld units of work for one token (limit grammar.max_token_work = %ld)", m->limit,
-                m->limit);
+        err_set(err,
+                "more than %ld units of work for one token (limit grammar.max_token_work = %ld)",
+                m->limit, m->limit);
         break;
     case GM_EXPAND:
-        err_set(err, "a chain of more than %d empty rules in a row (a fixed limit)", GRAM_EXPAND_DEPTH);
+        err_set(err, "a chain of more than %d empty rules in a row (a fixed limit)",
+                GRAM_EXPAND_DEPTH);
         break;
     case GM_TIME:
-        err_set(err, "its first mask not done in %g ms (limit grammar.max_compile_ms = %g)", m->limit_ms, m->limit_ms);
+        err_set(err, "its first mask not done in %g ms (limit grammar.max_compile_ms = %g)",
+                m->limit_ms, m->limit_ms);
         break;
     default: err_set(err, "no limit hit");
     }
@@ -140,7 +145,8 @@ struct xctx {
 };
 
 /* Field by field, not an initializer: that would clear buf, 2 KiB, on every byte. */
-static void xctx_init(struct xctx *x, const struct gram *g, struct sset *out, int opaque, struct gmeter *m) {
+static void xctx_init(struct xctx *x, const struct gram *g, struct sset *out, int opaque,
+                      struct gmeter *m) {
     x->g = g;
     x->out = out;
     x->opaque = opaque;
@@ -185,7 +191,8 @@ static void expand(struct xctx *x, int len) {
         if (nl + 1 > GRAMMAR_MAX_DEPTH) {
             x->out->overflow = 1;
         } else {
-            for (uint32_t a = x->g->alt_off[e.arg]; a < x->g->alt_off[e.arg + 1] && !x->m->hit; a++) {
+            for (uint32_t a = x->g->alt_off[e.arg]; a < x->g->alt_off[e.arg + 1] && !x->m->hit;
+                 a++) {
                 x->buf[nl] = (int32_t)x->g->alts[a];
                 expand(x, nl + 1);
             }
@@ -209,8 +216,8 @@ static int class_has(const struct gram *g, int32_t pos, uint8_t c) {
     return (int)((g->cls[g->el[pos].arg][c >> 6] >> (c & 63)) & 1);
 }
 
-int sset_advance(const struct gram *g, const struct sset *in, uint8_t c, struct sset *out, int opaque, int *touched,
-                 struct gmeter *m) {
+int sset_advance(const struct gram *g, const struct sset *in, uint8_t c, struct sset *out,
+                 int opaque, int *touched, struct gmeter *m) {
     struct xctx x;
     xctx_init(&x, g, out, opaque, m);
     int matched = 0;

@@ -36,7 +36,7 @@ struct sset {
 enum { GM_OK, GM_STACKS, GM_WORK, GM_EXPAND, GM_TIME };
 struct gmeter {
     long left;
-    long limit;      /* left at the start (for the message) */
+    long limit; /* left at the start (for the message) */
     int max_stacks;
     double deadline; /* clock_now() past which work stops (0: none): compilation's time limit */
     double limit_ms; /* the time limit (for the message) */
@@ -94,7 +94,7 @@ void sset_start(const struct gram *g, struct sset *out, struct gmeter *m);
  * deeper ones, so a path that pops the last entry leads below the cut, where nothing is
  * known: it adds nothing and sets *touched instead (touched may be NULL otherwise).
  * Returns 1 when some stack consumed c. Spends from m (on a hit out is partial). */
-int sset_advance(const struct gram *g, const struct sset *in, uint8_t c, struct sset *out, int opaque, int *touched,
-                 struct gmeter *m);
+int sset_advance(const struct gram *g, const struct sset *in, uint8_t c, struct sset *out,
+                 int opaque, int *touched, struct gmeter *m);
 
 #endif

@@ -59,7 +59,8 @@ struct grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, c
     /* trie: tokens in byte order, each sharing its prefix with the one before */
     v->t = xcalloc(total + 1, sizeof *v->t);
     v->n_t = 1;
-    uint32_t *path = xcalloc(v->max_len + 1, sizeof *path), *last = xcalloc(total + 1, sizeof *last);
+    uint32_t *path = xcalloc(v->max_len + 1, sizeof *path),
+             *last = xcalloc(total + 1, sizeof *last);
     size_t prev_len = 0;
     const char *prev = "";
     for (int i = 0; i < n_use; i++) {
@@ -91,7 +92,9 @@ struct grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, c
     return v;
 }
 
-void grammar_vocab_set_limits(struct grammar_vocab *v, const struct grammar_limits *lim) { v->lim = *lim; }
+void grammar_vocab_set_limits(struct grammar_vocab *v, const struct grammar_limits *lim) {
+    v->lim = *lim;
+}
 
 int grammar_vocab_size(const struct grammar_vocab *v) { return v->n; }
 

@@ -41,15 +41,24 @@ static struct jv *lookup(struct scope *s, const char *name, size_t n) {
 }
 
 static int assign(struct rs *r, struct scope *s, struct jv name, struct jv v) {
-    if (jv_dict_set(r->a, s->vars, name, v)) { rs_fail(r, "out of memory"); return -1; }
+    if (jv_dict_set(r->a, s->vars, name, v)) {
+        rs_fail(r, "out of memory");
+        return -1;
+    }
     return 0;
 }
 
 static struct scope *new_scope(struct rs *r, struct scope *parent) {
     struct scope *s = arena_alloc(r->a, sizeof(*s));
-    if (!s) { rs_fail(r, "out of memory"); return NULL; }
+    if (!s) {
+        rs_fail(r, "out of memory");
+        return NULL;
+    }
     s->vars = jv_dict(r->a);
-    if (s->vars.t != JV_DICT) { rs_fail(r, "out of memory"); return NULL; }
+    if (s->vars.t != JV_DICT) {
+        rs_fail(r, "out of memory");
+        return NULL;
+    }
     s->parent = parent;
     return s;
 }
@@ -61,16 +70,18 @@ static struct scope *new_scope(struct rs *r, struct scope *parent) {
  * coarse there costs nothing in safety: data is only ever encoded as plain text. */
 
 static int in_list(const char *name, const char *const *list) {
-    for (; *list; list++) if (!strcmp(name, *list)) return 1;
+    for (; *list; list++)
+        if (!strcmp(name, *list)) return 1;
     return 0;
 }
 
 /* These return their input values unchanged or build strings only through the span-keeping
  * appenders (jv_str_append, jv_json_append, buf_put_jstr). */
-static const char *const precise_filters[] = {"join", "tojson", "string", "default", "d", "safe",
-    "first", "select", "reject", "selectattr", "rejectattr", "length", "count", "trim", NULL};
-static const char *const precise_methods[] = {"get", "items", "keys", "values", "join", "format",
-    "strip", "lstrip", "rstrip", "split", NULL};
+static const char *const precise_filters[] = {
+    "join",   "tojson",     "string",     "default", "d",     "safe", "first", "select",
+    "reject", "selectattr", "rejectattr", "length",  "count", "trim", NULL};
+static const char *const precise_methods[] = {
+    "get", "items", "keys", "values", "join", "format", "strip", "lstrip", "rstrip", "split", NULL};
 
 static struct jv taint_call(struct rs *r, struct jv res, struct jv self, const struct jv *args,
                             size_t n, const struct jv *kwv, size_t nkw) {
@@ -108,7 +119,10 @@ static int eval_args(struct rs *r, struct scope *s, const struct jnode *n, struc
                      struct jv **kwv) {
     *args = n->n_args ? arena_alloc(r->a, n->n_args * sizeof(struct jv)) : NULL;
     *kwv = n->n_kw ? arena_alloc(r->a, n->n_kw * sizeof(struct jv)) : NULL;
-    if ((n->n_args && !*args) || (n->n_kw && !*kwv)) { rs_fail(r, "out of memory"); return -1; }
+    if ((n->n_args && !*args) || (n->n_kw && !*kwv)) {
+        rs_fail(r, "out of memory");
+        return -1;
+    }
     for (size_t i = 0; i < n->n_args; i++) {
         (*args)[i] = eval(r, s, n->args[i]);
         if (r->failed) return -1;
@@ -160,8 +174,10 @@ static struct jv arith(struct rs *r, int op, struct jv a, struct jv b) {
         if (a.t == JV_LIST && b.t == JV_LIST) {
             struct jv l = jv_list(r->a);
             if (l.t != JV_LIST) return rs_fail(r, "out of memory");
-            for (size_t i = 0; i < a.u.l->n; i++) if (jv_list_push(r->a, l, a.u.l->v[i])) return rs_fail(r, "out of memory");
-            for (size_t i = 0; i < b.u.l->n; i++) if (jv_list_push(r->a, l, b.u.l->v[i])) return rs_fail(r, "out of memory");
+            for (size_t i = 0; i < a.u.l->n; i++)
+                if (jv_list_push(r->a, l, a.u.l->v[i])) return rs_fail(r, "out of memory");
+            for (size_t i = 0; i < b.u.l->n; i++)
+                if (jv_list_push(r->a, l, b.u.l->v[i])) return rs_fail(r, "out of memory");
             return l;
         }
     }
@@ -169,19 +185,27 @@ static struct jv arith(struct rs *r, int op, struct jv a, struct jv b) {
         struct jv s = a.t == JV_STR ? a : b;
         int64_t k = a.t == JV_STR ? jl_int(b) : jl_int(a);
         if (k < 0) k = 0;
-        if ((uint64_t)k * s.u.s->len > r->out_limit) return rs_fail(r, "string repetition too large");
+        if ((uint64_t)k * s.u.s->len > r->out_limit)
+            return rs_fail(r, "string repetition too large");
         struct buf x = {0};
         for (int64_t i = 0; i < k; i++) buf_put_jstr(&x, s.u.s);
         return rs_take_buf(r, &x);
     }
     if (!an || !bn)
-        return rs_fail(r, "unsupported operand types for arithmetic: '%s' and '%s'", jv_type_name(a), jv_type_name(b));
+        return rs_fail(r, "unsupported operand types for arithmetic: '%s' and '%s'",
+                       jv_type_name(a), jv_type_name(b));
     if (ai && bi && op != JB_DIV && op != JB_POW) {
         int64_t x = jl_int(a), y = jl_int(b), z = 0;
         switch (op) {
-        case JB_ADD: if (__builtin_add_overflow(x, y, &z)) return rs_fail(r, "integer overflow"); return jv_int(z);
-        case JB_SUB: if (__builtin_sub_overflow(x, y, &z)) return rs_fail(r, "integer overflow"); return jv_int(z);
-        case JB_MUL: if (__builtin_mul_overflow(x, y, &z)) return rs_fail(r, "integer overflow"); return jv_int(z);
+        case JB_ADD:
+            if (__builtin_add_overflow(x, y, &z)) return rs_fail(r, "integer overflow");
+            return jv_int(z);
+        case JB_SUB:
+            if (__builtin_sub_overflow(x, y, &z)) return rs_fail(r, "integer overflow");
+            return jv_int(z);
+        case JB_MUL:
+            if (__builtin_mul_overflow(x, y, &z)) return rs_fail(r, "integer overflow");
+            return jv_int(z);
         case JB_FDIV:
             if (y == 0) return rs_fail(r, "integer division by zero");
             if (x == INT64_MIN && y == -1) return rs_fail(r, "integer overflow");
@@ -197,9 +221,15 @@ static struct jv arith(struct rs *r, int op, struct jv a, struct jv b) {
     case JB_ADD: return jv_float(x + y);
     case JB_SUB: return jv_float(x - y);
     case JB_MUL: return jv_float(x * y);
-    case JB_DIV: if (y == 0) return rs_fail(r, "division by zero"); return jv_float(x / y);
-    case JB_FDIV: if (y == 0) return rs_fail(r, "division by zero"); return jv_float(floor(x / y));
-    case JB_MOD: if (y == 0) return rs_fail(r, "modulo by zero"); return jv_float(x - floor(x / y) * y);
+    case JB_DIV:
+        if (y == 0) return rs_fail(r, "division by zero");
+        return jv_float(x / y);
+    case JB_FDIV:
+        if (y == 0) return rs_fail(r, "division by zero");
+        return jv_float(floor(x / y));
+    case JB_MOD:
+        if (y == 0) return rs_fail(r, "modulo by zero");
+        return jv_float(x - floor(x / y) * y);
     case JB_POW:
         if (ai && bi && jl_int(b) >= 0) {
             int64_t base = jl_int(a), e = jl_int(b), res = 1;
@@ -221,11 +251,19 @@ static struct jv binary(struct rs *r, struct scope *s, const struct jnode *n) {
     switch (n->op) {
     case JB_EQ: return jv_bool(jv_equal(a, b));
     case JB_NE: return jv_bool(!jv_equal(a, b));
-    case JB_LT: case JB_LE: case JB_GT: case JB_GE:
+    case JB_LT:
+    case JB_LE:
+    case JB_GT:
+    case JB_GE:
         if (jv_compare(a, b, &c))
-            return rs_fail(r, "'<' not supported between '%s' and '%s'", jv_type_name(a), jv_type_name(b));
-        return jv_bool(n->op == JB_LT ? c < 0 : n->op == JB_LE ? c <= 0 : n->op == JB_GT ? c > 0 : c >= 0);
-    case JB_IN: case JB_NOTIN: {
+            return rs_fail(r, "'<' not supported between '%s' and '%s'", jv_type_name(a),
+                           jv_type_name(b));
+        return jv_bool(n->op == JB_LT   ? c < 0
+                       : n->op == JB_LE ? c <= 0
+                       : n->op == JB_GT ? c > 0
+                                        : c >= 0);
+    case JB_IN:
+    case JB_NOTIN: {
         int in = jl_contains(r, b, a);
         if (r->failed) return jv_undef();
         return jv_bool(n->op == JB_IN ? in : !in);
@@ -244,7 +282,8 @@ static struct jv binary(struct rs *r, struct scope *s, const struct jnode *n) {
 
 /* jinja2's getattr: attributes (methods) first, then items. */
 static struct jv get_attr(struct rs *r, struct jv obj, struct jv name) {
-    if (obj.t == JV_UNDEF) return rs_fail(r, "'%s' is undefined (attribute of an undefined value)", name.u.s->s);
+    if (obj.t == JV_UNDEF)
+        return rs_fail(r, "'%s' is undefined (attribute of an undefined value)", name.u.s->s);
     struct jv m = jl_method(r, obj, name.u.s->s);
     if (m.t != JV_UNDEF || r->failed) return m;
     if (obj.t == JV_DICT) {
@@ -283,7 +322,8 @@ static struct jv eval_slice(struct rs *r, struct scope *s, const struct jnode *n
     for (int i = 0; i < 3; i++) {
         p[i] = n->args[i] ? eval(r, s, n->args[i]) : jv_none();
         if (r->failed) return jv_undef();
-        if (p[i].t != JV_NONE && p[i].t != JV_INT && p[i].t != JV_BOOL) return rs_fail(r, "slice indices must be integers");
+        if (p[i].t != JV_NONE && p[i].t != JV_INT && p[i].t != JV_BOOL)
+            return rs_fail(r, "slice indices must be integers");
     }
     int64_t step = p[2].t == JV_NONE ? 1 : jl_int(p[2]);
     if (step == 0) return rs_fail(r, "slice step cannot be zero");
@@ -292,14 +332,18 @@ static struct jv eval_slice(struct rs *r, struct scope *s, const struct jnode *n
     if (p[0].t == JV_NONE) start = step < 0 ? len - 1 : 0;
     else {
         start = jl_int(p[0]);
-        if (start < 0) { start += len; if (start < 0) start = step < 0 ? -1 : 0; }
-        else if (start >= len) start = step < 0 ? len - 1 : len;
+        if (start < 0) {
+            start += len;
+            if (start < 0) start = step < 0 ? -1 : 0;
+        } else if (start >= len) start = step < 0 ? len - 1 : len;
     }
     if (p[1].t == JV_NONE) stop = step < 0 ? -1 : len;
     else {
         stop = jl_int(p[1]);
-        if (stop < 0) { stop += len; if (stop < 0) stop = step < 0 ? -1 : 0; }
-        else if (stop >= len) stop = step < 0 ? len - 1 : len;
+        if (stop < 0) {
+            stop += len;
+            if (stop < 0) stop = step < 0 ? -1 : 0;
+        } else if (stop >= len) stop = step < 0 ? len - 1 : len;
     }
     if (obj.t == JV_STR) return jl_str_slice(r, obj, start, stop, step);
     struct jv l = jv_list(r->a);
@@ -359,7 +403,8 @@ static struct jv eval(struct rs *r, struct scope *s, const struct jnode *n) {
         struct jv v = eval(r, s, n->a);
         return r->failed ? v : jv_bool(!jv_truthy(v));
     }
-    case JN_NEG: case JN_POS: {
+    case JN_NEG:
+    case JN_POS: {
         struct jv v = eval(r, s, n->a);
         if (r->failed) return v;
         if (v.t == JV_INT || v.t == JV_BOOL) {
@@ -388,7 +433,8 @@ static struct jv eval(struct rs *r, struct scope *s, const struct jnode *n) {
         if (jv_truthy(c)) return eval(r, s, n->a);
         return n->b ? eval(r, s, n->b) : jv_undef();
     }
-    case JN_LIST: case JN_TUPLE: {
+    case JN_LIST:
+    case JN_TUPLE: {
         struct jv l = jv_list(r->a);
         if (l.t != JV_LIST) return rs_fail(r, "out of memory");
         for (size_t i = 0; i < n->n_args; i++) {
@@ -410,8 +456,7 @@ static struct jv eval(struct rs *r, struct scope *s, const struct jnode *n) {
         }
         return d;
     }
-    default:
-        return rs_fail(r, "statement used as an expression");
+    default: return rs_fail(r, "statement used as an expression");
     }
 }
 
@@ -434,13 +479,20 @@ static struct jv rs_call(struct rs *r, struct jv fn, struct jv *args, size_t n, 
     if (r->depth >= MAX_DEPTH) return rs_fail(r, "macro recursion too deep");
     struct scope *s = new_scope(r, f->closure);
     if (!s) return jv_undef();
-    if (n > m->n_kw) return rs_fail(r, "macro '%s' takes %zu arguments, %zu given", m->lit.u.s->s, m->n_kw, n);
+    if (n > m->n_kw)
+        return rs_fail(r, "macro '%s' takes %zu arguments, %zu given", m->lit.u.s->s, m->n_kw, n);
     for (size_t i = 0; i < m->n_kw; i++) {
         struct jv v = jv_undef();
         int have = 0;
-        if (i < n) { v = args[i]; have = 1; }
+        if (i < n) {
+            v = args[i];
+            have = 1;
+        }
         for (size_t k = 0; k < nkw; k++)
-            if (jv_equal(kwn[k], m->kwnames[i])) { v = kwv[k]; have = 1; }
+            if (jv_equal(kwn[k], m->kwnames[i])) {
+                v = kwv[k];
+                have = 1;
+            }
         if (!have && m->kwvals[i]) {
             v = eval(r, s, m->kwvals[i]);
             if (r->failed) return v;
@@ -479,12 +531,18 @@ static int exec_for(struct rs *r, struct scope *s, const struct jnode *n, struct
     struct jv kept = items;
     if (n->n_args) {
         kept = jv_list(r->a);
-        if (kept.t != JV_LIST) { rs_fail(r, "out of memory"); return -1; }
+        if (kept.t != JV_LIST) {
+            rs_fail(r, "out of memory");
+            return -1;
+        }
         for (size_t i = 0; i < items.u.l->n; i++) {
             if (set_targets(r, ls, n->kwnames, n->n_kw, items.u.l->v[i])) return -1;
             struct jv c = eval(r, ls, n->args[0]);
             if (r->failed) return -1;
-            if (jv_truthy(c) && jv_list_push(r->a, kept, items.u.l->v[i])) { rs_fail(r, "out of memory"); return -1; }
+            if (jv_truthy(c) && jv_list_push(r->a, kept, items.u.l->v[i])) {
+                rs_fail(r, "out of memory");
+                return -1;
+            }
         }
     }
     size_t len = kept.u.l->n;
@@ -496,7 +554,10 @@ static int exec_for(struct rs *r, struct scope *s, const struct jnode *n, struct
         if (assign(r, ls, loop_name, loop)) return -1;
         if (set_targets(r, ls, n->kwnames, n->n_kw, kept.u.l->v[i])) return -1;
         if (exec_body(r, ls, n->b, out)) return -1;
-        if (r->brk == 1) { r->brk = 0; break; }
+        if (r->brk == 1) {
+            r->brk = 0;
+            break;
+        }
         r->brk = 0;
     }
     return 0;
@@ -508,7 +569,10 @@ static int exec_stmt(struct rs *r, struct scope *s, const struct jnode *n, struc
     case JN_OUT: {
         struct jv v = eval(r, s, n->a);
         if (r->failed) return -1;
-        if (v.t == JV_LIST && v.u.l->gen) { rs_fail(r, "printing a generator object is not supported"); return -1; }
+        if (v.t == JV_LIST && v.u.l->gen) {
+            rs_fail(r, "printing a generator object is not supported");
+            return -1;
+        }
         jv_str_append(out, v);
         break;
     }
@@ -530,7 +594,10 @@ static int exec_stmt(struct rs *r, struct scope *s, const struct jnode *n, struc
                 rs_fail(r, "cannot assign attribute on non-namespace object");
                 return -1;
             }
-            if (jv_dict_set(r->a, *ns, n->lit, v)) { rs_fail(r, "out of memory"); return -1; }
+            if (jv_dict_set(r->a, *ns, n->lit, v)) {
+                rs_fail(r, "out of memory");
+                return -1;
+            }
             break;
         }
         return set_targets(r, s, n->kwnames, n->n_kw, v);
@@ -542,7 +609,10 @@ static int exec_stmt(struct rs *r, struct scope *s, const struct jnode *n, struc
     }
     case JN_MACRO: {
         struct jfunc *f = arena_alloc(r->a, sizeof(*f));
-        if (!f) { rs_fail(r, "out of memory"); return -1; }
+        if (!f) {
+            rs_fail(r, "out of memory");
+            return -1;
+        }
         f->kind = JF_MACRO;
         f->macro = n;
         f->closure = s;
@@ -566,8 +636,14 @@ static int exec_stmt(struct rs *r, struct scope *s, const struct jnode *n, struc
     case JN_BODY: return exec_body(r, s, n, out);
     default: rs_fail(r, "bad statement"); return -1;
     }
-    if (out->too_deep) { rs_fail(r, "a value nested too deep to print"); return -1; }
-    if (out->n > r->out_limit) { rs_fail(r, "rendered text too large"); return -1; }
+    if (out->too_deep) {
+        rs_fail(r, "a value nested too deep to print");
+        return -1;
+    }
+    if (out->n > r->out_limit) {
+        rs_fail(r, "rendered text too large");
+        return -1;
+    }
     return 0;
 }
 
@@ -590,7 +666,8 @@ int jinja_render_spans(const struct jtemplate *t, struct arena *a, struct jv ctx
     struct scope *s = new_scope(&r, NULL);
     struct buf b = {0};
     if (!s || exec_body(&r, s, t->body, &b) || r.failed || b.too_deep) {
-        if (!r.failed) err_set(err, b.too_deep ? "a value nested too deep to print" : "out of memory");
+        if (!r.failed)
+            err_set(err, b.too_deep ? "a value nested too deep to print" : "out of memory");
         buf_free(&b);
         return -1;
     }

@@ -38,7 +38,9 @@ static int push_tok(struct lexer *L, struct tok t) {
     return 0;
 }
 
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+static int is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 static int is_name0(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -64,22 +66,35 @@ static int lex_string(struct lexer *L, char q) {
             case 'b': o = '\b'; break;
             case 'f': o = '\f'; break;
             case 'v': o = '\v'; break;
-            case '\\': case '\'': case '"': o = e; break;
+            case '\\':
+            case '\'':
+            case '"': o = e; break;
             case '\n': i++; continue;
-            case 'x': case 'u': case 'U': {
+            case 'x':
+            case 'u':
+            case 'U': {
                 int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-                if (i + (size_t)nd >= L->len) { buf_free(&b); return lex_fail(L, "bad escape in string"); }
+                if (i + (size_t)nd >= L->len) {
+                    buf_free(&b);
+                    return lex_fail(L, "bad escape in string");
+                }
                 char hex[9] = {0};
                 memcpy(hex, L->src + i + 1, (size_t)nd);
                 char *end;
                 unsigned long cp = strtoul(hex, &end, 16);
-                if (end != hex + nd || cp > 0x10FFFF) { buf_free(&b); return lex_fail(L, "bad escape in string"); }
+                if (end != hex + nd || cp > 0x10FFFF) {
+                    buf_free(&b);
+                    return lex_fail(L, "bad escape in string");
+                }
                 uint8_t u[4];
                 buf_put(&b, (const char *)u, utf8_encode((uint32_t)cp, u));
                 i += (size_t)nd + 1;
                 continue;
             }
-            default: buf_put(&b, "\\", 1); o = e; break; /* unknown escapes stay as written */
+            default:
+                buf_put(&b, "\\", 1);
+                o = e;
+                break; /* unknown escapes stay as written */
             }
             buf_put(&b, &o, 1);
             i++;
@@ -88,7 +103,10 @@ static int lex_string(struct lexer *L, char q) {
         buf_put(&b, &c, 1);
         i++;
     }
-    if (i >= L->len) { buf_free(&b); return lex_fail(L, "unterminated string"); }
+    if (i >= L->len) {
+        buf_free(&b);
+        return lex_fail(L, "unterminated string");
+    }
     struct tok t = {TK_STR, L->src + L->pos, i + 1 - L->pos, jv_str(L->a, b.p ? b.p : "", b.n), 0};
     buf_free(&b);
     if (t.v.t != JV_STR) return lex_fail(L, "out of memory");
@@ -97,9 +115,9 @@ static int lex_string(struct lexer *L, char q) {
     return push_tok(L, t);
 }
 
-static const char *const ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%",
-                                  "~", "|", ".", ",", ":", "(", ")", "[", "]", "{", "}", "<",
-                                  ">", "=", NULL};
+static const char *const ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*",
+                                  "/",  "%",  "~",  "|",  ".",  ",",  ":", "(", ")",
+                                  "[",  "]",  "{",  "}",  "<",  ">",  "=", NULL};
 
 /* Tokens inside {{ }} or {% %} up to the closing marker. Returns the strip sign before it. */
 static int lex_tag(struct lexer *L, int block, char *strip_after) {
@@ -115,12 +133,14 @@ static int lex_tag(struct lexer *L, int block, char *strip_after) {
         if ((*p == '-' || *p == '+') && left >= 3 && !memcmp(p + 1, close, 2)) {
             *strip_after = *p;
             L->pos += 3;
-            return push_tok(L, (struct tok){block ? TK_BLOCK_END : TK_VAR_END, p, 3, jv_undef(), 0});
+            return push_tok(L,
+                            (struct tok){block ? TK_BLOCK_END : TK_VAR_END, p, 3, jv_undef(), 0});
         }
         if (left >= 2 && !memcmp(p, close, 2)) {
             *strip_after = 0;
             L->pos += 2;
-            return push_tok(L, (struct tok){block ? TK_BLOCK_END : TK_VAR_END, p, 2, jv_undef(), 0});
+            return push_tok(L,
+                            (struct tok){block ? TK_BLOCK_END : TK_VAR_END, p, 2, jv_undef(), 0});
         }
         if (*p == '\'' || *p == '"') {
             if (lex_string(L, *p)) return -1;
@@ -194,7 +214,8 @@ int jinja_lex(struct lexer *L) {
         size_t i = L->pos;
         const char *open = NULL;
         while (i + 1 < L->len) {
-            if (L->src[i] == '{' && (L->src[i + 1] == '{' || L->src[i + 1] == '%' || L->src[i + 1] == '#')) {
+            if (L->src[i] == '{' &&
+                (L->src[i + 1] == '{' || L->src[i + 1] == '%' || L->src[i + 1] == '#')) {
                 open = L->src + i;
                 break;
             }
@@ -205,7 +226,11 @@ int jinja_lex(struct lexer *L) {
         size_t tn = text_end - L->pos;
         if (trim_nl) {
             ls = 0;
-            if (tn >= 1 && text[0] == '\n') { text++; tn--; ls = 1; }
+            if (tn >= 1 && text[0] == '\n') {
+                text++;
+                tn--;
+                ls = 1;
+            }
         }
         if (strip_next) {
             ls = 0;
@@ -216,7 +241,9 @@ int jinja_lex(struct lexer *L) {
             tn -= k;
         }
         char kind = open ? open[1] : 0;
-        char sign = open && open + 2 < L->src + L->len && (open[2] == '-' || open[2] == '+') ? open[2] : 0;
+        char sign = open && open + 2 < L->src + L->len && (open[2] == '-' || open[2] == '+')
+                        ? open[2]
+                        : 0;
         if (open) {
             if (sign == '-') {
                 while (tn && is_ws(text[tn - 1])) tn--;
@@ -238,7 +265,10 @@ int jinja_lex(struct lexer *L) {
         if (kind == '#') {
             const char *e = NULL;
             for (size_t j = L->pos; j + 1 < L->len; j++)
-                if (L->src[j] == '#' && L->src[j + 1] == '}') { e = L->src + j; break; }
+                if (L->src[j] == '#' && L->src[j + 1] == '}') {
+                    e = L->src + j;
+                    break;
+                }
             if (!e) return lex_fail(L, "unclosed comment");
             char s = e > L->src + L->pos && (e[-1] == '-' || e[-1] == '+') ? e[-1] : 0;
             count_lines(L, L->src + L->pos, (size_t)(e - L->src) - L->pos);
@@ -247,7 +277,9 @@ int jinja_lex(struct lexer *L) {
             else if (s != '+') trim_nl = 1;
         } else {
             int block = kind == '%';
-            if (push_tok(L, (struct tok){block ? TK_BLOCK_BEGIN : TK_VAR_BEGIN, open, 2, jv_undef(), 0})) return -1;
+            if (push_tok(
+                    L, (struct tok){block ? TK_BLOCK_BEGIN : TK_VAR_BEGIN, open, 2, jv_undef(), 0}))
+                return -1;
             char s = 0;
             if (lex_tag(L, block, &s)) return -1;
             if (s == '-') strip_next = 1;
@@ -256,4 +288,3 @@ int jinja_lex(struct lexer *L) {
     }
     return push_tok(L, (struct tok){TK_EOF, L->src + L->len, 0, jv_undef(), 0});
 }
-

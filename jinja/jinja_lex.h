@@ -9,8 +9,19 @@
 
 #include "jinja_value.h"
 
-enum tk { TK_TEXT, TK_VAR_BEGIN, TK_VAR_END, TK_BLOCK_BEGIN, TK_BLOCK_END, TK_NAME, TK_STR,
-          TK_INT, TK_FLOAT, TK_OP, TK_EOF };
+enum tk {
+    TK_TEXT,
+    TK_VAR_BEGIN,
+    TK_VAR_END,
+    TK_BLOCK_BEGIN,
+    TK_BLOCK_END,
+    TK_NAME,
+    TK_STR,
+    TK_INT,
+    TK_FLOAT,
+    TK_OP,
+    TK_EOF
+};
 
 struct tok {
     enum tk t;

@@ -33,7 +33,8 @@ struct jv rs_str(struct rs *r, const char *s, size_t n) {
 }
 
 struct jv rs_take_buf(struct rs *r, struct buf *b) {
-    struct jv v = b->too_deep ? rs_fail(r, "a value nested too deep to print") : rs_str(r, b->p ? b->p : "", b->n);
+    struct jv v = b->too_deep ? rs_fail(r, "a value nested too deep to print")
+                              : rs_str(r, b->p ? b->p : "", b->n);
     if (v.t == JV_STR && b->nsp) {
         v.u.s->sp = arena_alloc(r->a, b->nsp * sizeof(struct jspan));
         if (!v.u.s->sp) v = rs_fail(r, "out of memory");
@@ -49,7 +50,10 @@ struct jv rs_take_buf(struct rs *r, struct buf *b) {
 /* taint_d changes only strings, lists and dicts */
 static int same(struct jv a, struct jv b) {
     if (a.t != b.t) return 0;
-    return a.t == JV_STR ? a.u.s == b.u.s : a.t == JV_LIST ? a.u.l == b.u.l : a.t == JV_DICT ? a.u.d == b.u.d : 1;
+    return a.t == JV_STR    ? a.u.s == b.u.s
+           : a.t == JV_LIST ? a.u.l == b.u.l
+           : a.t == JV_DICT ? a.u.d == b.u.d
+                            : 1;
 }
 
 /* Copies of lists and dicts are made only where a string changes: values may be shared
@@ -97,7 +101,9 @@ static struct jv taint_d(struct rs *r, struct jv v, int depth) {
     return v;
 }
 
-struct jv rs_taint(struct rs *r, struct jv v) { return taint_d(r, v, 0); }
+struct jv rs_taint(struct rs *r, struct jv v) {
+    return taint_d(r, v, 0);
+}
 
 struct jv rs_to_str(struct rs *r, struct jv v) {
     if (v.t == JV_STR) return v;
@@ -109,17 +115,17 @@ struct jv rs_to_str(struct rs *r, struct jv v) {
 int64_t jl_int(struct jv v) {
     return v.t == JV_INT ? v.u.i : v.t == JV_BOOL ? v.u.b : v.t == JV_FLOAT ? (int64_t)v.u.f : 0;
 }
-double jl_num(struct jv v) {
-    return v.t == JV_FLOAT ? v.u.f : (double)jl_int(v);
-}
+double jl_num(struct jv v) { return v.t == JV_FLOAT ? v.u.f : (double)jl_int(v); }
 
 /* ---- strings by codepoint ---- */
-
 
 int jl_to_cps(struct rs *r, struct jv s, struct cps *c) {
     c->n = 0;
     c->v = arena_alloc(r->a, (s.u.s->len + 1) * sizeof(uint32_t));
-    if (!c->v) { rs_fail(r, "out of memory"); return -1; }
+    if (!c->v) {
+        rs_fail(r, "out of memory");
+        return -1;
+    }
     const uint8_t *p = (const uint8_t *)s.u.s->s;
     size_t n = s.u.s->len;
     for (size_t i = 0; i < n;) {
@@ -187,7 +193,8 @@ static size_t cp_off(struct jv s, size_t k) {
  * s's there (invalid UTF-8 was replaced) and s holds data, all of it is data. */
 static struct jv sub_spans(struct rs *r, struct jv s, size_t off, struct jv res) {
     if (r->failed || res.t != JV_STR || !s.u.s->nsp) return res;
-    if (off + res.u.s->len > s.u.s->len || memcmp(s.u.s->s + off, res.u.s->s, res.u.s->len)) return rs_taint(r, res);
+    if (off + res.u.s->len > s.u.s->len || memcmp(s.u.s->s + off, res.u.s->s, res.u.s->len))
+        return rs_taint(r, res);
     size_t end = off + res.u.s->len, k = 0;
     for (size_t i = 0; i < s.u.s->nsp; i++)
         k += s.u.s->sp[i].off < end && off < s.u.s->sp[i].off + s.u.s->sp[i].len;
@@ -244,21 +251,29 @@ struct jv jl_map_case(struct rs *r, struct jv s, int mode) {
             up = word_start;
             word_start = x == '-' || jl_py_space(x) || x == '(' || x == '{' || x == '[' || x == '<';
         }
-        c.v[i] = (uint32_t)(up ? utf8proc_toupper((utf8proc_int32_t)x) : utf8proc_tolower((utf8proc_int32_t)x));
+        c.v[i] = (uint32_t)(up ? utf8proc_toupper((utf8proc_int32_t)x)
+                               : utf8proc_tolower((utf8proc_int32_t)x));
     }
     return jl_from_cps(r, c.v, c.n);
 }
 
 static int str_find(struct jv hay, struct jv needle, size_t from, size_t *at) {
     size_t n = hay.u.s->len, m = needle.u.s->len;
-    if (m == 0) { *at = from <= n ? from : n; return from <= n; }
+    if (m == 0) {
+        *at = from <= n ? from : n;
+        return from <= n;
+    }
     for (size_t i = from; i + m <= n; i++)
-        if (!memcmp(hay.u.s->s + i, needle.u.s->s, m)) { *at = i; return 1; }
+        if (!memcmp(hay.u.s->s + i, needle.u.s->s, m)) {
+            *at = i;
+            return 1;
+        }
     return 0;
 }
 
 struct jv jl_replace(struct rs *r, struct jv s, struct jv old, struct jv new, int64_t count) {
-    if (old.t != JV_STR || new.t != JV_STR) return rs_fail(r, "jl_replace() arguments must be strings");
+    if (old.t != JV_STR || new.t != JV_STR)
+        return rs_fail(r, "jl_replace() arguments must be strings");
     struct buf b = {0};
     size_t i = 0, at;
     int64_t done = 0;
@@ -266,8 +281,14 @@ struct jv jl_replace(struct rs *r, struct jv s, struct jv old, struct jv new, in
         struct cps c;
         if (jl_to_cps(r, s, &c)) return jv_undef();
         for (size_t k = 0; k <= c.n; k++) {
-            if (count < 0 || done < count) { buf_put(&b, new.u.s->s, new.u.s->len); done++; }
-            if (k < c.n) { uint8_t u[4]; buf_put(&b, (const char *)u, utf8_encode(c.v[k], u)); }
+            if (count < 0 || done < count) {
+                buf_put(&b, new.u.s->s, new.u.s->len);
+                done++;
+            }
+            if (k < c.n) {
+                uint8_t u[4];
+                buf_put(&b, (const char *)u, utf8_encode(c.v[k], u));
+            }
         }
     } else {
         while ((count < 0 || done < count) && str_find(s, old, i, &at)) {
@@ -291,11 +312,13 @@ struct jv jl_split(struct rs *r, struct jv s, struct jv sep, int64_t maxsplit) {
         if (sep.u.s->len == 0) return rs_fail(r, "empty separator");
         size_t at;
         while ((maxsplit < 0 || done < maxsplit) && str_find(s, sep, i, &at)) {
-            if (jv_list_push(r->a, l, sub_spans(r, s, i, rs_str(r, p + i, at - i)))) return rs_fail(r, "out of memory");
+            if (jv_list_push(r->a, l, sub_spans(r, s, i, rs_str(r, p + i, at - i))))
+                return rs_fail(r, "out of memory");
             i = at + sep.u.s->len;
             done++;
         }
-        if (jv_list_push(r->a, l, sub_spans(r, s, i, rs_str(r, p + i, n - i)))) return rs_fail(r, "out of memory");
+        if (jv_list_push(r->a, l, sub_spans(r, s, i, rs_str(r, p + i, n - i))))
+            return rs_fail(r, "out of memory");
         return l;
     }
     /* whitespace split: runs of whitespace, no empty strings */
@@ -309,11 +332,13 @@ struct jv jl_split(struct rs *r, struct jv s, struct jv sep, int64_t maxsplit) {
         if (maxsplit >= 0 && done >= maxsplit) {
             size_t e = c.n;
             while (e > a && jl_py_space(c.v[e - 1])) e--;
-            if (jv_list_push(r->a, l, jl_from_cps(r, c.v + a, e - a))) return rs_fail(r, "out of memory");
+            if (jv_list_push(r->a, l, jl_from_cps(r, c.v + a, e - a)))
+                return rs_fail(r, "out of memory");
             break;
         }
         while (k < c.n && !jl_py_space(c.v[k])) k++;
-        if (jv_list_push(r->a, l, jl_from_cps(r, c.v + a, k - a))) return rs_fail(r, "out of memory");
+        if (jv_list_push(r->a, l, jl_from_cps(r, c.v + a, k - a)))
+            return rs_fail(r, "out of memory");
         done++;
     }
     return s.u.s->nsp ? rs_taint(r, l) : l; /* coarse: pieces are not tracked */
@@ -321,7 +346,10 @@ struct jv jl_split(struct rs *r, struct jv s, struct jv sep, int64_t maxsplit) {
 
 int jl_contains(struct rs *r, struct jv c, struct jv x) {
     if (c.t == JV_STR) {
-        if (x.t != JV_STR) { rs_fail(r, "'in <string>' requires string as left operand"); return 0; }
+        if (x.t != JV_STR) {
+            rs_fail(r, "'in <string>' requires string as left operand");
+            return 0;
+        }
         size_t at;
         return str_find(c, x, 0, &at);
     }
@@ -353,14 +381,18 @@ struct jv jl_iterable(struct rs *r, struct jv v) {
         struct cps c;
         if (jl_to_cps(r, v, &c)) return jv_undef();
         for (size_t i = 0; i < c.n; i++)
-            if (jv_list_push(r->a, l, jl_from_cps(r, c.v + i, 1))) return rs_fail(r, "out of memory");
+            if (jv_list_push(r->a, l, jl_from_cps(r, c.v + i, 1)))
+                return rs_fail(r, "out of memory");
         return l;
     }
     return rs_fail(r, "'%s' object is not iterable", jv_type_name(v));
 }
 
 static int dset(struct rs *r, struct jv d, const char *k, struct jv v) {
-    if (jv_dict_set(r->a, d, rs_str(r, k, strlen(k)), v)) { rs_fail(r, "out of memory"); return -1; }
+    if (jv_dict_set(r->a, d, rs_str(r, k, strlen(k)), v)) {
+        rs_fail(r, "out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -380,7 +412,8 @@ struct jv jl_loop_object(struct rs *r, struct jv items, size_t i) {
     struct jv d = jv_dict(r->a);
     if (d.t != JV_DICT) return rs_fail(r, "out of memory");
     if (dset(r, d, "index", jv_int((int64_t)i + 1)) || dset(r, d, "index0", jv_int((int64_t)i)) ||
-        dset(r, d, "revindex", jv_int((int64_t)(n - i))) || dset(r, d, "revindex0", jv_int((int64_t)(n - i - 1))) ||
+        dset(r, d, "revindex", jv_int((int64_t)(n - i))) ||
+        dset(r, d, "revindex0", jv_int((int64_t)(n - i - 1))) ||
         dset(r, d, "first", jv_bool(i == 0)) || dset(r, d, "last", jv_bool(i + 1 == n)) ||
         dset(r, d, "length", jv_int((int64_t)n)) || dset(r, d, "depth", jv_int(1)) ||
         dset(r, d, "depth0", jv_int(0)) ||
@@ -392,20 +425,24 @@ struct jv jl_loop_object(struct rs *r, struct jv items, size_t i) {
 }
 
 static const char *const str_methods[] = {
-    "strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper", "lower", "title",
-    "capitalize", "replace", "find", "count", "join", "splitlines", "isdigit", "isalpha",
-    "isspace", "isalnum", "removeprefix", "removesuffix", "format", NULL};
+    "strip",   "lstrip",       "rstrip",       "split",      "startswith", "endswith",
+    "upper",   "lower",        "title",        "capitalize", "replace",    "find",
+    "count",   "join",         "splitlines",   "isdigit",    "isalpha",    "isspace",
+    "isalnum", "removeprefix", "removesuffix", "format",     NULL};
 static const char *const dict_methods[] = {"items", "keys", "values", "get", NULL};
 
 struct jv jl_method(struct rs *r, struct jv obj, const char *name) {
-    const char *const *l = obj.t == JV_STR ? str_methods : obj.t == JV_DICT && !obj.u.d->ns ? dict_methods : NULL;
+    const char *const *l = obj.t == JV_STR                    ? str_methods
+                           : obj.t == JV_DICT && !obj.u.d->ns ? dict_methods
+                                                              : NULL;
     if (!l) return jv_undef();
     for (int i = 0; l[i]; i++)
         if (!strcmp(l[i], name)) return func(r, JF_METHOD, l[i], obj);
     return jv_undef();
 }
 
-static const char *const globals[] = {"range", "namespace", "raise_exception", "strftime_now", "dict", NULL};
+static const char *const globals[] = {"range",        "namespace", "raise_exception",
+                                      "strftime_now", "dict",      NULL};
 
 struct jv jl_global(struct rs *r, const char *name) {
     for (int i = 0; globals[i]; i++)
@@ -414,8 +451,8 @@ struct jv jl_global(struct rs *r, const char *name) {
 }
 
 /* positional-or-keyword argument */
-struct jv jl_arg(struct jv *args, size_t n, struct jv *kwn, struct jv *kwv, size_t nkw,
-                     size_t pos, const char *name, struct jv def) {
+struct jv jl_arg(struct jv *args, size_t n, struct jv *kwn, struct jv *kwv, size_t nkw, size_t pos,
+                 const char *name, struct jv def) {
     if (pos < n) return args[pos];
     for (size_t i = 0; i < nkw; i++)
         if (kwn[i].t == JV_STR && !strcmp(kwn[i].u.s->s, name)) return kwv[i];
@@ -427,8 +464,8 @@ struct jv jl_items_of(struct rs *r, struct jv d) {
     if (l.t != JV_LIST) return rs_fail(r, "out of memory");
     for (size_t i = 0; i < d.u.d->n; i++) {
         struct jv p = jv_list(r->a);
-        if (p.t != JV_LIST || jv_list_push(r->a, p, d.u.d->k[i]) || jv_list_push(r->a, p, d.u.d->v[i]) ||
-            jv_list_push(r->a, l, p))
+        if (p.t != JV_LIST || jv_list_push(r->a, p, d.u.d->k[i]) ||
+            jv_list_push(r->a, p, d.u.d->v[i]) || jv_list_push(r->a, l, p))
             return rs_fail(r, "out of memory");
     }
     return l;
@@ -442,22 +479,56 @@ static struct jv str_format(struct rs *r, struct jv s, struct jv *args, size_t n
     const char *p = s.u.s->s;
     size_t len = s.u.s->len, auto_i = 0;
     for (size_t i = 0; i < len; i++) {
-        if (p[i] == '{' && i + 1 < len && p[i + 1] == '{') { buf_put(&b, "{", 1); i++; continue; }
-        if (p[i] == '}' && i + 1 < len && p[i + 1] == '}') { buf_put(&b, "}", 1); i++; continue; }
-        if (p[i] != '{') { buf_put(&b, p + i, 1); continue; }
+        if (p[i] == '{' && i + 1 < len && p[i + 1] == '{') {
+            buf_put(&b, "{", 1);
+            i++;
+            continue;
+        }
+        if (p[i] == '}' && i + 1 < len && p[i + 1] == '}') {
+            buf_put(&b, "}", 1);
+            i++;
+            continue;
+        }
+        if (p[i] != '{') {
+            buf_put(&b, p + i, 1);
+            continue;
+        }
         size_t e = i + 1;
         while (e < len && p[e] != '}') e++;
-        if (e >= len) { buf_free(&b); return rs_fail(r, "single '{' in format string"); }
+        if (e >= len) {
+            buf_free(&b);
+            return rs_fail(r, "single '{' in format string");
+        }
         const char *f = p + i + 1;
         size_t fl = e - i - 1;
-        if (memchr(f, ':', fl) || memchr(f, '!', fl)) { buf_free(&b); return rs_fail(r, "format specs are not supported"); }
+        if (memchr(f, ':', fl) || memchr(f, '!', fl)) {
+            buf_free(&b);
+            return rs_fail(r, "format specs are not supported");
+        }
         struct jv v = jv_undef();
         int found = 0;
-        if (fl == 0) { if (auto_i < n) { v = args[auto_i]; found = 1; } auto_i++; }
-        else if (f[0] >= '0' && f[0] <= '9') { size_t k = (size_t)atoi(f); if (k < n) { v = args[k]; found = 1; } }
-        else for (size_t k = 0; k < nkw; k++)
-            if (kwn[k].u.s->len == fl && !memcmp(kwn[k].u.s->s, f, fl)) { v = kwv[k]; found = 1; }
-        if (!found) { buf_free(&b); return rs_fail(r, "format: missing argument '%.*s'", (int)fl, f); }
+        if (fl == 0) {
+            if (auto_i < n) {
+                v = args[auto_i];
+                found = 1;
+            }
+            auto_i++;
+        } else if (f[0] >= '0' && f[0] <= '9') {
+            size_t k = (size_t)atoi(f);
+            if (k < n) {
+                v = args[k];
+                found = 1;
+            }
+        } else
+            for (size_t k = 0; k < nkw; k++)
+                if (kwn[k].u.s->len == fl && !memcmp(kwn[k].u.s->s, f, fl)) {
+                    v = kwv[k];
+                    found = 1;
+                }
+        if (!found) {
+            buf_free(&b);
+            return rs_fail(r, "format: missing argument '%.*s'", (int)fl, f);
+        }
         jv_str_append(&b, v);
         i = e;
     }
@@ -474,7 +545,8 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
             struct jv l = jv_list(r->a);
             if (l.t != JV_LIST) return rs_fail(r, "out of memory");
             for (size_t i = 0; i < s.u.d->n; i++)
-                if (jv_list_push(r->a, l, m[0] == 'k' ? s.u.d->k[i] : s.u.d->v[i])) return rs_fail(r, "out of memory");
+                if (jv_list_push(r->a, l, m[0] == 'k' ? s.u.d->k[i] : s.u.d->v[i]))
+                    return rs_fail(r, "out of memory");
             return l;
         }
         if (!strcmp(m, "get")) {
@@ -503,13 +575,14 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
             struct jv p = opts.t == JV_LIST ? opts.u.l->v[i] : a0;
             if (p.t != JV_STR) return rs_fail(r, "%s() argument must be str", m);
             size_t pl = p.u.s->len, sl = s.u.s->len;
-            if (pl <= sl && !memcmp(s.u.s->s + (end ? sl - pl : 0), p.u.s->s, pl)) return jv_bool(1);
+            if (pl <= sl && !memcmp(s.u.s->s + (end ? sl - pl : 0), p.u.s->s, pl))
+                return jv_bool(1);
         }
         return jv_bool(0);
     }
     if (!strcmp(m, "replace"))
         return jl_replace(r, s, a0, jl_arg(args, n, kwn, kwv, nkw, 1, "new", jv_none()),
-                       jl_int(jl_arg(args, n, kwn, kwv, nkw, 2, "count", jv_int(-1))));
+                          jl_int(jl_arg(args, n, kwn, kwv, nkw, 2, "count", jv_int(-1))));
     if (!strcmp(m, "find") || !strcmp(m, "count")) {
         if (a0.t != JV_STR) return rs_fail(r, "%s() argument must be str", m);
         size_t at, i = 0;
@@ -520,7 +593,10 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
             return jv_int(jl_strlen(pre));
         }
         if (a0.u.s->len == 0) return jv_int(jl_strlen(s) + 1);
-        while (str_find(s, a0, i, &at)) { cnt++; i = at + a0.u.s->len; }
+        while (str_find(s, a0, i, &at)) {
+            cnt++;
+            i = at + a0.u.s->len;
+        }
         return jv_int(cnt);
     }
     if (!strcmp(m, "join")) {
@@ -528,7 +604,10 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
         if (r->failed) return it;
         struct buf b = {0};
         for (size_t i = 0; i < it.u.l->n; i++) {
-            if (it.u.l->v[i].t != JV_STR) { buf_free(&b); return rs_fail(r, "join() expects strings"); }
+            if (it.u.l->v[i].t != JV_STR) {
+                buf_free(&b);
+                return rs_fail(r, "join() expects strings");
+            }
             if (i) buf_put_jstr(&b, s.u.s);
             buf_put_jstr(&b, it.u.l->v[i].u.s);
         }
@@ -541,12 +620,14 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
         size_t len = s.u.s->len, a = 0;
         for (size_t i = 0; i < len; i++) {
             if (p[i] == '\n' || p[i] == '\r') {
-                if (jv_list_push(r->a, l, rs_str(r, p + a, i - a))) return rs_fail(r, "out of memory");
+                if (jv_list_push(r->a, l, rs_str(r, p + a, i - a)))
+                    return rs_fail(r, "out of memory");
                 if (p[i] == '\r' && i + 1 < len && p[i + 1] == '\n') i++;
                 a = i + 1;
             }
         }
-        if (a < len && jv_list_push(r->a, l, rs_str(r, p + a, len - a))) return rs_fail(r, "out of memory");
+        if (a < len && jv_list_push(r->a, l, rs_str(r, p + a, len - a)))
+            return rs_fail(r, "out of memory");
         return l;
     }
     if (!strncmp(m, "is", 2)) {
@@ -557,8 +638,10 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
             utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)c.v[i]);
             int alpha = cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
             int digit = cat == UTF8PROC_CATEGORY_ND;
-            int ok = !strcmp(m, "isdigit") ? digit : !strcmp(m, "isalpha") ? alpha
-                   : !strcmp(m, "isspace") ? jl_py_space(c.v[i]) : (alpha || digit);
+            int ok = !strcmp(m, "isdigit")   ? digit
+                     : !strcmp(m, "isalpha") ? alpha
+                     : !strcmp(m, "isspace") ? jl_py_space(c.v[i])
+                                             : (alpha || digit);
             if (!ok) return jv_bool(0);
         }
         return jv_bool(1);
@@ -578,8 +661,8 @@ static struct jv call_method(struct rs *r, struct jfunc *f, struct jv *args, siz
     return rs_fail(r, "unsupported method '%s'", m);
 }
 
-struct jv jl_call_builtin(struct rs *r, struct jfunc *f, struct jv *args, size_t n,
-                          struct jv *kwn, struct jv *kwv, size_t nkw) {
+struct jv jl_call_builtin(struct rs *r, struct jfunc *f, struct jv *args, size_t n, struct jv *kwn,
+                          struct jv *kwv, size_t nkw) {
     if (f->kind == JF_METHOD) return call_method(r, f, args, n, kwn, kwv, nkw);
     if (f->kind == JF_CYCLE) {
         if (n == 0) return rs_fail(r, "no items for cycling given");
@@ -589,10 +672,14 @@ struct jv jl_call_builtin(struct rs *r, struct jfunc *f, struct jv *args, size_t
     if (!strcmp(m, "range")) {
         int64_t start = 0, stop, step = 1;
         for (size_t i = 0; i < n; i++)
-            if (args[i].t != JV_INT && args[i].t != JV_BOOL) return rs_fail(r, "range() arguments must be integers");
+            if (args[i].t != JV_INT && args[i].t != JV_BOOL)
+                return rs_fail(r, "range() arguments must be integers");
         if (n == 1) stop = jl_int(args[0]);
-        else if (n == 2 || n == 3) { start = jl_int(args[0]); stop = jl_int(args[1]); if (n == 3) step = jl_int(args[2]); }
-        else return rs_fail(r, "range() takes 1 to 3 arguments");
+        else if (n == 2 || n == 3) {
+            start = jl_int(args[0]);
+            stop = jl_int(args[1]);
+            if (n == 3) step = jl_int(args[2]);
+        } else return rs_fail(r, "range() takes 1 to 3 arguments");
         if (step == 0) return rs_fail(r, "range() step must not be zero");
         struct jv l = jv_list(r->a);
         if (l.t != JV_LIST) return rs_fail(r, "out of memory");
@@ -607,9 +694,11 @@ struct jv jl_call_builtin(struct rs *r, struct jfunc *f, struct jv *args, size_t
         if (d.t != JV_DICT) return rs_fail(r, "out of memory");
         d.u.d->ns = m[0] == 'n';
         for (size_t i = 0; i < n; i++) {
-            if (args[i].t != JV_DICT) return rs_fail(r, "%s() positional argument must be a mapping", m);
+            if (args[i].t != JV_DICT)
+                return rs_fail(r, "%s() positional argument must be a mapping", m);
             for (size_t k = 0; k < args[i].u.d->n; k++)
-                if (jv_dict_set(r->a, d, args[i].u.d->k[k], args[i].u.d->v[k])) return rs_fail(r, "out of memory");
+                if (jv_dict_set(r->a, d, args[i].u.d->k[k], args[i].u.d->v[k]))
+                    return rs_fail(r, "out of memory");
         }
         for (size_t i = 0; i < nkw; i++)
             if (jv_dict_set(r->a, d, kwn[i], kwv[i])) return rs_fail(r, "out of memory");
@@ -633,4 +722,3 @@ struct jv jl_call_builtin(struct rs *r, struct jfunc *f, struct jv *args, size_t
     }
     return rs_fail(r, "unknown function '%s'", m);
 }
-

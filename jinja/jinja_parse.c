@@ -14,7 +14,7 @@ struct parser {
     size_t i;
     struct jtemplate *tpl;
     struct arena *a;
-    int depth;      /* recursion guard: nesting of expressions and blocks */
+    int depth; /* recursion guard: nesting of expressions and blocks */
 };
 
 #define MAX_NESTING 200
@@ -38,22 +38,32 @@ static int is_name(struct tok *t, const char *name) {
 }
 
 static int expect_op(struct parser *P, const char *op) {
-    if (!is_op(cur(P), op)) return fail(P, "expected '%s', found '%.*s'", op, (int)cur(P)->n, cur(P)->s);
+    if (!is_op(cur(P), op))
+        return fail(P, "expected '%s', found '%.*s'", op, (int)cur(P)->n, cur(P)->s);
     P->i++;
     return 0;
 }
 
 static struct jnode *node(struct parser *P, enum jn_kind k) {
     struct jnode *n = arena_alloc(P->a, sizeof(*n));
-    if (!n) { fail(P, "out of memory"); return NULL; }
+    if (!n) {
+        fail(P, "out of memory");
+        return NULL;
+    }
     n->k = k;
     n->line = cur(P)->line;
     return n;
 }
 
 /* growable node/name arrays during parsing */
-struct nvec { struct jnode **v; size_t n, cap; };
-struct svec { struct jv *v; size_t n, cap; };
+struct nvec {
+    struct jnode **v;
+    size_t n, cap;
+};
+struct svec {
+    struct jv *v;
+    size_t n, cap;
+};
 
 static int nvec_push(struct parser *P, struct nvec *v, struct jnode *x) {
     if (v->n == v->cap) {
@@ -120,7 +130,10 @@ static int parse_call_args(struct parser *P, struct jnode *n) {
 static struct jnode *parse_attr(struct parser *P, struct jnode *e) {
     P->i++;
     struct tok *nm = cur(P);
-    if (nm->t != TK_NAME && nm->t != TK_INT) { fail(P, "expected attribute name after '.'"); return NULL; }
+    if (nm->t != TK_NAME && nm->t != TK_INT) {
+        fail(P, "expected attribute name after '.'");
+        return NULL;
+    }
     struct jnode *n = node(P, nm->t == TK_NAME ? JN_ATTR : JN_ITEM);
     if (!n) return NULL;
     n->a = e;
@@ -142,14 +155,20 @@ static struct jnode *parse_subscript(struct parser *P, struct jnode *e) {
     for (;;) {
         if (is_op(cur(P), ":")) {
             slice = 1;
-            if (++k > 2) { fail(P, "bad slice"); return NULL; }
+            if (++k > 2) {
+                fail(P, "bad slice");
+                return NULL;
+            }
             P->i++;
             continue;
         }
         if (is_op(cur(P), "]")) break;
         parts[k] = parse_expr(P);
         if (!parts[k]) return NULL;
-        if (!is_op(cur(P), ":") && !is_op(cur(P), "]")) { fail(P, "expected ']'"); return NULL; }
+        if (!is_op(cur(P), ":") && !is_op(cur(P), "]")) {
+            fail(P, "expected ']'");
+            return NULL;
+        }
     }
     P->i++;
     struct jnode *n = node(P, slice ? JN_SLICE : JN_ITEM);
@@ -158,11 +177,17 @@ static struct jnode *parse_subscript(struct parser *P, struct jnode *e) {
     if (slice) {
         /* args hold start, stop, step (NULL = absent) */
         n->args = arena_alloc(P->a, 3 * sizeof(*n->args));
-        if (!n->args) { fail(P, "out of memory"); return NULL; }
+        if (!n->args) {
+            fail(P, "out of memory");
+            return NULL;
+        }
         memcpy(n->args, parts, sizeof(parts));
         n->n_args = 3;
     } else {
-        if (!parts[0]) { fail(P, "empty subscript"); return NULL; }
+        if (!parts[0]) {
+            fail(P, "empty subscript");
+            return NULL;
+        }
         n->b = parts[0];
     }
     return n;
@@ -181,7 +206,10 @@ static struct jnode *parse_call(struct parser *P, struct jnode *e) {
 /* e | name or e | name(args) ('|' is the current token) */
 static struct jnode *parse_filter(struct parser *P, struct jnode *e) {
     P->i++;
-    if (cur(P)->t != TK_NAME) { fail(P, "expected filter name"); return NULL; }
+    if (cur(P)->t != TK_NAME) {
+        fail(P, "expected filter name");
+        return NULL;
+    }
     struct jnode *n = node(P, JN_FILTER);
     if (!n) return NULL;
     n->lit = tok_str(P, cur(P));
@@ -200,8 +228,14 @@ static struct jnode *parse_test(struct parser *P, struct jnode *e) {
     P->i++;
     struct jnode *n = node(P, JN_TEST);
     if (!n) return NULL;
-    if (is_name(cur(P), "not")) { n->op = 1; P->i++; }
-    if (cur(P)->t != TK_NAME) { fail(P, "expected test name"); return NULL; }
+    if (is_name(cur(P), "not")) {
+        n->op = 1;
+        P->i++;
+    }
+    if (cur(P)->t != TK_NAME) {
+        fail(P, "expected test name");
+        return NULL;
+    }
     n->lit = tok_str(P, cur(P));
     P->i++;
     n->a = e;
@@ -216,7 +250,10 @@ static struct jnode *parse_test(struct parser *P, struct jnode *e) {
         struct jnode *arg = parse_primary(P);
         if (!arg || !(arg = parse_postfix(P, arg, 0))) return NULL;
         n->args = arena_alloc(P->a, sizeof(*n->args));
-        if (!n->args) { fail(P, "out of memory"); return NULL; }
+        if (!n->args) {
+            fail(P, "out of memory");
+            return NULL;
+        }
         n->args[0] = arg;
         n->n_args = 1;
     }
@@ -250,7 +287,10 @@ static struct jnode *parse_primary(struct parser *P) {
         if (is_name(t, "true") || is_name(t, "True")) n->lit = jv_bool(1);
         else if (is_name(t, "false") || is_name(t, "False")) n->lit = jv_bool(0);
         else if (is_name(t, "none") || is_name(t, "None")) n->lit = jv_none();
-        else { n->k = JN_NAME; n->lit = tok_str(P, t); }
+        else {
+            n->k = JN_NAME;
+            n->lit = tok_str(P, t);
+        }
         P->i++;
         return n;
     }
@@ -346,7 +386,10 @@ static struct jnode *parse_unary(struct parser *P, int with_filter) {
     if (is_op(cur(P), "-") || is_op(cur(P), "+")) {
         int neg = is_op(cur(P), "-");
         P->i++;
-        if (++P->depth > MAX_NESTING) { fail(P, "expression nested too deeply"); return NULL; }
+        if (++P->depth > MAX_NESTING) {
+            fail(P, "expression nested too deeply");
+            return NULL;
+        }
         e = node(P, neg ? JN_NEG : JN_POS);
         if (!e || !(e->a = parse_unary(P, 0))) return NULL;
         P->depth--;
@@ -369,15 +412,21 @@ static struct jnode *binop(struct parser *P, int op, struct jnode *a, struct jno
 
 static struct jnode *parse_pow(struct parser *P) {
     struct jnode *e = parse_unary(P, 1);
-    while (e && is_op(cur(P), "**")) { P->i++; e = binop(P, JB_POW, e, parse_unary(P, 1)); }
+    while (e && is_op(cur(P), "**")) {
+        P->i++;
+        e = binop(P, JB_POW, e, parse_unary(P, 1));
+    }
     return e;
 }
 
 static struct jnode *parse_math2(struct parser *P) {
     struct jnode *e = parse_pow(P);
     for (;;) {
-        int op = is_op(cur(P), "*") ? JB_MUL : is_op(cur(P), "/") ? JB_DIV : is_op(cur(P), "//") ? JB_FDIV
-               : is_op(cur(P), "%") ? JB_MOD : -1;
+        int op = is_op(cur(P), "*")    ? JB_MUL
+                 : is_op(cur(P), "/")  ? JB_DIV
+                 : is_op(cur(P), "//") ? JB_FDIV
+                 : is_op(cur(P), "%")  ? JB_MOD
+                                       : -1;
         if (!e || op < 0) return e;
         P->i++;
         e = binop(P, op, e, parse_pow(P));
@@ -396,7 +445,10 @@ static struct jnode *parse_math1(struct parser *P) {
 
 static struct jnode *parse_concat(struct parser *P) {
     struct jnode *e = parse_math1(P);
-    while (e && is_op(cur(P), "~")) { P->i++; e = binop(P, JB_CAT, e, parse_math1(P)); }
+    while (e && is_op(cur(P), "~")) {
+        P->i++;
+        e = binop(P, JB_CAT, e, parse_math1(P));
+    }
     return e;
 }
 
@@ -404,9 +456,14 @@ static struct jnode *parse_compare(struct parser *P) {
     struct jnode *e = parse_concat(P);
     for (;;) {
         struct tok *t = cur(P);
-        int op = is_op(t, "==") ? JB_EQ : is_op(t, "!=") ? JB_NE : is_op(t, "<") ? JB_LT
-               : is_op(t, "<=") ? JB_LE : is_op(t, ">") ? JB_GT : is_op(t, ">=") ? JB_GE
-               : is_name(t, "in") ? JB_IN : -1;
+        int op = is_op(t, "==")     ? JB_EQ
+                 : is_op(t, "!=")   ? JB_NE
+                 : is_op(t, "<")    ? JB_LT
+                 : is_op(t, "<=")   ? JB_LE
+                 : is_op(t, ">")    ? JB_GT
+                 : is_op(t, ">=")   ? JB_GE
+                 : is_name(t, "in") ? JB_IN
+                                    : -1;
         if (op < 0 && is_name(t, "not") && is_name(&P->L->toks[P->i + 1], "in")) {
             op = JB_NOTIN;
             P->i++;
@@ -420,7 +477,10 @@ static struct jnode *parse_compare(struct parser *P) {
 static struct jnode *parse_not(struct parser *P) {
     if (is_name(cur(P), "not")) {
         P->i++;
-        if (++P->depth > MAX_NESTING) { fail(P, "expression nested too deeply"); return NULL; }
+        if (++P->depth > MAX_NESTING) {
+            fail(P, "expression nested too deeply");
+            return NULL;
+        }
         struct jnode *n = node(P, JN_NOT);
         if (!n || !(n->a = parse_not(P))) return NULL;
         P->depth--;
@@ -444,13 +504,18 @@ static struct jnode *parse_logic(struct parser *P, const char *word, enum jn_kin
     return e;
 }
 
-static struct jnode *parse_and(struct parser *P) { return parse_logic(P, "and", JN_AND, parse_not); }
+static struct jnode *parse_and(struct parser *P) {
+    return parse_logic(P, "and", JN_AND, parse_not);
+}
 static struct jnode *parse_or(struct parser *P) { return parse_logic(P, "or", JN_OR, parse_and); }
 
 static struct jnode *parse_expr_inner(struct parser *P);
 
 static struct jnode *parse_expr(struct parser *P) {
-    if (++P->depth > MAX_NESTING) { fail(P, "expression nested too deeply"); return NULL; }
+    if (++P->depth > MAX_NESTING) {
+        fail(P, "expression nested too deeply");
+        return NULL;
+    }
     struct jnode *e = parse_expr_inner(P);
     P->depth--;
     return e;
@@ -479,7 +544,8 @@ static struct jnode *parse_body(struct parser *P, const char *const *ends, int *
 static struct jnode *parse_body_inner(struct parser *P, const char *const *ends, int *which);
 
 static int block_end(struct parser *P) {
-    if (cur(P)->t != TK_BLOCK_END) return fail(P, "expected end of tag, found '%.*s'", (int)cur(P)->n, cur(P)->s);
+    if (cur(P)->t != TK_BLOCK_END)
+        return fail(P, "expected end of tag, found '%.*s'", (int)cur(P)->n, cur(P)->s);
     P->i++;
     return 0;
 }
@@ -521,7 +587,10 @@ static struct jnode *parse_for(struct parser *P) {
     if (is_op(cur(P), ")")) P->i++;
     n->kwnames = names.v;
     n->n_kw = names.n;
-    if (!is_name(cur(P), "in")) { fail(P, "expected 'in' in for"); return NULL; }
+    if (!is_name(cur(P), "in")) {
+        fail(P, "expected 'in' in for");
+        return NULL;
+    }
     P->i++;
     /* the iterable: parse_or, so that a trailing "if" is the loop filter */
     if (!(n->a = parse_or(P))) return NULL;
@@ -530,11 +599,17 @@ static struct jnode *parse_for(struct parser *P) {
         struct jnode *f = parse_expr(P);
         if (!f) return NULL;
         n->args = arena_alloc(P->a, sizeof(*n->args));
-        if (!n->args) { fail(P, "out of memory"); return NULL; }
+        if (!n->args) {
+            fail(P, "out of memory");
+            return NULL;
+        }
         n->args[0] = f;
         n->n_args = 1;
     }
-    if (is_name(cur(P), "recursive")) { fail(P, "recursive loops are not supported"); return NULL; }
+    if (is_name(cur(P), "recursive")) {
+        fail(P, "recursive loops are not supported");
+        return NULL;
+    }
     if (block_end(P)) return NULL;
     static const char *const ends[] = {"else", "endfor", NULL};
     int which;
@@ -553,7 +628,10 @@ static struct jnode *parse_set(struct parser *P) {
     struct jnode *n;
     if (names.n == 1 && is_op(cur(P), ".")) { /* set ns.attr = value */
         P->i++;
-        if (cur(P)->t != TK_NAME) { fail(P, "expected attribute name"); return NULL; }
+        if (cur(P)->t != TK_NAME) {
+            fail(P, "expected attribute name");
+            return NULL;
+        }
         n = node(P, JN_SET);
         if (!n) return NULL;
         n->lit = tok_str(P, cur(P));
@@ -587,9 +665,15 @@ static struct jnode *parse_set(struct parser *P) {
         n->a = e;
         return block_end(P) ? NULL : n;
     }
-    if (n->op || names.n != 1) { fail(P, "expected '=' in set"); return NULL; }
+    if (n->op || names.n != 1) {
+        fail(P, "expected '=' in set");
+        return NULL;
+    }
     n->k = JN_SETBLOCK;
-    if (is_op(cur(P), "|")) { fail(P, "filtered block set is not supported"); return NULL; }
+    if (is_op(cur(P), "|")) {
+        fail(P, "filtered block set is not supported");
+        return NULL;
+    }
     if (block_end(P)) return NULL;
     static const char *const ends[] = {"endset", NULL};
     int which;
@@ -598,7 +682,10 @@ static struct jnode *parse_set(struct parser *P) {
 }
 
 static struct jnode *parse_macro(struct parser *P) {
-    if (cur(P)->t != TK_NAME) { fail(P, "expected macro name"); return NULL; }
+    if (cur(P)->t != TK_NAME) {
+        fail(P, "expected macro name");
+        return NULL;
+    }
     struct jnode *n = node(P, JN_MACRO);
     if (!n) return NULL;
     n->lit = tok_str(P, cur(P));
@@ -607,7 +694,10 @@ static struct jnode *parse_macro(struct parser *P) {
     struct svec names = {0};
     struct nvec defs = {0};
     while (!is_op(cur(P), ")")) {
-        if (cur(P)->t != TK_NAME) { fail(P, "expected parameter name"); return NULL; }
+        if (cur(P)->t != TK_NAME) {
+            fail(P, "expected parameter name");
+            return NULL;
+        }
         if (svec_push(P, &names, tok_str(P, cur(P)))) return NULL;
         P->i++;
         struct jnode *d = NULL;
@@ -632,7 +722,10 @@ static struct jnode *parse_macro(struct parser *P) {
 static struct jnode *parse_filter_block(struct parser *P) {
     struct jnode *n = node(P, JN_FILTERBLOCK);
     if (!n) return NULL;
-    if (cur(P)->t != TK_NAME) { fail(P, "expected filter name"); return NULL; }
+    if (cur(P)->t != TK_NAME) {
+        fail(P, "expected filter name");
+        return NULL;
+    }
     n->lit = tok_str(P, cur(P));
     P->i++;
     if (is_op(cur(P), "(")) {
@@ -649,7 +742,10 @@ static struct jnode *parse_filter_block(struct parser *P) {
 /* Parses statements until one of ends (a block tag name) or EOF (ends == NULL); on return
  * the end tag's name has been consumed and *which says which one. */
 static struct jnode *parse_body(struct parser *P, const char *const *ends, int *which) {
-    if (P->depth + 1 > MAX_NESTING) { fail(P, "blocks nested too deeply"); return NULL; }
+    if (P->depth + 1 > MAX_NESTING) {
+        fail(P, "blocks nested too deeply");
+        return NULL;
+    }
     P->depth++;
     struct jnode *b = parse_body_inner(P, ends, which);
     P->depth--;
@@ -663,7 +759,10 @@ static struct jnode *parse_body_inner(struct parser *P, const char *const *ends,
     for (;;) {
         struct tok *t = cur(P);
         if (t->t == TK_EOF) {
-            if (ends) { fail(P, "missing {%% %s %%}", ends[0]); return NULL; }
+            if (ends) {
+                fail(P, "missing {%% %s %%}", ends[0]);
+                return NULL;
+            }
             break;
         }
         if (t->t == TK_TEXT) {
@@ -678,15 +777,24 @@ static struct jnode *parse_body_inner(struct parser *P, const char *const *ends,
             P->i++;
             struct jnode *n = node(P, JN_OUT);
             if (!n || !(n->a = parse_expr(P))) return NULL;
-            if (cur(P)->t != TK_VAR_END) { fail(P, "expected '}}', found '%.*s'", (int)cur(P)->n, cur(P)->s); return NULL; }
+            if (cur(P)->t != TK_VAR_END) {
+                fail(P, "expected '}}', found '%.*s'", (int)cur(P)->n, cur(P)->s);
+                return NULL;
+            }
             P->i++;
             if (nvec_push(P, &stmts, n)) return NULL;
             continue;
         }
-        if (t->t != TK_BLOCK_BEGIN) { fail(P, "unexpected token"); return NULL; }
+        if (t->t != TK_BLOCK_BEGIN) {
+            fail(P, "unexpected token");
+            return NULL;
+        }
         P->i++;
         struct tok *kw = cur(P);
-        if (kw->t != TK_NAME) { fail(P, "expected a tag name"); return NULL; }
+        if (kw->t != TK_NAME) {
+            fail(P, "expected a tag name");
+            return NULL;
+        }
         if (ends) {
             for (int i = 0; ends[i]; i++)
                 if (is_name(kw, ends[i])) {
@@ -727,7 +835,10 @@ static struct jnode *parse_body_inner(struct parser *P, const char *const *ends,
 
 int jinja_parse_source(struct jtemplate *t, const char *src, size_t len, char *err) {
     struct lexer L = {.a = &t->arena, .src = src, .len = len, .line = 1, .err = err};
-    if (jinja_lex(&L)) { free(L.toks); return -1; }
+    if (jinja_lex(&L)) {
+        free(L.toks);
+        return -1;
+    }
     struct parser P = {.L = &L, .tpl = t, .a = &t->arena};
     t->body = parse_body(&P, NULL, NULL);
     free(L.toks);

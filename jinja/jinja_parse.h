@@ -9,25 +9,67 @@
 
 enum jn_kind {
     /* expressions */
-    JN_LIT, JN_NAME, JN_ATTR, JN_ITEM, JN_SLICE, JN_CALL, JN_FILTER, JN_TEST, JN_NOT, JN_NEG,
-    JN_POS, JN_BIN, JN_AND, JN_OR, JN_COND, JN_LIST, JN_DICT, JN_TUPLE,
+    JN_LIT,
+    JN_NAME,
+    JN_ATTR,
+    JN_ITEM,
+    JN_SLICE,
+    JN_CALL,
+    JN_FILTER,
+    JN_TEST,
+    JN_NOT,
+    JN_NEG,
+    JN_POS,
+    JN_BIN,
+    JN_AND,
+    JN_OR,
+    JN_COND,
+    JN_LIST,
+    JN_DICT,
+    JN_TUPLE,
     /* statements */
-    JN_TEXT, JN_OUT, JN_IF, JN_FOR, JN_SET, JN_SETBLOCK, JN_MACRO, JN_BREAK, JN_CONTINUE,
-    JN_FILTERBLOCK, JN_BODY, JN_CALLBLOCK,
+    JN_TEXT,
+    JN_OUT,
+    JN_IF,
+    JN_FOR,
+    JN_SET,
+    JN_SETBLOCK,
+    JN_MACRO,
+    JN_BREAK,
+    JN_CONTINUE,
+    JN_FILTERBLOCK,
+    JN_BODY,
+    JN_CALLBLOCK,
 };
 
-enum jn_binop { JB_ADD, JB_SUB, JB_MUL, JB_DIV, JB_FDIV, JB_MOD, JB_POW, JB_CAT, JB_EQ, JB_NE,
-                JB_LT, JB_LE, JB_GT, JB_GE, JB_IN, JB_NOTIN };
+enum jn_binop {
+    JB_ADD,
+    JB_SUB,
+    JB_MUL,
+    JB_DIV,
+    JB_FDIV,
+    JB_MOD,
+    JB_POW,
+    JB_CAT,
+    JB_EQ,
+    JB_NE,
+    JB_LT,
+    JB_LE,
+    JB_GT,
+    JB_GE,
+    JB_IN,
+    JB_NOTIN
+};
 
 struct jnode {
     enum jn_kind k;
     int line;
-    int op;                 /* JN_BIN: enum jn_binop; JN_TEST: negated */
-    struct jv lit;          /* JN_LIT; JN_TEXT text; names (JN_NAME/ATTR/FILTER/TEST/SET) */
-    struct jnode *a, *b, *c;/* operands / condition / body / else */
-    struct jnode **args;    /* call / filter / test args, list items, dict keys, body stmts */
-    struct jnode **kwvals;  /* dict values, keyword argument values */
-    struct jv *kwnames;     /* keyword argument names; for targets / macro params */
+    int op;                  /* JN_BIN: enum jn_binop; JN_TEST: negated */
+    struct jv lit;           /* JN_LIT; JN_TEXT text; names (JN_NAME/ATTR/FILTER/TEST/SET) */
+    struct jnode *a, *b, *c; /* operands / condition / body / else */
+    struct jnode **args;     /* call / filter / test args, list items, dict keys, body stmts */
+    struct jnode **kwvals;   /* dict values, keyword argument values */
+    struct jv *kwnames;      /* keyword argument names; for targets / macro params */
     size_t n_args, n_kw;
 };
 

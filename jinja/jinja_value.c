@@ -120,7 +120,8 @@ static int has_data_d(struct jv v, int depth) {
     switch (v.t) {
     case JV_STR: return v.u.s->nsp > 0;
     case JV_LIST:
-        for (size_t i = 0; i < v.u.l->n; i++) if (has_data_d(v.u.l->v[i], depth + 1)) return 1;
+        for (size_t i = 0; i < v.u.l->n; i++)
+            if (has_data_d(v.u.l->v[i], depth + 1)) return 1;
         return 0;
     case JV_DICT:
         for (size_t i = 0; i < v.u.d->n; i++)
@@ -132,11 +133,29 @@ static int has_data_d(struct jv v, int depth) {
 
 int jv_has_data(struct jv v) { return has_data_d(v, 0); }
 
-struct jv jv_undef(void) { struct jv v = {JV_UNDEF, {0}}; return v; }
-struct jv jv_none(void) { struct jv v = {JV_NONE, {0}}; return v; }
-struct jv jv_bool(int b) { struct jv v = {JV_BOOL, {0}}; v.u.b = !!b; return v; }
-struct jv jv_int(int64_t i) { struct jv v = {JV_INT, {0}}; v.u.i = i; return v; }
-struct jv jv_float(double f) { struct jv v = {JV_FLOAT, {0}}; v.u.f = f; return v; }
+struct jv jv_undef(void) {
+    struct jv v = {JV_UNDEF, {0}};
+    return v;
+}
+struct jv jv_none(void) {
+    struct jv v = {JV_NONE, {0}};
+    return v;
+}
+struct jv jv_bool(int b) {
+    struct jv v = {JV_BOOL, {0}};
+    v.u.b = !!b;
+    return v;
+}
+struct jv jv_int(int64_t i) {
+    struct jv v = {JV_INT, {0}};
+    v.u.i = i;
+    return v;
+}
+struct jv jv_float(double f) {
+    struct jv v = {JV_FLOAT, {0}};
+    v.u.f = f;
+    return v;
+}
 
 struct jv jv_str(struct arena *a, const char *s, size_t n) {
     struct jv v = {JV_STR, {0}};
@@ -195,13 +214,19 @@ struct jv *jv_dict_get(struct jv dict, const char *key, size_t len) {
 
 int jv_dict_set(struct arena *a, struct jv dict, struct jv key, struct jv v) {
     struct jv *e = jv_dict_getv(dict, key);
-    if (e) { *e = v; return 0; }
+    if (e) {
+        *e = v;
+        return 0;
+    }
     struct jdict *d = dict.u.d;
     if (d->n == d->cap) {
         size_t c = d->cap ? d->cap * 2 : 8;
         struct jv *k = arena_alloc(a, c * sizeof(*k)), *vv = arena_alloc(a, c * sizeof(*vv));
         if (!k || !vv) return -1;
-        if (d->n) { memcpy(k, d->k, d->n * sizeof(*k)); memcpy(vv, d->v, d->n * sizeof(*vv)); }
+        if (d->n) {
+            memcpy(k, d->k, d->n * sizeof(*k));
+            memcpy(vv, d->v, d->n * sizeof(*vv));
+        }
         d->k = k;
         d->v = vv;
         d->cap = c;
@@ -215,7 +240,8 @@ int jv_dict_set(struct arena *a, struct jv dict, struct jv key, struct jv v) {
 
 int jv_truthy(struct jv v) {
     switch (v.t) {
-    case JV_UNDEF: case JV_NONE: return 0;
+    case JV_UNDEF:
+    case JV_NONE: return 0;
     case JV_BOOL: return v.u.b;
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0.0;
@@ -228,7 +254,9 @@ int jv_truthy(struct jv v) {
 }
 
 static int is_num(struct jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
-static double num(struct jv v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b; }
+static double num(struct jv v) {
+    return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b;
+}
 
 /* Values built at render time can nest arbitrarily ({% set x = [x] %} in a loop); the
  * recursive walks stop at this depth instead of exhausting the stack. */
@@ -239,12 +267,14 @@ int jv_equal(struct jv a, struct jv b) { return equal_d(a, b, 0); }
 static int equal_d(struct jv a, struct jv b, int depth) {
     if (depth > MAX_VALUE_DEPTH) return 0;
     if (is_num(a) && is_num(b)) {
-        if (a.t != JV_FLOAT && b.t != JV_FLOAT) return (a.t == JV_INT ? a.u.i : a.u.b) == (b.t == JV_INT ? b.u.i : b.u.b);
+        if (a.t != JV_FLOAT && b.t != JV_FLOAT)
+            return (a.t == JV_INT ? a.u.i : a.u.b) == (b.t == JV_INT ? b.u.i : b.u.b);
         return num(a) == num(b);
     }
     if (a.t != b.t) return 0;
     switch (a.t) {
-    case JV_UNDEF: case JV_NONE: return 1;
+    case JV_UNDEF:
+    case JV_NONE: return 1;
     case JV_STR: return a.u.s->len == b.u.s->len && !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
     case JV_LIST:
         if (a.u.l->n != b.u.l->n) return 0;
@@ -284,7 +314,10 @@ static int compare_d(struct jv a, struct jv b, int *out, int depth) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             int c;
             if (compare_d(a.u.l->v[i], b.u.l->v[i], &c, depth + 1)) return -1;
-            if (c) { *out = c; return 0; }
+            if (c) {
+                *out = c;
+                return 0;
+            }
         }
         *out = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
         return 0;
@@ -293,15 +326,22 @@ static int compare_d(struct jv a, struct jv b, int *out, int depth) {
 }
 
 const char *jv_type_name(struct jv v) {
-    static const char *const names[] = {"undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function"};
+    static const char *const names[] = {"undefined", "NoneType", "bool", "int",     "float",
+                                        "str",       "list",     "dict", "function"};
     return names[v.t];
 }
 
 /* Python's float repr: the shortest digits that round-trip, scientific notation when the
  * exponent is below -4 or at least 16. */
 static void float_repr(struct buf *b, double f) {
-    if (isnan(f)) { buf_puts(b, "nan"); return; }
-    if (isinf(f)) { buf_puts(b, f < 0 ? "-inf" : "inf"); return; }
+    if (isnan(f)) {
+        buf_puts(b, "nan");
+        return;
+    }
+    if (isinf(f)) {
+        buf_puts(b, f < 0 ? "-inf" : "inf");
+        return;
+    }
     char tmp[64];
     int p;
     for (p = 1; p <= 17; p++) {
@@ -313,7 +353,10 @@ static void float_repr(struct buf *b, double f) {
     int nd = 0;
     const char *s = tmp;
     int neg = 0;
-    if (*s == '-') { neg = 1; s++; }
+    if (*s == '-') {
+        neg = 1;
+        s++;
+    }
     for (; *s && *s != 'e'; s++)
         if (*s != '.') digits[nd++] = *s;
     int exp = atoi(s + 1);
@@ -323,16 +366,22 @@ static void float_repr(struct buf *b, double f) {
     if (neg) out[k++] = '-';
     if (exp < -4 || exp >= 16) {
         out[k++] = digits[0];
-        if (nd > 1) { out[k++] = '.'; for (int i = 1; i < nd; i++) out[k++] = digits[i]; }
-        k += snprintf(out + k, sizeof(out) - (size_t)k, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+        if (nd > 1) {
+            out[k++] = '.';
+            for (int i = 1; i < nd; i++) out[k++] = digits[i];
+        }
+        k += snprintf(out + k, sizeof(out) - (size_t)k, "e%c%02d", exp < 0 ? '-' : '+',
+                      exp < 0 ? -exp : exp);
     } else if (exp < 0) {
-        out[k++] = '0'; out[k++] = '.';
+        out[k++] = '0';
+        out[k++] = '.';
         for (int i = 0; i < -exp - 1; i++) out[k++] = '0';
         for (int i = 0; i < nd; i++) out[k++] = digits[i];
     } else {
         for (int i = 0; i <= exp; i++) out[k++] = i < nd ? digits[i] : '0';
         out[k++] = '.';
-        if (nd > exp + 1) for (int i = exp + 1; i < nd; i++) out[k++] = digits[i];
+        if (nd > exp + 1)
+            for (int i = exp + 1; i < nd; i++) out[k++] = digits[i];
         else out[k++] = '0';
     }
     buf_put(b, out, (size_t)k);
@@ -344,7 +393,10 @@ void jv_str_append(struct buf *b, struct jv v) {
     case JV_UNDEF: return;
     case JV_NONE: buf_puts(b, "None"); return;
     case JV_BOOL: buf_puts(b, v.u.b ? "True" : "False"); return;
-    case JV_INT: snprintf(tmp, sizeof(tmp), "%lld", (long long)v.u.i); buf_puts(b, tmp); return;
+    case JV_INT:
+        snprintf(tmp, sizeof(tmp), "%lld", (long long)v.u.i);
+        buf_puts(b, tmp);
+        return;
     case JV_FLOAT: float_repr(b, v.u.f); return;
     case JV_STR: buf_put_jstr(b, v.u.s); return;
     default: jv_repr_append(b, v); return;
@@ -359,12 +411,17 @@ static void str_repr(struct buf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char e[8];
-        if (c == (unsigned char)q || c == '\\') { e[0] = '\\'; e[1] = (char)c; buf_put(b, e, 2); }
-        else if (c == '\n') buf_puts(b, "\\n");
+        if (c == (unsigned char)q || c == '\\') {
+            e[0] = '\\';
+            e[1] = (char)c;
+            buf_put(b, e, 2);
+        } else if (c == '\n') buf_puts(b, "\\n");
         else if (c == '\r') buf_puts(b, "\\r");
         else if (c == '\t') buf_puts(b, "\\t");
-        else if (c < 0x20 || c == 0x7f) { snprintf(e, sizeof(e), "\\x%02x", c); buf_puts(b, e); }
-        else buf_put(b, (const char *)&c, 1);
+        else if (c < 0x20 || c == 0x7f) {
+            snprintf(e, sizeof(e), "\\x%02x", c);
+            buf_puts(b, e);
+        } else buf_put(b, (const char *)&c, 1);
     }
     buf_put(b, &q, 1);
 }
@@ -373,7 +430,10 @@ static void repr_d(struct buf *b, struct jv v, int depth);
 void jv_repr_append(struct buf *b, struct jv v) { repr_d(b, v, 0); }
 
 static void repr_d(struct buf *b, struct jv v, int depth) {
-    if (depth > MAX_VALUE_DEPTH) { b->too_deep = 1; return; }
+    if (depth > MAX_VALUE_DEPTH) {
+        b->too_deep = 1;
+        return;
+    }
     switch (v.t) {
     case JV_STR: {
         /* escaped: the quoted text as a whole is data when any of it is */
@@ -391,7 +451,10 @@ static void repr_d(struct buf *b, struct jv v, int depth) {
         buf_puts(b, "]");
         return;
     case JV_DICT:
-        if (v.u.d->ns) { buf_puts(b, "<Namespace>"); return; }
+        if (v.u.d->ns) {
+            buf_puts(b, "<Namespace>");
+            return;
+        }
         buf_puts(b, "{");
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i) buf_puts(b, ", ");
@@ -430,11 +493,13 @@ static void json_str(struct buf *b, const char *s, size_t n, int ascii) {
                 int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
                 uint32_t cp = len == 4 ? c & 0x07 : len == 3 ? c & 0x0f : len == 2 ? c & 0x1f : c;
                 if (i + (size_t)len > n) len = 1, cp = c;
-                for (int k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)s[i + (size_t)k] & 0x3f);
+                for (int k = 1; k < len; k++)
+                    cp = (cp << 6) | ((unsigned char)s[i + (size_t)k] & 0x3f);
                 i += (size_t)len - 1;
                 if (cp >= 0x10000) {
                     cp -= 0x10000;
-                    snprintf(e, sizeof(e), "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+                    snprintf(e, sizeof(e), "\\u%04x\\u%04x", 0xd800 + (cp >> 10),
+                             0xdc00 + (cp & 0x3ff));
                 } else {
                     snprintf(e, sizeof(e), "\\u%04x", cp);
                 }
@@ -454,13 +519,24 @@ static void newline_indent(struct buf *b, int indent, int depth) {
 
 void jv_json_append(struct buf *b, struct jv v, int indent, int flags, int depth) {
     int sort_keys = flags & JV_JSON_SORT_KEYS, ascii = flags & JV_JSON_ASCII;
-    if (depth > MAX_VALUE_DEPTH) { b->too_deep = 1; return; }
+    if (depth > MAX_VALUE_DEPTH) {
+        b->too_deep = 1;
+        return;
+    }
     switch (v.t) {
-    case JV_UNDEF: case JV_NONE: buf_puts(b, "null"); return;
+    case JV_UNDEF:
+    case JV_NONE: buf_puts(b, "null"); return;
     case JV_BOOL: buf_puts(b, v.u.b ? "true" : "false"); return;
-    case JV_INT: case JV_FLOAT:
-        if (v.t == JV_FLOAT && isnan(v.u.f)) { buf_puts(b, "NaN"); return; }
-        if (v.t == JV_FLOAT && isinf(v.u.f)) { buf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity"); return; }
+    case JV_INT:
+    case JV_FLOAT:
+        if (v.t == JV_FLOAT && isnan(v.u.f)) {
+            buf_puts(b, "NaN");
+            return;
+        }
+        if (v.t == JV_FLOAT && isinf(v.u.f)) {
+            buf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
+            return;
+        }
         jv_str_append(b, v);
         return;
     case JV_STR: {
@@ -470,7 +546,10 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int flags, int depth
         return;
     }
     case JV_LIST:
-        if (v.u.l->n == 0) { buf_puts(b, "[]"); return; }
+        if (v.u.l->n == 0) {
+            buf_puts(b, "[]");
+            return;
+        }
         buf_puts(b, "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) buf_puts(b, indent >= 0 ? "," : ", ");
@@ -481,7 +560,10 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int flags, int depth
         buf_puts(b, "]");
         return;
     case JV_DICT: {
-        if (v.u.d->n == 0) { buf_puts(b, "{}"); return; }
+        if (v.u.d->n == 0) {
+            buf_puts(b, "{}");
+            return;
+        }
         size_t n = v.u.d->n;
         size_t order_stack[64];
         size_t *order = n <= 64 ? order_stack : xmalloc(n * sizeof(size_t));
@@ -491,7 +573,9 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int flags, int depth
                 for (size_t j = i; j > 0; j--) {
                     int c = 0;
                     if (jv_compare(v.u.d->k[order[j - 1]], v.u.d->k[order[j]], &c) || c <= 0) break;
-                    size_t t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+                    size_t t = order[j];
+                    order[j] = order[j - 1];
+                    order[j - 1] = t;
                 }
         buf_puts(b, "{");
         for (size_t k = 0; k < n; k++) {
@@ -500,8 +584,15 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int flags, int depth
             if (indent >= 0) newline_indent(b, indent, depth + 1);
             struct jv key = v.u.d->k[i];
             size_t kat = b->n;
-            if (key.t == JV_STR) { json_str(b, key.u.s->s, key.u.s->len, ascii); if (key.u.s->nsp) buf_mark(b, kat); }
-            else { struct buf t = {0}; jv_json_append(&t, key, -1, 0, 0); json_str(b, t.p ? t.p : "", t.n, ascii); buf_free(&t); }
+            if (key.t == JV_STR) {
+                json_str(b, key.u.s->s, key.u.s->len, ascii);
+                if (key.u.s->nsp) buf_mark(b, kat);
+            } else {
+                struct buf t = {0};
+                jv_json_append(&t, key, -1, 0, 0);
+                json_str(b, t.p ? t.p : "", t.n, ascii);
+                buf_free(&t);
+            }
             buf_puts(b, ": ");
             jv_json_append(b, v.u.d->v[i], indent, flags, depth + 1);
         }
@@ -515,8 +606,14 @@ void jv_json_append(struct buf *b, struct jv v, int indent, int flags, int depth
 }
 
 int jv_from_cjson(struct arena *a, const cJSON *j, int data, struct jv *out) {
-    if (!j || cJSON_IsNull(j)) { *out = jv_none(); return 0; }
-    if (cJSON_IsBool(j)) { *out = jv_bool(cJSON_IsTrue(j)); return 0; }
+    if (!j || cJSON_IsNull(j)) {
+        *out = jv_none();
+        return 0;
+    }
+    if (cJSON_IsBool(j)) {
+        *out = jv_bool(cJSON_IsTrue(j));
+        return 0;
+    }
     if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
         /* cJSON keeps no int/float distinction: integral values within range are ints */
@@ -546,7 +643,8 @@ int jv_from_cjson(struct arena *a, const cJSON *j, int data, struct jv *out) {
         cJSON_ArrayForEach(x, j) {
             struct jv v, k = jv_str(a, x->string, strlen(x->string));
             if (data && k.t == JV_STR) k = jv_str_as_data(a, k);
-            if (k.t != JV_STR || jv_from_cjson(a, x, data, &v) || jv_dict_set(a, *out, k, v)) return -1;
+            if (k.t != JV_STR || jv_from_cjson(a, x, data, &v) || jv_dict_set(a, *out, k, v))
+                return -1;
         }
         return 0;
     }

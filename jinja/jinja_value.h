@@ -10,9 +10,9 @@
 struct arena {
     struct arena_chunk *head;
     size_t used, total;
-    size_t limit;        /* bytes; 0 = unlimited */
+    size_t limit; /* bytes; 0 = unlimited */
 };
-void *arena_alloc(struct arena *a, size_t n);  /* zeroed; NULL when out of memory/limit */
+void *arena_alloc(struct arena *a, size_t n); /* zeroed; NULL when out of memory/limit */
 void arena_free(struct arena *a);
 
 enum jv_type { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FUNC };
@@ -20,16 +20,26 @@ enum jv_type { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV
 struct jv;
 /* Byte range of a string (or of rendered output) that came from request data (the
  * messages JSON): the chat encoder tokenizes it without special-token parsing. */
-struct jspan { size_t off, len; };
+struct jspan {
+    size_t off, len;
+};
 struct jstr {
     size_t len;
-    int markup;         /* markupsafe.Markup */
-    size_t nsp;         /* data spans, sorted, disjoint, not adjacent; 0 = all template text */
+    int markup; /* markupsafe.Markup */
+    size_t nsp; /* data spans, sorted, disjoint, not adjacent; 0 = all template text */
     struct jspan *sp;
     char s[];
 };
-struct jlist { size_t n, cap; struct jv *v; int gen; /* a jinja2 generator (map, select...) */ };
-struct jdict { size_t n, cap; struct jv *k, *v; int ns; /* a namespace() object */ };
+struct jlist {
+    size_t n, cap;
+    struct jv *v;
+    int gen; /* a jinja2 generator (map, select...) */
+};
+struct jdict {
+    size_t n, cap;
+    struct jv *k, *v;
+    int ns; /* a namespace() object */
+};
 struct jfunc;
 
 struct jv {
@@ -48,7 +58,8 @@ struct jv {
 struct buf {
     char *p;
     size_t n, cap;
-    int too_deep; /* output refused: a value nested deeper than its printers go (out of memory is fatal) */
+    int too_deep; /* output refused: a value nested deeper than its printers go (out of memory is
+                     fatal) */
     struct jspan *sp; /* data spans of p (malloc'd) */
     size_t nsp, capsp;
 };

@@ -27,8 +27,8 @@ struct att_tile {
  * sequence's tokens together, positions rising by one) gives each sequence ceil(n / max_rows)
  * tiles, its last one the shortest, and a decode token (one token of its sequence) a tile of
  * its own. tiles has room for n_tokens; returns how many there are (0 for no tokens). */
-static inline int att_tiles_cut(const int32_t *seq_of, const int32_t *pos, int n_tokens, int max_rows,
-                                struct att_tile *tiles) {
+static inline int att_tiles_cut(const int32_t *seq_of, const int32_t *pos, int n_tokens,
+                                int max_rows, struct att_tile *tiles) {
     int n = 0;
     for (int t = 0; t < n_tokens; t++) {
         struct att_tile *last = n ? &tiles[n - 1] : NULL;

@@ -15,10 +15,10 @@
  * function pointers that start at alloc, and those pointers end the struct. */
 typedef void (*backend_fn)(void);
 #define OPS_BASE offsetof(struct backend, alloc)
-#define BACKEND_OP_SLOT(ID, field, flags)                                                    \
-    static_assert(offsetof(struct backend, field) ==                                         \
-                      OPS_BASE + BACKEND_OP_##ID * sizeof(backend_fn) &&                     \
-                      sizeof(((struct backend *)0)->field) == sizeof(backend_fn),            \
+#define BACKEND_OP_SLOT(ID, field, flags) \
+    static_assert(offsetof(struct backend, field) == \
+                          OPS_BASE + BACKEND_OP_##ID * sizeof(backend_fn) && \
+                      sizeof(((struct backend *)0)->field) == sizeof(backend_fn), \
                   "BACKEND_OPS and struct backend disagree on where " #field " sits");
 BACKEND_OPS(BACKEND_OP_SLOT)
 #undef BACKEND_OP_SLOT
@@ -31,7 +31,7 @@ static const struct {
     int flags;
     size_t offset;
 } ops[] = {
-#define BACKEND_OP_ROW(ID, field, flags)                                                     \
+#define BACKEND_OP_ROW(ID, field, flags) \
     [BACKEND_OP_##ID] = {#field, flags, offsetof(struct backend, field)},
     BACKEND_OPS(BACKEND_OP_ROW)
 #undef BACKEND_OP_ROW
@@ -67,7 +67,9 @@ static int open_kind(struct backend *b, const char *kind, int threads, int local
         return backend_cuda_init(b, local_rank, dbg, err);
 #else
     (void)local_rank, (void)dbg;
-    if (!strcmp(kind, "cuda")) return err_set(err, "backend \"cuda\": this build has no CUDA backend (built without nvcc or without kernels/cuda sources)");
+    if (!strcmp(kind, "cuda"))
+        return err_set(err, "backend \"cuda\": this build has no CUDA backend (built without nvcc "
+                            "or without kernels/cuda sources)");
 #endif
     if (strcmp(kind, "cpu") && strcmp(kind, "auto") && strcmp(kind, "cuda"))
         return err_set(err, "unknown backend \"%s\" (cpu, cuda, auto)", kind);

@@ -22,11 +22,11 @@ struct bweight {
 /* Where each token of a ragged step sits, for attention over the paged KV cache. */
 struct attn_batch {
     int n_tokens, n_seqs;
-    const int32_t *seq_of;     /* [n_tokens] sequence index of each token */
-    const int32_t *pos;        /* [n_tokens] absolute position of each token */
-    const int32_t *block_off;  /* [n_seqs + 1] start of each sequence's blocks in `blocks` */
-    const int32_t *blocks;     /* KV block ids, concatenated per sequence */
-    int block_size;            /* tokens per KV block */
+    const int32_t *seq_of;    /* [n_tokens] sequence index of each token */
+    const int32_t *pos;       /* [n_tokens] absolute position of each token */
+    const int32_t *block_off; /* [n_seqs + 1] start of each sequence's blocks in `blocks` */
+    const int32_t *blocks;    /* KV block ids, concatenated per sequence */
+    int block_size;           /* tokens per KV block */
     /* Host copies of seq_of and pos (the step plan's), or NULL: the CUDA backend cuts a
      * prefill-sized step into per-sequence tiles from them when attention is called
      * (kernels/att_tiles.h), never inside a captured graph (only steps of more than 64 tokens
@@ -44,9 +44,9 @@ struct attn_batch {
  * in k_sink / v_sink: [sink_blocks][sink_rows][n_kv][head_dim] (written by kv_store
  * beside the codes), as x / 2^e with the row's own exponent e, so that a kernel swaps the
  * codes for these values and changes nothing else. Attention reads a sequence's positions
- * 0 .. sink_rows-1 from there when its first block is such a block. Those first positions are the attention sink that
- * every later query attends to most; E4M3's 3 mantissa bits there alone flip the argmax
- * of SmolLM2 at 4 of 546 positions, and keeping them exact flips none
+ * 0 .. sink_rows-1 from there when its first block is such a block. Those first positions are the
+ * attention sink that every later query attends to most; E4M3's 3 mantissa bits there alone flip
+ * the argmax of SmolLM2 at 4 of 546 positions, and keeping them exact flips none
  * (docs/configuration.md). sink_blocks is 0 (no sink) for the other types. */
 struct kv_layer {
     void *k, *v;
@@ -54,7 +54,6 @@ struct kv_layer {
     uint16_t *k_sink, *v_sink;
     int sink_blocks, sink_rows;
 };
-
 
 /* Which implementation a backend is, for code that must tell them apart (the communicator
  * picks the GPU all-reduce only when every rank has a CUDA backend). 0: no backend open. */
@@ -80,12 +79,14 @@ struct backend {
     void (*matmul)(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                    const struct bweight *w);
     /* x[t] = row (tok[t] - row0) of table when inside [row0, row0 + table->rows), else 0 */
-    void (*embed)(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table, int row0);
+    void (*embed)(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table,
+                  int row0);
     /* y[t] = x[t] / rms(x[t]) * w, rows of n, contiguous */
     void (*rmsnorm)(void *ctx, float *y, const float *x, const float *w, int T, int n, float eps);
     /* the residual add and the next RMSNorm in one pass: x += y, then y_norm = rmsnorm(x) * w
      * (T rows of n; what add then rmsnorm compute, without reading x twice) */
-    void (*add_rmsnorm)(void *ctx, float *x, const float *y, float *y_norm, const float *w, int T, int n, float eps);
+    void (*add_rmsnorm)(void *ctx, float *x, const float *y, float *y_norm, const float *w, int T,
+                        int n, float eps);
     /* the same per head, in place: T rows of ld floats holding n_heads heads of hd */
     void (*head_rmsnorm)(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd,
                          const float *w, float eps);
@@ -103,17 +104,18 @@ struct backend {
                       int q_head0, int group, int kv_head0, const struct kv_layer *kv,
                       enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b);
     /* out[t][i] = silu(g[t][i]) * u[t][i] */
-    void (*silu_mul)(void *ctx, float *out, int64_t ldo, const float *g, const float *u,
-                     int64_t ld, int T, int n);
+    void (*silu_mul)(void *ctx, float *out, int64_t ldo, const float *g, const float *u, int64_t ld,
+                     int T, int n);
     /* out[r][0..k) = the k best entries of row r of x (n_rows rows of n_cols, ld apart), in
      * util/logit_cand.h's order (larger first, ties lower column; NaN never), ids = column +
      * id0; past a row's non-NaN entries {-INFINITY, -1}. 1 <= k <= LOGIT_CANDS_MAX, k <= n_cols.
      * out is backend memory. Optional: NULL on the CUDA backend with debug.top_cands false; then
      * engine_info's max_cands is 0 on every rank and no plan asks for candidates. */
-    void (*top_cands)(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
-                      int32_t id0, int k);
+    void (*top_cands)(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols,
+                      int64_t ld, int32_t id0, int k);
     /* dst[i] = src[idx[i]], rows of n floats */
-    void (*gather_rows)(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n);
+    void (*gather_rows)(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows,
+                        int n);
     /* y[t][i] = sum over j < k, in order, of w[t*k + j] * src[pos[t*k + j]][i], leaving out
      * pairs whose pos is negative (0 when all are): each token's weighted sum of its
      * experts' output rows (parallel/moe.h); rows of n floats, ldy / lds apart */
@@ -136,30 +138,30 @@ struct backend {
  * that it and the struct's function pointers agree slot for slot; each backend's table
  * (kernels/cpu, kernels/cuda) and the profiler check BACKEND_OP_COUNT, so a new op is added
  * to the struct and here, and then to each of them. */
-#define BACKEND_OPS(X)                                                                     \
-    X(ALLOC, alloc, 0)                                                                     \
-    X(FREE, free, 0)                                                                       \
-    X(UPLOAD, upload, BOP_TIMED)                                                           \
-    X(DOWNLOAD, download, BOP_TIMED)                                                       \
-    X(ALLOC_HOST, alloc_host, 0)                                                           \
-    X(FREE_HOST, free_host, 0)                                                             \
-    X(MATMUL, matmul, BOP_TIMED)                                                           \
-    X(EMBED, embed, BOP_TIMED)                                                             \
-    X(RMSNORM, rmsnorm, BOP_TIMED)                                                         \
-    X(ADD_RMSNORM, add_rmsnorm, BOP_TIMED)                                                 \
-    X(HEAD_RMSNORM, head_rmsnorm, BOP_TIMED)                                               \
-    X(ADD_BIAS, add_bias, BOP_TIMED)                                                       \
-    X(ROPE, rope, BOP_TIMED)                                                               \
-    X(KV_STORE, kv_store, BOP_TIMED)                                                       \
-    X(ATTENTION, attention, BOP_TIMED)                                                     \
-    X(SILU_MUL, silu_mul, BOP_TIMED)                                                       \
-    X(TOP_CANDS, top_cands, BOP_TIMED | BOP_OPTIONAL)                                      \
-    X(GATHER_ROWS, gather_rows, BOP_TIMED)                                                 \
-    X(MOE_COMBINE, moe_combine, BOP_TIMED)                                                 \
-    X(ZERO, zero, BOP_TIMED)                                                               \
-    X(ADD, add, BOP_TIMED)                                                                 \
-    X(SYNC, sync, 0)                                                                       \
-    X(GRAPH_RUN, graph_run, BOP_OPTIONAL)                                                  \
+#define BACKEND_OPS(X) \
+    X(ALLOC, alloc, 0) \
+    X(FREE, free, 0) \
+    X(UPLOAD, upload, BOP_TIMED) \
+    X(DOWNLOAD, download, BOP_TIMED) \
+    X(ALLOC_HOST, alloc_host, 0) \
+    X(FREE_HOST, free_host, 0) \
+    X(MATMUL, matmul, BOP_TIMED) \
+    X(EMBED, embed, BOP_TIMED) \
+    X(RMSNORM, rmsnorm, BOP_TIMED) \
+    X(ADD_RMSNORM, add_rmsnorm, BOP_TIMED) \
+    X(HEAD_RMSNORM, head_rmsnorm, BOP_TIMED) \
+    X(ADD_BIAS, add_bias, BOP_TIMED) \
+    X(ROPE, rope, BOP_TIMED) \
+    X(KV_STORE, kv_store, BOP_TIMED) \
+    X(ATTENTION, attention, BOP_TIMED) \
+    X(SILU_MUL, silu_mul, BOP_TIMED) \
+    X(TOP_CANDS, top_cands, BOP_TIMED | BOP_OPTIONAL) \
+    X(GATHER_ROWS, gather_rows, BOP_TIMED) \
+    X(MOE_COMBINE, moe_combine, BOP_TIMED) \
+    X(ZERO, zero, BOP_TIMED) \
+    X(ADD, add, BOP_TIMED) \
+    X(SYNC, sync, 0) \
+    X(GRAPH_RUN, graph_run, BOP_OPTIONAL) \
     X(DESTROY, destroy, 0)
 
 /* BOP_TIMED: the profiler (kernels/profile.h) times it; BOP_OPTIONAL: NULL where a backend
@@ -170,7 +172,7 @@ enum backend_op {
 #define BACKEND_OP_ID(ID, field, flags) BACKEND_OP_##ID,
     BACKEND_OPS(BACKEND_OP_ID)
 #undef BACKEND_OP_ID
-    BACKEND_OP_COUNT
+        BACKEND_OP_COUNT
 };
 
 /* The op's field name ("matmul"), for logs and the profiler. */
@@ -186,22 +188,29 @@ int backend_check(const struct backend *b, char *err);
  * for debugging, off by default. The CPU backend reads none but profile_ops.
  * X(name, default, help): the one list, from which struct backend_debug, its defaults, the
  * configuration's [debug] rows (daemon/config.c) and the benchmarks' flags come. */
-#define BACKEND_DEBUG_SWITCHES(X)                                                                  \
-    X(profile_ops, 0, "time every backend op, synchronized; a table per op at exit (where a "      \
-                      "step's time goes)")                                                         \
-    X(cuda_sync, 0, "CUDA: synchronize after every kernel, so that a fault names its kernel")      \
-    X(cuda_graphs, 1, "CUDA: capture decode steps once and replay them as graphs (not with "       \
-                      "cuda_sync)")                                                                \
-    X(top_cands, 1, "CUDA: the top-candidates op, so that light steps bring back each row's best " \
-                    "logits, not whole rows")                                                      \
-    X(attn_decode, 1, "CUDA: the decode attention kernels (a block serves a KV head's query "      \
-                      "group); off: the exact kernel")                                             \
-    X(attn_tiles, 1, "CUDA: prefill attention in tiles planned per sequence (off: fixed 64-token " \
-                     "tiles)")                                                                     \
-    X(attn_exact, 0, "CUDA: the exact attention kernel for every step (a reference for the "       \
-                     "others)")                                                                    \
-    X(mmv_tile, 1, "CUDA: steps of 2..8 tokens take the shared-memory product kernel (off: a "     \
-                   "warp per weight row)")
+#define BACKEND_DEBUG_SWITCHES(X) \
+    X(profile_ops, 0, \
+      "time every backend op, synchronized; a table per op at exit (where a " \
+      "step's time goes)") \
+    X(cuda_sync, 0, "CUDA: synchronize after every kernel, so that a fault names its kernel") \
+    X(cuda_graphs, 1, \
+      "CUDA: capture decode steps once and replay them as graphs (not with " \
+      "cuda_sync)") \
+    X(top_cands, 1, \
+      "CUDA: the top-candidates op, so that light steps bring back each row's best " \
+      "logits, not whole rows") \
+    X(attn_decode, 1, \
+      "CUDA: the decode attention kernels (a block serves a KV head's query " \
+      "group); off: the exact kernel") \
+    X(attn_tiles, 1, \
+      "CUDA: prefill attention in tiles planned per sequence (off: fixed 64-token " \
+      "tiles)") \
+    X(attn_exact, 0, \
+      "CUDA: the exact attention kernel for every step (a reference for the " \
+      "others)") \
+    X(mmv_tile, 1, \
+      "CUDA: steps of 2..8 tokens take the shared-memory product kernel (off: a " \
+      "warp per weight row)")
 
 struct backend_debug {
 #define BACKEND_DEBUG_FIELD(name, dflt, help) int name;

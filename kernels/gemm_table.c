@@ -71,7 +71,8 @@ static int add(struct gemm_table *t, const struct gemm_entry *e, int *cap) {
     return 0;
 }
 
-int gemm_table_load(struct gemm_table *t, const char *text, const char *gpu, long lt_version, char *err) {
+int gemm_table_load(struct gemm_table *t, const char *text, const char *gpu, long lt_version,
+                    char *err) {
     memset(t, 0, sizeof *t);
     int cap = 0, lineno = 0;
     for (const char *p = text; p && *p;) {
@@ -88,10 +89,12 @@ int gemm_table_load(struct gemm_table *t, const char *text, const char *gpu, lon
         if (split(line, len, f) != FIELDS) why = "expected 7 tab-separated fields of < 128 bytes";
         else if (parse_num(f[1], -1, &ver)) why = "bad cuBLASLt version";
         else if (strcmp(f[2], "bf16") && strcmp(f[2], "f16")) why = "dtype is not bf16 or f16";
-        else if (parse_num(f[3], DIM_MAX, &rows) || parse_num(f[4], DIM_MAX, &cols)) why = "bad rows or cols";
+        else if (parse_num(f[3], DIM_MAX, &rows) || parse_num(f[4], DIM_MAX, &cols))
+            why = "bad rows or cols";
         else if (parse_num(f[5], DIM_MAX, &t_max)) why = "bad T-MAX";
         else if (gemm_pick_parse(f[6], &e.pick)) why = "PICK is not mmv, ex or lt0..lt7";
-        else if (e.pick.kind == GEMM_MMV && t_max > GEMM_MMV_MAX_T) why = "mmv serves at most 8 tokens";
+        else if (e.pick.kind == GEMM_MMV && t_max > GEMM_MMV_MAX_T)
+            why = "mmv serves at most 8 tokens";
         if (why) {
             gemm_table_free(t);
             return err_set(err, "GEMM table line %d: %s", lineno, why);
@@ -116,7 +119,8 @@ struct gemm_pick gemm_table_pick(const struct gemm_table *t, int half, int rows,
         if (!top || e->t_max > top->t_max) top = e;
     }
     if (!best) best = top;
-    if (!best || (best->pick.kind == GEMM_MMV && T > GEMM_MMV_MAX_T)) return (struct gemm_pick){GEMM_DEFAULT, 0};
+    if (!best || (best->pick.kind == GEMM_MMV && T > GEMM_MMV_MAX_T))
+        return (struct gemm_pick){GEMM_DEFAULT, 0};
     return best->pick;
 }
 

@@ -36,7 +36,8 @@ struct gemm_table {
 
 /* Keeps text's lines for this gpu and lt_version (others skipped). 0, or -1 with err naming the
  * line and what is wrong with it (t is then empty). */
-int gemm_table_load(struct gemm_table *t, const char *text, const char *gpu, long lt_version, char *err);
+int gemm_table_load(struct gemm_table *t, const char *text, const char *gpu, long lt_version,
+                    char *err);
 /* The pick for a product of T tokens with a rows x cols weight: the table's, else
  * GEMM_DEFAULT. An mmv pick is returned only for T <= GEMM_MMV_MAX_T. */
 struct gemm_pick gemm_table_pick(const struct gemm_table *t, int half, int rows, int cols, int T);

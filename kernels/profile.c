@@ -21,15 +21,14 @@ static struct {
     double total[N_ROWS];
     long calls[N_ROWS];
     int registered;
-    int computing; /* set by the first compute op: uploads before it (the weights) are not counted */
+    int computing; /* set by the first compute op: uploads before it (the weights) are not counted
+                    */
 } prof;
 
 static int t_class(int T) { return T <= 1 ? 0 : T <= 8 ? 1 : T <= 64 ? 2 : 3; }
 
 /* matmul and attention are timed by tokens per step, which their cost depends on most */
-static int split_by_tokens(int op) {
-    return op == BACKEND_OP_MATMUL || op == BACKEND_OP_ATTENTION;
-}
+static int split_by_tokens(int op) { return op == BACKEND_OP_MATMUL || op == BACKEND_OP_ATTENTION; }
 
 static double begin(void *ctx) {
     prof.inner.sync(ctx);
@@ -49,8 +48,7 @@ static const char *name_of(int row, char *buf, size_t n) {
     int op = row / T_CLASSES;
     if (split_by_tokens(op))
         snprintf(buf, n, "%s %s", backend_op_name(op), t_class_name[row % T_CLASSES]);
-    else
-        snprintf(buf, n, "%s", backend_op_name(op));
+    else snprintf(buf, n, "%s", backend_op_name(op));
     return buf;
 }
 
@@ -69,39 +67,46 @@ static void report(void) {
     /* a forward pass of the first pipeline stage embeds once: its count is the step count */
     const long embeds = prof.calls[BACKEND_OP_EMBED * T_CLASSES];
     const double steps = embeds > 0 ? (double)embeds : 1.0;
-    fprintf(stderr, "ops profile (pid %ld, %s backend, each op synchronized): %.3f s in ops over %.0f steps "
-            "(model load not counted)\n", (long)getpid(), prof.inner.name ? prof.inner.name : "?", sum, steps);
+    fprintf(
+        stderr,
+        "ops profile (pid %ld, %s backend, each op synchronized): %.3f s in ops over %.0f steps "
+        "(model load not counted)\n",
+        (long)getpid(), prof.inner.name ? prof.inner.name : "?", sum, steps);
     for (int k = 0; k < N_ROWS; k++) {
         int i = order[k];
         if (!prof.calls[i]) continue;
         char buf[48];
-        fprintf(stderr, "  %-18s %8ld calls %9.3f ms/step %9.1f us/call %5.1f%%\n", name_of(i, buf, sizeof buf),
-                prof.calls[i], 1e3 * prof.total[i] / steps, 1e6 * prof.total[i] / (double)prof.calls[i],
-                100.0 * prof.total[i] / sum);
+        fprintf(stderr, "  %-18s %8ld calls %9.3f ms/step %9.1f us/call %5.1f%%\n",
+                name_of(i, buf, sizeof buf), prof.calls[i], 1e3 * prof.total[i] / steps,
+                1e6 * prof.total[i] / (double)prof.calls[i], 100.0 * prof.total[i] / sum);
     }
 }
 
 /* ---- the timed ops: each the inner op between begin() and end() ---- */
 
-static void w_matmul(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T, const struct bweight *w) {
+static void w_matmul(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                     const struct bweight *w) {
     double t0 = begin(ctx);
     prof.inner.matmul(ctx, y, ldy, x, ldx, T, w);
     end(ctx, BACKEND_OP_MATMUL, T, t0);
 }
 
-static void w_embed(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table, int row0) {
+static void w_embed(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table,
+                    int row0) {
     double t0 = begin(ctx);
     prof.inner.embed(ctx, x, tok, T, table, row0);
     end(ctx, BACKEND_OP_EMBED, 1, t0);
 }
 
-static void w_rmsnorm(void *ctx, float *y, const float *x, const float *w, int T, int n, float eps) {
+static void w_rmsnorm(void *ctx, float *y, const float *x, const float *w, int T, int n,
+                      float eps) {
     double t0 = begin(ctx);
     prof.inner.rmsnorm(ctx, y, x, w, T, n, eps);
     end(ctx, BACKEND_OP_RMSNORM, 1, t0);
 }
 
-static void w_head_rmsnorm(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd, const float *w, float eps) {
+static void w_head_rmsnorm(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd,
+                           const float *w, float eps) {
     double t0 = begin(ctx);
     prof.inner.head_rmsnorm(ctx, x, ld, T, n_heads, hd, w, eps);
     end(ctx, BACKEND_OP_HEAD_RMSNORM, 1, t0);
@@ -120,22 +125,24 @@ static void w_rope(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd, 
     end(ctx, BACKEND_OP_ROPE, 1, t0);
 }
 
-static void w_kv_store(void *ctx, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v, int64_t ld,
-                       int n_kv, int hd, const struct attn_batch *b) {
+static void w_kv_store(void *ctx, struct kv_layer *kv, enum dtype kv_type, const float *k,
+                       const float *v, int64_t ld, int n_kv, int hd, const struct attn_batch *b) {
     double t0 = begin(ctx);
     prof.inner.kv_store(ctx, kv, kv_type, k, v, ld, n_kv, hd, b);
     end(ctx, BACKEND_OP_KV_STORE, 1, t0);
 }
 
-static void w_attention(void *ctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
-                        int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
-                        const struct attn_batch *b) {
+static void w_attention(void *ctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q,
+                        int q_head0, int group, int kv_head0, const struct kv_layer *kv,
+                        enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b) {
     double t0 = begin(ctx);
-    prof.inner.attention(ctx, out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv, hd, b);
+    prof.inner.attention(ctx, out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv,
+                         hd, b);
     end(ctx, BACKEND_OP_ATTENTION, b->n_tokens, t0);
 }
 
-static void w_silu_mul(void *ctx, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T, int n) {
+static void w_silu_mul(void *ctx, float *out, int64_t ldo, const float *g, const float *u,
+                       int64_t ld, int T, int n) {
     double t0 = begin(ctx);
     prof.inner.silu_mul(ctx, out, ldo, g, u, ld, T, n);
     end(ctx, BACKEND_OP_SILU_MUL, 1, t0);
@@ -148,7 +155,8 @@ static void w_moe_combine(void *ctx, float *y, int64_t ldy, const float *src, in
     end(ctx, BACKEND_OP_MOE_COMBINE, T, t0);
 }
 
-static void w_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n) {
+static void w_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows,
+                          int n) {
     double t0 = begin(ctx);
     prof.inner.gather_rows(ctx, dst, src, idx, n_rows, n);
     end(ctx, BACKEND_OP_GATHER_ROWS, 1, t0);
@@ -166,15 +174,15 @@ static void w_add(void *ctx, float *x, const float *y, size_t n) {
     end(ctx, BACKEND_OP_ADD, 1, t0);
 }
 
-static void w_add_rmsnorm(void *ctx, float *x, const float *y, float *y_norm, const float *w, int T, int n,
-                          float eps) {
+static void w_add_rmsnorm(void *ctx, float *x, const float *y, float *y_norm, const float *w, int T,
+                          int n, float eps) {
     double t0 = begin(ctx);
     prof.inner.add_rmsnorm(ctx, x, y, y_norm, w, T, n, eps);
     end(ctx, BACKEND_OP_ADD_RMSNORM, 1, t0);
 }
 
-static void w_top_cands(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
-                        int32_t id0, int k) {
+static void w_top_cands(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols,
+                        int64_t ld, int32_t id0, int k) {
     double t0 = begin(ctx);
     prof.inner.top_cands(ctx, out, x, n_rows, n_cols, ld, id0, k);
     end(ctx, BACKEND_OP_TOP_CANDS, 1, t0);

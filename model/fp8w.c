@@ -32,14 +32,15 @@ static int block_pair(struct fp8w_config *q, const cJSON *a, const char *path, c
         !cJSON_IsNumber(c) || r->valuedouble < 1 || c->valuedouble < 1 ||
         r->valuedouble > FP8W_MAX_SCALE_BLOCK || c->valuedouble > FP8W_MAX_SCALE_BLOCK ||
         r->valuedouble != (int)r->valuedouble || c->valuedouble != (int)c->valuedouble)
-        return err_set(err, "%s: quantization_config: %s must be two integers in [1, %d]",
-                       path, key, FP8W_MAX_SCALE_BLOCK);
+        return err_set(err, "%s: quantization_config: %s must be two integers in [1, %d]", path,
+                       key, FP8W_MAX_SCALE_BLOCK);
     q->block_rows = (int)r->valuedouble;
     q->block_cols = (int)c->valuedouble;
     if (q->block_cols % FP8W_ELEMS)
-        return err_set(err, "%s: quantization_config: %s [%d, %d]: the block's columns must "
-                       "be a multiple of %d (not supported)", path, key, q->block_rows,
-                       q->block_cols, FP8W_ELEMS);
+        return err_set(err,
+                       "%s: quantization_config: %s [%d, %d]: the block's columns must "
+                       "be a multiple of %d (not supported)",
+                       path, key, q->block_rows, q->block_cols, FP8W_ELEMS);
     q->scheme = FP8W_BLOCK;
     return 0;
 }
@@ -49,31 +50,39 @@ static int block_pair(struct fp8w_config *q, const cJSON *a, const char *path, c
 static int parse_ct(struct fp8w_config *q, const cJSON *qc, const char *path, char *err) {
     const char *fmt = json_str(qc, "format");
     if (!fmt || strcmp(fmt, "float-quantized"))
-        return err_set(err, "%s: quantization_config: compressed-tensors format '%s' is not "
-                       "supported (FP8: float-quantized; INT4: pack-quantized)", path,
-                       fmt ? fmt : "(none)");
+        return err_set(err,
+                       "%s: quantization_config: compressed-tensors format '%s' is not "
+                       "supported (FP8: float-quantized; INT4: pack-quantized)",
+                       path, fmt ? fmt : "(none)");
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(qc, "kv_cache_scheme");
     if (kv && !cJSON_IsNull(kv))
-        return err_set(err, "%s: quantization_config: kv_cache_scheme is not supported (tpd "
-                       "chooses its KV cache type itself: kv_type)", path);
+        return err_set(err,
+                       "%s: quantization_config: kv_cache_scheme is not supported (tpd "
+                       "chooses its KV cache type itself: kv_type)",
+                       path);
     const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
     if (!cJSON_IsObject(groups) || !groups->child)
-        return err_set(err, "%s: quantization_config: compressed-tensors without "
-                       "config_groups", path);
+        return err_set(err,
+                       "%s: quantization_config: compressed-tensors without "
+                       "config_groups",
+                       path);
     for (const cJSON *g = groups->child; g; g = g->next) {
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
         const cJSON *bits = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
         const char *type = json_str(w, "type"), *strat = json_str(w, "strategy");
         if (!cJSON_IsObject(w) || !cJSON_IsNumber(bits) || bits->valuedouble != 8 || !type ||
             strcmp(type, "float"))
-            return err_set(err, "%s: quantization_config: group '%s': weights of %g-bit type "
-                           "'%s' are not supported (FP8: 8-bit float)", path, g->string,
-                           cJSON_IsNumber(bits) ? bits->valuedouble : 0.0,
+            return err_set(err,
+                           "%s: quantization_config: group '%s': weights of %g-bit type "
+                           "'%s' are not supported (FP8: 8-bit float)",
+                           path, g->string, cJSON_IsNumber(bits) ? bits->valuedouble : 0.0,
                            type ? type : "(none)");
         if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(w, "symmetric")) ||
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "dynamic")))
-            return err_set(err, "%s: quantization_config: group '%s': asymmetric or dynamic "
-                           "weight scales are not supported", path, g->string);
+            return err_set(err,
+                           "%s: quantization_config: group '%s': asymmetric or dynamic "
+                           "weight scales are not supported",
+                           path, g->string);
         struct fp8w_config one = *q;
         if (strat && !strcmp(strat, "tensor")) {
             one.scheme = FP8W_TENSOR;
@@ -84,25 +93,31 @@ static int parse_ct(struct fp8w_config *q, const cJSON *qc, const char *path, ch
                            "block_structure", err))
                 return -1;
         } else {
-            return err_set(err, "%s: quantization_config: group '%s': weight strategy '%s' "
-                           "is not supported (tensor, channel, block)", path, g->string,
-                           strat ? strat : "(none)");
+            return err_set(err,
+                           "%s: quantization_config: group '%s': weight strategy '%s' "
+                           "is not supported (tensor, channel, block)",
+                           path, g->string, strat ? strat : "(none)");
         }
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(g, "input_activations");
         if (in && !cJSON_IsNull(in) &&
             !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(in, "dynamic")))
-            return err_set(err, "%s: quantization_config: group '%s': static input "
+            return err_set(err,
+                           "%s: quantization_config: group '%s': static input "
                            "activation scales are not supported (dynamic ones are: tpd "
-                           "runs them as W8A16)", path, g->string);
+                           "runs them as W8A16)",
+                           path, g->string);
         const cJSON *out = cJSON_GetObjectItemCaseSensitive(g, "output_activations");
         if (out && !cJSON_IsNull(out))
-            return err_set(err, "%s: quantization_config: group '%s': output activation "
-                           "quantization is not supported", path, g->string);
-        if (q->scheme != FP8W_NONE &&
-            (q->scheme != one.scheme || q->block_rows != one.block_rows ||
-             q->block_cols != one.block_cols))
-            return err_set(err, "%s: quantization_config: config groups with different "
-                           "weight schemes are not supported", path);
+            return err_set(err,
+                           "%s: quantization_config: group '%s': output activation "
+                           "quantization is not supported",
+                           path, g->string);
+        if (q->scheme != FP8W_NONE && (q->scheme != one.scheme || q->block_rows != one.block_rows ||
+                                       q->block_cols != one.block_cols))
+            return err_set(err,
+                           "%s: quantization_config: config groups with different "
+                           "weight schemes are not supported",
+                           path);
         *q = one;
     }
     q->scale_suffix = "weight_scale";
@@ -126,25 +141,31 @@ int fp8w_config_parse(struct fp8w_config *q, const char *json, size_t len, const
     } else if (!strcmp(m, "fp8")) {
         const char *act = json_str(qc, "activation_scheme"), *fmt = json_str(qc, "fmt");
         if (fmt && strcmp(fmt, "e4m3"))
-            rc = err_set(err, "%s: quantization_config: fp8 fmt '%s' is not supported (e4m3)",
-                         path, fmt);
+            rc = err_set(err, "%s: quantization_config: fp8 fmt '%s' is not supported (e4m3)", path,
+                         fmt);
         else if (act && strcmp(act, "dynamic"))
-            rc = err_set(err, "%s: quantization_config: fp8 activation_scheme '%s' is not "
-                         "supported (dynamic, run as W8A16)", path, act);
+            rc = err_set(err,
+                         "%s: quantization_config: fp8 activation_scheme '%s' is not "
+                         "supported (dynamic, run as W8A16)",
+                         path, act);
         else if (!cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size"))
-            rc = err_set(err, "%s: quantization_config: fp8 without weight_block_size is not "
-                         "supported", path);
+            rc = err_set(err,
+                         "%s: quantization_config: fp8 without weight_block_size is not "
+                         "supported",
+                         path);
         else
-            rc = block_pair(q, cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size"),
-                            path, "weight_block_size", err);
+            rc = block_pair(q, cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size"), path,
+                            "weight_block_size", err);
         q->scale_suffix = "weight_scale_inv";
     } else if (!strcmp(m, "fbgemm_fp8")) {
         q->scheme = FP8W_CHANNEL;
         q->scale_suffix = "weight_scale";
     } else {
-        rc = err_set(err, "%s: quantization_config: quant_method '%s' is not supported (FP8: "
+        rc = err_set(err,
+                     "%s: quantization_config: quant_method '%s' is not supported (FP8: "
                      "compressed-tensors float-quantized, fp8, fbgemm_fp8; INT4: gptq, awq, "
-                     "compressed-tensors pack-quantized)", path, m);
+                     "compressed-tensors pack-quantized)",
+                     path, m);
     }
 out:
     cJSON_Delete(root);
@@ -181,12 +202,10 @@ static int scale_shape_ok(const struct fp8w_config *q, const struct mf_tensor *s
     return 0;
 }
 
-static const char *scheme_shape(const struct fp8w_config *q, int64_t rows, int64_t cols,
-                                char *buf, size_t n) {
-    if (q->scheme == FP8W_TENSOR)
-        snprintf(buf, n, "[] or [1]");
-    else if (q->scheme == FP8W_CHANNEL)
-        snprintf(buf, n, "[%lld, 1]", (long long)rows);
+static const char *scheme_shape(const struct fp8w_config *q, int64_t rows, int64_t cols, char *buf,
+                                size_t n) {
+    if (q->scheme == FP8W_TENSOR) snprintf(buf, n, "[] or [1]");
+    else if (q->scheme == FP8W_CHANNEL) snprintf(buf, n, "[%lld, 1]", (long long)rows);
     else
         snprintf(buf, n, "[%lld, %lld]", (long long)ceil_div(rows, q->block_rows),
                  (long long)ceil_div(cols, q->block_cols));
@@ -205,30 +224,33 @@ int fp8w_check(const struct model_file *m, char *err) {
             snprintf(wname, sizeof wname, "%.*s", (int)(ln - 6), t->name);
             const struct mf_tensor *w = modelfile_find(m, wname);
             if (!w || !w->fp8)
-                return err_set(err, "%s: scale tensor '%s' belongs to no F8_E4M3 weight",
-                               path, src);
+                return err_set(err, "%s: scale tensor '%s' belongs to no F8_E4M3 weight", path,
+                               src);
             continue;
         }
         if (!t->fp8) continue;
         int layer, id = tensor_parse(t->name, TNAMES_GGUF, &layer);
         enum tensor_role role = id >= 0 ? tensor_info(id)->role : TROLE_NORM;
         if (role != TROLE_COLUMN && role != TROLE_ROW)
-            return err_set(err, "%s: tensor '%s': F8_E4M3 is supported for the attention and "
-                           "MLP matrices only", path, src);
+            return err_set(err,
+                           "%s: tensor '%s': F8_E4M3 is supported for the attention and "
+                           "MLP matrices only",
+                           path, src);
         int64_t rows = t->ne[1], cols = t->ne[0];
         if (t->n_dims != 2 || cols % FP8W_ELEMS)
-            return err_set(err, "%s: tensor '%s': an F8_E4M3 weight needs 2 dimensions and a "
+            return err_set(err,
+                           "%s: tensor '%s': an F8_E4M3 weight needs 2 dimensions and a "
                            "multiple of %d columns (tpd's FP8 blocks); found %lld columns",
                            path, src, FP8W_ELEMS, (long long)cols);
         char sname[104], want[64];
         snprintf(sname, sizeof sname, "%s.scale", t->name);
         const struct mf_tensor *s = modelfile_find(m, sname);
         if (!s)
-            return err_set(err, "%s: tensor '%s' (F8_E4M3, %s) has no '%s' scale tensor",
-                           path, src, q->method, q->scale_suffix);
+            return err_set(err, "%s: tensor '%s' (F8_E4M3, %s) has no '%s' scale tensor", path, src,
+                           q->method, q->scale_suffix);
         if (s->type != DT_F32 && s->type != DT_BF16 && s->type != DT_F16)
-            return err_set(err, "%s: scale '%s' has type %s (F32, BF16 or F16)",
-                           m->paths[s->file], s->src_name, dtype_name(s->type));
+            return err_set(err, "%s: scale '%s' has type %s (F32, BF16 or F16)", m->paths[s->file],
+                           s->src_name, dtype_name(s->type));
         if (!scale_shape_ok(q, s, rows, cols)) {
             char got[96];
             int n = snprintf(got, sizeof got, "[");
@@ -236,10 +258,11 @@ int fp8w_check(const struct model_file *m, char *err) {
                 n += snprintf(got + n, sizeof got - (size_t)n, "%lld%s", (long long)s->ne[d],
                               d ? ", " : "");
             snprintf(got + n, sizeof got - (size_t)n, "]");
-            return err_set(err, "%s: scale '%s' of the %lld x %lld weight has shape %s; the "
-                           "%s scheme needs %s", m->paths[s->file], s->src_name,
-                           (long long)rows, (long long)cols, got, q->method,
-                           scheme_shape(q, rows, cols, want, sizeof want));
+            return err_set(err,
+                           "%s: scale '%s' of the %lld x %lld weight has shape %s; the "
+                           "%s scheme needs %s",
+                           m->paths[s->file], s->src_name, (long long)rows, (long long)cols, got,
+                           q->method, scheme_shape(q, rows, cols, want, sizeof want));
         }
     }
     return 0;
@@ -252,25 +275,23 @@ static int read_scales(const struct model_file *m, const struct mf_tensor *s, in
                        int64_t n, float *dst, char *err) {
     const int es = s->type == DT_F32 ? 4 : 2;
     uint8_t *raw = xmalloc((size_t)n * 4 + 1);
-    int rc = modelfile_read(m, s, (uint64_t)off * (uint64_t)es, (uint64_t)n * (uint64_t)es,
-                            raw, err);
+    int rc = modelfile_read(m, s, (uint64_t)off * (uint64_t)es, (uint64_t)n * (uint64_t)es, raw,
+                            err);
     for (int64_t i = 0; i < n && !rc; i++) {
         uint16_t h;
         memcpy(&h, raw + 2 * i, 2);
-        if (s->type == DT_F32)
-            memcpy(&dst[i], raw + 4 * i, 4);
-        else
-            dst[i] = s->type == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+        if (s->type == DT_F32) memcpy(&dst[i], raw + 4 * i, 4);
+        else dst[i] = s->type == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h);
         if (!isfinite(dst[i]))
-            rc = err_set(err, "%s: scale '%s': element %lld is not finite",
-                         m->paths[s->file], s->src_name, (long long)(off + i));
+            rc = err_set(err, "%s: scale '%s': element %lld is not finite", m->paths[s->file],
+                         s->src_name, (long long)(off + i));
     }
     free(raw);
     return rc;
 }
 
-int fp8w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0,
-              int64_t nrows, int64_t col0, int64_t ncols, uint8_t *dst, char *err) {
+int fp8w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0, int64_t nrows,
+              int64_t col0, int64_t ncols, uint8_t *dst, char *err) {
     const struct fp8w_config *q = &m->fp8;
     const int64_t cols = t->ne[0];
     char sname[104];
@@ -297,13 +318,12 @@ int fp8w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row
     const int64_t nb = ncols / FP8W_ELEMS;
     for (int64_t r = 0; r < nrows && !rc; r++) {
         const int64_t row = row0 + r;
-        rc = modelfile_read(m, t, (uint64_t)row * (uint64_t)cols + (uint64_t)col0,
-                            (uint64_t)ncols, codes, err);
+        rc = modelfile_read(m, t, (uint64_t)row * (uint64_t)cols + (uint64_t)col0, (uint64_t)ncols,
+                            codes, err);
         for (int64_t b = 0; b < nb && !rc; b++) {
             const int64_t col = col0 + FP8W_ELEMS * b;
             float d = sc[0];
-            if (q->scheme == FP8W_CHANNEL)
-                d = sc[r];
+            if (q->scheme == FP8W_CHANNEL) d = sc[r];
             else if (q->scheme == FP8W_BLOCK)
                 d = sc[(row / q->block_rows - br0) * nbc + col / q->block_cols];
             uint8_t *o = dst + (r * nb + b) * FP8W_BLOCK_BYTES;

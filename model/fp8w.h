@@ -46,8 +46,8 @@ int fp8w_check(const struct model_file *m, char *err);
  * ncols multiples of 32) as DT_F8_E4M3_S32 rows into dst (nrows * ncols / 32 * 36 bytes):
  * reads only those codes and the scales that cover them. Refuses NaN codes and scales that
  * are not finite. */
-int fp8w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0,
-              int64_t nrows, int64_t col0, int64_t ncols, uint8_t *dst, char *err);
+int fp8w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0, int64_t nrows,
+              int64_t col0, int64_t ncols, uint8_t *dst, char *err);
 
 /* The largest |weight| of `bytes` bytes of DT_F8_E4M3_S32 blocks (what the CUDA backend
  * needs to pick an F16 or a BF16 copy). */

@@ -93,8 +93,7 @@ static int cur_str(struct cursor *c, struct gguf_str *s) {
     if (cur_u64(c, &len)) return -1;
     if (len > GGUF_MAX_STR)
         return err_set(c->err, "%s: %s: string length %llu exceeds the limit of %llu bytes",
-                       c->path, c->what, (unsigned long long)len,
-                       (unsigned long long)GGUF_MAX_STR);
+                       c->path, c->what, (unsigned long long)len, (unsigned long long)GGUF_MAX_STR);
     const uint8_t *p = NULL;
     if (cur_take(c, len, &p)) return -1;
     s->len = len;
@@ -107,29 +106,38 @@ static int vtype_valid(uint32_t t) { return t <= GGUF_FLOAT64; }
 /* Bytes of one scalar of type t; 0 for STRING and ARRAY. */
 static uint64_t vtype_size(enum gguf_vtype t) {
     switch (t) {
-    case GGUF_UINT8: case GGUF_INT8: case GGUF_BOOL: return 1;
-    case GGUF_UINT16: case GGUF_INT16: return 2;
-    case GGUF_UINT32: case GGUF_INT32: case GGUF_FLOAT32: return 4;
-    case GGUF_UINT64: case GGUF_INT64: case GGUF_FLOAT64: return 8;
-    case GGUF_STRING: case GGUF_ARRAY: return 0;
+    case GGUF_UINT8:
+    case GGUF_INT8:
+    case GGUF_BOOL: return 1;
+    case GGUF_UINT16:
+    case GGUF_INT16: return 2;
+    case GGUF_UINT32:
+    case GGUF_INT32:
+    case GGUF_FLOAT32: return 4;
+    case GGUF_UINT64:
+    case GGUF_INT64:
+    case GGUF_FLOAT64: return 8;
+    case GGUF_STRING:
+    case GGUF_ARRAY: return 0;
     }
     return 0;
 }
 
 static const char *vtype_name(uint32_t t) {
-    static const char *names[] = {"uint8", "int8", "uint16", "int16", "uint32", "int32",
-                                  "float32", "bool", "string", "array", "uint64", "int64",
-                                  "float64"};
+    static const char *names[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
+                                  "int32",  "float32", "bool",   "string", "array",
+                                  "uint64", "int64",   "float64"};
     return t <= GGUF_FLOAT64 ? names[t] : "?";
 }
 
 /* Names of GGML types we do not support, so a refusal says what the file holds. */
 static const char *ggml_type_name(uint32_t t) {
     static const char *names[] = {
-        "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
-        "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
-        "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
-        "IQ1_M", "BF16", "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0"};
+        "F32",      "F16",      "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
+        "Q8_0",     "Q8_1",     "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
+        "IQ2_XXS",  "IQ2_XS",   "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+        "I8",       "I16",      "I32",     "I64",   "F64",    "IQ1_M", "BF16",  "Q4_0_4_4",
+        "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",   "TQ2_0"};
     return t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
 
@@ -139,17 +147,44 @@ static int read_scalar(struct cursor *c, enum gguf_vtype t, struct gguf_kv *kv) 
     if (t == GGUF_STRING) return cur_str(c, &kv->v.str);
     if (cur_read(c, b, vtype_size(t))) return -1;
     switch (t) {
-    case GGUF_UINT8: case GGUF_BOOL: kv->v.u = b[0]; break;
+    case GGUF_UINT8:
+    case GGUF_BOOL: kv->v.u = b[0]; break;
     case GGUF_INT8: kv->v.i = (int8_t)b[0]; break;
-    case GGUF_UINT16: { uint16_t x; memcpy(&x, b, 2); kv->v.u = x; break; }
-    case GGUF_INT16: { int16_t x; memcpy(&x, b, 2); kv->v.i = x; break; }
-    case GGUF_UINT32: { uint32_t x; memcpy(&x, b, 4); kv->v.u = x; break; }
-    case GGUF_INT32: { int32_t x; memcpy(&x, b, 4); kv->v.i = x; break; }
-    case GGUF_FLOAT32: { float x; memcpy(&x, b, 4); kv->v.f = x; break; }
+    case GGUF_UINT16: {
+        uint16_t x;
+        memcpy(&x, b, 2);
+        kv->v.u = x;
+        break;
+    }
+    case GGUF_INT16: {
+        int16_t x;
+        memcpy(&x, b, 2);
+        kv->v.i = x;
+        break;
+    }
+    case GGUF_UINT32: {
+        uint32_t x;
+        memcpy(&x, b, 4);
+        kv->v.u = x;
+        break;
+    }
+    case GGUF_INT32: {
+        int32_t x;
+        memcpy(&x, b, 4);
+        kv->v.i = x;
+        break;
+    }
+    case GGUF_FLOAT32: {
+        float x;
+        memcpy(&x, b, 4);
+        kv->v.f = x;
+        break;
+    }
     case GGUF_UINT64: memcpy(&kv->v.u, b, 8); break;
     case GGUF_INT64: memcpy(&kv->v.i, b, 8); break;
     case GGUF_FLOAT64: memcpy(&kv->v.f, b, 8); break;
-    case GGUF_STRING: case GGUF_ARRAY: break;
+    case GGUF_STRING:
+    case GGUF_ARRAY: break;
     }
     return 0;
 }
@@ -168,9 +203,8 @@ static int read_array(struct cursor *c, struct gguf_kv *kv) {
      * which bounds n before anything is allocated. */
     uint64_t min_elem = et == GGUF_STRING ? 8 : vtype_size(et);
     if (n > GGUF_MAX_ARR)
-        return err_set(c->err, "%s: %s: array of %llu elements exceeds the limit of %llu",
-                       c->path, c->what, (unsigned long long)n,
-                       (unsigned long long)GGUF_MAX_ARR);
+        return err_set(c->err, "%s: %s: array of %llu elements exceeds the limit of %llu", c->path,
+                       c->what, (unsigned long long)n, (unsigned long long)GGUF_MAX_ARR);
     if (n > left / min_elem)
         return err_set(c->err,
                        "%s: %s: array of %llu %s elements does not fit in the %llu bytes left "
@@ -226,8 +260,8 @@ static int read_kvs(struct gguf_file *f, struct cursor *c) {
         if (cur_str(c, &kv->key)) return -1;
         /* Keys are looked up as C strings: a NUL inside would make one unreachable. */
         if (kv->key.len && memchr(kv->key.s, 0, kv->key.len))
-            return err_set(c->err, "%s: metadata entry %llu: key contains a NUL byte",
-                           f->path, (unsigned long long)i);
+            return err_set(c->err, "%s: metadata entry %llu: key contains a NUL byte", f->path,
+                           (unsigned long long)i);
         snprintf(c->what, sizeof c->what, "metadata '%.*s'",
                  (int)(kv->key.len > 96 ? 96 : kv->key.len), kv->key.s);
         if (cur_u32(c, &t)) return -1;
@@ -253,8 +287,7 @@ static int read_kvs(struct gguf_file *f, struct cursor *c) {
 static struct gguf_kv *kv_find(const struct gguf_file *f, const char *key) {
     struct gguf_kv k = {.key = {strlen(key), key}};
     struct gguf_kv *kp = &k;
-    struct gguf_kv **r = f->n_kv ? bsearch(&kp, f->kv_sorted, f->n_kv, sizeof *f->kv_sorted,
-                                           kv_cmp)
+    struct gguf_kv **r = f->n_kv ? bsearch(&kp, f->kv_sorted, f->n_kv, sizeof *f->kv_sorted, kv_cmp)
                                  : NULL;
     return r ? *r : NULL;
 }
@@ -279,11 +312,11 @@ static int read_tensor_infos(struct gguf_file *f, struct cursor *c) {
         snprintf(c->what, sizeof c->what, "name of tensor %llu", (unsigned long long)i);
         if (cur_str(c, &t->name)) return -1;
         int nl = (int)(t->name.len > 96 ? 96 : t->name.len);
-        if (t->name.len == 0 || t->name.len >= GGUF_MAX_NAME ||
-            memchr(t->name.s, 0, t->name.len))
-            return err_set(c->err, "%s: tensor %llu: bad name '%.*s' (empty, NUL byte or "
-                           "longer than %d bytes)", f->path, (unsigned long long)i, nl,
-                           t->name.s, GGUF_MAX_NAME - 1);
+        if (t->name.len == 0 || t->name.len >= GGUF_MAX_NAME || memchr(t->name.s, 0, t->name.len))
+            return err_set(c->err,
+                           "%s: tensor %llu: bad name '%.*s' (empty, NUL byte or "
+                           "longer than %d bytes)",
+                           f->path, (unsigned long long)i, nl, t->name.s, GGUF_MAX_NAME - 1);
         snprintf(c->what, sizeof c->what, "tensor '%.*s'", nl, t->name.s);
         if (cur_u32(c, &t->n_dims)) return -1;
         if (t->n_dims < 1 || t->n_dims > 4)
@@ -298,19 +331,21 @@ static int read_tensor_infos(struct gguf_file *f, struct cursor *c) {
                                f->path, nl, t->name.s, d, (long long)ne);
             t->ne[d] = (int64_t)ne;
             if (__builtin_mul_overflow(nelem, t->ne[d], &nelem))
-                return err_set(c->err, "%s: tensor '%.*s': element count overflows", f->path,
-                               nl, t->name.s);
+                return err_set(c->err, "%s: tensor '%.*s': element count overflows", f->path, nl,
+                               t->name.s);
         }
         uint32_t type;
         if (cur_u32(c, &type)) return -1;
         if (!dtype_valid(type))
-            return err_set(c->err, "%s: tensor '%.*s': type %u (%s) is not supported", f->path,
-                           nl, t->name.s, type, ggml_type_name(type));
+            return err_set(c->err, "%s: tensor '%.*s': type %u (%s) is not supported", f->path, nl,
+                           t->name.s, type, ggml_type_name(type));
         t->type = type;
         if (t->ne[0] % dtype_block_elems(t->type))
-            return err_set(c->err, "%s: tensor '%.*s': ne[0] = %lld is not a multiple of the "
-                           "%s block size %d", f->path, nl, t->name.s, (long long)t->ne[0],
-                           dtype_name(t->type), dtype_block_elems(t->type));
+            return err_set(c->err,
+                           "%s: tensor '%.*s': ne[0] = %lld is not a multiple of the "
+                           "%s block size %d",
+                           f->path, nl, t->name.s, (long long)t->ne[0], dtype_name(t->type),
+                           dtype_block_elems(t->type));
         int64_t row = dtype_row_bytes(t->type, t->ne[0]);
         if (row < 0)
             return err_set(c->err, "%s: tensor '%.*s': byte size overflows", f->path, nl,
@@ -332,14 +367,17 @@ static int check_tensors(struct gguf_file *f, char *err) {
         struct gguf_tensor_info *t = &f->tensors[i];
         int nl = (int)(t->name.len > 96 ? 96 : t->name.len);
         if (t->offset % f->alignment)
-            return err_set(err, "%s: tensor '%.*s': offset %llu is not a multiple of the "
-                           "alignment %u", f->path, nl, t->name.s,
-                           (unsigned long long)t->offset, f->alignment);
+            return err_set(err,
+                           "%s: tensor '%.*s': offset %llu is not a multiple of the "
+                           "alignment %u",
+                           f->path, nl, t->name.s, (unsigned long long)t->offset, f->alignment);
         uint64_t begin, end;
         int ovf = size_add(f->data_offset, t->offset, &begin) || size_add(begin, t->nbytes, &end);
         if (ovf || end > f->size)
-            return err_set(err, "%s: tensor '%.*s': data ends at byte %s%llu past end of file "
-                           "(%llu bytes)", f->path, nl, t->name.s, ovf ? "> " : "",
+            return err_set(err,
+                           "%s: tensor '%.*s': data ends at byte %s%llu past end of file "
+                           "(%llu bytes)",
+                           f->path, nl, t->name.s, ovf ? "> " : "",
                            ovf ? (unsigned long long)UINT64_MAX : (unsigned long long)end,
                            (unsigned long long)f->size);
         t->offset = begin;
@@ -360,12 +398,13 @@ static int check_tensors(struct gguf_file *f, char *err) {
         const struct gguf_tensor_info *t = by_off[i];
         if (t->nbytes == 0) continue;
         if (prev && prev->offset + prev->nbytes > t->offset)
-            rc = err_set(err, "%s: tensors '%.*s' (bytes %llu..%llu) and '%.*s' (bytes "
-                         "%llu..%llu) overlap", f->path, (int)prev->name.len, prev->name.s,
-                         (unsigned long long)prev->offset,
-                         (unsigned long long)(prev->offset + prev->nbytes), (int)t->name.len,
-                         t->name.s, (unsigned long long)t->offset,
-                         (unsigned long long)(t->offset + t->nbytes));
+            rc = err_set(
+                err,
+                "%s: tensors '%.*s' (bytes %llu..%llu) and '%.*s' (bytes "
+                "%llu..%llu) overlap",
+                f->path, (int)prev->name.len, prev->name.s, (unsigned long long)prev->offset,
+                (unsigned long long)(prev->offset + prev->nbytes), (int)t->name.len, t->name.s,
+                (unsigned long long)t->offset, (unsigned long long)(t->offset + t->nbytes));
         prev = t;
     }
     free(by_off);
@@ -379,19 +418,20 @@ static int parse(struct gguf_file *f, char *err) {
     if (cur_read(&c, magic, 4)) return -1;
     if (memcmp(magic, "GGUF", 4))
         return err_set(err, "%s: not a GGUF file (bad magic %02x %02x %02x %02x)", f->path,
-                       (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2],
-                       (uint8_t)magic[3]);
+                       (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2], (uint8_t)magic[3]);
     snprintf(c.what, sizeof c.what, "version");
     if (cur_u32(&c, &f->version)) return -1;
     if (f->version == 1)
-        return err_set(err, "%s: GGUF version 1 is not supported (only versions 2 and 3); "
-                       "re-convert the model", f->path);
+        return err_set(err,
+                       "%s: GGUF version 1 is not supported (only versions 2 and 3); "
+                       "re-convert the model",
+                       f->path);
     if (f->version != 2 && f->version != 3) {
         if ((f->version & 0xffff) == 0)
-            return err_set(err, "%s: unsupported GGUF version %u (a big-endian file?)",
-                           f->path, f->version);
-        return err_set(err, "%s: unsupported GGUF version %u (only versions 2 and 3)",
-                       f->path, f->version);
+            return err_set(err, "%s: unsupported GGUF version %u (a big-endian file?)", f->path,
+                           f->version);
+        return err_set(err, "%s: unsupported GGUF version %u (only versions 2 and 3)", f->path,
+                       f->version);
     }
     snprintf(c.what, sizeof c.what, "tensor count");
     if (cur_u64(&c, &f->n_tensors)) return -1;
@@ -408,9 +448,10 @@ static int parse(struct gguf_file *f, char *err) {
                        (unsigned long long)f->n_kv, (unsigned long long)GGUF_MAX_KV);
     uint64_t need = f->n_tensors * 32 + f->n_kv * 13; /* < 2^26: cannot overflow */
     if (need > left)
-        return err_set(err, "%s: file truncated or corrupt: %llu tensors and %llu metadata "
-                       "entries need at least %llu bytes but only %llu remain", f->path,
-                       (unsigned long long)f->n_tensors, (unsigned long long)f->n_kv,
+        return err_set(err,
+                       "%s: file truncated or corrupt: %llu tensors and %llu metadata "
+                       "entries need at least %llu bytes but only %llu remain",
+                       f->path, (unsigned long long)f->n_tensors, (unsigned long long)f->n_kv,
                        (unsigned long long)need, (unsigned long long)left);
     f->kv = calloc(f->n_kv ? f->n_kv : 1, sizeof *f->kv);
     f->kv_sorted = calloc(f->n_kv ? f->n_kv : 1, sizeof *f->kv_sorted);
@@ -510,8 +551,8 @@ const struct gguf_tensor_info *gguf_find_tensor(const struct gguf_file *f, const
     if (!f->n_tensors) return NULL;
     struct gguf_tensor_info k = {.name = {strlen(name), name}};
     struct gguf_tensor_info *kp = &k;
-    struct gguf_tensor_info **r =
-        bsearch(&kp, f->t_sorted, f->n_tensors, sizeof *f->t_sorted, tname_cmp);
+    struct gguf_tensor_info **r = bsearch(&kp, f->t_sorted, f->n_tensors, sizeof *f->t_sorted,
+                                          tname_cmp);
     return r ? *r : NULL;
 }
 

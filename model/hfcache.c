@@ -38,8 +38,8 @@ static int id_shaped(const char *s, size_t *org_len, size_t *name_end) {
     }
     for (const char *p = s; p < end; p++) {
         if (p == slash) continue;
-        int ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-                 *p == '_' || *p == '-';
+        int ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                 *p == '.' || *p == '_' || *p == '-';
         if (!ok || ((p == s || p == slash + 1) && *p == '.')) return 0;
     }
     for (const char *p = at ? at + 1 : end; *p; p++)
@@ -105,9 +105,11 @@ int hfcache_resolve(const char *model, char **out, char *err) {
              model + org_len + 1);
     const char *rev = model[name_end] == '@' ? model + name_end + 1 : "main";
     if (!is_dir(repo))
-        return err_set(err, "model \"%s\" is neither a file nor in the local Hugging Face cache (no %s); tpd does "
-                       "not download: fetch it (huggingface-cli download %.*s) or give a path", model, repo,
-                       (int)name_end, model);
+        return err_set(
+            err,
+            "model \"%s\" is neither a file nor in the local Hugging Face cache (no %s); tpd does "
+            "not download: fetch it (huggingface-cli download %.*s) or give a path",
+            model, repo, (int)name_end, model);
     /* a ref (branch or tag) names a commit; a commit names its snapshot directly */
     char commit[128] = "";
     path_fmt(ref, "%s/refs/%s", repo, rev);
@@ -123,8 +125,9 @@ int hfcache_resolve(const char *model, char **out, char *err) {
         return err_set(err, "model \"%s\": %s does not name a snapshot", model, ref);
     path_fmt(snap, "%s/snapshots/%s", repo, commit);
     if (!is_dir(snap))
-        return err_set(err, "model \"%s\": revision \"%s\" is not in the local Hugging Face cache (no %s)", model, rev,
-                       snap);
+        return err_set(
+            err, "model \"%s\": revision \"%s\" is not in the local Hugging Face cache (no %s)",
+            model, rev, snap);
     char *g = gguf_only(snap);
     *out = g ? g : xstrdup(snap);
     return 0;

@@ -47,11 +47,10 @@ static int get_int(const cJSON *o, const char *key, int required, int def, int *
         return 0;
     }
     if (!cJSON_IsNumber(j))
-        return err_set(err, "%s: \"%s\" must be an integer (found %s)", name, key,
-                       json_type(j));
+        return err_set(err, "%s: \"%s\" must be an integer (found %s)", name, key, json_type(j));
     if (json_to_int(j, out))
-        return err_set(err, "%s: \"%s\" = %g is not an integer that fits in 32 bits", name,
-                       key, j->valuedouble);
+        return err_set(err, "%s: \"%s\" = %g is not an integer that fits in 32 bits", name, key,
+                       j->valuedouble);
     return 0;
 }
 
@@ -77,16 +76,14 @@ static int get_bool(const cJSON *o, const char *key, int def, int *out, const ch
         return 0;
     }
     if (!cJSON_IsBool(j))
-        return err_set(err, "%s: \"%s\" must be true or false (found %s)", name, key,
-                       json_type(j));
+        return err_set(err, "%s: \"%s\" must be true or false (found %s)", name, key, json_type(j));
     *out = cJSON_IsTrue(j);
     return 0;
 }
 
 /* A token id: integer, or a list whose first element is taken (eos in Llama 3.1 configs
  * lists several end tokens), or absent/null -> -1. */
-static int get_token_id(const cJSON *o, const char *key, int *out, const char *name,
-                        char *err) {
+static int get_token_id(const cJSON *o, const char *key, int *out, const char *name, char *err) {
     const cJSON *j = field(o, key);
     *out = -1;
     if (!j) return 0;
@@ -95,8 +92,8 @@ static int get_token_id(const cJSON *o, const char *key, int *out, const char *n
         j = j->child;
     }
     if (json_to_int(j, out) || *out < 0)
-        return err_set(err, "%s: \"%s\" must be a non-negative integer or a list of them",
-                       name, key);
+        return err_set(err, "%s: \"%s\" must be a non-negative integer or a list of them", name,
+                       key);
     return 0;
 }
 
@@ -133,9 +130,11 @@ static int get_arch(const cJSON *root, enum model_arch *arch, const char *name, 
             *arch = archs[i].arch;
             return 0;
         }
-    return err_set(err, "%s: unsupported architecture '%.64s' (supported: LlamaForCausalLM, "
+    return err_set(err,
+                   "%s: unsupported architecture '%.64s' (supported: LlamaForCausalLM, "
                    "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, "
-                   "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)", name, s);
+                   "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)",
+                   name, s);
 }
 
 /* The rotary settings, in either layout: the long-standing top-level "rope_theta" and
@@ -145,18 +144,24 @@ static int get_arch(const cJSON *root, enum model_arch *arch, const char *name, 
 static int get_rope(const cJSON *root, struct model_hparams *hp, const char *name, char *err) {
     const cJSON *rp = field(root, "rope_parameters");
     if (rp && !cJSON_IsObject(rp))
-        return err_set(err, "%s: \"rope_parameters\" must be an object (found %s)", name, json_type(rp));
+        return err_set(err, "%s: \"rope_parameters\" must be an object (found %s)", name,
+                       json_type(rp));
     if (rp && !field(rp, "rope_theta") && !field(rp, "rope_type"))
-        return err_set(err, "%s: \"rope_parameters\" has no \"rope_theta\" or \"rope_type\" (per-layer-type "
-                       "rotary settings are not supported)", name);
+        return err_set(
+            err,
+            "%s: \"rope_parameters\" has no \"rope_theta\" or \"rope_type\" (per-layer-type "
+            "rotary settings are not supported)",
+            name);
     float top = 0, inner = 0;
-    const int has_top = field(root, "rope_theta") != NULL, has_inner = rp && field(rp, "rope_theta");
+    const int has_top = field(root, "rope_theta") != NULL,
+              has_inner = rp && field(rp, "rope_theta");
     if (get_float(root, "rope_theta", 0, 10000.0f, &top, name, err) ||
         (rp && get_float(rp, "rope_theta", 0, 10000.0f, &inner, name, err)))
         return -1;
     if (has_top && has_inner && top != inner)
-        return err_set(err, "%s: \"rope_theta\" = %g and \"rope_parameters\".\"rope_theta\" = %g disagree", name,
-                       (double)top, (double)inner);
+        return err_set(
+            err, "%s: \"rope_theta\" = %g and \"rope_parameters\".\"rope_theta\" = %g disagree",
+            name, (double)top, (double)inner);
     hp->rope_theta = has_inner ? inner : top;
 
     const char *key = "rope_scaling";
@@ -175,7 +180,8 @@ static int get_rope(const cJSON *root, struct model_hparams *hp, const char *nam
         return err_set(err, "%s: \"%s\" has no string \"rope_type\"", name, key);
     if (!strcmp(t->valuestring, "default")) return 0;
     if (strcmp(t->valuestring, "llama3"))
-        return err_set(err, "%s: %s type '%.32s' is not supported (only llama3)", name, key, t->valuestring);
+        return err_set(err, "%s: %s type '%.32s' is not supported (only llama3)", name, key,
+                       t->valuestring);
     hp->rope_scaling_llama3 = 1;
     if (get_float(rs, "factor", 1, 0, &hp->rope_factor, name, err) ||
         get_float(rs, "low_freq_factor", 0, 1.0f, &hp->rope_low_freq_factor, name, err) ||
@@ -210,8 +216,10 @@ static int get_moe(const cJSON *root, struct model_hparams *hp, const char *name
     for (const cJSON *e = dl ? dl->child : NULL; e; e = e->next) {
         int l;
         if (json_to_int(e, &l) || l < 0 || l >= HPARAMS_MAX_LAYERS)
-            return err_set(err, "%s: \"mlp_only_layers\" holds something other than a layer "
-                           "number in [0, %d)", name, HPARAMS_MAX_LAYERS);
+            return err_set(err,
+                           "%s: \"mlp_only_layers\" holds something other than a layer "
+                           "number in [0, %d)",
+                           name, HPARAMS_MAX_LAYERS);
         hp->moe_dense[l / 8] |= (unsigned char)(1u << (l % 8));
     }
     return 0;
@@ -267,8 +275,7 @@ int hfconfig_read_text(const char *path, size_t cap, char **out, size_t *len, ch
         goto out;
     }
     if ((uint64_t)st.st_size > cap) {
-        err_set(err, "%s: %lld bytes is too large (limit %zu)", path, (long long)st.st_size,
-                cap);
+        err_set(err, "%s: %lld bytes is too large (limit %zu)", path, (long long)st.st_size, cap);
         goto out;
     }
     size_t n = (size_t)st.st_size, done = 0;

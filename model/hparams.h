@@ -15,13 +15,13 @@ enum model_arch {
 struct model_hparams {
     enum model_arch arch;
     int n_layers;
-    int dim;          /* hidden size */
-    int n_heads;      /* query heads */
+    int dim;     /* hidden size */
+    int n_heads; /* query heads */
     int n_kv_heads;
-    int head_dim;     /* usually dim / n_heads; Qwen3 may differ */
-    int ffn_dim;      /* MLP intermediate size */
+    int head_dim; /* usually dim / n_heads; Qwen3 may differ */
+    int ffn_dim;  /* MLP intermediate size */
     int vocab_size;
-    int max_ctx;      /* trained context length */
+    int max_ctx; /* trained context length */
     float norm_eps;
     float rope_theta;
     /* Rotary pairing: 1 = NEOX/HF rotate_half (x[i], x[i+d/2]); 0 = interleaved pairs

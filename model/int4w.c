@@ -46,17 +46,20 @@ static int set_group(struct int4w_config *q, double g, const char *path, char *e
         return 0;
     }
     if (!(g >= I4_ELEMS && g <= I4_MAX_GROUP) || g != (int)g || (int)g % I4_ELEMS)
-        return err_set(err, "%s: quantization_config: %s group_size %g is not supported "
-                       "(a multiple of %d, or -1 for one group per row)", path, q->method, g,
-                       I4_ELEMS);
+        return err_set(err,
+                       "%s: quantization_config: %s group_size %g is not supported "
+                       "(a multiple of %d, or -1 for one group per row)",
+                       path, q->method, g, I4_ELEMS);
     q->group = (int)g;
     return 0;
 }
 
 static int bits4(const struct int4w_config *q, double bits, const char *path, char *err) {
     if (bits != 4)
-        return err_set(err, "%s: quantization_config: %s with %g-bit weights is not "
-                       "supported (INT4: 4 bits)", path, q->method, bits);
+        return err_set(err,
+                       "%s: quantization_config: %s with %g-bit weights is not "
+                       "supported (INT4: 4 bits)",
+                       path, q->method, bits);
     return 0;
 }
 
@@ -65,46 +68,56 @@ static int bits4(const struct int4w_config *q, double bits, const char *path, ch
 static int parse_ct(struct int4w_config *q, const cJSON *qc, const char *path, char *err) {
     const cJSON *kv = item(qc, "kv_cache_scheme");
     if (kv && !cJSON_IsNull(kv))
-        return err_set(err, "%s: quantization_config: kv_cache_scheme is not supported",
-                       path);
+        return err_set(err, "%s: quantization_config: kv_cache_scheme is not supported", path);
     const cJSON *groups = item(qc, "config_groups");
     if (!cJSON_IsObject(groups) || !groups->child)
-        return err_set(err, "%s: quantization_config: compressed-tensors without "
-                       "config_groups", path);
+        return err_set(err,
+                       "%s: quantization_config: compressed-tensors without "
+                       "config_groups",
+                       path);
     int seen = 0;
     for (const cJSON *g = groups->child; g; g = g->next) {
         const cJSON *w = item(g, "weights");
         const char *type = json_str(w, "type"), *strat = json_str(w, "strategy");
         if (!cJSON_IsObject(w) || !type || strcmp(type, "int"))
-            return err_set(err, "%s: quantization_config: group '%s': weights of type '%s' "
-                           "are not supported by pack-quantized (int)", path, g->string,
-                           type ? type : "(none)");
+            return err_set(err,
+                           "%s: quantization_config: group '%s': weights of type '%s' "
+                           "are not supported by pack-quantized (int)",
+                           path, g->string, type ? type : "(none)");
         struct int4w_config one = *q;
         if (bits4(&one, json_num(w, "num_bits", NULL, 0), path, err)) return -1;
         one.sym = !cJSON_IsFalse(item(w, "symmetric"));
         if (cJSON_IsTrue(item(w, "dynamic")))
-            return err_set(err, "%s: quantization_config: group '%s': dynamic weight "
-                           "quantization is not supported", path, g->string);
+            return err_set(err,
+                           "%s: quantization_config: group '%s': dynamic weight "
+                           "quantization is not supported",
+                           path, g->string);
         if (strat && !strcmp(strat, "group")) {
             if (set_group(&one, json_num(w, "group_size", NULL, NAN), path, err)) return -1;
             if (!one.group)
-                return err_set(err, "%s: quantization_config: group '%s': strategy group "
-                               "without a group_size", path, g->string);
+                return err_set(err,
+                               "%s: quantization_config: group '%s': strategy group "
+                               "without a group_size",
+                               path, g->string);
         } else if (strat && !strcmp(strat, "channel")) {
             one.group = 0;
         } else {
-            return err_set(err, "%s: quantization_config: group '%s': weight strategy '%s' "
-                           "is not supported (INT4: group, channel)", path, g->string,
-                           strat ? strat : "(none)");
+            return err_set(err,
+                           "%s: quantization_config: group '%s': weight strategy '%s' "
+                           "is not supported (INT4: group, channel)",
+                           path, g->string, strat ? strat : "(none)");
         }
         const cJSON *in = item(g, "input_activations"), *out = item(g, "output_activations");
         if ((in && !cJSON_IsNull(in)) || (out && !cJSON_IsNull(out)))
-            return err_set(err, "%s: quantization_config: group '%s': activation "
+            return err_set(err,
+                           "%s: quantization_config: group '%s': activation "
                            "quantization with 4-bit weights is not supported (W4A16 only)",
                            path, g->string);
         if (seen && (one.group != q->group || one.sym != q->sym))
-            return err_set(err, "%s: quantization_config: config groups with different "
-                           "weight schemes are not supported", path);
+            return err_set(err,
+                           "%s: quantization_config: config groups with different "
+                           "weight schemes are not supported",
+                           path);
         *q = one;
         seen = 1;
     }
@@ -117,8 +130,10 @@ static int parse_gptq(struct int4w_config *q, const cJSON *qc, const char *path,
         return -1;
     const char *fmt = json_str(qc, "checkpoint_format");
     if (fmt && strcmp(fmt, "gptq") && strcmp(fmt, "gptq_v2"))
-        return err_set(err, "%s: quantization_config: gptq checkpoint_format '%s' is not "
-                       "supported (gptq, gptq_v2)", path, fmt);
+        return err_set(err,
+                       "%s: quantization_config: gptq checkpoint_format '%s' is not "
+                       "supported (gptq, gptq_v2)",
+                       path, fmt);
     q->zero_offset = !fmt || !strcmp(fmt, "gptq"); /* v1 stores zero - 1 */
     return 0;
 }
@@ -129,11 +144,15 @@ static int parse_awq(struct int4w_config *q, const cJSON *qc, const char *path, 
         return -1;
     const char *ver = json_str(qc, "version");
     if (ver && strcmp(ver, "gemm") && strcmp(ver, "GEMM"))
-        return err_set(err, "%s: quantization_config: awq version '%s' is not supported "
-                       "(gemm)", path, ver);
+        return err_set(err,
+                       "%s: quantization_config: awq version '%s' is not supported "
+                       "(gemm)",
+                       path, ver);
     if (cJSON_IsFalse(item(qc, "zero_point")))
-        return err_set(err, "%s: quantization_config: awq without zero points is not "
-                       "supported", path);
+        return err_set(err,
+                       "%s: quantization_config: awq without zero points is not "
+                       "supported",
+                       path);
     return 0;
 }
 
@@ -166,19 +185,18 @@ out:
 
 /* ---- names and shapes --------------------------------------------------------------- */
 
-enum int4w_part int4w_part_of(const struct int4w_config *q, const char *name, char *out,
-                              size_t n) {
+enum int4w_part int4w_part_of(const struct int4w_config *q, const char *name, char *out, size_t n) {
     static const struct {
         enum int4w_format f;
         const char *suffix;
         enum int4w_part part;
     } parts[] = {
-        {INT4W_CT, "weight_packed", INT4W_PACKED},     {INT4W_CT, "weight_scale", INT4W_SCALE},
-        {INT4W_CT, "weight_zero_point", INT4W_ZERO},   {INT4W_CT, "weight_g_idx", INT4W_GIDX},
-        {INT4W_CT, "weight_shape", INT4W_SHAPE},       {INT4W_GPTQ, "qweight", INT4W_PACKED},
-        {INT4W_GPTQ, "scales", INT4W_SCALE},           {INT4W_GPTQ, "qzeros", INT4W_ZERO},
-        {INT4W_GPTQ, "g_idx", INT4W_GIDX},             {INT4W_AWQ, "qweight", INT4W_PACKED},
-        {INT4W_AWQ, "scales", INT4W_SCALE},            {INT4W_AWQ, "qzeros", INT4W_ZERO},
+        {INT4W_CT, "weight_packed", INT4W_PACKED},   {INT4W_CT, "weight_scale", INT4W_SCALE},
+        {INT4W_CT, "weight_zero_point", INT4W_ZERO}, {INT4W_CT, "weight_g_idx", INT4W_GIDX},
+        {INT4W_CT, "weight_shape", INT4W_SHAPE},     {INT4W_GPTQ, "qweight", INT4W_PACKED},
+        {INT4W_GPTQ, "scales", INT4W_SCALE},         {INT4W_GPTQ, "qzeros", INT4W_ZERO},
+        {INT4W_GPTQ, "g_idx", INT4W_GIDX},           {INT4W_AWQ, "qweight", INT4W_PACKED},
+        {INT4W_AWQ, "scales", INT4W_SCALE},          {INT4W_AWQ, "qzeros", INT4W_ZERO},
     };
     size_t ln = strlen(name);
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
@@ -186,8 +204,7 @@ enum int4w_part int4w_part_of(const struct int4w_config *q, const char *name, ch
         if (parts[i].f != q->format || ln <= ls + 1 || name[ln - ls - 1] != '.' ||
             strcmp(name + ln - ls, parts[i].suffix))
             continue;
-        if (snprintf(out, n, "%.*s.weight", (int)(ln - ls - 1), name) >= (int)n)
-            return INT4W_NOT;
+        if (snprintf(out, n, "%.*s.weight", (int)(ln - ls - 1), name) >= (int)n) return INT4W_NOT;
         return parts[i].part;
     }
     return INT4W_NOT;
@@ -226,23 +243,19 @@ static int part_ok(const struct model_file *m, const struct mf_tensor *s, const 
     const char *dt = strstr(dts, s->qdtype);
     size_t l = strlen(s->qdtype);
     if (!l || !dt || (dt[l] && dt[l] != ' '))
-        return err_set(err, "%s: tensor '%s' has dtype %s (%s expected)", path, src(s),
-                       s->qdtype, dts);
+        return err_set(err, "%s: tensor '%s' has dtype %s (%s expected)", path, src(s), s->qdtype,
+                       dts);
     int ok = d1 < 0 ? s->n_dims == 1 && s->ne[0] == d0
                     : s->n_dims == 2 && s->ne[1] == d0 && s->ne[0] == d1;
     if (ok) return 0;
     char got[64], want[48];
-    if (s->n_dims == 1)
-        snprintf(got, sizeof got, "[%lld]", (long long)s->ne[0]);
+    if (s->n_dims == 1) snprintf(got, sizeof got, "[%lld]", (long long)s->ne[0]);
     else
         snprintf(got, sizeof got, "[%lld, %lld]%s", (long long)s->ne[1], (long long)s->ne[0],
                  s->n_dims > 2 ? " (more dimensions)" : "");
-    if (d1 < 0)
-        snprintf(want, sizeof want, "[%lld]", (long long)d0);
-    else
-        snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
-    return err_set(err, "%s: tensor '%s' has shape %s; %s needs %s", path, src(s), got, why,
-                   want);
+    if (d1 < 0) snprintf(want, sizeof want, "[%lld]", (long long)d0);
+    else snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
+    return err_set(err, "%s: tensor '%s' has shape %s; %s needs %s", path, src(s), got, why, want);
 }
 
 /* compressed-tensors' weight_shape must say the [out, in] the packed tensor stands for. */
@@ -254,9 +267,11 @@ static int shape_values_ok(const struct model_file *m, const struct mf_tensor *s
     if (modelfile_read(m, s, 0, i64 ? 16 : 8, i64 ? (void *)v : (void *)v32, err)) return -1;
     if (!i64) v[0] = v32[0], v[1] = v32[1];
     if (v[0] != rows || v[1] != cols)
-        return err_set(err, "%s: tensor '%s' says [%lld, %lld]; the packed weight holds "
-                       "[%lld, %lld]", m->paths[s->file], src(s), (long long)v[0],
-                       (long long)v[1], (long long)rows, (long long)cols);
+        return err_set(err,
+                       "%s: tensor '%s' says [%lld, %lld]; the packed weight holds "
+                       "[%lld, %lld]",
+                       m->paths[s->file], src(s), (long long)v[0], (long long)v[1], (long long)rows,
+                       (long long)cols);
     return 0;
 }
 
@@ -267,27 +282,28 @@ static int check_one(const struct model_file *m, const struct mf_tensor *t, char
     int layer, id = tensor_parse(t->name, TNAMES_GGUF, &layer);
     enum tensor_role role = id >= 0 ? tensor_info(id)->role : TROLE_NORM;
     if (role != TROLE_COLUMN && role != TROLE_ROW)
-        return err_set(err, "%s: tensor '%s': INT4 is supported for the attention and MLP "
-                       "matrices only", path, src(t));
+        return err_set(err,
+                       "%s: tensor '%s': INT4 is supported for the attention and MLP "
+                       "matrices only",
+                       path, src(t));
     const int64_t rows = t->ne[1], cols = t->ne[0];
     if (strcmp(t->qdtype, "I32"))
-        return err_set(err, "%s: tensor '%s' has dtype %s (I32 expected)", path, src(t),
-                       t->qdtype);
+        return err_set(err, "%s: tensor '%s' has dtype %s (I32 expected)", path, src(t), t->qdtype);
     if (cols % I4_ELEMS || rows % 8)
-        return err_set(err, "%s: tensor '%s': a %lld x %lld INT4 weight; tpd needs a multiple "
-                       "of %d input columns and of 8 output rows", path, src(t),
-                       (long long)rows, (long long)cols, I4_ELEMS);
+        return err_set(err,
+                       "%s: tensor '%s': a %lld x %lld INT4 weight; tpd needs a multiple "
+                       "of %d input columns and of 8 output rows",
+                       path, src(t), (long long)rows, (long long)cols, I4_ELEMS);
     const int64_t ng = q->group ? ceil_div(cols, q->group) : 1;
     char why[96], grp[32] = "per channel";
     if (q->group) snprintf(grp, sizeof grp, "groups of %d", q->group);
-    snprintf(why, sizeof why, "the %lld x %lld weight (%s, %s)", (long long)rows,
-             (long long)cols, q->method, grp);
+    snprintf(why, sizeof why, "the %lld x %lld weight (%s, %s)", (long long)rows, (long long)cols,
+             q->method, grp);
     const struct mf_tensor *s = part(m, t, INT4W_SCALE), *z = part(m, t, INT4W_ZERO);
     const struct mf_tensor *gi = part(m, t, INT4W_GIDX), *sh = part(m, t, INT4W_SHAPE);
     const char *fl = "F16 BF16 F32";
     if (!s)
-        return err_set(err, "%s: tensor '%s' (%s) has no scale tensor", path, src(t),
-                       q->method);
+        return err_set(err, "%s: tensor '%s' (%s) has no scale tensor", path, src(t), q->method);
     if (!z && (q->format != INT4W_CT || !q->sym))
         return err_set(err, "%s: tensor '%s' (%s, asymmetric) has no zero point tensor", path,
                        src(t), q->method);
@@ -298,10 +314,8 @@ static int check_one(const struct model_file *m, const struct mf_tensor *t, char
             return -1;
         if (z && !q->sym && strcmp(z->qdtype, "I32") && part_ok(m, z, "I8", rows, ng, why, err))
             return -1;
-        if (!sh)
-            return err_set(err, "%s: tensor '%s' has no weight_shape", path, src(t));
-        if (part_ok(m, sh, "I32 I64", 2, -1, why, err) ||
-            shape_values_ok(m, sh, rows, cols, err))
+        if (!sh) return err_set(err, "%s: tensor '%s' has no weight_shape", path, src(t));
+        if (part_ok(m, sh, "I32 I64", 2, -1, why, err) || shape_values_ok(m, sh, rows, cols, err))
             return -1;
     } else {
         if (part_ok(m, s, fl, ng, rows, why, err) ||
@@ -336,8 +350,8 @@ int int4w_check(const struct model_file *m, char *err) {
 static int read_rect(const struct model_file *m, const struct mf_tensor *t, int es, int64_t C,
                      int64_t r0, int64_t nr, int64_t c0, int64_t nc, uint8_t *dst, char *err) {
     for (int64_t r = 0; r < nr; r++)
-        if (modelfile_read(m, t, (uint64_t)((r0 + r) * C + c0) * (uint64_t)es,
-                           (uint64_t)(nc * es), dst + r * nc * es, err))
+        if (modelfile_read(m, t, (uint64_t)((r0 + r) * C + c0) * (uint64_t)es, (uint64_t)(nc * es),
+                           dst + r * nc * es, err))
             return -1;
     return 0;
 }
@@ -368,7 +382,7 @@ static int read_group_params(const struct model_file *m, const struct mf_tensor 
     const int64_t npr = packed ? (row0 + nrows - 1) / 8 - pr0 + 1 : nrows;
     const int64_t W = packed ? ceil_div(R, 8) : R;
     uint8_t *raw = xmalloc((size_t)(npr * ng * es) + 1);
-    int rc = ct ? read_rect(m, p, es, G, pr0, npr, g0, ng, raw, err) /* [rows, groups] */
+    int rc = ct ? read_rect(m, p, es, G, pr0, npr, g0, ng, raw, err)  /* [rows, groups] */
                 : read_rect(m, p, es, W, g0, ng, pr0, npr, raw, err); /* [groups, rows] */
     for (int64_t g = 0; g < ng && !rc; g++)
         for (int64_t r = 0; r < nrows && !rc; r++) {
@@ -378,13 +392,13 @@ static int read_group_params(const struct model_file *m, const struct mf_tensor 
             if (!zero) {
                 uint16_t h;
                 memcpy(&h, raw + 2 * i, 2);
-                if (es == 4)
-                    memcpy(&v, raw + 4 * i, 4);
-                else
-                    v = !strcmp(p->qdtype, "F16") ? f16_to_f32(h) : bf16_to_f32(h);
+                if (es == 4) memcpy(&v, raw + 4 * i, 4);
+                else v = !strcmp(p->qdtype, "F16") ? f16_to_f32(h) : bf16_to_f32(h);
                 if (!isfinite(v))
-                    rc = err_set(err, "%s: tensor '%s': scale of row %lld, group %lld is not "
-                                 "finite", m->paths[p->file], src(p), (long long)(row0 + r),
+                    rc = err_set(err,
+                                 "%s: tensor '%s': scale of row %lld, group %lld is not "
+                                 "finite",
+                                 m->paths[p->file], src(p), (long long)(row0 + r),
                                  (long long)(g0 + g));
             } else if (!packed) { /* compressed-tensors int8 zero point, signed */
                 v = (float)((int8_t)raw[i] + 8);
@@ -399,25 +413,25 @@ static int read_group_params(const struct model_file *m, const struct mf_tensor 
     return rc;
 }
 
-int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0,
-               int64_t nrows, int64_t col0, int64_t ncols, uint8_t *dst, char *err) {
+int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0, int64_t nrows,
+               int64_t col0, int64_t ncols, uint8_t *dst, char *err) {
     const struct int4w_config *q = &m->int4;
     const int64_t cols = t->ne[0], rows = t->ne[1];
     const char *path = m->paths[t->file];
-    if (t->int4 != INT4W_PACKED || col0 % I4_ELEMS || ncols % I4_ELEMS ||
-        col0 + ncols > cols || row0 + nrows > rows)
-        return err_set(err, "%s: tensor '%s': bad INT4 read (columns [%lld, %lld))", path,
-                       t->name, (long long)col0, (long long)(col0 + ncols));
+    if (t->int4 != INT4W_PACKED || col0 % I4_ELEMS || ncols % I4_ELEMS || col0 + ncols > cols ||
+        row0 + nrows > rows)
+        return err_set(err, "%s: tensor '%s': bad INT4 read (columns [%lld, %lld))", path, t->name,
+                       (long long)col0, (long long)(col0 + ncols));
     if (q->group && col0 % q->group)
-        return err_set(err, "%s: tensor '%s': this rank's columns [%lld, %lld) do not start "
-                       "on a boundary of its groups of %d columns", path, src(t),
-                       (long long)col0, (long long)(col0 + ncols), q->group);
+        return err_set(err,
+                       "%s: tensor '%s': this rank's columns [%lld, %lld) do not start "
+                       "on a boundary of its groups of %d columns",
+                       path, src(t), (long long)col0, (long long)(col0 + ncols), q->group);
     if (nrows == 0 || ncols == 0) return 0;
     const struct mf_tensor *gi = part(m, t, INT4W_GIDX);
     const int64_t G = q->group ? ceil_div(cols, q->group) : 1;
     int32_t *gidx = xmalloc(sizeof(int32_t) * (size_t)ncols);
-    int64_t g0 = q->group ? col0 / q->group : 0, g1 = q->group ? (col0 + ncols - 1) / q->group
-                                                                 : 0;
+    int64_t g0 = q->group ? col0 / q->group : 0, g1 = q->group ? (col0 + ncols - 1) / q->group : 0;
     int rc = 0;
     for (int64_t c = 0; c < ncols; c++) gidx[c] = (int32_t)(q->group ? (col0 + c) / q->group : 0);
     if (gi) {
@@ -425,15 +439,17 @@ int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t ro
         g0 = G, g1 = -1;
         for (int64_t c = 0; c < ncols && !rc; c++) {
             if (gidx[c] < 0 || gidx[c] >= G)
-                rc = err_set(err, "%s: tensor '%s': element %lld is %d, not a group of "
-                             "0..%lld", path, src(gi), (long long)(col0 + c), gidx[c],
-                             (long long)(G - 1));
+                rc = err_set(err,
+                             "%s: tensor '%s': element %lld is %d, not a group of "
+                             "0..%lld",
+                             path, src(gi), (long long)(col0 + c), gidx[c], (long long)(G - 1));
             else if (c % I4_ELEMS && gidx[c] != gidx[c - 1])
-                rc = err_set(err, "%s: tensor '%s': columns %lld and %lld of one 32-column "
+                rc = err_set(err,
+                             "%s: tensor '%s': columns %lld and %lld of one 32-column "
                              "block are in groups %d and %d (act-order with groups that "
-                             "are not runs of 32 columns is not supported)", path, src(gi),
-                             (long long)(col0 + c - 1), (long long)(col0 + c), gidx[c - 1],
-                             gidx[c]);
+                             "are not runs of 32 columns is not supported)",
+                             path, src(gi), (long long)(col0 + c - 1), (long long)(col0 + c),
+                             gidx[c - 1], gidx[c]);
             if (!rc && gidx[c] < g0) g0 = gidx[c];
             if (!rc && gidx[c] > g1) g1 = gidx[c];
         }
@@ -441,11 +457,11 @@ int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t ro
     const int64_t ng = g1 - g0 + 1, nb = ncols / I4_ELEMS;
     float *sc = rc ? NULL : xmalloc(sizeof(float) * (size_t)(ng * nrows));
     float *zp = rc ? NULL : xmalloc(sizeof(float) * (size_t)(ng * nrows));
+    if (!rc) rc = read_group_params(m, t, part(m, t, INT4W_SCALE), 0, row0, nrows, g0, ng, sc, err);
     if (!rc)
-        rc = read_group_params(m, t, part(m, t, INT4W_SCALE), 0, row0, nrows, g0, ng, sc, err);
-    if (!rc)
-        rc = read_group_params(m, t, q->format == INT4W_CT && q->sym ? NULL /* zero 0 */
-                                                                   : part(m, t, INT4W_ZERO),
+        rc = read_group_params(m, t,
+                               q->format == INT4W_CT && q->sym ? NULL /* zero 0 */
+                                                               : part(m, t, INT4W_ZERO),
                                1, row0, nrows, g0, ng, zp, err);
     /* the packed codes of the shard: CT [rows, cols/8], GPTQ [cols/8, rows], AWQ
      * [cols, rows/8] (AWQ's word range covers the rows' words) */
@@ -457,8 +473,7 @@ int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t ro
             rc = read_rect(m, t, 4, cols / 8, row0, nrows, col0 / 8, ncols / 8, pk, err);
         else if (q->format == INT4W_GPTQ)
             rc = read_rect(m, t, 4, rows, col0 / 8, ncols / 8, row0, nrows, pk, err);
-        else
-            rc = read_rect(m, t, 4, rows / 8, col0, ncols, pr0, npr, pk, err);
+        else rc = read_rect(m, t, 4, rows / 8, col0, ncols, pr0, npr, pk, err);
     }
     for (int64_t r = 0; r < nrows && !rc; r++)
         for (int64_t b = 0; b < nb; b++) {
@@ -469,12 +484,11 @@ int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t ro
             uint8_t code[I4_ELEMS];
             for (int k = 0; k < I4_ELEMS; k++) {
                 const int64_t c = b * I4_ELEMS + k, ra = row0 + r;
-                code[k] = (uint8_t)(q->format == INT4W_CT ? nib(i32_at(pk, r * (ncols / 8) +
-                                                                       c / 8), (int)(c % 8))
+                code[k] = (uint8_t)(q->format == INT4W_CT
+                                        ? nib(i32_at(pk, r * (ncols / 8) + c / 8), (int)(c % 8))
                                     : q->format == INT4W_GPTQ
                                         ? nib(i32_at(pk, (c / 8) * nrows + r), (int)(c % 8))
-                                        : nib(i32_at(pk, c * npr + ra / 8 - pr0),
-                                              awq_pos[ra % 8]));
+                                        : nib(i32_at(pk, c * npr + ra / 8 - pr0), awq_pos[ra % 8]));
             }
             for (int k = 0; k < 16; k++) o[8 + k] = (uint8_t)(code[k] | code[k + 16] << 4);
         }

@@ -40,8 +40,7 @@ int int4w_config_parse(struct int4w_config *q, const char *json, size_t len, con
                        char *err);
 /* Which part of a quantized matrix HF tensor `name` is (INT4W_NOT: none), and the HF name
  * of its weight ("<prefix>.weight") into out. */
-enum int4w_part int4w_part_of(const struct int4w_config *q, const char *name, char *out,
-                              size_t n);
+enum int4w_part int4w_part_of(const struct int4w_config *q, const char *name, char *out, size_t n);
 /* The [in, out] (ne order) a packed tensor of file shape shape[0..n_dims) stands for; -1
  * when it is not 2-D or too large. */
 int int4w_logical_shape(const struct int4w_config *q, const int64_t *shape, int n_dims,
@@ -55,7 +54,7 @@ int int4w_check(const struct model_file *m, char *err);
  * (nrows * ncols / 32 * 24 bytes): reads only those codes and the scales and zero points
  * of their groups. Refuses scales that are not finite, g_idx entries outside the groups
  * and 32-column runs that g_idx spreads over several groups. */
-int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0,
-               int64_t nrows, int64_t col0, int64_t ncols, uint8_t *dst, char *err);
+int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0, int64_t nrows,
+               int64_t col0, int64_t ncols, uint8_t *dst, char *err);
 
 #endif

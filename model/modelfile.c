@@ -38,14 +38,13 @@ static int add_file(struct model_file *m, const char *path, int fd, char *err) {
     return 0;
 }
 
-static int gguf_int(const struct gguf_file *g, const char *arch, const char *suffix,
-                    int required, int def, int *out, char *err) {
+static int gguf_int(const struct gguf_file *g, const char *arch, const char *suffix, int required,
+                    int def, int *out, char *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int64_t v;
     if (!gguf_has_key(g, key)) {
-        if (required)
-            return err_set(err, "%s: metadata '%s' is missing", gguf_path(g), key);
+        if (required) return err_set(err, "%s: metadata '%s' is missing", gguf_path(g), key);
         *out = def;
         return 0;
     }
@@ -58,13 +57,12 @@ static int gguf_int(const struct gguf_file *g, const char *arch, const char *suf
     return 0;
 }
 
-static int gguf_float(const struct gguf_file *g, const char *arch, const char *suffix,
-                      int required, float def, float *out, char *err) {
+static int gguf_float(const struct gguf_file *g, const char *arch, const char *suffix, int required,
+                      float def, float *out, char *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     if (!gguf_has_key(g, key)) {
-        if (required)
-            return err_set(err, "%s: metadata '%s' is missing", gguf_path(g), key);
+        if (required) return err_set(err, "%s: metadata '%s' is missing", gguf_path(g), key);
         *out = def;
         return 0;
     }
@@ -85,8 +83,8 @@ static int gguf_token_id(const struct gguf_file *g, const char *key, int *out, c
 
 /* GGUF writes rope scaling as `<arch>.rope.scaling.*`; llama3-style scaling normally
  * arrives as the rope_freqs.weight tensor instead and needs nothing here. */
-static int gguf_rope_scaling(const struct gguf_file *g, const char *arch,
-                             struct model_hparams *hp, char *err) {
+static int gguf_rope_scaling(const struct gguf_file *g, const char *arch, struct model_hparams *hp,
+                             char *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     const struct gguf_str *t = gguf_get_str(g, key);
@@ -103,17 +101,17 @@ static int gguf_rope_scaling(const struct gguf_file *g, const char *arch,
     if (t->len == 6 && !memcmp(t->s, "llama3", 6)) {
         hp->rope_scaling_llama3 = 1;
         hp->rope_factor = factor;
-        if (gguf_float(g, arch, "rope.scaling.low_freq_factor", 0, 1.0f,
-                       &hp->rope_low_freq_factor, err) ||
+        if (gguf_float(g, arch, "rope.scaling.low_freq_factor", 0, 1.0f, &hp->rope_low_freq_factor,
+                       err) ||
             gguf_float(g, arch, "rope.scaling.high_freq_factor", 0, 4.0f,
                        &hp->rope_high_freq_factor, err) ||
-            gguf_int(g, arch, "rope.scaling.original_context_length", 0, 8192,
-                     &hp->rope_orig_ctx, err))
+            gguf_int(g, arch, "rope.scaling.original_context_length", 0, 8192, &hp->rope_orig_ctx,
+                     err))
             return -1;
         return 0;
     }
-    return err_set(err, "%s: rope scaling type '%.*s' (factor %g) is not supported",
-                   gguf_path(g), (int)(t->len > 32 ? 32 : t->len), t->s, factor);
+    return err_set(err, "%s: rope scaling type '%.*s' (factor %g) is not supported", gguf_path(g),
+                   (int)(t->len > 32 ? 32 : t->len), t->s, factor);
 }
 
 /* Mixture-of-experts keys as llama.cpp writes them: every layer sparse; the top-k weights
@@ -123,8 +121,7 @@ static int gguf_moe(const struct gguf_file *g, const char *arch, struct model_hp
     if (gguf_int(g, arch, "expert_count", 0, 0, &hp->n_experts, err)) return -1;
     if (!hp->n_experts) return 0;
     if (gguf_int(g, arch, "expert_used_count", 1, 0, &hp->n_experts_used, err) ||
-        gguf_int(g, arch, "expert_feed_forward_length", 0, hp->ffn_dim, &hp->expert_ffn_dim,
-                 err) ||
+        gguf_int(g, arch, "expert_feed_forward_length", 0, hp->ffn_dim, &hp->expert_ffn_dim, err) ||
         gguf_int(g, arch, "expert_shared_feed_forward_length", 0, 0, &hp->shexp_ffn_dim, err))
         return -1;
     hp->moe_norm_topk = strcmp(arch, "qwen2moe") != 0;
@@ -149,17 +146,18 @@ static int gguf_hparams(struct model_file *m, char *err) {
     } else if (a->len == 8 && !memcmp(a->s, "qwen3moe", 8)) {
         hp->arch = ARCH_QWEN3;
     } else {
-        return err_set(err, "%s: unsupported architecture '%.*s' (supported: llama, qwen2, "
-                       "qwen3, qwen2moe, qwen3moe)", gguf_path(g),
-                       (int)(a->len > 64 ? 64 : a->len), a->s);
+        return err_set(err,
+                       "%s: unsupported architecture '%.*s' (supported: llama, qwen2, "
+                       "qwen3, qwen2moe, qwen3moe)",
+                       gguf_path(g), (int)(a->len > 64 ? 64 : a->len), a->s);
     }
     snprintf(arch, sizeof arch, "%.*s", (int)a->len, a->s);
     if (gguf_int(g, arch, "block_count", 1, 0, &hp->n_layers, err) ||
         gguf_int(g, arch, "embedding_length", 1, 0, &hp->dim, err) ||
         gguf_int(g, arch, "attention.head_count", 1, 0, &hp->n_heads, err) ||
         gguf_int(g, arch, "attention.head_count_kv", 0, hp->n_heads, &hp->n_kv_heads, err) ||
-        gguf_int(g, arch, "attention.key_length", 0,
-                 hp->n_heads > 0 ? hp->dim / hp->n_heads : 0, &hp->head_dim, err) ||
+        gguf_int(g, arch, "attention.key_length", 0, hp->n_heads > 0 ? hp->dim / hp->n_heads : 0,
+                 &hp->head_dim, err) ||
         gguf_int(g, arch, "feed_forward_length", 1, 0, &hp->ffn_dim, err) ||
         gguf_int(g, arch, "context_length", 1, 0, &hp->max_ctx, err) ||
         gguf_float(g, arch, "attention.layer_norm_rms_epsilon", 1, 0, &hp->norm_eps, err) ||
@@ -174,12 +172,15 @@ static int gguf_hparams(struct model_file *m, char *err) {
         gguf_int(g, arch, "rope.dimension_count", 0, hp->head_dim, &n_rot, err))
         return -1;
     if (v_len != hp->head_dim)
-        return err_set(err, "%s: %s.attention.value_length %d differs from key_length %d "
-                       "(not supported)", gguf_path(g), arch, v_len, hp->head_dim);
+        return err_set(err,
+                       "%s: %s.attention.value_length %d differs from key_length %d "
+                       "(not supported)",
+                       gguf_path(g), arch, v_len, hp->head_dim);
     if (n_rot != hp->head_dim)
-        return err_set(err, "%s: %s.rope.dimension_count %d differs from head_dim %d "
-                       "(partial rotary is not supported)", gguf_path(g), arch, n_rot,
-                       hp->head_dim);
+        return err_set(err,
+                       "%s: %s.rope.dimension_count %d differs from head_dim %d "
+                       "(partial rotary is not supported)",
+                       gguf_path(g), arch, n_rot, hp->head_dim);
     /* Vocabulary: explicit key, else the tokenizer's list, else the embedding rows. */
     char key[128];
     snprintf(key, sizeof key, "%s.vocab_size", arch);
@@ -232,11 +233,11 @@ static int add_int4_tensor(struct model_file *m, const struct safetensors_tensor
                            char *err) {
     int64_t ne[2];
     if (p == INT4W_PACKED && int4w_logical_shape(&m->int4, st->shape, st->n_dims, ne))
-        return err_set(err, "%s: tensor '%s': a packed INT4 weight must have 2 dimensions",
-                       path, st->name);
+        return err_set(err, "%s: tensor '%s': a packed INT4 weight must have 2 dimensions", path,
+                       st->name);
     if (st->n_dims < 1 || st->n_dims > 4)
-        return err_set(err, "%s: tensor '%s': %d dimensions (1 to 4 supported)", path,
-                       st->name, st->n_dims);
+        return err_set(err, "%s: tensor '%s': %d dimensions (1 to 4 supported)", path, st->name,
+                       st->n_dims);
     struct mf_tensor *t = &m->tensors[m->n_tensors++];
     char full[112];
     snprintf(full, sizeof full, "%s%s", name, int4w_part_suffix[p]);
@@ -269,8 +270,10 @@ static int add_st_tensor(struct model_file *m, const struct safetensors_tensor *
             snprintf(wname, sizeof wname, "%.*s.weight", (int)(ln - 12), st->name) <
                 (int)sizeof wname &&
             tensor_hf_to_gguf(wname, name, sizeof name))
-            return err_set(err, "%s: tensor '%s': static activation scales are not supported "
-                           "(dynamic FP8 activations are, as W8A16)", path, st->name);
+            return err_set(err,
+                           "%s: tensor '%s': static activation scales are not supported "
+                           "(dynamic FP8 activations are, as W8A16)",
+                           path, st->name);
         if (!fp8w_scale_of(&m->fp8, st->name, wname, sizeof wname) ||
             !tensor_hf_to_gguf(wname, name, sizeof name) || strlen(name) + 7 > sizeof name)
             return 0;
@@ -278,14 +281,16 @@ static int add_st_tensor(struct model_file *m, const struct safetensors_tensor *
         scale = 1;
     }
     if (fp8 && m->fp8.scheme == FP8W_NONE)
-        return err_set(err, "%s: tensor '%s': dtype F8_E4M3 but config.json has no FP8 "
-                       "quantization_config", path, st->name);
+        return err_set(err,
+                       "%s: tensor '%s': dtype F8_E4M3 but config.json has no FP8 "
+                       "quantization_config",
+                       path, st->name);
     if (!st->supported && !fp8)
-        return err_set(err, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16%s)",
-                       path, st->name, st->dtype, m->fp8.scheme ? ", F8_E4M3" : "");
+        return err_set(err, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16%s)", path,
+                       st->name, st->dtype, m->fp8.scheme ? ", F8_E4M3" : "");
     if (st->n_dims < (scale ? 0 : 1) || st->n_dims > 4)
-        return err_set(err, "%s: tensor '%s': %d dimensions (1 to 4 supported)", path,
-                       st->name, st->n_dims);
+        return err_set(err, "%s: tensor '%s': %d dimensions (1 to 4 supported)", path, st->name,
+                       st->n_dims);
     struct mf_tensor *t = &m->tensors[m->n_tensors++];
     t->name = xstrdup(name);
     t->src_name = xstrdup(st->name);
@@ -338,8 +343,7 @@ static int shard_name_ok(const char *s) {
     return s[0] && s[0] != '.' && !strchr(s, '/') && strlen(s) < 256;
 }
 
-static int open_hf_index(struct model_file *m, const char *dir, const char *index_path,
-                         char *err) {
+static int open_hf_index(struct model_file *m, const char *dir, const char *index_path, char *err) {
     char *text = NULL;
     size_t len;
     cJSON *root = NULL;
@@ -357,9 +361,10 @@ static int open_hf_index(struct model_file *m, const char *dir, const char *inde
     /* Distinct shard names, in first-seen order (small lists: linear search). */
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || !shard_name_ok(e->valuestring)) {
-            err_set(err, "%s: weight_map entry '%.96s' must name a file in the model "
-                    "directory (found '%.96s')", index_path, e->string,
-                    cJSON_IsString(e) ? e->valuestring : "(not a string)");
+            err_set(err,
+                    "%s: weight_map entry '%.96s' must name a file in the model "
+                    "directory (found '%.96s')",
+                    index_path, e->string, cJSON_IsString(e) ? e->valuestring : "(not a string)");
             goto out;
         }
         int k = 0;
@@ -389,10 +394,11 @@ static int open_hf_index(struct model_file *m, const char *dir, const char *inde
             if (strcmp(e->valuestring, shards[k])) continue;
             const struct safetensors_tensor *t = safetensors_find(&st, e->string);
             if (!t)
-                bad = err_set(err, "%s: tensor '%.96s' listed in the index is not in this "
-                              "shard", path, e->string);
-            else
-                bad = add_st_tensor(m, t, file, path, err);
+                bad = err_set(err,
+                              "%s: tensor '%.96s' listed in the index is not in this "
+                              "shard",
+                              path, e->string);
+            else bad = add_st_tensor(m, t, file, path, err);
         }
         safetensors_close(&st);
         if (bad) goto out;
@@ -446,43 +452,47 @@ static int build_index(struct model_file *m, const char *path, char *err) {
 }
 
 static int check_hparams(const struct model_hparams *hp, const char *path, char *err) {
-    static const struct { const char *name; int max; } lim[] = {
-        {"n_layers", 1024}, {"dim", 1 << 17}, {"n_heads", 1024}, {"n_kv_heads", 1024},
-        {"head_dim", 1024}, {"ffn_dim", 1 << 20}, {"vocab_size", 1 << 22},
-        {"max_ctx", 1 << 24},
+    static const struct {
+        const char *name;
+        int max;
+    } lim[] = {
+        {"n_layers", 1024}, {"dim", 1 << 17},     {"n_heads", 1024},       {"n_kv_heads", 1024},
+        {"head_dim", 1024}, {"ffn_dim", 1 << 20}, {"vocab_size", 1 << 22}, {"max_ctx", 1 << 24},
     };
-    const int val[] = {hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads, hp->head_dim,
-                       hp->ffn_dim, hp->vocab_size, hp->max_ctx};
+    const int val[] = {hp->n_layers, hp->dim,     hp->n_heads,    hp->n_kv_heads,
+                       hp->head_dim, hp->ffn_dim, hp->vocab_size, hp->max_ctx};
     for (size_t i = 0; i < sizeof val / sizeof val[0]; i++)
         if (val[i] < 1 || val[i] > lim[i].max)
-            return err_set(err, "%s: %s = %d is out of range [1, %d]", path, lim[i].name,
-                           val[i], lim[i].max);
+            return err_set(err, "%s: %s = %d is out of range [1, %d]", path, lim[i].name, val[i],
+                           lim[i].max);
     if (hp->n_heads % hp->n_kv_heads)
-        return err_set(err, "%s: n_heads %d is not divisible by n_kv_heads %d", path,
-                       hp->n_heads, hp->n_kv_heads);
+        return err_set(err, "%s: n_heads %d is not divisible by n_kv_heads %d", path, hp->n_heads,
+                       hp->n_kv_heads);
     if (hp->head_dim % 2)
         return err_set(err, "%s: head_dim %d is odd (rotary needs pairs)", path, hp->head_dim);
     if (!isfinite(hp->norm_eps) || hp->norm_eps <= 0 || hp->norm_eps >= 1)
-        return err_set(err, "%s: rms norm epsilon %g is out of range (0, 1)", path,
-                       hp->norm_eps);
+        return err_set(err, "%s: rms norm epsilon %g is out of range (0, 1)", path, hp->norm_eps);
     if (!isfinite(hp->rope_theta) || hp->rope_theta <= 0)
         return err_set(err, "%s: rope theta %g must be positive", path, hp->rope_theta);
     if (hp->rope_scaling_llama3 &&
-        (!isfinite(hp->rope_factor) || hp->rope_factor < 1 ||
-         !isfinite(hp->rope_low_freq_factor) || hp->rope_low_freq_factor <= 0 ||
-         !isfinite(hp->rope_high_freq_factor) ||
+        (!isfinite(hp->rope_factor) || hp->rope_factor < 1 || !isfinite(hp->rope_low_freq_factor) ||
+         hp->rope_low_freq_factor <= 0 || !isfinite(hp->rope_high_freq_factor) ||
          hp->rope_high_freq_factor <= hp->rope_low_freq_factor || hp->rope_orig_ctx < 1))
-        return err_set(err, "%s: llama3 rope scaling (factor %g, low %g, high %g, original "
-                       "context %d) is invalid", path, hp->rope_factor,
-                       hp->rope_low_freq_factor, hp->rope_high_freq_factor, hp->rope_orig_ctx);
+        return err_set(err,
+                       "%s: llama3 rope scaling (factor %g, low %g, high %g, original "
+                       "context %d) is invalid",
+                       path, hp->rope_factor, hp->rope_low_freq_factor, hp->rope_high_freq_factor,
+                       hp->rope_orig_ctx);
     if (hp->n_experts &&
         (hp->n_experts > 4096 || hp->n_experts_used < 1 || hp->n_experts_used > hp->n_experts ||
          hp->expert_ffn_dim < 1 || hp->expert_ffn_dim > (1 << 20) || hp->shexp_ffn_dim < 0 ||
          hp->shexp_ffn_dim > (1 << 20)))
-        return err_set(err, "%s: mixture of experts: %d experts, %d used per token, expert "
+        return err_set(err,
+                       "%s: mixture of experts: %d experts, %d used per token, expert "
                        "MLP size %d, shared expert size %d: need 1 <= used <= experts <= "
-                       "4096 and sizes in [1, 2^20]", path, hp->n_experts, hp->n_experts_used,
-                       hp->expert_ffn_dim, hp->shexp_ffn_dim);
+                       "4096 and sizes in [1, 2^20]",
+                       path, hp->n_experts, hp->n_experts_used, hp->expert_ffn_dim,
+                       hp->shexp_ffn_dim);
     if (hp->bos_id >= hp->vocab_size || hp->eos_id >= hp->vocab_size)
         return err_set(err, "%s: bos/eos token id %d/%d is outside the vocabulary (%d)", path,
                        hp->bos_id, hp->eos_id, hp->vocab_size);
@@ -501,8 +511,7 @@ static int check_shape(const struct model_file *m, const struct mf_tensor *t, en
                      (long long)ne2);
         else if (tensor_is_matrix(id))
             snprintf(want, sizeof want, "[%lld, %lld]", (long long)ne0, (long long)ne1);
-        else
-            snprintf(want, sizeof want, "[%lld]", (long long)ne0);
+        else snprintf(want, sizeof want, "[%lld]", (long long)ne0);
         int n = snprintf(got, sizeof got, "[%lld", (long long)t->ne[0]);
         for (int d = 1; d < t->n_dims && d < 4; d++)
             n += snprintf(got + n, sizeof got - (size_t)n, ", %lld", (long long)t->ne[d]);
@@ -515,12 +524,12 @@ static int check_shape(const struct model_file *m, const struct mf_tensor *t, en
                 n += snprintf(hf + n, sizeof hf - (size_t)n, "%lld%s", (long long)t->ne[d],
                               d ? ", " : "])");
         }
-        return err_set(err, "%s: tensor '%s': expected shape %s (ne order), found %s%s", path,
-                       src, want, got, hf);
+        return err_set(err, "%s: tensor '%s': expected shape %s (ne order), found %s%s", path, src,
+                       want, got, hf);
     }
     if (!tensor_type_ok(id, t->type))
-        return err_set(err, "%s: tensor '%s': type %s is not allowed here (expected %s)", path,
-                       src, dtype_name(t->type), tensor_types(id));
+        return err_set(err, "%s: tensor '%s': type %s is not allowed here (expected %s)", path, src,
+                       dtype_name(t->type), tensor_types(id));
     return 0;
 }
 
@@ -535,8 +544,8 @@ static enum tensor_naming spelling(const struct model_file *m) {
 
 /* An expert row of layer `layer`: one 3-D tensor of every expert (GGUF), or one tensor per
  * expert (HF), each of the table's shape. */
-static int check_experts(const struct model_file *m, enum tensor_id id, int layer,
-                         const char *path, char *err) {
+static int check_experts(const struct model_file *m, enum tensor_id id, int layer, const char *path,
+                         char *err) {
     const struct model_hparams *hp = &m->hp;
     const struct tensor_info *ti = tensor_info(id);
     int64_t ne0 = tensor_dim_size(hp, ti->ne0), ne1 = tensor_dim_size(hp, ti->ne1);
@@ -548,8 +557,10 @@ static int check_experts(const struct model_file *m, enum tensor_id id, int laye
         int64_t row0;
         if (!(t = modelfile_expert(m, id, layer, e, &row0))) {
             tensor_expert_name(id, layer, e, spelling(m), name, sizeof name);
-            return err_set(err, "%s: missing tensor '%s' (expert %d of the %d the config "
-                           "declares)", path, name, e, hp->n_experts);
+            return err_set(err,
+                           "%s: missing tensor '%s' (expert %d of the %d the config "
+                           "declares)",
+                           path, name, e, hp->n_experts);
         }
         if (check_shape(m, t, id, ne0, ne1, 1, err)) return -1;
     }
@@ -558,8 +569,8 @@ static int check_experts(const struct model_file *m, enum tensor_id id, int laye
 
 /* Tensor id of layer `layer` (model-wide rows: any layer): shape and type as the table says,
  * or absent when it is not required. */
-static int check_tensor(const struct model_file *m, enum tensor_id id, int layer,
-                        const char *path, char *err) {
+static int check_tensor(const struct model_file *m, enum tensor_id id, int layer, const char *path,
+                        char *err) {
     const struct model_hparams *hp = &m->hp;
     const struct tensor_info *ti = tensor_info(id);
     if (ti->ne2 == TDIM_EXPERTS) return check_experts(m, id, layer, path, err);
@@ -581,8 +592,10 @@ static int check_expert_ids(const struct model_file *m, const char *path, char *
         if (!x || !m->tensors[i].src_name) continue;
         long e = strtol(x + 6, NULL, 10);
         if (e >= m->hp.n_experts)
-            return err_set(err, "%s: tensor '%s' is expert %ld, but the config declares %d "
-                           "experts", path, m->tensors[i].src_name, e, m->hp.n_experts);
+            return err_set(err,
+                           "%s: tensor '%s' is expert %ld, but the config declares %d "
+                           "experts",
+                           path, m->tensors[i].src_name, e, m->hp.n_experts);
     }
     return 0;
 }
@@ -599,8 +612,7 @@ static int validate(struct model_file *m, const char *path, char *err) {
     snprintf(cfg, sizeof cfg, "%s/config.json", path);
     if (check_hparams(hp, m->hf_dir ? cfg : path, err)) return -1;
     for (int id = 0; id < TENSOR_COUNT; id++)
-        if (tensor_info(id)->scope != TSCOPE_LAYER && check_tensor(m, id, -1, path, err))
-            return -1;
+        if (tensor_info(id)->scope != TSCOPE_LAYER && check_tensor(m, id, -1, path, err)) return -1;
     for (int l = 0; l < hp->n_layers; l++)
         for (int id = 0; id < TENSOR_COUNT; id++)
             if (tensor_info(id)->scope == TSCOPE_LAYER && check_tensor(m, id, l, path, err))
@@ -628,12 +640,9 @@ int modelfile_open(struct model_file *m, const char *path, char *err) {
     struct stat st;
     if (stat(path, &st)) return err_set(err, "%s: %s", path, strerror(errno));
     int rc;
-    if (S_ISDIR(st.st_mode))
-        rc = open_hf(m, path, err);
-    else if (S_ISREG(st.st_mode))
-        rc = open_gguf(m, path, err);
-    else
-        rc = err_set(err, "%s: neither a GGUF file nor a model directory", path);
+    if (S_ISDIR(st.st_mode)) rc = open_hf(m, path, err);
+    else if (S_ISREG(st.st_mode)) rc = open_gguf(m, path, err);
+    else rc = err_set(err, "%s: neither a GGUF file nor a model directory", path);
     if (!rc) rc = build_index(m, path, err);
     if (!rc) rc = validate(m, path, err);
     if (!rc && m->hf_dir) rc = fp8w_check(m, err);
@@ -667,23 +676,20 @@ const struct mf_tensor *modelfile_find(const struct model_file *m, const char *n
         const struct mf_tensor *t = &m->tensors[m->by_name[mid]];
         int c = strcmp(name, t->name);
         if (!c) return t;
-        if (c < 0)
-            hi = mid - 1;
-        else
-            lo = mid + 1;
+        if (c < 0) hi = mid - 1;
+        else lo = mid + 1;
     }
     return NULL;
 }
 
-const struct mf_tensor *modelfile_tensor(const struct model_file *m, enum tensor_id id,
-                                         int layer) {
+const struct mf_tensor *modelfile_tensor(const struct model_file *m, enum tensor_id id, int layer) {
     char name[96];
     if (tensor_name(id, layer, TNAMES_GGUF, name, sizeof name)) return NULL;
     return modelfile_find(m, name);
 }
 
-const struct mf_tensor *modelfile_expert(const struct model_file *m, enum tensor_id id,
-                                         int layer, int expert, int64_t *row0) {
+const struct mf_tensor *modelfile_expert(const struct model_file *m, enum tensor_id id, int layer,
+                                         int expert, int64_t *row0) {
     const struct mf_tensor *t = modelfile_tensor(m, id, layer);
     if (t) {
         *row0 = (int64_t)expert * t->ne[1];
@@ -701,22 +707,25 @@ int modelfile_read(const struct model_file *m, const struct mf_tensor *t, uint64
         return err_set(err, "tensor '%s': bad file index %d", t->name, t->file);
     uint64_t end;
     if (size_add(off, len, &end) || end > t->nbytes)
-        return err_set(err, "%s: tensor '%s': read of %llu bytes at %llu is outside its %llu "
-                       "bytes", m->paths[t->file], t->name, (unsigned long long)len,
-                       (unsigned long long)off, (unsigned long long)t->nbytes);
+        return err_set(err,
+                       "%s: tensor '%s': read of %llu bytes at %llu is outside its %llu "
+                       "bytes",
+                       m->paths[t->file], t->name, (unsigned long long)len, (unsigned long long)off,
+                       (unsigned long long)t->nbytes);
     uint64_t done = 0, pos = t->offset + off;
     while (done < len) {
         size_t chunk = len - done > (1u << 30) ? (1u << 30) : (size_t)(len - done);
         ssize_t r = pread(m->fds[t->file], (char *)dst + done, chunk, (off_t)(pos + done));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0)
-            return err_set(err, "%s: tensor '%s': read at byte %llu failed: %s",
-                           m->paths[t->file], t->name, (unsigned long long)(pos + done),
-                           strerror(errno));
+            return err_set(err, "%s: tensor '%s': read at byte %llu failed: %s", m->paths[t->file],
+                           t->name, (unsigned long long)(pos + done), strerror(errno));
         if (r == 0)
-            return err_set(err, "%s: tensor '%s': file ends at byte %llu, %llu bytes short "
-                           "(truncated since it was opened?)", m->paths[t->file], t->name,
-                           (unsigned long long)(pos + done), (unsigned long long)(len - done));
+            return err_set(err,
+                           "%s: tensor '%s': file ends at byte %llu, %llu bytes short "
+                           "(truncated since it was opened?)",
+                           m->paths[t->file], t->name, (unsigned long long)(pos + done),
+                           (unsigned long long)(len - done));
         done += (uint64_t)r;
     }
     return 0;

@@ -22,19 +22,19 @@ struct mf_tensor {
     char *name;
     enum dtype type;
     int n_dims;
-    int64_t ne[4];    /* unused dims are 1 */
-    int file;         /* index into model_file.paths */
-    uint64_t offset;  /* absolute byte offset of the data in that file */
+    int64_t ne[4];   /* unused dims are 1 */
+    int file;        /* index into model_file.paths */
+    uint64_t offset; /* absolute byte offset of the data in that file */
     uint64_t nbytes;
-    char *src_name;   /* name in the source file when it differs (HF), else NULL */
-    int fp8;          /* HF F8_E4M3 codes: the file holds ne[0] bytes a row, type is the
-                       * DT_F8_E4M3_S32 they become on load (fp8w_read), and the scale
-                       * is the tensor "<name>.scale" */
-    int int4;         /* enum int4w_part of an INT4 checkpoint's tensor: INT4W_PACKED for
-                       * the packed weight (ne the [in, out] it stands for, type the
-                       * DT_I4_S32 it becomes on load: int4w_read), or one of its parts
-                       * "<name><int4w_part_suffix>"; 0 otherwise */
-    char qdtype[12];  /* the file's dtype string of an INT4 tensor or part ("I32", "F16") */
+    char *src_name;  /* name in the source file when it differs (HF), else NULL */
+    int fp8;         /* HF F8_E4M3 codes: the file holds ne[0] bytes a row, type is the
+                      * DT_F8_E4M3_S32 they become on load (fp8w_read), and the scale
+                      * is the tensor "<name>.scale" */
+    int int4;        /* enum int4w_part of an INT4 checkpoint's tensor: INT4W_PACKED for
+                      * the packed weight (ne the [in, out] it stands for, type the
+                      * DT_I4_S32 it becomes on load: int4w_read), or one of its parts
+                      * "<name><int4w_part_suffix>"; 0 otherwise */
+    char qdtype[12]; /* the file's dtype string of an INT4 tensor or part ("I32", "F16") */
 };
 
 struct model_file {
@@ -48,7 +48,7 @@ struct model_file {
     char *hf_dir;           /* non-NULL when opened from an HF directory */
     struct fp8w_config fp8; /* config.json's quantization_config (HF): FP8 */
     struct int4w_config int4; /* or INT4 (at most one of them is set) */
-    int *by_name;           /* tensor indices sorted by name, for modelfile_find */
+    int *by_name;             /* tensor indices sorted by name, for modelfile_find */
 };
 
 /* path: a .gguf file, or a directory with config.json and *.safetensors. On success the
@@ -64,13 +64,12 @@ void modelfile_close(struct model_file *m);
 const struct mf_tensor *modelfile_find(const struct model_file *m, const char *name);
 /* Row id of the tensor table (model/tensors.h) for layer `layer` (ignored by model-wide
  * rows); NULL if absent. */
-const struct mf_tensor *modelfile_tensor(const struct model_file *m, enum tensor_id id,
-                                         int layer);
+const struct mf_tensor *modelfile_tensor(const struct model_file *m, enum tensor_id id, int layer);
 /* Expert `expert` of an expert row (tensors.h) of layer `layer`: the 3-D tensor of every
  * expert with *row0 the first row of this one's matrix (GGUF), or this expert's own tensor
  * with *row0 = 0 (HF); NULL if absent. */
-const struct mf_tensor *modelfile_expert(const struct model_file *m, enum tensor_id id,
-                                         int layer, int expert, int64_t *row0);
+const struct mf_tensor *modelfile_expert(const struct model_file *m, enum tensor_id id, int layer,
+                                         int expert, int64_t *row0);
 /* Reads len bytes starting off bytes into tensor t; -1 (with err) if outside the tensor
  * or on a short read. */
 /* Bytes the tensors take once loaded: FP8 and INT4 weights as the F8_E4M3_S32 / I4_S32

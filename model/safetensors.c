@@ -23,10 +23,10 @@ static const struct {
     int bytes;
     int type; /* enum dtype, or -1 when we cannot compute with it */
 } st_dtypes[] = {
-    {"F32", 4, DT_F32},  {"F16", 2, DT_F16},  {"BF16", 2, DT_BF16}, {"F64", 8, -1},
-    {"I64", 8, -1},      {"U64", 8, -1},      {"I32", 4, -1},       {"U32", 4, -1},
-    {"I16", 2, -1},      {"U16", 2, -1},      {"I8", 1, -1},        {"U8", 1, -1},
-    {"BOOL", 1, -1},     {"F8_E4M3", 1, -1},  {"F8_E5M2", 1, -1},   {"F8_E8M0", 1, -1},
+    {"F32", 4, DT_F32}, {"F16", 2, DT_F16}, {"BF16", 2, DT_BF16}, {"F64", 8, -1},
+    {"I64", 8, -1},     {"U64", 8, -1},     {"I32", 4, -1},       {"U32", 4, -1},
+    {"I16", 2, -1},     {"U16", 2, -1},     {"I8", 1, -1},        {"U8", 1, -1},
+    {"BOOL", 1, -1},    {"F8_E4M3", 1, -1}, {"F8_E5M2", 1, -1},   {"F8_E8M0", 1, -1},
 };
 
 /* JSON numbers arrive as doubles: accept only whole numbers 0..2^53, where a double is
@@ -51,8 +51,8 @@ static int off_cmp(const void *a, const void *b) {
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-static int parse_entry(struct safetensors_file *f, const cJSON *e,
-                       struct safetensors_tensor *t, uint64_t data_start, char *err) {
+static int parse_entry(struct safetensors_file *f, const cJSON *e, struct safetensors_tensor *t,
+                       uint64_t data_start, char *err) {
     const char *name = e->string;
     if (!cJSON_IsObject(e))
         return err_set(err, "%s: tensor '%s': entry is not a JSON object", f->path, name);
@@ -88,53 +88,55 @@ static int parse_entry(struct safetensors_file *f, const cJSON *e,
     for (const cJSON *x = shape->child; x; x = x->next, d++) {
         uint64_t v;
         if (json_uint(x, &v))
-            return err_set(err, "%s: tensor '%s': shape[%d] is not a non-negative integer",
-                           f->path, name, d);
+            return err_set(err, "%s: tensor '%s': shape[%d] is not a non-negative integer", f->path,
+                           name, d);
         t->shape[d] = (int64_t)v;
         ovf |= size_mul(expect, v, &expect);
     }
     if (ovf)
-        return err_set(err, "%s: tensor '%s': shape is too large (byte size overflows)",
-                       f->path, name);
+        return err_set(err, "%s: tensor '%s': shape is too large (byte size overflows)", f->path,
+                       name);
 
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     uint64_t begin, end;
-    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
-        json_uint(offs->child, &begin) || json_uint(offs->child->next, &end))
-        return err_set(err, "%s: tensor '%s': \"data_offsets\" must be two non-negative "
-                       "integers", f->path, name);
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || json_uint(offs->child, &begin) ||
+        json_uint(offs->child->next, &end))
+        return err_set(err,
+                       "%s: tensor '%s': \"data_offsets\" must be two non-negative "
+                       "integers",
+                       f->path, name);
     if (begin > end)
         return err_set(err, "%s: tensor '%s': data_offsets [%llu, %llu] end before they begin",
                        f->path, name, (unsigned long long)begin, (unsigned long long)end);
     uint64_t data_size = f->size - data_start;
     if (end > data_size)
-        return err_set(err, "%s: tensor '%s': data_offsets end %llu is past the end of the "
-                       "data section (%llu bytes)", f->path, name, (unsigned long long)end,
-                       (unsigned long long)data_size);
+        return err_set(err,
+                       "%s: tensor '%s': data_offsets end %llu is past the end of the "
+                       "data section (%llu bytes)",
+                       f->path, name, (unsigned long long)end, (unsigned long long)data_size);
     if (end - begin != expect)
-        return err_set(err, "%s: tensor '%s': data_offsets span %llu bytes but shape and dtype "
-                       "%s need %llu", f->path, name, (unsigned long long)(end - begin),
-                       t->dtype, (unsigned long long)expect);
+        return err_set(err,
+                       "%s: tensor '%s': data_offsets span %llu bytes but shape and dtype "
+                       "%s need %llu",
+                       f->path, name, (unsigned long long)(end - begin), t->dtype,
+                       (unsigned long long)expect);
     t->offset = data_start + begin;
     t->nbytes = end - begin;
     return 0;
 }
 
-static int parse_header(struct safetensors_file *f, const char *json, uint64_t n,
-                        char *err) {
+static int parse_header(struct safetensors_file *f, const char *json, uint64_t n, char *err) {
     const char *stop = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, n, &stop, 0);
     if (!root)
-        return err_set(err, "%s: header is not valid JSON (error near byte %lld of %llu)",
-                       f->path, stop ? (long long)(stop - json) : -1LL,
-                       (unsigned long long)n);
+        return err_set(err, "%s: header is not valid JSON (error near byte %lld of %llu)", f->path,
+                       stop ? (long long)(stop - json) : -1LL, (unsigned long long)n);
     int rc = 0;
     /* The spec allows trailing spaces as padding; anything else means a bad length. */
     for (const char *p = stop; p && p < json + n && !rc; p++)
         if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
             rc = err_set(err, "%s: header has trailing bytes after the JSON object", f->path);
-    if (!rc && !cJSON_IsObject(root))
-        rc = err_set(err, "%s: header is not a JSON object", f->path);
+    if (!rc && !cJSON_IsObject(root)) rc = err_set(err, "%s: header is not a JSON object", f->path);
     int count = 0;
     for (const cJSON *e = rc ? NULL : root->child; e; e = e->next)
         count += strcmp(e->string, "__metadata__") != 0;
@@ -156,8 +158,8 @@ static int parse_header(struct safetensors_file *f, const char *json, uint64_t n
     for (int i = 1; i < f->n_tensors; i++)
         if (!strcmp(f->tensors[i - 1].name, f->tensors[i].name))
             return err_set(err, "%s: duplicate tensor name '%s'", f->path, f->tensors[i].name);
-    const struct safetensors_tensor **by_off =
-        xmalloc((f->n_tensors ? (size_t)f->n_tensors : 1) * sizeof *by_off);
+    const struct safetensors_tensor **by_off = xmalloc((f->n_tensors ? (size_t)f->n_tensors : 1) *
+                                                       sizeof *by_off);
     for (int i = 0; i < f->n_tensors; i++) by_off[i] = &f->tensors[i];
     qsort(by_off, (size_t)f->n_tensors, sizeof *by_off, off_cmp);
     const struct safetensors_tensor *prev = NULL;
@@ -165,8 +167,8 @@ static int parse_header(struct safetensors_file *f, const char *json, uint64_t n
         const struct safetensors_tensor *t = by_off[i];
         if (t->nbytes == 0) continue;
         if (prev && prev->offset + prev->nbytes > t->offset)
-            rc = err_set(err, "%s: tensors '%s' and '%s' have overlapping data_offsets",
-                         f->path, prev->name, t->name);
+            rc = err_set(err, "%s: tensors '%s' and '%s' have overlapping data_offsets", f->path,
+                         prev->name, t->name);
         prev = t;
     }
     free(by_off);
@@ -174,13 +176,12 @@ static int parse_header(struct safetensors_file *f, const char *json, uint64_t n
 }
 
 /* Checks the length prefix against the file size and the cap; fills *n. */
-static int check_len(struct safetensors_file *f, const uint8_t prefix[8], uint64_t *n,
-                     char *err) {
+static int check_len(struct safetensors_file *f, const uint8_t prefix[8], uint64_t *n, char *err) {
     uint64_t len = 0;
     for (int i = 7; i >= 0; i--) len = len << 8 | prefix[i];
     if (len > f->size - 8)
-        return err_set(err, "%s: header length %llu is larger than the file (%llu bytes)",
-                       f->path, (unsigned long long)len, (unsigned long long)f->size);
+        return err_set(err, "%s: header length %llu is larger than the file (%llu bytes)", f->path,
+                       (unsigned long long)len, (unsigned long long)f->size);
     if (len > SAFETENSORS_MAX_HEADER)
         return err_set(err, "%s: header length %llu exceeds the %u MB limit", f->path,
                        (unsigned long long)len, SAFETENSORS_MAX_HEADER >> 20);
@@ -203,12 +204,10 @@ int safetensors_open_buf(struct safetensors_file *f, const void *data, size_t si
     f->size = size;
     uint64_t n;
     if (size < 8) {
-        err_set(err, "%s: file truncated: %zu bytes, too short for the header length", name,
-                size);
+        err_set(err, "%s: file truncated: %zu bytes, too short for the header length", name, size);
         goto fail;
     }
-    if (check_len(f, data, &n, err) || parse_header(f, (const char *)data + 8, n, err))
-        goto fail;
+    if (check_len(f, data, &n, err) || parse_header(f, (const char *)data + 8, n, err)) goto fail;
     return 0;
 fail:
     safetensors_close(f);

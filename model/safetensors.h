@@ -13,20 +13,20 @@
 #define SAFETENSORS_MAX_HEADER (100u << 20)
 
 struct safetensors_tensor {
-    char *name;       /* as in the file, e.g. "model.layers.0.self_attn.q_proj.weight" */
-    char dtype[12];   /* the file's dtype string, e.g. "BF16", "I64" */
-    int supported;    /* 1 for F32, F16, BF16: `type` is then meaningful */
+    char *name;     /* as in the file, e.g. "model.layers.0.self_attn.q_proj.weight" */
+    char dtype[12]; /* the file's dtype string, e.g. "BF16", "I64" */
+    int supported;  /* 1 for F32, F16, BF16: `type` is then meaningful */
     enum dtype type;
-    int n_dims;       /* 0..SAFETENSORS_MAX_DIMS */
+    int n_dims;                          /* 0..SAFETENSORS_MAX_DIMS */
     int64_t shape[SAFETENSORS_MAX_DIMS]; /* outermost first, as in the file */
-    uint64_t offset;  /* absolute byte offset in the file */
+    uint64_t offset;                     /* absolute byte offset in the file */
     uint64_t nbytes;
 };
 
 struct safetensors_file {
     char *path;
-    int fd;           /* -1 for an in-memory image */
-    uint64_t size;    /* file size */
+    int fd;        /* -1 for an in-memory image */
+    uint64_t size; /* file size */
     int n_tensors;
     struct safetensors_tensor *tensors; /* sorted by name */
 };

@@ -84,10 +84,10 @@ static void load_log(struct load_report *r, int final) {
     if (failed) snprintf(fails, sizeof fails, ", %d failed", failed);
     snprintf(line, sizeof line,
              "loading weights: %.2f of %.2f GiB (%.0f%%; %llu of %llu bytes) on %d rank%s, "
-             "%d done%s, %.1f s, %.2f GB/s, about %.0f s left", read / 1073741824.0,
-             total / 1073741824.0, total ? 100.0 * read / total : 100.0, (unsigned long long)read,
-             (unsigned long long)total, r->c->size, r->c->size > 1 ? "s" : "", done, fails, dt,
-             rate / 1e9, left);
+             "%d done%s, %.1f s, %.2f GB/s, about %.0f s left",
+             read / 1073741824.0, total / 1073741824.0, total ? 100.0 * read / total : 100.0,
+             (unsigned long long)read, (unsigned long long)total, r->c->size,
+             r->c->size > 1 ? "s" : "", done, fails, dt, rate / 1e9, left);
     r->printed = now;
     if (r->tty && log_min_level <= LOG_INFO) {
         fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
@@ -110,8 +110,10 @@ static void load_heard(struct load_report *r, int from, const struct load_post *
     if (r->line_open) fprintf(stderr, "\r\033[K");
     r->line_open = 0;
     if (p->state == LOAD_DONE)
-        LOG(LOG_INFO, "loading weights: rank %d finished: %.2f GiB (%llu bytes) in %.1f s "
-            "(%.2f GB/s)", from, p->bytes / 1073741824.0, (unsigned long long)p->bytes, p->seconds,
+        LOG(LOG_INFO,
+            "loading weights: rank %d finished: %.2f GiB (%llu bytes) in %.1f s "
+            "(%.2f GB/s)",
+            from, p->bytes / 1073741824.0, (unsigned long long)p->bytes, p->seconds,
             p->seconds > 0 ? p->bytes / 1e9 / p->seconds : 0.0);
     else
         LOG(LOG_INFO, "loading weights: rank %d failed after %.2f GiB in %.1f s", from,
@@ -140,10 +142,8 @@ static void load_post(struct load_report *r, size_t bytes, int state) {
     r->mine.bytes = bytes;
     r->mine.seconds = now - r->t0;
     r->mine.state = state;
-    if (r->c->rank == 0)
-        load_heard(r, 0, &r->mine);
-    else
-        comm_send_detached(r->c, &r->mine, sizeof r->mine, 0, COMM_TAG_LOAD);
+    if (r->c->rank == 0) load_heard(r, 0, &r->mine);
+    else comm_send_detached(r->c, &r->mine, sizeof r->mine, 0, COMM_TAG_LOAD);
 }
 
 static void load_progress(void *arg, int done, int total, size_t bytes) {
@@ -204,7 +204,8 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
      * on the CPU, the MPI groups are checked here (a GPU communicator checks its own paths) */
     e->monitor = monitor_start(c->rank, c->size);
     if (gpu_comm_init(c, &e->be, &o->comm, e->monitor, err)) goto fail;
-    if (e->be.kind != BACKEND_CUDA && c->size > 1 && comm_startup_check(c, o->comm.start_timeout_s, err))
+    if (e->be.kind != BACKEND_CUDA && c->size > 1 &&
+        comm_startup_check(c, o->comm.start_timeout_s, err))
         goto fail;
     struct load_report rep = {.c = c, .t0 = clock_now(), .tty = isatty(2)};
     struct load_progress lp = {load_progress, &rep};
@@ -222,12 +223,12 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
         load_post(&rep, 0, LOAD_RUNNING);
     }
     size_t loaded = 0;
-    if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->tp, c->tp_rank, c->pp, c->stage, err)
-                     : model_load(&e->model, o->model_path, &e->be, c->tp, c->tp_rank, c->pp, c->stage,
-                                  moe_split_parse(o->moe), &lp, err))
+    if (o->synthetic ? model_synthesize(&e->model, o->synthetic, &e->be, c->tp, c->tp_rank, c->pp,
+                                        c->stage, err)
+                     : model_load(&e->model, o->model_path, &e->be, c->tp, c->tp_rank, c->pp,
+                                  c->stage, moe_split_parse(o->moe), &lp, err))
         ok = 0;
-    else
-        loaded = e->model.weight_bytes;
+    else loaded = e->model.weight_bytes;
     double load_s = clock_now() - rep.t0;
     if (!o->synthetic) load_end(&rep, ok ? loaded : rep.mine.bytes, ok);
     if (!comm_all_ok(c, ok)) {
@@ -241,11 +242,12 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     const struct model_hparams *hp = &e->model.hp;
     int max_ctx = o->max_ctx > 0 ? o->max_ctx : hp->max_ctx;
     if (max_ctx > hp->max_ctx) {
-        err_set(err, "context %d is longer than the model's trained context %d", max_ctx, hp->max_ctx);
+        err_set(err, "context %d is longer than the model's trained context %d", max_ctx,
+                hp->max_ctx);
         ok = 0;
     }
-    if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, e->model.sp.n_layers, o->n_blocks, o->block_size, e->model.sp.n_kv,
-                           hp->head_dim, o->sink_blocks, err))
+    if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, e->model.sp.n_layers, o->n_blocks,
+                           o->block_size, e->model.sp.n_kv, hp->head_dim, o->sink_blocks, err))
         ok = 0;
     if (!comm_all_ok(c, ok)) {
         if (ok) err_set(err, "another rank failed to set up its KV cache");
@@ -255,29 +257,41 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     }
     struct mem_plan mp;
     char line[512];
-    synthetic_mem_plan(&e->model, o->kv_type, (long long)o->n_blocks * o->block_size, max_ctx, 0, &mp);
+    synthetic_mem_plan(&e->model, o->kv_type, (long long)o->n_blocks * o->block_size, max_ctx, 0,
+                       &mp);
     synthetic_mem_plan_sink(&e->model, o->block_size, e->kv.sink_blocks, &mp);
     synthetic_mem_plan_format(&mp, line, sizeof line);
     const struct shard_plan *sp = &e->model.sp;
     LOG(LOG_INFO, "backend %s, all-reduce %s; %s", e->be.name, gpu_comm_describe(c), line);
-    LOG(LOG_INFO, "model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; tp %d x pp %d; rank 0 holds %.1f MiB of "
-        "weights, KV cache %.1f MiB (%d blocks of %d)", o->model_path, hp->n_layers, hp->dim, hp->n_heads,
-        hp->n_kv_heads, hp->ffn_dim, hp->vocab_size, c->tp, c->pp, e->model.weight_bytes / 1048576.0,
-        e->kv.bytes / 1048576.0, o->n_blocks, o->block_size);
+    LOG(LOG_INFO,
+        "model %s: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; tp %d x pp %d; rank 0 holds "
+        "%.1f MiB of "
+        "weights, KV cache %.1f MiB (%d blocks of %d)",
+        o->model_path, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads, hp->ffn_dim,
+        hp->vocab_size, c->tp, c->pp, e->model.weight_bytes / 1048576.0, e->kv.bytes / 1048576.0,
+        o->n_blocks, o->block_size);
     if (c->pp > 1) { /* the memory plan of every stage, as its TP rank 0 sees it */
-        struct { int layer0, n_layers; double w, kv, total; } me = {sp->layer0, sp->n_layers, mp.weights / 1048576.0,
-                                                                     mp.kv / 1048576.0, mp.total / 1048576.0};
+        struct {
+            int layer0, n_layers;
+            double w, kv, total;
+        } me = {sp->layer0, sp->n_layers, mp.weights / 1048576.0, mp.kv / 1048576.0,
+                mp.total / 1048576.0};
         for (int s = 0; s < c->pp; s++) {
             if (s > 0 && c->rank == 0) comm_recv(c, &me, sizeof me, s * c->tp, COMM_TAG_PLAN_HDR);
-            else if (s > 0 && c->stage == s && c->tp_rank == 0) comm_send(c, &me, sizeof me, 0, COMM_TAG_PLAN_HDR);
+            else if (s > 0 && c->stage == s && c->tp_rank == 0)
+                comm_send(c, &me, sizeof me, 0, COMM_TAG_PLAN_HDR);
             if (c->rank == 0)
-                LOG(LOG_INFO, "stage %d of %d: layers %d-%d%s%s; per rank: weights %.1f MiB, KV cache %.1f MiB, "
-                    "total %.1f MiB", s, c->pp, me.layer0, me.layer0 + me.n_layers - 1, s == 0 ? " + embedding" : "",
+                LOG(LOG_INFO,
+                    "stage %d of %d: layers %d-%d%s%s; per rank: weights %.1f MiB, KV cache %.1f "
+                    "MiB, "
+                    "total %.1f MiB",
+                    s, c->pp, me.layer0, me.layer0 + me.n_layers - 1, s == 0 ? " + embedding" : "",
                     s == c->pp - 1 ? " + final norm and LM head" : "", me.w, me.kv, me.total);
         }
     }
     double q = (double)hp->n_heads * hp->head_dim, kv = (double)hp->n_kv_heads * hp->head_dim;
-    double params = (double)hp->n_layers * ((double)hp->dim * (2 * q + 2 * kv) + 3.0 * hp->dim * hp->ffn_dim) +
+    double params = (double)hp->n_layers *
+                        ((double)hp->dim * (2 * q + 2 * kv) + 3.0 * hp->dim * hp->ffn_dim) +
                     (double)hp->vocab_size * hp->dim;
     /* each rank's shard gives its best k of a row as 2k floats in its own row's space */
     int max_cands = e->be.top_cands ? LOGIT_CANDS_MAX : 0;
@@ -289,15 +303,23 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     /* every rank must have the op (a CUDA rank has it unless debug.top_cands is false): a plan
      * asking for candidates runs on all of them */
     max_cands = comm_min_int(c, max_cands);
-    e->info = (struct engine_info){.vocab = hp->vocab_size, .max_cands = max_cands, .eos_id = hp->eos_id, .block_size = o->block_size,
-                                   .n_blocks = o->n_blocks, .sink_blocks = e->kv.sink_blocks, .max_ctx = max_ctx,
-                                   .tp = c->tp, .pp = c->pp,
+    e->info = (struct engine_info){.vocab = hp->vocab_size,
+                                   .max_cands = max_cands,
+                                   .eos_id = hp->eos_id,
+                                   .block_size = o->block_size,
+                                   .n_blocks = o->n_blocks,
+                                   .sink_blocks = e->kv.sink_blocks,
+                                   .max_ctx = max_ctx,
+                                   .tp = c->tp,
+                                   .pp = c->pp,
                                    .gpu = e->be.kind != BACKEND_CPU,
                                    .attn_ctx_unit = params / (2.0 * hp->n_layers * q),
-                                   .weight_bytes = (double)e->model.weight_bytes, .kv_bytes = (double)e->kv.bytes};
+                                   .weight_bytes = (double)e->model.weight_bytes,
+                                   .kv_bytes = (double)e->kv.bytes};
     snprintf(e->info.backend, sizeof e->info.backend, "%s", e->be.name ? e->be.name : "?");
     snprintf(e->info.allreduce, sizeof e->info.allreduce, "%s", gpu_comm_describe(c));
-    struct monitor_steps ms = {.step_timeout_s = o->step_timeout_s, .stop_flag = o->stop_flag,
+    struct monitor_steps ms = {.step_timeout_s = o->step_timeout_s,
+                               .stop_flag = o->stop_flag,
                                .stop_grace_s = o->stop_grace_s};
     monitor_watch_steps(e->monitor, &ms);
     *out = e;
@@ -314,7 +336,8 @@ fail:
 void engine_close(struct engine *e) {
     if (!e) return;
     monitor_watch_steps(e->monitor, NULL); /* closing runs no steps */
-    for (int i = 0; i < e->n_pending; i++) free(e->pending[i].full); /* collected before a clean close */
+    for (int i = 0; i < e->n_pending; i++)
+        free(e->pending[i].full); /* collected before a clean close */
     forward_state_settle(&e->fs, e->comm);
     forward_state_free(&e->fs, &e->be);
     kvcache_free(&e->kv);
@@ -340,10 +363,13 @@ int engine_submit(struct engine *e, const struct step_plan *plan, float *logits)
     struct comm *c = e->comm;
     for (int i = 0; i < plan->n_blocks; i++)
         if (plan->blocks[i] < 0 || plan->blocks[i] >= e->info.n_blocks)
-            FATAL("step plan names KV block %d; the cache has %d", plan->blocks[i], e->info.n_blocks);
+            FATAL("step plan names KV block %d; the cache has %d", plan->blocks[i],
+                  e->info.n_blocks);
     if (plan->n_cands < 0 || plan->n_cands > e->info.max_cands)
-        FATAL("step plan asks for %d logit candidates a row; at most %d here", plan->n_cands, e->info.max_cands);
-    if (e->n_pending == ENGINE_MAX_IN_FLIGHT) FATAL("more than %d steps in flight", ENGINE_MAX_IN_FLIGHT);
+        FATAL("step plan asks for %d logit candidates a row; at most %d here", plan->n_cands,
+              e->info.max_cands);
+    if (e->n_pending == ENGINE_MAX_IN_FLIGHT)
+        FATAL("more than %d steps in flight", ENGINE_MAX_IN_FLIGHT);
     if (e->n_pending == 0) monitor_step_begin(e->monitor);
     /* posted before the activations leave: the last stage never waits on rank 0 to send */
     int32_t *full = NULL;
@@ -351,10 +377,11 @@ int engine_submit(struct engine *e, const struct step_plan *plan, float *logits)
         full = xmalloc(sizeof *full * (size_t)(plan->n_out > 0 ? plan->n_out : 1));
         memcpy(full, plan->out_full, sizeof *full * (size_t)plan->n_out);
     }
-    e->pending[e->n_pending].recv =
-        c->pp > 1 ? comm_irecv_floats(c, logits, (size_t)plan->n_out * e->info.vocab, (c->pp - 1) * c->tp,
-                                      COMM_TAG_LOGITS)
-                  : NULL;
+    e->pending[e->n_pending].recv = c->pp > 1
+                                        ? comm_irecv_floats(c, logits,
+                                                            (size_t)plan->n_out * e->info.vocab,
+                                                            (c->pp - 1) * c->tp, COMM_TAG_LOGITS)
+                                        : NULL;
     e->pending[e->n_pending].logits = logits;
     e->pending[e->n_pending].n_out = plan->n_out;
     e->pending[e->n_pending].n_cands = plan->n_cands;
@@ -369,8 +396,8 @@ int engine_collect(struct engine *e) {
     if (e->pending[0].recv) {
         comm_wait(e->comm, e->pending[0].recv);
         if (e->pending[0].full) /* the last stage packed the light rows (plan_rows_pack) */
-            plan_rows_unpack(e->pending[0].n_out, e->pending[0].n_cands, e->pending[0].full, e->pending[0].logits,
-                             e->info.vocab);
+            plan_rows_unpack(e->pending[0].n_out, e->pending[0].n_cands, e->pending[0].full,
+                             e->pending[0].logits, e->info.vocab);
     }
     free(e->pending[0].full);
     memmove(e->pending, e->pending + 1, sizeof *e->pending * (size_t)--e->n_pending);
@@ -392,8 +419,10 @@ static void ping_answer(struct engine *e) {
     struct comm *c = e->comm;
     comm_tp_barrier(c);
     int32_t ack = 1;
-    if (c->pp > 1 && c->stage == c->pp - 1 && c->tp_rank == 0) comm_send(c, &ack, sizeof ack, 0, COMM_TAG_LOGITS);
-    if (c->pp > 1 && c->rank == 0) comm_recv(c, &ack, sizeof ack, (c->pp - 1) * c->tp, COMM_TAG_LOGITS);
+    if (c->pp > 1 && c->stage == c->pp - 1 && c->tp_rank == 0)
+        comm_send(c, &ack, sizeof ack, 0, COMM_TAG_LOGITS);
+    if (c->pp > 1 && c->rank == 0)
+        comm_recv(c, &ack, sizeof ack, (c->pp - 1) * c->tp, COMM_TAG_LOGITS);
 }
 
 void engine_ping(struct engine *e) {

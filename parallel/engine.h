@@ -21,16 +21,18 @@ struct engine_opts {
     const char *backend; /* "cpu", "cuda", "auto" (NULL: auto) */
     const char *moe;     /* experts' split: "tp", "ep", "auto" (NULL: auto; model.h) */
     int local_rank;      /* rank on this node: picks the GPU */
-    int tp, pp;          /* ranks per stage (0: ranks / pp), pipeline stages (0: 1); tp x pp = ranks */
-    int threads;        /* per rank; < 1: all online CPUs */
+    int tp, pp;  /* ranks per stage (0: ranks / pp), pipeline stages (0: 1); tp x pp = ranks */
+    int threads; /* per rank; < 1: all online CPUs */
     enum dtype kv_type; /* DT_F16 (default) or DT_F32 */
     int block_size;     /* tokens per KV block */
     int n_blocks;       /* KV blocks per rank */
-    int sink_blocks;    /* FP8 cache: blocks with an F16 sink, for sequences' first blocks (kvcache.h) */
-    int max_ctx;        /* longest sequence served; 0: the model's trained context */
+    int sink_blocks; /* FP8 cache: blocks with an F16 sink, for sequences' first blocks (kvcache.h)
+                      */
+    int max_ctx;     /* longest sequence served; 0: the model's trained context */
     struct comm_opts comm; /* GPU all-reduce (mode NULL: auto), timeouts (0: defaults) */
     const struct backend_debug *debug; /* the [debug] switches (NULL: their defaults) */
-    const char *synthetic; /* random weights of a geometry ("llama3-8b[:bf16]"), no file; NULL: model_path */
+    const char *synthetic; /* random weights of a geometry ("llama3-8b[:bf16]"), no file; NULL:
+                              model_path */
     double step_timeout_s; /* a step not done by then ends the job (a peer is hung); 0: no limit */
     const atomic_int *stop_flag; /* when set, the job must end within stop_grace_s */
     double stop_grace_s;
@@ -39,16 +41,18 @@ struct engine_opts {
 /* What a scheduler needs to know of the engine; the same on every rank. */
 struct engine_info {
     int vocab;      /* length of one logits row */
-    int max_cands;  /* the most logit candidates a plan may ask per row (step_plan.n_cands); 0: none */
+    int max_cands;  /* the most logit candidates a plan may ask per row (step_plan.n_cands); 0: none
+                     */
     int eos_id;     /* the model's end-of-sequence token (tokenizers may add more) */
     int block_size; /* tokens per KV block */
     int n_blocks;   /* KV blocks; ids 0..n_blocks-1 are valid in a plan */
-    int sink_blocks; /* blocks 0..sink_blocks-1 keep a sequence's first positions exact (FP8); else 0 */
-    int max_ctx;    /* longest sequence (prompt + generated) */
-    int tp;         /* ranks each layer is split over */
-    int pp;         /* pipeline stages the layers are split over */
-    int gpu;        /* 1: the backend is a GPU's (weight-bound decode up to larger batches) */
-    char backend[32];    /* the backend's name, for the start-up banner */
+    int sink_blocks;  /* blocks 0..sink_blocks-1 keep a sequence's first positions exact (FP8); else
+                         0 */
+    int max_ctx;      /* longest sequence (prompt + generated) */
+    int tp;           /* ranks each layer is split over */
+    int pp;           /* pipeline stages the layers are split over */
+    int gpu;          /* 1: the backend is a GPU's (weight-bound decode up to larger batches) */
+    char backend[32]; /* the backend's name, for the start-up banner */
     char allreduce[96];  /* the communicator, as gpu_comm_describe says it */
     double weight_bytes; /* this rank's weights and KV cache (rank 0's: stage 0's) */
     double kv_bytes;

@@ -12,8 +12,8 @@ static void bfree(struct backend *be, void *p) {
 }
 
 void forward_state_free(struct forward_state *fs, struct backend *be) {
-    void *bufs[] = {fs->x, fs->xb, fs->qkv, fs->att, fs->y, fs->gu, fs->hb, fs->idx, fs->xo, fs->logits_local,
-                    fs->cands_local};
+    void *bufs[] = {fs->x,  fs->xb,  fs->qkv, fs->att,          fs->y,          fs->gu,
+                    fs->hb, fs->idx, fs->xo,  fs->logits_local, fs->cands_local};
     for (unsigned i = 0; i < sizeof bufs / sizeof *bufs; i++) bfree(be, bufs[i]);
     free(fs->idx_host);
     if (fs->host_local) be->free_host(be->ctx, fs->host_local);
@@ -68,8 +68,9 @@ size_t forward_activation_bytes(const struct model *m, int max_tokens) {
     const struct act_widths w = act_widths(m);
     const size_t T = (size_t)(max_tokens > 0 ? max_tokens : 1);
     /* every token may want logits; block_off and blocks are counted as one int32 per token */
-    return T * (3 * w.x + w.qkv + w.att + w.gu + w.hb + 4 * w.idx) + T * (w.xo + w.logits + w.cands) +
-           T * 2 * sizeof(int32_t) + moe_activation_bytes(m, (int)T);
+    return T * (3 * w.x + w.qkv + w.att + w.gu + w.hb + 4 * w.idx) +
+           T * (w.xo + w.logits + w.cands) + T * 2 * sizeof(int32_t) +
+           moe_activation_bytes(m, (int)T);
 }
 
 /* The plan's index arrays, in one backend buffer at offsets that depend only on the step's
@@ -81,7 +82,8 @@ static void upload_plan(struct backend *be, struct forward_state *fs, const stru
     const size_t a4 = 4; /* int32 words per 16 bytes */
     const size_t nt = (p->n_tokens + a4 - 1) / a4 * a4, no = (p->n_out + a4 - 1) / a4 * a4;
     const size_t ns = ((size_t)p->n_seqs + 1 + a4 - 1) / a4 * a4;
-    const size_t o_seq = nt, o_pos = 2 * nt, o_out = 3 * nt, o_boff = 3 * nt + no, o_blk = o_boff + ns;
+    const size_t o_seq = nt, o_pos = 2 * nt, o_out = 3 * nt, o_boff = 3 * nt + no,
+                 o_blk = o_boff + ns;
     const size_t words = o_blk + (size_t)p->n_blocks;
     if (words > fs->cap_idx) {
         fs->cap_idx = words > 2 * fs->cap_idx ? words : 2 * fs->cap_idx;
@@ -130,8 +132,11 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
          * a 128k vocabulary), several times faster into it than into pageable memory */
         /* whole rows, and with logit candidates (gather_cands) every row's pairs beside them */
         fs->host_local = be->alloc_host(be->ctx, n * (w.logits + w.cands) + 1);
-        fs->host_gather = xmalloc(n * ((size_t)hp->vocab_size * sizeof(float) + (size_t)m->sp.tp * w.cands));
-        fs->host_logits = m->sp.last && m->sp.pp > 1 ? xmalloc(n * (size_t)hp->vocab_size * sizeof(float)) : NULL;
+        fs->host_gather = xmalloc(
+            n * ((size_t)hp->vocab_size * sizeof(float) + (size_t)m->sp.tp * w.cands));
+        fs->host_logits = m->sp.last && m->sp.pp > 1
+                              ? xmalloc(n * (size_t)hp->vocab_size * sizeof(float))
+                              : NULL;
         fs->cap_out = p->n_out;
     }
     moe_reserve(&fs->moe, m, p->n_tokens);
@@ -139,13 +144,14 @@ static void forward_prepare(struct model *m, struct forward_state *fs, const str
 }
 
 /* Matrices stored fused (one matmul) or as parts written side by side into y. */
-static void matmul_parts(struct backend *be, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
-                         const struct bweight *w, int n_parts, int fused) {
+static void matmul_parts(struct backend *be, float *y, int64_t ldy, const float *x, int64_t ldx,
+                         int T, const struct bweight *w, int n_parts, int fused) {
     if (fused) {
         be->matmul(be->ctx, y, ldy, x, ldx, T, &w[0]);
         return;
     }
-    for (int i = 0, col = 0; i < n_parts; col += w[i].rows, i++) be->matmul(be->ctx, y + col, ldy, x, ldx, T, &w[i]);
+    for (int i = 0, col = 0; i < n_parts; col += w[i].rows, i++)
+        be->matmul(be->ctx, y + col, ldy, x, ldx, T, &w[i]);
 }
 
 /* What a step's work needs; forward_layers' argument. */
@@ -173,8 +179,10 @@ static void forward_layers(void *arg) {
     const struct shard_plan *sp = &m->sp;
     const int T = p->n_tokens, dim = hp->dim, hd = hp->head_dim;
     const int nq = sp->n_q, nkv = sp->n_kv, ldqkv = qkv_rows(m), nffn = sp->n_ffn;
-    struct attn_batch ab = {T, p->n_seqs, fs->seq_of, fs->pos, fs->block_off, fs->blocks, kv->block_size,
-                            p->seq_of, p->pos}; /* host copies: the CUDA backend's prefill tiles */
+    struct attn_batch ab = {
+        T,          p->n_seqs,      fs->seq_of, fs->pos, fs->block_off,
+        fs->blocks, kv->block_size, p->seq_of,  p->pos}; /* host copies: the CUDA backend's prefill
+                                                            tiles */
     float *x = fs->x, *xb = fs->xb, *y = fs->y, *qkv = fs->qkv;
     float *q = qkv, *k = qkv + nq * hd, *v = qkv + (nq + nkv) * hd;
 
@@ -189,7 +197,8 @@ static void forward_layers(void *arg) {
 
     // the first layer's attention rmsnorm (each later one comes with the residual add before it)
     if (sp->n_layers > 0) be->rmsnorm(bc, xb, x, m->layers[0].attn_norm, T, dim, hp->norm_eps);
-    for (int il = 0; il < sp->n_layers; il++) { /* this stage's layers: sp->layer0 + il of the model */
+    for (int il = 0; il < sp->n_layers;
+         il++) { /* this stage's layers: sp->layer0 + il of the model */
         const struct layer_weights *lw = &m->layers[il];
         // q, k, v for this rank's heads (column-parallel)
         matmul_parts(be, qkv, ldqkv, xb, dim, T, lw->qkv, 3, lw->qkv_fused);
@@ -204,7 +213,8 @@ static void forward_layers(void *arg) {
         // k, v into the paged cache, then attention over each sequence's cached positions
         be->kv_store(bc, &kv->layers[il], kv->type, k, v, ldqkv, nkv, hd, &ab);
         be->attention(bc, fs->att + sp->wo_pad, sp->wo_ncols, q, ldqkv, nq, sp->q_head0,
-                      hp->n_heads / hp->n_kv_heads, sp->kv_head0, &kv->layers[il], kv->type, nkv, hd, &ab);
+                      hp->n_heads / hp->n_kv_heads, sp->kv_head0, &kv->layers[il], kv->type, nkv,
+                      hd, &ab);
         // output projection on this rank's columns (row-parallel), then sum over ranks
         be->matmul(bc, y, dim, fs->att, sp->wo_ncols, T, &lw->wo);
         comm_allreduce_sum(c, y, (size_t)T * dim); // after row-parallel Wo
@@ -223,11 +233,13 @@ static void forward_layers(void *arg) {
         }
         comm_allreduce_sum(c, y, (size_t)T * dim); // after row-parallel W_down
         // residual add, then the next layer's attention rmsnorm, in one pass
-        if (il + 1 < sp->n_layers) be->add_rmsnorm(bc, x, y, xb, m->layers[il + 1].attn_norm, T, dim, hp->norm_eps);
+        if (il + 1 < sp->n_layers)
+            be->add_rmsnorm(bc, x, y, xb, m->layers[il + 1].attn_norm, T, dim, hp->norm_eps);
         else be->add(bc, x, y, (size_t)T * dim);
     }
 
-    if (!sp->last) { // on to the next stage; rank 0 receives the logits from the last (engine_submit)
+    if (!sp->last) { // on to the next stage; rank 0 receives the logits from the last
+                     // (engine_submit)
         comm_send_act(c, x, (size_t)T * dim, comm_stage_peer(c, sp->stage + 1));
         return;
     }
@@ -247,14 +259,16 @@ enum { FORWARD_GRAPH_MAX_T = 16 };
  * plan->n_cands = k, its k best entries of every row (backend top_cands), which rank 0 merges
  * into the light rows' first k entries: a light row costs k pairs per rank instead of the
  * vocabulary's floats. */
-static void gather_logits(struct model *m, struct forward_state *fs, const struct step_plan *p, struct comm *c,
-                          float *out) {
+static void gather_logits(struct model *m, struct forward_state *fs, const struct step_plan *p,
+                          struct comm *c, float *out) {
     struct backend *be = m->be;
     const struct shard_plan *sp = &m->sp;
     const int k = p->n_cands, n_out = p->n_out, nv = sp->n_vocab, vocab = m->hp.vocab_size;
     if (k > LOGIT_CANDS_MAX || 2 * k > nv) /* engine_info's max_cands keeps within both */
-        FATAL("step plan asks for %d logit candidates (at most %d here)", k, nv / 2 < LOGIT_CANDS_MAX ? nv / 2 : LOGIT_CANDS_MAX);
-    if (k > 0) be->top_cands(be->ctx, fs->cands_local, fs->logits_local, n_out, nv, nv, sp->vocab0, k);
+        FATAL("step plan asks for %d logit candidates (at most %d here)", k,
+              nv / 2 < LOGIT_CANDS_MAX ? nv / 2 : LOGIT_CANDS_MAX);
+    if (k > 0)
+        be->top_cands(be->ctx, fs->cands_local, fs->logits_local, n_out, nv, nv, sp->vocab0, k);
     be->sync(be->ctx);
     /* host_local: every row's k pairs (two floats each), then the whole rows, in row order */
     const size_t pairs = (size_t)n_out * k * 2;
@@ -267,8 +281,8 @@ static void gather_logits(struct model *m, struct forward_state *fs, const struc
         }
         int j = i;
         while (j < n_out && plan_row_whole(p, j)) j++;
-        be->download(be->ctx, fs->host_local + pairs + (size_t)n_full * nv, fs->logits_local + (size_t)i * nv,
-                     (size_t)(j - i) * nv * sizeof(float));
+        be->download(be->ctx, fs->host_local + pairs + (size_t)n_full * nv,
+                     fs->logits_local + (size_t)i * nv, (size_t)(j - i) * nv * sizeof(float));
         n_full += j - i;
         i = j;
     }
@@ -283,7 +297,8 @@ static void gather_logits(struct model *m, struct forward_state *fs, const struc
     if (c->tp_rank != 0 || !out) return;
     for (int i = 0, f = 0; i < n_out; i++) {
         float *row = out + (size_t)i * vocab;
-        if (!plan_row_whole(p, i)) { /* rank r's list for row i: at displs[r] (in floats), k pairs a row */
+        if (!plan_row_whole(
+                p, i)) { /* rank r's list for row i: at displs[r] (in floats), k pairs a row */
             const struct logit_cand *lists[c->tp];
             for (int r = 0; r < c->tp; r++)
                 lists[r] = (const struct logit_cand *)(fs->host_gather + displs[r]) + (size_t)i * k;
@@ -291,11 +306,14 @@ static void gather_logits(struct model *m, struct forward_state *fs, const struc
             continue;
         }
         for (int r = 0; r < c->tp; r++)
-            memcpy(row + v0[r], fs->host_gather + displs[r] + pairs + (size_t)f * nvr[r], sizeof(float) * (size_t)nvr[r]);
+            memcpy(row + v0[r], fs->host_gather + displs[r] + pairs + (size_t)f * nvr[r],
+                   sizeof(float) * (size_t)nvr[r]);
         f++;
     }
-    if (sp->pp > 1) /* back to rank 0, which runs the scheduler; light rows shrink to their candidates on the way */
-        fs->logits_send = comm_isend_floats(c, out, plan_rows_pack(p, out, vocab), 0, COMM_TAG_LOGITS);
+    if (sp->pp > 1) /* back to rank 0, which runs the scheduler; light rows shrink to their
+                       candidates on the way */
+        fs->logits_send = comm_isend_floats(c, out, plan_rows_pack(p, out, vocab), 0,
+                                            COMM_TAG_LOGITS);
 }
 
 /* A step's work is the same when the plan has the same shape (tokens, sequences, logits
@@ -305,8 +323,8 @@ static uint64_t graph_key(const struct step_plan *p) {
     return (uint64_t)p->n_tokens | (uint64_t)p->n_seqs << 16 | (uint64_t)p->n_out << 32;
 }
 
-void forward(struct model *m, struct kvcache *kv, struct forward_state *fs, const struct step_plan *p,
-             struct comm *c, float *logits) {
+void forward(struct model *m, struct kvcache *kv, struct forward_state *fs,
+             const struct step_plan *p, struct comm *c, float *logits) {
     struct backend *be = m->be;
     void *bc = be->ctx;
     const struct shard_plan *sp = &m->sp;

@@ -34,10 +34,13 @@ static int row_extra(enum dtype type) { return type == DT_F8_E4M3 ? 1 : 0; }
 
 size_t kvcache_token_bytes(enum dtype type, int n_layers, int n_kv, int head_dim) {
     if (!elem_bytes(type)) return 0;
-    return 2 * (size_t)n_layers * (size_t)n_kv * ((size_t)head_dim * (size_t)elem_bytes(type) + (size_t)row_extra(type));
+    return 2 * (size_t)n_layers * (size_t)n_kv *
+           ((size_t)head_dim * (size_t)elem_bytes(type) + (size_t)row_extra(type));
 }
 
-static int sink_rows(int block_size) { return block_size < KV_SINK_ROWS ? block_size : KV_SINK_ROWS; }
+static int sink_rows(int block_size) {
+    return block_size < KV_SINK_ROWS ? block_size : KV_SINK_ROWS;
+}
 
 int kvcache_sink_blocks(enum dtype type, int n_blocks, int sink_blocks) {
     if (type != DT_F8_E4M3 || sink_blocks < 0) return 0;
@@ -52,27 +55,37 @@ int kvcache_sink_default(int n_blocks, int max_running) {
 /* Bytes of one layer's K (or V) sink: F16 rows. The sink is at most a few rows of each
  * block, so it cannot overflow where the codes' size did not. */
 static size_t sink_tensor_bytes(int n_kv, int head_dim, int block_size, int sink_blocks) {
-    return (size_t)sink_blocks * (size_t)sink_rows(block_size) * (size_t)n_kv * (size_t)head_dim * 2;
+    return (size_t)sink_blocks * (size_t)sink_rows(block_size) * (size_t)n_kv * (size_t)head_dim *
+           2;
 }
 
-size_t kvcache_sink_bytes(enum dtype type, int n_layers, int n_kv, int head_dim, int block_size, int sink_blocks) {
+size_t kvcache_sink_bytes(enum dtype type, int n_layers, int n_kv, int head_dim, int block_size,
+                          int sink_blocks) {
     if (type != DT_F8_E4M3 || sink_blocks <= 0) return 0;
     return 2 * (size_t)n_layers * sink_tensor_bytes(n_kv, head_dim, block_size, sink_blocks);
 }
 
-int kvcache_init(struct kvcache *kv, struct backend *be, enum dtype type, int n_layers, int n_blocks,
-                 int block_size, int n_kv, int head_dim, int sink_blocks, char *err) {
+int kvcache_init(struct kvcache *kv, struct backend *be, enum dtype type, int n_layers,
+                 int n_blocks, int block_size, int n_kv, int head_dim, int sink_blocks, char *err) {
     memset(kv, 0, sizeof *kv);
     if (!elem_bytes(type)) return err_set(err, "KV cache type must be f32, f16 or fp8");
-    if (n_blocks < 1 || block_size < 1) return err_set(err, "KV cache needs at least one block of one token");
+    if (n_blocks < 1 || block_size < 1)
+        return err_set(err, "KV cache needs at least one block of one token");
     uint64_t rows = 0, per = 0;
     if (size_mul((uint64_t)n_blocks * (uint64_t)block_size, (uint64_t)n_kv, &rows) ||
         size_mul(rows, (uint64_t)head_dim * (uint64_t)elem_bytes(type), &per))
         return err_set(err, "KV cache size overflows");
-    const int sinks = kvcache_sink_blocks(type, n_blocks, sink_blocks), srows = sink_rows(block_size);
+    const int sinks = kvcache_sink_blocks(type, n_blocks, sink_blocks),
+              srows = sink_rows(block_size);
     const size_t sink = sink_tensor_bytes(n_kv, head_dim, block_size, sinks);
-    *kv = (struct kvcache){.be = be, .type = type, .n_layers = n_layers, .n_blocks = n_blocks,
-                           .block_size = block_size, .n_kv = n_kv, .head_dim = head_dim, .sink_blocks = sinks};
+    *kv = (struct kvcache){.be = be,
+                           .type = type,
+                           .n_layers = n_layers,
+                           .n_blocks = n_blocks,
+                           .block_size = block_size,
+                           .n_kv = n_kv,
+                           .head_dim = head_dim,
+                           .sink_blocks = sinks};
     kv->layers = xcalloc((unsigned long)n_layers, sizeof *kv->layers);
     const int scaled = row_extra(type) > 0;
     for (int l = 0; l < n_layers; l++) {

@@ -16,9 +16,9 @@
 
 struct kvcache {
     struct backend *be;
-    enum dtype type;   /* F32, F16 or F8_E4M3 */
+    enum dtype type; /* F32, F16 or F8_E4M3 */
     int n_layers, n_blocks, block_size, n_kv, head_dim;
-    int sink_blocks;   /* FP8: blocks 0 .. sink_blocks-1 keep an F16 sink; else 0 */
+    int sink_blocks; /* FP8: blocks 0 .. sink_blocks-1 keep an F16 sink; else 0 */
     struct kv_layer *layers;
     size_t bytes;
 };
@@ -39,10 +39,11 @@ int kvcache_sink_blocks(enum dtype type, int n_blocks, int sink_blocks);
  * more, so that a prefix cache keeps many first blocks with their sink. */
 int kvcache_sink_default(int n_blocks, int max_running);
 /* Bytes of the sink beside the cache (every layer, K and V, the rank's n_kv heads). */
-size_t kvcache_sink_bytes(enum dtype type, int n_layers, int n_kv, int head_dim, int block_size, int sink_blocks);
+size_t kvcache_sink_bytes(enum dtype type, int n_layers, int n_kv, int head_dim, int block_size,
+                          int sink_blocks);
 
-int kvcache_init(struct kvcache *kv, struct backend *be, enum dtype type, int n_layers, int n_blocks,
-                 int block_size, int n_kv, int head_dim, int sink_blocks, char *err);
+int kvcache_init(struct kvcache *kv, struct backend *be, enum dtype type, int n_layers,
+                 int n_blocks, int block_size, int n_kv, int head_dim, int sink_blocks, char *err);
 void kvcache_free(struct kvcache *kv);
 
 #endif

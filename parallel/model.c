@@ -23,7 +23,8 @@ struct loader {
 static const struct mf_tensor *need(struct loader *L, enum tensor_id id, int il) {
     const struct mf_tensor *t = modelfile_tensor(&L->mf, id, il);
     if (t && t->type == DT_I4_S32 && L->m->be->kind == BACKEND_CUDA) {
-        err_set(L->err, "%s: tensor '%s': INT4 weights (%s) run on the CPU backend only; the "
+        err_set(L->err,
+                "%s: tensor '%s': INT4 weights (%s) run on the CPU backend only; the "
                 "CUDA backend has no I4_S32 kernels yet (use backend = \"cpu\")",
                 L->mf.paths[t->file], t->src_name ? t->src_name : t->name, L->mf.int4.method);
         return NULL;
@@ -87,17 +88,16 @@ static void *upload_host(struct loader *L, const void *host, size_t bytes) {
 
 /* Rows [row0, row0 + nrows) of a matrix that starts at row `base` of tensor t (an expert's
  * in a 3-D tensor; else 0): one contiguous byte range of the file. */
-static int read_rows(struct loader *L, const struct mf_tensor *t, int64_t base, int row0,
-                     int nrows, char *dst) {
+static int read_rows(struct loader *L, const struct mf_tensor *t, int64_t base, int row0, int nrows,
+                     char *dst) {
     row0 += (int)base;
     if (t->fp8) return fp8w_read(&L->mf, t, row0, nrows, 0, t->ne[0], (uint8_t *)dst, L->err);
     if (t->int4) return int4w_read(&L->mf, t, row0, nrows, 0, t->ne[0], (uint8_t *)dst, L->err);
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
-    if (rb < 0)
-        return err_set(L->err, "%s: tensor '%s': bad row length", L->mf.paths[0], t->name);
+    if (rb < 0) return err_set(L->err, "%s: tensor '%s': bad row length", L->mf.paths[0], t->name);
     if (nrows == 0) return 0;
-    return modelfile_read(&L->mf, t, (uint64_t)row0 * (uint64_t)rb,
-                          (uint64_t)nrows * (uint64_t)rb, dst, L->err);
+    return modelfile_read(&L->mf, t, (uint64_t)row0 * (uint64_t)rb, (uint64_t)nrows * (uint64_t)rb,
+                          dst, L->err);
 }
 
 /* This rank's rows of column-parallel or vocabulary matrices t[0..n) of one type, stacked
@@ -138,23 +138,24 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
     int be_ = dtype_block_elems(t->type);
     int rows = (int)t->ne[1];
     if (col0 % be_ || ncols % be_)
-        return err_set(L->err, "%s: tensor '%s': column slice [%d, %d) is not on %s block "
-                       "boundaries", L->mf.paths[0], t->name, col0, col0 + ncols,
-                       dtype_name(t->type));
+        return err_set(L->err,
+                       "%s: tensor '%s': column slice [%d, %d) is not on %s block "
+                       "boundaries",
+                       L->mf.paths[0], t->name, col0, col0 + ncols, dtype_name(t->type));
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
     int64_t sb = dtype_row_bytes(t->type, ncols), off = dtype_row_bytes(t->type, col0);
     size_t bytes = (size_t)sb * (size_t)rows;
     char *host = xmalloc(L->dry || !bytes ? 1 : bytes);
     if (!L->dry &&
         ((t->fp8 && fp8w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)) ||
-         (t->int4 && int4w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)))) {
+         (t->int4 &&
+          int4w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)))) {
         free(host);
         return -1;
     }
     for (int r = 0; r < rows && sb > 0 && !t->fp8 && !t->int4 && !L->dry; r++)
         if (modelfile_read(&L->mf, t, (uint64_t)(base + r) * (uint64_t)rb + (uint64_t)off,
-                           (uint64_t)sb,
-                           host + (size_t)r * (size_t)sb, L->err)) {
+                           (uint64_t)sb, host + (size_t)r * (size_t)sb, L->err)) {
             free(host);
             return -1;
         }
@@ -366,8 +367,10 @@ static int check_all_read(struct loader *L) {
         if (L->read[id] || !here || !tensor_needed(&L->m->hp, id, il, present)) continue;
         char name[96];
         tensor_name(id, il, TNAMES_GGUF, name, sizeof name);
-        return err_set(L->err, "%s: tensor '%s' is needed but the weight loader "
-                       "(parallel/model.c) does not read it", L->mf.paths[0], name);
+        return err_set(L->err,
+                       "%s: tensor '%s' is needed but the weight loader "
+                       "(parallel/model.c) does not read it",
+                       L->mf.paths[0], name);
     }
     return 0;
 }
@@ -426,21 +429,22 @@ static int load(struct model *m, const char *path, struct backend *be, int tp, i
         if (L.mf.int4.group) { /* name the tensor and the group the split must respect */
             char msg[512];
             snprintf(msg, sizeof msg, "%s", err);
-            err_set(err, "%s: INT4 (%s) groups of %d columns: the row-parallel "
+            err_set(err,
+                    "%s: INT4 (%s) groups of %d columns: the row-parallel "
                     "blk.*.attn_output.weight and blk.*.ffn_down.weight are split on group "
-                    "boundaries, and %s", L.mf.paths[0], L.mf.int4.method, L.mf.int4.group,
-                    msg);
+                    "boundaries, and %s",
+                    L.mf.paths[0], L.mf.int4.method, L.mf.int4.group, msg);
         }
         goto out;
     }
-    if (shard_plan_moe(&m->sp, hp, moe_ep(hp, moe, tp), split_block(&L.mf, TENSOR_FFN_DOWN_EXPS, tp),
+    if (shard_plan_moe(&m->sp, hp, moe_ep(hp, moe, tp),
+                       split_block(&L.mf, TENSOR_FFN_DOWN_EXPS, tp),
                        split_block(&L.mf, TENSOR_FFN_DOWN_SHEXP, tp), err) ||
         shard_stage(&m->sp, hp->n_layers, pp, stage, head_layers(&L.mf), err))
         goto out;
     if (m->sp.first && load_matrix(&L, &m->tok_embd, TENSOR_TOKEN_EMBD, -1)) goto out;
     if (m->sp.last) {
-        if (hp->tied_embeddings && m->sp.first)
-            m->output = m->tok_embd;
+        if (hp->tied_embeddings && m->sp.first) m->output = m->tok_embd;
         else if (load_matrix(&L, &m->output,
                              hp->tied_embeddings ? TENSOR_TOKEN_EMBD : TENSOR_OUTPUT, -1))
             goto out;
@@ -520,8 +524,12 @@ static void plan_copy(void *ctx, void *dst, const void *src, size_t bytes) {
 
 int model_plan_weights(const char *path, int tp, int rank, int pp, int stage, enum moe_split moe,
                        size_t *bytes, char *err) {
-    struct backend be = {.kind = BACKEND_NONE, .name = "plan", .alloc = plan_alloc,
-                         .free = plan_free, .upload = plan_copy, .download = plan_copy};
+    struct backend be = {.kind = BACKEND_NONE,
+                         .name = "plan",
+                         .alloc = plan_alloc,
+                         .free = plan_free,
+                         .upload = plan_copy,
+                         .download = plan_copy};
     struct model m;
     if (load(&m, path, &be, tp, rank, pp, stage, moe, NULL, 1, err)) return -1;
     *bytes = m.weight_bytes;

@@ -26,12 +26,12 @@ struct layer_weights {
      * (one matmul instead of three), else three matrices. */
     struct bweight qkv[3];
     int qkv_fused;
-    float *qkv_bias;  /* [n_q*hd + 2*n_kv*hd] (Qwen2), or NULL */
-    float *q_norm, *k_norm; /* [hd] (Qwen3), or NULL */
-    struct bweight wo;      /* dim rows x wo_ncols columns (row-parallel slice) */
+    float *qkv_bias;           /* [n_q*hd + 2*n_kv*hd] (Qwen2), or NULL */
+    float *q_norm, *k_norm;    /* [hd] (Qwen3), or NULL */
+    struct bweight wo;         /* dim rows x wo_ncols columns (row-parallel slice) */
     struct bweight gate_up[2]; /* fused like qkv: 2*n_ffn rows, or gate and up */
     int gate_up_fused;
-    struct bweight down;    /* dim rows x n_ffn columns (row-parallel slice) */
+    struct bweight down; /* dim rows x n_ffn columns (row-parallel slice) */
     /* A mixture-of-experts layer (moe set; the dense MLP above is then empty): the router,
      * n_experts rows x dim, whole on every rank; this rank's experts sp.exp0 + i at i of
      * sp.n_exp; and when the model has one, the shared expert (split like a dense MLP) with
@@ -47,12 +47,13 @@ struct model {
     struct model_hparams hp;
     struct shard_plan sp;
     struct backend *be;
-    struct bweight tok_embd;   /* n_vocab local rows x dim (first stage only) */
-    struct bweight output;     /* LM head, n_vocab local rows x dim (last stage only; aliases tok_embd when tied) */
-    float *output_norm;        /* [dim] (last stage only) */
-    float *inv_freq;           /* [head_dim / 2] rotary frequencies, scaling applied */
+    struct bweight tok_embd; /* n_vocab local rows x dim (first stage only) */
+    struct bweight output;   /* LM head, n_vocab local rows x dim (last stage only; aliases tok_embd
+                                when tied) */
+    float *output_norm;      /* [dim] (last stage only) */
+    float *inv_freq;         /* [head_dim / 2] rotary frequencies, scaling applied */
     struct layer_weights *layers; /* the stage's: [sp.n_layers], layer sp.layer0 + i at i */
-    size_t weight_bytes;       /* bytes of weights this rank holds */
+    size_t weight_bytes;          /* bytes of weights this rank holds */
 };
 
 /* Told after each layer a rank loads: its layers done of its total, and the bytes of
@@ -71,8 +72,8 @@ enum moe_split moe_split_parse(const char *s);
 #define MOE_AUTO_MIN_COLS 128
 
 /* Rank `rank` of tp in stage `stage` of pp. lp: NULL, or told of the progress. */
-int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp, int stage,
-               enum moe_split moe, const struct load_progress *lp, char *err);
+int model_load(struct model *m, const char *path, struct backend *be, int tp, int rank, int pp,
+               int stage, enum moe_split moe, const struct load_progress *lp, char *err);
 void model_free(struct model *m);
 /* The bytes of weights model_load would give rank `rank` of tp in stage `stage` of pp (its
  * weight_bytes), from the file's tensor directory alone: nothing read, nothing allocated. */

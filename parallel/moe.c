@@ -18,8 +18,8 @@ static double prob(float v, double mx, double sum) {
     return isnan(v) || !(sum > 0) ? 0 : exp((double)v - mx) / sum;
 }
 
-void moe_route(const float *logits, int64_t ld, int T, int n_experts, int k, int norm,
-               int32_t *ids, float *w) {
+void moe_route(const float *logits, int64_t ld, int T, int n_experts, int k, int norm, int32_t *ids,
+               float *w) {
     for (int t = 0; t < T; t++) {
         const float *l = logits + (int64_t)t * ld;
         int32_t *id = ids + (int64_t)t * k;
@@ -79,8 +79,7 @@ static struct moe_dims dims(const struct model *m) {
     const struct model_hparams *hp = &m->hp;
     int sh = hp->shexp_ffn_dim > 0;
     int nf = m->sp.n_effn > m->sp.n_sffn ? m->sp.n_effn : m->sp.n_sffn;
-    return (struct moe_dims){hp->n_experts + sh, hp->n_experts_used, hp->n_experts_used + sh,
-                             nf};
+    return (struct moe_dims){hp->n_experts + sh, hp->n_experts_used, hp->n_experts_used + sh, nf};
 }
 
 /* bytes of each buffer for T tokens: logits, xg, yg, gu, hb, idx */
@@ -152,8 +151,8 @@ void moe_reserve(struct moe_state *ms, const struct model *m, int n_tokens) {
 
 /* out[T][dim] = down(silu(gate x) * up x) of one expert's slice of nf columns */
 void moe_swiglu(struct backend *be, float *y, const float *x, int dim, int T,
-                const struct bweight *gate_up, int fused, const struct bweight *down, int nf, float *gu,
-                float *hb) {
+                const struct bweight *gate_up, int fused, const struct bweight *down, int nf,
+                float *gu, float *hb) {
     be->matmul(be->ctx, gu, 2 * nf, x, dim, T, &gate_up[0]);
     if (!fused) be->matmul(be->ctx, gu + nf, 2 * nf, x, dim, T, &gate_up[1]);
     be->silu_mul(be->ctx, hb, nf, gu, gu + nf, 2 * nf, T, nf);
@@ -196,7 +195,8 @@ void moe_forward(const struct model *m, struct moe_state *ms, const struct layer
         memcpy(wts + (size_t)t * kk, ms->w + (size_t)t * k, sizeof(float) * (size_t)k);
         if (!sh) continue;
         pos[(size_t)t * kk + k] = ns > 0 ? n + t : -1;
-        wts[(size_t)t * kk + k] = (float)(1.0 / (1.0 + exp(-(double)ms->host_logits[(size_t)t * d.ld + E])));
+        wts[(size_t)t * kk + k] =
+            (float)(1.0 / (1.0 + exp(-(double)ms->host_logits[(size_t)t * d.ld + E])));
     }
     be->upload(bc, ms->idx, ms->host_idx, sizeof(int32_t) * (size_t)T * (size_t)(k + 2 * kk));
     const int32_t *drows = ms->idx, *dpos = ms->idx + (size_t)T * k;

@@ -16,14 +16,14 @@
 /* Buffers for steps of up to cap_tokens tokens (moe_reserve grows them). */
 struct moe_state {
     int cap_tokens;
-    float *logits;        /* backend: [T][ld] router logits (and the shared expert's gate) */
-    float *xg, *yg;       /* backend: inputs grouped by expert and the experts' outputs */
-    float *gu, *hb;       /* backend: gate+up and SwiGLU rows of one expert's tokens */
-    int32_t *idx;         /* backend: rows [T * k] | pos [T * kk] | weights [T * kk] (floats) */
-    float *host_logits;   /* host copies */
+    float *logits;      /* backend: [T][ld] router logits (and the shared expert's gate) */
+    float *xg, *yg;     /* backend: inputs grouped by expert and the experts' outputs */
+    float *gu, *hb;     /* backend: gate+up and SwiGLU rows of one expert's tokens */
+    int32_t *idx;       /* backend: rows [T * k] | pos [T * kk] | weights [T * kk] (floats) */
+    float *host_logits; /* host copies */
     int32_t *host_idx;
-    int32_t *ids;         /* host: [T * k] chosen experts */
-    float *w;             /* host: [T * k] their weights */
+    int32_t *ids;           /* host: [T * k] chosen experts */
+    float *w;               /* host: [T * k] their weights */
     int32_t *count, *start; /* host: [n_exp + 1] tokens of each local expert, first row */
     int32_t *owner, *load;  /* host, expert parallel: each expert's rank; pairs per rank */
     /* Expert parallel: the (token, expert) pairs of the busiest rank and of all ranks,
@@ -34,8 +34,8 @@ struct moe_state {
 /* Token t's k experts: the largest logits[t * ld + e] of e < n_experts, larger first, ties
  * to the lower id (NaN never chosen before a number); w their softmax probabilities over
  * all n_experts, divided by the chosen ones' sum when norm. */
-void moe_route(const float *logits, int64_t ld, int T, int n_experts, int k, int norm,
-               int32_t *ids, float *w);
+void moe_route(const float *logits, int64_t ld, int T, int n_experts, int k, int norm, int32_t *ids,
+               float *w);
 /* Groups the (token, expert) pairs of experts [e0, e0 + n_exp) by expert, tokens in order
  * within each: rows[start[i] + j] is the token of expert e0 + i's j-th row, count[i] its
  * rows; pos[t * kk + j] the row pair (t, j) went to, or -1 when expert ids[t * k + j] is
@@ -53,8 +53,8 @@ void moe_free(struct moe_state *ms, struct backend *be);
  * matrix of 2 nf rows; else two of nf) into gu (T x 2 nf), silu(gate) * up into hb (T x nf),
  * then down. Each expert, the shared expert and the dense layers' MLP (forward.c). */
 void moe_swiglu(struct backend *be, float *y, const float *x, int dim, int T,
-                const struct bweight *gate_up, int fused, const struct bweight *down, int nf, float *gu,
-                float *hb);
+                const struct bweight *gate_up, int fused, const struct bweight *down, int nf,
+                float *gu, float *hb);
 void moe_forward(const struct model *m, struct moe_state *ms, const struct layer_weights *lw,
                  float *y, const float *xb, int T);
 

@@ -62,8 +62,8 @@ static void reserve(struct step_plan *p, int tokens, int seqs, int blocks) {
     }
 }
 
-void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const int32_t *blocks, int n_blocks,
-              int logits_all) {
+void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const int32_t *blocks,
+              int n_blocks, int logits_all) {
     reserve(p, p->n_tokens + n, p->n_seqs + 1, p->n_blocks + n_blocks);
     int s = p->n_seqs;
     for (int i = 0; i < n; i++) {
@@ -90,10 +90,17 @@ void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const
 #define PLAN_ARRAYS 7
 
 /* The arrays in broadcast order with their lengths. */
-static void plan_arrays(const struct step_plan *p, int32_t *arrays[PLAN_ARRAYS], size_t lens[PLAN_ARRAYS]) {
-    int32_t *a[PLAN_ARRAYS] = {p->tokens, p->seq_of, p->pos, p->block_off, p->blocks, p->out_rows, p->out_full};
-    size_t l[PLAN_ARRAYS] = {(size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_tokens, (size_t)p->n_seqs + 1,
-                             (size_t)p->n_blocks, (size_t)p->n_out, p->n_cands > 0 ? (size_t)p->n_out : 0};
+static void plan_arrays(const struct step_plan *p, int32_t *arrays[PLAN_ARRAYS],
+                        size_t lens[PLAN_ARRAYS]) {
+    int32_t *a[PLAN_ARRAYS] = {p->tokens, p->seq_of,   p->pos,     p->block_off,
+                               p->blocks, p->out_rows, p->out_full};
+    size_t l[PLAN_ARRAYS] = {(size_t)p->n_tokens,
+                             (size_t)p->n_tokens,
+                             (size_t)p->n_tokens,
+                             (size_t)p->n_seqs + 1,
+                             (size_t)p->n_blocks,
+                             (size_t)p->n_out,
+                             p->n_cands > 0 ? (size_t)p->n_out : 0};
     memcpy(arrays, a, sizeof a);
     memcpy(lens, l, sizeof l);
 }
@@ -112,7 +119,8 @@ static int32_t *plan_pack(const struct step_plan *p, size_t *n_out) {
 }
 
 /* To the next stage, when there is one: the counts, then the arrays. */
-static void plan_pass_on(struct comm *c, const int32_t hdr[PLAN_HDR], const int32_t *buf, size_t n) {
+static void plan_pass_on(struct comm *c, const int32_t hdr[PLAN_HDR], const int32_t *buf,
+                         size_t n) {
     if (c->stage + 1 >= c->pp) return;
     int next = comm_stage_peer(c, c->stage + 1);
     comm_send_detached(c, hdr, PLAN_HDR * sizeof(int32_t), next, COMM_TAG_PLAN_HDR);
@@ -123,7 +131,8 @@ static void plan_pass_on(struct comm *c, const int32_t hdr[PLAN_HDR], const int3
 void plan_send(struct comm *c, const struct step_plan *p) {
     if (c->size == 1) return;
     int32_t hdr[PLAN_HDR] = {p->n_seqs, p->n_tokens, p->n_blocks, p->n_out, p->n_cands};
-    comm_tp_bcast_wait(c, hdr, sizeof hdr); /* matches plan_recv's: MPI pairs a non-blocking collective only with its like */
+    comm_tp_bcast_wait(c, hdr, sizeof hdr); /* matches plan_recv's: MPI pairs a non-blocking
+                                               collective only with its like */
     size_t n;
     int32_t *buf = plan_pack(p, &n);
     comm_tp_bcast(c, buf, n * sizeof(int32_t));
@@ -164,7 +173,8 @@ static size_t packed_len(const int32_t *full, int n_cands, int i, int vocab) {
 size_t plan_rows_pack(const struct step_plan *p, float *rows, int vocab) {
     if (p->n_cands == 0) return (size_t)p->n_out * vocab; /* every row whole: nothing moves */
     size_t at = 0;
-    for (int i = 0; i < p->n_out; i++) { /* row i lands at or before i x vocab: front to back is safe */
+    for (int i = 0; i < p->n_out;
+         i++) { /* row i lands at or before i x vocab: front to back is safe */
         size_t len = packed_len(p->out_full, p->n_cands, i, vocab);
         memmove(rows + at, rows + (size_t)i * vocab, len * sizeof(float));
         at += len;
@@ -175,7 +185,8 @@ size_t plan_rows_pack(const struct step_plan *p, float *rows, int vocab) {
 void plan_rows_unpack(int n_out, int n_cands, const int32_t *full, float *rows, int vocab) {
     size_t at = 0;
     for (int i = 0; i < n_out; i++) at += packed_len(full, n_cands, i, vocab);
-    for (int i = n_out - 1; i >= 0; i--) { /* back to front: row i's place is at or after its packed one */
+    for (int i = n_out - 1; i >= 0;
+         i--) { /* back to front: row i's place is at or after its packed one */
         size_t len = packed_len(full, n_cands, i, vocab);
         at -= len;
         memmove(rows + (size_t)i * vocab, rows + at, len * sizeof(float));

@@ -22,7 +22,7 @@ struct step_plan {
      * (util/logit_cand.h, at most engine_info's max_cands) at the start of the row's memory,
      * the others whole; 0: every row whole */
     int n_cands;
-    int32_t *out_full;  /* [n_out] 1: row i comes back whole (plan_add's default), 0: candidates */
+    int32_t *out_full; /* [n_out] 1: row i comes back whole (plan_add's default), 0: candidates */
     int cap_tokens, cap_seqs, cap_blocks;
 };
 
@@ -31,15 +31,17 @@ void plan_free(struct step_plan *p);
 void plan_clear(struct step_plan *p);
 /* Appends a sequence: n tokens starting at position pos0, whose KV block table is
  * blocks[0..n_blocks) (covering positions up to pos0 + n - 1). */
-void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const int32_t *blocks, int n_blocks,
-              int logits_all);
+void plan_add(struct step_plan *p, const int32_t *tokens, int n, int pos0, const int32_t *blocks,
+              int n_blocks, int logits_all);
 /* Collective: rank 0 sends its plan (plan_send); every other rank's plan is replaced by
  * it (plan_recv). The plan travels as the activations do: broadcast inside stage 0's TP
  * group, then from each rank to its counterpart (same TP rank) in the next stage, which
  * receives it (waiting idle) and passes it on before its own step. */
 void plan_send(struct comm *c, const struct step_plan *p);
 /* Whether out row i comes back whole (else as its n_cands candidates). */
-static inline int plan_row_whole(const struct step_plan *p, int i) { return p->n_cands == 0 || p->out_full[i]; }
+static inline int plan_row_whole(const struct step_plan *p, int i) {
+    return p->n_cands == 0 || p->out_full[i];
+}
 /* The logits rows of a step (n_out rows of vocab floats) packed in place for the last stage's
  * send to rank 0: each light row (n_cands > 0, out_full[i] == 0) shrinks to its 2 x n_cands
  * floats of candidates, whole rows stay whole; returns the floats now used. plan_rows_unpack

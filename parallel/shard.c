@@ -11,11 +11,14 @@ void shard_split(int n, int tp, int r, int *start, int *count) {
 int shard_plan_make(struct shard_plan *sp, const struct model_hparams *hp, int tp, int rank,
                     int wo_block, int down_block, char *err) {
     if (tp < 1 || tp > hp->n_heads)
-        return err_set(err, "tensor-parallel size %d cannot serve this model: it has %d query heads, "
-                       "so tp must be one of 1..%d", tp, hp->n_heads, hp->n_heads);
+        return err_set(err,
+                       "tensor-parallel size %d cannot serve this model: it has %d query heads, "
+                       "so tp must be one of 1..%d",
+                       tp, hp->n_heads, hp->n_heads);
     if (rank < 0 || rank >= tp) return err_set(err, "rank %d outside tp %d", rank, tp);
     if (wo_block < 1 || down_block < 1 || hp->ffn_dim % down_block)
-        return err_set(err, "ffn_down block size %d does not divide the MLP size %d", down_block, hp->ffn_dim);
+        return err_set(err, "ffn_down block size %d does not divide the MLP size %d", down_block,
+                       hp->ffn_dim);
     sp->tp = tp;
     sp->rank = rank;
     shard_stage(sp, hp->n_layers, 1, 0, 0, err);
@@ -40,7 +43,8 @@ int shard_plan_make(struct shard_plan *sp, const struct model_hparams *hp, int t
     int c0 = sp->q_head0 * hp->head_dim, c1 = (sp->q_head0 + sp->n_q) * hp->head_dim;
     int width = hp->n_heads * hp->head_dim;
     if (width % wo_block)
-        return err_set(err, "attn_output row length %d is not a multiple of its block size %d", width, wo_block);
+        return err_set(err, "attn_output row length %d is not a multiple of its block size %d",
+                       width, wo_block);
     sp->wo_col0 = c0 / wo_block * wo_block;
     int end = (c1 + wo_block - 1) / wo_block * wo_block;
     sp->wo_ncols = end - sp->wo_col0;
@@ -54,8 +58,10 @@ double shard_head_layers(double head_elems, double layer_elems) {
 
 int shard_stage(struct shard_plan *sp, int n_layers, int pp, int s, double head_layers, char *err) {
     if (pp < 1 || pp > n_layers)
-        return err_set(err, "pipeline size %d cannot serve this model: it has %d layers, so pp must be one of 1..%d", pp,
-                       n_layers, n_layers);
+        return err_set(err,
+                       "pipeline size %d cannot serve this model: it has %d layers, so pp must be "
+                       "one of 1..%d",
+                       pp, n_layers, n_layers);
     if (s < 0 || s >= pp) return err_set(err, "stage %d outside pp %d", s, pp);
     if (!(head_layers >= 0)) head_layers = 0; /* NaN or negative: no weight */
     int n_last = n_layers;
@@ -84,8 +90,8 @@ int shard_stage(struct shard_plan *sp, int n_layers, int pp, int s, double head_
 }
 
 /* [*c0, *c0 + *n) of an MLP of n_cols columns, split over tp in whole blocks */
-static int split_cols(int n_cols, int block, int tp, int rank, int *c0, int *n,
-                      const char *what, char *err) {
+static int split_cols(int n_cols, int block, int tp, int rank, int *c0, int *n, const char *what,
+                      char *err) {
     if (block < 1 || n_cols % block)
         return err_set(err, "%s block size %d does not divide its MLP size %d", what, block,
                        n_cols);
@@ -110,9 +116,8 @@ int shard_plan_moe(struct shard_plan *sp, const struct model_hparams *hp, int ep
                        "ffn_down_exps", err))
             return -1;
     }
-    if (hp->shexp_ffn_dim > 0 &&
-        split_cols(hp->shexp_ffn_dim, shexp_block, sp->tp, sp->rank, &sp->sffn0, &sp->n_sffn,
-                   "ffn_down_shexp", err))
+    if (hp->shexp_ffn_dim > 0 && split_cols(hp->shexp_ffn_dim, shexp_block, sp->tp, sp->rank,
+                                            &sp->sffn0, &sp->n_sffn, "ffn_down_shexp", err))
         return -1;
     return 0;
 }

@@ -11,10 +11,10 @@
 
 struct shard_plan {
     int tp, rank;
-    int q_head0, n_q;   /* local query heads [q_head0, q_head0 + n_q) */
-    int kv_head0, n_kv; /* local KV heads [kv_head0, kv_head0 + n_kv) */
-    int ffn0, n_ffn;    /* local MLP intermediate columns */
-    int vocab0, n_vocab;/* local vocabulary rows (embedding and LM head) */
+    int q_head0, n_q;    /* local query heads [q_head0, q_head0 + n_q) */
+    int kv_head0, n_kv;  /* local KV heads [kv_head0, kv_head0 + n_kv) */
+    int ffn0, n_ffn;     /* local MLP intermediate columns */
+    int vocab0, n_vocab; /* local vocabulary rows (embedding and LM head) */
     /* Columns of Wo this rank multiplies: the block-aligned span around its heads. The
      * attention output is written at wo_pad inside a zeroed row of wo_ncols, so columns
      * that belong to neighbouring ranks meet zeros and add nothing. */

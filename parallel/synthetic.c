@@ -20,23 +20,76 @@ struct geometry {
 /* The published configurations (config.json of each model). */
 static const struct geometry GEOMETRIES[] = {
     {"llama3-8b",
-     {.arch = ARCH_LLAMA, .n_layers = 32, .dim = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
-      .ffn_dim = 14336, .vocab_size = 128256, .max_ctx = 131072, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
-      .rope_neox = 1, .rope_scaling_llama3 = 1, .rope_factor = 8.0f, .rope_low_freq_factor = 1.0f,
-      .rope_high_freq_factor = 4.0f, .rope_orig_ctx = 8192, .bos_id = -1, .eos_id = -1}},
+     {.arch = ARCH_LLAMA,
+      .n_layers = 32,
+      .dim = 4096,
+      .n_heads = 32,
+      .n_kv_heads = 8,
+      .head_dim = 128,
+      .ffn_dim = 14336,
+      .vocab_size = 128256,
+      .max_ctx = 131072,
+      .norm_eps = 1e-5f,
+      .rope_theta = 500000.0f,
+      .rope_neox = 1,
+      .rope_scaling_llama3 = 1,
+      .rope_factor = 8.0f,
+      .rope_low_freq_factor = 1.0f,
+      .rope_high_freq_factor = 4.0f,
+      .rope_orig_ctx = 8192,
+      .bos_id = -1,
+      .eos_id = -1}},
     {"llama3-70b",
-     {.arch = ARCH_LLAMA, .n_layers = 80, .dim = 8192, .n_heads = 64, .n_kv_heads = 8, .head_dim = 128,
-      .ffn_dim = 28672, .vocab_size = 128256, .max_ctx = 131072, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
-      .rope_neox = 1, .rope_scaling_llama3 = 1, .rope_factor = 8.0f, .rope_low_freq_factor = 1.0f,
-      .rope_high_freq_factor = 4.0f, .rope_orig_ctx = 8192, .bos_id = -1, .eos_id = -1}},
+     {.arch = ARCH_LLAMA,
+      .n_layers = 80,
+      .dim = 8192,
+      .n_heads = 64,
+      .n_kv_heads = 8,
+      .head_dim = 128,
+      .ffn_dim = 28672,
+      .vocab_size = 128256,
+      .max_ctx = 131072,
+      .norm_eps = 1e-5f,
+      .rope_theta = 500000.0f,
+      .rope_neox = 1,
+      .rope_scaling_llama3 = 1,
+      .rope_factor = 8.0f,
+      .rope_low_freq_factor = 1.0f,
+      .rope_high_freq_factor = 4.0f,
+      .rope_orig_ctx = 8192,
+      .bos_id = -1,
+      .eos_id = -1}},
     {"qwen2.5-72b",
-     {.arch = ARCH_QWEN2, .n_layers = 80, .dim = 8192, .n_heads = 64, .n_kv_heads = 8, .head_dim = 128,
-      .ffn_dim = 29568, .vocab_size = 152064, .max_ctx = 32768, .norm_eps = 1e-6f, .rope_theta = 1000000.0f,
-      .rope_neox = 1, .qkv_bias = 1, .bos_id = -1, .eos_id = -1}},
+     {.arch = ARCH_QWEN2,
+      .n_layers = 80,
+      .dim = 8192,
+      .n_heads = 64,
+      .n_kv_heads = 8,
+      .head_dim = 128,
+      .ffn_dim = 29568,
+      .vocab_size = 152064,
+      .max_ctx = 32768,
+      .norm_eps = 1e-6f,
+      .rope_theta = 1000000.0f,
+      .rope_neox = 1,
+      .qkv_bias = 1,
+      .bos_id = -1,
+      .eos_id = -1}},
     /* small enough for the CPU backend and the tests */
     {"tiny",
-     {.arch = ARCH_LLAMA, .n_layers = 2, .dim = 256, .n_heads = 4, .n_kv_heads = 2, .head_dim = 64, .ffn_dim = 512,
-      .vocab_size = 1000, .max_ctx = 4096, .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_neox = 1, .bos_id = -1,
+     {.arch = ARCH_LLAMA,
+      .n_layers = 2,
+      .dim = 256,
+      .n_heads = 4,
+      .n_kv_heads = 2,
+      .head_dim = 64,
+      .ffn_dim = 512,
+      .vocab_size = 1000,
+      .max_ctx = 4096,
+      .norm_eps = 1e-5f,
+      .rope_theta = 10000.0f,
+      .rope_neox = 1,
+      .bos_id = -1,
       .eos_id = -1}},
 };
 
@@ -67,7 +120,9 @@ static uint32_t rnd(struct synth *s) {
     return (uint32_t)(s->rng >> 16);
 }
 
-static float rnd_uniform(struct synth *s, float a) { return a * ((float)(rnd(s) & 0xffffff) / 8388608.0f - 1.0f); }
+static float rnd_uniform(struct synth *s, float a) {
+    return a * ((float)(rnd(s) & 0xffffff) / 8388608.0f - 1.0f);
+}
 
 static struct pool *pool_for(struct synth *s, int cols) {
     for (int i = 0; i < N_POOLS; i++)
@@ -89,7 +144,8 @@ static struct pool *pool_for(struct synth *s, int cols) {
             unsigned char *w = p->data + b * 34;
             uint16_t d = f32_to_f16(a / 127.0f);
             memcpy(w, &d, 2);
-            for (int j = 0; j < 32; j++) w[2 + j] = (unsigned char)(int8_t)((int)(rnd(s) % 255) - 127);
+            for (int j = 0; j < 32; j++)
+                w[2 + j] = (unsigned char)(int8_t)((int)(rnd(s) % 255) - 127);
         }
     } else if (s->type == DT_F32) {
         for (size_t i = 0; i < p->bytes / 4; i++) {
@@ -151,7 +207,8 @@ static float *make_inv_freq(struct synth *s) {
     return d;
 }
 
-static int parse_geometry(const char *spec, const struct geometry **g, enum dtype *type, char *err) {
+static int parse_geometry(const char *spec, const struct geometry **g, enum dtype *type,
+                          char *err) {
     char name[64];
     const char *colon = strchr(spec, ':');
     size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
@@ -161,7 +218,10 @@ static int parse_geometry(const char *spec, const struct geometry **g, enum dtyp
     *g = NULL;
     for (size_t i = 0; i < sizeof GEOMETRIES / sizeof *GEOMETRIES; i++)
         if (!strcmp(GEOMETRIES[i].name, name)) *g = &GEOMETRIES[i];
-    if (!*g) return err_set(err, "synthetic model \"%s\": expected llama3-8b, llama3-70b, qwen2.5-72b or tiny", name);
+    if (!*g)
+        return err_set(
+            err, "synthetic model \"%s\": expected llama3-8b, llama3-70b, qwen2.5-72b or tiny",
+            name);
     *type = DT_BF16;
     if (colon) {
         const char *t = colon + 1;
@@ -169,13 +229,16 @@ static int parse_geometry(const char *spec, const struct geometry **g, enum dtyp
         else if (!strcmp(t, "f16")) *type = DT_F16;
         else if (!strcmp(t, "f32")) *type = DT_F32;
         else if (!strcmp(t, "q8_0")) *type = DT_Q8_0;
-        else return err_set(err, "synthetic model \"%s\": weight type \"%s\" (bf16, f16, f32 or q8_0)", spec, t);
+        else
+            return err_set(err,
+                           "synthetic model \"%s\": weight type \"%s\" (bf16, f16, f32 or q8_0)",
+                           spec, t);
     }
     return 0;
 }
 
-int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank, int pp, int stage,
-                     char *err) {
+int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank,
+                     int pp, int stage, char *err) {
     memset(m, 0, sizeof *m);
     const struct geometry *g = NULL;
     enum dtype type = DT_BF16;
@@ -185,12 +248,14 @@ int model_synthesize(struct model *m, const char *geometry, struct backend *be, 
     const struct model_hparams *hp = &m->hp;
     const int blk = dtype_block_elems(type);
     if (hp->dim % blk || hp->ffn_dim % blk || (hp->n_heads * hp->head_dim) % blk)
-        return err_set(err, "synthetic model \"%s\": rows are not whole %s blocks", geometry, dtype_name(type));
+        return err_set(err, "synthetic model \"%s\": rows are not whole %s blocks", geometry,
+                       dtype_name(type));
     /* every matrix has one type here: the head's cost is its share of the elements */
     const double layer = (double)hp->dim * ((hp->n_heads + 2.0 * hp->n_kv_heads) * hp->head_dim) +
                          (double)hp->n_heads * hp->head_dim * hp->dim + 3.0 * hp->dim * hp->ffn_dim;
     if (shard_plan_make(&m->sp, hp, tp, rank, blk, blk, err) ||
-        shard_stage(&m->sp, hp->n_layers, pp, stage, shard_head_layers((double)hp->vocab_size * hp->dim, layer), err))
+        shard_stage(&m->sp, hp->n_layers, pp, stage,
+                    shard_head_layers((double)hp->vocab_size * hp->dim, layer), err))
         return -1;
     const struct shard_plan *sp = &m->sp;
     struct synth s = {.m = m, .type = type, .rng = 0x2545f4914f6cdd1dull ^ (uint64_t)(rank + 1)};
@@ -220,8 +285,8 @@ int model_synthesize(struct model *m, const char *geometry, struct backend *be, 
     return 0;
 }
 
-void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_tokens, int max_tokens,
-                        size_t mem_bytes, struct mem_plan *out) {
+void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_tokens,
+                        int max_tokens, size_t mem_bytes, struct mem_plan *out) {
     const struct model_hparams *hp = &m->hp;
     const struct shard_plan *sp = &m->sp;
     memset(out, 0, sizeof *out);
@@ -242,7 +307,7 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     size_t dq = 0;
     for (int l = 0; l < sp->n_layers; l++) {
         const struct layer_weights *lw = &m->layers[l];
-        const struct bweight *mats[] = {&lw->qkv[0], &lw->qkv[1], &lw->qkv[2], &lw->wo,
+        const struct bweight *mats[] = {&lw->qkv[0],     &lw->qkv[1],     &lw->qkv[2], &lw->wo,
                                         &lw->gate_up[0], &lw->gate_up[1], &lw->down};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
             const size_t b = (size_t)mats[i]->rows * (size_t)mats[i]->cols * 2;
@@ -254,28 +319,37 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     out->workspace = (ws > att ? ws : att) + ((size_t)64 << 20);
     out->total = out->weights + out->kv + out->activations + out->workspace;
     size_t rest = out->weights + out->activations + out->workspace;
-    out->kv_tokens_fit = mem_bytes > rest && out->kv_per_token ? (long long)((mem_bytes - rest) / out->kv_per_token) : 0;
+    out->kv_tokens_fit = mem_bytes > rest && out->kv_per_token
+                             ? (long long)((mem_bytes - rest) / out->kv_per_token)
+                             : 0;
 }
 
-void synthetic_mem_plan_sink(const struct model *m, int block_size, int sink_blocks, struct mem_plan *p) {
+void synthetic_mem_plan_sink(const struct model *m, int block_size, int sink_blocks,
+                             struct mem_plan *p) {
     p->sink_blocks = kvcache_sink_blocks(p->kv_type, INT32_MAX, sink_blocks);
-    p->kv_sink = kvcache_sink_bytes(p->kv_type, m->sp.n_layers, m->sp.n_kv, m->hp.head_dim, block_size, p->sink_blocks);
+    p->kv_sink = kvcache_sink_bytes(p->kv_type, m->sp.n_layers, m->sp.n_kv, m->hp.head_dim,
+                                    block_size, p->sink_blocks);
     p->kv += p->kv_sink;
     p->total += p->kv_sink;
-    if (p->kv_sink && p->kv_tokens_fit > 0) p->kv_tokens_fit -= (long long)(p->kv_sink / p->kv_per_token);
+    if (p->kv_sink && p->kv_tokens_fit > 0)
+        p->kv_tokens_fit -= (long long)(p->kv_sink / p->kv_per_token);
 }
 
 void synthetic_mem_plan_format(const struct mem_plan *p, char *buf, size_t len) {
     const double G = 1073741824.0;
-    int n = snprintf(buf, len,
-                     "memory plan per rank: weights %.2f GiB, KV cache %.2f GiB for %lld tokens of %s (%.2f KiB per "
-                     "token, %.0f tokens per GiB), activations %.2f GiB, workspace %.2f GiB, total %.2f GiB",
-                     p->weights / G, p->kv / G, p->kv_tokens, kvcache_type_name(p->kv_type), p->kv_per_token / 1024.0,
-                     p->kv_per_token ? G / (double)p->kv_per_token : 0.0, p->activations / G, p->workspace / G,
-                     p->total / G);
+    int n = snprintf(
+        buf, len,
+        "memory plan per rank: weights %.2f GiB, KV cache %.2f GiB for %lld tokens of %s (%.2f KiB "
+        "per "
+        "token, %.0f tokens per GiB), activations %.2f GiB, workspace %.2f GiB, total %.2f GiB",
+        p->weights / G, p->kv / G, p->kv_tokens, kvcache_type_name(p->kv_type),
+        p->kv_per_token / 1024.0, p->kv_per_token ? G / (double)p->kv_per_token : 0.0,
+        p->activations / G, p->workspace / G, p->total / G);
     if (p->kv_sink && n > 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - (size_t)n, "; the KV cache includes an F16 sink of %.2f MiB (the first %d positions "
-                      "of up to %d sequences)", p->kv_sink / 1048576.0, KV_SINK_ROWS, p->sink_blocks);
+        n += snprintf(buf + n, len - (size_t)n,
+                      "; the KV cache includes an F16 sink of %.2f MiB (the first %d positions "
+                      "of up to %d sequences)",
+                      p->kv_sink / 1048576.0, KV_SINK_ROWS, p->sink_blocks);
     if (p->kv_tokens_fit > 0 && n > 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, "; KV tokens that fit: %lld", p->kv_tokens_fit);
 }

@@ -11,8 +11,8 @@
 /* geometry: "llama3-8b", "llama3-70b", "qwen2.5-72b" or "tiny" (a small llama for tests),
  * optionally followed by ":bf16" (default), ":f16", ":f32" or ":q8_0" for the matrices.
  * Fills m like model_load. 0, or -1 with err (unknown geometry, tp that does not divide). */
-int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank, int pp, int stage,
-                     char *err);
+int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank,
+                     int pp, int stage, char *err);
 
 /* Bytes one rank needs: weights (exact for the shard of its stage), KV cache of its stage's
  * layers for kv_tokens positions of
@@ -26,10 +26,11 @@ struct mem_plan {
     size_t kv_sink;          /* FP8: the F16 sink beside the cache (in kv and total) */
     int sink_blocks;         /* blocks that have one */
 };
-void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_tokens, int max_tokens,
-                        size_t mem_bytes, struct mem_plan *out);
+void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_tokens,
+                        int max_tokens, size_t mem_bytes, struct mem_plan *out);
 /* Adds an FP8 cache's sink (parallel/kvcache.h) of sink_blocks blocks to the plan. */
-void synthetic_mem_plan_sink(const struct model *m, int block_size, int sink_blocks, struct mem_plan *p);
+void synthetic_mem_plan_sink(const struct model *m, int block_size, int sink_blocks,
+                             struct mem_plan *p);
 /* One line per item, for a log. The KV cache's tokens per GiB say what the chosen type
  * holds in a given memory (FP8: 2 hd / (hd + 1) times F16's, hd = head_dim). */
 void synthetic_mem_plan_format(const struct mem_plan *p, char *buf, size_t len);

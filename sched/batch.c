@@ -205,8 +205,7 @@ void batch_drop_cancelled(struct batch *b) {
         struct seq *q = b->running[i];
         if (atomic_load(&q->req->cancelled) && !q->mb) /* in flight: once it returns */
             batch_finish(b, batch_remove(b, i), FINISH_CANCELLED);
-        else
-            i++;
+        else i++;
     }
     for (int i = 0; i < b->n_preempted;) {
         struct seq *q = b->preempted[i];
@@ -226,9 +225,7 @@ void batch_drop_cancelled(struct batch *b) {
 
 static uint64_t group_of(const struct gen_request *r) { return r->group ? r->group : r->id; }
 
-static int fairness_on(const struct batch *b) {
-    return b->o->max_share > 0 && b->o->max_share < 1;
-}
+static int fairness_on(const struct batch *b) { return b->o->max_share > 0 && b->o->max_share < 1; }
 
 /* 1 if running sequences holding `slots` slots and `blocks` blocks hold a share. */
 static int is_share(const struct batch *b, int slots, int blocks) {
@@ -295,8 +292,8 @@ static int victim_for(const struct batch *b, const struct gen_request *r) {
  * idle. The block holding its last token is never reused: that token must be computed for
  * its logits, so a prompt cached whole recomputes its last block (at most block_size
  * tokens) rather than copying a shared block to write into. */
-static int prefix_lookup(struct batch *b, const struct gen_request *r, const int32_t *tokens,
-                         int n, int *n_idle) {
+static int prefix_lookup(struct batch *b, const struct gen_request *r, const int32_t *tokens, int n,
+                         int *n_idle) {
     /* every prompt row is computed */
     if (r->prompt_events && !req_prompt_scored((struct gen_request *)r)) {
         *n_idle = 0;
@@ -424,7 +421,7 @@ static void give_tokens(struct batch *b, struct sched_queue *queue, int n_mb, in
     const struct sched_opts *o = b->o;
     int budget = o->step_tokens;
     double units = o->step_time_s > 0 && b->sec_per_unit > 0 ? o->step_time_s / b->sec_per_unit
-                                                              : 1e300;
+                                                             : 1e300;
     int scoring = 0; /* a prompt being scored is in this plan */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < b->n_running && budget > 0 && seqs > 0; i++) {

@@ -57,7 +57,7 @@ struct batch {
     double sec_per_unit;  /* measured: seconds one token-equivalent of work takes (0: not yet) */
     int rows_per_seq;     /* logits rows one sequence may get: 1 + spec.k */
     int max_cands;        /* > 0: light steps ask for this many logit candidates a row */
-    struct seq **running;   /* oldest (earliest arrival) first */
+    struct seq **running; /* oldest (earliest arrival) first */
     int n_running;
     struct seq **preempted; /* waiting to be resumed, oldest first; ahead of the queue */
     int n_preempted;

@@ -5,7 +5,8 @@
 
 #include "../util/fatal.h"
 
-void block_pool_init(struct block_pool *bp, int n_blocks, int block_size, int caching, int sink_blocks) {
+void block_pool_init(struct block_pool *bp, int n_blocks, int block_size, int caching,
+                     int sink_blocks) {
     memset(bp, 0, sizeof *bp);
     size_t n = (size_t)(n_blocks > 0 ? n_blocks : 1);
     bp->n_blocks = n_blocks;
@@ -52,7 +53,9 @@ void block_pool_free(struct block_pool *bp) {
     memset(bp, 0, sizeof *bp);
 }
 
-int block_pool_available(const struct block_pool *bp) { return bp->n_free + bp->n_free_sink + bp->n_idle; }
+int block_pool_available(const struct block_pool *bp) {
+    return bp->n_free + bp->n_free_sink + bp->n_idle;
+}
 
 /* ---- the LRU list of idle blocks ---- */
 
@@ -87,16 +90,19 @@ static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer */
  * its token ids. */
 static uint64_t block_hash(uint64_t parent_hash, uint64_t salt, const int32_t *tokens, int n) {
     uint64_t h = mix64(parent_hash ^ 0x9e3779b97f4a7c15ull) ^ mix64(salt + 0x632be59bd9b4e019ull);
-    for (int i = 0; i < n; i++) h = mix64(h ^ ((uint64_t)(uint32_t)tokens[i] * 0xff51afd7ed558ccdull + (uint64_t)i));
+    for (int i = 0; i < n; i++)
+        h = mix64(h ^ ((uint64_t)(uint32_t)tokens[i] * 0xff51afd7ed558ccdull + (uint64_t)i));
     return h;
 }
 
 /* The cached block with this identity, or -1. */
 static int32_t find(const struct block_pool *bp, uint64_t h, uint64_t parent_serial, uint64_t salt,
                     const int32_t *tokens) {
-    for (int32_t b = bp->bucket[h & (uint64_t)(bp->n_buckets - 1)]; b >= 0; b = bp->next_in_bucket[b])
+    for (int32_t b = bp->bucket[h & (uint64_t)(bp->n_buckets - 1)]; b >= 0;
+         b = bp->next_in_bucket[b])
         if (bp->hash[b] == h && bp->parent_serial[b] == parent_serial && bp->salt[b] == salt &&
-            !memcmp(bp->tokens + (size_t)b * (size_t)bp->block_size, tokens, sizeof(int32_t) * (size_t)bp->block_size))
+            !memcmp(bp->tokens + (size_t)b * (size_t)bp->block_size, tokens,
+                    sizeof(int32_t) * (size_t)bp->block_size))
             return b;
     return -1;
 }
@@ -161,7 +167,8 @@ static void put_free(struct block_pool *bp, int32_t b) {
 void block_pool_release(struct block_pool *bp, int n, const int32_t *ids) {
     for (int i = n - 1; i >= 0; i--) {
         int32_t b = ids[i];
-        if (b < 0 || b >= bp->n_blocks || bp->refs[b] < 1) FATAL("KV block %d released but not held", b);
+        if (b < 0 || b >= bp->n_blocks || bp->refs[b] < 1)
+            FATAL("KV block %d released but not held", b);
         if (--bp->refs[b]) continue;
         if (bp->caching && bp->serial[b]) lru_append(bp, b);
         else put_free(bp, b);
@@ -179,8 +186,8 @@ void block_pool_ref(struct block_pool *bp, int n, const int32_t *ids) {
 
 /* ---- the prefix cache ---- */
 
-int block_pool_match(const struct block_pool *bp, uint64_t salt, const int32_t *tokens, int n_full, int32_t *out,
-                     int *n_idle) {
+int block_pool_match(const struct block_pool *bp, uint64_t salt, const int32_t *tokens, int n_full,
+                     int32_t *out, int *n_idle) {
     *n_idle = 0;
     if (!bp->caching) return 0;
     uint64_t h = 0, parent = 0;
@@ -197,11 +204,14 @@ int block_pool_match(const struct block_pool *bp, uint64_t salt, const int32_t *
     return k;
 }
 
-int32_t block_pool_commit(struct block_pool *bp, int32_t id, int32_t parent, uint64_t salt, const int32_t *tokens) {
+int32_t block_pool_commit(struct block_pool *bp, int32_t id, int32_t parent, uint64_t salt,
+                          const int32_t *tokens) {
     if (!bp->caching) return id;
-    if (id < 0 || id >= bp->n_blocks || bp->refs[id] < 1) FATAL("KV block %d committed but not held", id);
+    if (id < 0 || id >= bp->n_blocks || bp->refs[id] < 1)
+        FATAL("KV block %d committed but not held", id);
     if (bp->serial[id]) return id; /* already cached (a prefix hit) */
-    if (parent >= 0 && !bp->serial[parent]) FATAL("KV block %d committed after uncached block %d", id, parent);
+    if (parent >= 0 && !bp->serial[parent])
+        FATAL("KV block %d committed after uncached block %d", id, parent);
     uint64_t ph = parent >= 0 ? bp->hash[parent] : 0, ps = parent >= 0 ? bp->serial[parent] : 0;
     uint64_t h = block_hash(ph, salt, tokens, bp->block_size);
     int32_t same = find(bp, h, ps, salt, tokens);
@@ -214,7 +224,8 @@ int32_t block_pool_commit(struct block_pool *bp, int32_t id, int32_t parent, uin
     bp->serial[id] = bp->next_serial++;
     bp->parent_serial[id] = ps;
     bp->salt[id] = salt;
-    memcpy(bp->tokens + (size_t)id * (size_t)bp->block_size, tokens, sizeof(int32_t) * (size_t)bp->block_size);
+    memcpy(bp->tokens + (size_t)id * (size_t)bp->block_size, tokens,
+           sizeof(int32_t) * (size_t)bp->block_size);
     size_t slot = h & (uint64_t)(bp->n_buckets - 1);
     bp->next_in_bucket[id] = bp->bucket[slot];
     bp->bucket[slot] = id;
@@ -222,4 +233,6 @@ int32_t block_pool_commit(struct block_pool *bp, int32_t id, int32_t parent, uin
     return id;
 }
 
-int block_pool_blocks_for(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
+int block_pool_blocks_for(int tokens, int block_size) {
+    return (tokens + block_size - 1) / block_size;
+}

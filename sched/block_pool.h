@@ -38,29 +38,30 @@
 
 struct block_pool {
     int n_blocks, block_size;
-    int caching;        /* prefix caching on: full blocks are kept for reuse */
-    int32_t *free_ids;  /* free blocks from sink_blocks up: a stack, the lowest ids on top */
+    int caching;       /* prefix caching on: full blocks are kept for reuse */
+    int32_t *free_ids; /* free blocks from sink_blocks up: a stack, the lowest ids on top */
     int n_free;
     int sink_blocks;    /* ids 0 .. sink_blocks-1 are for sequences' first blocks */
     int32_t *free_sink; /* free blocks below sink_blocks: a stack, the lowest ids on top */
     int n_free_sink;
-    int32_t *refs;      /* [n_blocks] sequences holding each block */
-    int n_idle;         /* cached, unreferenced */
-    int n_cached;       /* cached, referenced or not */
+    int32_t *refs; /* [n_blocks] sequences holding each block */
+    int n_idle;    /* cached, unreferenced */
+    int n_cached;  /* cached, referenced or not */
 
     /* prefix cache, per block (serial 0: not cached) */
     uint64_t *hash, *serial, *parent_serial, *salt;
-    int32_t *tokens;    /* [n_blocks][block_size] token ids of cached blocks */
-    int32_t *bucket;    /* [n_buckets] first block of each hash bucket, -1: empty */
+    int32_t *tokens; /* [n_blocks][block_size] token ids of cached blocks */
+    int32_t *bucket; /* [n_buckets] first block of each hash bucket, -1: empty */
     int32_t *next_in_bucket;
-    int n_buckets;      /* a power of two */
+    int n_buckets;                /* a power of two */
     int32_t *lru_prev, *lru_next; /* idle blocks, head = evicted first */
     int32_t lru_head, lru_tail;
     uint64_t next_serial;
     long evictions;
 };
 
-void block_pool_init(struct block_pool *bp, int n_blocks, int block_size, int caching, int sink_blocks);
+void block_pool_init(struct block_pool *bp, int n_blocks, int block_size, int caching,
+                     int sink_blocks);
 void block_pool_free(struct block_pool *bp);
 /* Free plus idle blocks: what take can hand out. */
 int block_pool_available(const struct block_pool *bp);
@@ -77,13 +78,14 @@ void block_pool_ref(struct block_pool *bp, int n, const int32_t *ids);
 /* The longest chain of cached blocks that holds tokens[0 .. n_full * block_size) under
  * salt: their ids into out (no reference taken), and how many of them are idle (taking
  * them makes that many fewer blocks available). Returns the number of blocks. */
-int block_pool_match(const struct block_pool *bp, uint64_t salt, const int32_t *tokens, int n_full, int32_t *out,
-                     int *n_idle);
+int block_pool_match(const struct block_pool *bp, uint64_t salt, const int32_t *tokens, int n_full,
+                     int32_t *out, int *n_idle);
 /* Block id, held by the caller, has been filled with `tokens` (block_size ids) after the
  * cached block parent (-1: it is the first). Makes it cached and returns id; when an
  * identical block is cached already (two sequences computed the same prefix at once),
  * the caller's reference moves to that one, id is released, and that one is returned. */
-int32_t block_pool_commit(struct block_pool *bp, int32_t id, int32_t parent, uint64_t salt, const int32_t *tokens);
+int32_t block_pool_commit(struct block_pool *bp, int32_t id, int32_t parent, uint64_t salt,
+                          const int32_t *tokens);
 
 /* Blocks that hold `tokens` tokens of one sequence. */
 int block_pool_blocks_for(int tokens, int block_size);

@@ -97,7 +97,8 @@ static void dm_propose(void *self, struct draft_job *jobs, int n_jobs) {
                 d->seqs = xrealloc(d->seqs, sizeof *d->seqs * (size_t)d->cap_seqs);
             }
             q = &d->seqs[d->n_seqs++];
-            *q = (struct dm_seq){.id = b->seq, .cap_blocks = block_pool_blocks_for(d->max_ctx, d->block_size)};
+            *q = (struct dm_seq){.id = b->seq,
+                                 .cap_blocks = block_pool_blocks_for(d->max_ctx, d->block_size)};
             q->blocks = xmalloc(sizeof *q->blocks * (size_t)q->cap_blocks);
         }
         if (q->n_cached > b->n_tokens - 1) q->n_cached = b->n_tokens - 1;
@@ -107,7 +108,8 @@ static void dm_propose(void *self, struct draft_job *jobs, int n_jobs) {
         }
         b->k = k;
         d->slot[j] = (int)(q - d->seqs);
-        plan_add(&d->plan, b->tokens + q->n_cached, b->n_tokens - q->n_cached, q->n_cached, q->blocks, q->n_blocks, 0);
+        plan_add(&d->plan, b->tokens + q->n_cached, b->n_tokens - q->n_cached, q->n_cached,
+                 q->blocks, q->n_blocks, 0);
         q->n_cached = b->n_tokens;
         k_max = k > k_max ? k : k_max;
     }
@@ -154,8 +156,11 @@ struct drafter *draft_model_new(const struct engine_opts *o, int target_vocab, c
     }
     const struct engine_info *info = engine_info(d->e);
     if (info->vocab != target_vocab) {
-        err_set(err, "speculative.draft_model %s has a vocabulary of %d tokens, the model %d: a draft model must share "
-                "the model's tokenizer", o->model_path, info->vocab, target_vocab);
+        err_set(err,
+                "speculative.draft_model %s has a vocabulary of %d tokens, the model %d: a draft "
+                "model must share "
+                "the model's tokenizer",
+                o->model_path, info->vocab, target_vocab);
         engine_close(d->e);
         free(d);
         return NULL;

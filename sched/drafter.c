@@ -9,7 +9,8 @@ void drafter_propose(struct drafter *d, struct draft_job *jobs, int n_jobs) {
     for (int i = 0; i < n_jobs; i++) jobs[i].n_out = 0;
     d->propose(d->self, jobs, n_jobs);
     for (int i = 0; i < n_jobs; i++)
-        if (jobs[i].n_out < 0 || jobs[i].n_out > jobs[i].k) FATAL("drafter returned %d tokens", jobs[i].n_out);
+        if (jobs[i].n_out < 0 || jobs[i].n_out > jobs[i].k)
+            FATAL("drafter returned %d tokens", jobs[i].n_out);
 }
 
 void drafter_keep(struct drafter *d, uint64_t seq, int n_valid) {
@@ -32,7 +33,8 @@ struct ngram {
     int min, max;
 };
 
-int drafter_ngram_lookup(const int32_t *t, int n_tokens, int ngram_min, int ngram_max, int k, int32_t *out) {
+int drafter_ngram_lookup(const int32_t *t, int n_tokens, int ngram_min, int ngram_max, int k,
+                         int32_t *out) {
     if (ngram_min < 1) ngram_min = 1;
     for (int n = ngram_max; n >= ngram_min; n--) {
         if (n >= n_tokens) continue;
@@ -51,7 +53,8 @@ int drafter_ngram_lookup(const int32_t *t, int n_tokens, int ngram_min, int ngra
 static void ngram_propose(void *self, struct draft_job *jobs, int n_jobs) {
     const struct ngram *g = self;
     for (int i = 0; i < n_jobs; i++)
-        jobs[i].n_out = drafter_ngram_lookup(jobs[i].tokens, jobs[i].n_tokens, g->min, g->max, jobs[i].k, jobs[i].out);
+        jobs[i].n_out = drafter_ngram_lookup(jobs[i].tokens, jobs[i].n_tokens, g->min, g->max,
+                                             jobs[i].k, jobs[i].out);
 }
 
 struct drafter *drafter_ngram_new(int ngram_min, int ngram_max) {

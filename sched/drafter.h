@@ -15,11 +15,11 @@ struct draft_job {
     uint64_t request;      /* the request's id (gen_request.id) */
     const int32_t *tokens; /* prompt + generated tokens so far */
     int n_tokens;
-    int k;                 /* draft at most this many */
-    int32_t *out;          /* [k] the drafted tokens */
-    float *q;              /* [k][vocab] when the drafter is stochastic: the distribution each
-                            * drafted token was drawn from; NULL otherwise */
-    int n_out;             /* set by the drafter: 0..k */
+    int k;        /* draft at most this many */
+    int32_t *out; /* [k] the drafted tokens */
+    float *q;     /* [k][vocab] when the drafter is stochastic: the distribution each
+                   * drafted token was drawn from; NULL otherwise */
+    int n_out;    /* set by the drafter: 0..k */
 };
 
 struct drafter {
@@ -47,6 +47,7 @@ void drafter_free(struct drafter *d);
  * followed it. Nothing when no n-gram recurs. Stateless. */
 struct drafter *drafter_ngram_new(int ngram_min, int ngram_max);
 /* The same search on one token array, for tests: returns the number of tokens drafted. */
-int drafter_ngram_lookup(const int32_t *tokens, int n_tokens, int ngram_min, int ngram_max, int k, int32_t *out);
+int drafter_ngram_lookup(const int32_t *tokens, int n_tokens, int ngram_min, int ngram_max, int k,
+                         int32_t *out);
 
 #endif

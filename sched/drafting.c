@@ -49,8 +49,11 @@ static int draft_job_for(struct drafting *d, const struct batch *b, struct seq *
     if (k < 1) return 0;
     if (o->drafter->stochastic && !q->spec.q)
         q->spec.q = xmalloc(sizeof(float) * (size_t)o->k * (size_t)d->vocab);
-    *job = (struct draft_job){.seq = (uint64_t)(uintptr_t)q, .request = q->req->id,
-                              .tokens = q->tokens, .n_tokens = q->n_tokens, .k = k,
+    *job = (struct draft_job){.seq = (uint64_t)(uintptr_t)q,
+                              .request = q->req->id,
+                              .tokens = q->tokens,
+                              .n_tokens = q->n_tokens,
+                              .k = k,
                               .out = q->tokens + q->n_tokens,
                               .q = o->drafter->stochastic ? q->spec.q : NULL};
     return 1;

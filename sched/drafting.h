@@ -12,8 +12,8 @@ struct draft_job;
 struct drafting {
     const struct spec_opts *o; /* o->drafter NULL: no speculation (drafts are only reset) */
     int vocab, max_running;
-    struct draft_job *jobs;    /* [max_running] */
-    struct spec_cost cost;     /* decode step costs for the speculation rule */
+    struct draft_job *jobs; /* [max_running] */
+    struct spec_cost cost;  /* decode step costs for the speculation rule */
 };
 
 void drafting_init(struct drafting *d, const struct spec_opts *o, int vocab, int max_running);

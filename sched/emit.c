@@ -130,8 +130,8 @@ static enum finish_reason sample_token(struct emit *em, const struct batch *b, s
  * (all accepted), stopping early where the request ends. The K/V of the last token and
  * of the accepted drafts stays cached; positions past them (rejected drafts) are rolled
  * back and later steps overwrite them. */
-static enum finish_reason verify_drafts(struct emit *em, struct batch *b, struct seq *q,
-                                        float *lg, int k, int n_draft, double now) {
+static enum finish_reason verify_drafts(struct emit *em, struct batch *b, struct seq *q, float *lg,
+                                        int k, int n_draft, double now) {
     int32_t draft[n_draft];
     memcpy(draft, q->tokens + q->n_tokens, sizeof draft); /* emit_token overwrites them */
     const struct drafter *drafter = em->o->spec.drafter;
@@ -197,8 +197,8 @@ static void presample_all(struct emit *em, const struct batch *b, int mb, float 
 /* q's step returned with its rows at lg (k > 0: candidates): it scores its prompt rows,
  * counts what it computed as cached, and, when its fed tokens reached its last known token,
  * samples (verifying its drafts first, when it had some). Returns why q ends now. */
-static enum finish_reason seq_returned(struct emit *em, struct batch *b, struct seq *q,
-                                       float *lg, int k, double now) {
+static enum finish_reason seq_returned(struct emit *em, struct batch *b, struct seq *q, float *lg,
+                                       int k, double now) {
     int n_draft = q->spec.n_draft;
     /* as batch_build_plan marked q's rows (batch_seq_light reads the same n_draft) */
     const int kq = k > 0 && batch_seq_light(b, q) ? k : 0;

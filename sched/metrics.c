@@ -16,20 +16,24 @@
 
 /* Bucket bounds in seconds, vLLM-like: TTFT spans queueing and long prefills, inter-token
  * latency one decode step, end-to-end whole generations. */
-static const double ttft_le[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
-                                 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, -1};
-static const double itl_le[] = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
-                                0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, -1};
-static const double e2e_le[] = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
-                                30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, -1};
+static const double ttft_le[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+                                 0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0, -1};
+static const double itl_le[] = {0.001, 0.0025, 0.005, 0.01,  0.015, 0.02, 0.025,
+                                0.03,  0.04,   0.05,  0.075, 0.1,   0.15, 0.2,
+                                0.3,   0.4,    0.5,   0.75,  1.0,   2.5,  -1};
+static const double e2e_le[] = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,   10.0, 15.0,
+                                20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, -1};
 
 static const struct {
     const char *name, *help;
     const double *le;
 } hist_def[HIST_COUNT] = {
-    [HIST_TTFT] = {"tpd_time_to_first_token_seconds", "Time from submission to the first generated token.", ttft_le},
-    [HIST_ITL] = {"tpd_inter_token_latency_seconds", "Time between consecutive generated tokens of one request.", itl_le},
-    [HIST_E2E] = {"tpd_e2e_request_latency_seconds", "Time from submission to the end of a request.", e2e_le},
+    [HIST_TTFT] = {"tpd_time_to_first_token_seconds",
+                   "Time from submission to the first generated token.", ttft_le},
+    [HIST_ITL] = {"tpd_inter_token_latency_seconds",
+                  "Time between consecutive generated tokens of one request.", itl_le},
+    [HIST_E2E] = {"tpd_e2e_request_latency_seconds",
+                  "Time from submission to the end of a request.", e2e_le},
 };
 
 struct hist {
@@ -180,8 +184,7 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
     if (st) {
         metric_int(&b, "tpd_queue_depth", "gauge", "Requests waiting for admission.", st->queued);
         metric_int(&b, "tpd_running_sequences", "gauge",
-                   "Sequences in the running batch (preempted ones included).",
-                   st->running);
+                   "Sequences in the running batch (preempted ones included).", st->running);
         metric_int(&b, "tpd_kv_blocks_used", "gauge",
                    "KV cache blocks held by running sequences (a shared block once).",
                    st->kv_blocks_used);
@@ -193,24 +196,21 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
                    "KV cache blocks in the prefix cache (held by sequences or idle).",
                    st->kv_blocks_cached);
         metric_int(&b, "tpd_max_context_tokens", "gauge",
-                   "Longest sequence (prompt + generated) served.",
-                   st->max_ctx);
+                   "Longest sequence (prompt + generated) served.", st->max_ctx);
         metric_int(&b, "tpd_spec_draft_tokens_total", "counter",
-                   "Speculative decoding: tokens drafted.",
-                   st->spec_drafted);
+                   "Speculative decoding: tokens drafted.", st->spec_drafted);
         metric_int(&b, "tpd_spec_accepted_tokens_total", "counter",
-                   "Speculative decoding: drafted tokens accepted.",
-                   st->spec_accepted);
+                   "Speculative decoding: drafted tokens accepted.", st->spec_accepted);
         metric_int(&b, "tpd_spec_verify_steps_total", "counter",
-                   "Speculative decoding: sequence-steps that verified drafts.",
-                   st->spec_verified);
+                   "Speculative decoding: sequence-steps that verified drafts.", st->spec_verified);
         metric_real(&b, "tpd_spec_acceptance_rate", "gauge",
                     "Speculative decoding: accepted / drafted tokens so far (0: none drafted).",
                     st->spec_drafted ? (double)st->spec_accepted / (double)st->spec_drafted : 0.0);
         metric_real(&b, "tpd_spec_mean_accepted_length", "gauge",
                     "Speculative decoding: accepted drafts per verifying sequence-step (tokens "
                     "per step = this + 1).",
-                    st->spec_verified ? (double)st->spec_accepted / (double)st->spec_verified : 0.0);
+                    st->spec_verified ? (double)st->spec_accepted / (double)st->spec_verified
+                                      : 0.0);
         metric_int(&b, "tpd_draining", "gauge",
                    "1 while the server finishes in-flight requests before exiting.",
                    st->draining ? 1 : 0);
@@ -223,17 +223,16 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
             for (int i = 0; i < st->n_uids; i++) {
                 const struct sched_uid_usage *u = &st->uids[i];
                 int v = k == 0 ? u->running : k == 1 ? u->queued : u->kv_blocks;
-                if (u->uid == 0xffffffffu) sbuf_addf(&b, "%s{uid=\"unknown\"} %d\n", per_uid[k][0], v);
+                if (u->uid == 0xffffffffu)
+                    sbuf_addf(&b, "%s{uid=\"unknown\"} %d\n", per_uid[k][0], v);
                 else sbuf_addf(&b, "%s{uid=\"%u\"} %d\n", per_uid[k][0], u->uid, v);
             }
         }
     }
-    metric_int(&b, "tpd_prompt_tokens_total", "counter",
-               "Prompt tokens of finished requests.",
+    metric_int(&b, "tpd_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
                (long long)snap.prompt_tokens);
     metric_int(&b, "tpd_generation_tokens_total", "counter",
-               "Tokens generated by finished requests.",
-               (long long)snap.generated_tokens);
+               "Tokens generated by finished requests.", (long long)snap.generated_tokens);
     metric_int(&b, "tpd_prefix_cache_queries_total", "counter",
                "Prompt tokens looked up in the prefix cache (first admission of each request).",
                (long long)snap.prefix_queried);
@@ -245,7 +244,8 @@ int metrics_render(struct metrics *m, const struct sched_stats *st, char **out, 
                "found in the prefix cache).",
                (long long)snap.prompt_computed);
     head(&b, "tpd_logits_rows_total", "counter",
-         "Logits rows brought back to rank 0: whole vocabulary rows, or a row's best candidates (rows of greedy "
+         "Logits rows brought back to rank 0: whole vocabulary rows, or a row's best candidates "
+         "(rows of greedy "
          "or small-top_k requests without penalties, bias or logprobs).");
     sbuf_addf(&b, "tpd_logits_rows_total{form=\"full\"} %lu\n", snap.logits_rows[0]);
     sbuf_addf(&b, "tpd_logits_rows_total{form=\"candidates\"} %lu\n", snap.logits_rows[1]);

@@ -10,9 +10,9 @@ struct sched_stats;
 struct metrics;
 
 enum metric_hist {
-    HIST_TTFT,        /* submit -> first token, seconds */
-    HIST_ITL,         /* between consecutive tokens of one request, seconds */
-    HIST_E2E,         /* submit -> finish, seconds */
+    HIST_TTFT, /* submit -> first token, seconds */
+    HIST_ITL,  /* between consecutive tokens of one request, seconds */
+    HIST_E2E,  /* submit -> finish, seconds */
     HIST_COUNT
 };
 

@@ -38,12 +38,15 @@ int queue_submit(struct sched_queue *q, struct gen_request *r, char *err) {
     }
     if (r->max_tokens > sched_room(q->max_ctx, q->kv_tokens, r->n_prompt)) {
         if (sched_seq_limit(q->max_ctx, q->kv_tokens) < q->max_ctx)
-            err_set(err, "the KV cache holds %d tokens (cache.kv_tokens), which no sequence can "
+            err_set(err,
+                    "the KV cache holds %d tokens (cache.kv_tokens), which no sequence can "
                     "exceed; the prompt has %d and max_tokens asks for %d more",
                     q->kv_tokens, r->n_prompt, r->max_tokens);
         else
-            err_set(err, "this model's context is %d tokens; the prompt has %d and max_tokens "
-                    "asks for %d more", q->max_ctx, r->n_prompt, r->max_tokens);
+            err_set(err,
+                    "this model's context is %d tokens; the prompt has %d and max_tokens "
+                    "asks for %d more",
+                    q->max_ctx, r->n_prompt, r->max_tokens);
         return SUBMIT_TOO_LONG;
     }
     pthread_mutex_lock(&q->mu);
@@ -104,8 +107,10 @@ int queue_healthy(struct sched_queue *q, char *why, size_t n) {
     if (st.draining) snprintf(why, n, "draining: the server is shutting down");
     else if (st.step_started > 0 && st.step_timeout_s > 0 &&
              now - st.step_started > st.step_timeout_s)
-        snprintf(why, n, "a step has run for %.1f s (parallel.step_timeout_s = %g): a rank may "
-                 "be hung", now - st.step_started, st.step_timeout_s);
+        snprintf(why, n,
+                 "a step has run for %.1f s (parallel.step_timeout_s = %g): a rank may "
+                 "be hung",
+                 now - st.step_started, st.step_timeout_s);
     else if (st.step_started == 0 && now - st.last_step > LOOP_STALE_S)
         snprintf(why, n, "the step loop has not run for %.1f s", now - st.last_step);
     else return 1;

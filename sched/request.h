@@ -23,10 +23,10 @@ struct sampling_params {
     uint64_t seed;            /* used when has_seed; else drawn by the frontend */
     int has_seed;
     int n_logit_bias;
-    int32_t *logit_bias_ids;  /* owned by the request */
+    int32_t *logit_bias_ids; /* owned by the request */
     float *logit_bias;
-    int logprobs;             /* 1: return the chosen token's logprob */
-    int top_logprobs;         /* 0..REQ_MAX_TOP_LOGPROBS alternatives per token */
+    int logprobs;     /* 1: return the chosen token's logprob */
+    int top_logprobs; /* 0..REQ_MAX_TOP_LOGPROBS alternatives per token */
 };
 
 /* The defaults every entry point starts from (the API, tpd generate, req_new): OpenAI's,
@@ -64,7 +64,7 @@ struct gen_request {
     int grammar_no_close; /* 1: no budget-aware closer (the API's "guided_close": false): output cut
                              at max_tokens as is; 0: the grammar's mask keeps the output completable
                              within max_tokens and the context (grammar_matcher_mask_budget) */
-    uint64_t cache_salt; /* separates prefix-cache entries (0: shared by all); see block_pool.h */
+    uint64_t cache_salt;  /* separates prefix-cache entries (0: shared by all); see block_pool.h */
     /* echo with logprobs: prompt_events[i], i >= 1, is prompt token i scored given the ones
      * before it (sampler_score); [0] stays zero. Allocated [n_prompt] by the frontend, written
      * by the step loop, read by the frontend once req_prompt_scored says so. NULL: none. */
@@ -99,7 +99,8 @@ void req_push(struct gen_request *r, const struct token_event *ev);
 void req_finish(struct gen_request *r, enum finish_reason why);
 void req_set_cached_tokens(struct gen_request *r, int n);
 void req_set_prompt_scored(struct gen_request *r);
-/* Either side: 1 once every prompt_events entry is written (the step loop no longer touches them). */
+/* Either side: 1 once every prompt_events entry is written (the step loop no longer touches them).
+ */
 int req_prompt_scored(struct gen_request *r);
 /* Frontend side: the prompt tokens that came from the prefix cache (0 before admission). */
 int req_cached_tokens(struct gen_request *r);

@@ -13,14 +13,14 @@ struct sched_queue;
 
 /* One micro-batch in flight, as it was submitted. */
 struct micro_batch {
-    int id;           /* its sequences' seq.mb */
-    int n_tokens;     /* tokens fed */
-    int decode_only;  /* every sequence in it decoding (spec_cost_observe) */
-    int n_cands;      /* > 0: its light rows hold this many logit candidates */
-    int n_out;        /* logits rows */
-    int n_light;      /* of which candidate rows */
-    double t0;        /* monotonic submission time */
-    float *logits;    /* where its rows land */
+    int id;          /* its sequences' seq.mb */
+    int n_tokens;    /* tokens fed */
+    int decode_only; /* every sequence in it decoding (spec_cost_observe) */
+    int n_cands;     /* > 0: its light rows hold this many logit candidates */
+    int n_out;       /* logits rows */
+    int n_light;     /* of which candidate rows */
+    double t0;       /* monotonic submission time */
+    float *logits;   /* where its rows land */
 };
 
 struct mb_ring {

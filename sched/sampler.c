@@ -35,17 +35,17 @@ struct sampler {
     int n_bias;
     int32_t *bias_ids;
     float *bias;
-    int track_prompt, track_output;    /* whether the penalties need the id counts */
-    struct sampler_count *counts;      /* open addressing on the token id */
-    int counts_cap, counts_len;        /* cap: power of two */
-    struct sampler_saved *saved;       /* logits overwritten by bias/penalties, restored */
+    int track_prompt, track_output; /* whether the penalties need the id counts */
+    struct sampler_count *counts;   /* open addressing on the token id */
+    int counts_cap, counts_len;     /* cap: power of two */
+    struct sampler_saved *saved;    /* logits overwritten by bias/penalties, restored */
     int saved_cap;
     /* the distribution being drawn from: dense weights by id, or a candidate list */
-    struct logit_cand *cand;         /* (n_vocab) */
-    float *w;                          /* (n_vocab) */
-    double *block_sum;                 /* (n_vocab / BLOCK + 1) sums of w over blocks of ids */
+    struct logit_cand *cand; /* (n_vocab) */
+    float *w;                /* (n_vocab) */
+    double *block_sum;       /* (n_vocab / BLOCK + 1) sums of w over blocks of ids */
     int dense, n_cand;
-    double total;                      /* sum of the weights kept */
+    double total; /* sum of the weights kept */
 };
 
 /* ---- generator: xoshiro256**, seeded through splitmix64 ---- */
@@ -87,7 +87,9 @@ static inline v4f v4_load(const float *p) {
     return v;
 }
 static inline v4f v4_splat(float x) { return (v4f){x, x, x, x}; }
-static inline v4f v4_select(v4i mask, v4f a, v4f b) { return (v4f)(((v4i)a & mask) | ((v4i)b & ~mask)); }
+static inline v4f v4_select(v4i mask, v4f a, v4f b) {
+    return (v4f)(((v4i)a & mask) | ((v4i)b & ~mask));
+}
 static inline float v4_hmax(v4f v) {
     float m = v[0];
     for (int i = 1; i < 4; i++) m = v[i] > m ? v[i] : m;
@@ -128,8 +130,8 @@ static inline float exp1(float x) {
  * time (GCC function multiversioning); the 4-wide code then runs as VEX with fused
  * multiply-adds. SAMPLER_BASELINE_ONLY leaves the baseline alone, so tests can run it; so
  * does a ThreadSanitizer build, whose instrumented resolver would run before its runtime. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(SAMPLER_BASELINE_ONLY) && \
-    !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(SAMPLER_BASELINE_ONLY) && !defined(__SANITIZE_THREAD__)
 #define ROW_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
 #else
 #define ROW_CLONES
@@ -141,7 +143,8 @@ ROW_CLONES static float row_max(const float *x, int n) {
     v4f m0 = v4_splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
     int i = 0;
     for (; i + 16 <= n; i += 16) {
-        v4f a = v4_load(x + i), b = v4_load(x + i + 4), c = v4_load(x + i + 8), d = v4_load(x + i + 12);
+        v4f a = v4_load(x + i), b = v4_load(x + i + 4), c = v4_load(x + i + 8),
+            d = v4_load(x + i + 12);
         m0 = v4_select(a > m0, a, m0);
         m1 = v4_select(b > m1, b, m1);
         m2 = v4_select(c > m2, c, m2);
@@ -249,10 +252,8 @@ static void select_best(struct logit_cand *c, int n, int k) {
         double m;
         int p = partition(c, lo, hi, &m);
         if (k == p || k == p + 1) return;
-        if (k < p)
-            hi = p;
-        else
-            lo = p + 1;
+        if (k < p) hi = p;
+        else lo = p + 1;
     }
 }
 
@@ -405,7 +406,8 @@ struct sampler *sampler_new(const struct sampling_params *sp, int n_vocab, const
     s->sp.n_logit_bias = 0;
     s->saved_cap = s->n_bias;
     s->saved = xmalloc(sizeof *s->saved * (size_t)(s->saved_cap + 1));
-    s->track_output = sp->presence_penalty != 0 || sp->frequency_penalty != 0 || s->sp.repetition_penalty != 1;
+    s->track_output = sp->presence_penalty != 0 || sp->frequency_penalty != 0 ||
+                      s->sp.repetition_penalty != 1;
     s->track_prompt = s->sp.repetition_penalty != 1;
     if (s->track_prompt)
         for (int i = 0; i < n_prompt; i++)
@@ -436,7 +438,8 @@ static int apply_bias_penalties(struct sampler *s, float *logits) {
         logits[id] += s->bias[i];
     }
     if (!s->track_output) return n;
-    float rep = s->sp.repetition_penalty, freq = s->sp.frequency_penalty, pres = s->sp.presence_penalty;
+    float rep = s->sp.repetition_penalty, freq = s->sp.frequency_penalty,
+          pres = s->sp.presence_penalty;
     for (int i = 0; i < s->counts_cap; i++) {
         const struct sampler_count *c = &s->counts[i];
         if (c->id < 0) continue;
@@ -493,8 +496,8 @@ static void filter_few(struct sampler *s, const float *logits) {
 
 /* Weights w[i] = exp((logits[i] - lmax) * inv_t), zeroed under min_w; their sums per
  * BLOCK ids into block_sum. Returns the total. The sampler's hottest loop. */
-ROW_CLONES static double row_weights(const float *logits, int V, float lmax, float inv_t, float min_w, float *w,
-                                     double *block_sum) {
+ROW_CLONES static double row_weights(const float *logits, int V, float lmax, float inv_t,
+                                     float min_w, float *w, double *block_sum) {
     v4f shift = v4_splat(lmax), scale = v4_splat(inv_t), min_v = v4_splat(min_w);
     double total = 0;
     int i = 0;
@@ -544,14 +547,17 @@ static void filter_all(struct sampler *s, const float *logits) {
     int V = s->n_vocab, top_k = sp->top_k > 0 && sp->top_k < V ? sp->top_k : 0;
     /* min_p keeps weight exp((l - lmax) / T) >= min_p, the best token weighing 1. */
     float min_w = sp->min_p > 0 ? sp->min_p : 0;
-    double total = row_weights(logits, V, row_max(logits, V), 1 / sp->temperature, min_w, s->w, s->block_sum);
+    double total = row_weights(logits, V, row_max(logits, V), 1 / sp->temperature, min_w, s->w,
+                               s->block_sum);
     struct logit_cand *c = s->cand;
     int nc = 0;
     /* top_p never keeps a token whose weight is under (1 - top_p) / V: it and every worse
      * one weigh less than (1 - top_p) of a total of at least 1. Such tokens count in the
      * total, but are not listed for the selection, which on a real row leaves a few. */
     int list = sp->top_p < 1 && !top_k;
-    if (list) nc = list_weights(s->w, V, fmaxf(fminf((1 - sp->top_p) / (float)V * 0.999f, 1), FLT_MIN), c);
+    if (list)
+        nc = list_weights(s->w, V, fmaxf(fminf((1 - sp->top_p) / (float)V * 0.999f, 1), FLT_MIN),
+                          c);
     if (top_k) { /* rare: a top_k too large for the heap */
         nc = list_weights(s->w, V, FLT_MIN, c);
         if (nc > top_k) {
@@ -583,8 +589,7 @@ static int32_t prepare(struct sampler *s, float *logits) {
         tok = sampler_argmax(logits, s->n_vocab);
     else if (sp->top_k > 0 && sp->top_k < s->n_vocab && sp->top_k <= TOPK_HEAP)
         filter_few(s, logits);
-    else
-        filter_all(s, logits);
+    else filter_all(s, logits);
     restore(s, logits, n_saved);
     return tok;
 }
@@ -647,7 +652,8 @@ static double event_logprobs(struct sampler *s, const float *logits, struct toke
 }
 
 /* The chosen token into ev and into the penalty counts. */
-static void record(struct sampler *s, const float *logits, double lse, int32_t tok, struct token_event *ev) {
+static void record(struct sampler *s, const float *logits, double lse, int32_t tok,
+                   struct token_event *ev) {
     if (ev) {
         ev->token = tok;
         if (s->sp.logprobs || s->sp.top_logprobs > 0) ev->logprob = (float)(logits[tok] - lse);
@@ -680,7 +686,8 @@ int sampler_light(const struct sampler *s, int k) {
 /* prepare() for a light sampler over its row's best k candidates: the same token (greedy)
  * or the same kept list, in the same order, as prepare() over the whole row. */
 static int32_t prepare_cands(struct sampler *s, const struct logit_cand *c, int k) {
-    if (!(s->sp.temperature >= GREEDY_EPS)) return c[0].id >= 0 ? c[0].id : 0; /* an all-NaN row: 0, as argmax */
+    if (!(s->sp.temperature >= GREEDY_EPS))
+        return c[0].id >= 0 ? c[0].id : 0; /* an all-NaN row: 0, as argmax */
     int n = 0;
     for (; n < s->sp.top_k && n < k && c[n].id >= 0; n++) s->cand[n] = c[n];
     filter_sorted(s, n);
@@ -697,13 +704,15 @@ static int32_t next_from_cands(struct sampler *s, const struct logit_cand *c, in
     return tok;
 }
 
-int32_t sampler_next_cands(struct sampler *s, const struct logit_cand *c, int k, struct token_event *ev) {
+int32_t sampler_next_cands(struct sampler *s, const struct logit_cand *c, int k,
+                           struct token_event *ev) {
     return next_from_cands(s, c, k, rng_uniform(s->rng), ev);
 }
 
-int32_t sampler_verify_cands(struct sampler *s, const struct logit_cand *c, int k, int32_t draft, int *accepted,
-                             struct token_event *ev) {
-    int32_t tok = next_from_cands(s, c, k, rng_uniform(s->rng), ev); /* sampler_verify's point-mass case */
+int32_t sampler_verify_cands(struct sampler *s, const struct logit_cand *c, int k, int32_t draft,
+                             int *accepted, struct token_event *ev) {
+    int32_t tok = next_from_cands(s, c, k, rng_uniform(s->rng),
+                                  ev); /* sampler_verify's point-mass case */
     *accepted = tok == draft;
     return tok;
 }
@@ -739,8 +748,8 @@ static int32_t draw_residual(const struct sampler *s, const float *q, double u) 
     return -1;
 }
 
-int32_t sampler_verify(struct sampler *s, float *logits, int32_t draft, const float *q, int *accepted,
-                       struct token_event *ev) {
+int32_t sampler_verify(struct sampler *s, float *logits, int32_t draft, const float *q,
+                       int *accepted, struct token_event *ev) {
     double lse = event_logprobs(s, logits, ev);
     double u = rng_uniform(s->rng);
     int32_t tok = prepare(s, logits);

@@ -68,8 +68,8 @@ void sampler_score(struct sampler *s, const float *logits, int32_t tok, struct t
  *    norm(max(0, p - q)).
  * p is the distribution after every transform of sampler_next (bias, penalties,
  * temperature, min_p, top_k, top_p), so the emitted tokens follow the target's exactly. */
-int32_t sampler_verify(struct sampler *s, float *logits, int32_t draft, const float *q, int *accepted,
-                       struct token_event *ev);
+int32_t sampler_verify(struct sampler *s, float *logits, int32_t draft, const float *q,
+                       int *accepted, struct token_event *ev);
 
 /* Whether this request's tokens depend only on each row's k best candidates
  * (util/logit_cand.h): no logit_bias, no penalties, no logprobs, and greedy or
@@ -79,10 +79,11 @@ int sampler_light(const struct sampler *s, int k);
 /* sampler_next for a light sampler over its row's best k candidates c[0..k) (best first,
  * padding {-inf, -1} last): the same token, the same draw and the same ev as sampler_next
  * over the whole row. */
-int32_t sampler_next_cands(struct sampler *s, const struct logit_cand *c, int k, struct token_event *ev);
+int32_t sampler_next_cands(struct sampler *s, const struct logit_cand *c, int k,
+                           struct token_event *ev);
 /* sampler_verify with q == NULL (a drafter that proposes tokens) over candidates, as above. */
-int32_t sampler_verify_cands(struct sampler *s, const struct logit_cand *c, int k, int32_t draft, int *accepted,
-                             struct token_event *ev);
+int32_t sampler_verify_cands(struct sampler *s, const struct logit_cand *c, int k, int32_t draft,
+                             int *accepted, struct token_event *ev);
 
 /* The distribution the next sampler_next would draw from, densely into probs[n_vocab]
  * (zeros outside the kept set; one-hot when greedy). Draws nothing, records nothing.

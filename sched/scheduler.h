@@ -12,10 +12,11 @@
 #include "request.h"
 
 struct sched_opts {
-    int max_running;  /* sequences in one step */
-    int max_queue;    /* waiting requests before submit refuses */
-    int step_tokens;  /* token budget of one step (decode tokens + prefill chunks) */
-    const int32_t *eog_ids; /* tokens that end generation (the tokenizer's list); NULL: the model's EOS */
+    int max_running; /* sequences in one step */
+    int max_queue;   /* waiting requests before submit refuses */
+    int step_tokens; /* token budget of one step (decode tokens + prefill chunks) */
+    const int32_t
+        *eog_ids; /* tokens that end generation (the tokenizer's list); NULL: the model's EOS */
     int n_eog;
     double step_timeout_s; /* a step running longer means a rank is hung (health fails); 0: none */
     double step_time_s;    /* target duration of one step, so prefill chunks (whose cost grows with
@@ -31,7 +32,6 @@ struct sched_opts {
     struct spec_opts spec; /* speculative decoding (spec.drafter NULL: off) */
 };
 
-
 /* The length rule, in one place: one sequence (prompt + generated tokens) may be as long
  * as the model's context and as the whole KV cache (kv_tokens; 0: no cache limit), so that
  * nothing is accepted that could never be admitted. sched_room is how many tokens a
@@ -44,7 +44,12 @@ static inline long sched_room(int max_ctx, int kv_tokens, int n_prompt) {
     return sched_seq_limit(max_ctx, kv_tokens) - n_prompt;
 }
 
-enum sched_submit_result { SUBMIT_OK = 0, SUBMIT_QUEUE_FULL = -1, SUBMIT_DRAINING = -2, SUBMIT_TOO_LONG = -3 };
+enum sched_submit_result {
+    SUBMIT_OK = 0,
+    SUBMIT_QUEUE_FULL = -1,
+    SUBMIT_DRAINING = -2,
+    SUBMIT_TOO_LONG = -3
+};
 
 struct metrics;
 struct scheduler;

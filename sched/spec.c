@@ -38,11 +38,13 @@ static int cost_k(struct spec_seq *q, int n, int k, const struct spec_cost *c) {
         }
         if (tj <= 0) break; /* an untimed size counts as free, the larger ones wait for it */
     }
-    if (best == 0 && k > 0) return probe_now(q); /* a probe now and then keeps p and t(2n) current */
+    if (best == 0 && k > 0)
+        return probe_now(q); /* a probe now and then keeps p and t(2n) current */
     return best;
 }
 
-int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int room, const struct spec_cost *cost) {
+int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int room,
+              const struct spec_cost *cost) {
     if (!o->drafter || o->k < 1 || room < 1) return 0;
     int k = o->k;
     const int n = n_decoding > 0 ? n_decoding : 1;
@@ -67,7 +69,8 @@ int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int
 void spec_cost_observe(struct spec_cost *c, int T, double seconds) {
     if (T < 1 || T > SPEC_COST_T || !(seconds > 0)) return;
     if (stale(c, T)) c->t[T] = 0; /* this sample replaces it */
-    if (c->t[T] > 0 && seconds > COST_CLAMP * c->t[T]) seconds = COST_CLAMP * c->t[T]; /* a hiccup */
+    if (c->t[T] > 0 && seconds > COST_CLAMP * c->t[T])
+        seconds = COST_CLAMP * c->t[T]; /* a hiccup */
     const double w = seconds < c->t[T] ? COST_WEIGHT_DOWN : COST_WEIGHT;
     c->t[T] = c->t[T] > 0 ? (1 - w) * c->t[T] + w * seconds : seconds;
     c->seen[T] = ++c->n_obs;

@@ -42,25 +42,28 @@ struct drafter;
 struct spec_opts {
     struct drafter *drafter; /* NULL: speculation off; the scheduler does not own it */
     int k;                   /* most tokens drafted per sequence per step */
-    int max_batch_tokens;    /* see the rule above; 0: no batch limit (daemon/spec_setup.c picks it by backend) */
-    int no_cost;             /* 1: the rule without its cost part, so drafting does not depend on timing (tests) */
+    int max_batch_tokens; /* see the rule above; 0: no batch limit (daemon/spec_setup.c picks it by
+                             backend) */
+    int no_cost; /* 1: the rule without its cost part, so drafting does not depend on timing (tests)
+                  */
 };
 
 /* Per sequence. Zero-initialised is the starting state. */
 struct spec_seq {
-    int n_draft;       /* drafted tokens fed this step */
-    float *q;          /* [k][vocab] for a stochastic drafter, else NULL */
-    double accept;     /* moving average of the acceptance rate; used once started */
-    double chain;      /* moving average of P(draft accepted | the one before was); once started */
+    int n_draft;   /* drafted tokens fed this step */
+    float *q;      /* [k][vocab] for a stochastic drafter, else NULL */
+    double accept; /* moving average of the acceptance rate; used once started */
+    double chain;  /* moving average of P(draft accepted | the one before was); once started */
     int started;
-    int idle_steps;    /* steps without drafting since acceptance fell (or the cost said 0) */
+    int idle_steps; /* steps without drafting since acceptance fell (or the cost said 0) */
 };
 
 /* Decode step costs, measured by the scheduler (spec_cost_observe). Zero-initialised: none. */
 enum { SPEC_COST_T = 64, SPEC_COST_STALE = 64, SPEC_COST_CONFIRM = 16 };
 struct spec_cost {
-    double t[SPEC_COST_T + 1]; /* [T]: moving average of a decode step's seconds at T tokens; 0 unknown */
-    long n_obs;                /* decode steps observed */
+    double t[SPEC_COST_T +
+             1]; /* [T]: moving average of a decode step's seconds at T tokens; 0 unknown */
+    long n_obs;  /* decode steps observed */
     long seen[SPEC_COST_T + 1]; /* [T]: n_obs when T was last observed */
     int count[SPEC_COST_T + 1]; /* [T]: samples in t[T] (saturates) */
 };
@@ -71,7 +74,8 @@ struct spec_stats {
 
 /* How many tokens to draft for this sequence now: 0..o->k per the rule, and at most room;
  * cost NULL: the rule without its cost part. */
-int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int room, const struct spec_cost *cost);
+int spec_want(const struct spec_opts *o, struct spec_seq *q, int n_decoding, int room,
+              const struct spec_cost *cost);
 /* A decode-only step (every sequence in it decoding, with or without drafts) of T tokens took
  * seconds: forward pass, sampling and verification (not drafting). */
 void spec_cost_observe(struct spec_cost *c, int T, double seconds);

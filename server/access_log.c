@@ -40,7 +40,8 @@ int access_log_open(struct access_log **out, const char *where, char *err) {
 
 void access_log_write(struct access_log *al, const struct access_rec *r) {
     if (!al) return;
-    if (r->status == 200 && !strcmp(r->method, "GET") && (!strcmp(r->path, "/health") || !strcmp(r->path, "/metrics")))
+    if (r->status == 200 && !strcmp(r->method, "GET") &&
+        (!strcmp(r->path, "/health") || !strcmp(r->path, "/metrics")))
         return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -53,8 +54,10 @@ void access_log_write(struct access_log *al, const struct access_rec *r) {
     if (r->gen) {
         char ttft[24] = "-";
         if (r->ttft_s >= 0) snprintf(ttft, sizeof ttft, "%.3f", r->ttft_s);
-        snprintf(gen, sizeof gen, " prompt_tokens=%d cached_tokens=%d completion_tokens=%d ttft_s=%s finish=%s",
-                 r->prompt_tokens, r->cached_tokens, r->completion_tokens, ttft, r->finish ? r->finish : "-");
+        snprintf(gen, sizeof gen,
+                 " prompt_tokens=%d cached_tokens=%d completion_tokens=%d ttft_s=%s finish=%s",
+                 r->prompt_tokens, r->cached_tokens, r->completion_tokens, ttft,
+                 r->finish ? r->finish : "-");
     }
     /* one fprintf: the stream's lock keeps concurrent lines whole */
     fprintf(al->f, "%s.%03ldZ access uid=%s method=%s path=%s status=%d total_s=%.3f%s\n", when,

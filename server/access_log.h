@@ -8,14 +8,14 @@
 struct access_log;
 
 struct access_rec {
-    unsigned uid;         /* REQ_UID_UNKNOWN over TCP */
+    unsigned uid; /* REQ_UID_UNKNOWN over TCP */
     const char *method, *path;
-    int status;           /* 499: the client left before any answer */
-    int gen;              /* 1: a generation (the fields below are set) */
+    int status; /* 499: the client left before any answer */
+    int gen;    /* 1: a generation (the fields below are set) */
     int prompt_tokens, cached_tokens, completion_tokens;
-    double ttft_s;        /* < 0: no token came */
+    double ttft_s; /* < 0: no token came */
     double total_s;
-    const char *finish;   /* "stop", "length", ...; NULL: none */
+    const char *finish; /* "stop", "length", ...; NULL: none */
 };
 
 /* where: "stderr", "off" (NULL returned, nothing logged) or a file path (created 0600,

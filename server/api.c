@@ -23,8 +23,8 @@
 
 /* ---- small pieces ---- */
 
-void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_name, int max_ctx, int kv_tokens,
-                  int max_queue) {
+void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_name, int max_ctx,
+                  int kv_tokens, int max_queue) {
     memset(c, 0, sizeof *c);
     c->tok = tok;
     c->name_own = xstrdup(model_name && model_name[0] ? model_name : "tpd");
@@ -36,7 +36,8 @@ void api_ctx_init(struct api_ctx *c, struct tokenizer *tok, const char *model_na
     c->chat_err = c->chat_err_buf;
     for (uint32_t i = 0, nv = tok ? tokenizer_n_vocab(tok) : 0; i < nv; i++) {
         size_t l = 0;
-        if (tokenizer_token_bytes(tok, (int32_t)i, &l) && l > c->max_token_bytes) c->max_token_bytes = l;
+        if (tokenizer_token_bytes(tok, (int32_t)i, &l) && l > c->max_token_bytes)
+            c->max_token_bytes = l;
     }
     if (!tok) {
         snprintf(c->chat_err_buf, sizeof c->chat_err_buf, "no tokenizer");
@@ -157,7 +158,8 @@ static int encode(const struct api_ctx *c, const char *s, size_t len, int flags,
     size_t most = c->max_token_bytes; /* 0: not known (a context not from api_ctx_init) */
     if (most && c->max_ctx > 0 && len > (size_t)c->max_ctx * most)
         return api_err(e, 400, name,
-                       "%s: the text has %zu bytes; at most %zu are accepted (this model's maximum context length "
+                       "%s: the text has %zu bytes; at most %zu are accepted (this model's maximum "
+                       "context length "
                        "%d tokens x %zu bytes, its longest token)",
                        name, len, (size_t)c->max_ctx * most, c->max_ctx, most);
     if (tokenizer_encode(c->tok, s, len, flags, ids, &nid, err))
@@ -172,8 +174,8 @@ static int encode(const struct api_ctx *c, const char *s, size_t len, int flags,
 
 /* "prompt": a string, an array of token ids, or an array holding one of those. */
 /* One prompt: a string, or an array of token ids. */
-static int read_one_prompt(const struct api_ctx *c, const cJSON *v, int add_special, int32_t **ids, int *n,
-                           char **text, size_t *text_len, struct api_error *e) {
+static int read_one_prompt(const struct api_ctx *c, const cJSON *v, int add_special, int32_t **ids,
+                           int *n, char **text, size_t *text_len, struct api_error *e) {
     if (cJSON_IsString(v)) {
         size_t len = strlen(v->valuestring);
         if (!len) return api_err(e, 400, "prompt", "prompt: must not be empty");
@@ -195,9 +197,10 @@ static int read_one_prompt(const struct api_ctx *c, const cJSON *v, int add_spec
             }
         }
     } else {
-        return api_err(e, 400, "prompt",
-                       "prompt: must be a string, an array of token ids, or an array of strings or of "
-                       "token-id arrays");
+        return api_err(
+            e, 400, "prompt",
+            "prompt: must be a string, an array of token ids, or an array of strings or of "
+            "token-id arrays");
     }
     if (*n == 0) { /* a non-empty string that tokenizes to nothing (all characters dropped) */
         free(*ids);
@@ -210,25 +213,31 @@ static int read_one_prompt(const struct api_ctx *c, const cJSON *v, int add_spec
 /* "prompt": one prompt, or a list of them (strings or token-id arrays): the first into
  * p->prompt (and echo text), the others into p->more; n_choices choices of each must fit
  * in API_MAX_N. */
-static int read_prompts(const struct api_ctx *c, const cJSON *o, int add_special, struct api_params *p,
-                        char **text, size_t *text_len, struct api_error *e) {
+static int read_prompts(const struct api_ctx *c, const cJSON *o, int add_special,
+                        struct api_params *p, char **text, size_t *text_len, struct api_error *e) {
     cJSON *v = field(o, "prompt");
     if (!v) return api_err(e, 400, "prompt", "prompt: required");
     p->n_prompts = 1;
-    if (!(cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 && (cJSON_IsString(v->child) || cJSON_IsArray(v->child))))
+    if (!(cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 &&
+          (cJSON_IsString(v->child) || cJSON_IsArray(v->child))))
         return read_one_prompt(c, v, add_special, &p->prompt, &p->n_prompt, text, text_len, e);
     int k = cJSON_GetArraySize(v);
     if (k * p->n > API_MAX_N)
-        return api_err(e, 400, "prompt", "prompt: %d prompts of n = %d choices each are more than the %d "
-                       "choices a request may have", k, p->n, API_MAX_N);
+        return api_err(e, 400, "prompt",
+                       "prompt: %d prompts of n = %d choices each are more than the %d "
+                       "choices a request may have",
+                       k, p->n, API_MAX_N);
     if (c->max_queue > 0 && k * p->n > c->max_queue)
-        return api_err(e, 400, "prompt", "prompt: %d choices can never wait in a queue of %d (scheduler.max_queue)",
+        return api_err(e, 400, "prompt",
+                       "prompt: %d choices can never wait in a queue of %d (scheduler.max_queue)",
                        k * p->n, c->max_queue);
-    if (read_one_prompt(c, v->child, add_special, &p->prompt, &p->n_prompt, text, text_len, e)) return -1;
+    if (read_one_prompt(c, v->child, add_special, &p->prompt, &p->n_prompt, text, text_len, e))
+        return -1;
     int i = 0;
     for (const cJSON *x = v->child->next; x; x = x->next, i++) {
         struct api_prompt *m = &p->more[i];
-        if (read_one_prompt(c, x, add_special, &m->ids, &m->n, text ? &m->echo_text : NULL, &m->echo_len, e))
+        if (read_one_prompt(c, x, add_special, &m->ids, &m->n, text ? &m->echo_text : NULL,
+                            &m->echo_len, e))
             return -1;
         p->n_prompts++;
     }
@@ -265,7 +274,8 @@ static int read_messages(const cJSON *o, cJSON **out, struct api_error *e) {
         if (!known) {
             cJSON_Delete(arr);
             if (!cJSON_IsString(role)) return api_err(e, 400, name, "%s: required, a string", name);
-            return api_err(e, 400, name, "%s: must be one of system, user, assistant, tool, developer", name);
+            return api_err(e, 400, name,
+                           "%s: must be one of system, user, assistant, tool, developer", name);
         }
         snprintf(name, sizeof name, "messages[%d].content", i);
         cJSON *content = cJSON_GetObjectItemCaseSensitive(x, "content");
@@ -279,13 +289,15 @@ static int read_messages(const cJSON *o, cJSON **out, struct api_error *e) {
             for (const cJSON *part = content->child; part; part = part->next, j++) {
                 cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
                 cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
-                if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") ||
-                    !cJSON_IsString(t)) {
+                if (!cJSON_IsObject(part) || !cJSON_IsString(type) ||
+                    strcmp(type->valuestring, "text") || !cJSON_IsString(t)) {
                     snprintf(name, sizeof name, "messages[%d].content[%d]", i, j);
                     sbuf_free(&b);
                     cJSON_Delete(arr);
-                    return api_err(e, 400, name,
-                                   "%s: only {\"type\": \"text\", \"text\": string} parts are supported", name);
+                    return api_err(
+                        e, 400, name,
+                        "%s: only {\"type\": \"text\", \"text\": string} parts are supported",
+                        name);
                 }
                 if (j) sbuf_add(&b, "\n", 1);
                 sbuf_adds(&b, t->valuestring);
@@ -316,20 +328,23 @@ static int read_messages(const cJSON *o, cJSON **out, struct api_error *e) {
 /* The chat prompt of body o as text, with the byte spans that came from the request's data
  * (chat.h). tools: the request's tools (their JSON goes to the template's `tools`; a forced
  * call's start follows the generation prompt). */
-static int chat_text(const struct api_ctx *c, const cJSON *o, int add_gen, const struct api_tools *tools, char **text,
-                     size_t *len, struct tok_span **data, size_t *n_data, struct api_error *e) {
+static int chat_text(const struct api_ctx *c, const cJSON *o, int add_gen,
+                     const struct api_tools *tools, char **text, size_t *len,
+                     struct tok_span **data, size_t *n_data, struct api_error *e) {
     cJSON *msgs = NULL;
     if (read_messages(o, &msgs, e)) return -1;
     if (!c->chat) {
         cJSON_Delete(msgs);
-        return api_err(e, 400, "messages", "messages: cannot render a chat prompt: %s; use /v1/completions",
+        return api_err(e, 400, "messages",
+                       "messages: cannot render a chat prompt: %s; use /v1/completions",
                        c->chat_err ? c->chat_err : "the model has no chat template");
     }
     char *js = cJSON_PrintUnformatted(msgs);
     cJSON_Delete(msgs);
     if (!js) FATAL("out of memory for messages");
     char err[ERR_LEN];
-    int rc = chat_template_render_spans(c->chat, js, add_gen, tools->tools_json, text, len, data, n_data, err);
+    int rc = chat_template_render_spans(c->chat, js, add_gen, tools->tools_json, text, len, data,
+                                        n_data, err);
     free(js);
     /* a template may refuse a conversation (raise_exception: roles must alternate, ...) */
     if (rc) return api_err(e, 400, "messages", "messages: the chat template refused them: %s", err);
@@ -343,8 +358,8 @@ static int chat_text(const struct api_ctx *c, const cJSON *o, int add_gen, const
     return 0;
 }
 
-static int render_chat(const struct api_ctx *c, const cJSON *o, int add_gen, const struct api_tools *tools,
-                       int32_t **ids, int *n, struct api_error *e) {
+static int render_chat(const struct api_ctx *c, const cJSON *o, int add_gen,
+                       const struct api_tools *tools, int32_t **ids, int *n, struct api_error *e) {
     struct tok_span *data = NULL;
     size_t n_data = 0;
     /* Only the template's own markers (BOS, turn markers) become special tokens: special-
@@ -356,7 +371,8 @@ static int render_chat(const struct api_ctx *c, const cJSON *o, int add_gen, con
     size_t len;
     if (chat_text(c, o, add_gen, tools, &text, &len, &data, &n_data, e)) return -1;
     size_t nid;
-    int rc = tokenizer_encode_spans(c->tok, text, len, TOK_PARSE_SPECIAL, data, allow ? 0 : n_data, ids, &nid, err);
+    int rc = tokenizer_encode_spans(c->tok, text, len, TOK_PARSE_SPECIAL, data, allow ? 0 : n_data,
+                                    ids, &nid, err);
     free(text);
     free(data);
     if (rc) return api_err(e, 400, "messages", "messages: cannot be tokenized: %s", err);
@@ -376,7 +392,8 @@ static uint64_t random_seed(void) {
     static atomic_ulong ctr;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (atomic_fetch_add(&ctr, 1) * 0x9E3779B97F4A7C15ull);
+    s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+        (atomic_fetch_add(&ctr, 1) * 0x9E3779B97F4A7C15ull);
     return s;
 }
 
@@ -387,7 +404,8 @@ static int read_stops(const cJSON *o, struct api_params *p, struct api_error *e)
     if (!one && !cJSON_IsArray(v))
         return api_err(e, 400, "stop", "stop: must be a string or an array of strings");
     int n = one ? 1 : cJSON_GetArraySize(v);
-    if (n > API_MAX_STOPS) return api_err(e, 400, "stop", "stop: at most %d strings", API_MAX_STOPS);
+    if (n > API_MAX_STOPS)
+        return api_err(e, 400, "stop", "stop: at most %d strings", API_MAX_STOPS);
     const cJSON *x = one ? one : v->child;
     for (int i = 0; i < n; i++, x = x->next) {
         if (!cJSON_IsString(x)) return api_err(e, 400, "stop", "stop[%d]: must be a string", i);
@@ -423,7 +441,8 @@ static int read_logit_bias(const struct api_ctx *c, const cJSON *o, struct sampl
                            "logit_bias: key \"%.32s\" is not a token id in [0, %u)", k, nv);
         if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -100 ||
             x->valuedouble > 100)
-            return api_err(e, 400, "logit_bias", "logit_bias[\"%s\"]: must be a number in [-100, 100]", k);
+            return api_err(e, 400, "logit_bias",
+                           "logit_bias[\"%s\"]: must be a number in [-100, 100]", k);
         sp->logit_bias_ids[sp->n_logit_bias] = (int32_t)id;
         sp->logit_bias[sp->n_logit_bias++] = (float)x->valuedouble;
     }
@@ -495,7 +514,8 @@ static int check_model(const struct api_ctx *c, const cJSON *o, struct api_error
     if (!m) return 0; /* optional, as in vLLM */
     if (!cJSON_IsString(m)) return api_err(e, 400, "model", "model: must be a string");
     if (c->model_name && strcmp(m->valuestring, c->model_name)) {
-        api_err(e, 404, "model", "model: the model `%.200s` does not exist; this server serves `%.200s`",
+        api_err(e, 404, "model",
+                "model: the model `%.200s` does not exist; this server serves `%.200s`",
                 m->valuestring, c->model_name);
         e->code = "model_not_found";
         return -1;
@@ -522,8 +542,8 @@ static int has_nul_escape(const char *s, size_t n) {
 #define API_JSON_VALUES_SLACK 32768
 
 static int json_delim(char ch) {
-    return ch == ',' || ch == ']' || ch == '}' || ch == ':' || ch == ' ' || ch == '\t' || ch == '\n' ||
-           ch == '\r' || ch == '"' || ch == '[' || ch == '{';
+    return ch == ',' || ch == ']' || ch == '}' || ch == ':' || ch == ' ' || ch == '\t' ||
+           ch == '\n' || ch == '\r' || ch == '"' || ch == '[' || ch == '{';
 }
 
 /* cJSON spends ~80 bytes of heap on every value (a 2-byte "0," included), so a body of
@@ -533,7 +553,8 @@ static int json_delim(char ch) {
  * naming the top-level field that holds the most. Any legal request fits: a prompt of
  * token ids longer than the context is refused anyway. Nesting is bounded by cJSON
  * (CJSON_NESTING_LIMIT). */
-static int check_json_values(const struct api_ctx *c, const char *s, size_t n, struct api_error *e) {
+static int check_json_values(const struct api_ctx *c, const char *s, size_t n,
+                             struct api_error *e) {
     long limit = (long)(c->max_ctx > 0 ? c->max_ctx : 0) + API_JSON_VALUES_SLACK;
     long total = 0, in_field = 0, worst = 0;
     int depth = 0;
@@ -570,11 +591,14 @@ static int check_json_values(const struct api_ctx *c, const char *s, size_t n, s
     char name[80];
     snprintf(name, sizeof name, "%.*s", worst_len, worst_key);
     return api_err(e, 400, name,
-                   "%s%srequest body holds %ld JSON values; at most %ld are allowed (the context length %d + %d)",
-                   name, name[0] ? ": too large: the " : "", total, limit, c->max_ctx, API_JSON_VALUES_SLACK);
+                   "%s%srequest body holds %ld JSON values; at most %ld are allowed (the context "
+                   "length %d + %d)",
+                   name, name[0] ? ": too large: the " : "", total, limit, c->max_ctx,
+                   API_JSON_VALUES_SLACK);
 }
 
-static cJSON *parse_body(const struct api_ctx *c, const char *body, size_t len, struct api_error *e) {
+static cJSON *parse_body(const struct api_ctx *c, const char *body, size_t len,
+                         struct api_error *e) {
     if (!utf8_valid(body, len)) {
         api_err(e, 400, "", "request body is not valid UTF-8");
         return NULL;
@@ -584,7 +608,8 @@ static cJSON *parse_body(const struct api_ctx *c, const char *body, size_t len, 
         return NULL;
     }
     if (has_nul_escape(body, len)) {
-        api_err(e, 400, "", "request body holds \\u0000: NUL characters in strings are not supported");
+        api_err(e, 400, "",
+                "request body holds \\u0000: NUL characters in strings are not supported");
         return NULL;
     }
     if (check_json_values(c, body, len, e)) return NULL;
@@ -624,12 +649,14 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
             goto out;
         }
         if (!p->stream) {
-            api_err(e, 400, "stream_options", "stream_options: only allowed when \"stream\" is true");
+            api_err(e, 400, "stream_options",
+                    "stream_options: only allowed when \"stream\" is true");
             goto out;
         }
         cJSON *iu = field(so, "include_usage");
         if (iu && !cJSON_IsBool(iu)) {
-            api_err(e, 400, "stream_options.include_usage", "stream_options.include_usage: must be a boolean");
+            api_err(e, 400, "stream_options.include_usage",
+                    "stream_options.include_usage: must be a boolean");
             goto out;
         }
         p->include_usage = iu && cJSON_IsTrue(iu);
@@ -642,7 +669,8 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     if ((r = read_int(o, "n", 1, API_MAX_N, &i, e)) < 0) goto out;
     if (r) p->n = (int)i;
     if (c->max_queue > 0 && p->n > c->max_queue) {
-        api_err(e, 400, "n", "n: %d choices can never wait in a queue of %d (scheduler.max_queue)", p->n, c->max_queue);
+        api_err(e, 400, "n", "n: %d choices can never wait in a queue of %d (scheduler.max_queue)",
+                p->n, c->max_queue);
         goto out;
     }
     if (api_fields_check(o, kind, p->n, e)) goto out;
@@ -652,7 +680,8 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     if (read_bool(o, "guided_close", &p->guided_close, e) < 0) goto out;
     /* max_completion_tokens is the newer name; it wins when both are given */
     long max_tokens = -1;
-    const char *mt_name = field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    const char *mt_name = field(o, "max_completion_tokens") ? "max_completion_tokens"
+                                                            : "max_tokens";
     if ((r = read_int(o, mt_name, 1, INT32_MAX, &max_tokens, e)) < 0) goto out;
     if (!r) max_tokens = -1;
 
@@ -665,11 +694,14 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
         if (api_tools_read(o, c->tool_format, &p->tools, e)) goto out;
         if (p->tools.prefix && !add_gen) {
-            api_err(e, 400, "tool_choice", "tool_choice: a required call needs \"add_generation_prompt\": true");
+            api_err(e, 400, "tool_choice",
+                    "tool_choice: a required call needs \"add_generation_prompt\": true");
             goto out;
         }
         if (p->tools.prefix && p->grammar) {
-            api_err(e, 400, "tool_choice", "tool_choice: a required call cannot be combined with response_format or guided_*");
+            api_err(
+                e, 400, "tool_choice",
+                "tool_choice: a required call cannot be combined with response_format or guided_*");
             goto out;
         }
         /* only a required/named call sets the grammar: api_tools_grammar clears *out otherwise,
@@ -685,18 +717,24 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     for (int k = 0; p->echo && p->logprobs && k < p->n_prompts; k++)
         scored += (long)p->n * (k ? p->more[k - 1].n : p->n_prompt);
     if (scored > API_MAX_SCORED) {
-        api_err(e, 400, "echo", "echo: with logprobs, at most %d prompt tokens are scored per request (all choices "
-                "together); this one has %ld", API_MAX_SCORED, scored);
+        api_err(e, 400, "echo",
+                "echo: with logprobs, at most %d prompt tokens are scored per request (all choices "
+                "together); this one has %ld",
+                API_MAX_SCORED, scored);
         goto out;
     }
     long room = sched_room(c->max_ctx, c->kv_tokens, longest);
     int by_cache = sched_seq_limit(c->max_ctx, c->kv_tokens) < c->max_ctx;
     if (room < 1) {
         if (by_cache)
-            api_err(e, 400, pname, "%s: the KV cache holds %d tokens (cache.kv_tokens), but the prompt has %d tokens",
-                    pname, c->kv_tokens, longest);
+            api_err(
+                e, 400, pname,
+                "%s: the KV cache holds %d tokens (cache.kv_tokens), but the prompt has %d tokens",
+                pname, c->kv_tokens, longest);
         else
-            api_err(e, 400, pname, "%s: this model's maximum context length is %d tokens, but the prompt has %d tokens",
+            api_err(e, 400, pname,
+                    "%s: this model's maximum context length is %d tokens, but the prompt has %d "
+                    "tokens",
                     pname, c->max_ctx, longest);
         goto out;
     }
@@ -705,15 +743,17 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         max_tokens = kind == API_COMPLETION && room > 16 ? 16 : room;
     } else if (max_tokens > room && by_cache) {
         api_err(e, 400, mt_name,
-                "%s: the KV cache holds %d tokens (cache.kv_tokens), which one sequence cannot exceed; the prompt "
+                "%s: the KV cache holds %d tokens (cache.kv_tokens), which one sequence cannot "
+                "exceed; the prompt "
                 "has %d tokens and %s is %ld (%ld in all)",
                 mt_name, c->kv_tokens, longest, mt_name, max_tokens, max_tokens + longest);
         goto out;
     } else if (max_tokens > room) {
-        api_err(e, 400, mt_name,
-                "%s: this model's maximum context length is %d tokens; the prompt has %d tokens and "
-                "%s is %ld (%ld in all)",
-                mt_name, c->max_ctx, longest, mt_name, max_tokens, max_tokens + longest);
+        api_err(
+            e, 400, mt_name,
+            "%s: this model's maximum context length is %d tokens; the prompt has %d tokens and "
+            "%s is %ld (%ld in all)",
+            mt_name, c->max_ctx, longest, mt_name, max_tokens, max_tokens + longest);
         goto out;
     }
     p->max_tokens = (int)max_tokens;
@@ -764,7 +804,8 @@ int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, in
         int add_special = 1;
         if (read_bool(o, "add_special_tokens", &add_special, e) < 0) goto out;
         const cJSON *v = field(o, "prompt");
-        if (cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 && (cJSON_IsString(v->child) || cJSON_IsArray(v->child))) {
+        if (cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 &&
+            (cJSON_IsString(v->child) || cJSON_IsArray(v->child))) {
             if (cJSON_GetArraySize(v) > 1) {
                 api_err(e, 400, "prompt", "prompt: one prompt at a time");
                 goto out;
@@ -780,15 +821,16 @@ out:
     return rc;
 }
 
-int api_chat_prompt(const struct api_ctx *c, const char *body, size_t len, char **text, size_t *text_len,
-                    struct api_error *e) {
+int api_chat_prompt(const struct api_ctx *c, const char *body, size_t len, char **text,
+                    size_t *text_len, struct api_error *e) {
     cJSON *o = parse_body(c, body, len, e);
     if (!o) return -1;
     int add_gen = 1, rc = -1;
     struct api_tools tools = {0};
     struct tok_span *data = NULL;
     size_t n_data = 0;
-    if (read_bool(o, "add_generation_prompt", &add_gen, e) >= 0 && api_tools_read(o, c->tool_format, &tools, e) == 0)
+    if (read_bool(o, "add_generation_prompt", &add_gen, e) >= 0 &&
+        api_tools_read(o, c->tool_format, &tools, e) == 0)
         rc = chat_text(c, o, add_gen, &tools, text, text_len, &data, &n_data, e);
     free(data);
     api_tools_free(&tools);

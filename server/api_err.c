@@ -20,7 +20,9 @@ int api_err(struct api_error *e, int status, const char *param, const char *fmt,
 
 static const char *error_type(int status) {
     switch (status) {
-    case 400: case 405: case 413: return "invalid_request_error";
+    case 400:
+    case 405:
+    case 413: return "invalid_request_error";
     case 403: return "permission_error";
     case 404: return "not_found_error";
     case 429: return "rate_limit_error";

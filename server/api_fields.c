@@ -19,14 +19,16 @@ static const struct {
 } unimplemented[] = {
     {"suffix", 1, "insertion (text after the completion) is not supported"},
     {"functions", 2, "the legacy function-calling fields are not supported; use \"tools\""},
-    {"function_call", 2, "the legacy function-calling fields are not supported; use \"tool_choice\""},
+    {"function_call", 2,
+     "the legacy function-calling fields are not supported; use \"tool_choice\""},
     {"audio", 2, "audio output is not supported"},
     {"prediction", 2, "predicted outputs are not supported"},
     {"web_search_options", 2, "web search is not supported"},
     {"use_beam_search", 3, "beam search is not supported"},
     {"min_tokens", 3, "a minimum number of tokens is not supported"},
-    {"prompt_logprobs", 3, "vLLM's prompt_logprobs is not supported; use /v1/completions with "
-                           "\"echo\": true and \"logprobs\""},
+    {"prompt_logprobs", 3,
+     "vLLM's prompt_logprobs is not supported; use /v1/completions with "
+     "\"echo\": true and \"logprobs\""},
     {"truncate_prompt_tokens", 3, "prompt truncation is not supported"},
     {"include_stop_str_in_output", 3, "stop strings are always left out of the output"},
 };
@@ -40,8 +42,10 @@ int api_fields_check(const cJSON *body, enum api_kind kind, int n, struct api_er
     }
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(body, "best_of");
     if (b && !cJSON_IsNull(b) && !(cJSON_IsNumber(b) && b->valuedouble == n))
-        return api_err(e, 400, "best_of", "best_of: only best_of = n (%d) is supported: choices are not ranked "
-                       "on the server", n);
+        return api_err(e, 400, "best_of",
+                       "best_of: only best_of = n (%d) is supported: choices are not ranked "
+                       "on the server",
+                       n);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(body, "modalities");
     if (m && !cJSON_IsNull(m)) {
         const cJSON *x;

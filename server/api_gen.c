@@ -21,22 +21,22 @@
 
 struct gen_choice {
     struct gen_request *r;
-    int seen;                /* events consumed */
-    int n_tokens;            /* completion tokens counted (up to and with a stop match) */
+    int seen;     /* events consumed */
+    int n_tokens; /* completion tokens counted (up to and with a stop match) */
     struct detok dt;
     struct stop_matcher sm;
-    size_t text_pos;         /* bytes of text produced so far (completions' text_offset) */
-    const char *finish;      /* "stop", "length", "abort"; NULL while running */
+    size_t text_pos;    /* bytes of text produced so far (completions' text_offset) */
+    const char *finish; /* "stop", "length", "abort"; NULL while running */
     int aborted;
     const char *grammar_err; /* the grammar's limit hit while generating (grammar_matcher_error) */
     /* non-streaming: the whole output */
     struct sbuf text;
-    cJSON *lp;               /* logprobs object, or NULL */
-    int prompt_lp_sent;      /* echo with logprobs: the prompt's entries are in an lp already */
+    cJSON *lp;          /* logprobs object, or NULL */
+    int prompt_lp_sent; /* echo with logprobs: the prompt's entries are in an lp already */
     /* tool calling on: the output goes through the call parser */
     int tc_on;
     struct toolcall_parser tc;
-    int calls_sent;          /* streaming: calls already sent as deltas */
+    int calls_sent; /* streaming: calls already sent as deltas */
 };
 
 struct api_gen {
@@ -46,8 +46,8 @@ struct api_gen {
     char *model;
     long created;
     struct api_params p;
-    int started;             /* streaming: the opening events were written */
-    int finished;            /* every choice done, and (streaming) [DONE] written */
+    int started;  /* streaming: the opening events were written */
+    int finished; /* every choice done, and (streaming) [DONE] written */
     int n;
     struct gen_choice c[API_MAX_N];
     /* the call format's markers that are control tokens (the detokenizer drops those) */
@@ -63,7 +63,8 @@ static void make_id(char *out, size_t n, const char *prefix) {
         r[0] = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
         r[1] = atomic_fetch_add(&ctr, 1) + (uint64_t)clock_now();
     }
-    snprintf(out, n, "%s-%016llx%016llx", prefix, (unsigned long long)r[0], (unsigned long long)r[1]);
+    snprintf(out, n, "%s-%016llx%016llx", prefix, (unsigned long long)r[0],
+             (unsigned long long)r[1]);
 }
 
 static void free_choice(struct gen_choice *c) {
@@ -121,7 +122,8 @@ int gen_done(const struct api_gen *g) { return g->finished; }
 int gen_streaming(const struct api_gen *g) { return g->p.stream; }
 
 /* Prompt k of p (0: the first), with its echo text. */
-static const int32_t *prompt_of(const struct api_params *p, int k, int *n, const char **text, size_t *len) {
+static const int32_t *prompt_of(const struct api_params *p, int k, int *n, const char **text,
+                                size_t *len) {
     if (k == 0) {
         *n = p->n_prompt, *text = p->echo_text, *len = p->echo_len;
         return p->prompt;
@@ -146,7 +148,8 @@ static struct gen_request *make_request(const struct api_params *p, int i) {
     if (p->grammar) r->grammar = grammar_matcher_new(p->grammar); /* each choice its own state */
     r->grammar_no_close = !p->guided_close;
     r->sp = p->sp;
-    r->sp.seed = p->sp.seed + (uint64_t)(i % p->n); /* n choices: n different streams (per prompt) */
+    r->sp.seed = p->sp.seed +
+                 (uint64_t)(i % p->n); /* n choices: n different streams (per prompt) */
     r->sp.logit_bias_ids = NULL;
     r->sp.logit_bias = NULL;
     if (p->sp.n_logit_bias) {
@@ -158,13 +161,14 @@ static struct gen_request *make_request(const struct api_params *p, int i) {
     }
     /* echo with logprobs: the step loop scores the prompt too (lm-evaluation-harness's
      * loglikelihood requests) */
-    if (p->echo && p->logprobs) r->prompt_events = xcalloc((size_t)n_prompt, sizeof *r->prompt_events);
+    if (p->echo && p->logprobs)
+        r->prompt_events = xcalloc((size_t)n_prompt, sizeof *r->prompt_events);
     r->t_submit = clock_now();
     return r;
 }
 
-int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer *tok, const char *model_name,
-              unsigned uid, struct api_params *p, struct api_error *e) {
+int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer *tok,
+              const char *model_name, unsigned uid, struct api_params *p, struct api_error *e) {
     static atomic_ullong next_id = 1;
     struct api_gen *g = xcalloc(1, sizeof *g);
     atomic_init(&g->refs, 1);
@@ -176,7 +180,8 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
     make_id(g->id, sizeof g->id, g->p.kind == API_CHAT ? "chatcmpl" : "cmpl");
     const struct api_tools *tools = &g->p.tools;
     int tc_on = g->p.kind == API_CHAT && tools->n && tools->choice != TOOL_CHOICE_NONE;
-    for (const char *const *m = toolcall_markers(tc_on ? tools->format : TOOL_FORMAT_NONE); *m && g->n_markers < 4; m++) {
+    for (const char *const *m = toolcall_markers(tc_on ? tools->format : TOOL_FORMAT_NONE);
+         *m && g->n_markers < 4; m++) {
         int32_t id = tokenizer_find(tok, *m, strlen(*m));
         if (id >= 0 && tokenizer_is_special(tok, id)) {
             g->marker_id[g->n_markers] = id;
@@ -187,8 +192,10 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
         struct gen_choice *c = &g->c[i];
         if (tc_on) {
             c->tc_on = 1;
-            toolcall_parser_init(&c->tc, tools->format, (const char *const *)tools->names, tools->n, tools->parallel);
-            if (tools->prefix) { /* the call's start the prompt ended with: the output continues it */
+            toolcall_parser_init(&c->tc, tools->format, (const char *const *)tools->names, tools->n,
+                                 tools->parallel);
+            if (tools->prefix) { /* the call's start the prompt ended with: the output continues it
+                                  */
                 struct sbuf none = {0};
                 toolcall_feed(&c->tc, tools->prefix, strlen(tools->prefix), &none);
                 sbuf_free(&none);
@@ -218,7 +225,8 @@ int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer 
                 api_err(e, 503, "", "the server is shutting down");
                 e->code = "draining";
             } else if (rc == SUBMIT_TOO_LONG) {
-                api_err(e, 400, "max_tokens", "max_tokens: %s", err[0] ? err : "prompt + max_tokens exceed the context");
+                api_err(e, 400, "max_tokens", "max_tokens: %s",
+                        err[0] ? err : "prompt + max_tokens exceed the context");
             } else {
                 api_err(e, 503, "", "the request was refused: %s", err);
             }
@@ -248,7 +256,8 @@ static cJSON *token_bytes(const struct tokenizer *t, int32_t id) {
     size_t n = 0;
     const char *b = tokenizer_token_bytes(t, id, &n);
     cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; b && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)b[i]));
+    for (size_t i = 0; b && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)b[i]));
     return a;
 }
 
@@ -285,7 +294,8 @@ static void lp_add(const struct api_gen *g, cJSON *lp, const struct token_event 
         return;
     }
     cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"), token_string(t, ev->token));
-    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNumber(ev->logprob));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"),
+                         cJSON_CreateNumber(ev->logprob));
     cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "text_offset"), cJSON_CreateNumber((double)pos));
     cJSON *top = cJSON_CreateObject();
     for (int k = 0; k < ntop; k++) {
@@ -309,10 +319,12 @@ static void lp_add_prompt(const struct api_gen *g, struct gen_choice *c, cJSON *
         if (i > 0 && scored) {
             lp_add(g, lp, &r->prompt_events[i], pos);
         } else {
-            cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"), token_string(g->tok, r->prompt[i]));
+            cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"),
+                                 token_string(g->tok, r->prompt[i]));
             cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNull());
             cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), cJSON_CreateNull());
-            cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "text_offset"), cJSON_CreateNumber((double)pos));
+            cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "text_offset"),
+                                 cJSON_CreateNumber((double)pos));
         }
         size_t n = 0;
         if (tokenizer_token_bytes(g->tok, r->prompt[i], &n)) pos += n;
@@ -325,7 +337,8 @@ static void lp_add_prompt(const struct api_gen *g, struct gen_choice *c, cJSON *
 static cJSON *chunk_new(const struct api_gen *g) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", g->id);
-    cJSON_AddStringToObject(o, "object", g->p.kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddStringToObject(o, "object",
+                            g->p.kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON_AddNumberToObject(o, "created", (double)g->created);
     cJSON_AddStringToObject(o, "model", g->model);
     return o;
@@ -378,14 +391,16 @@ static cJSON *usage(const struct api_gen *g) {
     cJSON_AddNumberToObject(u, "total_tokens", (double)(gen + prompt));
     /* the prompt is shared by the n choices: the first one's prefix-cache hit */
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(d, "cached_tokens", g->n && g->c[0].r ? req_cached_tokens(g->c[0].r) : 0);
+    cJSON_AddNumberToObject(d, "cached_tokens",
+                            g->n && g->c[0].r ? req_cached_tokens(g->c[0].r) : 0);
     return u;
 }
 
 /* The error of a choice whose grammar went past its limits while generating: the client
  * gets it instead of the output (grammar_matcher_error; compile-time refusals are 400s too). */
 static void grammar_error(const struct gen_choice *c, struct api_error *e) {
-    api_err(e, 400, "", "the grammar became too costly to match after %d tokens: %s", c->n_tokens, c->grammar_err);
+    api_err(e, 400, "", "the grammar became too costly to match after %d tokens: %s", c->n_tokens,
+            c->grammar_err);
     e->code = "grammar_too_costly";
 }
 
@@ -406,8 +421,8 @@ static const char *marker_of(const struct api_gen *g, int32_t id) {
 
 /* Streaming: tool calls calls[from..to) of choice i as OpenAI sends them: a delta naming the
  * call (index, id, type, name, empty arguments), then one with its arguments. */
-static void sse_tool_calls(const struct api_gen *g, struct sbuf *out, int i, const struct tool_call *calls, int from,
-                           int to) {
+static void sse_tool_calls(const struct api_gen *g, struct sbuf *out, int i,
+                           const struct tool_call *calls, int from, int to) {
     for (int k = from; k < to; k++) {
         for (int part = 0; part < 2; part++) {
             cJSON *o = chunk_new(g);
@@ -444,7 +459,8 @@ static int step_choice(struct api_gen *g, int i, double timeout_s, struct sbuf *
     struct sbuf text = {0};
     sbuf_add(&text, "", 0);
     cJSON *lp = NULL;
-    if (g->p.logprobs) lp = g->p.stream ? lp_new(g->p.kind) : (c->lp ? c->lp : (c->lp = lp_new(g->p.kind)));
+    if (g->p.logprobs)
+        lp = g->p.stream ? lp_new(g->p.kind) : (c->lp ? c->lp : (c->lp = lp_new(g->p.kind)));
     if (lp && c->r->prompt_events && !c->prompt_lp_sent) lp_add_prompt(g, c, lp);
     for (int k = 0; k < n && !c->finish; k++) {
         c->seen++;
@@ -489,10 +505,11 @@ static int step_choice(struct api_gen *g, int i, double timeout_s, struct sbuf *
     if (g->p.stream) {
         int new_calls = c->tc_on && c->tc.n_calls > c->calls_sent;
         const char *finish = new_calls || c->grammar_err ? NULL : c->finish;
-        if (text.len || finish || (lp && cJSON_GetArraySize(cJSON_GetObjectItem(lp, g->p.kind == API_CHAT ? "content" : "tokens"))))
+        if (text.len || finish ||
+            (lp && cJSON_GetArraySize(
+                       cJSON_GetObjectItem(lp, g->p.kind == API_CHAT ? "content" : "tokens"))))
             sse_choice(g, out, i, text.p, text.len, lp, finish, 0);
-        else
-            cJSON_Delete(lp);
+        else cJSON_Delete(lp);
         if (new_calls) {
             sse_tool_calls(g, out, i, c->tc.calls, c->calls_sent, c->tc.n_calls);
             c->calls_sent = c->tc.n_calls;
@@ -522,8 +539,7 @@ int gen_poll(struct api_gen *g, struct sbuf *out, double timeout_s) {
          * role) before the prompt is even processed */
         g->started = 1;
         for (int i = 0; i < g->n; i++) {
-            if (g->p.kind == API_CHAT)
-                sse_choice(g, out, i, "", 0, NULL, NULL, 1);
+            if (g->p.kind == API_CHAT) sse_choice(g, out, i, "", 0, NULL, NULL, 1);
             else if (g->p.echo) {
                 const char *echo;
                 size_t echo_len;
@@ -580,7 +596,8 @@ int gen_body(struct api_gen *g, struct sbuf *out) {
         }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", g->id);
-    cJSON_AddStringToObject(o, "object", g->p.kind == API_CHAT ? "chat.completion" : "text_completion");
+    cJSON_AddStringToObject(o, "object",
+                            g->p.kind == API_CHAT ? "chat.completion" : "text_completion");
     cJSON_AddNumberToObject(o, "created", (double)g->created);
     cJSON_AddStringToObject(o, "model", g->model);
     cJSON *arr = cJSON_AddArrayToObject(o, "choices");

@@ -14,8 +14,8 @@ struct api_gen;
 /* Takes p over (it is cleared) and submits its choices as one group of the client uid
  * (the scheduler's fairness counts them together). 0, or -1 with e: 429 queue full,
  * 503 draining, 400 too long for the context. */
-int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer *tok, const char *model_name,
-              unsigned uid, struct api_params *p, struct api_error *e);
+int gen_start(struct api_gen **out, struct scheduler *s, const struct tokenizer *tok,
+              const char *model_name, unsigned uid, struct api_params *p, struct api_error *e);
 /* Waits up to timeout_s for new tokens and handles what arrived; when streaming, appends
  * the SSE events (ending with `data: [DONE]`) to out. Returns 1 once every choice has
  * finished, 0 otherwise. */

@@ -36,7 +36,9 @@ struct grammar_vocab *api_grammar_vocab(const struct tokenizer *t) {
 
 static int compile(struct grammar_vocab *gv, enum grammar_kind kind, const char *text, size_t len,
                    const char *param, struct grammar **out, struct api_error *e) {
-    if (!gv) return api_err(e, 400, param, "%s: structured output is not available for this model", param);
+    if (!gv)
+        return api_err(e, 400, param, "%s: structured output is not available for this model",
+                       param);
     char err[ERR_LEN];
     *out = grammar_compile(gv, kind, text, len, err);
     if (!*out) return api_err(e, 400, param, "%s: %s", param, err);
@@ -44,10 +46,13 @@ static int compile(struct grammar_vocab *gv, enum grammar_kind kind, const char 
 }
 
 /* A schema given as an object (or, for guided_json, as a JSON string) -> compiled. */
-static int compile_schema(struct grammar_vocab *gv, const cJSON *s, const char *param, struct grammar **out,
-                          struct api_error *e) {
-    if (cJSON_IsString(s)) return compile(gv, GRAMMAR_JSON_SCHEMA, s->valuestring, strlen(s->valuestring), param, out, e);
-    if (!cJSON_IsObject(s) && !cJSON_IsBool(s)) return api_err(e, 400, param, "%s: must be a JSON Schema object", param);
+static int compile_schema(struct grammar_vocab *gv, const cJSON *s, const char *param,
+                          struct grammar **out, struct api_error *e) {
+    if (cJSON_IsString(s))
+        return compile(gv, GRAMMAR_JSON_SCHEMA, s->valuestring, strlen(s->valuestring), param, out,
+                       e);
+    if (!cJSON_IsObject(s) && !cJSON_IsBool(s))
+        return api_err(e, 400, param, "%s: must be a JSON Schema object", param);
     char *text = cJSON_PrintUnformatted(s);
     if (!text) FATAL("out of memory");
     int rc = compile(gv, GRAMMAR_JSON_SCHEMA, text, strlen(text), param, out, e);
@@ -59,11 +64,29 @@ static int compile_schema(struct grammar_vocab *gv, const cJSON *s, const char *
  * Each keyword a compile refuses (named in its error) is dropped from every subschema and
  * the compile tried again; a oneOf tpd cannot make exclusive becomes anyOf. Names in maps
  * of names (properties, $defs...) and values (enum, const, default...) are left alone. */
-static const char *const refusable[] = {
-    "$dynamicRef", "$recursiveRef", "unevaluatedProperties", "unevaluatedItems", "contains",
-    "not", "uniqueItems", "multipleOf", "oneOf", "else", "minProperties", "propertyNames",
-    "patternProperties", "dependentSchemas", "dependentRequired", "dependencies", "format",
-    "pattern", "minLength", "maxLength", "allOf", "if", NULL};
+static const char *const refusable[] = {"$dynamicRef",
+                                        "$recursiveRef",
+                                        "unevaluatedProperties",
+                                        "unevaluatedItems",
+                                        "contains",
+                                        "not",
+                                        "uniqueItems",
+                                        "multipleOf",
+                                        "oneOf",
+                                        "else",
+                                        "minProperties",
+                                        "propertyNames",
+                                        "patternProperties",
+                                        "dependentSchemas",
+                                        "dependentRequired",
+                                        "dependencies",
+                                        "format",
+                                        "pattern",
+                                        "minLength",
+                                        "maxLength",
+                                        "allOf",
+                                        "if",
+                                        NULL};
 
 /* The keyword err names, or NULL (an error that dropping cannot mend). */
 static const char *refused_keyword(const char *err) {
@@ -90,10 +113,10 @@ static const char *refused_keyword(const char *err) {
 }
 
 static void drop_keyword(cJSON *s, const char *kw, int depth) {
-    static const char *const name_maps[] = {"properties", "patternProperties", "$defs",
-                                            "definitions", "dependentSchemas", NULL};
-    static const char *const values[] = {"enum", "const", "default", "examples", "example",
-                                         "required", NULL};
+    static const char *const name_maps[] = {"properties",  "patternProperties", "$defs",
+                                            "definitions", "dependentSchemas",  NULL};
+    static const char *const values[] = {"enum",    "const",    "default", "examples",
+                                         "example", "required", NULL};
     if (depth > 256 || (!cJSON_IsObject(s) && !cJSON_IsArray(s))) return;
     for (cJSON *k = s->child, *next; k; k = next) {
         next = k->next;
@@ -104,7 +127,7 @@ static void drop_keyword(cJSON *s, const char *kw, int depth) {
             is_value |= strcmp(k->string, values[i]) == 0;
         if (cJSON_IsObject(s) && strcmp(k->string, kw) == 0) {
             if (strcmp(kw, "oneOf") == 0 && !cJSON_GetObjectItemCaseSensitive(s, "anyOf")) {
-                cJSON_DetachItemViaPointer(s, k); /* the same branches, not exclusive */
+                cJSON_DetachItemViaPointer(s, k);     /* the same branches, not exclusive */
                 cJSON_AddItemToObject(s, "anyOf", k); /* met again (last) and walked then */
             } else {
                 cJSON_Delete(cJSON_DetachItemViaPointer(s, k));
@@ -163,12 +186,9 @@ static int compile_choice(struct grammar_vocab *gv, const cJSON *ch, const char 
         }
         sbuf_adds(&g, k ? " | \"" : "\"");
         for (const unsigned char *c = (const unsigned char *)x->valuestring; *c; c++) {
-            if (*c == '"' || *c == '\\')
-                sbuf_addf(&g, "\\%c", *c);
-            else if (*c < 0x20)
-                sbuf_addf(&g, "\\x%02X", *c);
-            else
-                sbuf_add(&g, (const char *)c, 1);
+            if (*c == '"' || *c == '\\') sbuf_addf(&g, "\\%c", *c);
+            else if (*c < 0x20) sbuf_addf(&g, "\\x%02X", *c);
+            else sbuf_add(&g, (const char *)c, 1);
         }
         sbuf_adds(&g, "\"");
     }
@@ -223,8 +243,8 @@ static int read_structured_outputs(struct grammar_vocab *gv, const cJSON *so, st
     }
 }
 
-int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out,
-                     char *dropped, struct api_error *e) {
+int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out, char *dropped,
+                     struct api_error *e) {
     *out = NULL;
     dropped[0] = 0;
     static const char *const fields[] = {"response_format", "guided_json",   "guided_regex",
@@ -258,31 +278,35 @@ int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **
     if (f[0]) {
         const cJSON *rf = f[0], *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
         if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
-            return api_err(e, 400, "response_format", "response_format: must be an object with a string \"type\"");
+            return api_err(e, 400, "response_format",
+                           "response_format: must be an object with a string \"type\"");
         if (strcmp(type->valuestring, "text") == 0) return 0;
         if (strcmp(type->valuestring, "json_object") == 0)
             return compile(gv, GRAMMAR_JSON_OBJECT, "", 0, "response_format", out, e);
         if (strcmp(type->valuestring, "json_schema") != 0)
             return api_err(e, 400, "response_format.type",
-                           "response_format.type: must be \"text\", \"json_object\" or \"json_schema\", not \"%.64s\"",
+                           "response_format.type: must be \"text\", \"json_object\" or "
+                           "\"json_schema\", not \"%.64s\"",
                            type->valuestring);
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
         if (!cJSON_IsObject(js))
-            return api_err(e, 400, "response_format.json_schema", "response_format.json_schema: must be an object");
+            return api_err(e, 400, "response_format.json_schema",
+                           "response_format.json_schema: must be an object");
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
         const cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
         if (!cJSON_IsString(name))
-            return api_err(e, 400, "response_format.json_schema.name", "response_format.json_schema.name: a string is required");
+            return api_err(e, 400, "response_format.json_schema.name",
+                           "response_format.json_schema.name: a string is required");
         if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
-            return api_err(e, 400, "response_format.json_schema.strict", "response_format.json_schema.strict: must be a boolean");
+            return api_err(e, 400, "response_format.json_schema.strict",
+                           "response_format.json_schema.strict: must be a boolean");
         const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
         if (!schema) /* OpenAI: no schema means any JSON object */
             return compile(gv, GRAMMAR_JSON_OBJECT, "", 0, "response_format", out, e);
         if (cJSON_IsFalse(strict) && cJSON_IsObject(schema))
             return compile_lenient(gv, schema, "response_format.json_schema.schema", out, dropped,
                                    e);
-        if (compile_schema(gv, schema, "response_format.json_schema.schema", out, e) == 0)
-            return 0;
+        if (compile_schema(gv, schema, "response_format.json_schema.schema", out, e) == 0) return 0;
         if (refused_keyword(e->message)) { /* say how to opt into best effort */
             size_t n = strlen(e->message);
             snprintf(e->message + n, sizeof e->message - n,
@@ -293,9 +317,10 @@ int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **
     if (f[1]) return compile_schema(gv, f[1], "guided_json", out, e);
     for (int i = 2; i < 4; i++)
         if (f[i]) {
-            if (!cJSON_IsString(f[i])) return api_err(e, 400, fields[i], "%s: must be a string", fields[i]);
-            return compile(gv, i == 2 ? GRAMMAR_REGEX : GRAMMAR_GBNF, f[i]->valuestring, strlen(f[i]->valuestring),
-                           fields[i], out, e);
+            if (!cJSON_IsString(f[i]))
+                return api_err(e, 400, fields[i], "%s: must be a string", fields[i]);
+            return compile(gv, i == 2 ? GRAMMAR_REGEX : GRAMMAR_GBNF, f[i]->valuestring,
+                           strlen(f[i]->valuestring), fields[i], out, e);
         }
     if (f[4]) return compile_choice(gv, f[4], "guided_choice", out, e);
     if (f[5]) return read_structured_outputs(gv, f[5], out, e);

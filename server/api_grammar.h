@@ -25,7 +25,7 @@ struct grammar_vocab *api_grammar_vocab(const struct tokenizer *t);
  * response_format json_schema "strict": false, the keywords tpd refuses are dropped instead
  * (best effort) and named in dropped (API_DROPPED_LEN bytes, "" when none), which the
  * reply's X-Tpd-Schema-Dropped header carries. */
-int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out,
-                     char *dropped, struct api_error *e);
+int api_read_grammar(struct grammar_vocab *gv, const cJSON *o, struct grammar **out, char *dropped,
+                     struct api_error *e);
 
 #endif

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void stop_init(struct stop_matcher *m, const char *const *stops, int n_stops) {
     memset(m, 0, sizeof *m);
     m->stops = stops;

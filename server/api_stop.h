@@ -13,8 +13,8 @@
 struct stop_matcher {
     const char *const *stops; /* borrowed; non-empty strings */
     int n_stops;
-    struct sbuf held;         /* text not released yet: a possible start of a stop */
-    int matched;              /* index of the stop string found, or -1 */
+    struct sbuf held; /* text not released yet: a possible start of a stop */
+    int matched;      /* index of the stop string found, or -1 */
 };
 
 void stop_init(struct stop_matcher *m, const char *const *stops, int n_stops);

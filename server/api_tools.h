@@ -30,22 +30,24 @@ struct api_tools {
     char **params;    /* owned: each one's parameters JSON Schema as JSON text, NULL when absent */
     char *tools_json; /* owned: {"tools": [...]} for the template, NULL without tools */
     enum tool_choice choice;
-    int named;        /* TOOL_CHOICE_NAMED: the index in names */
-    int parallel;     /* parallel_tool_calls (default true) */
+    int named;               /* TOOL_CHOICE_NAMED: the index in names */
+    int parallel;            /* parallel_tool_calls (default true) */
     enum tool_format format; /* the model's call format */
-    char *prefix;     /* owned, REQUIRED/NAMED: the start of a call written after the
-                       * generation prompt (the model continues it), else NULL */
+    char *prefix;            /* owned, REQUIRED/NAMED: the start of a call written after the
+                              * generation prompt (the model continues it), else NULL */
 };
 
 /* Reads tools, tool_choice and parallel_tool_calls of body for a model whose template uses
  * format. 0, or -1 with e (400). */
-int api_tools_read(const struct cJSON *body, enum tool_format format, struct api_tools *t, struct api_error *e);
+int api_tools_read(const struct cJSON *body, enum tool_format format, struct api_tools *t,
+                   struct api_error *e);
 void api_tools_free(struct api_tools *t);
 
 /* REQUIRED / NAMED: *out becomes the compiled grammar (toolcall_grammar) that decoding
  * must follow from t->prefix on (NULL for other choices). 0, or -1 with e: a 400 naming
  * the function whose parameters schema the grammar engine cannot take. */
-int api_tools_grammar(const struct api_tools *t, struct grammar_vocab *v, struct grammar **out, struct api_error *e);
+int api_tools_grammar(const struct api_tools *t, struct grammar_vocab *v, struct grammar **out,
+                      struct api_error *e);
 
 /* Checks the tool parts of message i (m: the caller's copy, with this role) and turns its
  * tool calls' arguments into objects. 0, or -1 with e. */

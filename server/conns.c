@@ -25,9 +25,9 @@
 #include "api_err.h"
 #include "reqhead.h"
 
-#define TICK_S 0.25        /* deadlines and suspended clients are looked at this often */
-#define FD_RESERVE 256     /* descriptors kept for everything but connections */
-#define ACCEPT_BATCH 256   /* connections accepted per wake before the others get a turn */
+#define TICK_S 0.25      /* deadlines and suspended clients are looked at this often */
+#define FD_RESERVE 256   /* descriptors kept for everything but connections */
+#define ACCEPT_BATCH 256 /* connections accepted per wake before the others get a turn */
 #define MAX_EVENTS 256
 
 enum rec_state {
@@ -45,11 +45,11 @@ struct conn_rec {
     int fd;
     unsigned uid;
     enum rec_state state;
-    int in_request;         /* a request's header is complete and its answer not ended */
-    int shut;               /* shut down past its deadline; libmicrohttpd closes it */
-    int close_after;        /* the request handed over is to be its last (conns_close_after) */
-    double deadline;        /* when not in a request */
-    enum drop_reason why;   /* what the deadline is for */
+    int in_request;       /* a request's header is complete and its answer not ended */
+    int shut;             /* shut down past its deadline; libmicrohttpd closes it */
+    int close_after;      /* the request handed over is to be its last (conns_close_after) */
+    double deadline;      /* when not in a request */
+    enum drop_reason why; /* what the deadline is for */
     struct sockaddr_storage sa;
     socklen_t sa_len;
     /* suspension while waiting for tokens */
@@ -109,12 +109,12 @@ void conns_raise_fd_limit(int *max) {
         rlim_t old = rl.rlim_cur;
         rl.rlim_cur = want;
         if (setrlimit(RLIMIT_NOFILE, &rl)) {
-            LOG(LOG_WARN, "cannot raise the open-file limit from %llu to %llu: %s", (unsigned long long)old,
-                (unsigned long long)want, strerror(errno));
+            LOG(LOG_WARN, "cannot raise the open-file limit from %llu to %llu: %s",
+                (unsigned long long)old, (unsigned long long)want, strerror(errno));
             rl.rlim_cur = old;
         } else {
-            LOG(LOG_INFO, "open-file limit raised from %llu to the hard limit %llu", (unsigned long long)old,
-                (unsigned long long)want);
+            LOG(LOG_INFO, "open-file limit raised from %llu to the hard limit %llu",
+                (unsigned long long)old, (unsigned long long)want);
         }
     } else {
         LOG(LOG_INFO, "open-file limit %llu (the hard limit)", (unsigned long long)rl.rlim_cur);
@@ -122,8 +122,10 @@ void conns_raise_fd_limit(int *max) {
     long long fit = (long long)rl.rlim_cur - FD_RESERVE;
     if (fit < 1) fit = 1;
     if (*max > fit) {
-        LOG(LOG_WARN, "server.max_connections %d does not fit in the open-file limit %llu (%d kept for other "
-            "files): serving at most %lld connections; raise the hard limit (ulimit -Hn, LimitNOFILE=) for more",
+        LOG(LOG_WARN,
+            "server.max_connections %d does not fit in the open-file limit %llu (%d kept for other "
+            "files): serving at most %lld connections; raise the hard limit (ulimit -Hn, "
+            "LimitNOFILE=) for more",
             *max, (unsigned long long)rl.rlim_cur, FD_RESERVE, fit);
         *max = (int)fit;
     }
@@ -430,7 +432,8 @@ static void tick(struct conns *cs) {
     for (int i = 0; i < np; i++) {
         struct conn_rec *r = cs->precs[i];
         int gone = cs->pfds[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL);
-        if (r->suspended && (gone || now - r->suspended_at >= cs->cfg.keepalive_s)) resume_locked(cs, r);
+        if (r->suspended && (gone || now - r->suspended_at >= cs->cfg.keepalive_s))
+            resume_locked(cs, r);
     }
     pthread_mutex_unlock(&cs->mu);
     for (int i = 0; i < n_close; i++) close(to_close[i]);
@@ -523,8 +526,11 @@ int conns_start(struct conns **out, const struct conns_config *cfg, const int *l
         free(cs);
         return err_set(err, "cannot start the accept thread");
     }
-    LOG(LOG_INFO, "connections: at most %d open, %d per client uid; header timeout %.3g s, idle timeout %.3g s",
-        cs->cfg.max_connections, cs->cfg.max_per_uid, cs->cfg.header_timeout_s, cs->cfg.idle_timeout_s);
+    LOG(LOG_INFO,
+        "connections: at most %d open, %d per client uid; header timeout %.3g s, idle timeout %.3g "
+        "s",
+        cs->cfg.max_connections, cs->cfg.max_per_uid, cs->cfg.header_timeout_s,
+        cs->cfg.idle_timeout_s);
     return 0;
 }
 
@@ -680,29 +686,44 @@ void conns_wake(struct conn_rec *r) {
 
 void conns_metrics(struct conns *cs, struct sbuf *b) {
     pthread_mutex_lock(&cs->mu);
-    sbuf_addf(b, "# HELP tpd_connections_open open client connections\n# TYPE tpd_connections_open gauge\n"
-                 "tpd_connections_open %d\n", cs->n_open);
-    sbuf_addf(b, "# HELP tpd_connections_limit server.max_connections in effect\n"
-                 "# TYPE tpd_connections_limit gauge\ntpd_connections_limit %d\n", cs->cfg.max_connections);
-    sbuf_addf(b, "# HELP tpd_connections_waiting connections suspended while their generation waits for tokens\n"
-                 "# TYPE tpd_connections_waiting gauge\ntpd_connections_waiting %d\n", cs->n_suspended);
-    sbuf_adds(b, "# HELP tpd_uid_connections_open open connections per client uid (TCP: uid=\"tcp\")\n"
-                 "# TYPE tpd_uid_connections_open gauge\n");
+    sbuf_addf(
+        b,
+        "# HELP tpd_connections_open open client connections\n# TYPE tpd_connections_open gauge\n"
+        "tpd_connections_open %d\n",
+        cs->n_open);
+    sbuf_addf(b,
+              "# HELP tpd_connections_limit server.max_connections in effect\n"
+              "# TYPE tpd_connections_limit gauge\ntpd_connections_limit %d\n",
+              cs->cfg.max_connections);
+    sbuf_addf(b,
+              "# HELP tpd_connections_waiting connections suspended while their generation waits "
+              "for tokens\n"
+              "# TYPE tpd_connections_waiting gauge\ntpd_connections_waiting %d\n",
+              cs->n_suspended);
+    sbuf_adds(b,
+              "# HELP tpd_uid_connections_open open connections per client uid (TCP: uid=\"tcp\")\n"
+              "# TYPE tpd_uid_connections_open gauge\n");
     for (int i = 0; i < cs->n_uids; i++) {
-        if (cs->uids[i].uid == REQ_UID_UNKNOWN) sbuf_addf(b, "tpd_uid_connections_open{uid=\"tcp\"} %d\n", cs->uids[i].n);
-        else sbuf_addf(b, "tpd_uid_connections_open{uid=\"%u\"} %d\n", cs->uids[i].uid, cs->uids[i].n);
+        if (cs->uids[i].uid == REQ_UID_UNKNOWN)
+            sbuf_addf(b, "tpd_uid_connections_open{uid=\"tcp\"} %d\n", cs->uids[i].n);
+        else
+            sbuf_addf(b, "tpd_uid_connections_open{uid=\"%u\"} %d\n", cs->uids[i].uid,
+                      cs->uids[i].n);
     }
-    sbuf_addf(b, "# HELP tpd_connections_refused_total connections answered at once and closed: "
-                 "503 at a limit, 400 or 413 for a malformed request head\n"
-                 "# TYPE tpd_connections_refused_total counter\n"
-                 "tpd_connections_refused_total{reason=\"limit\"} %ld\n"
-                 "tpd_connections_refused_total{reason=\"uid_share\"} %ld\n"
-                 "tpd_connections_refused_total{reason=\"malformed\"} %ld\n",
+    sbuf_addf(b,
+              "# HELP tpd_connections_refused_total connections answered at once and closed: "
+              "503 at a limit, 400 or 413 for a malformed request head\n"
+              "# TYPE tpd_connections_refused_total counter\n"
+              "tpd_connections_refused_total{reason=\"limit\"} %ld\n"
+              "tpd_connections_refused_total{reason=\"uid_share\"} %ld\n"
+              "tpd_connections_refused_total{reason=\"malformed\"} %ld\n",
               cs->refused[REFUSE_LIMIT], cs->refused[REFUSE_UID], cs->refused[REFUSE_MALFORMED]);
-    sbuf_addf(b, "# HELP tpd_connections_timed_out_total connections closed for sending no complete request in time\n"
-                 "# TYPE tpd_connections_timed_out_total counter\n"
-                 "tpd_connections_timed_out_total{reason=\"idle\"} %ld\n"
-                 "tpd_connections_timed_out_total{reason=\"header\"} %ld\n",
+    sbuf_addf(b,
+              "# HELP tpd_connections_timed_out_total connections closed for sending no complete "
+              "request in time\n"
+              "# TYPE tpd_connections_timed_out_total counter\n"
+              "tpd_connections_timed_out_total{reason=\"idle\"} %ld\n"
+              "tpd_connections_timed_out_total{reason=\"header\"} %ld\n",
               cs->dropped[DROP_IDLE], cs->dropped[DROP_HEADER]);
     pthread_mutex_unlock(&cs->mu);
 }

@@ -26,11 +26,11 @@ struct conns;
 struct conn_rec;
 
 struct conns_config {
-    int max_connections;    /* open connections in all */
-    int max_per_uid;        /* of them, one peer uid (all TCP peers together) */
+    int max_connections; /* open connections in all */
+    int max_per_uid;     /* of them, one peer uid (all TCP peers together) */
     double header_timeout_s;
     double idle_timeout_s;
-    double keepalive_s;     /* a suspended stream is woken after this long (SSE comment) */
+    double keepalive_s; /* a suspended stream is woken after this long (SSE comment) */
 };
 
 /* Hands an accepted, non-blocking socket to the HTTP engine (which owns it from then on,

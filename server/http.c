@@ -40,10 +40,10 @@
 #define DEFAULT_HEADER_TIMEOUT_S 10
 #define DEFAULT_IDLE_TIMEOUT_S 60
 #define DEFAULT_HTTP_THREADS 4
-#define KEEPALIVE_S 10.0    /* a stream with no token for this long gets an SSE comment */
+#define KEEPALIVE_S 10.0 /* a stream with no token for this long gets an SSE comment */
 #define DEFAULT_SEND_TIMEOUT_S 30
-#define RETRY_AFTER_S "1"   /* seconds, on 429 and 503 */
-#define FLUSH_GRACE_S 5.0   /* at shutdown, how long finished answers may take to be sent */
+#define RETRY_AFTER_S "1" /* seconds, on 429 and 503 */
+#define FLUSH_GRACE_S 5.0 /* at shutdown, how long finished answers may take to be sent */
 
 struct http_server {
     struct scheduler *sched;
@@ -58,15 +58,15 @@ struct http_server {
     unsigned send_timeout_s; /* a client that takes no bytes for this long is dropped */
     double keepalive_s;
     unsigned idle_timeout_s;
-    struct MHD_Daemon *d;  /* serves the connections conns hands over, unix and TCP alike */
-    struct conns *cs;      /* accepts, counts, times out and wakes connections */
+    struct MHD_Daemon *d; /* serves the connections conns hands over, unix and TCP alike */
+    struct conns *cs;     /* accepts, counts, times out and wakes connections */
     dev_t sock_dev;
     ino_t sock_ino;
     const atomic_int *stop_flag; /* the daemon's signal flag, or NULL */
     atomic_int draining;         /* http_drain was called */
     atomic_int stopping;
-    atomic_int active;     /* generation requests whose answer is not completely sent */
-    atomic_int failed;     /* 1: http_fail set fail_msg (2 while it writes it) */
+    atomic_int active; /* generation requests whose answer is not completely sent */
+    atomic_int failed; /* 1: http_fail set fail_msg (2 while it writes it) */
     char fail_msg[512];
     long created;
 };
@@ -77,17 +77,17 @@ struct conn {
     const struct route *route;
     struct sbuf body;
     int too_large;
-    int status;           /* what was answered, for the metrics; 0 = nothing yet */
+    int status; /* what was answered, for the metrics; 0 = nothing yet */
     int fd;
-    int close;            /* answer with Connection: close */
-    int early;            /* answered on the first call: libmicrohttpd closes after it */
-    int http11;           /* HTTP/1.1: kept alive unless a side says close; else HTTP/1.0 */
-    char dropped[256];    /* "strict": false schema keywords dropped (X-Tpd-Schema-Dropped) */
-    struct api_gen *gen;  /* a generation this request started (a reference) */
-    unsigned uid; /* peer uid, REQ_UID_UNKNOWN over TCP */
-    struct conn_rec *rec; /* the connection's record in conns (waking, deadlines) */
-    char path_arg[256];   /* a prefix route's rest of the path ("/v1/models/ID": ID) */
-    double t0;            /* the request's first call, for the access log */
+    int close;                  /* answer with Connection: close */
+    int early;                  /* answered on the first call: libmicrohttpd closes after it */
+    int http11;                 /* HTTP/1.1: kept alive unless a side says close; else HTTP/1.0 */
+    char dropped[256];          /* "strict": false schema keywords dropped (X-Tpd-Schema-Dropped) */
+    struct api_gen *gen;        /* a generation this request started (a reference) */
+    unsigned uid;               /* peer uid, REQ_UID_UNKNOWN over TCP */
+    struct conn_rec *rec;       /* the connection's record in conns (waking, deadlines) */
+    char path_arg[256];         /* a prefix route's rest of the path ("/v1/models/ID": ID) */
+    double t0;                  /* the request's first call, for the access log */
     char method[16], path[128]; /* as the client sent them (cut), for the access log */
 };
 
@@ -115,7 +115,8 @@ struct route {
 
 /* ---------------------------------------------------------------- listening */
 
-static int unix_listen(struct http_server *h, const struct server_config *cfg, int *out, char *err) {
+static int unix_listen(struct http_server *h, const struct server_config *cfg, int *out,
+                       char *err) {
     const char *path = h->socket_path;
     struct sockaddr_un sa;
     if (sockpath_ready(path, &sa, err)) return -1;
@@ -140,7 +141,8 @@ static int unix_listen(struct http_server *h, const struct server_config *cfg, i
             goto fail;
         }
         if (chown(path, (uid_t)-1, gr.gr_gid)) {
-            err_set(err, "cannot give %s to group %s: %s", path, cfg->socket_group, strerror(errno));
+            err_set(err, "cannot give %s to group %s: %s", path, cfg->socket_group,
+                    strerror(errno));
             goto fail;
         }
     }
@@ -189,9 +191,11 @@ static int tcp_listen(int port, int *out, char *err) {
 
 int http_check(const struct server_config *cfg, char *err) {
     if (cfg->n_allowed_uids > 0 && cfg->tcp_port)
-        return err_set(err, "an allow-list of peer uids cannot be enforced on TCP; leave the TCP port off");
+        return err_set(
+            err, "an allow-list of peer uids cannot be enforced on TCP; leave the TCP port off");
     struct sockaddr_un sa;
-    if (sockpath_ready(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET, &sa, err))
+    if (sockpath_ready(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET,
+                       &sa, err))
         return -1;
     if (cfg->socket_group && cfg->socket_group[0]) {
         struct group gr, *res = NULL;
@@ -217,15 +221,16 @@ static void unlink_ours(struct http_server *h) {
 
 static enum MHD_Result reply(struct conn *c, struct MHD_Connection *mc, int status,
                              const char *type, const char *body, size_t len) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
+                                                             MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (c->route && !strcmp(c->route->method, "GET") && status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-    else if (status == 405)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
+    else if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
     /* queue full, draining, unhealthy: a client may come back (RFC 9110, 10.2.3) */
-    if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+    if (status == 429 || status == 503)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
     if (c->close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (c->dropped[0]) MHD_add_response_header(r, "X-Tpd-Schema-Dropped", c->dropped);
     enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
@@ -243,7 +248,8 @@ static enum MHD_Result reply_json(struct conn *c, struct MHD_Connection *mc, int
     return rc;
 }
 
-static enum MHD_Result reply_api_error(struct conn *c, struct MHD_Connection *mc, const struct api_error *e) {
+static enum MHD_Result reply_api_error(struct conn *c, struct MHD_Connection *mc,
+                                       const struct api_error *e) {
     size_t len;
     char *s = api_error_json(e, &len);
     enum MHD_Result rc = reply(c, mc, e->status, "application/json", s, len);
@@ -373,7 +379,8 @@ static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enu
         s->mc = mc;
         s->last_out = clock_now();
         gen_ref(g);
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, s, stream_free);
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                                   stream_read, s, stream_free);
         if (!r) {
             stream_free(s);
             return MHD_NO;
@@ -597,7 +604,8 @@ struct framing {
     int n_te, n_cl;
 };
 
-static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
     (void)kind;
     (void)value;
     struct framing *f = cls;
@@ -625,33 +633,40 @@ static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, con
     struct http_server *h = c->h;
     unsigned uid = REQ_UID_UNKNOWN;
     if (!peer_allowed(h, c->fd, &uid))
-        return reply_error(c, mc, 403, "", "peer uid %d is not allowed to use this server", (int)uid);
+        return reply_error(c, mc, 403, "", "peer uid %d is not allowed to use this server",
+                           (int)uid);
     c->uid = uid;
     if (drain_refuses(c, url, method)) return reply_draining(c, mc);
     int path_known = 0;
     for (unsigned i = 0; i < sizeof routes / sizeof *routes; i++) {
         size_t n = strlen(routes[i].path);
-        if (routes[i].prefix ? strncmp(url, routes[i].path, n) || !url[n] || strlen(url + n) >= sizeof c->path_arg
+        if (routes[i].prefix ? strncmp(url, routes[i].path, n) || !url[n] ||
+                                   strlen(url + n) >= sizeof c->path_arg
                              : strcmp(url, routes[i].path))
             continue;
         if (routes[i].prefix) snprintf(c->path_arg, sizeof c->path_arg, "%s", url + n);
         path_known = 1;
         c->route = &routes[i];
-        if (!strcmp(method, routes[i].method) || (!strcmp(routes[i].method, "GET") && !strcmp(method, "HEAD"))) {
+        if (!strcmp(method, routes[i].method) ||
+            (!strcmp(routes[i].method, "GET") && !strcmp(method, "HEAD"))) {
             path_known = 2;
             break;
         }
     }
     if (!path_known) return reply_error(c, mc, 404, "", "no such endpoint: %.200s", url);
     if (path_known == 1)
-        return reply_error(c, mc, 405, "", "method %.16s is not allowed on %s", method, c->route->path);
+        return reply_error(c, mc, 405, "", "method %.16s is not allowed on %s", method,
+                           c->route->path);
     /* request smuggling guards: one framing, and only the one we understand */
     struct framing f = {0, 0};
     MHD_get_connection_values(mc, MHD_HEADER_KIND, count_framing, &f);
-    const char *te = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (f.n_te > 1 || f.n_cl > 1 || (f.n_te && f.n_cl))
-        return reply_error(c, mc, 400, "", "conflicting Transfer-Encoding / Content-Length headers");
+        return reply_error(c, mc, 400, "",
+                           "conflicting Transfer-Encoding / Content-Length headers");
     if (te && strcasecmp(te, "chunked"))
         return reply_error(c, mc, 400, "", "unsupported Transfer-Encoding \"%.64s\"", te);
     if (cl) {
@@ -661,7 +676,9 @@ static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, con
         if (errno || end == cl || *end || cl[0] == '-')
             return reply_error(c, mc, 400, "", "malformed Content-Length");
         if (n > h->max_body)
-            return reply_error(c, mc, 413, "", "request body of %llu bytes exceeds the limit of %zu bytes", n, h->max_body);
+            return reply_error(c, mc, 413, "",
+                               "request body of %llu bytes exceeds the limit of %zu bytes", n,
+                               h->max_body);
     }
     return MHD_YES;
 }
@@ -674,9 +691,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     if (!c) {
         c = xcalloc(1, sizeof *c);
         c->h = h;
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+            mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         c->fd = ci ? ci->connect_fd : -1;
-        const union MHD_ConnectionInfo *si = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        const union MHD_ConnectionInfo *si = MHD_get_connection_info(
+            mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         c->rec = si ? si->socket_context : NULL;
         c->t0 = clock_now();
         snprintf(c->method, sizeof c->method, "%s", method);
@@ -696,17 +715,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     if (*upload_size) {
         /* past the limit the rest is read and dropped, then answered 413 (a chunked body
          * announces no length up front) */
-        if (!c->too_large && c->body.len + *upload_size <= h->max_body) sbuf_add(&c->body, upload, *upload_size);
+        if (!c->too_large && c->body.len + *upload_size <= h->max_body)
+            sbuf_add(&c->body, upload, *upload_size);
         else c->too_large = 1;
         *upload_size = 0;
         return MHD_YES;
     }
-    if (c->status) return MHD_YES; /* answered on the first call */
+    if (c->status) return MHD_YES;      /* answered on the first call */
     if (c->gen) return gen_wait(c, mc); /* resumed: a non-streamed generation goes on */
     conns_request_begin(h->cs, c->rec); /* all of it arrived in time: no deadline while it runs */
     if (drain_refuses(c, url, method)) return reply_draining(c, mc); /* began before the drain */
     if (c->too_large)
-        return reply_error(c, mc, 413, "", "request body exceeds the limit of %zu bytes", h->max_body);
+        return reply_error(c, mc, 413, "", "request body exceeds the limit of %zu bytes",
+                           h->max_body);
     return c->route->fn(c, mc);
 }
 
@@ -755,8 +776,12 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     struct http_server *h = cls;
     struct conn *c = *con_cls;
     if (!c) return;
-    struct access_rec ar = {.uid = c->uid, .method = c->method, .path = c->path, .status = c->status ? c->status : 499,
-                            .total_s = clock_now() - c->t0, .ttft_s = -1};
+    struct access_rec ar = {.uid = c->uid,
+                            .method = c->method,
+                            .path = c->path,
+                            .status = c->status ? c->status : 499,
+                            .total_s = clock_now() - c->t0,
+                            .ttft_s = -1};
     if (c->gen) {
         struct gen_summary gs;
         gen_summary(c->gen, &gs);
@@ -797,7 +822,8 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
                           enum MHD_ConnectionNotificationCode toe) {
     struct http_server *h = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+            mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         conns_started(h->cs, ci ? ci->connect_fd : -1, socket_context);
     } else {
         conns_closed(h->cs, socket_context);
@@ -813,17 +839,15 @@ static int handoff(void *arg, int fd, const struct sockaddr *sa, socklen_t len) 
  * come from conns (MHD_add_connection), never from a listening socket of MHD's own. */
 static struct MHD_Daemon *start_mhd(struct http_server *h, int max_conn, int threads) {
     return MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-            MHD_USE_ERROR_LOG,
-        0, NULL, NULL, on_request, h,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* first, so that every message goes to it */
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME |
+            MHD_USE_ITC | MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        NULL, /* first, so that every message goes to it */
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
         /* conns enforces max_conn; MHD's own limit is split per thread, so give it room */
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn + 64u * (unsigned)threads,
-        MHD_OPTION_CONNECTION_TIMEOUT, h->idle_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, h->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END);
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -839,7 +863,8 @@ static void server_free(struct http_server *h) {
 int http_start(struct http_server **out, const struct server_config *cfg, struct scheduler *s,
                const struct api_ctx *api, struct metrics *m, char *err) {
     if (cfg->n_allowed_uids > 0 && cfg->tcp_port)
-        return err_set(err, "an allow-list of peer uids cannot be enforced on TCP; leave the TCP port off");
+        return err_set(
+            err, "an allow-list of peer uids cannot be enforced on TCP; leave the TCP port off");
     if (cfg->n_allowed_uids < 0) return err_set(err, "negative uid count");
     struct http_server *h = xcalloc(1, sizeof *h);
     h->sched = s;
@@ -847,7 +872,8 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
     if (!api) api_ctx_init(&h->no_api, NULL, NULL, 0, 0, 0);
     h->api = api ? api : &h->no_api;
     h->m = m;
-    h->socket_path = xstrdup(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path : DEFAULT_SOCKET);
+    h->socket_path = xstrdup(cfg->socket_path && cfg->socket_path[0] ? cfg->socket_path
+                                                                     : DEFAULT_SOCKET);
     if (cfg->n_allowed_uids) {
         h->uids = xmalloc(sizeof *h->uids * (size_t)cfg->n_allowed_uids);
         memcpy(h->uids, cfg->allowed_uids, sizeof *h->uids * (size_t)cfg->n_allowed_uids);
@@ -859,12 +885,16 @@ int http_start(struct http_server **out, const struct server_config *cfg, struct
     h->idle_timeout_s = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
     int max_conn = cfg->max_connections > 0 ? cfg->max_connections : DEFAULT_CONNECTIONS;
     conns_raise_fd_limit(&max_conn);
-    int per_uid = cfg->max_connections_per_uid > 0 ? cfg->max_connections_per_uid : (max_conn + 1) / 2;
+    int per_uid = cfg->max_connections_per_uid > 0 ? cfg->max_connections_per_uid
+                                                   : (max_conn + 1) / 2;
     if (per_uid > max_conn) per_uid = max_conn;
     struct conns_config cc = {
-        .max_connections = max_conn, .max_per_uid = per_uid,
-        .header_timeout_s = cfg->header_timeout_s > 0 ? cfg->header_timeout_s : DEFAULT_HEADER_TIMEOUT_S,
-        .idle_timeout_s = h->idle_timeout_s, .keepalive_s = h->keepalive_s,
+        .max_connections = max_conn,
+        .max_per_uid = per_uid,
+        .header_timeout_s = cfg->header_timeout_s > 0 ? cfg->header_timeout_s
+                                                      : DEFAULT_HEADER_TIMEOUT_S,
+        .idle_timeout_s = h->idle_timeout_s,
+        .keepalive_s = h->keepalive_s,
     };
     h->created = (long)time(NULL);
     if (access_log_open(&h->access, cfg->access_log, err)) {

@@ -17,24 +17,24 @@ struct metrics;
 struct http_server;
 
 struct server_config {
-    const char *socket_path;   /* default "/tmp/tpd/tpd.sock"; its directory is created 0700 if missing
-                                * and must be ours (or root's), writable by nobody else */
-    unsigned socket_mode;      /* default 0600 (0 = default) */
-    const char *socket_group;  /* optional: chgrp the socket (then mode typically 0660) */
-    unsigned *allowed_uids;    /* optional SO_PEERCRED allow-list; empty = any */
+    const char *socket_path;  /* default "/tmp/tpd/tpd.sock"; its directory is created 0700 if
+                               * missing  and must be ours (or root's), writable by nobody else */
+    unsigned socket_mode;     /* default 0600 (0 = default) */
+    const char *socket_group; /* optional: chgrp the socket (then mode typically 0660) */
+    unsigned *allowed_uids;   /* optional SO_PEERCRED allow-list; empty = any */
     int n_allowed_uids;
-    int tcp_port;              /* 0 = off (default); when set, listens on 127.0.0.1 only */
-    size_t max_body_bytes;     /* default 1 MiB (0 = default) -> 413 beyond */
-    int max_connections;       /* default 16384 (0 = default); lowered to fit the open-file limit */
+    int tcp_port;          /* 0 = off (default); when set, listens on 127.0.0.1 only */
+    size_t max_body_bytes; /* default 1 MiB (0 = default) -> 413 beyond */
+    int max_connections;   /* default 16384 (0 = default); lowered to fit the open-file limit */
     int max_connections_per_uid; /* one peer uid's share (all TCP peers together); 0 = half */
-    unsigned header_timeout_s; /* a request (header and body) must be complete this long after
-                                * its first byte; default 10 (0 = default) */
-    unsigned idle_timeout_s;   /* a connection with no request under way for this long is
-                                * closed; default 60 (0 = default) */
-    int http_threads;          /* libmicrohttpd's threads; default 4 (0 = default) */
-    unsigned send_timeout_s;   /* a client that takes no bytes of its answer for this long is
-                                * dropped and its generation cancelled; default 30 (0 = default) */
-    const char *access_log;    /* "stderr", a file path (appended to) or "off"; NULL: off */
+    unsigned header_timeout_s;   /* a request (header and body) must be complete this long after
+                                  * its first byte; default 10 (0 = default) */
+    unsigned idle_timeout_s;     /* a connection with no request under way for this long is
+                                  * closed; default 60 (0 = default) */
+    int http_threads;            /* libmicrohttpd's threads; default 4 (0 = default) */
+    unsigned send_timeout_s;     /* a client that takes no bytes of its answer for this long is
+                                  * dropped and its generation cancelled; default 30 (0 = default) */
+    const char *access_log;      /* "stderr", a file path (appended to) or "off"; NULL: off */
     const atomic_int *stop_flag; /* optional: once > 0 (a signal handler sets it), draining as
                                   * after http_drain, even while the step loop is stuck */
 };

@@ -79,7 +79,7 @@ static enum reqhead_verdict screen_chunks(const char *buf, size_t len, size_t ca
             if (d < 0 || size >> 60) return REQHEAD_PASS;
             size = size * 16 + (uint64_t)d;
         }
-        if (i > 0 && size == 0) *end = trailer_end(buf, len, pos); /* the last chunk */
+        if (i > 0 && size == 0) *end = trailer_end(buf, len, pos);        /* the last chunk */
         if (i == 0 || size == 0 || size > len - pos) return REQHEAD_PASS; /* last, or out of view */
         pos += (size_t)size;
         if (len - pos >= 2 && buf[pos] == '\r' && buf[pos + 1] == '\n') pos += 2;
@@ -108,7 +108,8 @@ enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, str
             continue;
         }
         if (n == 0) break; /* the end of the head */
-        if (line[0] != ' ' && line[0] != '\t' && !memchr(line, ':', n)) return REQHEAD_PASS; /* 400 */
+        if (line[0] != ' ' && line[0] != '\t' && !memchr(line, ':', n))
+            return REQHEAD_PASS;                 /* 400 */
         if (line[0] == ' ' || line[0] == '\t') { /* obs-fold: the previous field goes on */
             if (!after_cl) continue;
             api_err(e, 400, "", "malformed Content-Length (folded over lines)");
@@ -121,7 +122,8 @@ enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, str
             int st = content_length_status(v, vn, &x), shown = vn < 40 ? (int)vn : 40;
             if (st == 400) api_err(e, 400, "", "malformed Content-Length \"%.*s\"", shown, v);
             const char *more = vn > 40 ? "..." : "";
-            if (st == 413) api_err(e, 413, "", "Content-Length %.*s%s is too large", shown, v, more);
+            if (st == 413)
+                api_err(e, 413, "", "Content-Length %.*s%s is too large", shown, v, more);
             if (st) return REQHEAD_REFUSE;
             if (!have_cl) cl = x; /* libmicrohttpd reads the first (http.c refuses two) */
             have_cl = 1;

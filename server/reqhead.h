@@ -11,7 +11,7 @@
 
 #include "api_err.h"
 
-#define REQHEAD_VIEW (64 * 1024)   /* bytes of a connection looked at, at most */
+#define REQHEAD_VIEW (64 * 1024)    /* bytes of a connection looked at, at most */
 #define REQHEAD_CHUNK_LINE_MAX 1024 /* a chunk-size line (extensions included) beyond this: 400 */
 
 enum reqhead_verdict {

@@ -21,16 +21,16 @@
  * (Authorization headers included), or plant a symlink where SOCKET.pid goes. */
 
 #define MAX_SYMLINKS 40
-#define PRIVATE_HINT                                                                     \
+#define PRIVATE_HINT \
     "put server.socket in a private directory such as /tmp/tpd/ or $XDG_RUNTIME_DIR/tpd/ " \
     "(created 0700 when missing)"
 
 /* Where a walk of the socket's directory stands. */
 struct walk {
-    int fd;                  /* O_PATH descriptor of the directory reached */
-    struct stat st;          /* its stat */
-    char shown[PATH_MAX];    /* its path, for messages */
-    int links;               /* symlinks followed so far */
+    int fd;               /* O_PATH descriptor of the directory reached */
+    struct stat st;       /* its stat */
+    char shown[PATH_MAX]; /* its path, for messages */
+    int links;            /* symlinks followed so far */
 };
 
 static const char *uid_name(uid_t uid, char *buf, size_t n) {
@@ -38,8 +38,7 @@ static const char *uid_name(uid_t uid, char *buf, size_t n) {
     char tmp[1024];
     if (!getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) && res)
         snprintf(buf, n, "uid %u (%s)", (unsigned)uid, pw.pw_name);
-    else
-        snprintf(buf, n, "uid %u", (unsigned)uid);
+    else snprintf(buf, n, "uid %u", (unsigned)uid);
     return buf;
 }
 
@@ -65,12 +64,15 @@ static int dir_trusted(const struct walk *w, int final, char *err) {
     if (!(mode & 022)) return 0;
     const char *who = mode & 002 ? "everyone" : "its group";
     if (final)
-        return err_set(err, "the socket's directory %s is writable by %s (mode %04o): another "
-                       "user could replace the socket; %s", w->shown, who, mode, PRIVATE_HINT);
+        return err_set(err,
+                       "the socket's directory %s is writable by %s (mode %04o): another "
+                       "user could replace the socket; %s",
+                       w->shown, who, mode, PRIVATE_HINT);
     if (!(mode & S_ISVTX))
-        return err_set(err, "%s is writable by %s (mode %04o, not sticky): another user could "
-                       "rename what is in it and replace the socket; %s", w->shown, who, mode,
-                       PRIVATE_HINT);
+        return err_set(err,
+                       "%s is writable by %s (mode %04o, not sticky): another user could "
+                       "rename what is in it and replace the socket; %s",
+                       w->shown, who, mode, PRIVATE_HINT);
     return 0;
 }
 
@@ -136,9 +138,10 @@ static int walk_path(struct walk *w, const char *path, char *err) {
             /* in a sticky directory others may write to, only the link's owner can swap it */
             char owner[128], self[160];
             if ((w->st.st_mode & 022) && st.st_uid != geteuid() && st.st_uid != 0)
-                return err_set(err, "%s is a symlink owned by %s, not by %s, in a directory others "
-                               "may write to: its owner could point it elsewhere; %s", w->shown,
-                               uid_name(st.st_uid, owner, sizeof owner),
+                return err_set(err,
+                               "%s is a symlink owned by %s, not by %s, in a directory others "
+                               "may write to: its owner could point it elsewhere; %s",
+                               w->shown, uid_name(st.st_uid, owner, sizeof owner),
                                trusted_names(self, sizeof self), PRIVATE_HINT);
             if (++w->links > MAX_SYMLINKS)
                 return err_set(err, "too many symlinks under %s", w->shown);
@@ -183,8 +186,10 @@ static int clear_path(const char *path, const struct sockaddr_un *sa, char *err)
         return err_set(err, "cannot stat %s: %s", path, strerror(errno));
     }
     if (!S_ISSOCK(st.st_mode))
-        return err_set(err, "%s exists and is not a socket; not removing it (choose another "
-                       "server.socket)", path);
+        return err_set(err,
+                       "%s exists and is not a socket; not removing it (choose another "
+                       "server.socket)",
+                       path);
     /* non-blocking, with a short wait: a listener that never accepts (its backlog full)
      * must not hold the start-up */
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -199,12 +204,15 @@ static int clear_path(const char *path, const struct sockaddr_un *sa, char *err)
     }
     close(fd);
     if (rc && e == EAGAIN)
-        return err_set(err, "a process listens on %s but does not accept connections (waited "
-                       "%d ms); not replacing it: stop it or choose another server.socket", path,
-                       PROBE_TIMEOUT_MS);
+        return err_set(err,
+                       "a process listens on %s but does not accept connections (waited "
+                       "%d ms); not replacing it: stop it or choose another server.socket",
+                       path, PROBE_TIMEOUT_MS);
     if (rc == 0)
-        return err_set(err, "another daemon is already listening on %s; stop it or choose "
-                       "another server.socket", path);
+        return err_set(err,
+                       "another daemon is already listening on %s; stop it or choose "
+                       "another server.socket",
+                       path);
     if (e != ECONNREFUSED)
         return err_set(err, "cannot probe the existing socket %s: %s", path, strerror(e));
     if (unlink(path) && errno != ENOENT)

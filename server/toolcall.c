@@ -30,7 +30,8 @@ enum tool_format toolcall_detect(const char *src) {
     if (strstr(src, "[TOOL_CALLS]")) return TOOL_FORMAT_MISTRAL;
     if (other) return TOOL_FORMAT_NONE;
     if (strstr(src, "<tool_call>") && strstr(src, "\"arguments\"")) return TOOL_FORMAT_HERMES;
-    if ((strstr(src, "<|python_tag|>") || strstr(src, "<|start_header_id|>")) && strstr(src, "\"parameters\""))
+    if ((strstr(src, "<|python_tag|>") || strstr(src, "<|start_header_id|>")) &&
+        strstr(src, "\"parameters\""))
         return TOOL_FORMAT_LLAMA3;
     return TOOL_FORMAT_NONE;
 }
@@ -57,8 +58,10 @@ const char *const *toolcall_markers(enum tool_format f) {
 }
 
 char *toolcall_prefix(enum tool_format f, const char *name) {
-    static const char *const open[] = {NULL, "<tool_call>\n{\"name\": \"", "{\"name\": \"", "[TOOL_CALLS][{\"name\": \""};
-    static const char *const args[] = {NULL, "\", \"arguments\": ", "\", \"parameters\": ", "\", \"arguments\": "};
+    static const char *const open[] = {NULL, "<tool_call>\n{\"name\": \"", "{\"name\": \"",
+                                       "[TOOL_CALLS][{\"name\": \""};
+    static const char *const args[] = {
+        NULL, "\", \"arguments\": ", "\", \"parameters\": ", "\", \"arguments\": "};
     if ((unsigned)f >= sizeof open / sizeof *open || !open[f]) return NULL;
     struct sbuf b = {0};
     sbuf_adds(&b, open[f]);
@@ -80,16 +83,19 @@ static void gbnf_lit(struct sbuf *b, const char *s) {
     sbuf_adds(b, "\"");
 }
 
-int toolcall_grammar(enum tool_format f, const char *const *names, const char *const *params, int n, int named,
-                     int parallel, struct sbuf *out, int *bad, char *err) {
+int toolcall_grammar(enum tool_format f, const char *const *names, const char *const *params, int n,
+                     int named, int parallel, struct sbuf *out, int *bad, char *err) {
     /* per format: between the name and the arguments; after the arguments; between calls
      * (the next call's prefix up to its name); after the last call */
-    static const char *const mid[] = {NULL, "\", \"arguments\": ", "\", \"parameters\": ", "\", \"arguments\": "};
+    static const char *const mid[] = {
+        NULL, "\", \"arguments\": ", "\", \"parameters\": ", "\", \"arguments\": "};
     static const char *const close[] = {NULL, "}\n</tool_call>", "}", "}"};
-    static const char *const next[] = {NULL, "\n<tool_call>\n{\"name\": \"", "; {\"name\": \"", ", {\"name\": \""};
+    static const char *const next[] = {NULL, "\n<tool_call>\n{\"name\": \"", "; {\"name\": \"",
+                                       ", {\"name\": \""};
     static const char *const last[] = {NULL, "", "", "]"};
     *bad = -1;
-    if ((unsigned)f >= sizeof mid / sizeof *mid || !mid[f]) return err_set(err, "the model has no tool-call format");
+    if ((unsigned)f >= sizeof mid / sizeof *mid || !mid[f])
+        return err_set(err, "the model has no tool-call format");
     char rule[48];
     for (int i = 0; i < n; i++) {
         if (named >= 0 && i != named) continue;
@@ -254,8 +260,8 @@ static char *arguments_text(const char *s, size_t n, const cJSON *obj, const cha
 
 /* A call from the JSON object s[0..n): {"name": N, "arguments"|"parameters": {...}}. name
  * given (MISTRAL's NAME[ARGS]{...}): s is the arguments object itself. 0, or -1. */
-static int call_from_json(const struct toolcall_parser *p, const char *s, size_t n, const char *name,
-                          struct tool_call *out) {
+static int call_from_json(const struct toolcall_parser *p, const char *s, size_t n,
+                          const char *name, struct tool_call *out) {
     cJSON *j = parse_exact(s, n);
     int rc = -1;
     memset(out, 0, sizeof *out);
@@ -263,7 +269,9 @@ static int call_from_json(const struct toolcall_parser *p, const char *s, size_t
     if (name) {
         if (!known_name(p, name)) goto done;
         size_t i = skip_ws(s, n, 0), e = n;
-        while (e > i && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n' || s[e - 1] == '\r')) e--;
+        while (e > i &&
+               (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n' || s[e - 1] == '\r'))
+            e--;
         out->name = xstrdup(name);
         out->arguments = dup_n(s + i, e - i);
         rc = 0;
@@ -271,10 +279,12 @@ static int call_from_json(const struct toolcall_parser *p, const char *s, size_t
     }
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(j, "name");
     if (!cJSON_IsString(nm) || !known_name(p, nm->valuestring)) goto done;
-    int has_args = cJSON_HasObjectItem(j, "arguments"), has_params = cJSON_HasObjectItem(j, "parameters");
+    int has_args = cJSON_HasObjectItem(j, "arguments"),
+        has_params = cJSON_HasObjectItem(j, "parameters");
     if (has_args && has_params) goto done;
-    char *args = has_args ? arguments_text(s, n, j, "arguments")
-                 : has_params ? arguments_text(s, n, j, "parameters") : xstrdup("{}");
+    char *args = has_args     ? arguments_text(s, n, j, "arguments")
+                 : has_params ? arguments_text(s, n, j, "parameters")
+                              : xstrdup("{}");
     if (!args) goto done;
     out->name = xstrdup(nm->valuestring);
     out->arguments = args;
@@ -291,8 +301,8 @@ static void call_free(struct tool_call *c) {
 
 /* ---- the parser ---- */
 
-void toolcall_parser_init(struct toolcall_parser *p, enum tool_format f, const char *const *names, int n_names,
-                          int parallel) {
+void toolcall_parser_init(struct toolcall_parser *p, enum tool_format f, const char *const *names,
+                          int n_names, int parallel) {
     memset(p, 0, sizeof *p);
     p->f = f;
     p->names = names;
@@ -360,7 +370,8 @@ static void emit(struct toolcall_parser *p, const char *s, size_t n, struct sbuf
 
 /* The call body[0..call_end) is over; its JSON is body[json_off..json_end). Accepted, it
  * joins calls[]; refused, its whole text is content. What followed goes back to pend. */
-static void finish_call(struct toolcall_parser *p, size_t json_end, size_t call_end, struct sbuf *content) {
+static void finish_call(struct toolcall_parser *p, size_t json_end, size_t call_end,
+                        struct sbuf *content) {
     const char *s = p->body.p + p->json_off;
     size_t n = json_end - p->json_off;
     struct tool_call c[64];
@@ -456,7 +467,8 @@ static int scan_content(struct toolcall_parser *p, struct sbuf *content) {
     size_t hold = 0;
     for (size_t h = ml - 1 < n ? ml - 1 : n; h > 0 && !hold; h--)
         if (!memcmp(s + n - h, m, h)) hold = h;
-    if (p->after_call && all_blank(p, s, n - hold)) return 0; /* blank: dropped if a call or the end follows */
+    if (p->after_call && all_blank(p, s, n - hold))
+        return 0; /* blank: dropped if a call or the end follows */
     if (p->f == TOOL_FORMAT_LLAMA3 && p->opened && all_blank(p, s, n - hold)) return 0;
     release(p, s, n - hold, content);
     cut_front(&p->pend, n - hold);

@@ -4,12 +4,12 @@
  * of pieces). Pure text in, text out: no sockets, no scheduler.
  *
  * Formats (toolcall_detect picks one from the chat template's source):
- *   HERMES   Qwen2.5, Qwen3, Hermes 2 Pro/3:  <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>
- *   LLAMA3   Llama 3.1/3.2/3.3:  {"name": N, "parameters": {...}}, alone or after <|python_tag|>;
- *            several calls separated by ';'
- *   MISTRAL  [TOOL_CALLS][{"name": N, "arguments": {...}}, ...]  (also [TOOL_CALLS]N[ARGS]{...})
- * A call is accepted only when its JSON parses, its name is one of the request's functions
- * and its arguments are a JSON object; anything else stays content, verbatim. */
+ *   HERMES   Qwen2.5, Qwen3, Hermes 2 Pro/3:  <tool_call>\n{"name": N, "arguments":
+ * {...}}\n</tool_call> LLAMA3   Llama 3.1/3.2/3.3:  {"name": N, "parameters": {...}}, alone or
+ * after <|python_tag|>; several calls separated by ';' MISTRAL  [TOOL_CALLS][{"name": N,
+ * "arguments": {...}}, ...]  (also [TOOL_CALLS]N[ARGS]{...}) A call is accepted only when its JSON
+ * parses, its name is one of the request's functions and its arguments are a JSON object; anything
+ * else stays content, verbatim. */
 #ifndef TPD_TOOLCALL_H
 #define TPD_TOOLCALL_H
 
@@ -52,21 +52,21 @@ struct toolcall_parser {
     enum tool_format f;
     const char *const *names; /* borrowed: the request's function names */
     int n_names;
-    int parallel;    /* 0: only the first accepted call is kept */
-    int in_call;     /* inside a call's text */
-    int opened;      /* LLAMA3: content so far (since the start or the last call) is blank */
-    int after_call;  /* a call was accepted */
+    int parallel;     /* 0: only the first accepted call is kept */
+    int in_call;      /* inside a call's text */
+    int opened;       /* LLAMA3: content so far (since the start or the last call) is blank */
+    int after_call;   /* a call was accepted */
     struct sbuf pend; /* content not released yet */
     struct sbuf body; /* the call being read, its markers included */
     size_t scan;      /* bytes of body scanned */
     int depth, in_str, esc, json_start; /* the JSON scanner over body */
-    size_t json_off;  /* where the JSON value starts in body */
+    size_t json_off;                    /* where the JSON value starts in body */
     int n_calls, cap;
     struct tool_call *calls;
 };
 
-void toolcall_parser_init(struct toolcall_parser *p, enum tool_format f, const char *const *names, int n_names,
-                          int parallel);
+void toolcall_parser_init(struct toolcall_parser *p, enum tool_format f, const char *const *names,
+                          int n_names, int parallel);
 void toolcall_parser_free(struct toolcall_parser *p);
 /* Feeds s[0..n); appends released content to content. */
 void toolcall_feed(struct toolcall_parser *p, const char *s, size_t n, struct sbuf *content);
@@ -85,8 +85,8 @@ char *toolcall_prefix(enum tool_format f, const char *name);
  * parameters JSON Schema (params[i] NULL: {}); with parallel (and named < 0) more calls
  * may follow; then only the end. Appended to out. 0, or -1 with err and *bad the index of
  * the function whose schema the grammar engine refused. */
-int toolcall_grammar(enum tool_format f, const char *const *names, const char *const *params, int n, int named,
-                     int parallel, struct sbuf *out, int *bad, char *err);
+int toolcall_grammar(enum tool_format f, const char *const *names, const char *const *params, int n,
+                     int named, int parallel, struct sbuf *out, int *bad, char *err);
 
 /* A fresh call id for format f into id[40]. */
 void toolcall_new_id(enum tool_format f, char *id);

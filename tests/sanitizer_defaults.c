@@ -1,6 +1,7 @@
 /* Defaults of the address sanitizer's run time for every C test of the Asan build (tests/run
  * adds leak checking through ASAN_OPTIONS, tests/CMakeLists.txt each test's LSAN_OPTIONS with
- * the Open MPI suppressions; both take precedence). Linked as an object into each test, so no test can miss it.
+ * the Open MPI suppressions; both take precedence). Linked as an object into each test, so no test
+ * can miss it.
  *
  * intercept_tls_get_addr=0: GCC 12's sanitizer run time (libsanitizer of LLVM 14) records each
  * thread's dynamic TLS blocks from its __tls_get_addr interceptor, and when a block's address

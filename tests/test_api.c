@@ -68,7 +68,8 @@ static const struct bad bad[] = {
     {COMP, "{\"prompt\": [\"a\", 5]}", 400, "prompt"},
     {COMP, "{\"prompt\": [\"a\", \"\"]}", 400, "prompt"},
     {COMP, "{\"prompt\": [[1], [2, 3], []]}", 400, "prompt"},
-    {COMP, "{\"prompt\": [\"a\", \"b\", \"c\"], \"n\": 6}", 400, "prompt"}, /* 18 choices > API_MAX_N */
+    {COMP, "{\"prompt\": [\"a\", \"b\", \"c\"], \"n\": 6}", 400,
+     "prompt"}, /* 18 choices > API_MAX_N */
     {COMP, "{\"prompt\": {\"text\": \"a\"}}", 400, "prompt"},
     {COMP, "{\"prompt\": [[]]}", 400, "prompt"},
     /* sampling */
@@ -91,11 +92,17 @@ static const struct bad bad[] = {
     /* lengths */
     {COMP, "{\"prompt\": \"x\", \"max_tokens\": 0}", 400, "max_tokens"},
     {COMP, "{\"prompt\": \"x\", \"max_tokens\": \"10\"}", 400, "max_tokens"},
-    {COMP, "{\"prompt\": \"x\", \"max_tokens\": 64}", 400, "max_tokens"},         /* 1 + 64 > CTX */
+    {COMP, "{\"prompt\": \"x\", \"max_tokens\": 64}", 400, "max_tokens"}, /* 1 + 64 > CTX */
     {COMP, "{\"prompt\": \"x\", \"max_tokens\": 1e12}", 400, "max_tokens"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": -1}", 400, "max_completion_tokens"},
-    {COMP, "{\"prompt\": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,"
-           "33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,64]}", 400, "prompt"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": -1}",
+     400, "max_completion_tokens"},
+    {COMP,
+     "{\"prompt\": "
+     "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,"
+     "33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,"
+     "64]}",
+     400, "prompt"},
     /* n, stop */
     {COMP, "{\"prompt\": \"x\", \"n\": 0}", 400, "n"},
     {COMP, "{\"prompt\": \"x\", \"n\": 17}", 400, "n"},
@@ -103,13 +110,22 @@ static const struct bad bad[] = {
     {COMP, "{\"prompt\": \"x\", \"stop\": [\"\"]}", 400, "stop"},
     {COMP, "{\"prompt\": \"x\", \"stop\": \"\"}", 400, "stop"},
     {COMP, "{\"prompt\": \"x\", \"stop\": [\"a\", 1]}", 400, "stop"},
-    {COMP, "{\"prompt\": \"x\", \"stop\": [\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\"]}", 400, "stop"},
+    {COMP,
+     "{\"prompt\": \"x\", \"stop\": "
+     "[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\","
+     "\"p\",\"q\"]}",
+     400, "stop"},
     /* logprobs */
     {COMP, "{\"prompt\": \"x\", \"logprobs\": 21}", 400, "logprobs"},
     {COMP, "{\"prompt\": \"x\", \"logprobs\": true}", 400, "logprobs"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 3}", 400, "logprobs"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 5}", 400, "top_logprobs"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true, \"top_logprobs\": 21}", 400, "top_logprobs"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 3}", 400,
+     "logprobs"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 5}", 400,
+     "top_logprobs"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true, "
+     "\"top_logprobs\": 21}",
+     400, "top_logprobs"},
     {COMP, "{\"prompt\": \"x\", \"echo\": \"yes\"}", 400, "echo"},
     /* logit_bias */
     {COMP, "{\"prompt\": \"x\", \"logit_bias\": [1]}", 400, "logit_bias"},
@@ -120,39 +136,60 @@ static const struct bad bad[] = {
     {COMP, "{\"prompt\": \"x\", \"logit_bias\": {\"5\": \"a\"}}", 400, "logit_bias"},
     /* stream */
     {COMP, "{\"prompt\": \"x\", \"stream\": \"yes\"}", 400, "stream"},
-    {COMP, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": true}}", 400, "stream_options"},
+    {COMP, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": true}}", 400,
+     "stream_options"},
     {COMP, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": 1}", 400, "stream_options"},
-    {COMP, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"include_usage\": 1}}", 400, "stream_options.include_usage"},
+    {COMP, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"include_usage\": 1}}", 400,
+     "stream_options.include_usage"},
     {COMP, "{\"prompt\": \"x\", \"ignore_eos\": 1}", 400, "ignore_eos"},
     /* model */
     {COMP, "{\"prompt\": \"x\", \"model\": \"gpt-4\"}", 404, "model"},
     {COMP, "{\"prompt\": \"x\", \"model\": 5}", 400, "model"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"model\": \"other\"}", 404, "model"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"model\": \"other\"}", 404,
+     "model"},
     /* messages */
     {CHAT, "{}", 400, "messages"},
     {CHAT, "{\"messages\": \"hi\"}", 400, "messages"},
     {CHAT, "{\"messages\": []}", 400, "messages"},
     {CHAT, "{\"messages\": [5]}", 400, "messages[0]"},
     {CHAT, "{\"messages\": [{\"content\": \"x\"}]}", 400, "messages[0].role"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"wizard\", \"content\": \"x\"}]}", 400, "messages[1].role"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"wizard\", "
+     "\"content\": \"x\"}]}",
+     400, "messages[1].role"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", 400, "messages[0].content"},
     {CHAT, "{\"messages\": [{\"role\": \"user\"}]}", 400, "messages[0].content"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]}", 400, "messages[0].content[0]"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", 400, "messages[0].content[0]"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"add_generation_prompt\": 1}", 400, "add_generation_prompt"},
-    /* tools (server/api_tools.c; SmolLM2's own template knows no call format) */
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": "
+     "{}}]}]}",
+     400, "messages[0].content[0]"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", 400,
+     "messages[0].content[0]"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"add_generation_prompt\": 1}",
+     400, "add_generation_prompt"},
+/* tools (server/api_tools.c; SmolLM2's own template knows no call format) */
 #define U "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
 #define F1 "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"
     {CHAT, U "\"tools\": 5}", 400, "tools"},
     {CHAT, U "\"tools\": [5]}", 400, "tools[0]"},
-    {CHAT, U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]}", 400, "tools[0]"},
+    {CHAT, U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]}", 400,
+     "tools[0]"},
     {CHAT, U "\"tools\": " F1 "}", 400, "tools"}, /* no call format to parse calls in */
     {CHAT, U "\"tools\": " F1 ", \"tool_choice\": \"maybe\"}", 400, "tool_choice"},
-    {CHAT, U "\"tools\": " F1 ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}", 400, "tool_choice"},
+    {CHAT,
+     U "\"tools\": " F1
+       ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}",
+     400, "tool_choice"},
     {CHAT, U "\"tool_choice\": \"auto\"}", 400, "tool_choice"},
-    {CHAT, U "\"tools\": " F1 ", \"tool_choice\": \"none\", \"parallel_tool_calls\": 1}", 400, "parallel_tool_calls"},
-    {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", 400, "messages[0].tool_call_id"},
-    {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"a\", \"function\": {\"name\": \"f\", \"arguments\": \"[1]\"}}]}]}", 400, "messages[0].tool_calls[0]"},
+    {CHAT, U "\"tools\": " F1 ", \"tool_choice\": \"none\", \"parallel_tool_calls\": 1}", 400,
+     "parallel_tool_calls"},
+    {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", 400,
+     "messages[0].tool_call_id"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": "
+     "\"a\", \"function\": {\"name\": \"f\", \"arguments\": \"[1]\"}}]}]}",
+     400, "messages[0].tool_calls[0]"},
 #undef U
 #undef F1
     /* known but not implemented: named, never ignored */
@@ -162,15 +199,29 @@ static const struct bad bad[] = {
     {COMP, "{\"prompt\": \"x\", \"use_beam_search\": true}", 400, "use_beam_search"},
     {COMP, "{\"prompt\": \"x\", \"min_tokens\": 4}", 400, "min_tokens"},
     {COMP, "{\"prompt\": \"x\", \"prompt_logprobs\": 1}", 400, "prompt_logprobs"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"functions\": [{\"name\": \"f\"}]}", 400, "functions"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"function_call\": \"auto\"}", 400, "function_call"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"audio\": {\"voice\": \"a\"}}", 400, "audio"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"modalities\": [\"text\", \"audio\"]}", 400, "modalities"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"prediction\": {\"type\": \"content\"}}", 400, "prediction"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"functions\": [{\"name\": "
+     "\"f\"}]}",
+     400, "functions"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"function_call\": \"auto\"}", 400,
+     "function_call"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"audio\": {\"voice\": \"a\"}}",
+     400, "audio"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"modalities\": [\"text\", "
+     "\"audio\"]}",
+     400, "modalities"},
+    {CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"prediction\": {\"type\": "
+     "\"content\"}}",
+     400, "prediction"},
     /* tokenize / detokenize */
     {TOKENIZE, "{}", 400, "prompt"},
     {TOKENIZE, "{\"prompt\": 3}", 400, "prompt"},
-    {TOKENIZE, "{\"messages\": [{\"role\": \"nobody\", \"content\": \"x\"}]}", 400, "messages[0].role"},
+    {TOKENIZE, "{\"messages\": [{\"role\": \"nobody\", \"content\": \"x\"}]}", 400,
+     "messages[0].role"},
     {TOKENIZE, "{\"prompt\": \"x\", \"add_special_tokens\": \"no\"}", 400, "add_special_tokens"},
     {DETOK, "{}", 400, "tokens"},
     {DETOK, "{\"tokens\": \"1 2\"}", 400, "tokens"},
@@ -236,7 +287,8 @@ static void test_invalid_utf8_and_nul(void **state) {
  * with a 400 that says so, wherever it stands; an escaped backslash before "u0000" is text. */
 static void test_nul_escape(void **state) {
     (void)state;
-    const char *refused[] = {"{\"prompt\": \"abc\\u0000def\"}", "{\"prompt\": \"x\", \"stop\": [\"\\u0000\"]}",
+    const char *refused[] = {"{\"prompt\": \"abc\\u0000def\"}",
+                             "{\"prompt\": \"x\", \"stop\": [\"\\u0000\"]}",
                              "{\"prompt\": \"\\\\\\u0000\"}"};
     for (unsigned i = 0; i < sizeof refused / sizeof *refused; i++) {
         struct api_error e;
@@ -245,7 +297,8 @@ static void test_nul_escape(void **state) {
         assert_non_null(strstr(e.message, "\\u0000"));
         assert_int_equal(run_parse(TOKENIZE, refused[i], strlen(refused[i]), &e), -1);
     }
-    const char *ok = "{\"prompt\": \"a\\\\u0000b\", \"max_tokens\": 1}"; /* the text a\u0000b, no NUL */
+    const char *ok =
+        "{\"prompt\": \"a\\\\u0000b\", \"max_tokens\": 1}"; /* the text a\u0000b, no NUL */
     struct api_error e;
     assert_int_equal(run_parse(COMP, ok, strlen(ok), &e), 0);
 }
@@ -263,14 +316,16 @@ static void test_cache_and_queue_limits(void **state) {
     assert_int_equal(api_parse_generate(&c, API_COMPLETION, fits, strlen(fits), &p, &e), 0);
     api_params_free(&p);
     const char *too_long = "{\"prompt\": [1, 2], \"max_tokens\": 31}";
-    assert_int_equal(api_parse_generate(&c, API_COMPLETION, too_long, strlen(too_long), &p, &e), -1);
+    assert_int_equal(api_parse_generate(&c, API_COMPLETION, too_long, strlen(too_long), &p, &e),
+                     -1);
     assert_int_equal(e.status, 400);
     assert_string_equal(e.param, "max_tokens");
     assert_non_null(strstr(e.message, "KV cache holds 32 tokens"));
     const char *chat_default = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}";
     c.kv_tokens = 64;
     if (api_parse_generate(&c, API_CHAT, chat_default, strlen(chat_default), &p, &e) == 0) {
-        assert_true(p.n_prompt + p.max_tokens <= 64); /* the default fills the cache, not the context */
+        assert_true(p.n_prompt + p.max_tokens <=
+                    64); /* the default fills the cache, not the context */
         api_params_free(&p);
     } else {
         assert_string_equal(e.param, "messages"); /* the template's system prompt alone is longer */
@@ -288,12 +343,21 @@ static void test_utf8_validator(void **state) {
         const char *s;
         int ok;
     } t[] = {
-        {"plain", 1}, {"caf\xc3\xa9", 1}, {"\xe2\x82\xac", 1}, {"\xf0\x9f\x98\x80", 1},
-        {"\xf4\x8f\xbf\xbf", 1},    /* U+10FFFF */
-        {"\xf4\x90\x80\x80", 0},    /* past U+10FFFF */
-        {"\xc0\x80", 0}, {"\xe0\x80\xaf", 0}, {"\xf0\x80\x80\xaf", 0}, /* overlong */
-        {"\xed\xa0\x80", 0},        /* surrogate */
-        {"\x80", 0}, {"\xc3", 0}, {"\xe2\x82", 0}, {"\xf8\x88\x80\x80\x80", 0}, {"\xfe", 0},
+        {"plain", 1},
+        {"caf\xc3\xa9", 1},
+        {"\xe2\x82\xac", 1},
+        {"\xf0\x9f\x98\x80", 1},
+        {"\xf4\x8f\xbf\xbf", 1}, /* U+10FFFF */
+        {"\xf4\x90\x80\x80", 0}, /* past U+10FFFF */
+        {"\xc0\x80", 0},
+        {"\xe0\x80\xaf", 0},
+        {"\xf0\x80\x80\xaf", 0}, /* overlong */
+        {"\xed\xa0\x80", 0},     /* surrogate */
+        {"\x80", 0},
+        {"\xc3", 0},
+        {"\xe2\x82", 0},
+        {"\xf8\x88\x80\x80\x80", 0},
+        {"\xfe", 0},
     };
     for (unsigned i = 0; i < sizeof t / sizeof *t; i++)
         if (utf8_valid(t[i].s, strlen(t[i].s)) != t[i].ok) fail_msg("case %u", i);
@@ -377,17 +441,20 @@ static void test_good_completion(void **state) {
     struct api_ctx c = ctx();
     struct api_params p;
     struct api_error e;
-    const char *body = "{\"model\": \"smol\", \"prompt\": \"Hello world\", \"temperature\": 0.5, \"top_p\": 0.9,"
-                       " \"top_k\": 40, \"min_p\": 0.05, \"repetition_penalty\": 1.1, \"presence_penalty\": -1,"
-                       " \"frequency_penalty\": 0.5, \"seed\": 42, \"n\": 3, \"stop\": [\"\\n\", \"END\"],"
-                       " \"logprobs\": 2, \"logit_bias\": {\"17\": -100, \"5\": 2.5}, \"stream\": true,"
-                       " \"stream_options\": {\"include_usage\": true}, \"user\": \"u\", \"unknown_field\": [1],"
-                       " \"suffix\": \"\", \"best_of\": 3, \"min_tokens\": 0, \"use_beam_search\": false}";
+    const char *body =
+        "{\"model\": \"smol\", \"prompt\": \"Hello world\", \"temperature\": 0.5, \"top_p\": 0.9,"
+        " \"top_k\": 40, \"min_p\": 0.05, \"repetition_penalty\": 1.1, \"presence_penalty\": -1,"
+        " \"frequency_penalty\": 0.5, \"seed\": 42, \"n\": 3, \"stop\": [\"\\n\", \"END\"],"
+        " \"logprobs\": 2, \"logit_bias\": {\"17\": -100, \"5\": 2.5}, \"stream\": true,"
+        " \"stream_options\": {\"include_usage\": true}, \"user\": \"u\", \"unknown_field\": [1],"
+        " \"suffix\": \"\", \"best_of\": 3, \"min_tokens\": 0, \"use_beam_search\": false}";
     assert_int_equal(api_parse_generate(&c, API_COMPLETION, body, strlen(body), &p, &e), 0);
     int32_t *ids;
     size_t n;
     char err[ERR_LEN];
-    assert_int_equal(tokenizer_encode(tok, "Hello world", 11, TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, &ids, &n, err), 0);
+    assert_int_equal(tokenizer_encode(tok, "Hello world", 11, TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL,
+                                      &ids, &n, err),
+                     0);
     assert_int_equal(p.n_prompt, (int)n);
     assert_memory_equal(p.prompt, ids, n * sizeof *ids);
     free(ids);
@@ -403,7 +470,8 @@ static void test_good_completion(void **state) {
     assert_true(p.logprobs && p.top_logprobs == 2 && p.sp.logprobs && p.sp.top_logprobs == 2);
     assert_int_equal(p.sp.n_logit_bias, 2);
     assert_int_equal(p.sp.logit_bias_ids[0], 17);
-    assert_true(p.sp.logit_bias[0] == -100.0f && p.sp.logit_bias_ids[1] == 5 && p.sp.logit_bias[1] == 2.5f);
+    assert_true(p.sp.logit_bias[0] == -100.0f && p.sp.logit_bias_ids[1] == 5 &&
+                p.sp.logit_bias[1] == 2.5f);
     assert_true(p.stream && p.include_usage);
     api_params_free(&p);
 
@@ -433,8 +501,9 @@ static void test_prompt_list(void **state) {
     struct api_ctx c = ctx();
     struct api_params p;
     struct api_error e;
-    const char *body = "{\"prompt\": [\"Hi\", [5, 6, 7], \"Hello world\"], \"n\": 2, \"echo\": true, "
-                       "\"logprobs\": 1, \"max_tokens\": 1}";
+    const char *body =
+        "{\"prompt\": [\"Hi\", [5, 6, 7], \"Hello world\"], \"n\": 2, \"echo\": true, "
+        "\"logprobs\": 1, \"max_tokens\": 1}";
     assert_int_equal(api_parse_generate(&c, API_COMPLETION, body, strlen(body), &p, &e), 0);
     assert_int_equal(p.n_prompts, 3);
     assert_int_equal(p.n, 2);
@@ -497,24 +566,30 @@ static void test_good_chat(void **state) {
     struct api_ctx c = ctx();
     struct api_params p;
     struct api_error e;
-    const char *body = "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
-                       " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}]}],"
-                       " \"logprobs\": true, \"top_logprobs\": 3, \"max_completion_tokens\": 5, \"max_tokens\": 9}";
+    const char *body =
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
+        " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}]}],"
+        " \"logprobs\": true, \"top_logprobs\": 3, \"max_completion_tokens\": 5, \"max_tokens\": "
+        "9}";
     assert_int_equal(api_parse_generate(&c, API_CHAT, body, strlen(body), &p, &e), 0);
-    const char *want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+    const char *want = "<|im_start|>system\nBe "
+                       "brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
     int32_t *ids;
     size_t n;
     char err[ERR_LEN];
-    assert_int_equal(tokenizer_encode(tok, want, strlen(want), TOK_PARSE_SPECIAL, &ids, &n, err), 0);
+    assert_int_equal(tokenizer_encode(tok, want, strlen(want), TOK_PARSE_SPECIAL, &ids, &n, err),
+                     0);
     assert_int_equal(p.n_prompt, (int)n);
     assert_memory_equal(p.prompt, ids, n * sizeof *ids);
-    assert_int_equal(ids[0], tokenizer_find(tok, "<|im_start|>", 12)); /* a special token, not text */
+    assert_int_equal(ids[0],
+                     tokenizer_find(tok, "<|im_start|>", 12)); /* a special token, not text */
     free(ids);
     assert_int_equal(p.max_tokens, 5); /* max_completion_tokens wins */
     assert_true(p.logprobs && p.top_logprobs == 3);
     api_params_free(&p);
     /* no max_tokens: the rest of the context */
-    body = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"add_generation_prompt\": false}";
+    body = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"add_generation_prompt\": "
+           "false}";
     struct api_ctx big = c;
     big.max_ctx = 4096; /* SmolLM2's template adds its default system prompt */
     assert_int_equal(api_parse_generate(&big, API_CHAT, body, strlen(body), &p, &e), 0);
@@ -709,8 +784,9 @@ static void test_stop_random_vs_naive(void **state) {
             matched = stop_feed(&m, text + pos, (size_t)k, &out);
             pos += k;
             if (out.len > want || memcmp(out.p, text, out.len))
-                fail_msg("iter %d: released past a stop: \"%s\" of \"%s\" (stops %s %s %s %s)", iter, out.p,
-                         text, stops[0], ns > 1 ? stops[1] : "", ns > 2 ? stops[2] : "", ns > 3 ? stops[3] : "");
+                fail_msg("iter %d: released past a stop: \"%s\" of \"%s\" (stops %s %s %s %s)",
+                         iter, out.p, text, stops[0], ns > 1 ? stops[1] : "",
+                         ns > 2 ? stops[2] : "", ns > 3 ? stops[3] : "");
         }
         if (!matched) stop_flush(&m, &out);
         if (out.len != want || memcmp(out.p, text, want))
@@ -745,8 +821,13 @@ static void test_metrics_render(void **state) {
     metrics_observe(m, HIST_TTFT, 0.3);    /* <= 0.5 */
     metrics_observe(m, HIST_TTFT, 1000.0); /* +Inf only */
     metrics_observe(m, HIST_ITL, 0.02);    /* exactly a bound: counts in le="0.02" */
-    struct sched_stats st = {.queued = 4, .running = 7, .kv_blocks_used = 100, .kv_blocks_free = 924,
-                             .max_ctx = 8192, .draining = 0, .last_step = 0};
+    struct sched_stats st = {.queued = 4,
+                             .running = 7,
+                             .kv_blocks_used = 100,
+                             .kv_blocks_free = 924,
+                             .max_ctx = 8192,
+                             .draining = 0,
+                             .last_step = 0};
     char *text;
     size_t len;
     assert_int_equal(metrics_render(m, &st, &text, &len), 0);

@@ -43,7 +43,8 @@ static char dir[64], sock[100];
 static int connect_unix(const char *path) {
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    memcpy(sa.sun_path, path, strlen(path) < sizeof sa.sun_path ? strlen(path) : sizeof sa.sun_path - 1);
+    memcpy(sa.sun_path, path,
+           strlen(path) < sizeof sa.sun_path ? strlen(path) : sizeof sa.sun_path - 1);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
         close(fd);
         return -1;
@@ -118,7 +119,8 @@ static void test_socket_created_private(void **state) {
     assert_int_equal(http_start(&h2, &c, NULL, NULL, NULL, err), -1);
     assert_non_null(strstr(err, "already listening"));
     const char *body;
-    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    assert_int_equal(
+        http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
 
     /* stopped: the socket file goes, connections are refused */
     http_free(h);
@@ -149,7 +151,8 @@ static void test_stale_socket_replaced(void **state) {
     if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
     assert_int_equal(lstat(sock, &after), 0);
     const char *body; /* a live socket in its place */
-    assert_int_equal(http_req(sock, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    assert_int_equal(
+        http_req(sock, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
     http_free(h); /* also unlinks */
     assert_int_equal(lstat(sock, &after), -1);
 }
@@ -238,7 +241,9 @@ static void test_peer_uid_allow_list(void **state) {
     char err[ERR_LEN];
     if (http_start(&h, &c, NULL, NULL, m, err)) fail_msg("%s", err);
     const char *body;
-    assert_int_equal(http_req(sock, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 403);
+    assert_int_equal(
+        http_req(sock, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body),
+        403);
     assert_non_null(strstr(body, "\"type\":\"permission_error\""));
     http_free(h);
 
@@ -246,7 +251,8 @@ static void test_peer_uid_allow_list(void **state) {
     c.allowed_uids = list;
     c.n_allowed_uids = 2;
     if (http_start(&h, &c, NULL, NULL, m, err)) fail_msg("%s", err);
-    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    assert_int_equal(
+        http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
     http_free(h);
     char *text;
     size_t len;
@@ -267,18 +273,25 @@ static void test_limits_and_framing(void **state) {
     const char *body;
     int st = http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body);
     assert_int_equal(st, 404);
-    assert_non_null(strstr(body, "{\"error\":{\"message\":\"no such endpoint: /nope\",\"type\":\"not_found_error\""));
-    st = http_req(sock, "GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body);
+    assert_non_null(strstr(
+        body, "{\"error\":{\"message\":\"no such endpoint: /nope\",\"type\":\"not_found_error\""));
+    st = http_req(sock, "GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                  &body);
     assert_int_equal(st, 405);
     st = http_req(sock, "DELETE /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body);
     assert_int_equal(st, 405);
     /* a declared length over the limit is refused before any of the body is read */
-    st = http_req(sock, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\nConnection: close\r\n\r\n", &body);
+    st = http_req(sock,
+                  "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                  "10000000\r\nConnection: close\r\n\r\n",
+                  &body);
     assert_int_equal(st, 413);
     assert_non_null(strstr(body, "1000"));
     /* a chunked body that grows past it */
     char big[8192];
-    int n = snprintf(big, sizeof big, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    int n = snprintf(big, sizeof big,
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+                     "chunked\r\nConnection: close\r\n\r\n");
     for (int i = 0; i < 3; i++) {
         n += snprintf(big + n, sizeof big - (size_t)n, "258\r\n");
         memset(big + n, 'a', 600);
@@ -288,15 +301,25 @@ static void test_limits_and_framing(void **state) {
     n += snprintf(big + n, sizeof big - (size_t)n, "0\r\n\r\n");
     assert_int_equal(http_raw(sock, big, (size_t)n, &body), 413);
     /* request smuggling shapes */
-    st = http_req(sock, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", &body);
+    st = http_req(sock,
+                  "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                  "5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n",
+                  &body);
     assert_int_equal(st, 400);
     assert_non_null(strstr(body, "Transfer-Encoding"));
-    st = http_req(sock, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", &body);
+    st = http_req(sock,
+                  "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, "
+                  "chunked\r\nConnection: close\r\n\r\n0\r\n\r\n",
+                  &body);
     assert_int_equal(st, 400);
-    st = http_req(sock, "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\nConnection: close\r\n\r\n{}", &body);
+    st = http_req(sock,
+                  "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: "
+                  "3\r\nConnection: close\r\n\r\n{}",
+                  &body);
     assert_int_equal(st, 400);
     /* still serving after all that */
-    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    assert_int_equal(
+        http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
     http_free(h);
 }
 
@@ -345,7 +368,8 @@ static int check_one(const char *buf, int n) {
     }
     if (n_cl != 1) fail_msg("%d Content-Length headers: %.300s", n_cl, buf);
     long body = (long)(buf + n - (end + 4));
-    if (body != cl) fail_msg("Content-Length %ld but %ld bytes follow the header: %.600s", cl, body, buf);
+    if (body != cl)
+        fail_msg("Content-Length %ld but %ld bytes follow the header: %.600s", cl, body, buf);
     return status;
 }
 
@@ -405,15 +429,20 @@ static void test_malformed_one_answer(void **state) {
     struct http_server *h = start_fresh();
     static const char *const heads[] = {
         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}",
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551621\r\n\r\n{}",
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+        "18446744073709551621\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+        "18446744073709551615\r\n\r\n{}",
         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n{}",
         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n{}",
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: "
+        "3\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n"
         "0\r\n\r\n",
         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n0\r\n\r\n",
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+        "chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
         "garbage with spaces here\r\n\r\n",
         "GET /health HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n",
     };
@@ -424,7 +453,9 @@ static void test_malformed_one_answer(void **state) {
     /* a 100 KB chunk extension, and a 100 KB header line */
     size_t cap = 200000, n;
     char *big = malloc(cap);
-    n = (size_t)snprintf(big, cap, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;");
+    n = (size_t)snprintf(
+        big, cap,
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;");
     memset(big + n, 'e', 100000);
     n += 100000;
     n += (size_t)snprintf(big + n, cap - n, "\r\n{}\r\n0\r\n\r\n");
@@ -439,7 +470,8 @@ static void test_malformed_one_answer(void **state) {
     free(big);
     /* still serving after all that */
     const char *body;
-    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    assert_int_equal(
+        http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
     http_free(h);
 }
 
@@ -451,7 +483,8 @@ static void test_malformed_one_answer(void **state) {
 static void test_malformed_kept_alive(void **state) {
     (void)state;
     struct http_server *h = start_fresh();
-    static const char *const good[] = { /* answered by a handler: kept alive */
+    static const char *const good[] = {
+        /* answered by a handler: kept alive */
         "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
         "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
     };
@@ -461,14 +494,17 @@ static void test_malformed_kept_alive(void **state) {
     } bad[] = {
         {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}", 400},
         {"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-         "Content-Length: 18446744073709551621\r\n\r\n{}", 413},
+         "Content-Length: 18446744073709551621\r\n\r\n{}",
+         413},
         {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-         "fffffffffffffffffffff\r\n{}\r\n0\r\n\r\n", 413},
+         "fffffffffffffffffffff\r\n{}\r\n0\r\n\r\n",
+         413},
         {NULL, 400}, /* a 2 KB chunk extension, made below */
     };
     char ext[4096];
-    int n = snprintf(ext, sizeof ext, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                                      "Transfer-Encoding: chunked\r\n\r\n2;e=");
+    int n = snprintf(ext, sizeof ext,
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n2;e=");
     memset(ext + n, 'e', 2000);
     snprintf(ext + n + 2000, sizeof ext - (size_t)n - 2000, "\r\n{}\r\n0\r\n\r\n");
     for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -497,7 +533,8 @@ static void test_malformed_kept_alive(void **state) {
     if (st < 200 || st > 499) fail_msg("a request with another behind it: status %d", st);
     /* still serving another client after all that */
     const char *body;
-    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    assert_int_equal(
+        http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
     http_free(h);
 }
 
@@ -515,7 +552,8 @@ static void test_drain_answers_503(void **state) {
     char err[ERR_LEN];
     if (http_start(&h, &c, NULL, NULL, NULL, err)) fail_msg("%s", err);
     const char *body;
-    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    assert_int_equal(
+        http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
     /* a kept-alive connection from before the signal */
     int kept = connect_unix(sock);
     assert_true(kept >= 0);
@@ -530,7 +568,8 @@ static void test_drain_answers_503(void **state) {
         char buf[2048];
         int fd = connect_unix(sock);
         assert_true(fd >= 0);
-        assert_int_equal(send(fd, reqs[i], strlen(reqs[i]), MSG_NOSIGNAL), (ssize_t)strlen(reqs[i]));
+        assert_int_equal(send(fd, reqs[i], strlen(reqs[i]), MSG_NOSIGNAL),
+                         (ssize_t)strlen(reqs[i]));
         assert_true(read_to_close(fd, buf, sizeof buf, 5.0) > 0); /* closed without being asked */
         close(fd);
         assert_non_null(strstr(buf, "Retry-After: 1\r\n"));
@@ -617,7 +656,8 @@ static void test_connection_limits_and_timeouts(void **state) {
     assert_non_null(strstr(buf, "connection limit"));
     for (int i = 0; i < 3; i++) close(held[i]);
     usleep(300 * 1000);
-    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &req), 404);
+    assert_int_equal(
+        http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &req), 404);
     http_free(h); /* with connections never handed over gone, and none left open */
 }
 
@@ -650,7 +690,8 @@ static void test_loopback_tcp(void **state) {
     close(fd);
     assert_non_null(strstr(buf, "HTTP/1.1 404"));
     const char *body;
-    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    assert_int_equal(
+        http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
     http_free(h); /* both listeners close */
     fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_int_not_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
@@ -679,7 +720,8 @@ static void refused(const struct server_config *c, const char *want1, const char
         http_free(h);
         fail_msg("%s was accepted", c->socket_path);
     }
-    if (!strstr(err, want1) || (want2 && !strstr(err, want2))) fail_msg("unexpected error: %s", err);
+    if (!strstr(err, want1) || (want2 && !strstr(err, want2)))
+        fail_msg("unexpected error: %s", err);
     struct stat st;
     assert_int_equal(lstat(c->socket_path, &st), -1);
 }
@@ -816,7 +858,8 @@ static void test_private_directories_accepted(void **state) {
     assert_int_equal(lstat(sock, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0660);
     const char *body;
-    assert_int_equal(http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    assert_int_equal(
+        http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
     http_free(h);
     /* a relative path, through a symlink and "..", from the working directory */
     char cwd[PATH_MAX], link[100];

@@ -27,13 +27,15 @@ static uint32_t rnd(void) {
     rng_state ^= rng_state << 17;
     return (uint32_t)(rng_state >> 32);
 }
-static int rnd_in(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); } /* [lo, hi] */
+static int rnd_in(int lo, int hi) {
+    return lo + (int)(rnd() % (uint32_t)(hi - lo + 1));
+} /* [lo, hi] */
 
 /* The properties every plan has, whatever the arrays hold: every token in exactly one tile,
  * each tile 1..max_rows tokens of one sequence at consecutive positions, keys = its last
  * position + 1, and tiles in token order (att_tiles_cut's order). */
-static void check_tiles(const int32_t *seq_of, const int32_t *pos, int T, int max_rows, const struct att_tile *tl,
-                        int n) {
+static void check_tiles(const int32_t *seq_of, const int32_t *pos, int T, int max_rows,
+                        const struct att_tile *tl, int n) {
     int *seen = calloc((size_t)T + 1, sizeof *seen);
     assert_non_null(seen);
     assert_true(n >= (T > 0) && n <= T);
@@ -88,7 +90,7 @@ static void test_mixed_step(void **state) {
     assert_int_equal(T, 138);
     struct att_tile tl[138];
     const int n = att_tiles_cut(seq_of, pos, T, 64, tl);
-    const struct att_tile want[] = {{0, 1, 100},   {1, 5, 15},     {6, 1, 1},     {7, 64, 264},
+    const struct att_tile want[] = {{0, 1, 100},   {1, 5, 15},    {6, 1, 1},     {7, 64, 264},
                                     {71, 64, 328}, {135, 2, 330}, {137, 1, 4096}};
     assert_int_equal(n, 7);
     for (int i = 0; i < n; i++) {

@@ -102,7 +102,8 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
             if (cf->kv == DT_F8_E4M3) { /* row by row, as the backends' kv_store writes them */
                 for (size_t r = 0; r < row / (size_t)hd; r++) {
                     const size_t a = at + r * (size_t)hd;
-                    const float ka = ldexpf(1.0f, (int)(rnd() % 8) - 4), va = ldexpf(1.0f, (int)(rnd() % 8) - 4);
+                    const float ka = ldexpf(1.0f, (int)(rnd() % 8) - 4),
+                                va = ldexpf(1.0f, (int)(rnd() % 8) - 4);
                     for (int d = 0; d < hd; d++) {
                         kf[d] = frand(ka);
                         vf[d] = frand(va);
@@ -155,7 +156,8 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
             g_sink_seqs++;
             for (int p = 0; p < sink_rows && p < ss[s].len; p++)
                 for (size_t i = 0; i < row; i++) { /* F16 of x / 2^e, e the row's FP8 exponent */
-                    const size_t at = ((size_t)b0 * bs + (size_t)p) * row + i, sa = ((size_t)b0 * sink_rows + p) * row + i;
+                    const size_t at = ((size_t)b0 * bs + (size_t)p) * row + i,
+                                 sa = ((size_t)b0 * sink_rows + p) * row + i;
                     const int ke = kexp[at / (size_t)hd], ve = vexp[at / (size_t)hd];
                     ksink[sa] = f32_to_f16(ldexpf((float)kraw[at], -ke));
                     vsink[sa] = f32_to_f16(ldexpf((float)vraw[at], -ve));
@@ -165,17 +167,24 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
         }
     }
 
-    int32_t *seq_of = malloc(sizeof(int32_t) * (size_t)n_tok), *pos = malloc(sizeof(int32_t) * (size_t)n_tok);
+    int32_t *seq_of = malloc(sizeof(int32_t) * (size_t)n_tok),
+            *pos = malloc(sizeof(int32_t) * (size_t)n_tok);
     for (int s = 0, t = 0; s < n_seqs; s++)
         for (int i = 0; i < ss[s].n; i++, t++) {
             seq_of[t] = s;
             pos[t] = ss[s].first + i;
         }
-    const int64_t ldq = (int64_t)cf->n_q * hd + 5, ldo = (int64_t)cf->n_q * hd + 3; /* strides past the rows */
+    const int64_t ldq = (int64_t)cf->n_q * hd + 5,
+                  ldo = (int64_t)cf->n_q * hd + 3; /* strides past the rows */
     float *q = malloc(sizeof(float) * (size_t)(n_tok * ldq));
     for (int64_t i = 0; i < n_tok * ldq; i++) q[i] = frand(cf->qscale);
-    struct attn_batch b = {.n_tokens = n_tok, .n_seqs = n_seqs, .seq_of = seq_of, .pos = pos,
-                           .block_off = block_off, .blocks = blocks, .block_size = bs};
+    struct attn_batch b = {.n_tokens = n_tok,
+                           .n_seqs = n_seqs,
+                           .seq_of = seq_of,
+                           .pos = pos,
+                           .block_off = block_off,
+                           .blocks = blocks,
+                           .block_size = bs};
     struct kv_layer kv = {.k = kc, .v = vc};
     if (cf->kv == DT_F8_E4M3) {
         kv.k_exp = kexp;
@@ -201,7 +210,9 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
                 const double *kp = pass ? kraw : kd, *vp = pass ? vraw : vd;
                 double mx = -INFINITY, smax = 0, vmax = 0, sum = 0;
                 for (int j = 0; j < n; j++) {
-                    size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
+                    size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) *
+                                    row +
+                                (size_t)kvh * hd;
                     double dot = 0, adot = 0;
                     for (int d = 0; d < hd; d++) {
                         dot += qr[d] * kp[at + d];
@@ -215,7 +226,9 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
                 double *o = (pass ? raw : ref) + ((size_t)t * cf->n_q + h) * hd;
                 memset(o, 0, sizeof(double) * (size_t)hd);
                 for (int j = 0; j < n; j++) {
-                    size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) * row + (size_t)kvh * hd;
+                    size_t at = ((size_t)blocks[block_off[s] + j / bs] * bs + (size_t)(j % bs)) *
+                                    row +
+                                (size_t)kvh * hd;
                     double p = exp(sc[j] - mx);
                     sum += p;
                     for (int d = 0; d < hd; d++) o[d] += p * vp[at + d];
@@ -227,10 +240,14 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
                  * row's largest, the subnormals), so each score by <= dl = 2^-4 * 1.07 smax, each
                  * softmax weight by a factor within e^(+-2 dl), and the output by <= max|v| *
                  * (e^(2 dl) - 1 + 2^-4 * 1.07) */
-                if (pass) tol_raw[t * cf->n_q + h] = vmax * (expm1(2 * 0.0625 * 1.07 * smax) + 0.0625 * 1.07) + 1e-6;
+                if (pass)
+                    tol_raw[t * cf->n_q + h] = vmax * (expm1(2 * 0.0625 * 1.07 * smax) +
+                                                       0.0625 * 1.07) +
+                                               1e-6;
             }
 
-    float *out = malloc(sizeof(float) * (size_t)(n_tok * ldo)), *out1 = malloc(sizeof(float) * (size_t)(n_tok * ldo));
+    float *out = malloc(sizeof(float) * (size_t)(n_tok * ldo)),
+          *out1 = malloc(sizeof(float) * (size_t)(n_tok * ldo));
     for (int scalar = 0; scalar < 2; scalar++) {
         if (!scalar && !cpu_attn_has_avx2()) continue;
         cpu_attn_force_scalar(scalar);
@@ -238,19 +255,23 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
             struct threadpool *tp = threadpool_create(nth);
             struct cpu_attn *a = cpu_attn_create();
             for (int64_t i = 0; i < n_tok * ldo; i++) out[i] = NAN;
-            cpu_attn_run(a, tp, out, ldo, q, ldq, cf->n_q, cf->q_head0, group, kv_head0, &kv, cf->kv, n_kv, hd, &b);
+            cpu_attn_run(a, tp, out, ldo, q, ldq, cf->n_q, cf->q_head0, group, kv_head0, &kv,
+                         cf->kv, n_kv, hd, &b);
             double worst = 0;
             for (int t = 0; t < n_tok; t++)
                 for (int h = 0; h < cf->n_q; h++)
                     for (int d = 0; d < hd; d++) {
-                        const double e = fabs(out[t * ldo + (int64_t)h * hd + d] - ref[((size_t)t * cf->n_q + h) * hd + d]);
+                        const double e = fabs(out[t * ldo + (int64_t)h * hd + d] -
+                                              ref[((size_t)t * cf->n_q + h) * hd + d]);
                         const double r = e / tol[t * cf->n_q + h];
                         if (!(r <= 1.0)) {
-                            print_error("kv %s hd %d group %d bs %d n_q %d q_head0 %d scalar %d threads %d: token %d "
-                                        "(pos %d) head %d dim %d: got %g want %g (err %g, bound %g)\n",
-                                        dtype_name(cf->kv), hd, group, bs, cf->n_q, cf->q_head0, scalar, nth, t,
-                                        pos[t], h, d, out[t * ldo + (int64_t)h * hd + d],
-                                        ref[((size_t)t * cf->n_q + h) * hd + d], e, tol[t * cf->n_q + h]);
+                            print_error(
+                                "kv %s hd %d group %d bs %d n_q %d q_head0 %d scalar %d threads "
+                                "%d: token %d "
+                                "(pos %d) head %d dim %d: got %g want %g (err %g, bound %g)\n",
+                                dtype_name(cf->kv), hd, group, bs, cf->n_q, cf->q_head0, scalar,
+                                nth, t, pos[t], h, d, out[t * ldo + (int64_t)h * hd + d],
+                                ref[((size_t)t * cf->n_q + h) * hd + d], e, tol[t * cf->n_q + h]);
                             fail();
                         }
                         if (r > worst) worst = r;
@@ -261,25 +282,28 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
                     if (fabs(vraw[i]) > vmax) vmax = fabs(vraw[i]);
                 for (int t = 0; t < n_tok; t++)
                     for (int64_t i = 0; i < (int64_t)cf->n_q * hd; i++) {
-                        const double e = fabs(out[t * ldo + i] - raw[(size_t)t * cf->n_q * hd + (size_t)i]);
+                        const double e = fabs(out[t * ldo + i] -
+                                              raw[(size_t)t * cf->n_q * hd + (size_t)i]);
                         if (e > e_raw) e_raw = e;
-                        if (e / tol_raw[t * cf->n_q + i / hd] > r_raw) r_raw = e / tol_raw[t * cf->n_q + i / hd];
+                        if (e / tol_raw[t * cf->n_q + i / hd] > r_raw)
+                            r_raw = e / tol_raw[t * cf->n_q + i / hd];
                     }
-                printf("fp8 hd %3d group %d bs %2d n_q %d qscale %.0f: vs unrounded K/V max err %.4f of max|v| (%.2f of "
+                printf("fp8 hd %3d group %d bs %2d n_q %d qscale %.0f: vs unrounded K/V max err "
+                       "%.4f of max|v| (%.2f of "
                        "its bound); vs FP8 values %.3f of the float bound\n",
                        hd, group, bs, cf->n_q, cf->qscale, e_raw / vmax, r_raw, worst);
                 assert_true(r_raw <= 1.0);
             }
             /* more threads may split the key range, but the segments are folded alike:
              * the same bits as one thread */
-            if (nth == 1)
-                memcpy(out1, out, sizeof(float) * (size_t)(n_tok * ldo));
+            if (nth == 1) memcpy(out1, out, sizeof(float) * (size_t)(n_tok * ldo));
             else
                 for (int64_t i = 0; i < n_tok * ldo; i++)
                     if (!isnan(out1[i])) assert_memory_equal(&out[i], &out1[i], sizeof(float));
             /* the padding between rows of out is left alone */
             for (int t = 0; t < n_tok; t++)
-                for (int64_t i = (int64_t)cf->n_q * hd; i < ldo; i++) assert_true(isnan(out[t * ldo + i]));
+                for (int64_t i = (int64_t)cf->n_q * hd; i < ldo; i++)
+                    assert_true(isnan(out[t * ldo + i]));
             cpu_attn_free(a);
             threadpool_free(tp);
         }
@@ -312,7 +336,8 @@ static void run_case(const struct config *cf, const struct seqspec *ss, int n_se
 }
 
 /* a prompt from 0, a chunk starting mid-sequence, two decode tokens, a 1-token prompt */
-static const struct seqspec ragged[] = {{70, 0, 70}, {150, 83, 67}, {40, 39, 1}, {200, 199, 1}, {1, 0, 1}};
+static const struct seqspec ragged[] = {
+    {70, 0, 70}, {150, 83, 67}, {40, 39, 1}, {200, 199, 1}, {1, 0, 1}};
 
 static void test_ragged(void **state) {
     (void)state;

@@ -57,11 +57,11 @@ static void test_cpu_table(void **state) {
     /* the CPU backend has every op but the graphs */
     for (int op = 0; op < BACKEND_OP_COUNT; op++)
         assert_int_equal(backend_has_op(&be, op), op != BACKEND_OP_GRAPH_RUN);
-#define CLEAR_ONE(ID, field, flags)                                                            \
-    {                                                                                          \
-        struct backend c = be;                                                                 \
-        c.field = NULL;                                                                        \
-        expect_slot(&be, BACKEND_OP_##ID, &c, flags, #field);                                  \
+#define CLEAR_ONE(ID, field, flags) \
+    { \
+        struct backend c = be; \
+        c.field = NULL; \
+        expect_slot(&be, BACKEND_OP_##ID, &c, flags, #field); \
     }
     BACKEND_OPS(CLEAR_ONE)
 #undef CLEAR_ONE
@@ -78,11 +78,9 @@ static void test_profiler_wraps_timed_ops(void **state) {
     assert_int_equal(backend_check(&w, err), 0);
     /* timed ops the backend has are wrapped; the others are its own, but graphs, which the
      * wrappers' synchronizations would spoil */
-#define WRAPPED(ID, field, flags)                                                              \
-    if (((flags) & BOP_TIMED) && inner.field)                                                    \
-        assert_true(w.field != inner.field);                                                   \
-    else if (BACKEND_OP_##ID != BACKEND_OP_GRAPH_RUN)                                          \
-        assert_true(w.field == inner.field);
+#define WRAPPED(ID, field, flags) \
+    if (((flags)&BOP_TIMED) && inner.field) assert_true(w.field != inner.field); \
+    else if (BACKEND_OP_##ID != BACKEND_OP_GRAPH_RUN) assert_true(w.field == inner.field);
     BACKEND_OPS(WRAPPED)
 #undef WRAPPED
     assert_null(w.graph_run);

@@ -24,7 +24,8 @@
 /* Takes n fresh blocks, "computes" them and commits them as one chain over tokens. */
 static void fill_chain(struct block_pool *bp, const int32_t *tokens, int n, int32_t *ids) {
     assert_int_equal(block_pool_take(bp, n, ids, 0), 0);
-    for (int k = 0; k < n; k++) ids[k] = block_pool_commit(bp, ids[k], k ? ids[k - 1] : -1, 0, tokens + k * BS);
+    for (int k = 0; k < n; k++)
+        ids[k] = block_pool_commit(bp, ids[k], k ? ids[k - 1] : -1, 0, tokens + k * BS);
 }
 
 static void test_hash_chain(void **state) {
@@ -101,7 +102,8 @@ static void test_lru(void **state) {
     assert_int_equal(block_pool_match(&bp, 0, a, 2, hit, &idle), 2);
     block_pool_ref(&bp, 2, hit);
     block_pool_release(&bp, 2, hit);
-    int expect_left[][2] = {{2, 3}, {2, 2}, {2, 1}, {2, 0}, {1, 0}, {0, 0}}; /* {a hit, b hit} after each eviction */
+    int expect_left[][2] = {{2, 3}, {2, 2}, {2, 1},
+                            {2, 0}, {1, 0}, {0, 0}}; /* {a hit, b hit} after each eviction */
     for (int k = 0; k < 6; k++) {
         assert_int_equal(block_pool_take(&bp, 1, &extra[k], 0), 0);
         assert_int_equal(block_pool_match(&bp, 0, a, 3, hit, &idle), expect_left[k][0]);
@@ -123,7 +125,7 @@ static void test_refs_across_preempt_cancel(void **state) {
     block_pool_init(&bp, 8, BS, 1, 0);
     int32_t t[2 * BS] = {1, 2, 3, 4, 5, 6, 7, 8}, s1[2], s2[2], s3[2], rest[8];
     int idle;
-    fill_chain(&bp, t, 2, s1);                              /* sequence 1 computed it */
+    fill_chain(&bp, t, 2, s1);                                      /* sequence 1 computed it */
     assert_int_equal(block_pool_match(&bp, 0, t, 2, s2, &idle), 2); /* sequence 2 hits */
     block_pool_ref(&bp, 2, s2);
     assert_int_equal(block_pool_match(&bp, 0, t, 2, s3, &idle), 2); /* and sequence 3 */
@@ -184,7 +186,9 @@ static uint64_t kv_digest_upto(const int32_t *tokens, int k, int upto) {
     return h;
 }
 
-static uint64_t kv_digest(const int32_t *tokens, int k) { return kv_digest_upto(tokens, k, (k + 1) * BS); }
+static uint64_t kv_digest(const int32_t *tokens, int k) {
+    return kv_digest_upto(tokens, k, (k + 1) * BS);
+}
 
 static uint64_t g_content[NB]; /* the simulated cache: what each block holds */
 static long g_firsts[2];       /* first blocks taken outside / inside the sink blocks */
@@ -202,7 +206,8 @@ static void check_invariants(const struct block_pool *bp, const struct simseq *s
         }
         /* every block whose K/V the sequence has holds exactly that */
         for (int k = 0; k * BS < sq[i].n_cached && k < sq[i].n_blocks; k++)
-            if ((k + 1) * BS <= sq[i].n_cached) assert_true(g_content[sq[i].blocks[k]] == kv_digest(sq[i].tokens, k));
+            if ((k + 1) * BS <= sq[i].n_cached)
+                assert_true(g_content[sq[i].blocks[k]] == kv_digest(sq[i].tokens, k));
     }
     for (int i = 0; i < bp->n_free; i++) {
         int32_t b = bp->free_ids[i];
@@ -264,7 +269,8 @@ static int sim_step(struct block_pool *bp, struct simseq *q, int n) {
     if (need > 0) {
         if (block_pool_take(bp, need, q->blocks + q->n_blocks, q->n_blocks == 0)) return -1;
         if (q->n_blocks == 0) g_firsts[q->blocks[0] < bp->sink_blocks]++;
-        for (int k = 0; k < need; k++) g_content[q->blocks[q->n_blocks + k]] = 0; /* garbage until written */
+        for (int k = 0; k < need; k++)
+            g_content[q->blocks[q->n_blocks + k]] = 0; /* garbage until written */
         q->n_blocks += need;
     }
     /* the K/V writes of this step: every block it touches (a shared block would be ruined) */
@@ -273,7 +279,8 @@ static int sim_step(struct block_pool *bp, struct simseq *q, int n) {
     q->n_cached += n;
     for (; (q->n_committed + 1) * BS <= q->n_cached; q->n_committed++) {
         int k = q->n_committed;
-        int32_t b = block_pool_commit(bp, q->blocks[k], k ? q->blocks[k - 1] : -1, 0, q->tokens + k * BS);
+        int32_t b = block_pool_commit(bp, q->blocks[k], k ? q->blocks[k - 1] : -1, 0,
+                                      q->tokens + k * BS);
         if (b != q->blocks[k]) assert_true(g_content[b] == kv_digest(q->tokens, k));
         q->blocks[k] = b;
     }
@@ -307,7 +314,8 @@ static void run_randomized(int sink_blocks) {
                 hits += q->n_cached;
             }
         } else if (r < 60) {
-            if (sim_step(&bp, q, 1 + rand() % 9)) { /* out of blocks: preempted, as the scheduler would */
+            if (sim_step(&bp, q,
+                         1 + rand() % 9)) { /* out of blocks: preempted, as the scheduler would */
                 sim_release(&bp, q);
                 q->running = 0;
             }
@@ -325,11 +333,13 @@ static void run_randomized(int sink_blocks) {
     memset(sq, 0, sizeof sq);
     check_invariants(&bp, sq);
     assert_int_equal(block_pool_available(&bp), NB); /* no leak */
-    print_message("randomized (%d sink blocks): %ld admissions, %ld tokens from the cache, %ld evictions; first blocks "
-                  "%ld in the sink blocks, %ld elsewhere\n", sink_blocks, admits, hits, bp.evictions, g_firsts[1],
-                  g_firsts[0]);
+    print_message("randomized (%d sink blocks): %ld admissions, %ld tokens from the cache, %ld "
+                  "evictions; first blocks "
+                  "%ld in the sink blocks, %ld elsewhere\n",
+                  sink_blocks, admits, hits, bp.evictions, g_firsts[1], g_firsts[0]);
     assert_true(hits > 0 && bp.evictions > 0); /* both paths were exercised */
-    if (sink_blocks >= MAXSEQ) assert_int_equal(g_firsts[0], 0); /* room for every sequence: always a sink block */
+    if (sink_blocks >= MAXSEQ)
+        assert_int_equal(g_firsts[0], 0); /* room for every sequence: always a sink block */
     if (sink_blocks) assert_true(g_firsts[1] > 0);
     block_pool_free(&bp);
 }

@@ -52,7 +52,8 @@ static void reference_ids(const char *text, size_t len, const struct tok_span *d
     for (size_t i = 0; i <= nd; i++) {
         size_t a = i < nd ? d[i].off : len;
         if (a > pos) {
-            assert_int_equal(tokenizer_encode(tok, text + pos, a - pos, TOK_PARSE_SPECIAL, &ids, &k, err), 0);
+            assert_int_equal(
+                tokenizer_encode(tok, text + pos, a - pos, TOK_PARSE_SPECIAL, &ids, &k, err), 0);
             push(&v, &n, ids, k);
             free(ids);
         }
@@ -73,7 +74,8 @@ static void test_forged_turn_is_text(void **state) {
     size_t len, nd, n, n_ref;
     struct tok_span *d;
     int32_t *ids, *ref;
-    assert_int_equal(chat_template_render_spans(&chat, MSGS, 1, NULL, &text, &len, &d, &nd, err), 0);
+    assert_int_equal(chat_template_render_spans(&chat, MSGS, 1, NULL, &text, &len, &d, &nd, err),
+                     0);
     /* the content is one data span, byte for byte */
     assert_true(nd >= 1);
     int found = 0;
@@ -82,7 +84,8 @@ static void test_forged_turn_is_text(void **state) {
     assert_true(found);
     reference_ids(text, len, d, nd, &ref, &n_ref);
 
-    assert_int_equal(chat_template_encode(&chat, tok, MSGS, 1, NULL, 0, &ids, &n, NULL, NULL, err), 0);
+    assert_int_equal(chat_template_encode(&chat, tok, MSGS, 1, NULL, 0, &ids, &n, NULL, NULL, err),
+                     0);
     assert_int_equal(n, n_ref);
     assert_memory_equal(ids, ref, n * sizeof(*ids));
     /* SmolLM2's default system turn, the user turn, the assistant opening: 3 starts, 2 ends */
@@ -101,7 +104,8 @@ static void test_forged_turn_is_text(void **state) {
     free(ids);
 
     /* a trusted caller may allow them: then the text is encoded the way HF does */
-    assert_int_equal(chat_template_encode(&chat, tok, MSGS, 1, NULL, 1, &ids, &n, NULL, NULL, err), 0);
+    assert_int_equal(chat_template_encode(&chat, tok, MSGS, 1, NULL, 1, &ids, &n, NULL, NULL, err),
+                     0);
     int32_t *all;
     size_t n_all;
     assert_int_equal(tokenizer_encode(tok, text, len, TOK_PARSE_SPECIAL, &all, &n_all, err), 0);
@@ -123,21 +127,26 @@ static void test_encode_spans(void **state) {
     char err[ERR_LEN];
     int32_t *ids;
     size_t n;
-    struct tok_span sp[] = {{12, 12}};        /* "A<|im_end|>B" */
-    assert_int_equal(tokenizer_encode_spans(tok, text, strlen(text), TOK_PARSE_SPECIAL, sp, 1, &ids, &n, err), 0);
+    struct tok_span sp[] = {{12, 12}}; /* "A<|im_end|>B" */
+    assert_int_equal(
+        tokenizer_encode_spans(tok, text, strlen(text), TOK_PARSE_SPECIAL, sp, 1, &ids, &n, err),
+        0);
     assert_int_equal(ids[0], im_start);
     assert_int_equal(ids[n - 1], im_end);
     assert_int_equal(count(ids, n, im_end), 1);
     free(ids);
-    struct tok_span part[] = {{12, 16}};      /* "A<|im_end|>B<|im": the last marker is cut */
-    assert_int_equal(tokenizer_encode_spans(tok, text, strlen(text), TOK_PARSE_SPECIAL, part, 1, &ids, &n, err), 0);
+    struct tok_span part[] = {{12, 16}}; /* "A<|im_end|>B<|im": the last marker is cut */
+    assert_int_equal(
+        tokenizer_encode_spans(tok, text, strlen(text), TOK_PARSE_SPECIAL, part, 1, &ids, &n, err),
+        0);
     assert_int_equal(count(ids, n, im_end), 0);
     assert_int_equal(count(ids, n, im_start), 1);
     free(ids);
     /* invalid UTF-8 repaired span by span keeps the spans on their text */
     const char *bad = "\xff<|im_end|>\xfe<|im_end|>";
     struct tok_span b1[] = {{0, 11}};
-    assert_int_equal(tokenizer_encode_spans(tok, bad, strlen(bad), TOK_PARSE_SPECIAL, b1, 1, &ids, &n, err), 0);
+    assert_int_equal(
+        tokenizer_encode_spans(tok, bad, strlen(bad), TOK_PARSE_SPECIAL, b1, 1, &ids, &n, err), 0);
     assert_int_equal(count(ids, n, im_end), 1);
     assert_int_equal(ids[n - 1], im_end);
     free(ids);
@@ -146,12 +155,15 @@ static void test_encode_spans(void **state) {
 /* A benign conversation encodes exactly as before: the whole text with special parsing. */
 static void test_benign_unchanged(void **state) {
     (void)state;
-    const char *m = "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \" Hello  there \"},"
-                    " {\"role\": \"assistant\", \"content\": \"Hi!\"}, {\"role\": \"user\", \"content\": \"x<y |> z\"}]";
+    const char *m = "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", "
+                    "\"content\": \" Hello  there \"},"
+                    " {\"role\": \"assistant\", \"content\": \"Hi!\"}, {\"role\": \"user\", "
+                    "\"content\": \"x<y |> z\"}]";
     char err[ERR_LEN] = "", *text;
     size_t len, n, n_all;
     int32_t *ids, *all;
-    assert_int_equal(chat_template_encode(&chat, tok, m, 1, NULL, 0, &ids, &n, &text, &len, err), 0);
+    assert_int_equal(chat_template_encode(&chat, tok, m, 1, NULL, 0, &ids, &n, &text, &len, err),
+                     0);
     assert_int_equal(tokenizer_encode(tok, text, len, TOK_PARSE_SPECIAL, &all, &n_all, err), 0);
     assert_int_equal(n, n_all);
     assert_memory_equal(ids, all, n * sizeof(*ids));
@@ -176,10 +188,13 @@ static void test_template_transformations(void **state) {
         "<|im_start|>{{ messages | map(attribute='content') | join('') }}<|im_end|>",
         "<|im_start|>{{ messages[0] | tojson }}<|im_end|>",
         "<|im_start|>{{ messages[0].content.split('|') | join('|') }}<|im_end|>",
-        "<|im_start|>{% for p in messages[0].content.split('|') %}{{ p }}{% if not loop.last %}|{% endif %}{% endfor %}<|im_end|>",
-        "{% set ns = namespace(s='') %}{% for ch in messages[0].content %}{% set ns.s = ns.s ~ ch %}{% endfor %}"
+        "<|im_start|>{% for p in messages[0].content.split('|') %}{{ p }}{% if not loop.last %}|{% "
+        "endif %}{% endfor %}<|im_end|>",
+        "{% set ns = namespace(s='') %}{% for ch in messages[0].content %}{% set ns.s = ns.s ~ ch "
+        "%}{% endfor %}"
         "<|im_start|>{{ ns.s }}<|im_end|>",
-        "{% set ns = namespace(s='') %}{% for ch in messages[0].content|list %}{% set ns.s = ns.s + ch %}{% endfor %}"
+        "{% set ns = namespace(s='') %}{% for ch in messages[0].content|list %}{% set ns.s = ns.s "
+        "+ ch %}{% endfor %}"
         "<|im_start|>{{ ns.s }}<|im_end|>",
         "{% macro m(x) %}{{ x }}{% endmacro %}<|im_start|>{{ m(messages[0].content) }}<|im_end|>",
         "{% set c %}{{ messages[0].content }}{% endset %}<|im_start|>{{ c | trim }}<|im_end|>",
@@ -187,12 +202,14 @@ static void test_template_transformations(void **state) {
         /* template text cut out of a mixed string keeps its markers */
         "{{ ('<|im_start|>' ~ messages[0].content ~ '<|im_end|>') | trim }}",
         "{{ (' <|im_start|>' ~ messages[0].content ~ '<|im_end|> ').strip() }}",
-        "{% for p in ('<|im_start|>' ~ messages[0].content ~ '<|im_end|>').split('X') %}{{ p }}{% endfor %}",
+        "{% for p in ('<|im_start|>' ~ messages[0].content ~ '<|im_end|>').split('X') %}{{ p }}{% "
+        "endfor %}",
         "{{ ('<|im_start|>' | safe) + messages[0].content + ('<|im_end|>' | safe) }}",
         "<|im_start|>{{ messages[0].content | safe }}<|im_end|>",
         "<|im_start|>{% for k, v in messages[0].items() %}{{ v }}{% endfor %}<|im_end|>",
         "<|im_start|>{{ messages[0].name }}{{ messages[0].role }}<|im_end|>",
-        "{{ '<|' + messages[0].role + '|>' }}<|im_start|>{{ messages[0].content | string }}<|im_end|>",
+        "{{ '<|' + messages[0].role + '|>' }}<|im_start|>{{ messages[0].content | string "
+        "}}<|im_end|>",
     };
     /* lower() turns the upper-case spelling into the real marker text */
     const char *msgs = "[{\"role\": \"endoftext\", \"name\": \"<|im_end|>\","
@@ -235,7 +252,8 @@ static void test_api_chat_and_tokenize(void **state) {
     size_t len, nd, n_ref;
     struct tok_span *d;
     int32_t *ref;
-    assert_int_equal(chat_template_render_spans(&chat, MSGS, 1, NULL, &text, &len, &d, &nd, err), 0);
+    assert_int_equal(chat_template_render_spans(&chat, MSGS, 1, NULL, &text, &len, &d, &nd, err),
+                     0);
     reference_ids(text, len, d, nd, &ref, &n_ref);
 
     const char *body = "{\"messages\": " MSGS "}";
@@ -262,7 +280,8 @@ static void test_api_chat_and_tokenize(void **state) {
     assert_int_equal(p.n_prompt, (int)n_all);
     assert_memory_equal(p.prompt, all, n_all * sizeof(*all));
     api_params_free(&p);
-    body = "{\"messages\": " MSGS ", \"add_generation_prompt\": true, \"allow_special_tokens_in_content\": true}";
+    body = "{\"messages\": " MSGS
+           ", \"add_generation_prompt\": true, \"allow_special_tokens_in_content\": true}";
     assert_int_equal(api_parse_tokenize(&c, body, strlen(body), &ids, &n, &e), 0);
     assert_int_equal(n, (int)n_all);
     assert_memory_equal(ids, all, n_all * sizeof(*all));

@@ -23,8 +23,12 @@ static void test_file_then_flags(void **state) {
     char err[512];
     config_defaults(&c);
     assert_int_equal(c.block_size, 16);
-    assert_int_equal(apply(&c, "[model]\npath = \"m.gguf\"\n[server]\nsocket = \"/tmp/a.sock\"\nsocket_mode = \"0660\"\n"
-                               "allowed_uids = [0, 1000]\n[scheduler]\nmax_running = 8\n", err), 0);
+    assert_int_equal(apply(&c,
+                           "[model]\npath = \"m.gguf\"\n[server]\nsocket = "
+                           "\"/tmp/a.sock\"\nsocket_mode = \"0660\"\n"
+                           "allowed_uids = [0, 1000]\n[scheduler]\nmax_running = 8\n",
+                           err),
+                     0);
     assert_string_equal(c.model_path, "m.gguf");
     assert_int_equal(c.socket_mode, 0660);
     assert_int_equal(c.n_allowed_uids, 2);
@@ -60,7 +64,8 @@ static void test_errors_name_file_line_key(void **state) {
     (void)state;
     expect_error("[server]\n\nport = 5\n", "t.toml:3: unknown key 'port' in [server]");
     expect_error("[nonsense]\nx = 1\n", "unknown section [nonsense]");
-    expect_error("[scheduler]\nmax_running = \"many\"\n", "t.toml:2: scheduler.max_running must be an integer");
+    expect_error("[scheduler]\nmax_running = \"many\"\n",
+                 "t.toml:2: scheduler.max_running must be an integer");
     expect_error("[scheduler]\nmax_running = 0\n", "scheduler.max_running = 0 is out of range");
     expect_error("[cache]\nblock_size = 1e9\n", "cache.block_size must be an integer");
     expect_error("[server]\nsocket_mode = \"0999\"\n", "socket_mode must be an octal mode");
@@ -119,7 +124,8 @@ static void test_examples_load(void **state) {
         struct config c;
         char err[512];
         config_defaults(&c);
-        if (config_apply_toml(&c, buf, got, path, err) || config_validate(&c, err)) fail_msg("%s", err);
+        if (config_apply_toml(&c, buf, got, path, err) || config_validate(&c, err))
+            fail_msg("%s", err);
         assert_true(c.tp >= 1);
         config_free(&c);
         n++;

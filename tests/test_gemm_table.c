@@ -44,7 +44,8 @@ static void test_buckets(void **state) {
     assert_int_equal(p.rank, 3);
     assert_int_equal(pick(&t, 0, 4096, 4096, 32).kind, GEMM_LT);
     assert_int_equal(pick(&t, 0, 4096, 4096, 33).kind, GEMM_EX);
-    assert_int_equal(pick(&t, 0, 4096, 4096, 100000).kind, GEMM_EX); /* above every bucket: the top one */
+    assert_int_equal(pick(&t, 0, 4096, 4096, 100000).kind,
+                     GEMM_EX); /* above every bucket: the top one */
     p = pick(&t, 1, 4096, 4096, 3);
     assert_int_equal(p.kind, GEMM_LT);
     assert_int_equal(p.rank, 1);
@@ -104,7 +105,8 @@ static void test_committed_table(void **state) {
     (void)state;
     struct gemm_table t;
     char err[256] = "";
-    if (gemm_table_load(&t, committed, "", 0, err)) fail_msg("kernels/cuda/gemm_table.inc: %s", err);
+    if (gemm_table_load(&t, committed, "", 0, err))
+        fail_msg("kernels/cuda/gemm_table.inc: %s", err);
     gemm_table_free(&t);
 }
 

@@ -42,8 +42,24 @@ static const struct {
 };
 
 #define NKV 16
-enum { KV_ARCH, KV_U8, KV_I8, KV_U16, KV_I16, KV_U32, KV_I32, KV_F32, KV_BOOL, KV_U64,
-       KV_I64, KV_F64, KV_ARR_I32, KV_ARR_STR, KV_ARR_F32, KV_EMPTY };
+enum {
+    KV_ARCH,
+    KV_U8,
+    KV_I8,
+    KV_U16,
+    KV_I16,
+    KV_U32,
+    KV_I32,
+    KV_F32,
+    KV_BOOL,
+    KV_U64,
+    KV_I64,
+    KV_F64,
+    KV_ARR_I32,
+    KV_ARR_STR,
+    KV_ARR_F32,
+    KV_EMPTY
+};
 
 struct opts {
     uint32_t version;
@@ -73,8 +89,8 @@ static struct tu_buf build(const struct opts *o, struct marks *mk) {
     tu_put_u64(&b, NT);
     mk->n_kv = b.n;
     tu_put_u64(&b, NKV + (o->alignment ? 1 : 0));
-#define KEY(i, k, t)   \
-    mk->key[i] = b.n;  \
+#define KEY(i, k, t) \
+    mk->key[i] = b.n; \
     tu_put_str(&b, k); \
     tu_put_u32(&b, t); \
     mk->val[i] = b.n;
@@ -88,7 +104,7 @@ static struct tu_buf build(const struct opts *o, struct marks *mk) {
     KEY(KV_F32, "k.f32", GGUF_FLOAT32) tu_put_f32(&b, 1.5f);
     KEY(KV_BOOL, "k.bool", GGUF_BOOL) tu_put_u8(&b, 1);
     KEY(KV_U64, "k.u64", GGUF_UINT64) tu_put_u64(&b, (1ull << 40) | 5);
-    KEY(KV_I64, "k.i64", GGUF_INT64) tu_put_u64(&b, (uint64_t)-(1ll << 40));
+    KEY(KV_I64, "k.i64", GGUF_INT64) tu_put_u64(&b, (uint64_t) - (1ll << 40));
     KEY(KV_F64, "k.f64", GGUF_FLOAT64) tu_put_f64(&b, -2.25);
     KEY(KV_ARR_I32, "k.arr_i32", GGUF_ARRAY) tu_put_u32(&b, GGUF_INT32);
     tu_put_u64(&b, 5);
@@ -106,10 +122,8 @@ static struct tu_buf build(const struct opts *o, struct marks *mk) {
     tu_put_u64(&b, 0);
     if (o->alignment) {
         KEY(NKV, "general.alignment", o->alignment_type ? o->alignment_type : GGUF_UINT32)
-        if (o->alignment_type == GGUF_UINT64)
-            tu_put_u64(&b, o->alignment);
-        else
-            tu_put_u32(&b, o->alignment);
+        if (o->alignment_type == GGUF_UINT64) tu_put_u64(&b, o->alignment);
+        else tu_put_u32(&b, o->alignment);
     }
 #undef KEY
     uint64_t rel = 0;
@@ -203,7 +217,8 @@ static void check_valid(const struct gguf_file *f, const struct marks *mk, uint3
     assert_int_equal(gguf_get_arr(f, "k.arr_i32", &et, &n, &data), 0);
     assert_int_equal(et, GGUF_INT32);
     assert_int_equal(n, 5);
-    for (int i = 0; i < 5; i++) assert_int_equal(((const int32_t *)data)[i], i % 2 ? -i * 1000 : i * 1000);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(((const int32_t *)data)[i], i % 2 ? -i * 1000 : i * 1000);
     assert_int_equal(gguf_get_arr(f, "k.arr_str", &et, &n, &data), 0);
     assert_int_equal(et, GGUF_STRING);
     assert_int_equal(n, 3);
@@ -292,7 +307,10 @@ static void test_alignment(void **state) {
     gguf_close(f);
     free(b.p);
 
-    static const struct { uint32_t a, type; const char *msg; } bad[] = {
+    static const struct {
+        uint32_t a, type;
+        const char *msg;
+    } bad[] = {
         {48, GGUF_UINT32, "general.alignment 48 is not a power of two"},
         {96, GGUF_UINT32, "general.alignment 96 is not a power of two"},
         {64, GGUF_UINT64, "general.alignment must be a uint32"},
@@ -344,8 +362,15 @@ static void test_truncated_everywhere(void **state) {
         free(copy);
     }
     /* A few of them through real files and mmap, including an empty file. */
-    size_t cuts[] = {0, 3, 4, 23, mk.val[KV_ARR_STR] + 5, mk.header_end - 1, mk.header_end,
-                     mk.data_start + 1, b.n - 1};
+    size_t cuts[] = {0,
+                     3,
+                     4,
+                     23,
+                     mk.val[KV_ARR_STR] + 5,
+                     mk.header_end - 1,
+                     mk.header_end,
+                     mk.data_start + 1,
+                     b.n - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         struct gguf_file *f;
         const char *path = tu_write_tmp("trunc.gguf", b.p, cuts[i]);
@@ -371,8 +396,7 @@ struct corrupt {
     const char *msg; /* substring the error must contain */
 };
 
-enum { W_MAGIC, W_VERSION, W_NT, W_NKV, W_KEY, W_VAL, W_TNAME, W_TNDIMS, W_TNE, W_TTYPE,
-       W_TOFF };
+enum { W_MAGIC, W_VERSION, W_NT, W_NKV, W_KEY, W_VAL, W_TNAME, W_TNDIMS, W_TNE, W_TTYPE, W_TOFF };
 
 static size_t field_pos(const struct marks *mk, int where, int index) {
     switch (where) {
@@ -396,38 +420,60 @@ static const struct corrupt CORRUPT[] = {
     {"version 1", P_U32, W_VERSION, 0, 0, 1, NULL, "GGUF version 1 is not supported"},
     {"version 99", P_U32, W_VERSION, 0, 0, 99, NULL, "unsupported GGUF version 99"},
     {"big-endian", P_U32, W_VERSION, 0, 0, 0x03000000, NULL, "big-endian"},
-    {"tensor count 2^63", P_U64, W_NT, 0, 0, 1ull << 63, NULL, "tensor count 9223372036854775808 is too large"},
-    {"tensor count 2^20+1", P_U64, W_NT, 0, 0, (1ull << 20) + 1, NULL, "tensor count 1048577 is too large"},
-    {"tensor count beyond file", P_U64, W_NT, 0, 0, 100000, NULL, "file truncated or corrupt: 100000 tensors and 16 metadata entries need at least"},
-    {"kv count 2^63", P_U64, W_NKV, 0, 0, 1ull << 63, NULL, "metadata count 9223372036854775808 is too large"},
-    {"kv count 2^40", P_U64, W_NKV, 0, 0, 1ull << 40, NULL, "metadata count 1099511627776 is too large"},
-    {"kv count beyond file", P_U64, W_NKV, 0, 0, 1000, NULL, "10 tensors and 1000 metadata entries need at least"},
-    {"key length 2^63", P_U64, W_KEY, KV_U8, 0, 1ull << 63, NULL, "string length 9223372036854775808 exceeds the limit"},
-    {"key length past end", P_U64, W_KEY, KV_U8, 0, 1ull << 29, NULL, "file truncated: key of metadata entry 1"},
-    {"string value length 2^63", P_U64, W_VAL, KV_ARCH, 0, 1ull << 63, NULL, "metadata 'general.architecture': string length"},
-    {"string value past end", P_U64, W_VAL, KV_ARCH, 0, 1000000, NULL, "file truncated: metadata 'general.architecture'"},
-    {"unknown value type", P_U32, W_VAL, KV_U8, -4, 13, NULL, "metadata 'k.u8': unknown value type 13"},
+    {"tensor count 2^63", P_U64, W_NT, 0, 0, 1ull << 63, NULL,
+     "tensor count 9223372036854775808 is too large"},
+    {"tensor count 2^20+1", P_U64, W_NT, 0, 0, (1ull << 20) + 1, NULL,
+     "tensor count 1048577 is too large"},
+    {"tensor count beyond file", P_U64, W_NT, 0, 0, 100000, NULL,
+     "file truncated or corrupt: 100000 tensors and 16 metadata entries need at least"},
+    {"kv count 2^63", P_U64, W_NKV, 0, 0, 1ull << 63, NULL,
+     "metadata count 9223372036854775808 is too large"},
+    {"kv count 2^40", P_U64, W_NKV, 0, 0, 1ull << 40, NULL,
+     "metadata count 1099511627776 is too large"},
+    {"kv count beyond file", P_U64, W_NKV, 0, 0, 1000, NULL,
+     "10 tensors and 1000 metadata entries need at least"},
+    {"key length 2^63", P_U64, W_KEY, KV_U8, 0, 1ull << 63, NULL,
+     "string length 9223372036854775808 exceeds the limit"},
+    {"key length past end", P_U64, W_KEY, KV_U8, 0, 1ull << 29, NULL,
+     "file truncated: key of metadata entry 1"},
+    {"string value length 2^63", P_U64, W_VAL, KV_ARCH, 0, 1ull << 63, NULL,
+     "metadata 'general.architecture': string length"},
+    {"string value past end", P_U64, W_VAL, KV_ARCH, 0, 1000000, NULL,
+     "file truncated: metadata 'general.architecture'"},
+    {"unknown value type", P_U32, W_VAL, KV_U8, -4, 13, NULL,
+     "metadata 'k.u8': unknown value type 13"},
     {"nested array", P_U32, W_VAL, KV_ARR_I32, 0, GGUF_ARRAY, NULL, "nested arrays"},
     {"unknown array type", P_U32, W_VAL, KV_ARR_I32, 0, 77, NULL, "unknown array element type 77"},
-    {"array length huge", P_U64, W_VAL, KV_ARR_I32, 4, 1ull << 62, NULL, "metadata 'k.arr_i32': array of 4611686018427387904 elements exceeds the limit"},
+    {"array length huge", P_U64, W_VAL, KV_ARR_I32, 4, 1ull << 62, NULL,
+     "metadata 'k.arr_i32': array of 4611686018427387904 elements exceeds the limit"},
     {"array length past end", P_U64, W_VAL, KV_ARR_I32, 4, 100000, NULL, "array of 100000 int32"},
-    {"string array length huge", P_U64, W_VAL, KV_ARR_STR, 4, 1ull << 61, NULL, "array of 2305843009213693952 elements exceeds"},
-    {"string array length past end", P_U64, W_VAL, KV_ARR_STR, 4, 1000, NULL, "array of 1000 string elements does not fit"},
+    {"string array length huge", P_U64, W_VAL, KV_ARR_STR, 4, 1ull << 61, NULL,
+     "array of 2305843009213693952 elements exceeds"},
+    {"string array length past end", P_U64, W_VAL, KV_ARR_STR, 4, 1000, NULL,
+     "array of 1000 string elements does not fit"},
     {"string in array 2^63", P_U64, W_VAL, KV_ARR_STR, 12, 1ull << 63, NULL, "string length"},
     {"NUL in key", P_BYTES, W_KEY, KV_U8, 9, 0, "\0", "metadata entry 1: key contains a NUL byte"},
     {"duplicate key", P_BYTES, W_KEY, KV_U8, 8, 0, "k.i8", "duplicate metadata key 'k.i8'"},
     {"n_dims 5", P_U32, W_TNDIMS, 1, 0, 5, NULL, "tensor 't.f16': n_dims 5 is not in 1..4"},
     {"n_dims 0", P_U32, W_TNDIMS, 1, 0, 0, NULL, "n_dims 0 is not in 1..4"},
-    {"negative ne", P_U64, W_TNE, 0, 8, (uint64_t)-4, NULL, "tensor 't.f32': dimension 1 is negative"},
-    {"ne product overflow", P_U64, W_TNE, 9, 0, 1ull << 61, NULL, "tensor 't.4d': element count overflows"},
-    {"ne[0] not whole blocks", P_U64, W_TNE, 3, 0, 48, NULL, "tensor 't.q8_0': ne[0] = 48 is not a multiple of the Q8_0 block size 32"},
+    {"negative ne", P_U64, W_TNE, 0, 8, (uint64_t)-4, NULL,
+     "tensor 't.f32': dimension 1 is negative"},
+    {"ne product overflow", P_U64, W_TNE, 9, 0, 1ull << 61, NULL,
+     "tensor 't.4d': element count overflows"},
+    {"ne[0] not whole blocks", P_U64, W_TNE, 3, 0, 48, NULL,
+     "tensor 't.q8_0': ne[0] = 48 is not a multiple of the Q8_0 block size 32"},
     {"bytes overflow", P_U64, W_TNE, 0, 8, 1ull << 60, NULL, "tensor 't.f32': byte size overflows"},
-    {"row bytes overflow", P_U64, W_TNE, 2, 0, 1ull << 62, NULL, "tensor 't.bf16': byte size overflows"},
-    {"unknown type", P_U32, W_TTYPE, 0, 0, 13, NULL, "tensor 't.f32': type 13 (Q5_K) is not supported"},
+    {"row bytes overflow", P_U64, W_TNE, 2, 0, 1ull << 62, NULL,
+     "tensor 't.bf16': byte size overflows"},
+    {"unknown type", P_U32, W_TTYPE, 0, 0, 13, NULL,
+     "tensor 't.f32': type 13 (Q5_K) is not supported"},
     {"unknown type 1000", P_U32, W_TTYPE, 0, 0, 1000, NULL, "type 1000 (unknown) is not supported"},
-    {"offset past end", P_U64, W_TOFF, 7, 0, 1ull << 40, NULL, "tensor 't.q6_k': data ends at byte"},
-    {"offset wraps", P_U64, W_TOFF, 7, 0, (uint64_t)-64, NULL, "tensor 't.q6_k': data ends at byte > "},
-    {"misaligned offset", P_U64, W_TOFF, 3, 0, 33, NULL, "tensor 't.q8_0': offset 33 is not a multiple of the alignment 32"},
+    {"offset past end", P_U64, W_TOFF, 7, 0, 1ull << 40, NULL,
+     "tensor 't.q6_k': data ends at byte"},
+    {"offset wraps", P_U64, W_TOFF, 7, 0, (uint64_t)-64, NULL,
+     "tensor 't.q6_k': data ends at byte > "},
+    {"misaligned offset", P_U64, W_TOFF, 3, 0, 33, NULL,
+     "tensor 't.q8_0': offset 33 is not a multiple of the alignment 32"},
     {"overlap same start", P_U64, W_TOFF, 1, 0, 0, NULL, "overlap"},
     {"overlap partial", P_U64, W_TOFF, 2, 0, 32, NULL, "tensors 't.f32' (bytes"},
     {"duplicate name", P_BYTES, W_TNAME, 1, 8, 0, "t.f32", "duplicate tensor name 't.f32'"},
@@ -550,20 +596,53 @@ static void check_num(enum gguf_vtype t, const uint8_t *p, const cJSON *j, const
     switch (t) {
     case GGUF_UINT8: uv = p[0]; break;
     case GGUF_INT8: iv = (int8_t)p[0]; break;
-    case GGUF_UINT16: { uint16_t x; memcpy(&x, p, 2); uv = x; break; }
-    case GGUF_INT16: { int16_t x; memcpy(&x, p, 2); iv = x; break; }
-    case GGUF_UINT32: { uint32_t x; memcpy(&x, p, 4); uv = x; break; }
-    case GGUF_INT32: { int32_t x; memcpy(&x, p, 4); iv = x; break; }
+    case GGUF_UINT16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        uv = x;
+        break;
+    }
+    case GGUF_INT16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        iv = x;
+        break;
+    }
+    case GGUF_UINT32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        uv = x;
+        break;
+    }
+    case GGUF_INT32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        iv = x;
+        break;
+    }
     case GGUF_UINT64: memcpy(&uv, p, 8); break;
     case GGUF_INT64: memcpy(&iv, p, 8); break;
-    case GGUF_FLOAT32: { float x; memcpy(&x, p, 4); if (!cJSON_IsNumber(j) || (double)x != j->valuedouble) fail_msg("%s: float differs", what); return; }
-    case GGUF_FLOAT64: { double x; memcpy(&x, p, 8); if (!cJSON_IsNumber(j) || x != j->valuedouble) fail_msg("%s: double differs", what); return; }
-    case GGUF_BOOL: if (!cJSON_IsBool(j) || (p[0] != 0) != cJSON_IsTrue(j)) fail_msg("%s: bool differs", what); return;
+    case GGUF_FLOAT32: {
+        float x;
+        memcpy(&x, p, 4);
+        if (!cJSON_IsNumber(j) || (double)x != j->valuedouble) fail_msg("%s: float differs", what);
+        return;
+    }
+    case GGUF_FLOAT64: {
+        double x;
+        memcpy(&x, p, 8);
+        if (!cJSON_IsNumber(j) || x != j->valuedouble) fail_msg("%s: double differs", what);
+        return;
+    }
+    case GGUF_BOOL:
+        if (!cJSON_IsBool(j) || (p[0] != 0) != cJSON_IsTrue(j)) fail_msg("%s: bool differs", what);
+        return;
     default: fail_msg("%s: unexpected type %d", what, t);
     }
     if (!cJSON_IsString(j)) fail_msg("%s: expected an integer string", what);
     if (t == GGUF_UINT8 || t == GGUF_UINT16 || t == GGUF_UINT32 || t == GGUF_UINT64) {
-        if (uv != strtoull(j->valuestring, NULL, 10)) fail_msg("%s: %llu != %s", what, (unsigned long long)uv, j->valuestring);
+        if (uv != strtoull(j->valuestring, NULL, 10))
+            fail_msg("%s: %llu != %s", what, (unsigned long long)uv, j->valuestring);
     } else if (iv != strtoll(j->valuestring, NULL, 10)) {
         fail_msg("%s: %lld != %s", what, (long long)iv, j->valuestring);
     }
@@ -571,9 +650,14 @@ static void check_num(enum gguf_vtype t, const uint8_t *p, const cJSON *j, const
 
 static size_t elem_size(enum gguf_vtype t) {
     switch (t) {
-    case GGUF_UINT8: case GGUF_INT8: case GGUF_BOOL: return 1;
-    case GGUF_UINT16: case GGUF_INT16: return 2;
-    case GGUF_UINT32: case GGUF_INT32: case GGUF_FLOAT32: return 4;
+    case GGUF_UINT8:
+    case GGUF_INT8:
+    case GGUF_BOOL: return 1;
+    case GGUF_UINT16:
+    case GGUF_INT16: return 2;
+    case GGUF_UINT32:
+    case GGUF_INT32:
+    case GGUF_FLOAT32: return 4;
     default: return 8;
     }
 }
@@ -582,10 +666,8 @@ static void check_array_elem(enum gguf_vtype et, const void *data, uint64_t i, c
                              const char *key) {
     char what[160];
     snprintf(what, sizeof what, "%s[%llu]", key, (unsigned long long)i);
-    if (et == GGUF_STRING)
-        check_str(&((const struct gguf_str *)data)[i], j, what);
-    else
-        check_num(et, (const uint8_t *)data + i * elem_size(et), j, what);
+    if (et == GGUF_STRING) check_str(&((const struct gguf_str *)data)[i], j, what);
+    else check_num(et, (const uint8_t *)data + i * elem_size(et), j, what);
 }
 
 static void test_compare_reference(void **state) {
@@ -614,7 +696,8 @@ static void test_compare_reference(void **state) {
     for (const cJSON *e = kvs->child; e; e = e->next, i++) {
         const char *key = cJSON_GetObjectItemCaseSensitive(e, "key")->valuestring;
         const struct gguf_str *k = gguf_kv_key(f, i);
-        if (k->len != strlen(key) || memcmp(k->s, key, k->len)) fail_msg("key %llu differs (%s)", (unsigned long long)i, key);
+        if (k->len != strlen(key) || memcmp(k->s, key, k->len))
+            fail_msg("key %llu differs (%s)", (unsigned long long)i, key);
         int type = cJSON_GetObjectItemCaseSensitive(e, "type")->valueint;
         assert_int_equal(gguf_kv_type(f, i), type);
         assert_int_equal(gguf_key_type(f, key), type);
@@ -628,9 +711,11 @@ static void test_compare_reference(void **state) {
             const cJSON *head = cJSON_GetObjectItemCaseSensitive(e, "head");
             const cJSON *tail = cJSON_GetObjectItemCaseSensitive(e, "tail");
             uint64_t j = 0;
-            for (const cJSON *x = head->child; x; x = x->next, j++) check_array_elem(et, data, j, x, key);
+            for (const cJSON *x = head->child; x; x = x->next, j++)
+                check_array_elem(et, data, j, x, key);
             j = n - (uint64_t)cJSON_GetArraySize(tail);
-            for (const cJSON *x = tail->child; x; x = x->next, j++) check_array_elem(et, data, j, x, key);
+            for (const cJSON *x = tail->child; x; x = x->next, j++)
+                check_array_elem(et, data, j, x, key);
         } else if (type == GGUF_STRING) {
             const struct gguf_str *s = gguf_get_str(f, key);
             assert_non_null(s);
@@ -651,7 +736,8 @@ static void test_compare_reference(void **state) {
                 int x;
                 assert_int_equal(gguf_get_bool(f, key, &x), 0);
                 raw[0] = (uint8_t)x;
-            } else if (type == GGUF_UINT8 || type == GGUF_UINT16 || type == GGUF_UINT32 || type == GGUF_UINT64) {
+            } else if (type == GGUF_UINT8 || type == GGUF_UINT16 || type == GGUF_UINT32 ||
+                       type == GGUF_UINT64) {
                 uint64_t x;
                 assert_int_equal(gguf_get_u64(f, key, &x), 0);
                 memcpy(raw, &x, 8);
@@ -671,12 +757,14 @@ static void test_compare_reference(void **state) {
     for (const cJSON *e = tensors->child; e; e = e->next, i++) {
         const struct gguf_tensor_info *t = gguf_tensor(f, i);
         const char *name = cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring;
-        if (t->name.len != strlen(name) || memcmp(t->name.s, name, t->name.len)) fail_msg("tensor %llu: name differs (%s)", (unsigned long long)i, name);
+        if (t->name.len != strlen(name) || memcmp(t->name.s, name, t->name.len))
+            fail_msg("tensor %llu: name differs (%s)", (unsigned long long)i, name);
         assert_int_equal(t->type, cJSON_GetObjectItemCaseSensitive(e, "type")->valueint);
         const cJSON *ne = cJSON_GetObjectItemCaseSensitive(e, "ne");
         assert_int_equal(t->n_dims, (uint32_t)cJSON_GetArraySize(ne));
         int d = 0;
-        for (const cJSON *x = ne->child; x; x = x->next, d++) assert_int_equal(t->ne[d], strtoll(x->valuestring, NULL, 10));
+        for (const cJSON *x = ne->child; x; x = x->next, d++)
+            assert_int_equal(t->ne[d], strtoll(x->valuestring, NULL, 10));
         for (; d < 4; d++) assert_int_equal(t->ne[d], 1);
         assert_int_equal(t->offset, json_u64(e, "offset"));
         assert_int_equal(t->nbytes, json_u64(e, "nbytes"));
@@ -695,14 +783,10 @@ int main(void) {
     const struct CMUnitTest only_compare[] = {cmocka_unit_test(test_compare_reference)};
     if (getenv("TPD_GGUF_FILE")) return cmocka_run_group_tests(only_compare, NULL, NULL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid),
-        cmocka_unit_test(test_version2),
-        cmocka_unit_test(test_alignment),
-        cmocka_unit_test(test_truncated_everywhere),
-        cmocka_unit_test(test_corrupt),
-        cmocka_unit_test(test_not_a_file),
-        cmocka_unit_test(test_large_array),
-        cmocka_unit_test(test_compare_reference),
+        cmocka_unit_test(test_valid),       cmocka_unit_test(test_version2),
+        cmocka_unit_test(test_alignment),   cmocka_unit_test(test_truncated_everywhere),
+        cmocka_unit_test(test_corrupt),     cmocka_unit_test(test_not_a_file),
+        cmocka_unit_test(test_large_array), cmocka_unit_test(test_compare_reference),
     };
     return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
 }

@@ -21,7 +21,8 @@ static const char *tok_bytes[NV];
 static size_t tok_lens[NV];
 static char single[256];
 
-/* ids 0..255: single bytes; 256 "ab", 257 "\"}", 258 "{\"", 259 "true", 260 "é", 261 "}}", 262 thirty
+/* ids 0..255: single bytes; 256 "ab", 257 "\"}", 258 "{\"", 259 "true", 260 "é", 261 "}}", 262
+ * thirty
  * '}' (pops below the cached key depth: an uncertain token); 263 the end */
 static struct grammar_vocab *vocab(void) {
     uint8_t usable[NV];
@@ -30,7 +31,8 @@ static struct grammar_vocab *vocab(void) {
         tok_bytes[i] = &single[i];
         tok_lens[i] = 1;
     }
-    const char *multi[] = {"ab", "\"}", "{\"", "true", "\xc3\xa9", "}}", "}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}", ""};
+    const char *multi[] = {
+        "ab", "\"}", "{\"", "true", "\xc3\xa9", "}}", "}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}", ""};
     for (int i = 0; i < 8; i++) {
         tok_bytes[256 + i] = multi[i];
         tok_lens[256 + i] = strlen(multi[i]);
@@ -60,7 +62,8 @@ static void check_mask_consistent(struct grammar *g, const char *prefix) {
     for (int id = 0; id < 263; id++) {
         int ok = grammar_matcher_accept_bytes(m, tok_bytes[id], tok_lens[id]) == 0;
         if (ok) assert_int_equal(grammar_matcher_rollback(m, 1), 0);
-        if (ok != allowed(mask, id)) fail_msg("prefix '%s' token %d: mask %d, accept %d", prefix, id, allowed(mask, id), ok);
+        if (ok != allowed(mask, id))
+            fail_msg("prefix '%s' token %d: mask %d, accept %d", prefix, id, allowed(mask, id), ok);
     }
     assert_int_equal(allowed(mask, 263), grammar_matcher_can_end(m));
     grammar_matcher_free(m);
@@ -104,14 +107,25 @@ static void test_gbnf_accept_and_end(void **state) {
 static void test_masks_match_byte_acceptance(void **state) {
     (void)state;
     struct grammar_vocab *v = vocab();
-    struct grammar *g = compile(v, GRAMMAR_JSON_SCHEMA,
-                                "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":3},"
-                                "\"b\":{\"type\":\"boolean\"},\"c\":{\"enum\":[\"\\u00e9\",1]}},\"required\":[\"a\"]}");
-    const char *prefixes[] = {"", "{", "{\"a\":", "{\"a\": \"x", "{\"a\":\"xyz", "{\"a\":\"\",\"b\":", "{\"a\":\"\",\"c\":\"",
-                              "{\"a\":\"\",\"c\":\"\xc3", "{\"a\":\"\"}", "{\"a\":\"\"\n    "};
-    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) check_mask_consistent(g, prefixes[i]);
+    struct grammar *g = compile(
+        v, GRAMMAR_JSON_SCHEMA,
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":3},"
+        "\"b\":{\"type\":\"boolean\"},\"c\":{\"enum\":[\"\\u00e9\",1]}},\"required\":[\"a\"]}");
+    const char *prefixes[] = {"",
+                              "{",
+                              "{\"a\":",
+                              "{\"a\": \"x",
+                              "{\"a\":\"xyz",
+                              "{\"a\":\"\",\"b\":",
+                              "{\"a\":\"\",\"c\":\"",
+                              "{\"a\":\"\",\"c\":\"\xc3",
+                              "{\"a\":\"\"}",
+                              "{\"a\":\"\"\n    "};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        check_mask_consistent(g, prefixes[i]);
     grammar_unref(g);
-    /* a deep grammar: keys cut below the cached depth, uncertain tokens checked against the whole stack */
+    /* a deep grammar: keys cut below the cached depth, uncertain tokens checked against the whole
+     * stack */
     g = compile(v, GRAMMAR_GBNF, "root ::= \"{\" root? \"}\"\n");
     char deep[128];
     for (int d = 0; d < 40; d++) { /* 262 (thirty '}') is allowed from depth 30 on */
@@ -138,7 +152,8 @@ static void test_masks_match_byte_acceptance(void **state) {
 static void test_cache_and_json_object(void **state) {
     (void)state;
     struct grammar_vocab *v = vocab();
-    struct grammar *a = compile(v, GRAMMAR_JSON_OBJECT, ""), *b = compile(v, GRAMMAR_JSON_OBJECT, "");
+    struct grammar *a = compile(v, GRAMMAR_JSON_OBJECT, ""),
+                   *b = compile(v, GRAMMAR_JSON_OBJECT, "");
     assert_ptr_equal(a, b); /* cached by kind and text */
     struct grammar_matcher *m = grammar_matcher_new(a);
     const char *doc = "{\"k\": [1, -2.5e3, true, null, {\"x\": \"\\u00e9\\n\"}]}";
@@ -239,7 +254,8 @@ static void test_cache_bytes_threads(void **state) {
     grammar_vocab_free(v);
 }
 
-static void expect_error(struct grammar_vocab *v, enum grammar_kind k, const char *text, const char *needle) {
+static void expect_error(struct grammar_vocab *v, enum grammar_kind k, const char *text,
+                         const char *needle) {
     char err[ERR_LEN] = "";
     struct grammar *g = grammar_compile(v, k, text, strlen(text), err);
     if (g) fail_msg("compiled: %s", text);
@@ -249,14 +265,19 @@ static void expect_error(struct grammar_vocab *v, enum grammar_kind k, const cha
 static void test_refused(void **state) {
     (void)state;
     struct grammar_vocab *v = vocab();
-    expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"type\":\"array\",\"contains\":{\"const\":1},"
-                 "\"maxItems\":2}", "contains beside");
+    expect_error(v, GRAMMAR_JSON_SCHEMA,
+                 "{\"type\":\"array\",\"contains\":{\"const\":1},"
+                 "\"maxItems\":2}",
+                 "contains beside");
     expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"$dynamicRef\":\"#x\"}", "unsupported keyword");
     expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"type\":", "not valid JSON");
     expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"enum\":[]}", "non-empty");
-    expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":5,\"maxLength\":2}", "unsatisfiable");
+    expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":5,\"maxLength\":2}",
+                 "unsatisfiable");
     expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"$ref\":\"#\"}", "refers to itself");
-    expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "no value meets both 'type'");
+    expect_error(v, GRAMMAR_JSON_SCHEMA,
+                 "{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}",
+                 "no value meets both 'type'");
     expect_error(v, GRAMMAR_REGEX, "a{5,2}", "n < m");
     expect_error(v, GRAMMAR_REGEX, "[z-a]", "bad character range");
     expect_error(v, GRAMMAR_REGEX, "a**", "multiple repeat");

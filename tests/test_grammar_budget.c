@@ -50,15 +50,51 @@ static struct grammar_vocab *vocab(void) {
      * down by exactly one, force mode's bound), decided at run time */
     static char closers[24][32], reopen[6][64];
     for (int i = 0; i < 24; i++) memset(closers[i], ']', (size_t)(8 + i));
-    for (int i = 0; i < 6; i++) { /* byte by byte: GCC's -Warray-bounds misreads two memsets here under ASan */
+    for (int i = 0; i < 6;
+         i++) { /* byte by byte: GCC's -Warray-bounds misreads two memsets here under ASan */
         const int n_close = 10 + i, n_open = i % 2 ? 13 + i : 9 + i;
         for (int c = 0; c < n_close + n_open; c++) reopen[i][c] = c < n_close ? ']' : '[';
     }
-    static const char *fixed[N_FIXED] = {
-        "{\"", "\"}", "\"},", "\":", "\": \"", "\", \"", "[{\"", "}]", "]}", "true", "false", "null", "ab", "abc", "name",
-        "\"name\": \"", "\n  ", "  ", "123", "0.5", "-1", "\xc3\xa9", "}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}",
-        "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]", "[[[[", "{{{{", "]]]]", "}}", "{\"a\":", "\"]}", "\"]", "[\"", "x0", "(1+",
-        ")", "+(", "))))", "\"tags\": [\"", "\"pos\": {\"x\": ", "\"kids\": []}"};
+    static const char *fixed[N_FIXED] = {"{\"",
+                                         "\"}",
+                                         "\"},",
+                                         "\":",
+                                         "\": \"",
+                                         "\", \"",
+                                         "[{\"",
+                                         "}]",
+                                         "]}",
+                                         "true",
+                                         "false",
+                                         "null",
+                                         "ab",
+                                         "abc",
+                                         "name",
+                                         "\"name\": \"",
+                                         "\n  ",
+                                         "  ",
+                                         "123",
+                                         "0.5",
+                                         "-1",
+                                         "\xc3\xa9",
+                                         "}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}",
+                                         "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+                                         "[[[[",
+                                         "{{{{",
+                                         "]]]]",
+                                         "}}",
+                                         "{\"a\":",
+                                         "\"]}",
+                                         "\"]",
+                                         "[\"",
+                                         "x0",
+                                         "(1+",
+                                         ")",
+                                         "+(",
+                                         "))))",
+                                         "\"tags\": [\"",
+                                         "\"pos\": {\"x\": ",
+                                         "\"kids\": []}"};
     static const char alpha[] = "{}[]\":, \nabcxyz0123-.tfnuel+()";
     uint8_t usable[NV];
     for (int i = 0; i < 256; i++) {
@@ -102,9 +138,11 @@ static const char *SCHEMA =
     "{\"type\":\"object\",\"properties\":{"
     "\"name\":{\"type\":\"string\",\"maxLength\":8},"
     "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1},"
-    "\"pos\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"},\"y\":{\"type\":\"number\"}},"
+    "\"pos\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"},\"y\":{\"type\":"
+    "\"number\"}},"
     "\"required\":[\"x\",\"y\"]},"
-    "\"kids\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+    "\"kids\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":"
+    "\"integer\"},"
     "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"id\"]}}},"
     "\"required\":[\"name\",\"tags\",\"pos\",\"kids\"]}";
 static const char *GBNF = "root ::= expr\n"
@@ -134,7 +172,8 @@ static void check_need_progress(struct grammar_matcher *m) {
         if (n < best) best = n;
         assert_int_equal(grammar_matcher_rollback(m, 1), 0);
     }
-    if (best == UINT32_MAX || best > need - 1) fail_msg("need %u, but the least need after a token is %u", need, best);
+    if (best == UINT32_MAX || best > need - 1)
+        fail_msg("need %u, but the least need after a token is %u", need, best);
 }
 
 /* The budgeted mask equals the rule of grammar.h, computed by accepting each token:
@@ -166,8 +205,9 @@ static void check_budget_mask(struct grammar_matcher *m, int64_t budget) {
     if (!any) memcpy(want, plain, sizeof want);
     for (int id = 0; id < NV; id++)
         if (allowed(got, id) != allowed(want, id))
-            fail_msg("budget %lld need %lld: token %d (\"%.*s\") allowed %d, expected %d", (long long)budget,
-                     (long long)need, id, (int)tok_lens[id], tok_bytes[id], allowed(got, id), allowed(want, id));
+            fail_msg("budget %lld need %lld: token %d (\"%.*s\") allowed %d, expected %d",
+                     (long long)budget, (long long)need, id, (int)tok_lens[id], tok_bytes[id],
+                     allowed(got, id), allowed(want, id));
     assert_int_equal(restricted, memcmp(got, plain, sizeof got) != 0);
 }
 
@@ -199,7 +239,8 @@ static void budget_walks(struct grammar *g, int walks, int max_extra, int check_
             if (check_every && steps % check_every == 0) {
                 check_need_progress(m);
                 check_budget_mask(m, left);
-                check_budget_mask(m, 1 + (int64_t)(next_rand() % (uint64_t)(grammar_matcher_need(m) + 3)));
+                check_budget_mask(
+                    m, 1 + (int64_t)(next_rand() % (uint64_t)(grammar_matcher_need(m) + 3)));
             }
             restricted |= grammar_matcher_mask_budget(m, mask, left);
             int32_t t = pick(mask);
@@ -208,9 +249,11 @@ static void budget_walks(struct grammar *g, int walks, int max_extra, int check_
             steps++;
             if (t == EOG) break;
             if ((int64_t)grammar_matcher_need(m) > left)
-                fail_msg("walk %d: need %u after a token, %lld tokens left", w, grammar_matcher_need(m), (long long)left);
+                fail_msg("walk %d: need %u after a token, %lld tokens left", w,
+                         grammar_matcher_need(m), (long long)left);
         }
-        if (!grammar_matcher_can_end(m)) fail_msg("walk %d (budget %lld): not complete", w, (long long)budget);
+        if (!grammar_matcher_can_end(m))
+            fail_msg("walk %d (budget %lld): not complete", w, (long long)budget);
         closed += restricted;
         grammar_matcher_free(m);
     }
@@ -235,7 +278,8 @@ static void test_need_counts_tokens(void **state) {
     m = grammar_matcher_new(g);
     const char *shortest = "{\"name\":\"\",\"tags\":[\"\"],\"pos\":{\"x\":0,\"y\":0},\"kids\":[]}";
     uint32_t need0 = grammar_matcher_need(m);
-    assert_true(need0 > 0 && need0 < strlen(shortest)); /* {" "name" ": ... fewer tokens than bytes */
+    assert_true(need0 > 0 &&
+                need0 < strlen(shortest)); /* {" "name" ": ... fewer tokens than bytes */
     check_need_progress(m);
     assert_int_equal(grammar_matcher_accept_bytes(m, shortest, strlen(shortest)), 0);
     assert_int_equal(grammar_matcher_need(m), 0);
@@ -264,7 +308,10 @@ static void test_budget_walks(void **state) {
     struct {
         enum grammar_kind k;
         const char *text;
-    } gs[] = {{GRAMMAR_JSON_SCHEMA, SCHEMA}, {GRAMMAR_JSON_OBJECT, ""}, {GRAMMAR_GBNF, GBNF}, {GRAMMAR_REGEX, REGEX},
+    } gs[] = {{GRAMMAR_JSON_SCHEMA, SCHEMA},
+              {GRAMMAR_JSON_OBJECT, ""},
+              {GRAMMAR_GBNF, GBNF},
+              {GRAMMAR_REGEX, REGEX},
               {GRAMMAR_GBNF, DEEP}};
     for (size_t i = 0; i < sizeof gs / sizeof *gs; i++) {
         struct grammar *g = compile(v, gs[i].k, gs[i].text);
@@ -332,7 +379,8 @@ static void test_budget_far_and_short(void **state) {
     int restricted = 0;
     for (int64_t left = 20; left > 0; left--) {
         check_budget_mask(m, left);
-        restricted += grammar_matcher_mask_budget(m, b, left); /* 0 where a literal allows one way on */
+        restricted += grammar_matcher_mask_budget(m, b,
+                                                  left); /* 0 where a literal allows one way on */
         int32_t t = pick(b);
         assert_int_equal(grammar_matcher_accept(m, t), 0);
         uint32_t after = grammar_matcher_need(m);
@@ -360,7 +408,8 @@ static void test_budget_far_and_short(void **state) {
 static void test_budget_union_over_stacks(void **state) {
     (void)state;
     struct grammar_vocab *v = vocab();
-    struct grammar *g = compile(v, GRAMMAR_GBNF, "root ::= [a-z]+ | \"a\" (\"b\" \"!\"{10} | \"c\")\n");
+    struct grammar *g = compile(v, GRAMMAR_GBNF,
+                                "root ::= [a-z]+ | \"a\" (\"b\" \"!\"{10} | \"c\")\n");
     struct grammar_matcher *m = grammar_matcher_new(g);
     uint64_t mask[WORDS];
     grammar_matcher_mask_budget(m, mask, 3);
@@ -379,13 +428,14 @@ static void test_apply_budget_first_choice(void **state) {
     struct grammar *g = compile(v, GRAMMAR_GBNF, "root ::= [a-z]* \".\"\n");
     struct grammar_matcher *m = grammar_matcher_new(g);
     static float lg[NV];
-    const int cases[3][3] = {/* budget, first choice, want */ {1, 'x', 1}, {1, '.', 0}, {100, 'x', 0}};
+    const int cases[3][3] = {
+        /* budget, first choice, want */ {1, 'x', 1}, {1, '.', 0}, {100, 'x', 0}};
     for (int c = 0; c < 3; c++) {
         for (int i = 0; i < NV; i++) lg[i] = 0.0f;
         lg['x'] = lg['.'] = 1.0f;
         lg[cases[c][1]] = 5.0f;
         assert_int_equal(grammar_matcher_apply_budget(m, lg, NV, cases[c][0]), cases[c][2]);
-        assert_true(lg['.'] > 0.0f);                       /* "." always fits */
+        assert_true(lg['.'] > 0.0f);                        /* "." always fits */
         assert_true((lg['x'] > 0.0f) == (cases[c][0] > 1)); /* "x" only with room after it */
     }
     grammar_matcher_free(m);

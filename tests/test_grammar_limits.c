@@ -1,8 +1,8 @@
 // link: tpd_grammar
 /* The grammar's cost limits (grammar.h's struct grammar_limits) on a vocabulary of single
  * bytes and a few long tokens: the ambiguous regex (.*){N}x, whose states hold N + 2
- * parses (over ASCII) and whose masks cost about N^2 expansion steps per byte, is refused at compile
- * time past max_stacks, past max_token_work (exactly at the limit: one unit less refuses,
+ * parses (over ASCII) and whose masks cost about N^2 expansion steps per byte, is refused at
+ * compile time past max_stacks, past max_token_work (exactly at the limit: one unit less refuses,
  * the limit itself compiles) and past max_compile_ms, each error naming the limit and its
  * value; a grammar whose costly part lies beyond the first mask's reach compiles and stops
  * the matcher when a state goes past a limit (sticky error, the end tokens only); every
@@ -72,10 +72,13 @@ static void test_max_stacks(void **state) {
     struct grammar *g = compile_rep(v, "", 6, err);
     if (!g) fail_msg("%s", err);
     grammar_unref(g);
-    expect_refused(compile_rep(v, "", 7, err), err, "more than 8 parses of the output at once (limit grammar.max_stacks = 8)");
+    expect_refused(compile_rep(v, "", 7, err), err,
+                   "more than 8 parses of the output at once (limit grammar.max_stacks = 8)");
     grammar_vocab_free(v);
-    /* the defaults: (.*){1000}x has 1002 parses after an x, under 1024, and is refused for its work */
-    v = vocab(GRAMMAR_DEFAULT_MAX_STACKS, GRAMMAR_DEFAULT_MAX_TOKEN_WORK, GRAMMAR_DEFAULT_MAX_COMPILE_MS);
+    /* the defaults: (.*){1000}x has 1002 parses after an x, under 1024, and is refused for its work
+     */
+    v = vocab(GRAMMAR_DEFAULT_MAX_STACKS, GRAMMAR_DEFAULT_MAX_TOKEN_WORK,
+              GRAMMAR_DEFAULT_MAX_COMPILE_MS);
     expect_refused(compile_rep(v, "", 1000, err), err, "limit grammar.max_token_work = 4194304");
     g = compile_rep(v, "", 3, err);
     if (!g) fail_msg("%s", err);
@@ -103,8 +106,9 @@ static void test_max_token_work_exact(void **state) {
     }
     v = vocab(4096, hi - 1, 60000);
     char want[128];
-    snprintf(want, sizeof want, "more than %ld units of work for one token (limit grammar.max_token_work = %ld)", hi - 1,
-             hi - 1);
+    snprintf(want, sizeof want,
+             "more than %ld units of work for one token (limit grammar.max_token_work = %ld)",
+             hi - 1, hi - 1);
     expect_refused(compile_rep(v, "", 6, err), err, want);
     grammar_vocab_free(v);
     v = vocab(4096, hi, 60000);
@@ -133,7 +137,8 @@ static void test_runtime_stop(void **state) {
         int max_stacks;
         long work;
         const char *needle;
-    } cases[] = {{8, 1l << 30, "limit grammar.max_stacks = 8"}, {4096, 20000, "limit grammar.max_token_work = 20000"}};
+    } cases[] = {{8, 1l << 30, "limit grammar.max_stacks = 8"},
+                 {4096, 20000, "limit grammar.max_token_work = 20000"}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         struct grammar_vocab *v = vocab(cases[c].max_stacks, cases[c].work, 60000);
         char err[ERR_LEN] = "";
@@ -144,7 +149,8 @@ static void test_runtime_stop(void **state) {
         int failed_at = -1;
         for (int i = 0; i < 22 && failed_at < 0; i++) {
             grammar_matcher_mask(m, mask);
-            assert_true(grammar_matcher_work(m) <= cases[c].work + 64); /* a unit's overshoot at most */
+            assert_true(grammar_matcher_work(m) <=
+                        cases[c].work + 64); /* a unit's overshoot at most */
             if (grammar_matcher_error(m)) {
                 failed_at = i;
                 break;
@@ -183,7 +189,8 @@ struct job {
     int bad;
 };
 
-static const char *const texts[] = {"(ab|a)*c([ -~]*){4}x", "[a-c]{3,9}(xx|x)+", "(.*){5}x", "(a|b|abc)*xx"};
+static const char *const texts[] = {"(ab|a)*c([ -~]*){4}x", "[a-c]{3,9}(xx|x)+", "(.*){5}x",
+                                    "(a|b|abc)*xx"};
 
 static void walk_masks(struct grammar_vocab *v, const char *re, uint64_t out[8][WORDS]) {
     char err[ERR_LEN] = "";
@@ -219,12 +226,14 @@ static void *run_job_ref(void *arg) {
 static void test_threads(void **state) {
     (void)state;
     for (int t = 0; t < 4; t++) {
-        struct grammar_vocab *own = vocab(GRAMMAR_DEFAULT_MAX_STACKS, GRAMMAR_DEFAULT_MAX_TOKEN_WORK, 60000);
+        struct grammar_vocab *own = vocab(GRAMMAR_DEFAULT_MAX_STACKS,
+                                          GRAMMAR_DEFAULT_MAX_TOKEN_WORK, 60000);
         memset(ref_masks[t], 0, sizeof ref_masks[t]);
         walk_masks(own, texts[t], ref_masks[t]);
         grammar_vocab_free(own);
     }
-    struct grammar_vocab *v = vocab(GRAMMAR_DEFAULT_MAX_STACKS, GRAMMAR_DEFAULT_MAX_TOKEN_WORK, 60000);
+    struct grammar_vocab *v = vocab(GRAMMAR_DEFAULT_MAX_STACKS, GRAMMAR_DEFAULT_MAX_TOKEN_WORK,
+                                    60000);
     pthread_t th[6];
     struct job jobs[6];
     for (int i = 0; i < 6; i++) {
@@ -240,10 +249,8 @@ static void test_threads(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_max_stacks),
-        cmocka_unit_test(test_max_token_work_exact),
-        cmocka_unit_test(test_max_compile_ms),
-        cmocka_unit_test(test_runtime_stop),
+        cmocka_unit_test(test_max_stacks),     cmocka_unit_test(test_max_token_work_exact),
+        cmocka_unit_test(test_max_compile_ms), cmocka_unit_test(test_runtime_stop),
         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

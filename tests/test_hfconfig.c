@@ -21,9 +21,9 @@
 #include "testutil.h"
 #include "util/err.h"
 
-#define HEAD                                                                                         \
-    "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"         \
-    "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":128,"                 \
+#define HEAD \
+    "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2," \
+    "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":128," \
     "\"vocab_size\":300,\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-5"
 
 static int parse(const char *json, struct model_hparams *hp, char *err) {
@@ -44,11 +44,13 @@ static void test_top_level_layout(void **state) {
     assert_int_equal(parse(HEAD "}", &hp, err), 0);
     assert_true(hp.rope_theta == 10000.0f); /* the default */
     assert_int_equal(hp.rope_scaling_llama3, 0);
-    assert_int_equal(parse(HEAD ",\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
-                                "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
-                                "\"original_max_position_embeddings\":8192}}",
-                           &hp, err),
-                     0);
+    assert_int_equal(
+        parse(HEAD
+              ",\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
+              "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+              "\"original_max_position_embeddings\":8192}}",
+              &hp, err),
+        0);
     assert_true(hp.rope_theta == 500000.0f);
     assert_int_equal(hp.rope_scaling_llama3, 1);
     assert_true(hp.rope_factor == 8.0f);
@@ -64,16 +66,19 @@ static void test_rope_parameters_layout(void **state) {
     (void)state;
     struct model_hparams hp;
     char err[ERR_LEN] = "";
-    assert_int_equal(parse(HEAD ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":50000.0}}", &hp, err),
-                     0);
+    assert_int_equal(
+        parse(HEAD ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":50000.0}}", &hp,
+              err),
+        0);
     assert_true(hp.rope_theta == 50000.0f);
     assert_int_equal(hp.rope_scaling_llama3, 0);
     assert_int_equal(parse(HEAD ",\"rope_parameters\":{\"rope_theta\":1000000.0}}", &hp, err), 0);
     assert_true(hp.rope_theta == 1e6f);
     assert_int_equal(hp.rope_scaling_llama3, 0);
-    assert_int_equal(parse(HEAD ",\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":500000.0,"
-                                "\"factor\":32.0,\"low_freq_factor\":2.0,\"high_freq_factor\":8.0,"
-                                "\"original_max_position_embeddings\":64}}",
+    assert_int_equal(parse(HEAD
+                           ",\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":500000.0,"
+                           "\"factor\":32.0,\"low_freq_factor\":2.0,\"high_freq_factor\":8.0,"
+                           "\"original_max_position_embeddings\":64}}",
                            &hp, err),
                      0);
     assert_true(hp.rope_theta == 500000.0f);
@@ -83,26 +88,31 @@ static void test_rope_parameters_layout(void **state) {
     assert_true(hp.rope_high_freq_factor == 8.0f);
     assert_int_equal(hp.rope_orig_ctx, 64);
     /* both layouts, agreeing (transformers 5 reading an old file keeps both) */
-    assert_int_equal(parse(HEAD ",\"rope_theta\":500000.0,\"rope_parameters\":{\"rope_type\":\"default\","
-                                "\"rope_theta\":500000.0}}",
-                           &hp, err),
-                     0);
+    assert_int_equal(
+        parse(HEAD ",\"rope_theta\":500000.0,\"rope_parameters\":{\"rope_type\":\"default\","
+                   "\"rope_theta\":500000.0}}",
+              &hp, err),
+        0);
     assert_true(hp.rope_theta == 500000.0f);
 }
 
 static void test_bad_rotary_settings(void **state) {
     (void)state;
-    expect_error(HEAD ",\"rope_theta\":10000.0,\"rope_parameters\":{\"rope_theta\":500000.0}}", "disagree");
+    expect_error(HEAD ",\"rope_theta\":10000.0,\"rope_parameters\":{\"rope_theta\":500000.0}}",
+                 "disagree");
     expect_error(HEAD ",\"rope_parameters\":[1,2]}", "\"rope_parameters\" must be an object");
     expect_error(HEAD ",\"rope_parameters\":{\"full_attention\":{\"rope_theta\":1e6},"
                       "\"sliding_attention\":{\"rope_theta\":1e4}}}",
                  "per-layer-type");
-    expect_error(HEAD ",\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":1e6,\"factor\":4.0}}",
+    expect_error(HEAD
+                 ",\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":1e6,\"factor\":4.0}}",
                  "rope_parameters type 'yarn' is not supported");
-    expect_error(HEAD ",\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":1e6}}", "missing \"factor\"");
+    expect_error(HEAD ",\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":1e6}}",
+                 "missing \"factor\"");
     expect_error(HEAD ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":\"big\"}}",
                  "\"rope_theta\" must be a number");
-    expect_error(HEAD ",\"rope_scaling\":{\"factor\":2.0}}", "\"rope_scaling\" has no string \"rope_type\"");
+    expect_error(HEAD ",\"rope_scaling\":{\"factor\":2.0}}",
+                 "\"rope_scaling\" has no string \"rope_type\"");
 }
 
 /* Each fixture: a config.json as transformers 5 saved it, and what transformers computed from
@@ -143,10 +153,11 @@ static void check_fixture(const char *name) {
         }
         const double want = cJSON_GetArrayItem(inv, i)->valuedouble;
         if (fabs(f - want) > 1e-5 * fabs(want))
-            fail_msg("%s: inv_freq[%d] = %.9g from tpd's settings, transformers had %.9g", name, i, f, want);
+            fail_msg("%s: inv_freq[%d] = %.9g from tpd's settings, transformers had %.9g", name, i,
+                     f, want);
     }
-    printf("%s: rope_theta %g, llama3 %d, %d frequencies match transformers\n", name, (double)hp.rope_theta,
-           hp.rope_scaling_llama3, half);
+    printf("%s: rope_theta %g, llama3 %d, %d frequencies match transformers\n", name,
+           (double)hp.rope_theta, hp.rope_scaling_llama3, half);
     cJSON_Delete(e);
     free(cfg);
     free(exp);

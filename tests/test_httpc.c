@@ -46,8 +46,8 @@ static int on_body(void *ud, const char *d, size_t n) {
 /* Feeds msg in pieces of at most `step` bytes (the first piece `first` bytes when non-zero),
  * as a socket would deliver it, then signals EOF when `eof`. Returns 0 or -1 with err; the
  * number of bytes the parser left unconsumed goes to *left. */
-static int parse_pieces(struct http_parser *p, struct body *b, const char *msg, size_t n, size_t first,
-                        size_t step, int eof, size_t *left, char *err) {
+static int parse_pieces(struct http_parser *p, struct body *b, const char *msg, size_t n,
+                        size_t first, size_t step, int eof, size_t *left, char *err) {
     http_parser_init(p);
     memset(b, 0, sizeof *b);
     size_t off = 0;
@@ -81,8 +81,9 @@ static void expect_error(const char *msg, int eof, const char *want_substr) {
     if (!strstr(err, want_substr)) fail_msg("error '%s' lacks '%s'", err, want_substr);
 }
 
-static const char CL_RESP[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\n"
-                              "X-Other:  spaced value  \r\n\r\n{\"ok\": true}\n";
+static const char CL_RESP[] =
+    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\n"
+    "X-Other:  spaced value  \r\n\r\n{\"ok\": true}\n";
 
 static void test_content_length(void **state) {
     (void)state;
@@ -123,18 +124,17 @@ static void check_all_splits(const char *msg, const char *want_body, int eof) {
     assert_memory_equal(b.buf, want_body, wn);
 }
 
-static const char CHUNKED_RESP[] =
-    "HTTP/1.1 200 OK\r\n"
-    "Content-Type: text/event-stream\r\n"
-    "Transfer-Encoding: chunked\r\n"
-    "\r\n"
-    "7\r\ndata: a\r\n"
-    "17;name=\"ext\"\r\n"            /* 23 bytes, with a chunk extension */
-    "\r\ndata: {\"x\": \"\\r\\n\"}\r\n\r\n"
-    "c \r\ndata: [DONE]\r\n"        /* BWS before CRLF */
-    "0\r\n"
-    "X-Trailer: t\r\n"
-    "\r\n";
+static const char CHUNKED_RESP[] = "HTTP/1.1 200 OK\r\n"
+                                   "Content-Type: text/event-stream\r\n"
+                                   "Transfer-Encoding: chunked\r\n"
+                                   "\r\n"
+                                   "7\r\ndata: a\r\n"
+                                   "17;name=\"ext\"\r\n" /* 23 bytes, with a chunk extension */
+                                   "\r\ndata: {\"x\": \"\\r\\n\"}\r\n\r\n"
+                                   "c \r\ndata: [DONE]\r\n" /* BWS before CRLF */
+                                   "0\r\n"
+                                   "X-Trailer: t\r\n"
+                                   "\r\n";
 static const char CHUNKED_BODY[] = "data: a\r\ndata: {\"x\": \"\\r\\n\"}\r\ndata: [DONE]";
 
 static void test_chunked_splits(void **state) {
@@ -153,7 +153,8 @@ static void test_chunked_splits(void **state) {
 static void test_chunked_bare_lf_and_hex_case(void **state) {
     (void)state;
     /* LF-only line ends are tolerated (RFC 9112 2.2); hex digits in either case */
-    const char *msg = "HTTP/1.1 200 OK\ntransfer-encoding: CHUNKED\n\nA\n0123456789\nb\nabcdefghijk\n0\n\n";
+    const char *msg =
+        "HTTP/1.1 200 OK\ntransfer-encoding: CHUNKED\n\nA\n0123456789\nb\nabcdefghijk\n0\n\n";
     check_all_splits(msg, "0123456789abcdefghijk", 0);
 }
 
@@ -176,15 +177,25 @@ static void test_keep_alive_rules(void **state) {
     struct http_parser p;
     struct body b;
     char err[ERR_LEN];
-    assert_int_equal(parse_all(&p, &b, "HTTP/1.1 200 OK\r\nConnection: foo, Close\r\nContent-Length: 0\r\n\r\n", 0, err), 0);
+    assert_int_equal(
+        parse_all(&p, &b, "HTTP/1.1 200 OK\r\nConnection: foo, Close\r\nContent-Length: 0\r\n\r\n",
+                  0, err),
+        0);
     assert_false(p.keep_alive);
     assert_int_equal(p.state, HP_DONE);
     assert_int_equal(parse_all(&p, &b, "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx", 0, err), 0);
     assert_false(p.keep_alive);
-    assert_int_equal(parse_all(&p, &b, "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nx", 0, err), 0);
+    assert_int_equal(
+        parse_all(&p, &b, "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nx",
+                  0, err),
+        0);
     assert_true(p.keep_alive);
     /* Transfer-Encoding wins over Content-Length, but such a connection is not reused */
-    assert_int_equal(parse_all(&p, &b, "HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", 0, err), 0);
+    assert_int_equal(parse_all(&p, &b,
+                               "HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: "
+                               "chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+                               0, err),
+                     0);
     assert_int_equal(b.len, 2);
     assert_false(p.keep_alive);
 }
@@ -200,7 +211,8 @@ static void test_interim_and_no_body(void **state) {
     assert_int_equal(parse_all(&p, &b, msg, 0, err), 0);
     assert_int_equal(p.status, 404);
     /* 204 and 304 have no body whatever the headers say */
-    assert_int_equal(parse_all(&p, &b, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", 0, err), 0);
+    assert_int_equal(
+        parse_all(&p, &b, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", 0, err), 0);
     assert_int_equal(p.state, HP_DONE);
     assert_int_equal(b.len, 0);
     /* no reason phrase at all is allowed */
@@ -212,7 +224,8 @@ static void test_interim_and_no_body(void **state) {
  * behind the first stays in the buffer. */
 static void test_stops_at_boundaries(void **state) {
     (void)state;
-    const char *two = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
+    const char *two = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 201 "
+                      "Created\r\nContent-Length: 0\r\n\r\n";
     struct http_parser p;
     struct body b = {0};
     char err[ERR_LEN];
@@ -225,9 +238,11 @@ static void test_stops_at_boundaries(void **state) {
     long used2 = http_parser_feed(&p, two + used, n - (size_t)used, on_body, &b, err);
     assert_int_equal(used2, 3);
     assert_int_equal(p.state, HP_DONE);
-    assert_int_equal(http_parser_feed(&p, two + used + used2, n - (size_t)(used + used2), on_body, &b, err), 0);
+    assert_int_equal(
+        http_parser_feed(&p, two + used + used2, n - (size_t)(used + used2), on_body, &b, err), 0);
     http_parser_init(&p);
-    long used3 = http_parser_feed(&p, two + used + used2, n - (size_t)(used + used2), on_body, &b, err);
+    long used3 = http_parser_feed(&p, two + used + used2, n - (size_t)(used + used2), on_body, &b,
+                                  err);
     assert_int_equal((size_t)(used + used2 + used3), n);
     assert_int_equal(p.status, 201);
     assert_int_equal(p.state, HP_DONE);
@@ -257,15 +272,19 @@ static void test_malformed_heads(void **state) {
 
 static void test_malformed_framing(void **state) {
     (void)state;
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx", 0, "conflicting");
+    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx", 0,
+                 "conflicting");
     expect_error("HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\nx", 0, "malformed Content-Length");
     expect_error("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nx", 0, "malformed Content-Length");
     expect_error("HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\nx", 0, "empty Content-Length");
     expect_error("HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551616\r\n\r\n", 0, "overflows");
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 0, "unsupported transfer coding");
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 0, "last transfer coding");
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 0,
+    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 0,
+                 "unsupported transfer coding");
+    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 0,
                  "last transfer coding");
+    expect_error(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 0,
+        "last transfer coding");
     const char *te = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
     char buf[256];
     snprintf(buf, sizeof buf, "%szz\r\n", te);
@@ -289,9 +308,11 @@ static void test_truncated(void **state) {
     expect_error("", 1, "without a response");
     expect_error("HTTP/1.1 200", 1, "middle of the response head");
     expect_error("HTTP/1.1 200 OK\r\nContent-Le", 1, "middle of the response head");
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 1, "7 of 10 body bytes missing");
+    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 1,
+                 "7 of 10 body bytes missing");
     expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", 1, "chunked body");
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n", 1, "chunked body");
+    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n", 1,
+                 "chunked body");
     expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n", 1, "chunked body");
 }
 
@@ -347,7 +368,8 @@ static void test_body_abort(void **state) {
     http_parser_init(&p);
     long used = http_parser_feed(&p, CL_RESP, strlen(CL_RESP), on_body, &b, err);
     assert_true(used > 0);
-    assert_int_equal(http_parser_feed(&p, CL_RESP + used, strlen(CL_RESP) - (size_t)used, on_body, &b, err), -1);
+    assert_int_equal(
+        http_parser_feed(&p, CL_RESP + used, strlen(CL_RESP) - (size_t)used, on_body, &b, err), -1);
     assert_string_equal(err, "body handler aborted");
 }
 
@@ -376,10 +398,25 @@ static const char *SSE_WANT[] = {"{\"a\":1}", "line1\nline2", "", " two spaces",
 
 /* The same events written with each line-end style. */
 static void sse_stream(char *out, const char *eol) {
-    const char *lines[] = {"\xEF\xBB\xBF: comment, then a BOM-prefixed stream", "data: {\"a\":1}", "",
-                           "event: delta", "data:line1", "data: line2", "id: 7", "retry: 10", "unknown: x", "",
-                           "event: no data so no event", "", "data", "",
-                           "data:  two spaces", "", "data: [DONE]", "", NULL};
+    const char *lines[] = {"\xEF\xBB\xBF: comment, then a BOM-prefixed stream",
+                           "data: {\"a\":1}",
+                           "",
+                           "event: delta",
+                           "data:line1",
+                           "data: line2",
+                           "id: 7",
+                           "retry: 10",
+                           "unknown: x",
+                           "",
+                           "event: no data so no event",
+                           "",
+                           "data",
+                           "",
+                           "data:  two spaces",
+                           "",
+                           "data: [DONE]",
+                           "",
+                           NULL};
     out[0] = 0;
     for (int i = 0; lines[i]; i++) {
         const char *l = lines[i];
@@ -466,9 +503,9 @@ struct server {
     int lfd;
     const char *const *pieces; /* written one by one with a pause between */
     int n_pieces;
-    int responses;             /* how many requests to answer on the one connection */
-    int silent;                /* accept and never answer */
-    char request[4096];        /* the first request as received */
+    int responses;      /* how many requests to answer on the one connection */
+    int silent;         /* accept and never answer */
+    char request[4096]; /* the first request as received */
     size_t request_len;
 };
 
@@ -531,8 +568,10 @@ static void server_stop(struct server *s, pthread_t th) {
 
 static void test_socket_chunked_keep_alive(void **state) {
     (void)state;
-    static const char *const pieces[] = {"HTTP/1.1 200 OK\r\nTransfer-", "Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n",
-                                         "5\r\nhel", "lo\r\n", "6\r\n world\r\n0\r\n\r\n"};
+    static const char *const pieces[] = {
+        "HTTP/1.1 200 OK\r\nTransfer-",
+        "Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n", "5\r\nhel", "lo\r\n",
+        "6\r\n world\r\n0\r\n\r\n"};
     struct server s = {.pieces = pieces, .n_pieces = 5, .responses = 2};
     pthread_t th;
     server_start(&s, &th);
@@ -542,7 +581,9 @@ static void test_socket_chunked_keep_alive(void **state) {
     assert_int_equal(httpc_open(c, s.path, 5, &e, err), 0);
     for (int round = 0; round < 2; round++) {
         const char *body = "{\"prompt\":\"x\"}";
-        assert_int_equal(httpc_send(c, "POST", "/v1/completions", "application/json", body, strlen(body), err), 0);
+        assert_int_equal(
+            httpc_send(c, "POST", "/v1/completions", "application/json", body, strlen(body), err),
+            0);
         assert_int_equal(httpc_read_head(c, err), 0);
         assert_int_equal(c->parser.status, 200);
         assert_true(c->parser.keep_alive);
@@ -596,14 +637,16 @@ static void test_socket_errors(void **state) {
     char *out = NULL;
     size_t n = 0;
     int status = 0;
-    assert_int_equal(httpc_fetch(s2.path, 5, "GET", "/", NULL, NULL, 0, 1024, &status, &out, &n, &e, err), -1);
+    assert_int_equal(
+        httpc_fetch(s2.path, 5, "GET", "/", NULL, NULL, 0, 1024, &status, &out, &n, &e, err), -1);
     assert_non_null(strstr(err, "95 of 100 body bytes missing"));
     server_stop(&s2, th);
     /* a body over the caller's bound */
     static const char *const big[] = {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789"};
     struct server s3 = {.pieces = big, .n_pieces = 1, .responses = 1};
     server_start(&s3, &th);
-    assert_int_equal(httpc_fetch(s3.path, 5, "GET", "/", NULL, NULL, 0, 9, &status, &out, &n, &e, err), -1);
+    assert_int_equal(
+        httpc_fetch(s3.path, 5, "GET", "/", NULL, NULL, 0, 9, &status, &out, &n, &e, err), -1);
     assert_non_null(strstr(err, "larger than 9 bytes"));
     server_stop(&s3, th);
     free(c);

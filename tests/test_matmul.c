@@ -37,8 +37,8 @@ static uint32_t rnd(void) {
 static float rnd_unit(void) { return (float)(rnd() & 0xffffff) / (float)0x1000000; } /* [0, 1) */
 static float rnd_sym(void) { return rnd_unit() * 2.0f - 1.0f; }                      /* [-1, 1) */
 
-static const enum dtype all_types[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q4_K, DT_Q6_K,
-                                       DT_F8_E4M3_S32, DT_I4_S32};
+static const enum dtype all_types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0,        DT_Q4_0,
+                                       DT_Q4_1, DT_Q4_K, DT_Q6_K, DT_F8_E4M3_S32, DT_I4_S32};
 
 static void put_f16(uint8_t *p, float f) {
     uint16_t h = f32_to_f16(f);
@@ -64,7 +64,8 @@ static void fill_weights(enum dtype t, uint8_t *w, int rows, int cols) {
             memcpy(p, &h, 2);
             break;
         }
-        case DT_Q8_0: case DT_Q4_0: put_f16(p, 0.002f + 0.02f * rnd_unit()); break;
+        case DT_Q8_0:
+        case DT_Q4_0: put_f16(p, 0.002f + 0.02f * rnd_unit()); break;
         case DT_Q4_1:
             put_f16(p, 0.002f + 0.02f * rnd_unit());
             put_f16(p + 2, 0.1f * rnd_sym());
@@ -82,7 +83,8 @@ static void fill_weights(enum dtype t, uint8_t *w, int rows, int cols) {
         }
         case DT_F8_E4M3_S32: { /* any code but NaN (the loader refuses those); now and then a
                                 * scale >= 2^100 (the AVX2 decode's other branch) */
-            const float d = rnd() % 16 ? 0.0005f + 0.005f * rnd_unit() : 0x1p101f * (1 + rnd_unit());
+            const float d = rnd() % 16 ? 0.0005f + 0.005f * rnd_unit()
+                                       : 0x1p101f * (1 + rnd_unit());
             memcpy(p, &d, 4);
             for (int k = 4; k < 36; k++)
                 if ((p[k] & 0x7f) == 0x7f) p[k] ^= 1;
@@ -113,18 +115,29 @@ static void fill_x(float *x, int n) {
  * of d while |q| <= 127. Q8_K keeps d in f32: 0.5 d plus float error. */
 static void act_error(enum dtype t, const float *x, int n, double *e) {
     switch (t) {
-    case DT_F32: case DT_F8_E4M3_S32: case DT_I4_S32:
+    case DT_F32:
+    case DT_F8_E4M3_S32:
+    case DT_I4_S32:
         for (int k = 0; k < n; k++) e[k] = 0;
         break;
-    case DT_F16: for (int k = 0; k < n; k++) e[k] = fmax(ldexp(fabs(x[k]), -11), ldexp(1, -25)); break;
-    case DT_BF16: for (int k = 0; k < n; k++) e[k] = ldexp(fabs(x[k]), -8) + 1e-38; break;
-    case DT_Q8_0: case DT_Q4_0: case DT_Q4_1: case DT_Q4_K: case DT_Q6_K: {
+    case DT_F16:
+        for (int k = 0; k < n; k++) e[k] = fmax(ldexp(fabs(x[k]), -11), ldexp(1, -25));
+        break;
+    case DT_BF16:
+        for (int k = 0; k < n; k++) e[k] = ldexp(fabs(x[k]), -8) + 1e-38;
+        break;
+    case DT_Q8_0:
+    case DT_Q4_0:
+    case DT_Q4_1:
+    case DT_Q4_K:
+    case DT_Q6_K: {
         const int bs = (t == DT_Q4_K || t == DT_Q6_K) ? 256 : 32;
         for (int b = 0; b < n; b += bs) {
             double amax = 0;
             for (int k = b; k < b + bs; k++) amax = fmax(amax, fabs(x[k]));
             const double d = amax / 127;
-            const double eb = bs == 256 ? d * (0.5 + 1e-4) : d * (0.5 + 1e-4) + 127 * (ldexp(d, -11) + ldexp(1, -25));
+            const double eb = bs == 256 ? d * (0.5 + 1e-4)
+                                        : d * (0.5 + 1e-4) + 127 * (ldexp(d, -11) + ldexp(1, -25));
             for (int k = b; k < b + bs; k++) e[k] = eb;
         }
         break;
@@ -143,10 +156,8 @@ static void weight_offsets(enum dtype t, const uint8_t *row, int cols, float *of
         for (int64_t o = 0; o < rb; o += 20) memset(z + o + 4, 0, 16);
     else if (t == DT_Q4_K)
         for (int64_t o = 0; o < rb; o += 144) memset(z + o + 16, 0, 128);
-    if (t == DT_Q4_1 || t == DT_Q4_K)
-        cpu_dequant_row(t, z, off, cols);
-    else
-        memset(off, 0, sizeof(float) * (size_t)cols);
+    if (t == DT_Q4_1 || t == DT_Q4_K) cpu_dequant_row(t, z, off, cols);
+    else memset(off, 0, sizeof(float) * (size_t)cols);
     free(z);
 }
 
@@ -192,7 +203,8 @@ static struct expect expect_dot(enum dtype t, const float *w, const float *off, 
 static struct threadpool *pools[4]; /* NULL, 1, 2, 3 threads */
 static double worst_ratio;          /* largest |y - ref| / bound seen, printed at the end */
 
-static void check_case(enum dtype t, int rows, int cols, int T, int pool, int ldx_pad, int ldy_pad) {
+static void check_case(enum dtype t, int rows, int cols, int T, int pool, int ldx_pad,
+                       int ldy_pad) {
     const int64_t rb = dtype_row_bytes(t, cols);
     assert_true(rb > 0);
     uint8_t *W = malloc((size_t)(rb * rows));
@@ -225,7 +237,8 @@ static void check_case(enum dtype t, int rows, int cols, int T, int pool, int ld
                 !(fabs(yv - ys) <= tight)) {
                 fail_msg("%s rows %d cols %d T %d pool %d: row %d token %d: simd %.9g scalar %.9g "
                          "ref %.9g (bound %.3g, simd-scalar bound %.3g)",
-                         dtype_name(t), rows, cols, T, pool, r, tt, yv, ys, ex.ref, ex.bound, tight);
+                         dtype_name(t), rows, cols, T, pool, r, tt, yv, ys, ex.ref, ex.bound,
+                         tight);
             }
             if (ex.bound > 0) {
                 worst_ratio = fmax(worst_ratio, fabs(ys - ex.ref) / ex.bound);
@@ -275,14 +288,38 @@ static void check_type(enum dtype t) {
             }
 }
 
-static void test_matmul_f32(void **s) { (void)s; check_type(DT_F32); }
-static void test_matmul_f16(void **s) { (void)s; check_type(DT_F16); }
-static void test_matmul_bf16(void **s) { (void)s; check_type(DT_BF16); }
-static void test_matmul_q8_0(void **s) { (void)s; check_type(DT_Q8_0); }
-static void test_matmul_q4_0(void **s) { (void)s; check_type(DT_Q4_0); }
-static void test_matmul_q4_1(void **s) { (void)s; check_type(DT_Q4_1); }
-static void test_matmul_q4_K(void **s) { (void)s; check_type(DT_Q4_K); }
-static void test_matmul_q6_K(void **s) { (void)s; check_type(DT_Q6_K); }
+static void test_matmul_f32(void **s) {
+    (void)s;
+    check_type(DT_F32);
+}
+static void test_matmul_f16(void **s) {
+    (void)s;
+    check_type(DT_F16);
+}
+static void test_matmul_bf16(void **s) {
+    (void)s;
+    check_type(DT_BF16);
+}
+static void test_matmul_q8_0(void **s) {
+    (void)s;
+    check_type(DT_Q8_0);
+}
+static void test_matmul_q4_0(void **s) {
+    (void)s;
+    check_type(DT_Q4_0);
+}
+static void test_matmul_q4_1(void **s) {
+    (void)s;
+    check_type(DT_Q4_1);
+}
+static void test_matmul_q4_K(void **s) {
+    (void)s;
+    check_type(DT_Q4_K);
+}
+static void test_matmul_q6_K(void **s) {
+    (void)s;
+    check_type(DT_Q6_K);
+}
 
 /* Large enough (T * cols >= 32768) that the activations are quantized by the pool, and the
  * SmolLM2 shapes with all pools. */
@@ -300,7 +337,8 @@ static void test_matmul_big(void **s) {
  * separate cpu_matmul calls give (same prepared activations, same kernels, same splits). */
 static void test_matmul_multi(void **s) {
     (void)s;
-    const enum dtype types[] = {DT_Q4_1, DT_Q8_0, DT_Q4_1, DT_F16, DT_Q4_0, DT_F32, DT_BF16, DT_Q4_K};
+    const enum dtype types[] = {DT_Q4_1, DT_Q8_0, DT_Q4_1, DT_F16,
+                                DT_Q4_0, DT_F32,  DT_BF16, DT_Q4_K};
     const int rows[] = {33, 17, 4, 9, 1, 12, 7, 5};
     const int cols = 512, Tv[] = {1, 5, 70};
     for (int scalar = 0; scalar < 2; scalar++)
@@ -315,18 +353,24 @@ static void test_matmul_multi(void **s) {
                     const int64_t rb = dtype_row_bytes(types[i], cols);
                     uint8_t *W = malloc((size_t)(rb * rows[i]));
                     fill_weights(types[i], W, rows[i], cols);
-                    ops[i] = (struct cpu_matmul_op){.y = malloc(sizeof(float) * (size_t)(rows[i] + 2) * T),
-                                                    .ldy = rows[i] + 2, .W = W, .wt = types[i], .rows = rows[i]};
+                    ops[i] = (struct cpu_matmul_op){
+                        .y = malloc(sizeof(float) * (size_t)(rows[i] + 2) * T),
+                        .ldy = rows[i] + 2,
+                        .W = W,
+                        .wt = types[i],
+                        .rows = rows[i]};
                     ysep[i] = malloc(sizeof(float) * (size_t)(rows[i] + 2) * T);
                     for (int64_t k = 0; k < (rows[i] + 2) * T; k++) ops[i].y[k] = ysep[i][k] = 0.0f;
                 }
                 cpu_matmul_force_scalar(scalar);
                 cpu_matmul_multi(ops, 8, x, cols, T, cols, pools[pool]);
                 for (int i = 0; i < 8; i++)
-                    cpu_matmul(ysep[i], ops[i].ldy, x, cols, T, ops[i].W, types[i], rows[i], cols, pools[pool]);
+                    cpu_matmul(ysep[i], ops[i].ldy, x, cols, T, ops[i].W, types[i], rows[i], cols,
+                               pools[pool]);
                 cpu_matmul_force_scalar(0);
                 for (int i = 0; i < 8; i++) {
-                    assert_memory_equal(ops[i].y, ysep[i], sizeof(float) * (size_t)(rows[i] + 2) * T);
+                    assert_memory_equal(ops[i].y, ysep[i],
+                                        sizeof(float) * (size_t)(rows[i] + 2) * T);
                     free((void *)ops[i].W);
                     free(ops[i].y);
                     free(ysep[i]);
@@ -368,7 +412,8 @@ static void test_dequant_known(void **s) {
     (void)s;
     uint8_t b[210];
     float y[256];
-    /* Q4_0: d = 0.5; byte j = (j & 15) | ((15 - j) << 4) -> element j: (j - 8)/2, j+16: (7 - j)/2 */
+    /* Q4_0: d = 0.5; byte j = (j & 15) | ((15 - j) << 4) -> element j: (j - 8)/2, j+16: (7 - j)/2
+     */
     put_f16(b, 0.5f);
     for (int j = 0; j < 16; j++) b[2 + j] = (uint8_t)(j | ((15 - j) << 4));
     cpu_dequant_row(DT_Q4_0, b, y, 32);
@@ -448,9 +493,11 @@ static void test_f16_conversion(void **s) {
         float a = f16_to_f32((uint16_t)h), b = hw_f16_to_f32((uint16_t)h);
         assert_memory_equal(&a, &b, sizeof a);
     }
-    const float edge[] = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e9f, 0x1p-14f, 0x1p-24f,
-                          0x1p-25f, 0x1.8p-25f, 0x1p-26f, 0x1.ffcp-15f, 1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-23f,
-                          INFINITY, -INFINITY, 1e-40f};
+    const float edge[] = {
+        0.0f,       -0.0f,     65504.0f,     65519.99f,       65520.0f,
+        -65520.0f,  1e9f,      0x1p-14f,     0x1p-24f,        0x1p-25f,
+        0x1.8p-25f, 0x1p-26f,  0x1.ffcp-15f, 1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-23f,
+        INFINITY,   -INFINITY, 1e-40f};
     for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
         assert_int_equal(f32_to_f16(edge[i]), hw_f32_to_f16(edge[i]));
     for (int i = 0; i < 2000000; i++) {
@@ -458,7 +505,9 @@ static void test_f16_conversion(void **s) {
         float f;
         memcpy(&f, &u, sizeof f);
         if (isnan(f)) continue;
-        if (f32_to_f16(f) != hw_f32_to_f16(f)) fail_msg("f32_to_f16(%a) = %04x, F16C %04x", (double)f, f32_to_f16(f), hw_f32_to_f16(f));
+        if (f32_to_f16(f) != hw_f32_to_f16(f))
+            fail_msg("f32_to_f16(%a) = %04x, F16C %04x", (double)f, f32_to_f16(f),
+                     hw_f32_to_f16(f));
     }
 }
 
@@ -466,8 +515,8 @@ static void test_bf16_conversion(void **s) {
     (void)s;
     /* round to nearest even on the 16 dropped bits */
     assert_int_equal(f32_to_bf16(1.0f), 0x3f80);
-    assert_int_equal(f32_to_bf16(0x1.01p0f), 0x3f80);     /* below half: down */
-    assert_int_equal(f32_to_bf16(0x1.018p0f), 0x3f81);    /* above half: up */
+    assert_int_equal(f32_to_bf16(0x1.01p0f), 0x3f80);  /* below half: down */
+    assert_int_equal(f32_to_bf16(0x1.018p0f), 0x3f81); /* above half: up */
     assert_int_equal(f32_to_bf16(0x1.01p0f + 0x1p-9f), 0x3f81);
     assert_int_equal(f32_to_bf16(-2.0f), 0xc000);
     assert_int_equal(f32_to_bf16(NAN) & 0x7fc0, 0x7fc0);
@@ -489,7 +538,8 @@ static void test_quantizers(void **s) {
     for (int rep = 0; rep < 50; rep++) {
         fill_x(x, N);
         if (rep == 1) /* amax = 127 in every block, the rest k + 0.5: every x * 127/amax is a tie */
-            for (int i = 0; i < N; i++) x[i] = i % 32 == 0 ? 127.0f : (float)((int)(rnd() % 254) - 127) + 0.5f;
+            for (int i = 0; i < N; i++)
+                x[i] = i % 32 == 0 ? 127.0f : (float)((int)(rnd() % 254) - 127) + 0.5f;
         /* Q8_0: properties of ggml's rule */
         quant_row_q8_0(x, N, q1, d1);
         for (int b = 0; b < N / 32; b++) {
@@ -499,7 +549,8 @@ static void test_quantizers(void **s) {
             for (int i = 0; i < 32; i++) {
                 const float v = amax ? x[32 * b + i] * (127.0f / amax) : 0;
                 assert_true(fabsf(v - q1[32 * b + i]) <= 0.5f);
-                if (fabsf(v - q1[32 * b + i]) == 0.5f) assert_int_equal(q1[32 * b + i] % 2, 0); /* ties to even */
+                if (fabsf(v - q1[32 * b + i]) == 0.5f)
+                    assert_int_equal(q1[32 * b + i] % 2, 0); /* ties to even */
             }
         }
         quant_row_q8_1(x, N, q2, ds1);
@@ -510,13 +561,15 @@ static void test_quantizers(void **s) {
             float amax = 0;
             for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
             assert_float_equal(ds1[2 * b], d1[b], 0);
-            assert_float_equal(ds1[2 * b + 1], f16_to_f32(f32_to_f16(amax / 127.0f * (float)sum)), 0);
+            assert_float_equal(ds1[2 * b + 1], f16_to_f32(f32_to_f16(amax / 127.0f * (float)sum)),
+                               0);
         }
         /* Q8_K: |x - d q| <= |d|/2, group sums */
         quant_row_q8_K(x, N, q1, dk, bs);
         for (int b = 0; b < N / 256; b++) {
             for (int i = 0; i < 256; i++)
-                assert_true(fabs(x[256 * b + i] - (double)dk[b] * q1[256 * b + i]) <= fabs(dk[b]) * (0.5 + 1e-5));
+                assert_true(fabs(x[256 * b + i] - (double)dk[b] * q1[256 * b + i]) <=
+                            fabs(dk[b]) * (0.5 + 1e-5));
             for (int g = 0; g < 16; g++) {
                 int sum = 0;
                 for (int i = 0; i < 16; i++) sum += q1[256 * b + 16 * g + i];
@@ -559,16 +612,19 @@ static void test_vnni_same_bits(void **s) {
             float *x = malloc(sizeof(float) * T * cols), *y0 = malloc(sizeof(float) * T * rows),
                   *y1 = malloc(sizeof(float) * T * rows);
             for (int tt = 0; tt < T; tt++) fill_x(x + tt * cols, cols);
-            if (extreme && (t == DT_Q4_0 || t == DT_Q4_1)) { /* every nibble 15, x at the block's amax */
+            if (extreme &&
+                (t == DT_Q4_0 || t == DT_Q4_1)) { /* every nibble 15, x at the block's amax */
                 const int bb = dtype_block_bytes(t), head = t == DT_Q4_0 ? 2 : 4;
-                for (int64_t o = 0; o < rb * rows; o += bb) memset(W + o + head, 0xff, (size_t)(bb - head));
+                for (int64_t o = 0; o < rb * rows; o += bb)
+                    memset(W + o + head, 0xff, (size_t)(bb - head));
                 for (int k = 0; k < T * cols; k++) x[k] = k % 3 ? 1.0f : -1.0f;
             }
             for (int tn = 1; tn <= T; tn++) {
                 cpu_matmul_force_no_vnni(1);
                 cpu_matmul(y0, rows, x, cols, tn, W, t, rows, cols, pools[2]);
                 cpu_matmul_force_no_vnni(0);
-                for (int wide = 0; wide < 2; wide++) { /* the AVX-VNNI tiles, then the AVX-512 ones */
+                for (int wide = 0; wide < 2;
+                     wide++) { /* the AVX-VNNI tiles, then the AVX-512 ones */
                     if ((wide && !avx512) || (!wide && !vnni)) continue;
                     cpu_matmul_force_no_avx512(!wide);
                     cpu_matmul(y1, rows, x, cols, tn, W, t, rows, cols, pools[2]);
@@ -610,14 +666,22 @@ static int teardown(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_conversion), cmocka_unit_test(test_bf16_conversion),
-        cmocka_unit_test(test_quantizers),     cmocka_unit_test(test_dequant_known),
-        cmocka_unit_test(test_matmul_f32),     cmocka_unit_test(test_matmul_f16),
-        cmocka_unit_test(test_matmul_bf16),    cmocka_unit_test(test_matmul_q8_0),
-        cmocka_unit_test(test_matmul_q4_0),    cmocka_unit_test(test_matmul_q4_1),
-        cmocka_unit_test(test_matmul_q4_K),    cmocka_unit_test(test_matmul_q6_K),
-        cmocka_unit_test(test_matmul_big),     cmocka_unit_test(test_matmul_multi),
-        cmocka_unit_test(test_matmul_thread_invariance), cmocka_unit_test(test_vnni_same_bits),
+        cmocka_unit_test(test_f16_conversion),
+        cmocka_unit_test(test_bf16_conversion),
+        cmocka_unit_test(test_quantizers),
+        cmocka_unit_test(test_dequant_known),
+        cmocka_unit_test(test_matmul_f32),
+        cmocka_unit_test(test_matmul_f16),
+        cmocka_unit_test(test_matmul_bf16),
+        cmocka_unit_test(test_matmul_q8_0),
+        cmocka_unit_test(test_matmul_q4_0),
+        cmocka_unit_test(test_matmul_q4_1),
+        cmocka_unit_test(test_matmul_q4_K),
+        cmocka_unit_test(test_matmul_q6_K),
+        cmocka_unit_test(test_matmul_big),
+        cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_matmul_thread_invariance),
+        cmocka_unit_test(test_vnni_same_bits),
     };
 #ifdef TPD_MM_EMULATED
     /* test_matmul_emu: only the dispatched tiles, over the emulation (tests/CMakeLists.txt) */

@@ -86,7 +86,8 @@ static void test_gguf_qwen(void **state) {
     modelfile_close(&m);
     /* Qwen2 without biases is a broken file. */
     s.bias = 0;
-    tm_expect_open_fails(tm_write_gguf(&s, "qwen2nb.gguf", t, &nt), "missing tensor 'blk.0.attn_q.bias'");
+    tm_expect_open_fails(tm_write_gguf(&s, "qwen2nb.gguf", t, &nt),
+                         "missing tensor 'blk.0.attn_q.bias'");
 
     /* Qwen3: head_dim differs from dim / heads, per-head q/k norms, rope_freqs tensor. */
     s = tm_default_spec();
@@ -106,7 +107,8 @@ static void test_gguf_qwen(void **state) {
     tm_check_tensors(&m, t, nt);
     modelfile_close(&m);
     s.qknorm = 0;
-    tm_expect_open_fails(tm_write_gguf(&s, "qwen3nn.gguf", t, &nt), "missing tensor 'blk.0.attn_q_norm.weight'");
+    tm_expect_open_fails(tm_write_gguf(&s, "qwen3nn.gguf", t, &nt),
+                         "missing tensor 'blk.0.attn_q_norm.weight'");
 }
 
 static void test_gguf_bad_models(void **state) {
@@ -121,21 +123,36 @@ static void test_gguf_bad_models(void **state) {
         int kv, heads, head_dim, meta_layers;
         const char *msg;
     } cases[] = {
-        {NULL, "blk.1.ffn_up.weight", NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, "missing tensor 'blk.1.ffn_up.weight'"},
-        {NULL, "token_embd.weight", NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, "missing tensor 'token_embd.weight'"},
-        {NULL, "output_norm.weight", NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, "missing tensor 'output_norm.weight'"},
-        {NULL, NULL, "blk.0.attn_k.weight", 0xffffffffu, 0, 64, NULL, NULL, 0, 0, 0, 0, "tensor 'blk.0.attn_k.weight': expected shape [64, 32] (ne order), found [64, 64]"},
-        {NULL, NULL, "blk.1.ffn_down.weight", 0xffffffffu, 64, 96, NULL, NULL, 0, 0, 0, 0, "tensor 'blk.1.ffn_down.weight': expected shape [96, 64] (ne order), found [64, 96]"},
-        {NULL, NULL, "blk.0.attn_norm.weight", 0xffffffffu, 32, 0, NULL, NULL, 0, 0, 0, 0, "tensor 'blk.0.attn_norm.weight': expected shape [64] (ne order), found [32]"},
-        {NULL, NULL, "token_embd.weight", 0xffffffffu, 0, 100, NULL, NULL, 0, 0, 0, 0, "tensor 'token_embd.weight': expected shape [64, 128] (ne order), found [64, 100]"},
-        {NULL, NULL, "blk.0.ffn_norm.weight", DT_Q8_0, 0, 0, NULL, NULL, 0, 0, 0, 0, "tensor 'blk.0.ffn_norm.weight': type Q8_0 is not allowed here (expected F32, F16 or BF16)"},
+        {NULL, "blk.1.ffn_up.weight", NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0,
+         "missing tensor 'blk.1.ffn_up.weight'"},
+        {NULL, "token_embd.weight", NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0,
+         "missing tensor 'token_embd.weight'"},
+        {NULL, "output_norm.weight", NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0,
+         "missing tensor 'output_norm.weight'"},
+        {NULL, NULL, "blk.0.attn_k.weight", 0xffffffffu, 0, 64, NULL, NULL, 0, 0, 0, 0,
+         "tensor 'blk.0.attn_k.weight': expected shape [64, 32] (ne order), found [64, 64]"},
+        {NULL, NULL, "blk.1.ffn_down.weight", 0xffffffffu, 64, 96, NULL, NULL, 0, 0, 0, 0,
+         "tensor 'blk.1.ffn_down.weight': expected shape [96, 64] (ne order), found [64, 96]"},
+        {NULL, NULL, "blk.0.attn_norm.weight", 0xffffffffu, 32, 0, NULL, NULL, 0, 0, 0, 0,
+         "tensor 'blk.0.attn_norm.weight': expected shape [64] (ne order), found [32]"},
+        {NULL, NULL, "token_embd.weight", 0xffffffffu, 0, 100, NULL, NULL, 0, 0, 0, 0,
+         "tensor 'token_embd.weight': expected shape [64, 128] (ne order), found [64, 100]"},
+        {NULL, NULL, "blk.0.ffn_norm.weight", DT_Q8_0, 0, 0, NULL, NULL, 0, 0, 0, 0,
+         "tensor 'blk.0.ffn_norm.weight': type Q8_0 is not allowed here (expected F32, F16 or "
+         "BF16)"},
         {"gemma", NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, "unsupported architecture 'gemma'"},
-        {NULL, NULL, NULL, 0, 0, 0, "block_count", NULL, 0, 0, 0, 0, "metadata 'llama.block_count' is missing"},
-        {NULL, NULL, NULL, 0, 0, 0, "attention.layer_norm_rms_epsilon", NULL, 0, 0, 0, 0, "metadata 'llama.attention.layer_norm_rms_epsilon' is missing"},
-        {NULL, NULL, NULL, 0, 0, 0, NULL, "embedding_length", 0, 0, 0, 0, "metadata 'llama.embedding_length' is not an integer"},
-        {NULL, NULL, NULL, 0, 0, 0, NULL, NULL, 3, 0, 0, 0, "n_heads 4 is not divisible by n_kv_heads 3"},
-        {NULL, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, -1, 0, "head_dim = 0 is out of range [1, 1024]"},
-        {NULL, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 2000, "n_layers = 2000 is out of range [1, 1024]"},
+        {NULL, NULL, NULL, 0, 0, 0, "block_count", NULL, 0, 0, 0, 0,
+         "metadata 'llama.block_count' is missing"},
+        {NULL, NULL, NULL, 0, 0, 0, "attention.layer_norm_rms_epsilon", NULL, 0, 0, 0, 0,
+         "metadata 'llama.attention.layer_norm_rms_epsilon' is missing"},
+        {NULL, NULL, NULL, 0, 0, 0, NULL, "embedding_length", 0, 0, 0, 0,
+         "metadata 'llama.embedding_length' is not an integer"},
+        {NULL, NULL, NULL, 0, 0, 0, NULL, NULL, 3, 0, 0, 0,
+         "n_heads 4 is not divisible by n_kv_heads 3"},
+        {NULL, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, -1, 0,
+         "head_dim = 0 is out of range [1, 1024]"},
+        {NULL, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 2000,
+         "n_layers = 2000 is out of range [1, 1024]"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct tm_spec s = tm_default_spec();
@@ -195,14 +212,29 @@ static void compare_model(const char *model, const char *json) {
     if (modelfile_open(&m, model, err)) fail_msg("%s", err);
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "hparams");
     const struct model_hparams *hp = &m.hp;
-#define HP_INT(f) if ((int)hp->f != jint(h, #f)) fail_msg("hparams." #f ": %d != %d", (int)hp->f, jint(h, #f))
-    HP_INT(arch); HP_INT(n_layers); HP_INT(dim); HP_INT(n_heads); HP_INT(n_kv_heads);
-    HP_INT(head_dim); HP_INT(ffn_dim); HP_INT(vocab_size); HP_INT(max_ctx); HP_INT(rope_neox);
-    HP_INT(rope_scaling_llama3); HP_INT(tied_embeddings); HP_INT(qkv_bias); HP_INT(qk_norm);
-    HP_INT(bos_id); HP_INT(eos_id);
+#define HP_INT(f) \
+    if ((int)hp->f != jint(h, #f)) fail_msg("hparams." #f ": %d != %d", (int)hp->f, jint(h, #f))
+    HP_INT(arch);
+    HP_INT(n_layers);
+    HP_INT(dim);
+    HP_INT(n_heads);
+    HP_INT(n_kv_heads);
+    HP_INT(head_dim);
+    HP_INT(ffn_dim);
+    HP_INT(vocab_size);
+    HP_INT(max_ctx);
+    HP_INT(rope_neox);
+    HP_INT(rope_scaling_llama3);
+    HP_INT(tied_embeddings);
+    HP_INT(qkv_bias);
+    HP_INT(qk_norm);
+    HP_INT(bos_id);
+    HP_INT(eos_id);
 #undef HP_INT
-    assert_true(hp->norm_eps == (float)cJSON_GetObjectItemCaseSensitive(h, "norm_eps")->valuedouble);
-    assert_true(hp->rope_theta == (float)cJSON_GetObjectItemCaseSensitive(h, "rope_theta")->valuedouble);
+    assert_true(hp->norm_eps ==
+                (float)cJSON_GetObjectItemCaseSensitive(h, "norm_eps")->valuedouble);
+    assert_true(hp->rope_theta ==
+                (float)cJSON_GetObjectItemCaseSensitive(h, "rope_theta")->valuedouble);
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "tensors");
     assert_int_equal(m.n_tensors, cJSON_GetArraySize(ts));
     size_t cap = 1 << 20;
@@ -215,9 +247,12 @@ static void compare_model(const char *model, const char *json) {
         const cJSON *ne = cJSON_GetObjectItemCaseSensitive(e, "ne");
         assert_int_equal(t->n_dims, cJSON_GetArraySize(ne));
         int d = 0;
-        for (const cJSON *x = ne->child; x; x = x->next, d++) assert_int_equal(t->ne[d], strtoll(x->valuestring, NULL, 10));
+        for (const cJSON *x = ne->child; x; x = x->next, d++)
+            assert_int_equal(t->ne[d], strtoll(x->valuestring, NULL, 10));
         for (; d < 4; d++) assert_int_equal(t->ne[d], 1);
-        assert_int_equal(t->nbytes, strtoull(cJSON_GetObjectItemCaseSensitive(e, "nbytes")->valuestring, NULL, 10));
+        assert_int_equal(
+            t->nbytes,
+            strtoull(cJSON_GetObjectItemCaseSensitive(e, "nbytes")->valuestring, NULL, 10));
         const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "offset");
         if (off) assert_int_equal(t->offset, strtoull(off->valuestring, NULL, 10));
         uint32_t crc = 0;
@@ -226,7 +261,8 @@ static void compare_model(const char *model, const char *json) {
             if (modelfile_read(&m, t, pos, n, chunk, err)) fail_msg("%s", err);
             crc = crc32_update(crc, chunk, n);
         }
-        unsigned want = (unsigned)strtoul(cJSON_GetObjectItemCaseSensitive(e, "crc32")->valuestring, NULL, 16);
+        unsigned want = (unsigned)strtoul(cJSON_GetObjectItemCaseSensitive(e, "crc32")->valuestring,
+                                          NULL, 16);
         if (crc != want) fail_msg("tensor %s: crc %08x != %08x", name, crc, want);
     }
     free(chunk);
@@ -281,10 +317,8 @@ int main(void) {
     const struct CMUnitTest only_compare[] = {cmocka_unit_test(test_compare_reference)};
     if (getenv("TPD_MF_MODEL")) return cmocka_run_group_tests(only_compare, NULL, NULL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gguf_llama),
-        cmocka_unit_test(test_gguf_qwen),
-        cmocka_unit_test(test_gguf_bad_models),
-        cmocka_unit_test(test_smollm2),
+        cmocka_unit_test(test_gguf_llama),        cmocka_unit_test(test_gguf_qwen),
+        cmocka_unit_test(test_gguf_bad_models),   cmocka_unit_test(test_smollm2),
         cmocka_unit_test(test_compare_reference),
     };
     return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);

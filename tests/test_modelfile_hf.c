@@ -120,13 +120,18 @@ static void test_hf_qwen_sharded(void **state) {
     o = tm_default_hf();
     o.shards = 2;
     o.missing_shard = 1;
-    tm_expect_open_fails(tm_write_hf(&s, &o, "noshard", t, &nt), "shard 'model-00002-of-00002.safetensors' listed in model.safetensors.index.json: No such file");
+    tm_expect_open_fails(tm_write_hf(&s, &o, "noshard", t, &nt),
+                         "shard 'model-00002-of-00002.safetensors' listed in "
+                         "model.safetensors.index.json: No such file");
     o.missing_shard = 0;
     o.index_bad_name = 1;
-    tm_expect_open_fails(tm_write_hf(&s, &o, "escape", t, &nt), "must name a file in the model directory");
+    tm_expect_open_fails(tm_write_hf(&s, &o, "escape", t, &nt),
+                         "must name a file in the model directory");
     o.index_bad_name = 0;
     o.index_ghost = 1;
-    tm_expect_open_fails(tm_write_hf(&s, &o, "ghost", t, &nt), "tensor 'model.layers.0.mlp.ghost.weight' listed in the index is not in this shard");
+    tm_expect_open_fails(
+        tm_write_hf(&s, &o, "ghost", t, &nt),
+        "tensor 'model.layers.0.mlp.ghost.weight' listed in the index is not in this shard");
 }
 
 static void test_hf_bad(void **state) {
@@ -138,56 +143,88 @@ static void test_hf_bad(void **state) {
 
     o.bad_hf = "model.layers.1.mlp.up_proj.weight";
     o.bad_dtype = "I64";
-    tm_expect_open_fails(tm_write_hf(&s, &o, "i64", t, &nt), "tensor 'model.layers.1.mlp.up_proj.weight': dtype I64 is not supported");
+    tm_expect_open_fails(tm_write_hf(&s, &o, "i64", t, &nt),
+                         "tensor 'model.layers.1.mlp.up_proj.weight': dtype I64 is not supported");
     o = tm_default_hf();
 
     struct tm_spec bad = s;
     bad.alter = "blk.0.attn_v.weight";
     bad.alter_type = 0xffffffffu;
     bad.alter_ne1 = 48;
-    tm_expect_open_fails(tm_write_hf(&bad, &o, "shape", t, &nt), "tensor 'model.layers.0.self_attn.v_proj.weight': expected shape [64, 32] (ne order), found [64, 48]");
+    tm_expect_open_fails(tm_write_hf(&bad, &o, "shape", t, &nt),
+                         "tensor 'model.layers.0.self_attn.v_proj.weight': expected shape [64, 32] "
+                         "(ne order), found [64, 48]");
     bad = s;
     bad.drop = "blk.1.attn_output.weight";
-    tm_expect_open_fails(tm_write_hf(&bad, &o, "drop", t, &nt), "missing tensor 'blk.1.attn_output.weight'");
+    tm_expect_open_fails(tm_write_hf(&bad, &o, "drop", t, &nt),
+                         "missing tensor 'blk.1.attn_output.weight'");
 
-    static const struct { const char *extra, *text, *msg; } cfg[] = {
-        {",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0}", NULL, "rope_scaling type 'yarn' is not supported"},
-        {",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":4.0,\"high_freq_factor\":1.0}", NULL, "llama3 rope scaling (factor 8, low 4, high 1"},
+    static const struct {
+        const char *extra, *text, *msg;
+    } cfg[] = {
+        {",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0}", NULL,
+         "rope_scaling type 'yarn' is not supported"},
+        {",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":4.0,"
+         "\"high_freq_factor\":1.0}",
+         NULL, "llama3 rope scaling (factor 8, low 4, high 1"},
         {",\"rope_scaling\":[1]", NULL, "\"rope_scaling\" must be an object (found array)"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"num_hidden_layers\":2}", "missing \"hidden_size\""},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":\"64\"}", "\"hidden_size\" must be an integer (found string)"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64.5}", "\"hidden_size\" = 64.5 is not an integer"},
-        {NULL, "{\"architectures\":[\"GPT2LMHeadModel\"]}", "unsupported architecture 'GPT2LMHeadModel'"},
+        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"num_hidden_layers\":2}",
+         "missing \"hidden_size\""},
+        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":\"64\"}",
+         "\"hidden_size\" must be an integer (found string)"},
+        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64.5}",
+         "\"hidden_size\" = 64.5 is not an integer"},
+        {NULL, "{\"architectures\":[\"GPT2LMHeadModel\"]}",
+         "unsupported architecture 'GPT2LMHeadModel'"},
         {NULL, "{\"hidden_size\":64}", "missing \"architectures\""},
         {NULL, "[1,2]", "config.json: not a JSON object"},
         {NULL, "{\"architectures\":", "config.json: not valid JSON"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
-               "\"num_attention_heads\":4,\"num_key_value_heads\":3,\"intermediate_size\":96,\"vocab_size\":128,"
-               "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5}", "n_heads 4 is not divisible by n_kv_heads 3"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
-               "\"num_attention_heads\":0,\"intermediate_size\":96,\"vocab_size\":128,"
-               "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5}", "n_heads = 0 is out of range"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
-               "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
-               "\"max_position_embeddings\":64,\"rms_norm_eps\":true}", "\"rms_norm_eps\" must be a number (found bool)"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
-               "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
-               "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"eos_token_id\":\"x\"}", "\"eos_token_id\" must be a non-negative integer"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
-               "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
-               "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"tie_word_embeddings\":1}", "\"tie_word_embeddings\" must be true or false"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
-               "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
-               "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"bos_token_id\":500}", "bos/eos token id 500/-1 is outside the vocabulary (128)"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
-               "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
-               "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"head_dim\":15}", "head_dim 15 is odd"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":262144,\"num_hidden_layers\":2,"
-               "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
-               "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5}", "dim = 262144 is out of range [1, 131072]"},
-        {NULL, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
-               "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
-               "\"max_position_embeddings\":64,\"rms_norm_eps\":-1}", "rms norm epsilon -1 is out of range"},
+        {NULL,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+         "\"num_attention_heads\":4,\"num_key_value_heads\":3,\"intermediate_size\":96,\"vocab_"
+         "size\":128,"
+         "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5}",
+         "n_heads 4 is not divisible by n_kv_heads 3"},
+        {NULL,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+         "\"num_attention_heads\":0,\"intermediate_size\":96,\"vocab_size\":128,"
+         "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5}",
+         "n_heads = 0 is out of range"},
+        {NULL,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+         "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
+         "\"max_position_embeddings\":64,\"rms_norm_eps\":true}",
+         "\"rms_norm_eps\" must be a number (found bool)"},
+        {NULL,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+         "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
+         "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"eos_token_id\":\"x\"}",
+         "\"eos_token_id\" must be a non-negative integer"},
+        {NULL,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+         "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
+         "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"tie_word_embeddings\":1}",
+         "\"tie_word_embeddings\" must be true or false"},
+        {NULL,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+         "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
+         "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"bos_token_id\":500}",
+         "bos/eos token id 500/-1 is outside the vocabulary (128)"},
+        {NULL,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+         "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
+         "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"head_dim\":15}",
+         "head_dim 15 is odd"},
+        {NULL,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":262144,\"num_hidden_layers\":2,"
+         "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
+         "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5}",
+         "dim = 262144 is out of range [1, 131072]"},
+        {NULL,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+         "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":128,"
+         "\"max_position_embeddings\":64,\"rms_norm_eps\":-1}",
+         "rms norm epsilon -1 is out of range"},
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
         o = tm_default_hf();

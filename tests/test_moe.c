@@ -90,9 +90,16 @@ static void test_group_over_ranks(void **state) {
  * including more ranks than experts or than blocks. */
 static void test_split(void **state) {
     (void)state;
-    struct model_hparams hp = {.n_heads = 8, .n_kv_heads = 8, .head_dim = 8, .dim = 64,
-                               .ffn_dim = 64, .vocab_size = 100, .n_experts = 5,
-                               .n_experts_used = 2, .expert_ffn_dim = 96, .shexp_ffn_dim = 64};
+    struct model_hparams hp = {.n_heads = 8,
+                               .n_kv_heads = 8,
+                               .head_dim = 8,
+                               .dim = 64,
+                               .ffn_dim = 64,
+                               .vocab_size = 100,
+                               .n_experts = 5,
+                               .n_experts_used = 2,
+                               .expert_ffn_dim = 96,
+                               .shexp_ffn_dim = 64};
     char err[256];
     for (int tp = 1; tp <= 8; tp++)
         for (int ep = 0; ep < 2; ep++) {

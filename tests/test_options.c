@@ -79,7 +79,9 @@ static const char *bad_flag(const struct config_key *k, char *buf, size_t n) {
 static const char *bad_toml(const struct config_key *k) {
     switch (k->kind) {
     case K_STR: return k->choices ? "\"bogus\"" : "1";
-    case K_INT: case K_DBL: case K_BOOL: return "\"x\"";
+    case K_INT:
+    case K_DBL:
+    case K_BOOL: return "\"x\"";
     case K_MODE: return "\"0999\"";
     case K_UIDS: return "[\"x\"]";
     }
@@ -107,8 +109,8 @@ static int spellings(const struct config_key *k, char out[][80], int max) {
 
 /* Does a row of command cmd other than k take spelling a? (--chat: generate's switch,
  * tokenize's file) */
-static int other_row_takes(const struct config_key *keys, size_t n, const struct config_key *k, unsigned cmd,
-                           const char *a) {
+static int other_row_takes(const struct config_key *keys, size_t n, const struct config_key *k,
+                           unsigned cmd, const char *a) {
     for (size_t i = 0; i < n; i++) {
         if (&keys[i] == k || !(keys[i].cmds & cmd)) continue;
         char sp[8][80];
@@ -119,12 +121,14 @@ static int other_row_takes(const struct config_key *keys, size_t n, const struct
     return 0;
 }
 
-static void check_value(const struct config *c, const struct config_key *k, const char *want, const char *how) {
+static void check_value(const struct config *c, const struct config_key *k, const char *want,
+                        const char *how) {
     if (!k->section) return; /* flag-only rows have no key to read back */
     char name[160];
     key_name(k, name, sizeof name);
     char *v = config_get(c, name);
-    if (!v || strcmp(v, want)) fail_msg("%s: %s is '%s', expected '%s'", how, name, v ? v : "(null)", want);
+    if (!v || strcmp(v, want))
+        fail_msg("%s: %s is '%s', expected '%s'", how, name, v ? v : "(null)", want);
     free(v);
 }
 
@@ -142,7 +146,8 @@ static void test_every_key_in_toml(void **state) {
         struct config c;
         config_defaults(&c);
         snprintf(text, sizeof text, "[%s]\n%s = %s\n", k->section, k->key, toml);
-        if (config_apply_toml(&c, text, strlen(text), "t.toml", err) || config_validate_for(&c, 0, err))
+        if (config_apply_toml(&c, text, strlen(text), "t.toml", err) ||
+            config_validate_for(&c, 0, err))
             fail_msg("%s refused in TOML: %s", name, err);
         check_value(&c, k, got, "TOML");
         config_free(&c);
@@ -189,16 +194,19 @@ static void test_every_flag_of_every_command(void **state) {
                     continue;
                 }
                 if (!(k->cmds & cmd)) { /* another command's flag: refused by name */
-                    if (rc != -1 || !strstr(err, names[si])) fail_msg("%s taken by command %u: '%s'", names[si], cmd, err);
+                    if (rc != -1 || !strstr(err, names[si]))
+                        fail_msg("%s taken by command %u: '%s'", names[si], cmd, err);
                     config_free(&c);
                     continue;
                 }
                 if (k->kind == K_UIDS) { /* a list: the config file only, and the message says so */
-                    if (rc != -1 || !strstr(err, name)) fail_msg("%s as a flag: rc %d '%s'", names[si], rc, err);
+                    if (rc != -1 || !strstr(err, name))
+                        fail_msg("%s as a flag: rc %d '%s'", names[si], rc, err);
                     config_free(&c);
                     continue;
                 }
-                if (rc || config_validate_for(&c, 0, err)) fail_msg("%s %s refused: %s", names[si], flag, err);
+                if (rc || config_validate_for(&c, 0, err))
+                    fail_msg("%s %s refused: %s", names[si], flag, err);
                 check_value(&c, k, got, names[si]);
                 config_free(&c);
                 checked++;
@@ -210,7 +218,8 @@ static void test_every_flag_of_every_command(void **state) {
                 err[0] = 0;
                 rc = config_parse_args(&c, cmd, 2, bargv, err);
                 if (!rc) rc = config_validate_for(&c, 0, err);
-                if (rc != -1 || !strstr(err, name)) fail_msg("%s %s: rc %d, '%s' lacks %s", names[si], b, rc, err, name);
+                if (rc != -1 || !strstr(err, name))
+                    fail_msg("%s %s: rc %d, '%s' lacks %s", names[si], b, rc, err, name);
                 config_free(&c);
                 /* and a missing value */
                 if (!sw) {
@@ -243,7 +252,8 @@ static void test_flags_unambiguous(void **state) {
         }
         if (keys[i].section) { /* and TOML keys are unique */
             for (size_t j = i + 1; j < n; j++)
-                if (keys[j].section && !strcmp(keys[i].section, keys[j].section) && !strcmp(keys[i].key, keys[j].key))
+                if (keys[j].section && !strcmp(keys[i].section, keys[j].section) &&
+                    !strcmp(keys[i].key, keys[j].key))
                     fail_msg("[%s] %s twice", keys[i].section, keys[i].key);
         }
     }
@@ -283,8 +293,20 @@ static void test_engine_and_sched_opts(void **state) {
     (void)state;
     struct config cfg;
     char err[ERR_LEN] = "";
-    char *a[] = {"--model", "m.gguf", "--kv-tokens", "4096", "--block-size", "32", "--max-running", "8",
-                 "--parallel.step_timeout_s", "7", "--scheduler.sample_threads", "3", "--pp", "2"};
+    char *a[] = {"--model",
+                 "m.gguf",
+                 "--kv-tokens",
+                 "4096",
+                 "--block-size",
+                 "32",
+                 "--max-running",
+                 "8",
+                 "--parallel.step_timeout_s",
+                 "7",
+                 "--scheduler.sample_threads",
+                 "3",
+                 "--pp",
+                 "2"};
     config_defaults(&cfg);
     if (config_apply_args(&cfg, (int)(sizeof a / sizeof *a), a, err)) fail_msg("%s", err);
     struct engine_opts eo;
@@ -315,10 +337,15 @@ static void test_run_opts_spellings(void **state) {
     (void)state;
     struct run_opts o;
     char err[ERR_LEN] = "";
-    char *g[] = {"generate", "--synthetic", "llama3-8b", "--prompt", "hi", "--chat", "--system", "sys", "-n", "5",
-                 "--temp", "0.5", "--top-k", "3", "--top-p", "0.9", "--seed", "7", "--ids", "--ignore-eos",
-                 "--kv-type", "f32", "--block-size", "32", "--ctx", "100", "--chunk", "8", "--comm", "mpi",
-                 "--threads", "2", "--backend", "cpu", "--tokenizer", "tok.json"};
+    char *g[] = {"generate",  "--synthetic", "llama3-8b",    "--prompt",
+                 "hi",        "--chat",      "--system",     "sys",
+                 "-n",        "5",           "--temp",       "0.5",
+                 "--top-k",   "3",           "--top-p",      "0.9",
+                 "--seed",    "7",           "--ids",        "--ignore-eos",
+                 "--kv-type", "f32",         "--block-size", "32",
+                 "--ctx",     "100",         "--chunk",      "8",
+                 "--comm",    "mpi",         "--threads",    "2",
+                 "--backend", "cpu",         "--tokenizer",  "tok.json"};
     if (run_opts_parse(NULL, (int)(sizeof g / sizeof *g), g, &o, err)) fail_msg("%s", err);
     assert_string_equal(o.eng.model_path, "llama3-8b");
     assert_string_equal(o.eng.synthetic, "llama3-8b");
@@ -340,19 +367,23 @@ static void test_run_opts_spellings(void **state) {
     assert_null(o.cfg.prompt_ids);
     run_opts_free(&o);
 
-    char *e[] = {"eval", "--model", "m.gguf", "--seqs", "1,2;3", "--out", "o.f32", "--separate", "--n-predict", "4"};
+    char *e[] = {"eval",  "--model", "m.gguf",     "--seqs",      "1,2;3",
+                 "--out", "o.f32",   "--separate", "--n-predict", "4"};
     assert_int_equal(run_opts_parse(NULL, 10, e, &o, err), -1); /* -n is generate's */
     assert_non_null(strstr(err, "--n-predict"));
     assert_int_equal(run_opts_parse(NULL, 8, e, &o, err), 0);
     assert_string_equal(o.eng.model_path, "m.gguf");
     assert_string_equal(o.eng.comm.mode, "auto");
-    assert_true(o.eng.comm.timeout_s == COMM_TIMEOUT_S && o.eng.comm.start_timeout_s == COMM_START_TIMEOUT_S);
+    assert_true(o.eng.comm.timeout_s == COMM_TIMEOUT_S &&
+                o.eng.comm.start_timeout_s == COMM_START_TIMEOUT_S);
     assert_int_equal(o.eng.comm.ipc_small_bytes, COMM_IPC_SMALL_BYTES);
     assert_int_equal(o.eng.comm.ipc_buffer_bytes, COMM_IPC_BUFFER_BYTES);
     /* the proven CUDA paths on, the debugging aids off (kernels/backend.h's defaults) */
-    assert_int_equal(o.eng.debug->attn_decode + o.eng.debug->cuda_graphs + o.eng.debug->top_cands, 3);
+    assert_int_equal(o.eng.debug->attn_decode + o.eng.debug->cuda_graphs + o.eng.debug->top_cands,
+                     3);
     assert_int_equal(o.eng.debug->attn_tiles + o.eng.debug->mmv_tile, 2);
-    assert_int_equal(o.eng.debug->profile_ops + o.eng.debug->cuda_sync + o.eng.debug->attn_exact, 0);
+    assert_int_equal(o.eng.debug->profile_ops + o.eng.debug->cuda_sync + o.eng.debug->attn_exact,
+                     0);
     assert_string_equal(o.cfg.log_level, "warn"); /* one-shot commands are quiet unless asked */
     assert_string_equal(o.eng.backend, "auto");
     assert_int_equal(o.eng.kv_type, DT_F16);
@@ -364,15 +395,22 @@ static void test_run_opts_spellings(void **state) {
     run_opts_free(&o);
 
     /* the [debug] switches and the communicator's keys reach the engine's options */
-    char *d[] = {"eval", "--model", "m.gguf", "--seqs", "1", "--out", "o.f32", "--debug.attn_decode", "false",
-                 "--parallel.comm_timeout_s", "42", "--debug.ipc_sync", "host", "--log-level", "info"};
+    char *d[] = {"eval",   "--model",
+                 "m.gguf", "--seqs",
+                 "1",      "--out",
+                 "o.f32",  "--debug.attn_decode",
+                 "false",  "--parallel.comm_timeout_s",
+                 "42",     "--debug.ipc_sync",
+                 "host",   "--log-level",
+                 "info"};
     if (run_opts_parse(NULL, 15, d, &o, err)) fail_msg("%s", err);
     assert_true(!o.eng.debug->attn_decode && o.eng.debug->attn_tiles);
     assert_true(o.eng.comm.timeout_s == 42);
     assert_string_equal(o.eng.comm.ipc_sync, "host");
     assert_string_equal(o.cfg.log_level, "info");
     run_opts_free(&o);
-    char *bad[] = {"eval", "--model", "m.gguf", "--seqs", "1", "--out", "o.f32", "--debug.ipc_sync", "gpu"};
+    char *bad[] = {"eval",  "--model", "m.gguf",           "--seqs", "1",
+                   "--out", "o.f32",   "--debug.ipc_sync", "gpu"};
     assert_int_equal(run_opts_parse(NULL, 9, bad, &o, err), -1);
     assert_non_null(strstr(err, "debug.ipc_sync"));
 
@@ -382,8 +420,10 @@ static void test_run_opts_spellings(void **state) {
 
     /* serve takes what generate takes, under the same names */
     struct config c;
-    char *s[] = {"serve", "--model", "m", "--comm", "nccl", "--kv-type", "f32", "--block-size", "32", "--ctx", "64",
-                 "--synthetic", "llama3-8b", "--threads", "1", "--backend", "cpu", "--tokenizer", "t.json"};
+    char *s[] = {"serve",     "--model",      "m",  "--comm",    "nccl", "--kv-type",
+                 "f32",       "--block-size", "32", "--ctx",     "64",   "--synthetic",
+                 "llama3-8b", "--threads",    "1",  "--backend", "cpu",  "--tokenizer",
+                 "t.json"};
     if (options_load(NULL, CMD_SERVE, 19, s, &c, err)) fail_msg("%s", err);
     assert_string_equal(c.comm.mode, "nccl");
     assert_string_equal(c.log_level, "info");
@@ -412,9 +452,13 @@ static void test_wants_help(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_key_in_toml),      cmocka_unit_test(test_every_flag_of_every_command),
-        cmocka_unit_test(test_flags_unambiguous),      cmocka_unit_test(test_usage_lists_every_flag),
-        cmocka_unit_test(test_run_opts_spellings), cmocka_unit_test(test_engine_and_sched_opts),     cmocka_unit_test(test_wants_help),
+        cmocka_unit_test(test_every_key_in_toml),
+        cmocka_unit_test(test_every_flag_of_every_command),
+        cmocka_unit_test(test_flags_unambiguous),
+        cmocka_unit_test(test_usage_lists_every_flag),
+        cmocka_unit_test(test_run_opts_spellings),
+        cmocka_unit_test(test_engine_and_sched_opts),
+        cmocka_unit_test(test_wants_help),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

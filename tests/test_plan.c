@@ -36,7 +36,8 @@ static void test_pack_unpack(void **state) {
             const int n = 1 + (int)(next_u32() % 4), all = next_u32() % 2;
             const int row0 = p.n_out;
             plan_add(&p, tok, n, 0, blocks, 1, all);
-            for (int r = row0; r < p.n_out; r++) assert_int_equal(p.out_full[r], 1); /* whole by default */
+            for (int r = row0; r < p.n_out; r++)
+                assert_int_equal(p.out_full[r], 1); /* whole by default */
             if (next_u32() % 3) {
                 for (int r = row0; r < p.n_out; r++) p.out_full[r] = 0;
                 p.n_cands = k;
@@ -46,12 +47,14 @@ static void test_pack_unpack(void **state) {
         float *rows = malloc(sizeof *rows * total), *orig = malloc(sizeof *orig * total);
         for (size_t i = 0; i < total; i++) rows[i] = orig[i] = (float)next_u32();
         size_t want = 0;
-        for (int r = 0; r < p.n_out; r++) want += p.n_cands > 0 && !p.out_full[r] ? 2 * (size_t)k : (size_t)vocab;
+        for (int r = 0; r < p.n_out; r++)
+            want += p.n_cands > 0 && !p.out_full[r] ? 2 * (size_t)k : (size_t)vocab;
         assert_int_equal(plan_rows_pack(&p, rows, vocab), want);
         plan_rows_unpack(p.n_out, p.n_cands, p.out_full, rows, vocab);
         for (int r = 0; r < p.n_out; r++) {
             const size_t len = p.n_cands > 0 && !p.out_full[r] ? 2 * (size_t)k : (size_t)vocab;
-            assert_memory_equal(rows + (size_t)r * vocab, orig + (size_t)r * vocab, sizeof *rows * len);
+            assert_memory_equal(rows + (size_t)r * vocab, orig + (size_t)r * vocab,
+                                sizeof *rows * len);
         }
         free(rows);
         free(orig);

@@ -38,10 +38,16 @@
 static struct comm g_comm;
 static char g_model[4096];
 
-static void run_open(struct sched_run *r, int kv_tokens, int max_ctx, int step_tokens, int caching) {
-    struct engine_opts eo = {.model_path = g_model, .threads = 2, .kv_type = DT_F16, .block_size = BS,
-                             .n_blocks = kv_tokens / BS, .max_ctx = max_ctx};
-    struct sched_opts so = {.max_running = 32, .max_queue = 64, .step_tokens = step_tokens, .prefix_caching = caching};
+static void run_open(struct sched_run *r, int kv_tokens, int max_ctx, int step_tokens,
+                     int caching) {
+    struct engine_opts eo = {.model_path = g_model,
+                             .threads = 2,
+                             .kv_type = DT_F16,
+                             .block_size = BS,
+                             .n_blocks = kv_tokens / BS,
+                             .max_ctx = max_ctx};
+    struct sched_opts so = {
+        .max_running = 32, .max_queue = 64, .step_tokens = step_tokens, .prefix_caching = caching};
     sched_run_open(r, &g_comm, &eo, &so);
 }
 
@@ -64,7 +70,8 @@ static double metric(struct sched_run *r, const char *name) {
 }
 
 static void fill(int32_t *t, int n, unsigned seed) {
-    for (int k = 0; k < n; k++) t[k] = (int32_t)(1 + (seed * 2654435761u + (unsigned)k * 40503u) % 49000u);
+    for (int k = 0; k < n; k++)
+        t[k] = (int32_t)(1 + (seed * 2654435761u + (unsigned)k * 40503u) % 49000u);
 }
 
 /* The 32 prompts and the order they arrive in. Multi-turn prompts are built from the
@@ -75,7 +82,8 @@ struct pattern {
     int expect_cached[N_REQ]; /* with a roomy cache; -1: not known in advance */
 };
 
-static struct gen_request *submit(struct sched_run *r, const int32_t *prompt, int n, int id, int max_tokens) {
+static struct gen_request *submit(struct sched_run *r, const int32_t *prompt, int n, int id,
+                                  int max_tokens) {
     struct gen_request *q = req_new();
     q->id = (uint64_t)id + 1;
     q->n_prompt = n;
@@ -91,8 +99,8 @@ static struct gen_request *submit(struct sched_run *r, const int32_t *prompt, in
 static int full_blocks_before_last(int n) { return (n - 1) / BS * BS; }
 
 /* Runs the 32 requests; out: their tokens, cached: what each was told came from the cache. */
-static void run_patterns(struct sched_run *r, int32_t out[N_REQ][MAX_TOK], int cached[N_REQ], int expect[N_REQ],
-                         long *prompt_total) {
+static void run_patterns(struct sched_run *r, int32_t out[N_REQ][MAX_TOK], int cached[N_REQ],
+                         int expect[N_REQ], long *prompt_total) {
     static struct pattern p;
     memset(&p, 0, sizeof p);
     struct gen_request *q[N_REQ] = {0};
@@ -121,7 +129,8 @@ static void run_patterns(struct sched_run *r, int32_t out[N_REQ][MAX_TOK], int c
     }
     /* phase 1: the first of each shared kind, alone */
     int first[] = {0, 4, 20};
-    for (int k = 0; k < 3; k++) q[first[k]] = submit(r, p.prompt[first[k]], p.n[first[k]], first[k], MAX_TOK);
+    for (int k = 0; k < 3; k++)
+        q[first[k]] = submit(r, p.prompt[first[k]], p.n[first[k]], first[k], MAX_TOK);
     drain(r);
     /* phase 2: the rest of them, and the new prefix 8 times, together */
     for (int i = 0; i < N_REQ; i++) {
@@ -143,12 +152,14 @@ static void run_patterns(struct sched_run *r, int32_t out[N_REQ][MAX_TOK], int c
             } else {
                 int prev = i - 1;
                 memcpy(p.prompt[i], p.prompt[prev], sizeof(int32_t) * (size_t)p.n[prev]);
-                for (int k = 0; k < MAX_TOK; k++) p.prompt[i][p.n[prev] + k] = q[prev]->events[k].token;
+                for (int k = 0; k < MAX_TOK; k++)
+                    p.prompt[i][p.n[prev] + k] = q[prev]->events[k].token;
                 p.n[i] = p.n[prev] + MAX_TOK + 7;
                 fill(p.prompt[i] + p.n[prev] + MAX_TOK, 7, 500 + (unsigned)i);
                 /* the previous turn cached every block it filled: its prompt and all but
                  * the last of its answer tokens */
-                int had = (p.n[prev] + MAX_TOK - 1) / BS * BS, most = full_blocks_before_last(p.n[i]);
+                int had = (p.n[prev] + MAX_TOK - 1) / BS * BS,
+                    most = full_blocks_before_last(p.n[i]);
                 expect[i] = had < most ? had : most;
             }
             q[i] = submit(r, p.prompt[i], p.n[i], i, MAX_TOK);
@@ -189,7 +200,8 @@ static void test_cached_equals_uncached(void **state) {
     run_patterns(&r, on, cached, expect, &prompt_total);
     long hits = 0;
     for (int i = 0; i < N_REQ; i++) {
-        if (cached[i] != expect[i]) fail_msg("request %d: %d cached tokens, expected %d", i, cached[i], expect[i]);
+        if (cached[i] != expect[i])
+            fail_msg("request %d: %d cached tokens, expected %d", i, cached[i], expect[i]);
         hits += cached[i];
     }
     assert_true(hits > 600);
@@ -288,8 +300,8 @@ static void test_long_prefix_ttft(void **state) {
     double mid = metric(&r, "tpd_prompt_tokens_computed_total");
     double t_cached = ttft(&r, b, PREFIX + TAIL, 2, &cb);
     double after = metric(&r, "tpd_prompt_tokens_computed_total");
-    print_message("TTFT with a 2000-token prefix: %.3f s uncached, %.3f s cached (%.1f%%)\n", t_uncached, t_cached,
-                  100 * t_cached / t_uncached);
+    print_message("TTFT with a 2000-token prefix: %.3f s uncached, %.3f s cached (%.1f%%)\n",
+                  t_uncached, t_cached, 100 * t_cached / t_uncached);
     assert_int_equal(ca, 0);
     assert_int_equal(cb, PREFIX);
     assert_int_equal((long)(mid - before), PREFIX + TAIL);

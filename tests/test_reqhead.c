@@ -50,7 +50,7 @@ static void test_content_length(void **state) {
         {POST "Content-Length: 1\r\n 2\r\n\r\n", 400}, /* folded */
         {POST "X-A: 1\r\n 2\r\nContent-Length: 3\r\n\r\n", 0},
         {POST "Content-Length: 3\r\nContent-Length: x\r\n\r\n", 400}, /* every one judged */
-        {POST "Content-Length : 5x\r\n\r\n", 0}, /* another field to libmicrohttpd */
+        {POST "Content-Length : 5x\r\n\r\n", 0},     /* another field to libmicrohttpd */
         {"\r\n" POST "Content-Length: -1\n\n", 400}, /* bare LF, a leading empty line */
         /* what libmicrohttpd answers 400 at once is not waited for */
         {"GET /health\r\n", 0},

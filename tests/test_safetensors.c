@@ -113,9 +113,11 @@ static const struct {
      "tensor 'w': shape[0] is not a non-negative integer"},
     {"fractional dim", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,1.5],\"data_offsets\":[0,12]}}", 24,
      "shape[1] is not a non-negative integer"},
-    {"shape overflow", "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
+    {"shape overflow",
+     "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
      "byte size overflows"},
-    {"too many dims", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+    {"too many dims",
+     "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
      "9 dimensions"},
     {"offsets past end", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 8,
      "tensor 'w': data_offsets end 12 is past the end of the data section (8 bytes)"},
@@ -126,12 +128,14 @@ static const struct {
     {"missing offsets", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", 8, "\"data_offsets\" must be"},
     {"huge offsets", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[1e300,1e300]}}", 8,
      "\"data_offsets\" must be"},
-    {"overlap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12,
-     "tensors 'a' and 'b' have overlapping data_offsets"},
-    {"duplicate name", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-                       "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
-     "duplicate tensor name 'a'"},
+    {"overlap",
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+     "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+     12, "tensors 'a' and 'b' have overlapping data_offsets"},
+    {"duplicate name",
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+     8, "duplicate tensor name 'a'"},
     {"empty name", "{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
      "is empty or too long"},
     {"tiny header", "{", 0, "too small for a JSON object"},
@@ -198,7 +202,8 @@ static void test_header_length(void **state) {
     for (size_t cut = 0; cut < n; cut++) {
         uint8_t *copy = malloc(cut ? cut : 1);
         memcpy(copy, p, cut);
-        if (safetensors_open_buf(&f, copy, cut, "cut", err) != -1) fail_msg("cut %zu accepted", cut);
+        if (safetensors_open_buf(&f, copy, cut, "cut", err) != -1)
+            fail_msg("cut %zu accepted", cut);
         assert_non_null(strstr(err, "cut: "));
         free(copy);
     }

@@ -35,8 +35,8 @@ static void random_logits(float *x, int n, float scale) {
 }
 
 static struct sampling_params params(float temperature) {
-    return (struct sampling_params){.temperature = temperature, .top_p = 1, .repetition_penalty = 1, .seed = 7,
-                                    .has_seed = 1};
+    return (struct sampling_params){
+        .temperature = temperature, .top_p = 1, .repetition_penalty = 1, .seed = 7, .has_seed = 1};
 }
 
 /* softmax of x / T in double */
@@ -119,7 +119,7 @@ static void test_logit_bias(void **state) {
     enum { V = 64 };
     float x[V];
     random_logits(x, V, 1);
-    x[10] = 8; /* the clear favourite */
+    x[10] = 8;                           /* the clear favourite */
     int32_t ids[] = {10, 33, -5, V + 3}; /* out-of-range ids are ignored */
     float bias[] = {-100, 0, 50, 50};
     struct sampling_params sp = params(1);
@@ -180,7 +180,8 @@ static void test_penalties(void **state) {
             for (int i = 0; i < 4; i++) in_prompt |= prompt[i] == id;
             for (int i = 0; i < 5; i++) count += outs[i] == id;
             float l = x[id];
-            if (in_prompt || count) l = l > 0 ? l / sp.repetition_penalty : l * sp.repetition_penalty;
+            if (in_prompt || count)
+                l = l > 0 ? l / sp.repetition_penalty : l * sp.repetition_penalty;
             l -= sp.frequency_penalty * count + sp.presence_penalty * (count > 0);
             want[id] = l;
         }
@@ -214,7 +215,8 @@ static int by_prob(const void *a, const void *b) {
     return i - j;
 }
 
-static void kept_by_sort(const float *x, int V, double T, int top_k, double top_p, double min_p, char *keep) {
+static void kept_by_sort(const float *x, int V, double T, int top_k, double top_p, double min_p,
+                         char *keep) {
     double *p = malloc(sizeof *p * (size_t)V);
     int *ord = malloc(sizeof *ord * (size_t)V);
     softmax(x, V, T, p);
@@ -245,7 +247,11 @@ static void test_filters_exclude(void **state) {
     struct {
         float T, top_p, min_p;
         int top_k;
-    } cases[] = {{1, 0.5f, 0, 0}, {1, 1, 0.2f, 0}, {0.8f, 0.9f, 0.05f, 0}, {1.2f, 0.7f, 0, 10}, {1, 1, 0.1f, 6}};
+    } cases[] = {{1, 0.5f, 0, 0},
+                 {1, 1, 0.2f, 0},
+                 {0.8f, 0.9f, 0.05f, 0},
+                 {1.2f, 0.7f, 0, 10},
+                 {1, 1, 0.1f, 6}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         random_logits(x, V, 3);
         struct sampling_params sp = params(cases[c].T);
@@ -296,7 +302,8 @@ static void test_distribution(void **state) {
     double chi = chi_square(count, p, V, N);
     print_message("chi-square T=1: %.2f (9 dof)\n", chi);
     assert_true(chi < 45); /* p < 1e-6 at 9 dof */
-    for (int i = 0; i < V; i++) assert_true(fabs(count[i] - p[i] * N) <= 5 * sqrt(N * p[i] * (1 - p[i])));
+    for (int i = 0; i < V; i++)
+        assert_true(fabs(count[i] - p[i] * N) <= 5 * sqrt(N * p[i] * (1 - p[i])));
 
     /* temperature 0.6 with top_k 6 and top_p 0.85: renormalised softmax of the kept set */
     sp = params(0.6f);
@@ -400,7 +407,8 @@ static void test_big_vocab(void **state) {
             int n_keep = 0;
             for (int i = 0; i < BIG_V; i++) {
                 n_keep += keep[i];
-                if ((pr[i] > 0) != keep[i]) fail_msg("%s: token %d kept %d, prob %g", cases[c].name, i, keep[i], pr[i]);
+                if ((pr[i] > 0) != keep[i])
+                    fail_msg("%s: token %d kept %d, prob %g", cases[c].name, i, keep[i], pr[i]);
             }
             assert_true(n_keep > 1);
         }
@@ -410,7 +418,8 @@ static void test_big_vocab(void **state) {
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
         for (int r = 0; r < reps; r++) sampler_next(s, x, &ev);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-        double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 1e3 / reps;
+        double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) /
+                    1e3 / reps;
         print_message("V=%d %-24s %8.1f us/token\n", BIG_V, cases[c].name, us);
         sampler_delete(s);
     }
@@ -460,7 +469,9 @@ static void test_edges(void **state) {
 /* The order of util/logit_cand.h, for qsort; NaN entries are not listed. */
 static int cand_order(const void *a, const void *b) {
     const struct logit_cand *x = a, *y = b;
-    return logit_cand_before(x->v, x->id, y->v, y->id) ? -1 : logit_cand_before(y->v, y->id, x->v, x->id);
+    return logit_cand_before(x->v, x->id, y->v, y->id)
+               ? -1
+               : logit_cand_before(y->v, y->id, x->v, x->id);
 }
 
 /* Rows that stress the order: few distinct levels (ties everywhere), both zeros, NaN,
@@ -470,10 +481,10 @@ static void tricky_row(float *x, int n, int kind) {
         double u = urand();
         switch (kind) {
         case 0: x[i] = (float)((u * 2 - 1) * 8); break;
-        case 1: x[i] = (float)(int)(u * 4); break;                      /* 4 levels */
-        case 2: x[i] = u < 0.5 ? 0.0f : -0.0f; break;                   /* all equal */
+        case 1: x[i] = (float)(int)(u * 4); break;    /* 4 levels */
+        case 2: x[i] = u < 0.5 ? 0.0f : -0.0f; break; /* all equal */
         case 3: x[i] = u < 0.3 ? NAN : u < 0.5 ? -INFINITY : u < 0.52 ? INFINITY : (float)u; break;
-        default: x[i] = u < 0.97 ? NAN : (float)u; break;               /* mostly NaN */
+        default: x[i] = u < 0.97 ? NAN : (float)u; break; /* mostly NaN */
         }
     }
 }
@@ -483,7 +494,8 @@ static void test_cands_select_merge(void **state) {
     const int sizes[] = {1, 5, 64, 65, 1000, 49152};
     const int ks[] = {1, 2, 40, 64};
     float *x = malloc(sizeof *x * 49152);
-    struct logit_cand *ref = malloc(sizeof *ref * 49152), got[LOGIT_CANDS_MAX], merged[LOGIT_CANDS_MAX];
+    struct logit_cand *ref = malloc(sizeof *ref * 49152), got[LOGIT_CANDS_MAX],
+                      merged[LOGIT_CANDS_MAX];
     struct logit_cand *lists = malloc(sizeof *lists * 4 * LOGIT_CANDS_MAX);
     int cases = 0;
     for (unsigned si = 0; si < sizeof sizes / sizeof *sizes; si++)
@@ -501,17 +513,21 @@ static void test_cands_select_merge(void **state) {
                     assert_int_equal(got[j].id, want.id);
                     assert_memory_equal(&got[j].v, &want.v, sizeof want.v);
                 }
-                /* the row cut into 1..4 shards (uneven), each listing its best k: merged, the same */
+                /* the row cut into 1..4 shards (uneven), each listing its best k: merged, the same
+                 */
                 for (int parts = 1; parts <= 4; parts++) {
                     for (int r = 0; r < parts; r++) {
-                        int v0 = (int)((int64_t)n * r / parts), v1 = (int)((int64_t)n * (r + 1) / parts);
+                        int v0 = (int)((int64_t)n * r / parts),
+                            v1 = (int)((int64_t)n * (r + 1) / parts);
                         if (v1 - v0 < 1) { /* an empty shard lists padding only */
-                            for (int j = 0; j < k; j++) lists[r * k + j] = (struct logit_cand){-INFINITY, -1};
+                            for (int j = 0; j < k; j++)
+                                lists[r * k + j] = (struct logit_cand){-INFINITY, -1};
                             continue;
                         }
                         logit_cands_select(lists + r * k, x + v0, v1 - v0, 100 + v0, k);
                     }
-                    const struct logit_cand *heads[4] = {lists, lists + k, lists + 2 * k, lists + 3 * k};
+                    const struct logit_cand *heads[4] = {lists, lists + k, lists + 2 * k,
+                                                         lists + 3 * k};
                     logit_cands_merge(merged, heads, parts, k);
                     assert_memory_equal(merged, got, sizeof *got * (size_t)k);
                 }
@@ -526,7 +542,10 @@ static void test_cands_select_merge(void **state) {
 static void test_light(void **state) {
     (void)state;
     enum { V = 1000 };
-    struct { struct sampling_params sp; int light; } cases[16];
+    struct {
+        struct sampling_params sp;
+        int light;
+    } cases[16];
     int n = 0;
     struct sampling_params sp = params(0);
     cases[n++] = (typeof(cases[0])){sp, 1}; /* greedy */
@@ -566,7 +585,8 @@ static void test_light(void **state) {
     }
     struct sampling_params tiny = params(1);
     tiny.top_k = 8;
-    struct sampler *s = sampler_new(&tiny, 8, NULL, 0); /* top_k the whole vocabulary: not a candidate list */
+    struct sampler *s = sampler_new(&tiny, 8, NULL,
+                                    0); /* top_k the whole vocabulary: not a candidate list */
     assert_int_equal(sampler_light(s, 64), 0);
     sampler_delete(s);
 }
@@ -592,7 +612,8 @@ static void test_cands_same_tokens(void **state) {
     struct logit_cand c[K];
     long drawn = 0, differ_from_greedy = 0;
     for (int i = 0; i < n; i++) {
-        struct sampler *full = sampler_new(&ps[i], V, NULL, 0), *light = sampler_new(&ps[i], V, NULL, 0);
+        struct sampler *full = sampler_new(&ps[i], V, NULL, 0),
+                       *light = sampler_new(&ps[i], V, NULL, 0);
         assert_true(sampler_light(light, K));
         for (int t = 0; t < STEPS; t++) {
             /* every third row: four levels, ties everywhere; every seventh: NaN and infinities */
@@ -618,20 +639,27 @@ static void test_cands_same_tokens(void **state) {
         sampler_delete(full);
         sampler_delete(light);
     }
-    printf("light sampling over candidates: %ld tokens equal to whole-row sampling (%ld not the argmax)\n", drawn,
-           differ_from_greedy);
+    printf("light sampling over candidates: %ld tokens equal to whole-row sampling (%ld not the "
+           "argmax)\n",
+           drawn, differ_from_greedy);
     assert_true(differ_from_greedy > drawn / 10); /* the draws did sample */
     free(row);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_greedy),         cmocka_unit_test(test_seed),
-        cmocka_unit_test(test_topk1_is_greedy), cmocka_unit_test(test_logit_bias),
-        cmocka_unit_test(test_penalties),      cmocka_unit_test(test_filters_exclude),
-        cmocka_unit_test(test_distribution),   cmocka_unit_test(test_logprobs),
-        cmocka_unit_test(test_big_vocab),      cmocka_unit_test(test_edges),
-        cmocka_unit_test(test_cands_select_merge), cmocka_unit_test(test_light),
+        cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_seed),
+        cmocka_unit_test(test_topk1_is_greedy),
+        cmocka_unit_test(test_logit_bias),
+        cmocka_unit_test(test_penalties),
+        cmocka_unit_test(test_filters_exclude),
+        cmocka_unit_test(test_distribution),
+        cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_big_vocab),
+        cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_cands_select_merge),
+        cmocka_unit_test(test_light),
         cmocka_unit_test(test_cands_same_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,9 +27,9 @@
 #include "util/dtype.h"
 #include "util/log.h"
 
-#define VOCAB 128   /* the tiny model's */
+#define VOCAB 128 /* the tiny model's */
 #define MAX_CTX 256
-#define N_POOL 48   /* prompts the workloads draw from */
+#define N_POOL 48 /* prompts the workloads draw from */
 #define MAX_PROMPT 120
 #define MAX_GEN 40
 #define N_BS 5
@@ -50,16 +50,24 @@ struct setup {
 };
 
 static void run_open(struct sched_run *r, const struct setup *u) {
-    struct engine_opts eo = {.model_path = g_tiny, .threads = 1, .kv_type = DT_F32, .block_size = u->bs,
-                             .n_blocks = u->n_blocks, .max_ctx = MAX_CTX};
-    struct sched_opts so = {.max_running = u->max_running, .max_queue = 256, .step_tokens = u->step_tokens,
-                            .max_share = u->max_share, .prefix_caching = u->caching,
+    struct engine_opts eo = {.model_path = g_tiny,
+                             .threads = 1,
+                             .kv_type = DT_F32,
+                             .block_size = u->bs,
+                             .n_blocks = u->n_blocks,
+                             .max_ctx = MAX_CTX};
+    struct sched_opts so = {.max_running = u->max_running,
+                            .max_queue = 256,
+                            .step_tokens = u->step_tokens,
+                            .max_share = u->max_share,
+                            .prefix_caching = u->caching,
                             .micro_batches = u->micro_batches};
     sched_run_open(r, &g_comm, &eo, &so);
 }
 
 /* A greedy request for pool prompt p (one choice of API request `group`, from `uid`). */
-static struct gen_request *pool_req(int p, int max_tokens, uint64_t id, uint64_t group, unsigned uid) {
+static struct gen_request *pool_req(int p, int max_tokens, uint64_t id, uint64_t group,
+                                    unsigned uid) {
     struct gen_request *q = req_new();
     q->id = id;
     q->group = group;
@@ -79,7 +87,8 @@ static void assert_alone_tokens(int bi, struct gen_request **reqs, const int *po
         struct gen_request *q = reqs[i];
         assert_int_equal(q->finish, FINISH_LENGTH);
         assert_int_equal(q->n_events, q->max_tokens);
-        for (int k = 0; k < q->n_events; k++) assert_int_equal(q->events[k].token, g_alone[bi][pool[i]][k]);
+        for (int k = 0; k < q->n_events; k++)
+            assert_int_equal(q->events[k].token, g_alone[bi][pool[i]][k]);
     }
 }
 
@@ -89,8 +98,13 @@ static void assert_alone_tokens(int bi, struct gen_request **reqs, const int *po
  * and max_tokens 40 arrive together in 16 blocks of 16 tokens, fairness at the daemon's
  * default: all finish within max_steps. */
 static void small_cache_case(int n, int n_prompt, int max_steps) {
-    struct setup u = {.bs = 16, .n_blocks = 16, .max_running = 32, .step_tokens = 512, .max_share = 0.5,
-                      .caching = 1, .micro_batches = 1}; /* the daemon's defaults */
+    struct setup u = {.bs = 16,
+                      .n_blocks = 16,
+                      .max_running = 32,
+                      .step_tokens = 512,
+                      .max_share = 0.5,
+                      .caching = 1,
+                      .micro_batches = 1}; /* the daemon's defaults */
     struct sched_run r;
     run_open(&r, &u);
     struct gen_request *reqs[8];
@@ -110,8 +124,9 @@ static void small_cache_case(int n, int n_prompt, int max_steps) {
     sched_stats(r.s, &st);
     int done = 0;
     for (int i = 0; i < n; i++) done += reqs[i]->finish != FINISH_NONE;
-    print_message("%d requests of %d + %d tokens in 256 KV tokens: %d finished in %d steps, %ld preemptions\n", n,
-                  n_prompt, MAX_GEN, done, steps, st.preemptions);
+    print_message("%d requests of %d + %d tokens in 256 KV tokens: %d finished in %d steps, %ld "
+                  "preemptions\n",
+                  n, n_prompt, MAX_GEN, done, steps, st.preemptions);
     if (done < n) sched_abort_all(r.s);
     assert_int_equal(done, n);
     sched_run_assert_idle(&r);
@@ -125,7 +140,8 @@ static void small_cache_case(int n, int n_prompt, int max_steps) {
         assert_int_equal(sched_submit(solo.s, a, err), SUBMIT_OK);
         sched_run_drain(&solo, 1000);
         assert_int_equal(reqs[i]->n_events, MAX_GEN);
-        for (int k = 0; k < MAX_GEN; k++) assert_int_equal(reqs[i]->events[k].token, a->events[k].token);
+        for (int k = 0; k < MAX_GEN; k++)
+            assert_int_equal(reqs[i]->events[k].token, a->events[k].token);
         req_unref(a);
         sched_run_close(&solo);
         req_unref(reqs[i]);
@@ -189,7 +205,8 @@ static void workload_make(int w, struct workload *wl) {
         wl->group[wl->n] = 999;
         wl->uid[wl->n++] = 1;
     }
-    for (int i = 0; i < wl->n; i++) wl->fits[i] = g_n_prompt[wl->pool[i]] + wl->max_tokens[i] <= wl->u.n_blocks * wl->u.bs;
+    for (int i = 0; i < wl->n; i++)
+        wl->fits[i] = g_n_prompt[wl->pool[i]] + wl->max_tokens[i] <= wl->u.n_blocks * wl->u.bs;
 }
 
 /* A bound on the steps a workload may take: the last arrival, then twice each request's
@@ -228,10 +245,13 @@ static int workload_run(int w, long *preemptions, double *used) {
         if (++steps > bound) {
             struct sched_stats st;
             sched_stats(r.s, &st);
-            fail_msg("workload %d (block size %d, %d blocks, max_running %d, step_tokens %d, max_share %g, "
-                     "caching %d, micro-batches %d, %d requests): %d still queued or running after %d steps, "
-                     "%ld preemptions", w, wl.u.bs, wl.u.n_blocks, wl.u.max_running, wl.u.step_tokens,
-                     wl.u.max_share, wl.u.caching, wl.u.micro_batches, wl.n, left, steps, st.preemptions);
+            fail_msg("workload %d (block size %d, %d blocks, max_running %d, step_tokens %d, "
+                     "max_share %g, "
+                     "caching %d, micro-batches %d, %d requests): %d still queued or running after "
+                     "%d steps, "
+                     "%ld preemptions",
+                     w, wl.u.bs, wl.u.n_blocks, wl.u.max_running, wl.u.step_tokens, wl.u.max_share,
+                     wl.u.caching, wl.u.micro_batches, wl.n, left, steps, st.preemptions);
         }
     }
     struct sched_stats st;
@@ -268,8 +288,10 @@ static void test_random_workloads(void **state) {
         with_preemption += p > 0;
         most = used > most ? used : most;
     }
-    print_message("%d workloads: %ld steps, %ld preemptions (in %d workloads); at most %.0f%% of the step bound "
-                  "used\n", g_workloads, steps, preemptions, with_preemption, 100 * most);
+    print_message("%d workloads: %ld steps, %ld preemptions (in %d workloads); at most %.0f%% of "
+                  "the step bound "
+                  "used\n",
+                  g_workloads, steps, preemptions, with_preemption, 100 * most);
     assert_true(with_preemption > g_workloads / 4); /* the caches were small enough to matter */
 }
 
@@ -282,11 +304,15 @@ static void pool_make(void) {
     for (int p = 0; p < N_POOL; p++) {
         g_n_prompt[p] = p >= N_POOL - 8 ? MAX_PROMPT : 1 + tu_rand_int(&x, 60);
         uint64_t fam = 1000 + (uint64_t)(p % 4);
-        for (int k = 0; k < g_n_prompt[p]; k++) g_prompt[p][k] = tu_rand_int(k < 24 ? &fam : &x, VOCAB);
+        for (int k = 0; k < g_n_prompt[p]; k++)
+            g_prompt[p][k] = tu_rand_int(k < 24 ? &fam : &x, VOCAB);
     }
     for (int bi = 0; bi < N_BS; bi++) {
-        struct setup u = {.bs = g_bs[bi], .n_blocks = (MAX_CTX + g_bs[bi] - 1) / g_bs[bi], .max_running = 1,
-                          .step_tokens = 64, .micro_batches = 1};
+        struct setup u = {.bs = g_bs[bi],
+                          .n_blocks = (MAX_CTX + g_bs[bi] - 1) / g_bs[bi],
+                          .max_running = 1,
+                          .step_tokens = 64,
+                          .micro_batches = 1};
         struct sched_run r;
         run_open(&r, &u);
         char err[512];

@@ -25,13 +25,20 @@
 static int g_n_req = N_REQ;
 
 static struct comm g_comm;
-static double g_max_share; /* scheduler.max_share of the next run_open (0: first come, first served) */
+static double
+    g_max_share; /* scheduler.max_share of the next run_open (0: first come, first served) */
 static char g_model[4096];
 
 static void run_open(struct sched_run *r, int kv_tokens, int max_running, int step_tokens) {
-    struct engine_opts eo = {.model_path = g_model, .threads = 2, .kv_type = DT_F16, .block_size = 16,
-                             .n_blocks = kv_tokens / 16, .max_ctx = 512};
-    struct sched_opts so = {.max_running = max_running, .max_queue = 64, .step_tokens = step_tokens,
+    struct engine_opts eo = {.model_path = g_model,
+                             .threads = 2,
+                             .kv_type = DT_F16,
+                             .block_size = 16,
+                             .n_blocks = kv_tokens / 16,
+                             .max_ctx = 512};
+    struct sched_opts so = {.max_running = max_running,
+                            .max_queue = 64,
+                            .step_tokens = step_tokens,
                             .max_share = g_max_share};
     sched_run_open(r, &g_comm, &eo, &so);
 }
@@ -53,7 +60,8 @@ static struct gen_request *make_req(int i, float temperature) {
 static void drain(struct sched_run *r) { sched_run_drain(r, 100000); }
 
 /* Tokens of each request: all submitted together, or one at a time. */
-static void collect(struct sched_run *r, int together, float temperature, int32_t out[N_REQ][MAX_TOK]) {
+static void collect(struct sched_run *r, int together, float temperature,
+                    int32_t out[N_REQ][MAX_TOK]) {
     struct gen_request *reqs[N_REQ];
     char err[512];
     for (int i = 0; i < g_n_req; i++) {
@@ -64,7 +72,8 @@ static void collect(struct sched_run *r, int together, float temperature, int32_
         }
     }
     if (together) {
-        for (int i = 0; i < g_n_req; i++) assert_int_equal(sched_submit(r->s, reqs[i], err), SUBMIT_OK);
+        for (int i = 0; i < g_n_req; i++)
+            assert_int_equal(sched_submit(r->s, reqs[i], err), SUBMIT_OK);
         drain(r);
     }
     for (int i = 0; i < g_n_req; i++) {
@@ -163,8 +172,10 @@ static void test_fair_share(void **state) {
     int a_left_fair, a_left_fcfs;
     int fair = steps_for_late_short_request(0.5, &a_left_fair);
     int fcfs = steps_for_late_short_request(1.0, &a_left_fcfs);
-    print_message("late 4-token request: %d steps with max_share 0.5 (%d of A's 8 unfinished), %d first come "
-                  "first served (%d unfinished)\n", fair, a_left_fair, fcfs, a_left_fcfs);
+    print_message(
+        "late 4-token request: %d steps with max_share 0.5 (%d of A's 8 unfinished), %d first come "
+        "first served (%d unfinished)\n",
+        fair, a_left_fair, fcfs, a_left_fcfs);
     assert_true(fair <= 12);
     assert_true(a_left_fair >= 7); /* b did not wait for A's choices to end */
     assert_true(fcfs > 40);

@@ -64,9 +64,9 @@ static void check_all_tp(const struct model_hparams *hp, int wo_block, int down_
 static void test_smollm2_shapes(void **state) {
     (void)state;
     struct model_hparams hp = shape(9, 3, 64, 1536, 49152);
-    check_all_tp(&hp, 32, 32);   /* Q4_1 */
-    check_all_tp(&hp, 1, 1);     /* F32 */
-    check_all_tp(&hp, 64, 256);  /* head-sized and k-quant blocks */
+    check_all_tp(&hp, 32, 32);  /* Q4_1 */
+    check_all_tp(&hp, 1, 1);    /* F32 */
+    check_all_tp(&hp, 64, 256); /* head-sized and k-quant blocks */
 }
 
 static void test_llama_70b_shapes(void **state) {
@@ -138,14 +138,17 @@ static void test_stages_cover_layers_balanced(void **state) {
                 assert_true(hi - lo <= 1);
                 assert_int_equal(size[0], lo);
                 const double got = stage_cost(n, pp, size[pp - 1], heads[h]);
-                for (int alt = 1; pp > 1 && alt <= n - (pp - 1); alt++) assert_true(stage_cost(n, pp, alt, heads[h]) >= got - 1e-9);
+                for (int alt = 1; pp > 1 && alt <= n - (pp - 1); alt++)
+                    assert_true(stage_cost(n, pp, alt, heads[h]) >= got - 1e-9);
                 const int last = size[pp - 1];
-                if (heads[h] == 0) assert_true((last > hi ? last : hi) - (last < lo ? last : lo) <= 1);
+                if (heads[h] == 0)
+                    assert_true((last > hi ? last : hi) - (last < lo ? last : lo) <= 1);
             }
     /* SmolLM2 (30 layers, LM head 49152 x 576 = 8.0 layers' worth) at pp 2: 19 + 11, at pp
      * 4: 9, 10, 9, 2; with no head: 7, 8, 7, 8. Llama-3.1-405B (126 layers, head 0.66) at
      * pp 2: 63 + 63. */
-    assert_true(shard_head_layers(49152.0 * 576, 576.0 * 960 + 576.0 * 576 + 3.0 * 576 * 1536) == 8.0);
+    assert_true(shard_head_layers(49152.0 * 576, 576.0 * 960 + 576.0 * 576 + 3.0 * 576 * 1536) ==
+                8.0);
     assert_int_equal(shard_stage(&sp, 30, 2, 1, 8.0, err), 0);
     assert_int_equal(sp.layer0, 19);
     assert_int_equal(sp.n_layers, 11);

@@ -43,12 +43,21 @@ static char g_smol[4096], g_tiny[4096];
 
 /* ---- a scheduler over an engine ---- */
 
-static void run_open(struct sched_run *r, const char *model, int block_size, int n_blocks, int max_ctx, int max_running,
-                     const int32_t *eog, int n_eog, struct drafter *d, int k) {
-    struct engine_opts eo = {.model_path = model, .threads = 2, .kv_type = DT_F32, .block_size = block_size,
-                             .n_blocks = n_blocks, .max_ctx = max_ctx};
-    struct sched_opts so = {.max_running = max_running, .max_queue = 1 << 16, .step_tokens = 4096,
-                            .eog_ids = eog, .n_eog = n_eog, .spec = {.drafter = d, .k = k, .no_cost = 1}};
+static void run_open(struct sched_run *r, const char *model, int block_size, int n_blocks,
+                     int max_ctx, int max_running, const int32_t *eog, int n_eog, struct drafter *d,
+                     int k) {
+    struct engine_opts eo = {.model_path = model,
+                             .threads = 2,
+                             .kv_type = DT_F32,
+                             .block_size = block_size,
+                             .n_blocks = n_blocks,
+                             .max_ctx = max_ctx};
+    struct sched_opts so = {.max_running = max_running,
+                            .max_queue = 1 << 16,
+                            .step_tokens = 4096,
+                            .eog_ids = eog,
+                            .n_eog = n_eog,
+                            .spec = {.drafter = d, .k = k, .no_cost = 1}};
     /* no_cost: what is drafted depends on acceptance alone, not on this machine's step times
      * (under a sanitizer the cost part keeps k at 1, and no draft run would hold an end token) */
     sched_run_open(r, &g_comm, &eo, &so);
@@ -82,7 +91,8 @@ static void oracle_propose(void *self, struct draft_job *jobs, int n_jobs) {
         int at = b->n_tokens; /* index of the next token in prompt + output */
         for (int t = 0; t < b->k && at + t < o->n_truth[i]; t++) {
             int32_t tok = o->truth[(size_t)i * (size_t)o->stride + (size_t)(at + t)];
-            if (tu_rand_unit(&o->rng) < o->corrupt) tok = (tok + 1 + tu_rand_int(&o->rng, 50)) % o->vocab;
+            if (tu_rand_unit(&o->rng) < o->corrupt)
+                tok = (tok + 1 + tu_rand_int(&o->rng, 50)) % o->vocab;
             b->out[b->n_out++] = tok;
         }
         for (int t = 0; t + 1 < b->n_out; t++)
@@ -131,7 +141,8 @@ static void randd_propose(void *self, struct draft_job *jobs, int n_jobs) {
             }
             if (b->q) {
                 float *dst = b->q + (size_t)t * (size_t)rd->vocab;
-                for (int v = 0; v < rd->vocab; v++) dst[v] = rd->lie ? 1.0f / (float)rd->vocab : q[v];
+                for (int v = 0; v < rd->vocab; v++)
+                    dst[v] = rd->lie ? 1.0f / (float)rd->vocab : q[v];
             }
             b->out[b->n_out++] = x;
             prev = x;
@@ -228,7 +239,8 @@ static void test_cost_k(void **state) {
     struct spec_seq q = {0};
     struct spec_stats st = {0};
     struct spec_cost c = {0};
-    assert_int_equal(spec_want(&o, &q, 1, 100, &c), 0); /* t(1) unknown: a step without drafts first */
+    assert_int_equal(spec_want(&o, &q, 1, 100, &c),
+                     0); /* t(1) unknown: a step without drafts first */
     spec_cost_observe(&c, 1, 1.0);
     /* other sizes unknown: counted free, the smallest first, one more each time one is timed */
     assert_int_equal(spec_want(&o, &q, 1, 100, &c), 1);
@@ -295,12 +307,13 @@ static void test_cost_k(void **state) {
     spec_cost_observe(&st_c, 1, 1.0);
     assert_int_equal(spec_want(&o, &q, 1, 100, &st_c), 4); /* stale t(5): tried again */
     spec_cost_observe(&st_c, 5, 1.4);
-    assert_true(fabs(st_c.t[5] - 1.4) < 1e-12); /* replaced, not averaged with 4.0 */
+    assert_true(fabs(st_c.t[5] - 1.4) < 1e-12);            /* replaced, not averaged with 4.0 */
     assert_int_equal(spec_want(&o, &q, 1, 100, &st_c), 4); /* 4.10 / 1.4 beats 3.44 / 1.3 */
     /* measured 3 times, a size stays current for SPEC_COST_STALE steps */
     spec_cost_observe(&st_c, 5, 1.4);
     spec_cost_observe(&st_c, 5, 1.4);
-    for (int i = 0; i < SPEC_COST_STALE - 1; i++) spec_cost_observe(&st_c, 1 + i % 4, 1.0 + 0.1 * (i % 4));
+    for (int i = 0; i < SPEC_COST_STALE - 1; i++)
+        spec_cost_observe(&st_c, 1 + i % 4, 1.0 + 0.1 * (i % 4));
     spec_cost_observe(&st_c, 5, 2.8); /* not stale: averaged */
     assert_true(fabs(st_c.t[5] - (0.8 * 1.4 + 0.2 * 2.8)) < 1e-12);
     drafter_free(d);
@@ -324,12 +337,14 @@ static struct gen_request *greedy_req(int i) {
     uint64_t x = 77 + (uint64_t)i;
     struct gen_request *q = req_new();
     q->id = (uint64_t)i;
-    int period = 3 + tu_rand_int(&x, 12), len = i % 4 == 3 ? 130 + tu_rand_int(&x, 20) : 8 + tu_rand_int(&x, 40);
+    int period = 3 + tu_rand_int(&x, 12),
+        len = i % 4 == 3 ? 130 + tu_rand_int(&x, 20) : 8 + tu_rand_int(&x, 40);
     q->n_prompt = len;
     q->prompt = malloc(sizeof(int32_t) * (size_t)len);
     q->prompt[0] = 1000 + i;
     for (int k = 1; k < len; k++)
-        q->prompt[k] = k < period ? (int32_t)(2000 + tu_rand_int(&x, 40000)) : q->prompt[k - period + (k % period == 0)];
+        q->prompt[k] = k < period ? (int32_t)(2000 + tu_rand_int(&x, 40000))
+                                  : q->prompt[k - period + (k % period == 0)];
     q->max_tokens = i % 4 == 3 ? SMOL_CTX - len : 20 + i % 12;
     q->sp.temperature = 0;
     q->sp.logprobs = i % 2;
@@ -355,7 +370,8 @@ static void greedy_collect(const int32_t *eog, int n_eog, struct drafter *d, str
         o->fin[i] = reqs[i]->finish;
         for (int k = 0; k < o->n[i]; k++) {
             o->tok[i][k] = reqs[i]->events[k].token;
-            o->lp[i][k] = reqs[i]->events[k].logprob + (reqs[i]->events[k].n_top ? reqs[i]->events[k].top_logprobs[1] : 0);
+            o->lp[i][k] = reqs[i]->events[k].logprob +
+                          (reqs[i]->events[k].n_top ? reqs[i]->events[k].top_logprobs[1] : 0);
         }
         req_unref(reqs[i]);
     }
@@ -399,8 +415,8 @@ static void test_greedy_equal(void **state) {
     drafter_free(ng);
     assert_same_output(&ref, &ngram);
     assert_true(st.spec_accepted > 20 && st.spec_accepted < st.spec_drafted);
-    printf("n-gram: drafted %ld, accepted %ld over %ld verifications\n", st.spec_drafted, st.spec_accepted,
-           st.spec_verified);
+    printf("n-gram: drafted %ld, accepted %ld over %ld verifications\n", st.spec_drafted,
+           st.spec_accepted, st.spec_verified);
 
     /* the oracle knows each request's prompt + output without speculation */
     static int32_t truth[N_GREEDY][600];
@@ -412,17 +428,24 @@ static void test_greedy_equal(void **state) {
         n_truth[i] = q->n_prompt + ref0.n[i];
         req_unref(q);
     }
-    struct oracle orc = {.truth = &truth[0][0], .stride = 600, .n_truth = n_truth, .n_req = N_GREEDY, .vocab = 49152,
-                         .corrupt = 0.1, .rng = 3,
-                         .eog = eog, .n_eog = 4};
+    struct oracle orc = {.truth = &truth[0][0],
+                         .stride = 600,
+                         .n_truth = n_truth,
+                         .n_req = N_GREEDY,
+                         .vocab = 49152,
+                         .corrupt = 0.1,
+                         .rng = 3,
+                         .eog = eog,
+                         .n_eog = 4};
     struct drafter *od = oracle_drafter(&orc);
     greedy_collect(eog, 4, od, &oracle, &st);
     drafter_free(od);
     assert_same_output(&ref, &oracle);
     assert_true(orc.eog_inside > 0);
     assert_true(st.spec_accepted > st.spec_drafted / 2 && st.spec_accepted < st.spec_drafted);
-    printf("oracle: drafted %ld, accepted %ld; %d proposals with an end token before further drafts\n",
-           st.spec_drafted, st.spec_accepted, orc.eog_inside);
+    printf(
+        "oracle: drafted %ld, accepted %ld; %d proposals with an end token before further drafts\n",
+        st.spec_drafted, st.spec_accepted, orc.eog_inside);
 }
 
 /* ---- sampling exactness on the tiny model ---- */
@@ -499,8 +522,8 @@ struct setting {
 };
 
 /* The first 3 tokens of g_runs seeded runs (seeds from seed0) into out[run][3]. */
-static void tiny_runs(const struct setting *st, struct drafter *d, uint64_t seed0, int32_t (*out)[3],
-                      struct sched_stats *stats) {
+static void tiny_runs(const struct setting *st, struct drafter *d, uint64_t seed0,
+                      int32_t (*out)[3], struct sched_stats *stats) {
     struct sched_run r;
     run_open(&r, g_tiny, 4, 4096, 64, 256, NULL, 0, d, 3);
     static int32_t bias_ids[2] = {5, 77};
@@ -518,9 +541,13 @@ static void tiny_runs(const struct setting *st, struct drafter *d, uint64_t seed
             memcpy(q->prompt, prompt, sizeof prompt);
             q->max_tokens = 5; /* drafts at positions 1..3: chains of up to 3 verified rows */
             q->ignore_eos = 1;
-            q->sp = (struct sampling_params){.temperature = st->temperature, .top_k = st->top_k, .top_p = st->top_p,
-                                             .min_p = st->min_p, .repetition_penalty = st->rep,
-                                             .frequency_penalty = st->freq, .seed = seed0 + (uint64_t)(base + i),
+            q->sp = (struct sampling_params){.temperature = st->temperature,
+                                             .top_k = st->top_k,
+                                             .top_p = st->top_p,
+                                             .min_p = st->min_p,
+                                             .repetition_penalty = st->rep,
+                                             .frequency_penalty = st->freq,
+                                             .seed = seed0 + (uint64_t)(base + i),
                                              .has_seed = 1};
             if (st->bias) {
                 q->sp.n_logit_bias = 2;
@@ -590,14 +617,16 @@ static void test_sampling_exact(void **state) {
         const struct setting *st = &settings[si];
         struct sched_stats stats;
         tiny_runs(st, NULL, 1, plain, &stats);
-        for (int stochastic = 1; stochastic >= (si % 2 ? 1 : 0); stochastic--) { /* point mass: 3 of the 5 */
+        for (int stochastic = 1; stochastic >= (si % 2 ? 1 : 0);
+             stochastic--) { /* point mass: 3 of the 5 */
             struct randd rd = {.vocab = TINY_V, .rng = 99 + si};
             struct drafter *d = random_drafter(&rd, stochastic);
             tiny_runs(st, d, 1000000, spec, &stats);
             drafter_free(d);
             double p = min_p_value(plain, spec);
             printf("%-18s %s drafter: drafted %ld, accepted %ld; smallest p = %.4f\n", st->name,
-                   stochastic ? "stochastic" : "point-mass", stats.spec_drafted, stats.spec_accepted, p);
+                   stochastic ? "stochastic" : "point-mass", stats.spec_drafted,
+                   stats.spec_accepted, p);
             assert_true(stats.spec_accepted > 0 && stats.spec_accepted < stats.spec_drafted);
             assert_true(p > 0.001);
         }
@@ -639,7 +668,8 @@ static struct gen_request *kv_req(int i) {
     q->n_prompt = 1 + tu_rand_int(&x, 30);
     q->prompt = malloc(sizeof(int32_t) * (size_t)q->n_prompt);
     int period = 1 + tu_rand_int(&x, 5);
-    for (int k = 0; k < q->n_prompt; k++) q->prompt[k] = k < period ? tu_rand_int(&x, TINY_V) : q->prompt[k - period];
+    for (int k = 0; k < q->n_prompt; k++)
+        q->prompt[k] = k < period ? tu_rand_int(&x, TINY_V) : q->prompt[k - period];
     q->max_tokens = 1 + tu_rand_int(&x, 40);
     q->ignore_eos = 1;
     q->sp.temperature = 0;
@@ -673,8 +703,13 @@ static void test_kv_accounting(void **state) {
 
     /* 24 blocks of 4 tokens for up to 16 sequences of up to 70 tokens: preemptions; drafts
      * from an oracle that corrupts 30% of its tokens: accepted runs of every length */
-    struct oracle orc = {.truth = &truth[0][0], .stride = 128, .n_truth = n_truth, .n_req = KV_REQS, .vocab = TINY_V,
-                         .corrupt = 0.3, .rng = 9};
+    struct oracle orc = {.truth = &truth[0][0],
+                         .stride = 128,
+                         .n_truth = n_truth,
+                         .n_req = KV_REQS,
+                         .vocab = TINY_V,
+                         .corrupt = 0.3,
+                         .rng = 9};
     struct drafter *d = oracle_drafter(&orc);
     run_open(&r, g_tiny, 4, 24, 128, 16, NULL, 0, d, 4);
     uint64_t x = 42;
@@ -703,8 +738,8 @@ static void test_kv_accounting(void **state) {
     sched_run_assert_idle(&r);
     assert_true(st.preemptions > 0);
     assert_true(st.spec_accepted > 0 && st.spec_accepted < st.spec_drafted);
-    printf("%d requests, %d cancelled, %ld preemptions, drafted %ld, accepted %ld\n", next, n_cancel, st.preemptions,
-           st.spec_drafted, st.spec_accepted);
+    printf("%d requests, %d cancelled, %ld preemptions, drafted %ld, accepted %ld\n", next,
+           n_cancel, st.preemptions, st.spec_drafted, st.spec_accepted);
     int n_full = 0;
     for (int i = 0; i < next; i++) {
         struct gen_request *q = reqs[i];
@@ -727,12 +762,9 @@ int main(int argc, char **argv) {
     snprintf(g_tiny, sizeof g_tiny, "%s", tm_write_random_gguf("tiny.gguf"));
     comm_init(&g_comm, &argc, &argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ngram_lookup),
-        cmocka_unit_test(test_adaptive_k),
-        cmocka_unit_test(test_cost_k),
-        cmocka_unit_test(test_kv_accounting),
-        cmocka_unit_test(test_sampling_exact),
-        cmocka_unit_test(test_greedy_equal),
+        cmocka_unit_test(test_ngram_lookup),   cmocka_unit_test(test_adaptive_k),
+        cmocka_unit_test(test_cost_k),         cmocka_unit_test(test_kv_accounting),
+        cmocka_unit_test(test_sampling_exact), cmocka_unit_test(test_greedy_equal),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
@@ -740,4 +772,3 @@ int main(int argc, char **argv) {
     tu_tmpdir_teardown(NULL);
     return rc;
 }
-

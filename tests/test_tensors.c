@@ -121,10 +121,16 @@ static void test_names_round_trip(void **state) {
     assert_int_equal(tensor_name(TENSOR_ATTN_Q, 3, TNAMES_GGUF, g, 19), -1); /* too short */
     int layer;
     static const char *const not_ours[] = {
-        "model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.x.mlp.up_proj.weight",
-        "model.layers..mlp.up_proj.weight", "model.layers.12345678.mlp.up_proj.weight",
-        "model.layers.1.mlp.up_proj.weightx", "model.layers.1.mlp.up_proj", "lm_head",
-        "model.embed_tokens.weight.1", "", "blk.0.attn_q.weight",
+        "model.layers.0.self_attn.rotary_emb.inv_freq",
+        "model.layers.x.mlp.up_proj.weight",
+        "model.layers..mlp.up_proj.weight",
+        "model.layers.12345678.mlp.up_proj.weight",
+        "model.layers.1.mlp.up_proj.weightx",
+        "model.layers.1.mlp.up_proj",
+        "lm_head",
+        "model.embed_tokens.weight.1",
+        "",
+        "blk.0.attn_q.weight",
     };
     for (size_t i = 0; i < sizeof not_ours / sizeof *not_ours; i++) {
         assert_int_equal(tensor_parse(not_ours[i], TNAMES_HF, &layer), -1);
@@ -163,23 +169,32 @@ static void test_names_match_testutil(void **state) {
 /* SmolLM2-135M's sizes, and every row's shape written out by hand. */
 static void test_shapes(void **state) {
     (void)state;
-    struct model_hparams hp = {.dim = 576, .n_heads = 9, .n_kv_heads = 3, .head_dim = 64,
-                               .ffn_dim = 1536, .vocab_size = 49152, .n_experts = 60,
-                               .expert_ffn_dim = 1408, .shexp_ffn_dim = 5632};
-    static const struct { enum tensor_id id; int64_t ne0, ne1; } want[] = {
-        {TENSOR_TOKEN_EMBD, 576, 49152}, {TENSOR_OUTPUT_NORM, 576, 1},
-        {TENSOR_OUTPUT, 576, 49152},     {TENSOR_ROPE_FREQS, 32, 1},
-        {TENSOR_ATTN_NORM, 576, 1},      {TENSOR_ATTN_Q, 576, 576},
-        {TENSOR_ATTN_K, 576, 192},       {TENSOR_ATTN_V, 576, 192},
-        {TENSOR_ATTN_OUTPUT, 576, 576},  {TENSOR_FFN_NORM, 576, 1},
-        {TENSOR_FFN_GATE, 576, 1536},    {TENSOR_FFN_UP, 576, 1536},
-        {TENSOR_FFN_DOWN, 1536, 576},    {TENSOR_ATTN_Q_BIAS, 576, 1},
-        {TENSOR_ATTN_K_BIAS, 192, 1},    {TENSOR_ATTN_V_BIAS, 192, 1},
-        {TENSOR_ATTN_Q_NORM, 64, 1},     {TENSOR_ATTN_K_NORM, 64, 1},
-        {TENSOR_FFN_GATE_INP, 576, 60},  {TENSOR_FFN_GATE_EXPS, 576, 1408},
-        {TENSOR_FFN_UP_EXPS, 576, 1408}, {TENSOR_FFN_DOWN_EXPS, 1408, 576},
+    struct model_hparams hp = {.dim = 576,
+                               .n_heads = 9,
+                               .n_kv_heads = 3,
+                               .head_dim = 64,
+                               .ffn_dim = 1536,
+                               .vocab_size = 49152,
+                               .n_experts = 60,
+                               .expert_ffn_dim = 1408,
+                               .shexp_ffn_dim = 5632};
+    static const struct {
+        enum tensor_id id;
+        int64_t ne0, ne1;
+    } want[] = {
+        {TENSOR_TOKEN_EMBD, 576, 49152},     {TENSOR_OUTPUT_NORM, 576, 1},
+        {TENSOR_OUTPUT, 576, 49152},         {TENSOR_ROPE_FREQS, 32, 1},
+        {TENSOR_ATTN_NORM, 576, 1},          {TENSOR_ATTN_Q, 576, 576},
+        {TENSOR_ATTN_K, 576, 192},           {TENSOR_ATTN_V, 576, 192},
+        {TENSOR_ATTN_OUTPUT, 576, 576},      {TENSOR_FFN_NORM, 576, 1},
+        {TENSOR_FFN_GATE, 576, 1536},        {TENSOR_FFN_UP, 576, 1536},
+        {TENSOR_FFN_DOWN, 1536, 576},        {TENSOR_ATTN_Q_BIAS, 576, 1},
+        {TENSOR_ATTN_K_BIAS, 192, 1},        {TENSOR_ATTN_V_BIAS, 192, 1},
+        {TENSOR_ATTN_Q_NORM, 64, 1},         {TENSOR_ATTN_K_NORM, 64, 1},
+        {TENSOR_FFN_GATE_INP, 576, 60},      {TENSOR_FFN_GATE_EXPS, 576, 1408},
+        {TENSOR_FFN_UP_EXPS, 576, 1408},     {TENSOR_FFN_DOWN_EXPS, 1408, 576},
         {TENSOR_FFN_GATE_INP_SHEXP, 576, 1}, {TENSOR_FFN_GATE_SHEXP, 576, 5632},
-        {TENSOR_FFN_UP_SHEXP, 576, 5632}, {TENSOR_FFN_DOWN_SHEXP, 5632, 576},
+        {TENSOR_FFN_UP_SHEXP, 576, 5632},    {TENSOR_FFN_DOWN_SHEXP, 5632, 576},
     };
     assert_int_equal(sizeof want / sizeof *want, TENSOR_COUNT);
     for (int i = 0; i < TENSOR_COUNT; i++) {
@@ -230,8 +245,8 @@ static void test_needs_and_types(void **state) {
 
 /* The rank's part of the file's tensor id of layer il at element offset off, n elements of
  * es bytes, equals what the loader put at dev. */
-static void expect_part(struct backend *be, const struct model_file *mf, enum tensor_id id,
-                        int il, const void *dev, int64_t off, int64_t n, int es) {
+static void expect_part(struct backend *be, const struct model_file *mf, enum tensor_id id, int il,
+                        const void *dev, int64_t off, int64_t n, int es) {
     const struct mf_tensor *t = modelfile_tensor(mf, id, il);
     assert_non_null(t);
     char err[ERR_LEN], *want = malloc((size_t)(n * es)), *got = malloc((size_t)(n * es));
@@ -276,8 +291,8 @@ static void test_loader_reads_every_row(void **state) {
         assert_non_null(m.inv_freq);
         assert_true(lw->qkv_fused && lw->gate_up_fused);
         assert_int_equal(lw->qkv[0].rows, (sp->n_q + 2 * sp->n_kv) * hd);
-        expect_part(&be, &mf, TENSOR_ATTN_Q_BIAS, il, lw->qkv_bias, sp->q_head0 * hd,
-                    sp->n_q * hd, 4);
+        expect_part(&be, &mf, TENSOR_ATTN_Q_BIAS, il, lw->qkv_bias, sp->q_head0 * hd, sp->n_q * hd,
+                    4);
         expect_part(&be, &mf, TENSOR_ATTN_V_BIAS, il, lw->qkv_bias + (sp->n_q + sp->n_kv) * hd,
                     sp->kv_head0 * hd, sp->n_kv * hd, 4);
         expect_part(&be, &mf, TENSOR_ATTN_K_NORM, il, lw->k_norm, 0, hd, 4);

@@ -43,11 +43,13 @@ static struct tokenizer *load_fixture(const char *name) {
 static void check_ids(const cJSON *want, const int32_t *ids, size_t n, const char *text) {
     if ((size_t)cJSON_GetArraySize(want) != n) fprintf(stderr, "text '%s': %zu ids\n", text, n);
     assert_int_equal(cJSON_GetArraySize(want), n);
-    for (size_t i = 0; i < n; i++) assert_int_equal(cJSON_GetArrayItem(want, (int)i)->valueint, ids[i]);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(cJSON_GetArrayItem(want, (int)i)->valueint, ids[i]);
 }
 
 /* Concatenated streaming output must equal the full decode. */
-static void check_stream(const struct tokenizer *t, const int32_t *ids, size_t n, const char *dec, size_t dl) {
+static void check_stream(const struct tokenizer *t, const int32_t *ids, size_t n, const char *dec,
+                         size_t dl) {
     struct detok d;
     detok_init(&d, t, 0);
     char *all = calloc(1, dl * 2 + 64);
@@ -82,7 +84,9 @@ static void run_fixture(const char *name, const char *key) {
         const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
         int32_t *ids;
         size_t n;
-        assert_int_equal(tokenizer_encode(t, text, strlen(text), TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, &ids, &n, err), 0);
+        assert_int_equal(tokenizer_encode(t, text, strlen(text),
+                                          TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, &ids, &n, err),
+                         0);
         check_ids(cJSON_GetObjectItem(c, "ids"), ids, n, text);
         char *dec;
         size_t dl;
@@ -99,8 +103,14 @@ static void run_fixture(const char *name, const char *key) {
     tokenizer_free(t);
 }
 
-static void test_bytelevel_matches_hf(void **state) { (void)state; run_fixture("bytelevel.json", "bytelevel"); }
-static void test_spm_matches_hf(void **state) { (void)state; run_fixture("spm.json", "spm"); }
+static void test_bytelevel_matches_hf(void **state) {
+    (void)state;
+    run_fixture("bytelevel.json", "bytelevel");
+}
+static void test_spm_matches_hf(void **state) {
+    (void)state;
+    run_fixture("spm.json", "spm");
+}
 
 static void test_special_tokens_need_the_flag(void **state) {
     (void)state;
@@ -193,15 +203,23 @@ static void test_corrupt_json_is_refused(void **state) {
         assert_true(strlen(err) > 0);
     }
     static const char *const bad[] = {
-        "{}", "[]", "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}",
+        "{}",
+        "[]",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}, \"merges\": []}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [7]}}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Whatever\"}}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": {\"type\": \"Precompiled\"}}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"id\": 2000000000, \"content\": \"x\"}]}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], \"unk_token\": \"<zzz>\"}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+        "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": "
+        "\"Isolated\"}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+        "\"pre_tokenizer\": {\"type\": \"Whatever\"}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": "
+        "{\"type\": \"Precompiled\"}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": "
+        "[{\"id\": 2000000000, \"content\": \"x\"}]}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], \"unk_token\": "
+        "\"<zzz>\"}}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err[0] = 0;
@@ -256,7 +274,7 @@ static void test_templates_match_jinja2(void **state) {
 
 static void test_template_errors(void **state) {
     (void)state;
-    static const char *const bad[] = {"{% if x %}", "{{ a + }}", "{% for %}", "{{ 'x }}",
+    static const char *const bad[] = {"{% if x %}",   "{{ a + }}",   "{% for %}",       "{{ 'x }}",
                                       "{% endfor %}", "{% bogus %}", "{{ f(a=1, 2) }}", "{#"};
     char err[ERR_LEN];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -266,9 +284,10 @@ static void test_template_errors(void **state) {
         assert_non_null(strstr(err, "template line"));
     }
     /* runtime refusals: raise_exception, undefined calls, runaway loops */
-    static const char *const stop[] = {"{{ raise_exception('no') }}", "{{ nope() }}",
-                                       "{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
-                                       "{{ 'x' * 1000000000 }}", "{{ 1 // 0 }}"};
+    static const char *const stop[] = {
+        "{{ raise_exception('no') }}", "{{ nope() }}",
+        "{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
+        "{{ 'x' * 1000000000 }}", "{{ 1 // 0 }}"};
     for (size_t i = 0; i < sizeof(stop) / sizeof(stop[0]); i++) {
         char *out;
         size_t ol;

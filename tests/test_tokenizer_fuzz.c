@@ -76,20 +76,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct tokenizer *t;
         if (tokenizer_load_json(&t, (const char *)d, n, NULL, 0, err) == 0) {
             static const char probe[] = "Hello wörld 123 <|im_start|> \xf0\x9f\x98\x80 \xff";
-            fuzz_encode(t, (const uint8_t *)probe, sizeof(probe) - 1, TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL);
+            fuzz_encode(t, (const uint8_t *)probe, sizeof(probe) - 1,
+                        TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL);
             tokenizer_free(t);
         }
         break;
     }
-    case 1: case 2: /* encode with the fixture tokenizers */
+    case 1:
+    case 2: /* encode with the fixture tokenizers */
         fuzz_encode(fixtures[sel % 5 - 1], d, n, sel >> 3);
         break;
     case 3: { /* chat templates: the input is the template */
         char *out;
         size_t ol;
-        static const char ctx[] = "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, "
-                                  "{\"role\": \"user\", \"content\": \"u\"}], \"add_generation_prompt\": true, "
-                                  "\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
+        static const char ctx[] =
+            "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, "
+            "{\"role\": \"user\", \"content\": \"u\"}], \"add_generation_prompt\": true, "
+            "\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
         if (chat_render_json((const char *)d, n, ctx, &out, &ol, err) == 0) free(out);
         break;
     }
@@ -99,7 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             struct tokenizer *t;
             if (tokenizer_load_gguf(&t, g, err) == 0) {
                 static const char probe[] = "Hello world \xe2\x96\x81 <s> 42";
-                fuzz_encode(t, (const uint8_t *)probe, sizeof(probe) - 1, TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL);
+                fuzz_encode(t, (const uint8_t *)probe, sizeof(probe) - 1,
+                            TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL);
                 tokenizer_free(t);
             }
             gguf_close(g);
@@ -136,7 +140,13 @@ static void mutate_and_run(uint8_t sel, const char *seed, size_t len, int rounds
             case 0: buf[1 + at] = (uint8_t)next(); break;
             case 1: n = at; break;
             case 2: buf[1 + at] = "{}[]\",:\\<|%#"[next() % 13]; break;
-            case 3: if (n < len + 64) { memmove(buf + 2 + at, buf + 1 + at, n - at); buf[1 + at] = (uint8_t)next(); n++; } break;
+            case 3:
+                if (n < len + 64) {
+                    memmove(buf + 2 + at, buf + 1 + at, n - at);
+                    buf[1 + at] = (uint8_t)next();
+                    n++;
+                }
+                break;
             }
         }
         LLVMFuzzerTestOneInput(buf, n + 1);
@@ -153,9 +163,13 @@ static void test_fuzz_replay(void **state) {
     free(j);
     j = tu_read_source("tests/data/tok/templates.json", &len);
     assert_non_null(j);
-    mutate_and_run(3, "{% for m in messages %}{{ m.role | upper }}{% if loop.last %}!{% endif %}{% endfor %}", 77, 3000);
+    mutate_and_run(
+        3, "{% for m in messages %}{{ m.role | upper }}{% if loop.last %}!{% endif %}{% endfor %}",
+        77, 3000);
     free(j);
-    static const char *const texts[] = {"Hello <|im_start|> world 123", "\xf0\x9f\x98\x80\xe2\x82 x", "  \t\n\n a's", "<s>\xe2\x96\x81</s>"};
+    static const char *const texts[] = {"Hello <|im_start|> world 123",
+                                        "\xf0\x9f\x98\x80\xe2\x82 x", "  \t\n\n a's",
+                                        "<s>\xe2\x96\x81</s>"};
     for (int i = 0; i < 4; i++) {
         mutate_and_run((uint8_t)(1 + 8 * i), texts[i], strlen(texts[i]), 2000);
         mutate_and_run((uint8_t)(2 + 8 * i), texts[i], strlen(texts[i]), 2000);

@@ -91,7 +91,10 @@ static void test_scalars(void **state) {
     assert_int_equal(toml_bool(toml_get(r, "t"), &b, NULL), 0);
     assert_true(b);
 
-    static const struct { const char *key, *text; enum toml_type type; } dt[] = {
+    static const struct {
+        const char *key, *text;
+        enum toml_type type;
+    } dt[] = {
         {"odt", "1979-05-27T07:32:00.999999Z", TOML_DATETIME},
         {"odt2", "1979-05-27T00:32:00-07:00", TOML_DATETIME},
         {"ldt", "1979-05-27T07:32:00", TOML_DATETIME_LOCAL},
@@ -166,7 +169,8 @@ static void test_value_errors(void **state) {
     parse_err("a = \"\\e\"\n", "t.toml:1: invalid escape sequence '\\e'");
     parse_err("a = \"\"\"\nabc\n", "t.toml:1: unterminated multi-line string");
     parse_err("a = 'x\n", "t.toml:1: unterminated string (line ends before the closing ')");
-    parse_err("a = \"\"\"x\"\"\"\"\"\"\n", "t.toml:1: too many quotes (6) ending a multi-line string");
+    parse_err("a = \"\"\"x\"\"\"\"\"\"\n",
+              "t.toml:1: too many quotes (6) ending a multi-line string");
     parse_err("a = {b = 1,}\n", "t.toml:1: expected a key, found '}'");
     parse_err("a = [1\n\n", "t.toml:3: unterminated array (opened at line 1)");
     parse_err("a = yes\n", "t.toml:1: invalid value 'yes' (strings need quotes)");
@@ -176,15 +180,18 @@ static void test_encoding_errors(void **state) {
     (void)state;
     parse_err("a = 1\n\n\nb = \"\xff\"\n", "t.toml:4: invalid UTF-8 byte 0xff");
     parse_err("a = \"\xc0\xaf\"\n", "t.toml:1: overlong UTF-8 encoding of U+002F");
-    parse_err("a = \"\xed\xa0\x80\"\n", "t.toml:1: UTF-8 encodes U+D800, not a Unicode scalar value");
+    parse_err("a = \"\xed\xa0\x80\"\n",
+              "t.toml:1: UTF-8 encodes U+D800, not a Unicode scalar value");
     parse_err("a = \"\xe2\x82", "t.toml:1: truncated UTF-8 sequence at end of input");
     /* A NUL inside the buffer is a character, not the end. */
-    PARSE_ERR_LIT("a = 1\nb = 2\0\nc = 3\n", "t.toml:2: expected a newline after the value, found U+0000");
+    PARSE_ERR_LIT("a = 1\nb = 2\0\nc = 3\n",
+                  "t.toml:2: expected a newline after the value, found U+0000");
     PARSE_ERR_LIT("a = \"x\0\"\n", "t.toml:1: control character U+0000 in string");
     parse_err("a = 1\rb = 2\n", "t.toml:1: expected a newline after the value, found U+000D");
     parse_err("# c\r\n# d\re\n", "t.toml:2: carriage return without line feed in comment");
     /* CRLF counts as one line; a leading BOM is skipped. */
-    parse_err("\xef\xbb\xbf" "a = 1\r\nb = 2\r\na = 3\r\n",
+    parse_err("\xef\xbb\xbf"
+              "a = 1\r\nb = 2\r\na = 3\r\n",
               "t.toml:3: duplicate key 'a' in the root table (already set at line 1)");
     struct toml_node *r = NULL;
     char err[ERR_LEN];
@@ -212,7 +219,8 @@ static void test_table_rules(void **state) {
     parse_err("a = [1]\n[[a]]\n",
               "t.toml:2: cannot append to [[a]]: it is already a static array at line 1");
     parse_err("[[a]]\n[a]\n", "t.toml:2: cannot define table [a]: it is already an array (line 1)");
-    parse_err("[a.b]\n[[a]]\n", "t.toml:2: cannot append to [[a]]: it is already a table at line 1");
+    parse_err("[a.b]\n[[a]]\n",
+              "t.toml:2: cannot append to [[a]]: it is already a table at line 1");
     parse_err("a.b = 1\n[a]\n", "t.toml:2: table [a] defined twice (first at line 1)");
     parse_err("[fruit]\napple.color = 1\n[fruit.apple]\n",
               "t.toml:3: table [fruit.apple] defined twice (first at line 2)");
@@ -221,15 +229,17 @@ static void test_table_rules(void **state) {
               "line 1");
     parse_err("a = 1\na.b = 2\n",
               "t.toml:2: cannot set key 'a.b' in the root table: 'a' is an integer at line 1");
-    parse_err("a = 1\n[a]\n", "t.toml:2: cannot define table [a]: it is already an integer (line 1)");
-    parse_err("[a]\nb = 1\n[a.b.c]\n", "t.toml:3: cannot define [a.b.c]: 'a.b' is an integer (line 2)");
+    parse_err("a = 1\n[a]\n",
+              "t.toml:2: cannot define table [a]: it is already an integer (line 1)");
+    parse_err("[a]\nb = 1\n[a.b.c]\n",
+              "t.toml:3: cannot define [a.b.c]: 'a.b' is an integer (line 2)");
 
     /* And what the spec allows. */
-    struct toml_node *r = parse_ok("x.y.z = 1\n"         /* dotted keys make x and x.y */
-                                   "x.y.w = 2\n"         /* ...which this section may extend */
-                                   "[x.y.v]\n"           /* a sub-table of a dotted table */
+    struct toml_node *r = parse_ok("x.y.z = 1\n" /* dotted keys make x and x.y */
+                                   "x.y.w = 2\n" /* ...which this section may extend */
+                                   "[x.y.v]\n"   /* a sub-table of a dotted table */
                                    "[a.b.c]\n"
-                                   "[a]\n"               /* implicit a, defined later */
+                                   "[a]\n" /* implicit a, defined later */
                                    "d.e = 1\n"
                                    "[fruit]\n"
                                    "apple.color = 'red'\n"
@@ -237,7 +247,7 @@ static void test_table_rules(void **state) {
                                    "smooth = true\n"
                                    "[[arr]]\n"
                                    "n = 1\n"
-                                   "[arr.sub]\n"         /* goes into the latest element */
+                                   "[arr.sub]\n" /* goes into the latest element */
                                    "m = 1\n"
                                    "[[arr]]\n"
                                    "[[arr.sub2]]\n"
@@ -256,7 +266,8 @@ static void test_table_rules(void **state) {
     assert_int_equal(toml_get_int(toml_item(arr, 0), "sub.m", &v, err), 0);
     assert_int_equal(toml_len(toml_get(toml_item(arr, 1), "sub2")), 1);
     assert_int_equal(toml_get_int(r, "t.a.c", &v, err), 1); /* t is at arr[1].sub2[0] */
-    assert_int_equal(toml_get_int(toml_item(toml_get(toml_item(arr, 1), "sub2"), 0), "t.a.c", &v, err), 0);
+    assert_int_equal(
+        toml_get_int(toml_item(toml_get(toml_item(arr, 1), "sub2"), 0), "t.a.c", &v, err), 0);
     assert_int_equal(v, 2);
     toml_free(r);
 }
@@ -405,7 +416,9 @@ static void test_limits(void **state) {
     /* One more is a duplicate, found through the hash index. */
     o += sprintf(o, "key123456 = 0\n");
     assert_int_equal(toml_parse(kv, (size_t)(o - kv), "t.toml", &r, err), -1);
-    assert_string_equal(err, "t.toml:200001: duplicate key 'key123456' in the root table (already set at line 123457)");
+    assert_string_equal(
+        err,
+        "t.toml:200001: duplicate key 'key123456' in the root table (already set at line 123457)");
     free(kv);
     assert_int_equal(toml_parse("", (size_t)TOML_MAX_INPUT + 1, "t.toml", &r, err), -1);
     assert_null(r);
@@ -458,10 +471,11 @@ static void test_corpus_mutations(void **state) {
     DIR *top = opendir(CORPUS);
     if (!top) skip();
     closedir(top);
-    static const char *dirs[] = {"", "/array", "/bool", "/comment", "/datetime", "/float",
-                                 "/inline-table", "/integer", "/key", "/string", "/table"};
-    static const unsigned char subst[] = {0, '\n', '\r', '"', '\'', '[', ']', '{', '=', '.',
-                                          ',', '#', '\\', 0xff, 0xc3};
+    static const char *dirs[] = {"",          "/array",  "/bool",         "/comment",
+                                 "/datetime", "/float",  "/inline-table", "/integer",
+                                 "/key",      "/string", "/table"};
+    static const unsigned char subst[] = {0,   '\n', '\r', '"', '\'', '[',  ']', '{',
+                                          '=', '.',  ',',  '#', '\\', 0xff, 0xc3};
     size_t files = 0, parses = 0;
     for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
         char dpath[512];
@@ -505,14 +519,10 @@ static void test_corpus_mutations(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scalars),
-        cmocka_unit_test(test_strings),
-        cmocka_unit_test(test_value_errors),
-        cmocka_unit_test(test_encoding_errors),
-        cmocka_unit_test(test_table_rules),
-        cmocka_unit_test(test_lookup_and_iteration),
-        cmocka_unit_test(test_limits),
-        cmocka_unit_test(test_aot_depth),
+        cmocka_unit_test(test_scalars),          cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_value_errors),     cmocka_unit_test(test_encoding_errors),
+        cmocka_unit_test(test_table_rules),      cmocka_unit_test(test_lookup_and_iteration),
+        cmocka_unit_test(test_limits),           cmocka_unit_test(test_aot_depth),
         cmocka_unit_test(test_corpus_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

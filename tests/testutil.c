@@ -55,10 +55,8 @@ void tu_rm_tree(const char *dir) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
-        if (!lstat(path, &st) && S_ISDIR(st.st_mode))
-            tu_rm_tree(path);
-        else
-            unlink(path);
+        if (!lstat(path, &st) && S_ISDIR(st.st_mode)) tu_rm_tree(path);
+        else unlink(path);
     }
     closedir(d);
     rmdir(dir);
@@ -77,7 +75,10 @@ char *tu_read_file(const char *path, size_t *len) {
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     char *b = n < 0 ? NULL : malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
     fclose(f);
     if (!b) return NULL;
     b[n] = 0;

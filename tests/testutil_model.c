@@ -22,7 +22,8 @@ static uint8_t pattern(int t, uint64_t j) { return (uint8_t)(t * 131 + j * 7 + 3
 static uint64_t tensor_bytes(uint32_t type, int64_t ne0, int64_t ne1) {
     switch (type) {
     case DT_F32: return (uint64_t)(ne0 * ne1 * 4);
-    case DT_F16: case DT_BF16: return (uint64_t)(ne0 * ne1 * 2);
+    case DT_F16:
+    case DT_BF16: return (uint64_t)(ne0 * ne1 * 2);
     case DT_Q8_0: return (uint64_t)(ne0 / 32 * 34 * ne1);
     case DT_Q4_0: return (uint64_t)(ne0 / 32 * 18 * ne1);
     case DT_Q4_1: return (uint64_t)(ne0 / 32 * 20 * ne1);
@@ -36,9 +37,18 @@ static uint64_t tensor_bytes(uint32_t type, int64_t ne0, int64_t ne1) {
 /* ---- model description shared by the GGUF and HF writers ------------------------------ */
 
 struct tm_spec tm_default_spec(void) {
-    return (struct tm_spec){.arch = "llama", .dim = 64, .heads = 4, .kv = 2, .head_dim = 16,
-                            .ffn = 96, .vocab = 128, .layers = 2, .tied = 1,
-                            .mat_type = DT_Q4_1, .emb_type = DT_Q8_0, .norm_type = DT_F32};
+    return (struct tm_spec){.arch = "llama",
+                            .dim = 64,
+                            .heads = 4,
+                            .kv = 2,
+                            .head_dim = 16,
+                            .ffn = 96,
+                            .vocab = 128,
+                            .layers = 2,
+                            .tied = 1,
+                            .mat_type = DT_Q4_1,
+                            .emb_type = DT_Q8_0,
+                            .norm_type = DT_F32};
 }
 
 static int add_t(struct tm_tensor *t, int n, const struct tm_spec *s, const char *gguf,
@@ -66,12 +76,16 @@ static int add_t(struct tm_tensor *t, int n, const struct tm_spec *s, const char
 static int model_tensors(const struct tm_spec *s, struct tm_tensor *t) {
     int n = 0, hd = s->head_dim, q = s->heads * hd, kv = s->kv * hd;
     char g[64], h[96];
-    n = add_t(t, n, s, "token_embd.weight", "model.embed_tokens.weight", s->emb_type, 2, s->dim, s->vocab);
+    n = add_t(t, n, s, "token_embd.weight", "model.embed_tokens.weight", s->emb_type, 2, s->dim,
+              s->vocab);
     n = add_t(t, n, s, "output_norm.weight", "model.norm.weight", s->norm_type, 1, s->dim, 1);
     if (!s->tied)
         n = add_t(t, n, s, "output.weight", "lm_head.weight", s->mat_type, 2, s->dim, s->vocab);
     if (s->rope_freqs) n = add_t(t, n, s, "rope_freqs.weight", "-", DT_F32, 1, hd / 2, 1);
-    static const struct { const char *g, *h; int kind, a, b; } per[] = {
+    static const struct {
+        const char *g, *h;
+        int kind, a, b;
+    } per[] = {
         /* kind 0 norm, 1 matrix, 2 bias, 3 qk-norm; a, b: 0 dim, 1 q, 2 kv, 3 ffn, 4 hd */
         {"attn_norm.weight", "input_layernorm.weight", 0, 0, 0},
         {"attn_q.weight", "self_attn.q_proj.weight", 1, 0, 1},
@@ -96,8 +110,7 @@ static int model_tensors(const struct tm_spec *s, struct tm_tensor *t) {
             snprintf(h, sizeof h, "model.layers.%d.%s", l, per[i].h);
             if (per[i].kind == 1)
                 n = add_t(t, n, s, g, h, s->mat_type, 2, sz[per[i].a], sz[per[i].b]);
-            else
-                n = add_t(t, n, s, g, h, s->norm_type, 1, sz[per[i].a], 1);
+            else n = add_t(t, n, s, g, h, s->norm_type, 1, sz[per[i].a], 1);
         }
     return n;
 }
@@ -107,10 +120,8 @@ static int model_tensors(const struct tm_spec *s, struct tm_tensor *t) {
 static void kv_key(struct tu_buf *b, uint64_t *n, const struct tm_spec *s, const char *suffix,
                    uint32_t type, int with_arch) {
     char k[128];
-    if (with_arch)
-        snprintf(k, sizeof k, "%s.%s", s->arch, suffix);
-    else
-        snprintf(k, sizeof k, "%s", suffix);
+    if (with_arch) snprintf(k, sizeof k, "%s.%s", s->arch, suffix);
+    else snprintf(k, sizeof k, "%s", suffix);
     tu_put_str(b, k);
     tu_put_u32(b, type);
     (*n)++;
@@ -243,7 +254,8 @@ void tm_check_tensors(const struct model_file *m, const struct tm_tensor *t, int
         uint8_t *got = malloc(nb);
         assert_int_equal(modelfile_read(m, mt, 0, nb, got, err), 0);
         for (uint64_t j = 0; j < nb; j++)
-            if (got[j] != pattern(i, j)) fail_msg("%s: byte %llu differs", t[i].gguf, (unsigned long long)j);
+            if (got[j] != pattern(i, j))
+                fail_msg("%s: byte %llu differs", t[i].gguf, (unsigned long long)j);
         /* A partial read from the middle. */
         if (nb > 3) {
             assert_int_equal(modelfile_read(m, mt, 2, 1, got, err), 0);
@@ -271,9 +283,7 @@ static uint32_t dtype_of(const char *s) {
     return !strcmp(s, "F32") ? DT_F32 : !strcmp(s, "F16") ? DT_F16 : DT_BF16;
 }
 
-static int dsize(const char *s) {
-    return !strcmp(s, "F32") ? 4 : !strcmp(s, "I64") ? 8 : 2;
-}
+static int dsize(const char *s) { return !strcmp(s, "F32") ? 4 : !strcmp(s, "I64") ? 8 : 2; }
 
 /* Writes dir/name with the tensors whose index i has i % nshards == shard. Tensor data
  * follows the ne order: an [ne1, ne0] row-major array in safetensors terms. */
@@ -286,11 +296,12 @@ static void write_st(const char *dir, const char *name, const struct tm_tensor *
         const char *dt = o->bad_hf && !strcmp(o->bad_hf, t[i].hf) ? o->bad_dtype : o->dtype;
         uint64_t nb = (uint64_t)(t[i].ne0 * t[i].ne1 * dsize(dt));
         if (t[i].n_dims == 2)
-            tu_putf(&hdr, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%zu,%zu]}",
-                 t[i].hf, dt, (long long)t[i].ne1, (long long)t[i].ne0, data.n, data.n + nb);
+            tu_putf(&hdr,
+                    ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%zu,%zu]}",
+                    t[i].hf, dt, (long long)t[i].ne1, (long long)t[i].ne0, data.n, data.n + nb);
         else
             tu_putf(&hdr, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%zu,%zu]}",
-                 t[i].hf, dt, (long long)t[i].ne0, data.n, data.n + nb);
+                    t[i].hf, dt, (long long)t[i].ne0, data.n, data.n + nb);
         for (uint64_t j = 0; j < nb; j++) {
             uint8_t v = pattern(i, j);
             tu_put(&data, &v, 1);
@@ -298,9 +309,15 @@ static void write_st(const char *dir, const char *name, const struct tm_tensor *
     }
     /* Tensors we do not use: rotary inverse frequencies, an integer buffer. */
     if (shard == 0) {
-        tu_putf(&hdr, ",\"model.layers.0.self_attn.rotary_emb.inv_freq\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[%zu,%zu]}", data.n, data.n + 32);
+        tu_putf(&hdr,
+                ",\"model.layers.0.self_attn.rotary_emb.inv_freq\":{\"dtype\":\"F32\",\"shape\":[8]"
+                ",\"data_offsets\":[%zu,%zu]}",
+                data.n, data.n + 32);
         tu_put(&data, (uint8_t[32]){0}, 32);
-        tu_putf(&hdr, ",\"model.position_ids\":{\"dtype\":\"I64\",\"shape\":[1,4],\"data_offsets\":[%zu,%zu]}", data.n, data.n + 32);
+        tu_putf(&hdr,
+                ",\"model.position_ids\":{\"dtype\":\"I64\",\"shape\":[1,4],\"data_offsets\":[%zu,%"
+                "zu]}",
+                data.n, data.n + 32);
         tu_put(&data, (uint8_t[32]){0}, 32);
     }
     tu_put(&hdr, "}", 1);
@@ -332,13 +349,15 @@ const char *tm_write_hf(const struct tm_spec *s, const struct tm_hf *o, const ch
     if (o->config_text) {
         tu_put(&c, o->config_text, strlen(o->config_text));
     } else {
-        tu_putf(&c, "{\"architectures\":[\"%s\"],\"hidden_size\":%d,\"num_hidden_layers\":%d,"
-                 "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
-                 "\"vocab_size\":%d,\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-06,"
-                 "\"rope_theta\":1000000.0,\"tie_word_embeddings\":%s,\"bos_token_id\":5,"
-                 "\"eos_token_id\":[7,8],\"head_dim\":%d,\"torch_dtype\":\"bfloat16\"%s}",
-             o->arch_hf, s->dim, s->layers, s->heads, s->kv, s->ffn, s->vocab,
-             o->tie_config ? "true" : "false", s->head_dim, o->config_extra ? o->config_extra : "");
+        tu_putf(&c,
+                "{\"architectures\":[\"%s\"],\"hidden_size\":%d,\"num_hidden_layers\":%d,"
+                "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
+                "\"vocab_size\":%d,\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-06,"
+                "\"rope_theta\":1000000.0,\"tie_word_embeddings\":%s,\"bos_token_id\":5,"
+                "\"eos_token_id\":[7,8],\"head_dim\":%d,\"torch_dtype\":\"bfloat16\"%s}",
+                o->arch_hf, s->dim, s->layers, s->heads, s->kv, s->ffn, s->vocab,
+                o->tie_config ? "true" : "false", s->head_dim,
+                o->config_extra ? o->config_extra : "");
     }
     snprintf(path, sizeof path, "%s/config.json", dir);
     tu_write_file(path, c.p, c.n);
@@ -355,9 +374,10 @@ const char *tm_write_hf(const struct tm_spec *s, const struct tm_hf *o, const ch
     tu_putf(&idx, "{\"metadata\":{\"total_size\":1},\"weight_map\":{");
     for (int i = 0; i < *nt; i++)
         tu_putf(&idx, "%s\"%s\":\"%s\"", i ? "," : "", t[i].hf,
-             o->index_bad_name && i == 3 ? "../escape.safetensors" : shard_names[i % 2]);
+                o->index_bad_name && i == 3 ? "../escape.safetensors" : shard_names[i % 2]);
     tu_putf(&idx, ",\"model.layers.0.self_attn.rotary_emb.inv_freq\":\"%s\"", shard_names[0]);
-    if (o->index_ghost) tu_putf(&idx, ",\"model.layers.0.mlp.ghost.weight\":\"%s\"", shard_names[1]);
+    if (o->index_ghost)
+        tu_putf(&idx, ",\"model.layers.0.mlp.ghost.weight\":\"%s\"", shard_names[1]);
     tu_putf(&idx, "}}");
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     tu_write_file(path, idx.p, idx.n);
@@ -366,7 +386,6 @@ const char *tm_write_hf(const struct tm_spec *s, const struct tm_hf *o, const ch
 }
 
 struct tm_hf tm_default_hf(void) {
-    return (struct tm_hf){.arch_hf = "LlamaForCausalLM", .tie_config = 1, .shards = 1,
-                          .dtype = "BF16"};
+    return (struct tm_hf){
+        .arch_hf = "LlamaForCausalLM", .tie_config = 1, .shards = 1, .dtype = "BF16"};
 }
-

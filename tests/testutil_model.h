@@ -15,11 +15,11 @@ struct model_hparams;
 struct tm_spec {
     const char *arch; /* GGUF arch or HF architectures[0] */
     int dim, heads, kv, head_dim, ffn, vocab, layers;
-    int tied;       /* leave out output.weight / lm_head.weight */
+    int tied; /* leave out output.weight / lm_head.weight */
     int bias, qknorm, rope_freqs;
     uint32_t mat_type, emb_type, norm_type;
-    const char *drop;   /* tensor (GGUF name) to leave out */
-    const char *alter;  /* tensor (GGUF name) to write with alter_type / alter_ne */
+    const char *drop;  /* tensor (GGUF name) to leave out */
+    const char *alter; /* tensor (GGUF name) to write with alter_type / alter_ne */
     uint32_t alter_type;
     int64_t alter_ne0, alter_ne1;
     const char *skip_key;   /* GGUF: metadata suffix to leave out */
@@ -63,8 +63,7 @@ struct tm_hf tm_default_hf(void);
 const char *tm_write_random_gguf(const char *fname);
 /* Writes tu_tmpdir/fname as GGUF v3; fills t[0..*nt) (128 entries are enough) with the
  * tensors written. Returns the path (a static buffer, overwritten by the next call). */
-const char *tm_write_gguf(const struct tm_spec *s, const char *fname, struct tm_tensor *t,
-                          int *nt);
+const char *tm_write_gguf(const struct tm_spec *s, const char *fname, struct tm_tensor *t, int *nt);
 /* Writes the directory tu_tmpdir/name (replacing it); t and *nt as for tm_write_gguf,
  * with every type set to o->dtype's. Returns the directory (a static buffer). */
 const char *tm_write_hf(const struct tm_spec *s, const struct tm_hf *o, const char *name,

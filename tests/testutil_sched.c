@@ -9,7 +9,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-void sched_run_open(struct sched_run *r, struct comm *c, const struct engine_opts *eo, const struct sched_opts *so) {
+void sched_run_open(struct sched_run *r, struct comm *c, const struct engine_opts *eo,
+                    const struct sched_opts *so) {
     char err[512];
     int rc = engine_open(&r->e, c, eo, err);
     if (rc) print_error("engine_open: %s\n", err);

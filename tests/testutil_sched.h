@@ -16,7 +16,8 @@ struct sched_run {
 };
 
 /* Opens the engine (asserting it opens) and a scheduler over it with its own metrics. */
-void sched_run_open(struct sched_run *r, struct comm *c, const struct engine_opts *eo, const struct sched_opts *so);
+void sched_run_open(struct sched_run *r, struct comm *c, const struct engine_opts *eo,
+                    const struct sched_opts *so);
 void sched_run_close(struct sched_run *r);
 /* Steps until nothing is queued or running (asserting it gets there within max_steps). */
 void sched_run_drain(struct sched_run *r, int max_steps);

@@ -72,8 +72,8 @@ static const struct cache_entry *cache_get(const struct bpe_cache *c, uint64_t h
     }
 }
 
-static void cache_put(struct bpe_cache *c, uint64_t h, const char *s, size_t n,
-                      const int32_t *ids, size_t n_ids) {
+static void cache_put(struct bpe_cache *c, uint64_t h, const char *s, size_t n, const int32_t *ids,
+                      size_t n_ids) {
     if (c->n_entries >= CACHE_MAX_ENTRIES || c->keys_len + n > (64u << 20) ||
         c->ids_len + n_ids > (16u << 20))
         cache_clear(c);
@@ -107,15 +107,15 @@ static void cache_put(struct bpe_cache *c, uint64_t h, const char *s, size_t n,
 /* ---- symbols and the merge queue ---- */
 
 struct sym {
-    int32_t id;       /* current token (ranked mode) */
-    uint32_t off, n;  /* bytes of the piece it covers; n == 0 once merged away */
+    int32_t id;      /* current token (ranked mode) */
+    uint32_t off, n; /* bytes of the piece it covers; n == 0 once merged away */
     int32_t prev, next;
 };
 
 struct cand {
-    uint64_t key;     /* ordering key: smaller pops first */
+    uint64_t key; /* ordering key: smaller pops first */
     int32_t left, right;
-    uint32_t size;    /* scored mode: byte length of the pair when it was queued */
+    uint32_t size; /* scored mode: byte length of the pair when it was queued */
 };
 
 struct heap {
@@ -145,7 +145,10 @@ static struct cand heap_pop(struct heap *h) {
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
         uint64_t mk = last.key;
-        if (l < h->n && h->v[l].key < mk) { m = l; mk = h->v[l].key; }
+        if (l < h->n && h->v[l].key < mk) {
+            m = l;
+            mk = h->v[l].key;
+        }
         if (r < h->n && h->v[r].key < mk) m = r;
         if (m == i) break;
         h->v[i] = h->v[m];
@@ -171,7 +174,7 @@ static uint32_t score_key(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof(u));
     u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending */
-    return ~u;                                       /* descending */
+    return ~u;                                      /* descending */
 }
 
 /* Scored: the pair is a candidate if its text is a token; highest score, then leftmost. */
@@ -239,7 +242,10 @@ static void encode_word(const struct vocab *v, const struct bpe_opts *o, const c
         size_t l;
         if (o->byte_level) l = 1;
         else if (o->scored) l = utf8_lead_len((uint8_t)s[i]);
-        else { l = utf8_valid_len((const uint8_t *)s + i, n - i); if (!l) l = 1; }
+        else {
+            l = utf8_valid_len((const uint8_t *)s + i, n - i);
+            if (!l) l = 1;
+        }
         if (l > n - i) l = n - i;
         int32_t id = -1;
         if (o->byte_level) id = v->byte_tok[(uint8_t)s[i]];
@@ -343,8 +349,7 @@ void bpe_encode(const struct vocab *v, const struct bpe_opts *o, struct bpe_cach
     uint64_t h = vocab_hash(s, n);
     const struct cache_entry *e = cache_get(cache, h, s, n);
     if (e) {
-        for (uint32_t i = 0; i < e->n_ids; i++)
-            idbuf_push(out, cache->ids[e->ids + i]);
+        for (uint32_t i = 0; i < e->n_ids; i++) idbuf_push(out, cache->ids[e->ids + i]);
         return;
     }
     size_t before = out->n;

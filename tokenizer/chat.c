@@ -46,8 +46,8 @@ static int set_val(struct arena *a, struct jv ctx, const char *k, struct jv v) {
 /* Templates build role markers from the role (Phi-3's '<|' + role + '|>', Zephyr's
  * <|user|>): the usual role names stay template text so those still become special tokens.
  * Any other role is data like the rest of the request. */
-static const char *const known_roles[] = {"system", "user", "assistant", "tool", "function",
-                                          "developer", "ipython", NULL};
+static const char *const known_roles[] = {"system",   "user",      "assistant", "tool",
+                                          "function", "developer", "ipython",   NULL};
 
 static int known_roles_literal(struct arena *a, struct jv msgs) {
     for (size_t i = 0; i < msgs.u.l->n; i++) {
@@ -74,17 +74,23 @@ int chat_template_render(const struct chat_template *ct, const char *messages_js
 
 int chat_template_render_spans(const struct chat_template *ct, const char *messages_json,
                                int add_generation_prompt, const char *extra_json, char **out,
-                               size_t *out_len, struct tok_span **data, size_t *n_data,
-                               char *err) {
+                               size_t *out_len, struct tok_span **data, size_t *n_data, char *err) {
     struct arena a = {.limit = ARENA_LIMIT};
     cJSON *msgs = cJSON_Parse(messages_json);
     cJSON *extra = extra_json ? cJSON_Parse(extra_json) : NULL;
     int rc = -1;
-    if (!cJSON_IsArray(msgs)) { err_set(err, "messages must be a JSON array"); goto done; }
-    if (extra_json && !cJSON_IsObject(extra)) { err_set(err, "extra variables must be a JSON object"); goto done; }
+    if (!cJSON_IsArray(msgs)) {
+        err_set(err, "messages must be a JSON array");
+        goto done;
+    }
+    if (extra_json && !cJSON_IsObject(extra)) {
+        err_set(err, "extra variables must be a JSON object");
+        goto done;
+    }
     struct jv ctx = jv_dict(&a), m;
-    if (ctx.t != JV_DICT || jv_from_cjson(&a, msgs, 1, &m) || known_roles_literal(&a, m) || set_val(&a, ctx, "messages", m) ||
-        set_val(&a, ctx, "tools", jv_none()) || set_val(&a, ctx, "documents", jv_none()) ||
+    if (ctx.t != JV_DICT || jv_from_cjson(&a, msgs, 1, &m) || known_roles_literal(&a, m) ||
+        set_val(&a, ctx, "messages", m) || set_val(&a, ctx, "tools", jv_none()) ||
+        set_val(&a, ctx, "documents", jv_none()) ||
         set_val(&a, ctx, "add_generation_prompt", jv_bool(add_generation_prompt)) ||
         set_str(&a, ctx, "bos_token", ct->bos) || set_str(&a, ctx, "eos_token", ct->eos)) {
         err_set(err, "out of memory");
@@ -94,7 +100,10 @@ int chat_template_render_spans(const struct chat_template *ct, const char *messa
         const cJSON *x;
         cJSON_ArrayForEach(x, extra) {
             struct jv v;
-            if (jv_from_cjson(&a, x, 1, &v) || set_val(&a, ctx, x->string, v)) { err_set(err, "out of memory"); goto done; }
+            if (jv_from_cjson(&a, x, 1, &v) || set_val(&a, ctx, x->string, v)) {
+                err_set(err, "out of memory");
+                goto done;
+            }
         }
     }
     struct jspan *sp = NULL;

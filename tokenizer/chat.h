@@ -35,8 +35,7 @@ int chat_template_render(const struct chat_template *ct, const char *messages_js
  * disjoint; *data is malloc'd (NULL when none). */
 int chat_template_render_spans(const struct chat_template *ct, const char *messages_json,
                                int add_generation_prompt, const char *extra_json, char **out,
-                               size_t *out_len, struct tok_span **data, size_t *n_data,
-                               char *err);
+                               size_t *out_len, struct tok_span **data, size_t *n_data, char *err);
 
 /* Renders and encodes a chat prompt the safe way: special tokens are parsed only where the
  * template itself wrote them; special-token text inside the request's data is tokenized as

@@ -29,7 +29,10 @@ const char *detok_push(struct detok *d, int32_t id, size_t *len) {
     size_t n = t->dec_len[id];
     if (n && !d->started) {
         d->started = 1;
-        if (t->dec_strip_space && b[0] == ' ') { b++; n--; }
+        if (t->dec_strip_space && b[0] == ' ') {
+            b++;
+            n--;
+        }
     }
     if (n == 0) return d->out.p;
     /* join the held-back tail with this token, keep back a new incomplete tail */

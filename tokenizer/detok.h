@@ -15,11 +15,11 @@ struct tokenizer;
 
 struct detok {
     const struct tokenizer *t;
-    int flags;          /* TOK_SKIP_SPECIAL */
-    int started;        /* some byte has been produced (the leading-space strip is done) */
-    uint8_t pend[4];    /* incomplete UTF-8 tail held back */
+    int flags;       /* TOK_SKIP_SPECIAL */
+    int started;     /* some byte has been produced (the leading-space strip is done) */
+    uint8_t pend[4]; /* incomplete UTF-8 tail held back */
     size_t n_pend;
-    struct sbuf out;    /* buffer returned by push/flush */
+    struct sbuf out; /* buffer returned by push/flush */
 };
 
 void detok_init(struct detok *d, const struct tokenizer *t, int flags);

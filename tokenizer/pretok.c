@@ -21,8 +21,8 @@ static void grow(void **p, size_t *cap, size_t need, size_t elem) {
 static pcre2_code *compile(const char *pattern, size_t len, char *err) {
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec,
-                                     &eo, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eo, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ec, msg, sizeof(msg));
@@ -126,8 +126,12 @@ static void out_bytes(struct pt_work *w, const void *s, size_t n) {
 }
 
 static void swap_bufs(struct pt_work *w) {
-    char *b = w->buf; w->buf = w->buf2; w->buf2 = b;
-    size_t c = w->cap; w->cap = w->cap2; w->cap2 = c;
+    char *b = w->buf;
+    w->buf = w->buf2;
+    w->buf2 = b;
+    size_t c = w->cap;
+    w->cap = w->cap2;
+    w->cap2 = c;
     w->len = w->len2;
     w->len2 = 0;
 }
@@ -140,21 +144,28 @@ static int is_ws(uint32_t c) {
 }
 
 static void ensure_md(struct pt_work *w) {
-    if (!w->md && !(w->md = pcre2_match_data_create(4, NULL))) FATAL("out of memory for regex match data");
+    if (!w->md && !(w->md = pcre2_match_data_create(4, NULL)))
+        FATAL("out of memory for regex match data");
 }
 
 static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
     w->len2 = 0;
     switch (st->kind) {
-    case NM_NFC: case NM_NFD: case NM_NFKC: case NM_NFKD: {
+    case NM_NFC:
+    case NM_NFD:
+    case NM_NFKC:
+    case NM_NFKD: {
         int opt = UTF8PROC_STABLE;
         if (st->kind == NM_NFC || st->kind == NM_NFKC) opt |= UTF8PROC_COMPOSE;
         else opt |= UTF8PROC_DECOMPOSE;
         if (st->kind == NM_NFKC || st->kind == NM_NFKD) opt |= UTF8PROC_COMPAT;
         utf8proc_uint8_t *o = NULL;
-        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)w->buf, (utf8proc_ssize_t)w->len,
-                                          &o, (utf8proc_option_t)opt);
-        if (r < 0) { free(o); return err_set(err, "normalize: %s", utf8proc_errmsg(r)); }
+        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)w->buf,
+                                          (utf8proc_ssize_t)w->len, &o, (utf8proc_option_t)opt);
+        if (r < 0) {
+            free(o);
+            return err_set(err, "normalize: %s", utf8proc_errmsg(r));
+        }
         out_bytes(w, o, (size_t)r);
         free(o);
         break;
@@ -164,7 +175,9 @@ static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
             size_t l = utf8_valid_len((const uint8_t *)w->buf + i, w->len - i);
             if (!l) l = 1;
             uint8_t u[4];
-            uint32_t cp = l > 1 || (uint8_t)w->buf[i] < 0x80 ? utf8_decode((const uint8_t *)w->buf + i, l) : 0xFFFD;
+            uint32_t cp = l > 1 || (uint8_t)w->buf[i] < 0x80
+                              ? utf8_decode((const uint8_t *)w->buf + i, l)
+                              : 0xFFFD;
             cp = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
             out_bytes(w, u, utf8_encode(cp, u));
             i += l;
@@ -215,7 +228,8 @@ static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
             }
         } else {
             while (i < w->len) {
-                const char *f = st->pat_len ? memmem(w->buf + i, w->len - i, st->pat, st->pat_len) : NULL;
+                const char *f = st->pat_len ? memmem(w->buf + i, w->len - i, st->pat, st->pat_len)
+                                            : NULL;
                 if (!f) break;
                 size_t at = (size_t)(f - w->buf);
                 out_bytes(w, w->buf + i, at - i);
@@ -233,7 +247,10 @@ static int normalize(const struct nm_step *st, struct pt_work *w, char *err) {
 
 /* ---- splitting ---- */
 
-struct span { uint32_t a, b; int m; };
+struct span {
+    uint32_t a, b;
+    int m;
+};
 
 static void push_piece(struct pt_work *w, uint32_t off, uint32_t len, int at_start) {
     if (len == 0) return; /* HF drops empty pieces */
@@ -243,7 +260,7 @@ static void push_piece(struct pt_work *w, uint32_t off, uint32_t len, int at_sta
 
 /* Applies HF's delimiter behaviour to the match list of one piece. */
 static void emit_spans(struct pt_work *w, const struct pt_piece *pc, struct span *sp, size_t ns,
-                      enum pt_behavior b, int invert) {
+                       enum pt_behavior b, int invert) {
     if (invert)
         for (size_t i = 0; i < ns; i++) sp[i].m = !sp[i].m;
     size_t base = pc->off;
@@ -251,7 +268,8 @@ static void emit_spans(struct pt_work *w, const struct pt_piece *pc, struct span
     switch (b) {
     case PT_REMOVED:
         for (size_t i = 0; i < ns; i++)
-            if (!sp[i].m) push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a));
+            if (!sp[i].m)
+                push_piece(w, (uint32_t)(base + sp[i].a), sp[i].b - sp[i].a, START(sp[i].a));
         break;
     case PT_ISOLATED:
         for (size_t i = 0; i < ns; i++)
@@ -264,7 +282,8 @@ static void emit_spans(struct pt_work *w, const struct pt_piece *pc, struct span
         size_t k = 0;
         int prev_m = 0;
         for (size_t i = 0; i < ns; i++) {
-            int join = b == PT_MERGED_PREV ? (sp[i].m && !prev_m && k > 0) : (sp[i].m && prev_m && k > 0);
+            int join = b == PT_MERGED_PREV ? (sp[i].m && !prev_m && k > 0)
+                                           : (sp[i].m && prev_m && k > 0);
             if (join) sp[k - 1].b = sp[i].b;
             else sp[k++] = sp[i];
             prev_m = sp[i].m;
@@ -349,7 +368,8 @@ static void metaspace(const struct pt_step *st, struct pt_work *w) {
         size_t start = w->len2;
         int starts = pc->len >= st->lit_len && !memcmp(s, st->lit, st->lit_len);
         if (!starts && pc->len > 0 && s[0] == ' ') starts = 1;
-        int prep = st->prepend == PT_PREPEND_ALWAYS || (st->prepend == PT_PREPEND_FIRST && pc->at_start);
+        int prep = st->prepend == PT_PREPEND_ALWAYS ||
+                   (st->prepend == PT_PREPEND_FIRST && pc->at_start);
         if (prep && !starts) out_bytes(w, st->lit, st->lit_len);
         for (size_t i = 0; i < pc->len; i++) {
             if (s[i] == ' ') out_bytes(w, st->lit, st->lit_len);
@@ -366,7 +386,9 @@ static void metaspace(const struct pt_step *st, struct pt_work *w) {
                 push_piece(w, (uint32_t)a, (uint32_t)(i - a), pc->at_start && a == start);
                 a = i;
             }
-            i += (i + st->lit_len <= end && !memcmp(w->buf2 + i, st->lit, st->lit_len)) ? st->lit_len : 1;
+            i += (i + st->lit_len <= end && !memcmp(w->buf2 + i, st->lit, st->lit_len))
+                     ? st->lit_len
+                     : 1;
         }
         push_piece(w, (uint32_t)a, (uint32_t)(end - a), pc->at_start && a == start);
     }
@@ -409,8 +431,12 @@ int pretok_run(const struct pretok *pt, struct pt_work *w, const char *s, size_t
                 emit_spans(w, &pc, sp.v, sp.n, st->behavior, st->invert);
             }
         }
-        struct pt_piece *p = w->p; w->p = w->p2; w->p2 = p;
-        size_t c = w->cap_p; w->cap_p = w->cap_p2; w->cap_p2 = c;
+        struct pt_piece *p = w->p;
+        w->p = w->p2;
+        w->p2 = p;
+        size_t c = w->cap_p;
+        w->cap_p = w->cap_p2;
+        w->cap_p2 = c;
         w->n = w->n2;
     }
     free(sp.v);

@@ -17,8 +17,8 @@ struct pt_step {
     enum pt_kind kind;
     enum pt_behavior behavior;
     int invert;
-    void *re;         /* pcre2_code_8 * */
-    char *lit;        /* literal pattern, or Metaspace replacement */
+    void *re;  /* pcre2_code_8 * */
+    char *lit; /* literal pattern, or Metaspace replacement */
     size_t lit_len;
     enum pt_prepend prepend; /* Metaspace */
     int split;               /* Metaspace: split on the replacement */
@@ -28,10 +28,10 @@ enum nm_kind { NM_NFC, NM_NFD, NM_NFKC, NM_NFKD, NM_LOWERCASE, NM_REPLACE, NM_PR
 
 struct nm_step {
     enum nm_kind kind;
-    void *re;          /* NM_REPLACE with a regex pattern */
-    char *pat, *with;  /* NM_REPLACE literal pattern / content; NM_PREPEND text */
+    void *re;         /* NM_REPLACE with a regex pattern */
+    char *pat, *with; /* NM_REPLACE literal pattern / content; NM_PREPEND text */
     size_t pat_len, with_len;
-    int left, right;   /* NM_STRIP */
+    int left, right; /* NM_STRIP */
 };
 
 struct pretok {
@@ -39,13 +39,13 @@ struct pretok {
     size_t n_nm;
     struct pt_step *steps;
     size_t n_steps;
-    int byte_level;       /* pieces are then mapped through the GPT-2 byte alphabet */
-    int byte_level_prefix;/* ByteLevel add_prefix_space */
+    int byte_level;        /* pieces are then mapped through the GPT-2 byte alphabet */
+    int byte_level_prefix; /* ByteLevel add_prefix_space */
 };
 
 struct pt_piece {
     uint32_t off, len;
-    int at_start;         /* begins at offset 0 of the original text (Metaspace "first") */
+    int at_start; /* begins at offset 0 of the original text (Metaspace "first") */
 };
 
 struct pt_work {
@@ -53,18 +53,17 @@ struct pt_work {
     size_t len, cap, len2, cap2;
     struct pt_piece *p, *p2;
     size_t n, cap_p, n2, cap_p2;
-    void *md;             /* pcre2_match_data_8 * */
+    void *md; /* pcre2_match_data_8 * */
 };
 
 /* Adds a regex split step; pattern is compiled with UTF and Unicode properties. */
 int pretok_add_regex(struct pretok *pt, const char *pattern, size_t len, enum pt_behavior b,
                      int invert, char *err);
-int pretok_add_literal(struct pretok *pt, const char *s, size_t len, enum pt_behavior b,
-                       int invert, char *err);
+int pretok_add_literal(struct pretok *pt, const char *s, size_t len, enum pt_behavior b, int invert,
+                       char *err);
 int pretok_add_metaspace(struct pretok *pt, const char *repl, size_t len, enum pt_prepend p,
                          int split, char *err);
-int pretok_add_norm(struct pretok *pt, const struct nm_step *step, const char *regex,
-                    char *err);
+int pretok_add_norm(struct pretok *pt, const struct nm_step *step, const char *regex, char *err);
 void pretok_free(struct pretok *pt);
 
 /* Normalizes s[0..n) (valid UTF-8) into w->buf and cuts it into w->p[0..w->n).

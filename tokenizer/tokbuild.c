@@ -43,8 +43,13 @@ int tokenizer_add_token(struct tokenizer *t, int32_t id, const char *s, size_t l
     if (len == 0 || len > 4096) return err_set(err, "added token %d has length %zu", id, len);
     struct added_tok *a = t->added = xrealloc(t->added, (t->n_added + 1) * sizeof(*a));
     char *c = xstrndup(s, len);
-    a[t->n_added++] = (struct added_tok){id, c, (uint32_t)len, (uint8_t)!!special, (uint8_t)!!lstrip,
-                                          (uint8_t)!!rstrip, (uint8_t)!!single_word};
+    a[t->n_added++] = (struct added_tok){id,
+                                         c,
+                                         (uint32_t)len,
+                                         (uint8_t) !!special,
+                                         (uint8_t) !!lstrip,
+                                         (uint8_t) !!rstrip,
+                                         (uint8_t) !!single_word};
     return 0;
 }
 
@@ -56,7 +61,10 @@ static void trie_insert(struct tokenizer *t, size_t *cap, size_t idx) {
     for (uint32_t i = 0; i < a->len; i++) {
         uint8_t b = (uint8_t)a->s[i];
         uint32_t c = t->trie[node].child, last = 0;
-        while (c && t->trie[c].byte != b) { last = c; c = t->trie[c].sibling; }
+        while (c && t->trie[c].byte != b) {
+            last = c;
+            c = t->trie[c].sibling;
+        }
         if (!c) {
             if (t->n_trie == *cap) {
                 size_t nc = *cap * 2;
@@ -76,9 +84,24 @@ static void trie_insert(struct tokenizer *t, size_t *cap, size_t idx) {
 
 /* Texts that end generation when they are control tokens (llama.cpp's list). */
 static const char *const eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-    "<end_of_utterance>", "<eos>", "<｜end▁of▁sentence｜>", NULL,
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<｜end▁of▁sentence｜>",
+    NULL,
 };
 
 static void add_eog(struct tokenizer *t, int32_t id) {
@@ -110,15 +133,23 @@ static void decode_entry(struct tokenizer *t, uint32_t id, int is_added) {
         for (size_t i = 0; i < n;) {
             size_t l = utf8_valid_len((const uint8_t *)s + i, n - i);
             int b = l ? utf8_cp_to_byte(utf8_decode((const uint8_t *)s + i, l)) : -1;
-            if (b < 0) { ok = 0; break; }
+            if (b < 0) {
+                ok = 0;
+                break;
+            }
             o[k++] = (char)b;
             i += l;
         }
-        if (!ok) { memcpy(o, s, n); k = n; }
+        if (!ok) {
+            memcpy(o, s, n);
+            k = n;
+        }
     } else {
         for (size_t i = 0; i < n;) {
-            if (i + 3 <= n && !memcmp(s + i, "\xe2\x96\x81", 3)) { o[k++] = ' '; i += 3; }
-            else o[k++] = s[i++];
+            if (i + 3 <= n && !memcmp(s + i, "\xe2\x96\x81", 3)) {
+                o[k++] = ' ';
+                i += 3;
+            } else o[k++] = s[i++];
         }
     }
     o[k] = 0;
@@ -131,9 +162,9 @@ void tokenizer_finish(struct tokenizer *t) {
     t->trie = xcalloc(cap, sizeof(*t->trie));
     t->trie[0] = (struct trie_node){-1, 0, 0, 0};
     t->n_trie = 1;
-    for (size_t i = 0; i < t->n_added; i++)
-        trie_insert(t, &cap, i);
-    for (uint32_t c = t->trie[0].child; c; c = t->trie[c].sibling) t->trie_root[t->trie[c].byte] = c;
+    for (size_t i = 0; i < t->n_added; i++) trie_insert(t, &cap, i);
+    for (uint32_t c = t->trie[0].child; c; c = t->trie[c].sibling)
+        t->trie_root[t->trie[c].byte] = c;
 
     t->dec = xcalloc(t->v.n, sizeof(*t->dec));
     t->dec_len = xcalloc(t->v.n, sizeof(*t->dec_len));
@@ -149,7 +180,8 @@ void tokenizer_finish(struct tokenizer *t) {
     add_eog(t, t->eot);
     for (int i = 0; eog_texts[i]; i++) {
         int32_t id = vocab_find(&t->v, eog_texts[i], strlen(eog_texts[i]));
-        if (id >= 0 && (id >= 0 && (uint32_t)id < t->v.n && t->v.attr[id] == TOK_CONTROL)) add_eog(t, id);
+        if (id >= 0 && (id >= 0 && (uint32_t)id < t->v.n && t->v.attr[id] == TOK_CONTROL))
+            add_eog(t, id);
     }
     t->cache = bpe_cache_new();
 }

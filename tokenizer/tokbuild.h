@@ -21,9 +21,9 @@ struct added_tok {
 };
 
 struct trie_node {
-    int32_t tok;          /* index into added[], or -1 */
-    uint32_t child;       /* first child node, 0 = none */
-    uint32_t sibling;     /* next sibling, 0 = none */
+    int32_t tok;      /* index into added[], or -1 */
+    uint32_t child;   /* first child node, 0 = none */
+    uint32_t sibling; /* next sibling, 0 = none */
     uint8_t byte;
 };
 
@@ -32,30 +32,30 @@ struct tokenizer {
     struct vocab v;
     struct pretok pt;
     struct bpe_opts bpe;
-    enum utf8_policy utf8;      /* how invalid UTF-8 in input is repaired */
-    int from_gguf;              /* llama.cpp semantics: special-token splitting, SPM prefix */
-    int spm_space_prefix;       /* llama.cpp SPM: " " before text at the start/after a special */
-    int spm_escape;             /* llama.cpp SPM: ' ' -> U+2581 before the model */
+    enum utf8_policy utf8; /* how invalid UTF-8 in input is repaired */
+    int from_gguf;         /* llama.cpp semantics: special-token splitting, SPM prefix */
+    int spm_space_prefix;  /* llama.cpp SPM: " " before text at the start/after a special */
+    int spm_escape;        /* llama.cpp SPM: ' ' -> U+2581 before the model */
 
-    struct added_tok *added;    /* matched in the text before the model */
+    struct added_tok *added; /* matched in the text before the model */
     size_t n_added;
     struct trie_node *trie;
     size_t n_trie;
-    uint32_t trie_root[256];    /* first byte -> trie node, 0 = no added token starts so */
+    uint32_t trie_root[256]; /* first byte -> trie node, 0 = no added token starts so */
 
     int32_t *prefix_ids, *suffix_ids; /* added by TOK_ADD_SPECIAL (post-processor) */
     size_t n_prefix, n_suffix;
 
     int32_t bos, eos, eot, unk, pad; /* -1 when absent */
-    int32_t *eog;               /* ids that end generation */
+    int32_t *eog;                    /* ids that end generation */
     size_t n_eog;
 
-    char **dec;                 /* decoded bytes of each token */
+    char **dec; /* decoded bytes of each token */
     uint32_t *dec_len;
-    int dec_strip_space;        /* drop one leading space at the start of the text */
+    int dec_strip_space; /* drop one leading space at the start of the text */
 
-    char *chat_template;        /* NULL when the model has none */
-    char *bos_text, *eos_text;  /* for the template's bos_token / eos_token */
+    char *chat_template;       /* NULL when the model has none */
+    char *bos_text, *eos_text; /* for the template's bos_token / eos_token */
 
     pthread_mutex_t cache_lock;
     struct bpe_cache *cache;

@@ -32,7 +32,10 @@ int32_t tokenizer_find(const struct tokenizer *t, const char *text, size_t len) 
 }
 
 const char *tokenizer_token_bytes(const struct tokenizer *t, int32_t id, size_t *len) {
-    if (id < 0 || (uint32_t)id >= t->v.n) { *len = 0; return ""; }
+    if (id < 0 || (uint32_t)id >= t->v.n) {
+        *len = 0;
+        return "";
+    }
     *len = t->dec_len[id];
     return t->dec[id];
 }
@@ -90,8 +93,9 @@ static int inside(const struct tok_span *sp, size_t n, size_t a, size_t b) {
  * (grown by lstrip/rstrip) and *tok its index, or 0.
  * plain: spans where special tokens are text whatever parse_special says; a special token
  * is parsed only when none of its bytes lie in one. */
-static int next_added(const struct tokenizer *t, const char *s, size_t n, size_t pos, int parse_special,
-                      const struct tok_span *plain, size_t n_plain, size_t *a, size_t *b, int32_t *tok) {
+static int next_added(const struct tokenizer *t, const char *s, size_t n, size_t pos,
+                      int parse_special, const struct tok_span *plain, size_t n_plain, size_t *a,
+                      size_t *b, int32_t *tok) {
     if (t->n_added == 0) return 0;
     for (size_t i = pos; i < n; i++) {
         uint32_t node = t->trie_root[(uint8_t)s[i]];
@@ -110,7 +114,9 @@ static int next_added(const struct tokenizer *t, const char *s, size_t n, size_t
             const struct added_tok *at = &t->added[k];
             /* llama.cpp leaves control tokens out of the search entirely when not parsing
              * special tokens; HF finds them and then skips the match. */
-            if (t->from_gguf && at->special && !(parse_special && !overlaps(plain, n_plain, i, j + 1))) continue;
+            if (t->from_gguf && at->special &&
+                !(parse_special && !overlaps(plain, n_plain, i, j + 1)))
+                continue;
             best = k;
             best_end = j + 1;
         }
@@ -122,10 +128,13 @@ static int next_added(const struct tokenizer *t, const char *s, size_t n, size_t
             if (!parse_special || inside(plain, n_plain, i, best_end)) i = best_end - 1;
             continue;
         }
-        if (at->single_word && (is_word_char(s, n, i, 1) || is_word_char(s, n, best_end, 0))) continue;
+        if (at->single_word && (is_word_char(s, n, i, 1) || is_word_char(s, n, best_end, 0)))
+            continue;
         size_t sa = i, sb = best_end;
-        if (at->lstrip) while (sa > pos && is_space_byte(s[sa - 1])) sa--;
-        if (at->rstrip) while (sb < n && is_space_byte(s[sb])) sb++;
+        if (at->lstrip)
+            while (sa > pos && is_space_byte(s[sa - 1])) sa--;
+        if (at->rstrip)
+            while (sb < n && is_space_byte(s[sb])) sb++;
         *a = sa;
         *b = sb;
         *tok = best;
@@ -145,8 +154,10 @@ static int encode_text(struct tokenizer *t, struct pt_work *w, struct bpe_cache 
         size_t k = 0;
         for (size_t i = 0; i < n + extra; i++) {
             char c = i < extra ? ' ' : s[i - extra];
-            if (c == ' ') { memcpy(e + k, "\xe2\x96\x81", 3); k += 3; }
-            else e[k++] = c;
+            if (c == ' ') {
+                memcpy(e + k, "\xe2\x96\x81", 3);
+                k += 3;
+            } else e[k++] = c;
         }
         bpe_encode(&t->v, &t->bpe, NULL, e, k, out);
         free(e);
@@ -166,12 +177,13 @@ static int encode_text(struct tokenizer *t, struct pt_work *w, struct bpe_cache 
         return -1;
     }
     const char *base = src ? src : w->buf;
-    for (size_t i = 0; i < w->n; i++) bpe_encode(&t->v, &t->bpe, cache, base + w->p[i].off, w->p[i].len, out);
+    for (size_t i = 0; i < w->n; i++)
+        bpe_encode(&t->v, &t->bpe, cache, base + w->p[i].off, w->p[i].len, out);
     return 0;
 }
 
-int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flags,
-                     int32_t **ids, size_t *n_ids, char *err) {
+int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flags, int32_t **ids,
+                     size_t *n_ids, char *err) {
     return tokenizer_encode_spans(t, text, len, flags, NULL, 0, ids, n_ids, err);
 }
 
@@ -194,7 +206,11 @@ static void sanitize_spans(const struct tokenizer *t, const char *text, size_t l
             char *c;
             size_t cn;
             utf8_sanitize((const uint8_t *)text + from, to - from, t->utf8, &c, &cn);
-            if (piece && cn) { ns[k].off = o.len; ns[k].len = cn; k++; }
+            if (piece && cn) {
+                ns[k].off = o.len;
+                ns[k].len = cn;
+                k++;
+            }
             sbuf_add(&o, c, cn);
             free(c);
         }
@@ -224,8 +240,7 @@ int tokenizer_encode_spans(struct tokenizer *t, const char *text, size_t len, in
     struct bpe_cache *cache = pthread_mutex_trylock(&t->cache_lock) == 0 ? t->cache : NULL;
 
     if (flags & TOK_ADD_SPECIAL)
-        for (size_t i = 0; i < t->n_prefix; i++)
-            idbuf_push(&out, t->prefix_ids[i]);
+        for (size_t i = 0; i < t->n_prefix; i++) idbuf_push(&out, t->prefix_ids[i]);
 
     size_t pos = 0;
     int after_special = 1; /* llama.cpp SPM: text at the very start counts as after a special */
@@ -235,7 +250,8 @@ int tokenizer_encode_spans(struct tokenizer *t, const char *text, size_t len, in
         int found = next_added(t, s, n, pos, flags & TOK_PARSE_SPECIAL, sp, n_plain, &a, &b, &k);
         size_t end = found ? a : n;
         if (end > pos) {
-            if (encode_text(t, &w, cache, s + pos, end - pos, pos == 0, after_special, &out, err)) goto done;
+            if (encode_text(t, &w, cache, s + pos, end - pos, pos == 0, after_special, &out, err))
+                goto done;
             after_special = 0;
         }
         if (!found) break;
@@ -245,8 +261,7 @@ int tokenizer_encode_spans(struct tokenizer *t, const char *text, size_t len, in
     }
 
     if (flags & TOK_ADD_SPECIAL)
-        for (size_t i = 0; i < t->n_suffix; i++)
-            idbuf_push(&out, t->suffix_ids[i]);
+        for (size_t i = 0; i < t->n_suffix; i++) idbuf_push(&out, t->suffix_ids[i]);
     rc = 0;
     *ids = out.v;
     *n_ids = out.n;
@@ -311,7 +326,12 @@ static char *read_file(const char *path, size_t *len, int optional, char *err) {
     for (;;) {
         if (n + 65536 + 1 > cap) {
             cap = cap ? cap * 2 : 1 << 20;
-            if (cap > MAX_JSON_BYTES) { err_set(err, "%s: too large", path); free(buf); fclose(f); return NULL; }
+            if (cap > MAX_JSON_BYTES) {
+                err_set(err, "%s: too large", path);
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
             buf = xrealloc(buf, cap);
         }
         size_t r = fread(buf + n, 1, cap - n - 1, f);
@@ -320,7 +340,11 @@ static char *read_file(const char *path, size_t *len, int optional, char *err) {
     }
     int bad = ferror(f);
     fclose(f);
-    if (bad) { err_set(err, "%s: read error", path); free(buf); return NULL; }
+    if (bad) {
+        err_set(err, "%s: read error", path);
+        free(buf);
+        return NULL;
+    }
     buf[n] = 0;
     *len = n;
     return buf;

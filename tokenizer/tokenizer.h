@@ -14,11 +14,12 @@
 struct gguf_file;
 
 /* encode flags */
-#define TOK_ADD_SPECIAL 1   /* add BOS/EOS the way the reference's encode(text) does */
-#define TOK_PARSE_SPECIAL 2 /* special tokens written in the text become special ids;
+#define TOK_ADD_SPECIAL 1 /* add BOS/EOS the way the reference's encode(text) does */
+#define TOK_PARSE_SPECIAL \
+    2 /* special tokens written in the text become special ids; \
                                off (default), they are tokenized as plain text */
 /* decode flags */
-#define TOK_SKIP_SPECIAL 1  /* leave control tokens (BOS, <|im_end|>) out of the text */
+#define TOK_SKIP_SPECIAL 1 /* leave control tokens (BOS, <|im_end|>) out of the text */
 
 int tokenizer_load(struct tokenizer **out, const char *path, char *err);
 int tokenizer_load_json(struct tokenizer **out, const char *json, size_t len,
@@ -27,11 +28,13 @@ int tokenizer_load_gguf(struct tokenizer **out, const struct gguf_file *g, char 
 
 /* Encodes text[0..len) (any bytes). *ids is malloc'd (caller frees), *n_ids its length.
  * Returns 0, or -1 with err. */
-int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flags,
-                     int32_t **ids, size_t *n_ids, char *err);
+int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, int flags, int32_t **ids,
+                     size_t *n_ids, char *err);
 
 /* Byte range [off, off + len) of a text. */
-struct tok_span { size_t off, len; };
+struct tok_span {
+    size_t off, len;
+};
 
 /* tokenizer_encode, except that inside the spans plain[0..n_plain) (sorted, disjoint) special
  * tokens are never parsed: a special token matches only where none of its bytes lies in a

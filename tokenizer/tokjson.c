@@ -41,8 +41,8 @@ static int load_normalizer(struct tokenizer *t, const cJSON *n, char *err) {
     struct nm_step st = {0};
     if (!strcmp(type, "Sequence")) {
         const cJSON *x;
-        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(n, "normalizers"))
-            if (load_normalizer(t, x, err)) return -1;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(
+                                  n, "normalizers")) if (load_normalizer(t, x, err)) return -1;
         return 0;
     }
     if (!strcmp(type, "NFC")) st.kind = NM_NFC;
@@ -86,11 +86,12 @@ static int load_pretok(struct tokenizer *t, const cJSON *p, char *err) {
     if (!p || cJSON_IsNull(p)) return 0;
     const char *type = jstr(p, "type");
     if (!type) return err_set(err, "pre_tokenizer without a type");
-    if (t->bpe.byte_level) return err_set(err, "pre-tokenizer '%s' after ByteLevel is not supported", type);
+    if (t->bpe.byte_level)
+        return err_set(err, "pre-tokenizer '%s' after ByteLevel is not supported", type);
     if (!strcmp(type, "Sequence")) {
         const cJSON *x;
-        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(p, "pretokenizers"))
-            if (load_pretok(t, x, err)) return -1;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(
+                                  p, "pretokenizers")) if (load_pretok(t, x, err)) return -1;
         return 0;
     }
     if (!strcmp(type, "Split")) {
@@ -110,7 +111,9 @@ static int load_pretok(struct tokenizer *t, const cJSON *p, char *err) {
     }
     if (!strcmp(type, "ByteLevel")) {
         if (jbool(p, "add_prefix_space", 0)) {
-            if (t->pt.n_steps) return err_set(err, "ByteLevel add_prefix_space after other pre-tokenizers is not supported");
+            if (t->pt.n_steps)
+                return err_set(
+                    err, "ByteLevel add_prefix_space after other pre-tokenizers is not supported");
             t->pt.byte_level_prefix = 1;
         }
         if (jbool(p, "use_regex", 1) &&
@@ -127,7 +130,8 @@ static int load_pretok(struct tokenizer *t, const cJSON *p, char *err) {
         if (scheme) {
             if (!strcmp(scheme, "first")) ps = PT_PREPEND_FIRST;
             else if (!strcmp(scheme, "never")) ps = PT_PREPEND_NEVER;
-            else if (strcmp(scheme, "always")) return err_set(err, "unknown prepend_scheme '%s'", scheme);
+            else if (strcmp(scheme, "always"))
+                return err_set(err, "unknown prepend_scheme '%s'", scheme);
         } else if (!jbool(p, "add_prefix_space", 1)) {
             ps = PT_PREPEND_NEVER;
         }
@@ -140,7 +144,10 @@ static int32_t special_id(const cJSON *specials, const char *name, int which, ch
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(specials, name);
     const cJSON *ids = cJSON_GetObjectItemCaseSensitive(s, "ids");
     const cJSON *x = cJSON_GetArrayItem(ids, which);
-    if (!cJSON_IsNumber(x)) { err_set(err, "post-processor special token '%s' has no id", name); return -1; }
+    if (!cJSON_IsNumber(x)) {
+        err_set(err, "post-processor special token '%s' has no id", name);
+        return -1;
+    }
     return (int32_t)x->valuedouble;
 }
 
@@ -155,8 +162,8 @@ static int load_post(struct tokenizer *t, const cJSON *p, char *err) {
     if (!type) return err_set(err, "post_processor without a type");
     if (!strcmp(type, "Sequence")) {
         const cJSON *x;
-        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(p, "processors"))
-            if (load_post(t, x, err)) return -1;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(
+                                  p, "processors")) if (load_post(t, x, err)) return -1;
         return 0;
     }
     if (!strcmp(type, "ByteLevel")) return 0; /* offsets only */
@@ -166,14 +173,20 @@ static int load_post(struct tokenizer *t, const cJSON *p, char *err) {
         const cJSON *x;
         cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(p, "single")) {
             const cJSON *sp = cJSON_GetObjectItemCaseSensitive(x, "SpecialToken");
-            if (cJSON_GetObjectItemCaseSensitive(x, "Sequence")) { seen_seq = 1; continue; }
+            if (cJSON_GetObjectItemCaseSensitive(x, "Sequence")) {
+                seen_seq = 1;
+                continue;
+            }
             const char *name = jstr(sp, "id");
-            if (!name) return err_set(err, "TemplateProcessing item is neither Sequence nor SpecialToken");
-            const cJSON *ids = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(specials, name), "ids");
+            if (!name)
+                return err_set(err, "TemplateProcessing item is neither Sequence nor SpecialToken");
+            const cJSON *ids = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(specials, name), "ids");
             int n = cJSON_GetArraySize(ids);
             for (int i = 0; i < n; i++) {
                 int32_t id = special_id(specials, name, i, err);
-                if (id < 0 || (uint32_t)id >= t->v.n) return err_set(err, "post-processor id out of range");
+                if (id < 0 || (uint32_t)id >= t->v.n)
+                    return err_set(err, "post-processor id out of range");
                 if (seen_seq) push_id(&t->suffix_ids, &t->n_suffix, id);
                 else push_id(&t->prefix_ids, &t->n_prefix, id);
             }
@@ -183,7 +196,8 @@ static int load_post(struct tokenizer *t, const cJSON *p, char *err) {
     if (!strcmp(type, "RobertaProcessing") || !strcmp(type, "BertProcessing")) {
         const cJSON *cls = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "cls"), 1);
         const cJSON *sep = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "sep"), 1);
-        if (!cJSON_IsNumber(cls) || !cJSON_IsNumber(sep)) return err_set(err, "%s without cls/sep", type);
+        if (!cJSON_IsNumber(cls) || !cJSON_IsNumber(sep))
+            return err_set(err, "%s without cls/sep", type);
         push_id(&t->prefix_ids, &t->n_prefix, (int32_t)cls->valuedouble);
         push_id(&t->suffix_ids, &t->n_suffix, (int32_t)sep->valuedouble);
         return 0;
@@ -198,12 +212,13 @@ static int load_decoder(struct tokenizer *t, const cJSON *d, char *err) {
     if (!type) return err_set(err, "decoder without a type");
     if (!strcmp(type, "Sequence")) {
         const cJSON *x;
-        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(d, "decoders"))
-            if (load_decoder(t, x, err)) return -1;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(
+                                  d, "decoders")) if (load_decoder(t, x, err)) return -1;
         return 0;
     }
     if (!strcmp(type, "ByteLevel")) {
-        if (!t->bpe.byte_level) return err_set(err, "ByteLevel decoder without ByteLevel pre-tokenizer");
+        if (!t->bpe.byte_level)
+            return err_set(err, "ByteLevel decoder without ByteLevel pre-tokenizer");
         return 0;
     }
     if (!strcmp(type, "ByteFallback") || !strcmp(type, "Fuse")) return 0;
@@ -235,14 +250,16 @@ static int load_decoder(struct tokenizer *t, const cJSON *d, char *err) {
 
 static int load_model(struct tokenizer *t, const cJSON *m, const cJSON *added, char *err) {
     const char *type = jstr(m, "type");
-    if (type && strcmp(type, "BPE")) return err_set(err, "unsupported model type '%s' (only BPE)", type);
+    if (type && strcmp(type, "BPE"))
+        return err_set(err, "unsupported model type '%s' (only BPE)", type);
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
     if (!cJSON_IsObject(vocab)) return err_set(err, "model.vocab missing");
     const char *cs = jstr(m, "continuing_subword_prefix"), *ew = jstr(m, "end_of_word_suffix");
     if ((cs && *cs) || (ew && *ew)) return err_set(err, "BPE subword prefix/suffix not supported");
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(m, "dropout");
-    if (cJSON_IsNumber(drop) && drop->valuedouble > 0) return err_set(err, "BPE dropout not supported");
+    if (cJSON_IsNumber(drop) && drop->valuedouble > 0)
+        return err_set(err, "BPE dropout not supported");
 
     /* vocabulary size: the largest id among model and added tokens, plus one */
     double max_id = -1;
@@ -254,18 +271,20 @@ static int load_model(struct tokenizer *t, const cJSON *m, const cJSON *added, c
     }
     cJSON_ArrayForEach(x, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(x, "id");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > (1 << 30) || !jstr(x, "content"))
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > (1 << 30) ||
+            !jstr(x, "content"))
             return err_set(err, "added token without a valid id/content");
         if (id->valuedouble > max_id) max_id = id->valuedouble;
     }
     if (max_id < 0) return err_set(err, "empty vocabulary");
     /* ids are dense in real files; a huge id with few tokens would only allocate holes */
     double entries = cJSON_GetArraySize(vocab) + cJSON_GetArraySize(added);
-    if (max_id >= entries + 65536) return err_set(err, "token id %.0f is far beyond the %.0f tokens defined", max_id, entries);
+    if (max_id >= entries + 65536)
+        return err_set(err, "token id %.0f is far beyond the %.0f tokens defined", max_id, entries);
     uint32_t n = (uint32_t)max_id + 1;
     if (vocab_init(&t->v, n, err)) return -1;
-    cJSON_ArrayForEach(x, vocab)
-        if (vocab_set(&t->v, (uint32_t)x->valuedouble, x->string, strlen(x->string), err)) return -1;
+    cJSON_ArrayForEach(x, vocab) if (vocab_set(&t->v, (uint32_t)x->valuedouble, x->string,
+                                               strlen(x->string), err)) return -1;
     cJSON_ArrayForEach(x, added) {
         uint32_t id = (uint32_t)cJSON_GetObjectItemCaseSensitive(x, "id")->valuedouble;
         const char *c = jstr(x, "content");
@@ -292,13 +311,21 @@ static int load_model(struct tokenizer *t, const cJSON *m, const cJSON *added, c
         if (cJSON_IsString(x)) {
             const char *s = x->valuestring;
             const char *sp = strchr(s, ' ');
-            if (!sp) { free(buf); return err_set(err, "merge '%.64s' has no space", s); }
-            a = s; la = (size_t)(sp - s);
-            b = sp + 1; lb = strlen(b);
+            if (!sp) {
+                free(buf);
+                return err_set(err, "merge '%.64s' has no space", s);
+            }
+            a = s;
+            la = (size_t)(sp - s);
+            b = sp + 1;
+            lb = strlen(b);
         } else if (cJSON_IsArray(x) && cJSON_GetArraySize(x) == 2 &&
-                   cJSON_IsString(cJSON_GetArrayItem(x, 0)) && cJSON_IsString(cJSON_GetArrayItem(x, 1))) {
-            a = cJSON_GetArrayItem(x, 0)->valuestring; la = strlen(a);
-            b = cJSON_GetArrayItem(x, 1)->valuestring; lb = strlen(b);
+                   cJSON_IsString(cJSON_GetArrayItem(x, 0)) &&
+                   cJSON_IsString(cJSON_GetArrayItem(x, 1))) {
+            a = cJSON_GetArrayItem(x, 0)->valuestring;
+            la = strlen(a);
+            b = cJSON_GetArrayItem(x, 1)->valuestring;
+            lb = strlen(b);
         } else {
             free(buf);
             return err_set(err, "bad merge entry");
@@ -368,7 +395,10 @@ int tokjson_load(struct tokenizer *t, const char *json, size_t len, const char *
     int rc = -1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (!cJSON_IsObject(model)) { err_set(err, "tokenizer.json has no model"); goto done; }
+    if (!cJSON_IsObject(model)) {
+        err_set(err, "tokenizer.json has no model");
+        goto done;
+    }
     if (load_model(t, model, added, err)) goto done;
     if (load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), err)) goto done;
     if (load_pretok(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), err)) goto done;
@@ -378,8 +408,9 @@ int tokjson_load(struct tokenizer *t, const char *json, size_t len, const char *
     cJSON_ArrayForEach(x, added) {
         uint32_t id = (uint32_t)cJSON_GetObjectItemCaseSensitive(x, "id")->valuedouble;
         const char *c = jstr(x, "content");
-        if (tokenizer_add_token(t, (int32_t)id, c, strlen(c), jbool(x, "special", 0), jbool(x, "lstrip", 0),
-                                jbool(x, "rstrip", 0), jbool(x, "single_word", 0), err))
+        if (tokenizer_add_token(t, (int32_t)id, c, strlen(c), jbool(x, "special", 0),
+                                jbool(x, "lstrip", 0), jbool(x, "rstrip", 0),
+                                jbool(x, "single_word", 0), err))
             goto done;
     }
     /* Python hands HF a str, so invalid bytes were replaced before it saw them. */

@@ -69,7 +69,10 @@ int vocab_index(struct vocab *v, char *err) {
         uint64_t h = vocab_hash(v->str[id], v->len[id]) & v->str_mask;
         for (;;) {
             uint32_t s = v->str_slots[h];
-            if (s == 0) { v->str_slots[h] = id + 1; break; }
+            if (s == 0) {
+                v->str_slots[h] = id + 1;
+                break;
+            }
             if (v->len[s - 1] == v->len[id] && !memcmp(v->str[s - 1], v->str[id], v->len[id]))
                 break; /* duplicate: the first id wins */
             h = (h + 1) & v->str_mask;

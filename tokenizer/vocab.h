@@ -18,16 +18,16 @@ enum tok_attr {
 };
 
 struct vocab {
-    uint32_t n;                 /* number of tokens */
-    char **str;                 /* token text as stored (byte-level or ▁-escaped) */
+    uint32_t n; /* number of tokens */
+    char **str; /* token text as stored (byte-level or ▁-escaped) */
     uint32_t *len;
-    uint8_t *attr;              /* enum tok_attr */
-    float *score;               /* SentencePiece scores, or NULL */
+    uint8_t *attr; /* enum tok_attr */
+    float *score;  /* SentencePiece scores, or NULL */
     /* string -> id */
-    uint32_t *str_slots;        /* id + 1, 0 = empty */
+    uint32_t *str_slots; /* id + 1, 0 = empty */
     uint64_t str_mask;
     /* (left id, right id) -> merge: rank and result */
-    uint64_t *merge_keys;       /* (left << 32 | right) + 1, 0 = empty */
+    uint64_t *merge_keys; /* (left << 32 | right) + 1, 0 = empty */
     uint32_t *merge_rank;
     uint32_t *merge_result;
     uint64_t merge_mask;

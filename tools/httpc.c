@@ -21,7 +21,8 @@ int httpc_open(struct httpc *c, const char *path, double timeout_s, int *sys_err
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     size_t n = strlen(path);
     if (n == 0 || n >= sizeof sa.sun_path || n >= sizeof c->path)
-        return err_set(err, "socket path '%s' is empty or longer than %zu bytes", path, sizeof sa.sun_path - 1);
+        return err_set(err, "socket path '%s' is empty or longer than %zu bytes", path,
+                       sizeof sa.sun_path - 1);
     memcpy(sa.sun_path, path, n + 1);
     memcpy(c->path, path, n + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -31,8 +32,9 @@ int httpc_open(struct httpc *c, const char *path, double timeout_s, int *sys_err
     }
     if (timeout_s > 0) {
         /* SO_SNDTIMEO also bounds connect() on a Unix socket whose backlog is full */
-        struct timeval tv = {.tv_sec = (time_t)timeout_s,
-                             .tv_usec = (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)};
+        struct timeval tv = {
+            .tv_sec = (time_t)timeout_s,
+            .tv_usec = (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     }
@@ -80,14 +82,17 @@ static int token_safe(const char *s) {
 int httpc_send(struct httpc *c, const char *method, const char *target, const char *content_type,
                const char *body, size_t body_len, char *err) {
     if (c->fd < 0) return err_set(err, "connection is closed");
-    if (!token_safe(method) || !token_safe(target) || (content_type && strpbrk(content_type, "\r\n")))
+    if (!token_safe(method) || !token_safe(target) ||
+        (content_type && strpbrk(content_type, "\r\n")))
         return err_set(err, "invalid character in the request line");
     char head[1024];
-    int n = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: tpctl\r\nAccept: */*\r\n",
+    int n = snprintf(head, sizeof head,
+                     "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: tpctl\r\nAccept: */*\r\n",
                      method, target);
     if (n < 0 || (size_t)n >= sizeof head) return err_set(err, "request line too long");
     if (body) {
-        int m = snprintf(head + n, sizeof head - (size_t)n, "Content-Type: %s\r\nContent-Length: %zu\r\n",
+        int m = snprintf(head + n, sizeof head - (size_t)n,
+                         "Content-Type: %s\r\nContent-Length: %zu\r\n",
                          content_type ? content_type : "application/json", body_len);
         if (m < 0 || (size_t)(n + m) >= sizeof head) return err_set(err, "request head too long");
         n += m;
@@ -128,14 +133,16 @@ static int pump(struct httpc *c, int until_head, http_body_fn on_body, void *ud,
     for (;;) {
         if (p->state == HP_DONE || (until_head && p->head_complete)) return 0;
         if (c->buf_off < c->buf_len) {
-            long used = http_parser_feed(p, c->buf + c->buf_off, c->buf_len - c->buf_off, on_body, ud, err);
+            long used = http_parser_feed(p, c->buf + c->buf_off, c->buf_len - c->buf_off, on_body,
+                                         ud, err);
             if (used < 0) return -1;
             c->buf_off += (size_t)used;
             continue;
         }
         if (c->eof) {
             if (http_parser_eof(p, err)) return -1;
-            if (until_head && !p->head_complete) return err_set(err, "internal: eof without a head");
+            if (until_head && !p->head_complete)
+                return err_set(err, "internal: eof without a head");
             return 0;
         }
         if (c->fd < 0) return err_set(err, "connection is closed");

@@ -11,13 +11,13 @@
 #define HTTPC_READ_BUF 16384
 
 struct httpc {
-    int fd;                     /* -1 when closed */
-    char path[108];             /* socket path (sun_path size) */
-    double timeout_s;           /* per read/write inactivity limit; 0: none */
-    struct http_parser parser;  /* the response being read */
-    char buf[HTTPC_READ_BUF];   /* bytes read but not yet parsed */
+    int fd;                    /* -1 when closed */
+    char path[108];            /* socket path (sun_path size) */
+    double timeout_s;          /* per read/write inactivity limit; 0: none */
+    struct http_parser parser; /* the response being read */
+    char buf[HTTPC_READ_BUF];  /* bytes read but not yet parsed */
     size_t buf_off, buf_len;
-    int eof;                    /* the server closed its side */
+    int eof; /* the server closed its side */
 };
 
 /* Opens a connection to the Unix socket at path. On failure *sys_errno (if non-NULL)

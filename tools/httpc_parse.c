@@ -35,8 +35,8 @@ static void trim(const char **s, size_t *n) {
 }
 
 /* Calls fn on each comma-separated, trimmed, non-empty element of a list-valued field. */
-static int for_each_token(const char *v, size_t n, int (*fn)(struct http_parser *, const char *, size_t,
-                                                             char *),
+static int for_each_token(const char *v, size_t n,
+                          int (*fn)(struct http_parser *, const char *, size_t, char *),
                           struct http_parser *p, char *err) {
     size_t i = 0;
     while (i <= n) {
@@ -56,8 +56,7 @@ static int token_is(const char *t, size_t n, const char *word) {
 }
 
 static int te_token(struct http_parser *p, const char *t, size_t n, char *err) {
-    if (p->flags & F_CHUNKED)
-        return err_set(err, "chunked must be the last transfer coding");
+    if (p->flags & F_CHUNKED) return err_set(err, "chunked must be the last transfer coding");
     if (!token_is(t, n, "chunked"))
         return err_set(err, "unsupported transfer coding '%.*s'", (int)(n > 40 ? 40 : n), t);
     p->flags |= F_CHUNKED;
@@ -100,18 +99,21 @@ static int parse_content_length(struct http_parser *p, const char *v, size_t n, 
     return 0;
 }
 
-static int parse_header_line(struct http_parser *p, const char *s, size_t n, int trailer, char *err) {
+static int parse_header_line(struct http_parser *p, const char *s, size_t n, int trailer,
+                             char *err) {
     if (s[0] == ' ' || s[0] == '\t') return err_set(err, "obsolete header line folding");
     const char *colon = memchr(s, ':', n);
     if (!colon || colon == s) return err_set(err, "malformed header line");
     size_t nn = (size_t)(colon - s);
     for (size_t i = 0; i < nn; i++)
-        if (!is_tchar((unsigned char)s[i])) return err_set(err, "invalid character in a header name");
+        if (!is_tchar((unsigned char)s[i]))
+            return err_set(err, "invalid character in a header name");
     const char *v = colon + 1;
     size_t vn = n - nn - 1;
     if (!text_ok(v, vn)) return err_set(err, "control character in a header value");
     trim(&v, &vn);
-    if (++p->n_headers > HTTP_MAX_HEADERS) return err_set(err, "more than %d header lines", HTTP_MAX_HEADERS);
+    if (++p->n_headers > HTTP_MAX_HEADERS)
+        return err_set(err, "more than %d header lines", HTTP_MAX_HEADERS);
     if (trailer) return 0; /* trailers cannot change framing; their content is ignored */
     if (token_is(s, nn, "content-length")) return parse_content_length(p, v, vn, err);
     if (token_is(s, nn, "transfer-encoding")) return for_each_token(v, vn, te_token, p, err);
@@ -137,10 +139,8 @@ static int end_of_head(struct http_parser *p, char *err) {
     }
     int flags = p->flags;
     p->chunked = (flags & F_CHUNKED) != 0;
-    if (p->minor_version >= 1)
-        p->keep_alive = !(flags & F_CLOSE);
-    else
-        p->keep_alive = (flags & F_KEEP_ALIVE) && !(flags & F_CLOSE);
+    if (p->minor_version >= 1) p->keep_alive = !(flags & F_CLOSE);
+    else p->keep_alive = (flags & F_KEEP_ALIVE) && !(flags & F_CLOSE);
     p->head_complete = 1;
     if (p->status == 204 || p->status == 304) {
         p->state = HP_DONE;
@@ -164,8 +164,10 @@ static int parse_chunk_size(struct http_parser *p, const char *s, size_t n, char
     size_t i = 0;
     for (; i < n; i++) {
         char c = s[i];
-        int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                                             : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        int d = (c >= '0' && c <= '9')   ? c - '0'
+                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                         : -1;
         if (d < 0) break;
         if (v > (UINT64_MAX >> 4)) return err_set(err, "chunk size overflows");
         v = (v << 4) | (uint64_t)d;
@@ -201,16 +203,14 @@ static int process_line(struct http_parser *p, char *err) {
     case HP_HEADERS:
         if (n == 0) return end_of_head(p, err);
         return parse_header_line(p, s, n, 0, err);
-    case HP_CHUNK_SIZE:
-        return parse_chunk_size(p, s, n, err);
+    case HP_CHUNK_SIZE: return parse_chunk_size(p, s, n, err);
     case HP_TRAILER:
         if (n == 0) {
             p->state = HP_DONE;
             return 0;
         }
         return parse_header_line(p, s, n, 1, err);
-    default:
-        return err_set(err, "internal: line in state %d", (int)p->state);
+    default: return err_set(err, "internal: line in state %d", (int)p->state);
     }
 }
 
@@ -250,21 +250,20 @@ long http_parser_feed(struct http_parser *p, const char *data, size_t n, http_bo
         case HP_BODY_CLOSE: {
             size_t take = n - i;
             if (p->state != HP_BODY_CLOSE && take > p->remaining) take = (size_t)p->remaining;
-            if (take && on_body && on_body(ud, data + i, take)) return err_set(err, "body handler aborted");
+            if (take && on_body && on_body(ud, data + i, take))
+                return err_set(err, "body handler aborted");
             i += take;
             if (p->state != HP_BODY_CLOSE) {
                 p->remaining -= take;
-                if (p->remaining == 0) p->state = p->state == HP_BODY_LENGTH ? HP_DONE : HP_CHUNK_DATA_CR;
+                if (p->remaining == 0)
+                    p->state = p->state == HP_BODY_LENGTH ? HP_DONE : HP_CHUNK_DATA_CR;
             }
             break;
         }
         case HP_CHUNK_DATA_CR:
-            if (data[i] == '\r')
-                p->state = HP_CHUNK_DATA_LF;
-            else if (data[i] == '\n')
-                p->state = HP_CHUNK_SIZE;
-            else
-                return err_set(err, "chunk data longer than its declared size");
+            if (data[i] == '\r') p->state = HP_CHUNK_DATA_LF;
+            else if (data[i] == '\n') p->state = HP_CHUNK_SIZE;
+            else return err_set(err, "chunk data longer than its declared size");
             i++;
             break;
         case HP_CHUNK_DATA_LF:
@@ -272,8 +271,7 @@ long http_parser_feed(struct http_parser *p, const char *data, size_t n, http_bo
             p->state = HP_CHUNK_SIZE;
             i++;
             break;
-        default:
-            return err_set(err, "internal: parser state %d", (int)p->state);
+        default: return err_set(err, "internal: parser state %d", (int)p->state);
         }
     }
     return (long)i;
@@ -281,21 +279,16 @@ long http_parser_feed(struct http_parser *p, const char *data, size_t n, http_bo
 
 int http_parser_eof(struct http_parser *p, char *err) {
     switch (p->state) {
-    case HP_DONE:
-        return 0;
-    case HP_BODY_CLOSE:
-        p->state = HP_DONE;
-        return 0;
+    case HP_DONE: return 0;
+    case HP_BODY_CLOSE: p->state = HP_DONE; return 0;
     case HP_STATUS:
         if (p->line_len == 0 && p->head_bytes == 0)
             return err_set(err, "server closed the connection without a response");
         return err_set(err, "connection closed in the middle of the response head");
-    case HP_HEADERS:
-        return err_set(err, "connection closed in the middle of the response head");
+    case HP_HEADERS: return err_set(err, "connection closed in the middle of the response head");
     case HP_BODY_LENGTH:
         return err_set(err, "connection closed with %llu of %llu body bytes missing",
                        (unsigned long long)p->remaining, (unsigned long long)p->content_length);
-    default:
-        return err_set(err, "connection closed in the middle of a chunked body");
+    default: return err_set(err, "connection closed in the middle of a chunked body");
     }
 }

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HTTP_MAX_LINE 8192       /* one status, header, chunk-size or trailer line */
-#define HTTP_MAX_HEAD 65536      /* all header (or trailer) lines of one response */
+#define HTTP_MAX_LINE 8192  /* one status, header, chunk-size or trailer line */
+#define HTTP_MAX_HEAD 65536 /* all header (or trailer) lines of one response */
 #define HTTP_MAX_HEADERS 100
 #define HTTP_MAX_CONTENT_TYPE 128
 
@@ -21,16 +21,16 @@ enum http_parse_state {
     HP_CHUNK_DATA,    /* `remaining` bytes of chunk data */
     HP_CHUNK_DATA_CR, /* CRLF after chunk data */
     HP_CHUNK_DATA_LF,
-    HP_TRAILER,       /* trailer lines after the last chunk */
+    HP_TRAILER, /* trailer lines after the last chunk */
     HP_DONE,
 };
 
 struct http_parser {
     enum http_parse_state state;
-    int head_complete;   /* the final (non-1xx) head has been parsed */
-    int status;          /* e.g. 200 */
-    int minor_version;   /* HTTP/1.x */
-    int keep_alive;      /* the connection may carry another request after this response */
+    int head_complete; /* the final (non-1xx) head has been parsed */
+    int status;        /* e.g. 200 */
+    int minor_version; /* HTTP/1.x */
+    int keep_alive;    /* the connection may carry another request after this response */
     int chunked;
     int has_length;
     uint64_t content_length;
@@ -42,7 +42,7 @@ struct http_parser {
     size_t line_len;
     size_t head_bytes;
     int n_headers;
-    int flags;           /* private: what Transfer-Encoding and Connection said */
+    int flags; /* private: what Transfer-Encoding and Connection said */
 };
 
 /* Called with each piece of decoded body; returning non-zero aborts the parse. */

@@ -22,7 +22,8 @@ static int dispatch(struct sse_parser *s, sse_event_fn on_event, void *ud, char 
         size_t n = s->data.len - 1; /* every data line appended a LF; the last one goes */
         s->data.p[n] = 0;
         s->n_events++;
-        if (on_event && on_event(ud, s->event, s->data.p, n)) rc = err_set(err, "event handler stopped the stream");
+        if (on_event && on_event(ud, s->event, s->data.p, n))
+            rc = err_set(err, "event handler stopped the stream");
     }
     s->data.len = 0;
     s->has_data = 0;
@@ -60,7 +61,8 @@ static int process_line(struct sse_parser *s, sse_event_fn on_event, void *ud, c
     return 0;
 }
 
-int sse_feed(struct sse_parser *s, const char *buf, size_t n, sse_event_fn on_event, void *ud, char *err) {
+int sse_feed(struct sse_parser *s, const char *buf, size_t n, sse_event_fn on_event, void *ud,
+             char *err) {
     size_t i = 0;
     while (i < n) {
         if (s->after_cr) {

@@ -38,26 +38,32 @@ struct cli {
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tpctl [--socket PATH] [--timeout S] COMMAND [options]   (tpctl --version: the build)\n"
-            "commands:\n"
-            "  chat [--system TEXT] [--model M] [-n MAX] [--temperature T] [--seed S] [--once QUESTION]\n"
-            "        interactive chat: one user message per line of stdin (EOF ends); answers stream\n"
-            "        as they arrive; /help lists the slash commands (/reset, /system, /temperature,\n"
-            "        /quit; //TEXT sends /TEXT). Sampling is the server's default (temperature 1, the\n"
-            "        rest of the context as max tokens) unless --temperature or -n set it\n"
-            "  complete PROMPT|- [--model M] [-n MAX] [--temperature T] [--seed S] [--stream]\n"
-            "  models [--json]      models the daemon serves\n"
-            "  health               exit 0 when the daemon answers 200\n"
-            "  metrics              Prometheus metrics\n"
-            "  tokenize TEXT        token ids of TEXT\n"
-            "  bench [--concurrency 1,4,16] [--requests N] [--prompt-len P] [--max-tokens M]\n"
-            "        [--warmup W] [--model M] [--temperature T] [--json] [--samples FILE]\n"
-            "        [--shared-prefix WORDS] [--turns T]   shared-prefix workload: every prompt starts\n"
-            "        with one WORDS-word system prompt; conversations of T turns resend the whole\n"
-            "        exchange each turn; the table shows the share of prompt tokens the server cached\n"
-            "options: --socket PATH (default $TPD_SOCKET or " DEFAULT_SOCKET "), --timeout S (no data for\n"
-            "  S seconds ends a request; default 600, 0 waits forever), -v (usage and timing on stderr)\n");
+    fprintf(
+        f,
+        "usage: tpctl [--socket PATH] [--timeout S] COMMAND [options]   (tpctl --version: the "
+        "build)\n"
+        "commands:\n"
+        "  chat [--system TEXT] [--model M] [-n MAX] [--temperature T] [--seed S] [--once "
+        "QUESTION]\n"
+        "        interactive chat: one user message per line of stdin (EOF ends); answers stream\n"
+        "        as they arrive; /help lists the slash commands (/reset, /system, /temperature,\n"
+        "        /quit; //TEXT sends /TEXT). Sampling is the server's default (temperature 1, the\n"
+        "        rest of the context as max tokens) unless --temperature or -n set it\n"
+        "  complete PROMPT|- [--model M] [-n MAX] [--temperature T] [--seed S] [--stream]\n"
+        "  models [--json]      models the daemon serves\n"
+        "  health               exit 0 when the daemon answers 200\n"
+        "  metrics              Prometheus metrics\n"
+        "  tokenize TEXT        token ids of TEXT\n"
+        "  bench [--concurrency 1,4,16] [--requests N] [--prompt-len P] [--max-tokens M]\n"
+        "        [--warmup W] [--model M] [--temperature T] [--json] [--samples FILE]\n"
+        "        [--shared-prefix WORDS] [--turns T]   shared-prefix workload: every prompt "
+        "starts\n"
+        "        with one WORDS-word system prompt; conversations of T turns resend the whole\n"
+        "        exchange each turn; the table shows the share of prompt tokens the server cached\n"
+        "options: --socket PATH (default $TPD_SOCKET or " DEFAULT_SOCKET
+        "), --timeout S (no data for\n"
+        "  S seconds ends a request; default 600, 0 waits forever), -v (usage and timing on "
+        "stderr)\n");
 }
 
 /* Each option, with the commands it applies to ("*": all). */
@@ -67,8 +73,22 @@ struct opt_def {
 };
 
 enum {
-    O_SOCKET = 1000, O_TIMEOUT, O_MODEL, O_SYSTEM, O_ONCE, O_TEMP, O_SEED, O_STREAM, O_JSON,
-    O_CONC, O_REQUESTS, O_PROMPT_LEN, O_WARMUP, O_SAMPLES, O_SHARED_PREFIX, O_TURNS,
+    O_SOCKET = 1000,
+    O_TIMEOUT,
+    O_MODEL,
+    O_SYSTEM,
+    O_ONCE,
+    O_TEMP,
+    O_SEED,
+    O_STREAM,
+    O_JSON,
+    O_CONC,
+    O_REQUESTS,
+    O_PROMPT_LEN,
+    O_WARMUP,
+    O_SAMPLES,
+    O_SHARED_PREFIX,
+    O_TURNS,
 };
 
 static const struct opt_def OPTS[] = {
@@ -129,8 +149,12 @@ static int parse_cli(int argc, char **argv, struct cli *o) {
     while ((c = getopt_long(argc - 1, argv + 1, ":n:vh", lo, &li)) != -1) {
         if (c == '?' || c == ':') {
             const char *bad = argv[optind]; /* getopt's argv is argv + 1: the option just read */
-            if (c == ':') fprintf(stderr, "tpctl: option %s needs a value\n", optopt ? (char[]){'-', (char)optopt, 0} : bad);
-            else fprintf(stderr, "tpctl: unknown option %s\n", optopt ? (char[]){'-', (char)optopt, 0} : bad);
+            if (c == ':')
+                fprintf(stderr, "tpctl: option %s needs a value\n",
+                        optopt ? (char[]){'-', (char)optopt, 0} : bad);
+            else
+                fprintf(stderr, "tpctl: unknown option %s\n",
+                        optopt ? (char[]){'-', (char)optopt, 0} : bad);
             return -1;
         }
         const struct opt_def *d = NULL;
@@ -147,34 +171,41 @@ static int parse_cli(int argc, char **argv, struct cli *o) {
         case 'v': o->verbose = 1; break;
         case O_SOCKET: o->target.socket = optarg; break;
         case O_TIMEOUT:
-            if (parse_float(optarg, 0, 1e7, &f)) return bad_value("timeout", optarg, "seconds >= 0");
+            if (parse_float(optarg, 0, 1e7, &f))
+                return bad_value("timeout", optarg, "seconds >= 0");
             o->target.timeout_s = f;
             break;
         case O_MODEL: o->model = optarg; break;
         case O_SYSTEM: o->system = optarg; break;
         case O_ONCE: o->once = optarg; break;
         case 'n':
-            if (parse_long(optarg, 1, 1000000000, &o->max_tokens)) return bad_value("max-tokens", optarg, "a positive integer");
+            if (parse_long(optarg, 1, 1000000000, &o->max_tokens))
+                return bad_value("max-tokens", optarg, "a positive integer");
             break;
         case O_TEMP:
-            if (parse_float(optarg, 0, 1e6, &f)) return bad_value("temperature", optarg, "a number >= 0");
+            if (parse_float(optarg, 0, 1e6, &f))
+                return bad_value("temperature", optarg, "a number >= 0");
             o->temperature = f;
             break;
         case O_SEED:
-            if (parse_long(optarg, 0, (long)1 << 53, &v)) return bad_value("seed", optarg, "an integer in [0, 2^53]");
+            if (parse_long(optarg, 0, (long)1 << 53, &v))
+                return bad_value("seed", optarg, "an integer in [0, 2^53]");
             o->seed = v;
             break;
         case O_STREAM: o->stream = 1; break;
         case O_JSON: o->json = 1; break;
         case O_CONC: o->concurrency = optarg; break;
         case O_REQUESTS:
-            if (parse_long(optarg, 1, 10000000, &o->requests)) return bad_value("requests", optarg, "a positive integer");
+            if (parse_long(optarg, 1, 10000000, &o->requests))
+                return bad_value("requests", optarg, "a positive integer");
             break;
         case O_PROMPT_LEN:
-            if (parse_long(optarg, 1, 1000000, &o->prompt_len)) return bad_value("prompt-len", optarg, "a positive integer");
+            if (parse_long(optarg, 1, 1000000, &o->prompt_len))
+                return bad_value("prompt-len", optarg, "a positive integer");
             break;
         case O_WARMUP:
-            if (parse_long(optarg, 0, 1000000, &o->warmup)) return bad_value("warmup", optarg, "an integer >= 0");
+            if (parse_long(optarg, 0, 1000000, &o->warmup))
+                return bad_value("warmup", optarg, "an integer >= 0");
             break;
         case O_SAMPLES: o->samples = optarg; break;
         case O_SHARED_PREFIX:
@@ -182,7 +213,8 @@ static int parse_cli(int argc, char **argv, struct cli *o) {
                 return bad_value("shared-prefix", optarg, "an integer >= 0");
             break;
         case O_TURNS:
-            if (parse_long(optarg, 1, 10000, &o->turns)) return bad_value("turns", optarg, "an integer in [1, 10000]");
+            if (parse_long(optarg, 1, 10000, &o->turns))
+                return bad_value("turns", optarg, "an integer in [1, 10000]");
             break;
         default: return -1;
         }
@@ -221,7 +253,8 @@ static void report_usage(const struct cli *o, const struct api_result *r, double
     if (r->prompt_tokens >= 0) fprintf(stderr, "; prompt %ld tokens", r->prompt_tokens);
     if (r->completion_tokens >= 0) fprintf(stderr, "; completion %ld tokens", r->completion_tokens);
     fprintf(stderr, "; %.3f s", secs);
-    if (r->completion_tokens > 0 && secs > 0) fprintf(stderr, "; %.1f tok/s", (double)r->completion_tokens / secs);
+    if (r->completion_tokens > 0 && secs > 0)
+        fprintf(stderr, "; %.1f tok/s", (double)r->completion_tokens / secs);
     fprintf(stderr, "]\n");
 }
 
@@ -246,8 +279,11 @@ static int generate(const struct cli *o, const char *target, const cJSON *body, 
 }
 
 static struct gen_opts gen_opts_of(const struct cli *o, int stream) {
-    return (struct gen_opts){.model = o->model, .max_tokens = o->max_tokens, .temperature = o->temperature,
-                             .seed = o->seed, .stream = stream};
+    return (struct gen_opts){.model = o->model,
+                             .max_tokens = o->max_tokens,
+                             .temperature = o->temperature,
+                             .seed = o->seed,
+                             .stream = stream};
 }
 
 static void add_message(cJSON *msgs, const char *role, const char *content) {
@@ -258,7 +294,8 @@ static void add_message(cJSON *msgs, const char *role, const char *content) {
 }
 
 /* One user turn: on success the answer joins the history; on failure the question leaves it. */
-static int chat_turn(const struct cli *o, cJSON *msgs, const char *question, int *fatal, char *err) {
+static int chat_turn(const struct cli *o, cJSON *msgs, const char *question, int *fatal,
+                     char *err) {
     add_message(msgs, "user", question);
     struct gen_opts g = gen_opts_of(o, 1);
     cJSON *body = api_chat_body(&g, msgs);
@@ -280,7 +317,8 @@ static const char CHAT_HELP[] =
     "  /help               this list\n"
     "  /reset              forget the conversation (the system message stays)\n"
     "  /system [TEXT]      set the system message (none: remove it); the conversation stays\n"
-    "  /temperature [T]    set the sampling temperature, 0 to 2 (none: back to the server's default, 1)\n"
+    "  /temperature [T]    set the sampling temperature, 0 to 2 (none: back to the server's "
+    "default, 1)\n"
     "  /quit, /exit        leave (so does end of input)\n"
     "  //TEXT              send /TEXT as a message\n";
 
@@ -288,7 +326,8 @@ static const char CHAT_HELP[] =
 static void chat_set_system(cJSON *msgs, const char *text) {
     cJSON *first = cJSON_GetArrayItem(msgs, 0);
     const cJSON *role = first ? cJSON_GetObjectItem(first, "role") : NULL;
-    if (cJSON_IsString(role) && !strcmp(role->valuestring, "system")) cJSON_DeleteItemFromArray(msgs, 0);
+    if (cJSON_IsString(role) && !strcmp(role->valuestring, "system"))
+        cJSON_DeleteItemFromArray(msgs, 0);
     if (!text) return;
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "role", "system");
@@ -311,7 +350,8 @@ static int chat_command(struct cli *o, cJSON *msgs, const char *line) {
         const cJSON *first = cJSON_GetArrayItem(msgs, 0);
         const cJSON *role = first ? cJSON_GetObjectItem(first, "role") : NULL;
         int keep = cJSON_IsString(role) && !strcmp(role->valuestring, "system");
-        while (cJSON_GetArraySize(msgs) > keep) cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
+        while (cJSON_GetArraySize(msgs) > keep)
+            cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
     } else if (IS("/system")) {
         chat_set_system(msgs, *arg ? arg : NULL);
         fprintf(stderr, *arg ? "(system message set)\n" : "(system message removed)\n");
@@ -326,7 +366,8 @@ static int chat_command(struct cli *o, cJSON *msgs, const char *line) {
             else fprintf(stderr, "(temperature %g)\n", t);
         }
     } else {
-        fprintf(stderr, "unknown command %.*s; /help lists them (//TEXT sends /TEXT)\n", (int)name_len, line);
+        fprintf(stderr, "unknown command %.*s; /help lists them (//TEXT sends /TEXT)\n",
+                (int)name_len, line);
     }
 #undef IS
     return 1;
@@ -334,7 +375,10 @@ static int chat_command(struct cli *o, cJSON *msgs, const char *line) {
 
 static int cmd_chat(struct cli *o) {
     char err[ERR_LEN];
-    if (o->n_args) return fprintf(stderr, "tpctl chat: unexpected argument '%s' (use --once QUESTION)\n", o->args[0]), 2;
+    if (o->n_args)
+        return fprintf(stderr, "tpctl chat: unexpected argument '%s' (use --once QUESTION)\n",
+                       o->args[0]),
+               2;
     char *model = NULL;
     if (resolve_model(o, &model, err)) return fail(err);
     cJSON *msgs = cJSON_CreateArray();
@@ -376,7 +420,8 @@ static char *read_stdin(void) {
 
 static int cmd_complete(struct cli *o) {
     char err[ERR_LEN];
-    if (o->n_args != 1) return fprintf(stderr, "tpctl complete: expected one PROMPT (or - for stdin)\n"), 2;
+    if (o->n_args != 1)
+        return fprintf(stderr, "tpctl complete: expected one PROMPT (or - for stdin)\n"), 2;
     char *model = NULL;
     if (resolve_model(o, &model, err)) return fail(err);
     char *in = strcmp(o->args[0], "-") == 0 ? read_stdin() : NULL;
@@ -490,10 +535,16 @@ static int cmd_tokenize(struct cli *o) {
 static int cmd_bench(struct cli *o) {
     char err[ERR_LEN];
     if (o->n_args) return fprintf(stderr, "tpctl bench: unexpected argument '%s'\n", o->args[0]), 2;
-    struct bench_opts b = {.target = o->target, .requests = (int)o->requests, .prompt_len = (int)o->prompt_len,
-                           .max_tokens = o->max_tokens ? (int)o->max_tokens : 64, .temperature = o->temperature,
-                           .warmup = (int)o->warmup, .json = o->json, .samples_path = o->samples,
-                           .shared_prefix = (int)o->shared_prefix, .turns = (int)o->turns};
+    struct bench_opts b = {.target = o->target,
+                           .requests = (int)o->requests,
+                           .prompt_len = (int)o->prompt_len,
+                           .max_tokens = o->max_tokens ? (int)o->max_tokens : 64,
+                           .temperature = o->temperature,
+                           .warmup = (int)o->warmup,
+                           .json = o->json,
+                           .samples_path = o->samples,
+                           .shared_prefix = (int)o->shared_prefix,
+                           .turns = (int)o->turns};
     int32_t *levels = NULL;
     int n = 0;
     if (parse_ids(o->concurrency, BENCH_MAX_LEVELS, &levels, &n, err))
@@ -501,7 +552,9 @@ static int cmd_bench(struct cli *o) {
     for (int i = 0; i < n; i++) {
         if (levels[i] < 1 || levels[i] > BENCH_MAX_CONCURRENCY) {
             free(levels);
-            return fprintf(stderr, "tpctl bench: concurrency must be in [1, %d]\n", BENCH_MAX_CONCURRENCY), 2;
+            return fprintf(stderr, "tpctl bench: concurrency must be in [1, %d]\n",
+                           BENCH_MAX_CONCURRENCY),
+                   2;
         }
         b.levels[i] = levels[i];
     }
@@ -521,8 +574,9 @@ struct command {
 };
 
 static const struct command COMMANDS[] = {
-    {"chat", cmd_chat},       {"complete", cmd_complete}, {"models", cmd_models}, {"health", cmd_health},
-    {"metrics", cmd_metrics}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench},
+    {"chat", cmd_chat},     {"complete", cmd_complete}, {"models", cmd_models},
+    {"health", cmd_health}, {"metrics", cmd_metrics},   {"tokenize", cmd_tokenize},
+    {"bench", cmd_bench},
 };
 
 int main(int argc, char **argv) {

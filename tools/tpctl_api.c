@@ -16,10 +16,14 @@
 static int connect_failed(const struct api_target *t, int e, char *err) {
     const char *hint = "is the tpd daemon running? start it with `tpd serve`, or point --socket or "
                        "TPD_SOCKET at its socket";
-    if (e == ENOENT) return err_set(err, "cannot connect to %s: no such socket (%s)", t->socket, hint);
+    if (e == ENOENT)
+        return err_set(err, "cannot connect to %s: no such socket (%s)", t->socket, hint);
     if (e == ECONNREFUSED)
-        return err_set(err, "cannot connect to %s: connection refused, nothing listens there (%s)", t->socket, hint);
-    if (e == ENOTDIR) return err_set(err, "cannot connect to %s: a parent is not a directory (%s)", t->socket, hint);
+        return err_set(err, "cannot connect to %s: connection refused, nothing listens there (%s)",
+                       t->socket, hint);
+    if (e == ENOTDIR)
+        return err_set(err, "cannot connect to %s: a parent is not a directory (%s)", t->socket,
+                       hint);
     return -1; /* httpc's own message names the socket and the reason */
 }
 
@@ -93,8 +97,8 @@ struct gen_ctx {
     struct api_result *res;
     struct sbuf text;
     struct sse_parser sse;
-    int done;       /* data: [DONE] seen */
-    int failed;     /* err below holds the reason */
+    int done;   /* data: [DONE] seen */
+    int failed; /* err below holds the reason */
     char err[ERR_LEN];
 };
 
@@ -106,7 +110,8 @@ static void take_usage(struct api_result *res, const cJSON *j) {
     if (cJSON_IsNumber(p) && p->valuedouble >= 0) res->prompt_tokens = (long)p->valuedouble;
     if (cJSON_IsNumber(c) && c->valuedouble >= 0) res->completion_tokens = (long)c->valuedouble;
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details");
-    const cJSON *k = cJSON_IsObject(d) ? cJSON_GetObjectItemCaseSensitive(d, "cached_tokens") : NULL;
+    const cJSON *k = cJSON_IsObject(d) ? cJSON_GetObjectItemCaseSensitive(d, "cached_tokens")
+                                       : NULL;
     if (cJSON_IsNumber(k) && k->valuedouble >= 0) res->cached_tokens = (long)k->valuedouble;
 }
 
@@ -249,11 +254,12 @@ void api_result_free(struct api_result *res) {
     res->text = NULL;
 }
 
-int api_fetch(const struct api_target *t, const char *method, const char *target, const char *json_body,
-              int *status, char **out, size_t *len, char *err) {
+int api_fetch(const struct api_target *t, const char *method, const char *target,
+              const char *json_body, int *status, char **out, size_t *len, char *err) {
     int e = 0;
     if (httpc_fetch(t->socket, t->timeout_s, method, target, "application/json", json_body,
-                    json_body ? strlen(json_body) : 0, API_MAX_BODY, status, out, len, &e, err) == 0)
+                    json_body ? strlen(json_body) : 0, API_MAX_BODY, status, out, len, &e,
+                    err) == 0)
         return 0;
     return connect_failed(t, e, err);
 }

@@ -21,23 +21,23 @@ struct api_target {
 
 /* Sampling and framing of a generation request; unset fields are left out of the body. */
 struct gen_opts {
-    const char *model;   /* NULL: omitted */
-    long max_tokens;     /* 0: omitted */
-    double temperature;  /* < 0: omitted */
-    long long seed;      /* < 0: omitted */
-    int stream;          /* "stream": true with stream_options.include_usage */
-    int ignore_eos;      /* tpd extension: generate max_tokens regardless of EOS */
+    const char *model;  /* NULL: omitted */
+    long max_tokens;    /* 0: omitted */
+    double temperature; /* < 0: omitted */
+    long long seed;     /* < 0: omitted */
+    int stream;         /* "stream": true with stream_options.include_usage */
+    int ignore_eos;     /* tpd extension: generate max_tokens regardless of EOS */
 };
 
 struct api_result {
-    int status;              /* HTTP status of the answer (0 if none came) */
-    char *text;              /* the whole generated text, malloc'ed, NUL-terminated */
+    int status; /* HTTP status of the answer (0 if none came) */
+    char *text; /* the whole generated text, malloc'ed, NUL-terminated */
     size_t text_len;
-    char finish_reason[32];  /* "" if the server gave none */
-    long prompt_tokens;      /* from usage; -1 if the server did not say */
+    char finish_reason[32]; /* "" if the server gave none */
+    long prompt_tokens;     /* from usage; -1 if the server did not say */
     long completion_tokens;
-    long cached_tokens;      /* usage.prompt_tokens_details.cached_tokens; -1 if not said */
-    long n_chunks;           /* streamed chunks that carried a choice */
+    long cached_tokens; /* usage.prompt_tokens_details.cached_tokens; -1 if not said */
+    long n_chunks;      /* streamed chunks that carried a choice */
 };
 
 /* Called for each streamed piece of text as it arrives; `finished` is set when the chunk
@@ -62,8 +62,8 @@ int api_generate(struct httpc *c, const char *target, const cJSON *body, api_pie
 void api_result_free(struct api_result *res);
 
 /* GET or POST on a fresh connection, whole body returned (*out malloc'ed). */
-int api_fetch(const struct api_target *t, const char *method, const char *target, const char *json_body,
-              int *status, char **out, size_t *len, char *err);
+int api_fetch(const struct api_target *t, const char *method, const char *target,
+              const char *json_body, int *status, char **out, size_t *len, char *err);
 
 /* The message of an OpenAI-style error body ({"error": {"message": ...}}), else a cleaned
  * prefix of the body; written as "server answered STATUS: MESSAGE". Returns -1. */

@@ -14,11 +14,11 @@
 /* What one request measured. */
 struct req_sample {
     double t_start, t_last;
-    double ttft;       /* seconds to the first token chunk */
-    double *gaps;      /* seconds between consecutive token chunks */
+    double ttft;  /* seconds to the first token chunk */
+    double *gaps; /* seconds between consecutive token chunks */
     size_t n_gaps, cap_gaps;
-    long chunks;       /* token chunks seen */
-    long tokens;       /* usage.completion_tokens, else chunks */
+    long chunks; /* token chunks seen */
+    long tokens; /* usage.completion_tokens, else chunks */
     long prompt_tokens;
     long cached_tokens; /* of the prompt, found in the server's prefix cache; -1: not said */
     int ok;
@@ -39,12 +39,13 @@ struct level_run {
 /* Common English words, each one token (with its leading space) in the usual BPE vocabularies,
  * so that a prompt of P words is about P tokens. */
 static const char *const WORDS[] = {
-    " the", " of", " and", " to", " in", " is", " it", " that", " was", " for", " on", " are",
-    " with", " as", " at", " be", " this", " have", " from", " or", " one", " had", " by", " but",
-    " not", " what", " all", " were", " we", " when", " your", " can", " said", " there", " use", " an",
-    " each", " which", " she", " do", " how", " their", " if", " will", " up", " other", " about", " out",
-    " many", " then", " them", " these", " so", " some", " her", " would", " make", " like", " him", " into",
-    " time", " has", " look", " two",
+    " the",  " of",    " and",  " to",    " in",  " is",    " it",    " that",  " was",  " for",
+    " on",   " are",   " with", " as",    " at",  " be",    " this",  " have",  " from", " or",
+    " one",  " had",   " by",   " but",   " not", " what",  " all",   " were",  " we",   " when",
+    " your", " can",   " said", " there", " use", " an",    " each",  " which", " she",  " do",
+    " how",  " their", " if",   " will",  " up",  " other", " about", " out",   " many", " then",
+    " them", " these", " so",   " some",  " her", " would", " make",  " like",  " him",  " into",
+    " time", " has",   " look", " two",
 };
 #define N_WORDS (sizeof WORDS / sizeof *WORDS)
 
@@ -95,7 +96,8 @@ static void record_failure(struct level_run *L, const char *msg) {
 
 /* Sends prompt as request idx; on success appends the answer to *reply (when not NULL)
  * and returns 0. */
-static int run_one(struct level_run *L, struct httpc *c, int *open, int idx, const char *prompt, struct sbuf *reply) {
+static int run_one(struct level_run *L, struct httpc *c, int *open, int idx, const char *prompt,
+                   struct sbuf *reply) {
     const struct bench_opts *o = L->o;
     struct req_sample *s = &L->reqs[idx];
     char err[ERR_LEN];
@@ -106,8 +108,12 @@ static int run_one(struct level_run *L, struct httpc *c, int *open, int idx, con
         }
         *open = 1;
     }
-    struct gen_opts g = {.model = o->model, .max_tokens = o->max_tokens, .temperature = o->temperature,
-                         .seed = -1, .stream = 1, .ignore_eos = 1};
+    struct gen_opts g = {.model = o->model,
+                         .max_tokens = o->max_tokens,
+                         .temperature = o->temperature,
+                         .seed = -1,
+                         .stream = 1,
+                         .ignore_eos = 1};
     cJSON *body = api_completion_body(&g, prompt);
     struct api_result res;
     s->t_start = clock_now();
@@ -208,7 +214,8 @@ static double run_level(struct level_run *L, int conc, char *err) {
     return wall;
 }
 
-static void level_init(struct level_run *L, const struct bench_opts *o, int total, int first_prompt) {
+static void level_init(struct level_run *L, const struct bench_opts *o, int total,
+                       int first_prompt) {
     memset(L, 0, sizeof *L);
     L->o = o;
     L->total = total;
@@ -243,12 +250,17 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
     }
     if (!o->json) {
         if (o->shared_prefix > 0 || o->turns > 1)
-            fprintf(out, "# shared-prefix workload: a %d-word system prompt, conversations of %d turns of ~%d "
-                         "words each\n", o->shared_prefix, o->turns > 1 ? o->turns : 1, o->prompt_len);
-        fprintf(out, "# prompt ~%d tokens, max_tokens %d (ignore_eos), %d requests per level, socket %s\n"
-                     "%5s %6s %5s %9s %11s %10s %10s %6s %10s %10s\n",
-                o->prompt_len, o->max_tokens, o->requests, o->target.socket, "conc", "reqs", "errs", "req/s",
-                "out tok/s", "TTFT p50", "TTFT p99", "hit", "ITL p50", "ITL p99");
+            fprintf(out,
+                    "# shared-prefix workload: a %d-word system prompt, conversations of %d turns "
+                    "of ~%d "
+                    "words each\n",
+                    o->shared_prefix, o->turns > 1 ? o->turns : 1, o->prompt_len);
+        fprintf(
+            out,
+            "# prompt ~%d tokens, max_tokens %d (ignore_eos), %d requests per level, socket %s\n"
+            "%5s %6s %5s %9s %11s %10s %10s %6s %10s %10s\n",
+            o->prompt_len, o->max_tokens, o->requests, o->target.socket, "conc", "reqs", "errs",
+            "req/s", "out tok/s", "TTFT p50", "TTFT p99", "hit", "ITL p50", "ITL p99");
     }
     cJSON *samples = o->samples_path ? cJSON_CreateArray() : NULL;
     int rc = 0, n_prompts = o->warmup > 0 ? o->warmup : 0;
@@ -266,7 +278,8 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
         }
         double *ttft = xmalloc(sizeof(double) * (size_t)total);
         size_t n_ttft = 0, n_gaps = 0;
-        long tokens = 0, ok = 0, prompt_sum = 0, prompt_n = 0, cached_sum = 0, cached_prompt_sum = 0;
+        long tokens = 0, ok = 0, prompt_sum = 0, prompt_n = 0, cached_sum = 0,
+             cached_prompt_sum = 0;
         for (int i = 0; i < total; i++) n_gaps += L.reqs[i].ok ? L.reqs[i].n_gaps : 0;
         double *gaps = xmalloc(sizeof(double) * (n_gaps ? n_gaps : 1));
         n_gaps = 0;
@@ -287,8 +300,10 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
         qsort(ttft, n_ttft, sizeof(double), cmp_double);
         qsort(gaps, n_gaps, sizeof(double), cmp_double);
         double rps = ok / wall, tps = tokens / wall;
-        double t50 = 1e3 * bench_percentile(ttft, n_ttft, 0.50), t99 = 1e3 * bench_percentile(ttft, n_ttft, 0.99);
-        double i50 = 1e3 * bench_percentile(gaps, n_gaps, 0.50), i99 = 1e3 * bench_percentile(gaps, n_gaps, 0.99);
+        double t50 = 1e3 * bench_percentile(ttft, n_ttft, 0.50),
+               t99 = 1e3 * bench_percentile(ttft, n_ttft, 0.99);
+        double i50 = 1e3 * bench_percentile(gaps, n_gaps, 0.50),
+               i99 = 1e3 * bench_percentile(gaps, n_gaps, 0.99);
         if (o->json) {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddNumberToObject(j, "concurrency", conc);
@@ -298,7 +313,9 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
             cJSON_AddNumberToObject(j, "req_per_s", rps);
             cJSON_AddNumberToObject(j, "output_tokens", (double)tokens);
             cJSON_AddNumberToObject(j, "output_tok_per_s", tps);
-            if (prompt_n) cJSON_AddNumberToObject(j, "prompt_tokens_mean", (double)prompt_sum / (double)prompt_n);
+            if (prompt_n)
+                cJSON_AddNumberToObject(j, "prompt_tokens_mean",
+                                        (double)prompt_sum / (double)prompt_n);
             if (!isnan(hit)) {
                 cJSON_AddNumberToObject(j, "cached_tokens", (double)cached_sum);
                 cJSON_AddNumberToObject(j, "prefix_hit_rate", hit);
@@ -316,8 +333,8 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
         } else {
             char hs[16] = "-";
             if (!isnan(hit)) snprintf(hs, sizeof hs, "%.1f%%", 100 * hit);
-            fprintf(out, "%5d %6ld %5d %9.3f %11.2f %7.2f ms %7.2f ms %6s %7.2f ms %7.2f ms\n", conc, ok, L.n_failed,
-                    rps, tps, t50, t99, hs, i50, i99);
+            fprintf(out, "%5d %6ld %5d %9.3f %11.2f %7.2f ms %7.2f ms %6s %7.2f ms %7.2f ms\n",
+                    conc, ok, L.n_failed, rps, tps, t50, t99, hs, i50, i99);
         }
         fflush(out);
         if (samples) {
@@ -328,8 +345,8 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
             cJSON_AddItemToArray(samples, lv);
         }
         if (L.n_failed && rc == 0)
-            rc = err_set(err, "%d of %d requests failed at concurrency %d; first: %s", L.n_failed, total, conc,
-                         L.first_err);
+            rc = err_set(err, "%d of %d requests failed at concurrency %d; first: %s", L.n_failed,
+                         total, conc, L.first_err);
         free(ttft);
         free(gaps);
         level_free(&L);

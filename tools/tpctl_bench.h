@@ -17,15 +17,15 @@
 
 struct bench_opts {
     struct api_target target;
-    const char *model;        /* NULL: omitted */
+    const char *model; /* NULL: omitted */
     int levels[BENCH_MAX_LEVELS];
     int n_levels;
-    int requests;             /* per level; at least the concurrency */
-    int prompt_len;           /* words in each generated prompt (about one token each); with turns,
-                               * the words each turn adds */
-    int shared_prefix;        /* words of a system prompt every prompt starts with; 0: none */
-    int turns;                /* requests per conversation, each resending the ones before and their
-                               * answers; <= 1: every request stands alone */
+    int requests;      /* per level; at least the concurrency */
+    int prompt_len;    /* words in each generated prompt (about one token each); with turns,
+                        * the words each turn adds */
+    int shared_prefix; /* words of a system prompt every prompt starts with; 0: none */
+    int turns;         /* requests per conversation, each resending the ones before and their
+                        * answers; <= 1: every request stands alone */
     int max_tokens;
     double temperature;       /* < 0: omitted (the server's default) */
     int warmup;               /* requests before the sweep, not measured */

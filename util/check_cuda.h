@@ -14,29 +14,29 @@ extern "C" {
 }
 #endif
 
-#define CUDA_CHECK(call)                                                                          \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess)                                                                    \
-            fatal_exit(__FILE__, __LINE__, "%s failed: %s (%s)", #call, cudaGetErrorString(e_),   \
-                       cudaGetErrorName(e_));                                                     \
+#define CUDA_CHECK(call) \
+    do { \
+        cudaError_t e_ = (call); \
+        if (e_ != cudaSuccess) \
+            fatal_exit(__FILE__, __LINE__, "%s failed: %s (%s)", #call, cudaGetErrorString(e_), \
+                       cudaGetErrorName(e_)); \
     } while (0)
 
-#define CUBLAS_CHECK(call)                                                                        \
-    do {                                                                                          \
-        cublasStatus_t s_ = (call);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
+#define CUBLAS_CHECK(call) \
+    do { \
+        cublasStatus_t s_ = (call); \
+        if (s_ != CUBLAS_STATUS_SUCCESS) \
             fatal_exit(__FILE__, __LINE__, "%s failed: %s (%s)", #call, cublasGetStatusString(s_), \
-                       cublasGetStatusName(s_));                                                  \
+                       cublasGetStatusName(s_)); \
     } while (0)
 
 /* ncclGetLastError ignores its communicator argument: NULL serves every call. */
-#define NCCL_CHECK(call)                                                                          \
-    do {                                                                                          \
-        ncclResult_t r_ = (call);                                                                 \
-        if (r_ != ncclSuccess)                                                                    \
-            fatal_exit(__FILE__, __LINE__, "%s failed: %s (%s)", #call, ncclGetErrorString(r_),   \
-                       ncclGetLastError(NULL));                                                   \
+#define NCCL_CHECK(call) \
+    do { \
+        ncclResult_t r_ = (call); \
+        if (r_ != ncclSuccess) \
+            fatal_exit(__FILE__, __LINE__, "%s failed: %s (%s)", #call, ncclGetErrorString(r_), \
+                       ncclGetLastError(NULL)); \
     } while (0)
 
 #endif

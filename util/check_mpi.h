@@ -8,15 +8,15 @@
 
 #include "fatal.h"
 
-#define MPI_CHECK(call)                                                                           \
-    do {                                                                                          \
-        int rc_ = (call);                                                                         \
-        if (rc_ != MPI_SUCCESS) {                                                                 \
-            char s_[MPI_MAX_ERROR_STRING];                                                        \
-            int n_ = 0;                                                                           \
-            MPI_Error_string(rc_, s_, &n_);                                                       \
-            fatal_exit(__FILE__, __LINE__, "%s failed: %s", #call, s_);                           \
-        }                                                                                         \
+#define MPI_CHECK(call) \
+    do { \
+        int rc_ = (call); \
+        if (rc_ != MPI_SUCCESS) { \
+            char s_[MPI_MAX_ERROR_STRING]; \
+            int n_ = 0; \
+            MPI_Error_string(rc_, s_, &n_); \
+            fatal_exit(__FILE__, __LINE__, "%s failed: %s", #call, s_); \
+        } \
     } while (0)
 
 #endif

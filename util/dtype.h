@@ -37,8 +37,8 @@ int dtype_valid(uint32_t t);
  * and DT_I4_S32. */
 int dtype_weight_ok(enum dtype t);
 const char *dtype_name(enum dtype t);
-int dtype_block_elems(enum dtype t);  /* elements per block: 1, 32 or 256 */
-int dtype_block_bytes(enum dtype t);  /* bytes per block */
+int dtype_block_elems(enum dtype t); /* elements per block: 1, 32 or 256 */
+int dtype_block_bytes(enum dtype t); /* bytes per block */
 /* Bytes of a row of n elements; -1 if n is not a whole number of blocks or overflows. */
 int64_t dtype_row_bytes(enum dtype t, int64_t n);
 

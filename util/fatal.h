@@ -14,8 +14,8 @@ void fatal_abort(int code) __attribute__((noreturn));
 #define FATAL(...) fatal_exit(__FILE__, __LINE__, __VA_ARGS__)
 
 /* For calls that return 0 on success: prints the statement on failure. */
-#define CHECK(call)                                                        \
-    do {                                                                   \
+#define CHECK(call) \
+    do { \
         if ((call) != 0) fatal_exit(__FILE__, __LINE__, "check failed: %s", #call); \
     } while (0)
 

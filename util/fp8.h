@@ -53,8 +53,9 @@ static inline uint8_t fp8_e4m3_from_f32(float f) {
     }
     uint32_t h = (((a >> 23) - 120) << 3) | ((a >> 20) & 7);
     const uint32_t rem = a & 0xfffffu;
-    if (rem > 0x80000u || (rem == 0x80000u && (h & 1))) h++; /* a carry moves into the exponent;
-                                                               * below 448 it never reaches NaN */
+    if (rem > 0x80000u || (rem == 0x80000u && (h & 1)))
+        h++; /* a carry moves into the exponent;
+              * below 448 it never reaches NaN */
     return (uint8_t)(sign | h);
 }
 
@@ -62,7 +63,8 @@ static inline uint8_t fp8_e4m3_from_f32(float f) {
  * and the exponent e beside them (int8). e is the smallest with amax <= 448 * 2^e for the
  * row's largest magnitude amax, so nothing saturates and the largest element lands in
  * (224, 448]; a power of two makes the scaling exact both ways. 0 for a zero or non-finite
- * amax; clamped to +-FP8_EXP_LIMIT so that 2^e, 2^-e and 2^(e+8) (the AVX2 decode) are normal floats. */
+ * amax; clamped to +-FP8_EXP_LIMIT so that 2^e, 2^-e and 2^(e+8) (the AVX2 decode) are normal
+ * floats. */
 enum { FP8_EXP_LIMIT = 100 };
 FP8_FN int fp8_row_exp(float amax) {
     uint32_t u;

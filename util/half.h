@@ -16,7 +16,8 @@ static inline float f16_to_f32(uint16_t h) {
         memcpy(&u, &f, sizeof u);
         u |= sign;
     } else if (exp == 31) {
-        u = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0); /* NaNs come out quiet, as with F16C */
+        u = sign | 0x7f800000u | (man << 13) |
+            (man ? 0x400000u : 0); /* NaNs come out quiet, as with F16C */
     } else {
         u = sign | ((exp + 112) << 23) | (man << 13);
     }
@@ -30,8 +31,9 @@ static inline uint16_t f32_to_f16(float f) {
     memcpy(&u, &f, sizeof u);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
     uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff)); /* quiet NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);                                 /* >= 65520: inf */
+    if (a > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff)); /* quiet NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);               /* >= 65520: inf */
     if (a < 0x38800000u) { /* below 2^-14: fp16 subnormal or zero */
         float v;
         memcpy(&v, &a, sizeof v);

@@ -55,7 +55,7 @@ void log_write(enum log_level level, const char *file, int line, const char *fmt
     const char *base = file;
     for (const char *p = file; *p; p++)
         if (*p == '/') base = p + 1;
-    fprintf(stderr, "%02d:%02d:%02d.%03ld [r%d] %-5s %s (%s:%d)\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
-            ts.tv_nsec / 1000000, log_rank, tags[level], msg, base, line);
+    fprintf(stderr, "%02d:%02d:%02d.%03ld [r%d] %-5s %s (%s:%d)\n", tm.tm_hour, tm.tm_min,
+            tm.tm_sec, ts.tv_nsec / 1000000, log_rank, tags[level], msg, base, line);
     if (msg != buf) free(msg);
 }

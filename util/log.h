@@ -13,8 +13,8 @@ int log_parse_level(const char *s, enum log_level *out);
 void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-#define LOG(level, ...)                                                    \
-    do {                                                                   \
+#define LOG(level, ...) \
+    do { \
         if ((level) >= log_min_level) log_write((level), __FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
 

@@ -29,7 +29,8 @@ void logit_cands_select(struct logit_cand *out, const float *x, int n, int32_t i
     for (; m < k; m++) out[m] = (struct logit_cand){-INFINITY, -1};
 }
 
-void logit_cands_merge(struct logit_cand *out, const struct logit_cand *const lists[], int n_lists, int k) {
+void logit_cands_merge(struct logit_cand *out, const struct logit_cand *const lists[], int n_lists,
+                       int k) {
     int at[n_lists > 0 ? n_lists : 1];
     for (int i = 0; i < n_lists; i++) at[i] = 0;
     for (int j = 0; j < k; j++) {

@@ -32,6 +32,7 @@ void logit_cands_select(struct logit_cand *out, const float *x, int n, int32_t i
 /* out[0..k) = the k best of n_lists lists (each sorted in the order above, k entries,
  * padding {-INFINITY, -1} last): what selecting from the lists' rows put end to end gives,
  * when each list is its row's best k. */
-void logit_cands_merge(struct logit_cand *out, const struct logit_cand *const lists[], int n_lists, int k);
+void logit_cands_merge(struct logit_cand *out, const struct logit_cand *const lists[], int n_lists,
+                       int k);
 
 #endif

@@ -11,10 +11,10 @@
 #include "clock.h"
 #include "log.h"
 
-static atomic_ulong finished;    /* requests finished (memtrim_note) */
-static unsigned long seen;       /* finished as the step loop last saw it */
-static unsigned long trimmed;    /* finished at the last trim */
-static double seen_at;           /* when seen was last changed */
+static atomic_ulong finished; /* requests finished (memtrim_note) */
+static unsigned long seen;    /* finished as the step loop last saw it */
+static unsigned long trimmed; /* finished at the last trim */
+static double seen_at;        /* when seen was last changed */
 
 void memtrim_init(void) {
 #ifdef __GLIBC__

@@ -55,7 +55,8 @@ static void *worker_main(void *p) {
             }
             pthread_mutex_lock(&tp->mu);
             atomic_fetch_add(&tp->sleepers, 1);
-            while (atomic_load(&tp->generation) == seen && !atomic_load(&tp->stop)) pthread_cond_wait(&tp->cv, &tp->mu);
+            while (atomic_load(&tp->generation) == seen && !atomic_load(&tp->stop))
+                pthread_cond_wait(&tp->cv, &tp->mu);
             atomic_fetch_sub(&tp->sleepers, 1);
             pthread_mutex_unlock(&tp->mu);
             spins = 0;
@@ -78,7 +79,8 @@ struct threadpool *threadpool_create(int n_threads) {
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
     for (int i = 1; i < n_threads; i++)
-        if (pthread_create(&tp->threads[i], NULL, worker_main, tp) != 0) FATAL("pthread_create failed for worker %d", i);
+        if (pthread_create(&tp->threads[i], NULL, worker_main, tp) != 0)
+            FATAL("pthread_create failed for worker %d", i);
     return tp;
 }
 

@@ -40,11 +40,8 @@ void toml_node_free(struct toml_node *n) {
     case TOML_DATETIME:
     case TOML_DATETIME_LOCAL:
     case TOML_DATE_LOCAL:
-    case TOML_TIME_LOCAL:
-        free(n->u.str.s);
-        break;
-    default:
-        break;
+    case TOML_TIME_LOCAL: free(n->u.str.s); break;
+    default: break;
     }
     if (n->flags & TOML_F_ROOT) free((char *)n->file);
     free(n);
@@ -210,7 +207,8 @@ struct toml_node *toml_get(const struct toml_node *t, const char *path) {
 
 static int type_err(const struct toml_node *n, const char *path, const char *want, char *err) {
     const char *have = toml_type_phrase((enum toml_type)n->type);
-    if (path) return err_set(err, "%s:%d: '%s' must be %s, not %s", n->file, n->line, path, want, have);
+    if (path)
+        return err_set(err, "%s:%d: '%s' must be %s, not %s", n->file, n->line, path, want, have);
     return err_set(err, "%s:%d: expected %s, found %s", n->file, n->line, want, have);
 }
 

@@ -8,16 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TOML_MAX_DEPTH 256          /* tables and arrays nested deeper than this are refused */
-#define TOML_MAX_INPUT (64u << 20)  /* bytes; a config file, not a data set */
+#define TOML_MAX_DEPTH 256         /* tables and arrays nested deeper than this are refused */
+#define TOML_MAX_INPUT (64u << 20) /* bytes; a config file, not a data set */
 
 /* The tags of toml-test's JSON (toml_type_name) name the same kinds. */
 enum toml_type {
     TOML_TABLE,
-    TOML_ARRAY,          /* values in [..], or tables from [[header]] */
+    TOML_ARRAY, /* values in [..], or tables from [[header]] */
     TOML_STRING,
-    TOML_INTEGER,        /* int64_t */
-    TOML_FLOAT,          /* double */
+    TOML_INTEGER, /* int64_t */
+    TOML_FLOAT,   /* double */
     TOML_BOOL,
     TOML_DATETIME,       /* offset date-time:  1979-05-27T07:32:00.5-07:00 */
     TOML_DATETIME_LOCAL, /* 1979-05-27T07:32:00 */

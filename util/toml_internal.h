@@ -22,7 +22,7 @@ struct toml_entry {
 struct toml_node {
     uint8_t type;
     uint8_t flags;
-    uint16_t depth;   /* root 0; each table or array level adds one */
+    uint16_t depth; /* root 0; each table or array level adds one */
     int line;
     uint32_t section; /* for TOML_F_DOTTED: the section (header count) that used dotted keys */
     const char *file; /* the root's copy */

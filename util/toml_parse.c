@@ -45,7 +45,8 @@ static int skip_comment(struct toml_parser *p) {
             return toml_perr(p, p->line, "carriage return without line feed in comment");
         }
         if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return toml_perr(p, p->line, "control character %s in comment", toml_char_name(c, name));
+            return toml_perr(p, p->line, "control character %s in comment",
+                             toml_char_name(c, name));
     }
     return 0;
 }
@@ -89,8 +90,8 @@ static const char *key_name(const struct key *k, size_t parts, char *buf, size_t
 }
 
 static bool bare_key_char(int c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           c == '_' || c == '-';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c == '-';
 }
 
 /* simple-key *( "." simple-key ), whitespace allowed around the dots. */
@@ -127,8 +128,7 @@ static int parse_key(struct toml_parser *p, struct key *k) {
 /* A table counts as defined (closed to dotted keys and to a [header] naming it) once a header
  * named it, or once a section that used dotted keys on it is over. */
 static bool is_defined(const struct toml_parser *p, const struct toml_node *t) {
-    return (t->flags & TOML_F_HEADER) ||
-           ((t->flags & TOML_F_DOTTED) && t->section != p->section);
+    return (t->flags & TOML_F_HEADER) || ((t->flags & TOML_F_DOTTED) && t->section != p->section);
 }
 
 static struct toml_node *new_child(struct toml_parser *p, struct toml_node *parent,
@@ -266,7 +266,8 @@ static int parse_inline_table(struct toml_parser *p, int depth, struct toml_node
                 continue;
             }
             if (at(p) == '}') break;
-            toml_perr(p, p->line, "expected ',' or '}' in inline table, found %s", at_name(p, name));
+            toml_perr(p, p->line, "expected ',' or '}' in inline table, found %s",
+                      at_name(p, name));
             goto fail;
         }
     }
@@ -422,7 +423,13 @@ int toml_parse(const char *buf, size_t len, const char *filename, struct toml_no
     struct toml_node *r = toml_node_new(TOML_TABLE, 1, file);
     r->flags = TOML_F_ROOT | TOML_F_HEADER;
     struct toml_parser p = {
-        .s = buf, .len = len, .line = 1, .file = file, .err = err, .root = r, .cur = r,
+        .s = buf,
+        .len = len,
+        .line = 1,
+        .file = file,
+        .err = err,
+        .root = r,
+        .cur = r,
     };
     snprintf(p.section_name, sizeof(p.section_name), "the root table");
     if (toml_check_utf8(&p) < 0 || parse_document(&p) < 0) {

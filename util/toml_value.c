@@ -52,7 +52,8 @@ static int utf8_error(struct toml_parser *p, int line, const unsigned char *s, s
     else return toml_perr(p, line, "invalid UTF-8 byte 0x%02x", c);
     if (k > n - 1) return toml_perr(p, line, "truncated UTF-8 sequence at end of input");
     for (size_t j = 1; j <= k; j++) {
-        if ((s[j] & 0xc0) != 0x80) return toml_perr(p, line, "invalid UTF-8 sequence (byte 0x%02x)", c);
+        if ((s[j] & 0xc0) != 0x80)
+            return toml_perr(p, line, "invalid UTF-8 sequence (byte 0x%02x)", c);
         cp = (cp << 6) | (s[j] & 0x3f);
     }
     if (cp < min) return toml_perr(p, line, "overlong UTF-8 encoding of U+%04X", (unsigned)cp);
@@ -98,8 +99,7 @@ static int lex_escape(struct toml_parser *p, struct sbuf *b) {
         uint32_t cp = 0;
         for (size_t k = 0; k < nd; k++) {
             int h = i + 1 + k < p->len ? hex_value(p->s[i + 1 + k]) : -1;
-            if (h < 0)
-                return toml_perr(p, p->line, "escape \\%c needs %zu hex digits", c, nd);
+            if (h < 0) return toml_perr(p, p->line, "escape \\%c needs %zu hex digits", c, nd);
             cp = (cp << 4) | (uint32_t)h;
         }
         if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
@@ -182,7 +182,9 @@ static int lex_multi_string(struct toml_parser *p, char q, struct sbuf *b) {
                 continue;
             }
             /* Up to two quotes right before the closing three belong to the string. */
-            if (run > 5) return toml_perr(p, p->line, "too many quotes (%zu) ending a multi-line string", run);
+            if (run > 5)
+                return toml_perr(p, p->line, "too many quotes (%zu) ending a multi-line string",
+                                 run);
             sbuf_add(b, p->s + p->pos, run - 3);
             p->pos += run;
             return 0;
@@ -244,8 +246,8 @@ int toml_lex_string(struct toml_parser *p, bool allow_multi, char **out, size_t 
 }
 
 static bool bare_char(unsigned char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           c == '_' || c == '+' || c == '-' || c == '.' || c == ':';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c == '+' || c == '-' || c == '.' || c == ':';
 }
 
 static bool is_date_shape(const char *t) {
@@ -319,7 +321,8 @@ static int lex_datetime(struct toml_parser *p, const char *t, size_t n, int line
                         struct toml_node **out) {
     enum toml_type kind = TOML_DATETIME;
     const char *why = scan_datetime(t, n, &kind);
-    if (why) return toml_perr(p, line, "invalid date/time '%.*s': %s", n > 64 ? 64 : (int)n, t, why);
+    if (why)
+        return toml_perr(p, line, "invalid date/time '%.*s': %s", n > 64 ? 64 : (int)n, t, why);
 
     struct toml_node *v = toml_node_new(kind, line, p->file);
     char *s = xmalloc(n + 1);
@@ -459,7 +462,8 @@ int toml_lex_bare(struct toml_parser *p, struct toml_node **out) {
     const char *why = is_float ? lex_float(t, n, &v->u.f) : lex_integer(t, n, &v->u.i);
     if (why) {
         free(v);
-        return toml_perr(p, line, "invalid %s '%.*s': %s", is_float ? "float" : "integer", shown, t, why);
+        return toml_perr(p, line, "invalid %s '%.*s': %s", is_float ? "float" : "integer", shown, t,
+                         why);
     }
     *out = v;
     return 0;

@@ -11,11 +11,23 @@ static size_t lead_info(uint8_t b, uint8_t *lo, uint8_t *hi) {
     *lo = 0x80;
     *hi = 0xBF;
     if (b >= 0xC2 && b <= 0xDF) return 2;
-    if (b == 0xE0) { *lo = 0xA0; return 3; }
-    if (b == 0xED) { *hi = 0x9F; return 3; }
+    if (b == 0xE0) {
+        *lo = 0xA0;
+        return 3;
+    }
+    if (b == 0xED) {
+        *hi = 0x9F;
+        return 3;
+    }
     if (b >= 0xE1 && b <= 0xEF) return 3;
-    if (b == 0xF0) { *lo = 0x90; return 4; }
-    if (b == 0xF4) { *hi = 0x8F; return 4; }
+    if (b == 0xF0) {
+        *lo = 0x90;
+        return 4;
+    }
+    if (b == 0xF4) {
+        *hi = 0x8F;
+        return 4;
+    }
     if (b >= 0xF1 && b <= 0xF3) return 4;
     return 0;
 }
@@ -76,7 +88,10 @@ uint32_t utf8_decode(const uint8_t *s, size_t len) {
 }
 
 size_t utf8_encode(uint32_t cp, uint8_t *out) {
-    if (cp < 0x80) { out[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x80) {
+        out[0] = (uint8_t)cp;
+        return 1;
+    }
     if (cp < 0x800) {
         out[0] = (uint8_t)(0xC0 | (cp >> 6));
         out[1] = (uint8_t)(0x80 | (cp & 0x3F));
@@ -121,7 +136,10 @@ void utf8_lossy_append(const uint8_t *s, size_t n, struct sbuf *out) {
  * a one-byte step. The codepoint is then re-encoded, so an overlong form comes out short. */
 static size_t llama_decode_one(const uint8_t *s, size_t n, uint32_t *cp) {
     uint8_t b = s[0];
-    if (!(b & 0x80)) { *cp = b; return 1; }
+    if (!(b & 0x80)) {
+        *cp = b;
+        return 1;
+    }
     size_t len;
     if (!(b & 0x40)) return 0;
     else if (!(b & 0x20)) len = 2;
@@ -172,7 +190,7 @@ static int byte_printable(unsigned b) {
 
 uint32_t utf8_byte_to_cp(uint8_t b) {
     if (byte_printable(b)) return b;
-    if (b <= 32) return 256u + b;            /* 33 control bytes and space */
+    if (b <= 32) return 256u + b; /* 33 control bytes and space */
     if (b >= 127 && b <= 160) return 289u + (b - 127u);
     return 323; /* 173, the soft hyphen */
 }
@@ -190,7 +208,9 @@ size_t utf8_mask_surrogates(char *s, size_t n) {
     for (size_t i = 0; i + 2 < n; i++) {
         uint8_t *u = (uint8_t *)s + i;
         if (u[0] == 0xED && u[1] >= 0xA0 && u[1] <= 0xBF && (u[2] & 0xC0) == 0x80) {
-            u[0] = 0xEE; u[1] = 0x80; u[2] = 0x80;
+            u[0] = 0xEE;
+            u[1] = 0x80;
+            u[2] = 0x80;
             i += 2;
             k++;
         }

@@ -1,6 +1,6 @@
-/* UTF-8 helpers (tokenizer, chat templates, request validation): strict decoding, the invalid-input replacement policies
- * the reference tokenizers follow, and GPT-2's byte <-> printable codepoint mapping.
- * Pure functions; any thread. */
+/* UTF-8 helpers (tokenizer, chat templates, request validation): strict decoding, the invalid-input
+ * replacement policies the reference tokenizers follow, and GPT-2's byte <-> printable codepoint
+ * mapping. Pure functions; any thread. */
 #ifndef TPD_TOK_UTF8_H
 #define TPD_TOK_UTF8_H
 
@@ -34,7 +34,7 @@ size_t utf8_incomplete_tail(const uint8_t *s, size_t n);
 /* Applies policy to s[0..n) and writes the result to *out (malloc'd, NUL-terminated),
  * *out_len its length. For UTF8_KEEP it copies. */
 void utf8_sanitize(const uint8_t *s, size_t n, enum utf8_policy policy, char **out,
-                  size_t *out_len);
+                   size_t *out_len);
 
 /* Rewrites each UTF-8-encoded surrogate (ED A0..BF xx) in place as U+E000 (EE 80 80), a
  * codepoint of the same length and the same regex classes llama.cpp gives surrogates (not

@@ -16,6 +16,6 @@ const char *version_backends(void) {
 }
 
 void version_line(const char *program, char *buf, unsigned long len) {
-    snprintf(buf, len, "%s %s (commit %s, backends: %s)", program, version_number(), version_commit(),
-             version_backends());
+    snprintf(buf, len, "%s %s (commit %s, backends: %s)", program, version_number(),
+             version_commit(), version_backends());
 }

@@ -23,11 +23,14 @@
 
 static atomic_int force_scalar;
 
-void cpu_attn_force_scalar(int on) { atomic_store_explicit(&force_scalar, on, memory_order_relaxed); }
+void cpu_attn_force_scalar(int on) {
+    atomic_store_explicit(&force_scalar, on, memory_order_relaxed);
+}
 
 int cpu_attn_has_avx2(void) {
-    return !atomic_load_explicit(&force_scalar, memory_order_relaxed) && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return !atomic_load_explicit(&force_scalar, memory_order_relaxed) &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
 }
 
 struct tile {
@@ -36,15 +39,17 @@ struct tile {
 
 struct cpu_attn {
     int n_bufs;
-    size_t buf_floats;     /* per buffer */
-    float **bufs;          /* one per pool chunk index */
+    size_t buf_floats; /* per buffer */
+    float **bufs;      /* one per pool chunk index */
     float *part;
     size_t part_floats;
     struct tile *tiles;
     int tiles_cap;
 };
 
-struct cpu_attn *cpu_attn_create(void) { return xcalloc(1, sizeof(struct cpu_attn)); }
+struct cpu_attn *cpu_attn_create(void) {
+    return xcalloc(1, sizeof(struct cpu_attn));
+}
 
 void cpu_attn_free(struct cpu_attn *a) {
     if (!a) return;
@@ -56,7 +61,8 @@ void cpu_attn_free(struct cpu_attn *a) {
 }
 
 /* The scalar item: the same tiling as the AVX2 one, keys row-major. */
-static void attn_item_scalar(const struct attn_call *c, const struct attn_item *it, struct attn_buf *w) {
+static void attn_item_scalar(const struct attn_call *c, const struct attn_item *it,
+                             struct attn_buf *w) {
     const int hd = c->hd, rows = it->n_tok * it->n_h;
     const struct attn_batch *b = c->b;
     for (int r = 0; r < rows; r++) {
@@ -71,13 +77,15 @@ static void attn_item_scalar(const struct attn_call *c, const struct attn_item *
         if (nk <= 0) break;
         if (nk > ATTN_KT) nk = ATTN_KT;
         for (int j = 0; j < nk; j++) {
-            const int64_t at = attn_kv_index(b, it->seq, j0 + j, c->n_kv, hd) + (int64_t)it->kvh * hd;
+            const int64_t at = attn_kv_index(b, it->seq, j0 + j, c->n_kv, hd) +
+                               (int64_t)it->kvh * hd;
             int64_t sk; /* FP8: the position's row in the sink, when it has one */
             float *kd = w->kt + (int64_t)j * hd, *vd = w->vt + (int64_t)j * hd;
             if (c->kv_type == DT_F32) {
                 memcpy(kd, (const float *)c->k + at, sizeof(float) * (size_t)hd);
                 memcpy(vd, (const float *)c->v + at, sizeof(float) * (size_t)hd);
-            } else if (c->kv_type == DT_F8_E4M3 && (sk = attn_sink_index(c, it->seq, j0 + j)) >= 0) {
+            } else if (c->kv_type == DT_F8_E4M3 &&
+                       (sk = attn_sink_index(c, it->seq, j0 + j)) >= 0) {
                 const int64_t s = sk + (int64_t)it->kvh * hd;
                 const float kx = fp8_exp2(c->k_exp[at / hd]), vx = fp8_exp2(c->v_exp[at / hd]);
                 for (int d = 0; d < hd; d++) {
@@ -125,7 +133,8 @@ static void attn_item_scalar(const struct attn_call *c, const struct attn_item *
             w->l[r] = w->l[r] * corr + sum;
             w->m[r] = mx;
         }
-        if ((kt + 1) % ATTN_SEG == 0 || kt + 1 == it->kt1) attn_segment_end(c, it, w, kt / ATTN_SEG);
+        if ((kt + 1) % ATTN_SEG == 0 || kt + 1 == it->kt1)
+            attn_segment_end(c, it, w, kt / ATTN_SEG);
     }
     if (c->n_split == 1) attn_finish(c, it, w);
 }
@@ -148,7 +157,8 @@ static void attn_task(void *p, int ith, int nth) {
     const struct attn_call *c = x->c;
     const int hd = c->hd, per_tile = x->n_kvl * c->n_split;
     float *base = x->bufs[ith];
-    struct attn_buf w = {.kt = base, .vt = base + (size_t)hd * ATTN_KT, .qs = base + (size_t)2 * hd * ATTN_KT};
+    struct attn_buf w = {
+        .kt = base, .vt = base + (size_t)hd * ATTN_KT, .qs = base + (size_t)2 * hd * ATTN_KT};
     w.acc = w.qs + (size_t)x->rows_max * hd;
     w.m = w.acc + (size_t)x->rows_max * hd;
     w.l = w.m + x->rows_max;
@@ -165,15 +175,21 @@ static void attn_task(void *p, int ith, int nth) {
         if (h1 > c->n_q) h1 = c->n_q;
         /* a split takes whole segments, so its partials are the unsplit item's */
         const int n_kt = tl->pmax / ATTN_KT + 1, n_seg = (n_kt + ATTN_SEG - 1) / ATTN_SEG;
-        const int s0 = (int)((int64_t)split * n_seg / c->n_split), s1 = (int)((int64_t)(split + 1) * n_seg / c->n_split);
-        struct attn_item it = {.t0 = tl->t0, .n_tok = tl->n_tok, .seq = tl->seq, .pmax = tl->pmax,
-                               .kvh = kvh, .h0 = h0, .n_h = h1 - h0, .kt0 = s0 * ATTN_SEG,
-                               .kt1 = s1 * ATTN_SEG < n_kt ? s1 * ATTN_SEG : n_kt, .split = split};
+        const int s0 = (int)((int64_t)split * n_seg / c->n_split),
+                  s1 = (int)((int64_t)(split + 1) * n_seg / c->n_split);
+        struct attn_item it = {.t0 = tl->t0,
+                               .n_tok = tl->n_tok,
+                               .seq = tl->seq,
+                               .pmax = tl->pmax,
+                               .kvh = kvh,
+                               .h0 = h0,
+                               .n_h = h1 - h0,
+                               .kt0 = s0 * ATTN_SEG,
+                               .kt1 = s1 * ATTN_SEG < n_kt ? s1 * ATTN_SEG : n_kt,
+                               .split = split};
         if (it.kt0 >= it.kt1) continue;
-        if (x->avx2)
-            attn_item_avx2(c, &it, &w);
-        else
-            attn_item_scalar(c, &it, &w);
+        if (x->avx2) attn_item_avx2(c, &it, &w);
+        else attn_item_scalar(c, &it, &w);
     }
 }
 
@@ -226,15 +242,18 @@ static void merge_splits(const struct attn_call *c) {
         }
 }
 
-void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t ldo, const float *q,
-                  int64_t ldq, int n_q, int q_head0, int group, int kv_head0, const struct kv_layer *kv,
-                  enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b) {
+void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t ldo,
+                  const float *q, int64_t ldq, int n_q, int q_head0, int group, int kv_head0,
+                  const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
+                  const struct attn_batch *b) {
     if (b->n_tokens <= 0 || n_q <= 0) return;
-    if (hd <= 0 || group <= 0 || (kv_type != DT_F32 && kv_type != DT_F16 && kv_type != DT_F8_E4M3) ||
+    if (hd <= 0 || group <= 0 ||
+        (kv_type != DT_F32 && kv_type != DT_F16 && kv_type != DT_F8_E4M3) ||
         (kv_type == DT_F8_E4M3 && (!kv->k_exp || !kv->v_exp)))
         FATAL("cpu attention: hd %d, group %d, kv type %s", hd, group, dtype_name(kv_type));
     const int nth = threadpool_size(tp);
-    const int kv_first = q_head0 / group - kv_head0, kv_last = (q_head0 + n_q - 1) / group - kv_head0;
+    const int kv_first = q_head0 / group - kv_head0,
+              kv_last = (q_head0 + n_q - 1) / group - kv_head0;
     const int n_kvl = kv_last - kv_first + 1, gl = group < n_q ? group : n_q;
 
     if (b->n_tokens > a->tiles_cap) {
@@ -256,7 +275,8 @@ void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t
     int n_tiles = make_tiles(a->tiles, b, tq);
     int max_seg = 1;
     for (int i = 0; i < n_tiles; i++)
-        if (a->tiles[i].pmax / (ATTN_KT * ATTN_SEG) + 1 > max_seg) max_seg = a->tiles[i].pmax / (ATTN_KT * ATTN_SEG) + 1;
+        if (a->tiles[i].pmax / (ATTN_KT * ATTN_SEG) + 1 > max_seg)
+            max_seg = a->tiles[i].pmax / (ATTN_KT * ATTN_SEG) + 1;
     int n_split = 1;
     if (nth > 1 && n_tiles * n_kvl < 2 * nth) {
         const int base = n_tiles * n_kvl;
@@ -282,14 +302,35 @@ void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t
             a->part = xmalloc(sizeof(float) * pf);
         }
     }
-    const struct attn_call c = {.out = out, .ldo = ldo, .q = q, .ldq = ldq, .n_q = n_q, .hd = hd, .n_kv = n_kv,
-                                .k = kv->k, .v = kv->v, .k_exp = kv->k_exp, .v_exp = kv->v_exp, .kvl = kv,
-                                .kv_type = kv_type, .b = b,
-                                .scale = 1.0f / sqrtf((float)hd), .n_split = n_split, .n_seg = max_seg,
+    const struct attn_call c = {.out = out,
+                                .ldo = ldo,
+                                .q = q,
+                                .ldq = ldq,
+                                .n_q = n_q,
+                                .hd = hd,
+                                .n_kv = n_kv,
+                                .k = kv->k,
+                                .v = kv->v,
+                                .k_exp = kv->k_exp,
+                                .v_exp = kv->v_exp,
+                                .kvl = kv,
+                                .kv_type = kv_type,
+                                .b = b,
+                                .scale = 1.0f / sqrtf((float)hd),
+                                .n_split = n_split,
+                                .n_seg = max_seg,
                                 .part = a->part};
-    struct run_ctx x = {.c = &c, .tiles = a->tiles, .n_tiles = n_tiles, .n_kvl = n_kvl, .kv_first = kv_first,
-                        .q_head0 = q_head0, .group = group, .kv_head0 = kv_head0,
-                        .avx2 = hd % 8 == 0 && cpu_attn_has_avx2(), .bufs = a->bufs, .rows_max = rows_max,
+    struct run_ctx x = {.c = &c,
+                        .tiles = a->tiles,
+                        .n_tiles = n_tiles,
+                        .n_kvl = n_kvl,
+                        .kv_first = kv_first,
+                        .q_head0 = q_head0,
+                        .group = group,
+                        .kv_head0 = kv_head0,
+                        .avx2 = hd % 8 == 0 && cpu_attn_has_avx2(),
+                        .bufs = a->bufs,
+                        .rows_max = rows_max,
                         .n_items = n_tiles * n_kvl * n_split};
     atomic_init(&x.next, 0);
     threadpool_run(tp, attn_task, &x);

@@ -15,9 +15,10 @@ struct cpu_attn *cpu_attn_create(void);
 void cpu_attn_free(struct cpu_attn *a);
 
 /* The backend's attention op (see kernels/backend.h) on tp. */
-void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t ldo, const float *q,
-                  int64_t ldq, int n_q, int q_head0, int group, int kv_head0, const struct kv_layer *kv,
-                  enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b);
+void cpu_attn_run(struct cpu_attn *a, struct threadpool *tp, float *out, int64_t ldo,
+                  const float *q, int64_t ldq, int n_q, int q_head0, int group, int kv_head0,
+                  const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
+                  const struct attn_batch *b);
 
 /* Tests: 1 makes cpu_attn_run take the scalar path even where AVX2 is available. */
 void cpu_attn_force_scalar(int on);

@@ -27,7 +27,8 @@ static inline __m256 exp256(__m256 x) {
     y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), x);
     y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
@@ -72,8 +73,10 @@ static inline void transpose8(__m256 r[8]) {
 static inline __m256 load8_fp8(const uint8_t *p, float x256) {
     const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
     const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7f));
-    __m128i h = _mm_or_si128(_mm_slli_epi16(mag, 7), _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
-    h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7c00)));
+    __m128i h = _mm_or_si128(_mm_slli_epi16(mag, 7),
+                             _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+    h = _mm_or_si128(
+        h, _mm_and_si128(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7c00)));
     return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(x256));
 }
 
@@ -94,7 +97,8 @@ static inline float row_x256(const struct attn_call *c, const int8_t *exps, int6
  * row-major into w->vt. Decode items (a few rows) transpose too: every row's scores then
  * come from the same operations whatever the batch, so a token's result does not depend
  * on what else is in the step. */
-static void load_tile(const struct attn_call *c, const struct attn_item *it, struct attn_buf *w, int j0, int nk) {
+static void load_tile(const struct attn_call *c, const struct attn_item *it, struct attn_buf *w,
+                      int j0, int nk) {
     const int hd = c->hd;
     int64_t at[ATTN_KT], rix[ATTN_KT]; /* element offset and cache row of each key */
     const struct attn_batch *b = c->b;
@@ -112,21 +116,25 @@ static void load_tile(const struct attn_call *c, const struct attn_item *it, str
     for (int j = 0; j < nk; j++) kx[j] = row_x256(c, c->k_exp, rix[j]);
     for (int jb = 0; jb < ATTN_KT; jb += 8) {
         if (jb >= nk) { /* whole block past the keys: zeros keep the score lanes finite */
-            for (int d = 0; d < hd; d++) _mm256_storeu_ps(w->kt + (int64_t)d * ATTN_KT + jb, _mm256_setzero_ps());
+            for (int d = 0; d < hd; d++)
+                _mm256_storeu_ps(w->kt + (int64_t)d * ATTN_KT + jb, _mm256_setzero_ps());
             continue;
         }
         for (int db = 0; db < hd; db += 8) {
             __m256 r[8];
             for (int i = 0; i < 8; i++)
-                r[i] = jb + i < nk ? load8(c->k, c->kv_type, at[jb + i] + db, kx[jb + i]) : _mm256_setzero_ps();
+                r[i] = jb + i < nk ? load8(c->k, c->kv_type, at[jb + i] + db, kx[jb + i])
+                                   : _mm256_setzero_ps();
             transpose8(r);
-            for (int i = 0; i < 8; i++) _mm256_storeu_ps(w->kt + (int64_t)(db + i) * ATTN_KT + jb, r[i]);
+            for (int i = 0; i < 8; i++)
+                _mm256_storeu_ps(w->kt + (int64_t)(db + i) * ATTN_KT + jb, r[i]);
         }
     }
     for (int j = 0; j < nk; j++) {
         float *vd = w->vt + (int64_t)j * hd;
         const float vx = row_x256(c, c->v_exp, rix[j]);
-        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(vd + d, load8(c->v, c->kv_type, at[j] + d, vx));
+        for (int d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(vd + d, load8(c->v, c->kv_type, at[j] + d, vx));
     }
     /* an FP8 cache's sink: the sequence's first positions replaced by their exact rows */
     for (int j = 0; c->kv_type == DT_F8_E4M3 && j < nk; j++) {
@@ -144,31 +152,32 @@ static void load_tile(const struct attn_call *c, const struct attn_item *it, str
 /* NR (1..3) rows against one key tile; row i has nv[i] valid keys. Rows are blocked so
  * that each loaded K or V vector feeds NR FMAs: with one row the loops are bound by
  * loads, not by the FMA units. */
-static inline __attribute__((always_inline)) void rows_tile(const int NR, const float *qs, float *acc,
-                                                            float *m, float *l, const int *nv, const float *kt,
+static inline __attribute__((always_inline)) void rows_tile(const int NR, const float *qs,
+                                                            float *acc, float *m, float *l,
+                                                            const int *nv, const float *kt,
                                                             const float *vt, int hd) {
     int nvmax = 0;
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < NR; r++)
         if (nv[r] > nvmax) nvmax = nv[r];
     __m256 s[3][8];
     for (int h = 0; h < 2; h++) { /* two halves of 32 keys: 4 vectors x NR rows in registers */
         if (h == 1 && nvmax <= 32) {
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (int r = 0; r < NR; r++)
                 for (int i = 4; i < 8; i++) s[r][i] = _mm256_setzero_ps();
             break;
         }
         __m256 c[3][4];
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int r = 0; r < NR; r++)
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (int i = 0; i < 4; i++) c[r][i] = _mm256_setzero_ps();
         for (int d = 0; d < hd; d++) {
             const float *kr = kt + (int64_t)d * ATTN_KT + 32 * h;
-            const __m256 k0 = _mm256_loadu_ps(kr), k1 = _mm256_loadu_ps(kr + 8), k2 = _mm256_loadu_ps(kr + 16),
-                         k3 = _mm256_loadu_ps(kr + 24);
-            #pragma GCC unroll 4
+            const __m256 k0 = _mm256_loadu_ps(kr), k1 = _mm256_loadu_ps(kr + 8),
+                         k2 = _mm256_loadu_ps(kr + 16), k3 = _mm256_loadu_ps(kr + 24);
+#pragma GCC unroll 4
             for (int r = 0; r < NR; r++) {
                 const __m256 qd = _mm256_broadcast_ss(qs + (int64_t)r * hd + d);
                 c[r][0] = _mm256_fmadd_ps(qd, k0, c[r][0]);
@@ -177,9 +186,9 @@ static inline __attribute__((always_inline)) void rows_tile(const int NR, const 
                 c[r][3] = _mm256_fmadd_ps(qd, k3, c[r][3]);
             }
         }
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int r = 0; r < NR; r++)
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (int i = 0; i < 4; i++) s[r][4 * h + i] = c[r][i];
     }
     /* lanes past nv are masked to -inf for the max and to 0 after exp */
@@ -187,7 +196,7 @@ static inline __attribute__((always_inline)) void rows_tile(const int NR, const 
     float p[3][ATTN_KT] __attribute__((aligned(32)));
     float corr[3];
     const int nvec = (nvmax + 7) / 8;
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
         __m256 mk[8];
         __m256 vmax = _mm256_set1_ps(-INFINITY);
@@ -210,17 +219,18 @@ static inline __attribute__((always_inline)) void rows_tile(const int NR, const 
     int d = 0;
     for (; d + 32 <= hd; d += 32) {
         __m256 a[3][4];
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             const __m256 vc = _mm256_set1_ps(corr[r]);
-            #pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) a[r][i] = _mm256_mul_ps(_mm256_loadu_ps(acc + (int64_t)r * hd + d + 8 * i), vc);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                a[r][i] = _mm256_mul_ps(_mm256_loadu_ps(acc + (int64_t)r * hd + d + 8 * i), vc);
         }
         for (int j = 0; j < nvmax; j++) {
             const float *v = vt + (int64_t)j * hd + d;
-            const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8), v2 = _mm256_loadu_ps(v + 16),
-                         v3 = _mm256_loadu_ps(v + 24);
-            #pragma GCC unroll 4
+            const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8),
+                         v2 = _mm256_loadu_ps(v + 16), v3 = _mm256_loadu_ps(v + 24);
+#pragma GCC unroll 4
             for (int r = 0; r < NR; r++) {
                 const __m256 pj = _mm256_broadcast_ss(p[r] + j);
                 a[r][0] = _mm256_fmadd_ps(pj, v0, a[r][0]);
@@ -229,36 +239,39 @@ static inline __attribute__((always_inline)) void rows_tile(const int NR, const 
                 a[r][3] = _mm256_fmadd_ps(pj, v3, a[r][3]);
             }
         }
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int r = 0; r < NR; r++)
-            #pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) _mm256_storeu_ps(acc + (int64_t)r * hd + d + 8 * i, a[r][i]);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                _mm256_storeu_ps(acc + (int64_t)r * hd + d + 8 * i, a[r][i]);
     }
     for (; d < hd; d += 8) {
         __m256 a[3];
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int r = 0; r < NR; r++)
-            a[r] = _mm256_mul_ps(_mm256_loadu_ps(acc + (int64_t)r * hd + d), _mm256_set1_ps(corr[r]));
+            a[r] = _mm256_mul_ps(_mm256_loadu_ps(acc + (int64_t)r * hd + d),
+                                 _mm256_set1_ps(corr[r]));
         for (int j = 0; j < nvmax; j++) {
             const __m256 v0 = _mm256_loadu_ps(vt + (int64_t)j * hd + d);
-            #pragma GCC unroll 4
-            for (int r = 0; r < NR; r++) a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p[r] + j), v0, a[r]);
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++)
+                a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p[r] + j), v0, a[r]);
         }
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int r = 0; r < NR; r++) _mm256_storeu_ps(acc + (int64_t)r * hd + d, a[r]);
     }
 }
 
-static void rows_tile3(const float *qs, float *acc, float *m, float *l, const int *nv, const float *kt,
-                       const float *vt, int hd) {
+static void rows_tile3(const float *qs, float *acc, float *m, float *l, const int *nv,
+                       const float *kt, const float *vt, int hd) {
     rows_tile(3, qs, acc, m, l, nv, kt, vt, hd);
 }
-static void rows_tile2(const float *qs, float *acc, float *m, float *l, const int *nv, const float *kt,
-                       const float *vt, int hd) {
+static void rows_tile2(const float *qs, float *acc, float *m, float *l, const int *nv,
+                       const float *kt, const float *vt, int hd) {
     rows_tile(2, qs, acc, m, l, nv, kt, vt, hd);
 }
-static void rows_tile1(const float *qs, float *acc, float *m, float *l, const int *nv, const float *kt,
-                       const float *vt, int hd) {
+static void rows_tile1(const float *qs, float *acc, float *m, float *l, const int *nv,
+                       const float *kt, const float *vt, int hd) {
     rows_tile(1, qs, acc, m, l, nv, kt, vt, hd);
 }
 
@@ -270,7 +283,8 @@ void attn_item_avx2(const struct attn_call *c, const struct attn_item *it, struc
         const int t = it->t0 + r / it->n_h, h = it->h0 + r % it->n_h;
         const float *q = c->q + t * c->ldq + (int64_t)h * hd;
         float *qs = w->qs + (int64_t)r * hd;
-        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(qs + d, _mm256_mul_ps(_mm256_loadu_ps(q + d), sc));
+        for (int d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(qs + d, _mm256_mul_ps(_mm256_loadu_ps(q + d), sc));
     }
     attn_begin(it, w, hd);
     for (int kt = it->kt0; kt < it->kt1; kt++) {
@@ -295,15 +309,13 @@ void attn_item_avx2(const struct attn_call *c, const struct attn_item *it, struc
             while (run < nr && idx[run] == idx[0] + run) run++;
             const int r0 = idx[0];
             float *qs = w->qs + (int64_t)r0 * hd, *acc = w->acc + (int64_t)r0 * hd;
-            if (run == 3)
-                rows_tile3(qs, acc, w->m + r0, w->l + r0, nv, w->kt, w->vt, hd);
-            else if (run == 2)
-                rows_tile2(qs, acc, w->m + r0, w->l + r0, nv, w->kt, w->vt, hd);
-            else
-                rows_tile1(qs, acc, w->m + r0, w->l + r0, nv, w->kt, w->vt, hd);
+            if (run == 3) rows_tile3(qs, acc, w->m + r0, w->l + r0, nv, w->kt, w->vt, hd);
+            else if (run == 2) rows_tile2(qs, acc, w->m + r0, w->l + r0, nv, w->kt, w->vt, hd);
+            else rows_tile1(qs, acc, w->m + r0, w->l + r0, nv, w->kt, w->vt, hd);
             r = idx[run - 1] + 1; /* rows of the block not taken are revisited */
         }
-        if ((kt + 1) % ATTN_SEG == 0 || kt + 1 == it->kt1) attn_segment_end(c, it, w, kt / ATTN_SEG);
+        if ((kt + 1) % ATTN_SEG == 0 || kt + 1 == it->kt1)
+            attn_segment_end(c, it, w, kt / ATTN_SEG);
     }
     if (c->n_split == 1) attn_finish(c, it, w);
 }

@@ -33,7 +33,8 @@ void attn_begin(const struct attn_item *it, struct attn_buf *w, int hd) {
     for (int r = 0; r < it->n_tok * it->n_h; r++) w->fl[r] = 0;
 }
 
-void attn_segment_end(const struct attn_call *c, const struct attn_item *it, struct attn_buf *w, int seg) {
+void attn_segment_end(const struct attn_call *c, const struct attn_item *it, struct attn_buf *w,
+                      int seg) {
     const int hd = c->hd;
     for (int r = 0; r < it->n_tok * it->n_h; r++) {
         const float *acc = w->acc + (int64_t)r * hd;

@@ -28,9 +28,9 @@ struct attn_call {
     enum dtype kv_type;
     const struct attn_batch *b;
     float scale;
-    int n_split;  /* key ranges per (tile, KV head); > 1 writes partials */
-    int n_seg;    /* segments of the longest row, when n_split > 1 */
-    float *part;  /* [n_tokens][n_q][n_seg][hd + 2]: acc, then max, then sum */
+    int n_split; /* key ranges per (tile, KV head); > 1 writes partials */
+    int n_seg;   /* segments of the longest row, when n_split > 1 */
+    float *part; /* [n_tokens][n_q][n_seg][hd + 2]: acc, then max, then sum */
 };
 
 struct attn_item {
@@ -44,11 +44,11 @@ struct attn_item {
 
 /* One chunk's scratch, sized for rows = tokens x heads of an item and hd. */
 struct attn_buf {
-    float *kt;   /* [hd][ATTN_KT] keys transposed (AVX2) or [ATTN_KT][hd] (scalar) */
-    float *vt;   /* [ATTN_KT][hd] */
-    float *qs;   /* [rows][hd] scaled queries */
-    float *acc;  /* [rows][hd] */
-    float *m, *l; /* [rows] running max and sum */
+    float *kt;             /* [hd][ATTN_KT] keys transposed (AVX2) or [ATTN_KT][hd] (scalar) */
+    float *vt;             /* [ATTN_KT][hd] */
+    float *qs;             /* [rows][hd] scaled queries */
+    float *acc;            /* [rows][hd] */
+    float *m, *l;          /* [rows] running max and sum */
     float *facc, *fm, *fl; /* the same, folded over the finished segments */
 };
 
@@ -58,7 +58,8 @@ static inline int attn_kv_block(const struct attn_batch *b, int seq, int pos) {
 }
 
 /* Element offset of (position, kv head 0) in a layer's cache. */
-static inline int64_t attn_kv_index(const struct attn_batch *b, int seq, int pos, int n_kv, int hd) {
+static inline int64_t attn_kv_index(const struct attn_batch *b, int seq, int pos, int n_kv,
+                                    int hd) {
     int blk = attn_kv_block(b, seq, pos);
     return (((int64_t)blk * b->block_size + pos % b->block_size) * n_kv) * hd;
 }
@@ -84,7 +85,8 @@ void attn_fold(float *M, float *L, float *ACC, float m, float l, const float *ac
 void attn_begin(const struct attn_item *it, struct attn_buf *w, int hd);
 /* Ends segment `seg` of the item: writes its partials when n_split > 1, else folds them
  * into the item's total; then resets the running rows. */
-void attn_segment_end(const struct attn_call *c, const struct attn_item *it, struct attn_buf *w, int seg);
+void attn_segment_end(const struct attn_call *c, const struct attn_item *it, struct attn_buf *w,
+                      int seg);
 /* Writes the item's rows, normalised, into out (n_split == 1 only). */
 void attn_finish(const struct attn_call *c, const struct attn_item *it, const struct attn_buf *w);
 

@@ -39,7 +39,8 @@ static void *cpu_alloc(void *ctx, size_t bytes) {
     (void)ctx;
     void *p = NULL;
     /* 64-byte alignment keeps SIMD loads and rows of quantized blocks cache-friendly */
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) FATAL("out of memory allocating %zu bytes", bytes);
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+        FATAL("out of memory allocating %zu bytes", bytes);
     memset(p, 0, bytes);
     return p;
 }
@@ -61,16 +62,17 @@ static void cpu_matmul_op(void *vctx, float *y, int64_t ldy, const float *x, int
     cpu_matmul(y, ldy, x, ldx, T, w->data, w->type, w->rows, w->cols, c->tp);
 }
 
-static void cpu_embed(void *vctx, float *x, const int32_t *tok, int T, const struct bweight *table, int row0) {
+static void cpu_embed(void *vctx, float *x, const int32_t *tok, int T, const struct bweight *table,
+                      int row0) {
     (void)vctx;
     int64_t rb = dtype_row_bytes(table->type, table->cols);
     for (int t = 0; t < T; t++) {
         float *dst = x + (int64_t)t * table->cols;
         int r = tok[t] - row0;
         if (r >= 0 && r < table->rows)
-            cpu_dequant_row(table->type, (const char *)table->data + (int64_t)r * rb, dst, table->cols);
-        else
-            memset(dst, 0, sizeof(float) * (size_t)table->cols);
+            cpu_dequant_row(table->type, (const char *)table->data + (int64_t)r * rb, dst,
+                            table->cols);
+        else memset(dst, 0, sizeof(float) * (size_t)table->cols);
     }
 }
 
@@ -81,7 +83,8 @@ static void rmsnorm_row(float *y, const float *x, const float *w, int n, float e
     for (int i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
-static void cpu_rmsnorm(void *vctx, float *y, const float *x, const float *w, int T, int n, float eps) {
+static void cpu_rmsnorm(void *vctx, float *y, const float *x, const float *w, int T, int n,
+                        float eps) {
     (void)vctx;
     for (int t = 0; t < T; t++) rmsnorm_row(y + (int64_t)t * n, x + (int64_t)t * n, w, n, eps);
 }
@@ -106,16 +109,18 @@ static void add_rmsnorm_run(void *p, int ith, int nth) {
     }
 }
 
-static void cpu_add_rmsnorm(void *vctx, float *x, const float *y, float *y_norm, const float *w, int T, int n,
-                            float eps) {
+static void cpu_add_rmsnorm(void *vctx, float *x, const float *y, float *y_norm, const float *w,
+                            int T, int n, float eps) {
     const struct cpu_ctx *c = vctx;
-    struct add_rmsnorm_task a = {.x = x, .y_norm = y_norm, .y = y, .w = w, .T = T, .n = n, .eps = eps};
-    if (T > 1 && (int64_t)T * n >= 2048 && c->n_threads > 1) threadpool_run(c->tp, add_rmsnorm_run, &a);
+    struct add_rmsnorm_task a = {
+        .x = x, .y_norm = y_norm, .y = y, .w = w, .T = T, .n = n, .eps = eps};
+    if (T > 1 && (int64_t)T * n >= 2048 && c->n_threads > 1)
+        threadpool_run(c->tp, add_rmsnorm_run, &a);
     else add_rmsnorm_run(&a, 0, 1);
 }
 
-static void cpu_head_rmsnorm(void *vctx, float *x, int64_t ld, int T, int n_heads, int hd, const float *w,
-                             float eps) {
+static void cpu_head_rmsnorm(void *vctx, float *x, int64_t ld, int T, int n_heads, int hd,
+                             const float *w, float eps) {
     (void)vctx;
     for (int t = 0; t < T; t++)
         for (int h = 0; h < n_heads; h++) {
@@ -131,8 +136,10 @@ static void cpu_add_bias(void *vctx, float *x, int64_t ld, int T, int n, const f
 }
 
 /* Points rc at the angles of (pos, inv_freq), computing them only when they changed. */
-static void rope_angles(struct rope_cache *rc, int T, int half, const int32_t *pos, const float *inv_freq) {
-    if (rc->T == T && rc->half == half && rc->inv_freq == inv_freq && !memcmp(rc->pos, pos, sizeof *pos * (size_t)T))
+static void rope_angles(struct rope_cache *rc, int T, int half, const int32_t *pos,
+                        const float *inv_freq) {
+    if (rc->T == T && rc->half == half && rc->inv_freq == inv_freq &&
+        !memcmp(rc->pos, pos, sizeof *pos * (size_t)T))
         return;
     if (T * half > rc->cap) {
         free(rc->cs);
@@ -158,8 +165,8 @@ static void rope_angles(struct rope_cache *rc, int T, int half, const int32_t *p
     rc->inv_freq = inv_freq;
 }
 
-static void cpu_rope(void *vctx, float *x, int64_t ld, int T, int n_heads, int hd, const int32_t *pos,
-                     const float *inv_freq, int neox) {
+static void cpu_rope(void *vctx, float *x, int64_t ld, int T, int n_heads, int hd,
+                     const int32_t *pos, const float *inv_freq, int neox) {
     struct cpu_ctx *c = vctx;
     int half = hd / 2;
     rope_angles(&c->rope, T, half, pos, inv_freq);
@@ -176,8 +183,8 @@ static void cpu_rope(void *vctx, float *x, int64_t ld, int T, int n_heads, int h
         }
 }
 
-static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v,
-                         int64_t ld, int n_kv, int hd, const struct attn_batch *b) {
+static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, const float *k,
+                         const float *v, int64_t ld, int n_kv, int hd, const struct attn_batch *b) {
     const struct cpu_ctx *c = vctx;
     int n = n_kv * hd;
     for (int t = 0; t < b->n_tokens; t++) {
@@ -190,12 +197,15 @@ static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, co
             uint8_t *kd = (uint8_t *)kv->k + at, *vd = (uint8_t *)kv->v + at;
             const int64_t row = at / hd;
             for (int h = 0; h < n_kv; h++) {
-                kv->k_exp[row + h] = (int8_t)fp8_encode_row(kd + (int64_t)h * hd, ks + (int64_t)h * hd, hd);
-                kv->v_exp[row + h] = (int8_t)fp8_encode_row(vd + (int64_t)h * hd, vs + (int64_t)h * hd, hd);
+                kv->k_exp[row + h] = (int8_t)fp8_encode_row(kd + (int64_t)h * hd,
+                                                            ks + (int64_t)h * hd, hd);
+                kv->v_exp[row + h] = (int8_t)fp8_encode_row(vd + (int64_t)h * hd,
+                                                            vs + (int64_t)h * hd, hd);
             }
-            const int64_t s =
-                kv_sink_index(kv, attn_kv_block(b, b->seq_of[t], b->pos[t]), b->pos[t] % b->block_size, n_kv, hd);
-            for (int h = 0; s >= 0 && h < n_kv; h++) { /* the sink: these rows in F16 too, same scale */
+            const int64_t s = kv_sink_index(kv, attn_kv_block(b, b->seq_of[t], b->pos[t]),
+                                            b->pos[t] % b->block_size, n_kv, hd);
+            for (int h = 0; s >= 0 && h < n_kv;
+                 h++) { /* the sink: these rows in F16 too, same scale */
                 const float kx = fp8_exp2(-kv->k_exp[row + h]), vx = fp8_exp2(-kv->v_exp[row + h]);
                 for (int i = h * hd; i < (h + 1) * hd; i++) {
                     kv->k_sink[s + i] = f32_to_f16(ks[i] * kx);
@@ -215,11 +225,12 @@ static void cpu_kv_store(void *vctx, struct kv_layer *kv, enum dtype kv_type, co
     }
 }
 
-static void cpu_attention(void *vctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
-                          int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
-                          const struct attn_batch *b) {
+static void cpu_attention(void *vctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q,
+                          int q_head0, int group, int kv_head0, const struct kv_layer *kv,
+                          enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b) {
     struct cpu_ctx *c = vctx;
-    cpu_attn_run(c->attn, c->tp, out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv, hd, b);
+    cpu_attn_run(c->attn, c->tp, out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv,
+                 hd, b);
 }
 
 /* silu(g) * u over the elements [e0, e1) of a T x n block (rows of ld / ldo floats): each
@@ -252,10 +263,16 @@ static void silu_mul_run(void *p, int ith, int nth) {
     }
 }
 
-static void cpu_silu_mul(void *vctx, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T,
-                         int n) {
+static void cpu_silu_mul(void *vctx, float *out, int64_t ldo, const float *g, const float *u,
+                         int64_t ld, int T, int n) {
     const struct cpu_ctx *c = vctx;
-    struct silu_task t = {.out = out, .g = g, .u = u, .ldo = ldo, .ld = ld, .elems = (int64_t)T * n, .n = n,
+    struct silu_task t = {.out = out,
+                          .g = g,
+                          .u = u,
+                          .ldo = ldo,
+                          .ld = ld,
+                          .elems = (int64_t)T * n,
+                          .n = n,
                           .avx2 = c->f16c};
     if (t.elems >= 1024 && c->n_threads > 1) threadpool_run(c->tp, silu_mul_run, &t);
     else silu_mul_run(&t, 0, 1);
@@ -266,9 +283,11 @@ static void cpu_add(void *vctx, float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-static void cpu_gather_rows(void *vctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n) {
+static void cpu_gather_rows(void *vctx, float *dst, const float *src, const int32_t *idx,
+                            int n_rows, int n) {
     (void)vctx;
-    for (int i = 0; i < n_rows; i++) memcpy(dst + (int64_t)i * n, src + (int64_t)idx[i] * n, sizeof(float) * (size_t)n);
+    for (int i = 0; i < n_rows; i++)
+        memcpy(dst + (int64_t)i * n, src + (int64_t)idx[i] * n, sizeof(float) * (size_t)n);
 }
 
 static void cpu_moe_combine(void *vctx, float *y, int64_t ldy, const float *src, int64_t lds,
@@ -300,8 +319,8 @@ static void top_cands_run(void *p, int ith, int nth) {
         logit_cands_select(t->out + (int64_t)r * t->k, t->x + r * t->ld, t->n_cols, t->id0, t->k);
 }
 
-static void cpu_top_cands(void *vctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
-                          int32_t id0, int k) {
+static void cpu_top_cands(void *vctx, struct logit_cand *out, const float *x, int n_rows,
+                          int n_cols, int64_t ld, int32_t id0, int k) {
     const struct cpu_ctx *c = vctx;
     struct cands_task t = {out, x, n_rows, n_cols, k, ld, id0};
     if (n_rows > 1 && c->n_threads > 1) threadpool_run(c->tp, top_cands_run, &t);
@@ -326,25 +345,46 @@ void backend_cpu_init(struct backend *b, int n_threads) {
     /* mpirun binds each rank (to one core when np <= 2): count the cores this rank may use,
      * since threads sharing a core spin against each other */
     cpu_set_t set;
-    int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                             : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (usable < 1) usable = 1;
     if (n_threads < 1) n_threads = usable;
     else if (n_threads > usable)
-        LOG(LOG_WARN, "%d compute threads on %d usable core(s): start mpirun with --bind-to none (or fewer threads)",
+        LOG(LOG_WARN,
+            "%d compute threads on %d usable core(s): start mpirun with --bind-to none (or fewer "
+            "threads)",
             n_threads, usable);
     c->n_threads = n_threads;
     c->tp = threadpool_create(n_threads);
     c->f16c = cpu_has_f16c();
     c->attn = cpu_attn_create();
     *b = (struct backend){
-        .kind = BACKEND_CPU, .name = "cpu", .ctx = c, .alloc = cpu_alloc, .free = cpu_free,
-        .alloc_host = cpu_alloc, .free_host = cpu_free,
-        .upload = cpu_copy, .download = cpu_copy, .matmul = cpu_matmul_op, .embed = cpu_embed,
-        .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm, .head_rmsnorm = cpu_head_rmsnorm, .add_bias = cpu_add_bias,
-        .rope = cpu_rope, .kv_store = cpu_kv_store, .attention = cpu_attention,
-        .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows,
-        .moe_combine = cpu_moe_combine, .top_cands = cpu_top_cands, .zero = cpu_zero, .add = cpu_add,
-        .sync = cpu_sync, .destroy = cpu_destroy,
+        .kind = BACKEND_CPU,
+        .name = "cpu",
+        .ctx = c,
+        .alloc = cpu_alloc,
+        .free = cpu_free,
+        .alloc_host = cpu_alloc,
+        .free_host = cpu_free,
+        .upload = cpu_copy,
+        .download = cpu_copy,
+        .matmul = cpu_matmul_op,
+        .embed = cpu_embed,
+        .rmsnorm = cpu_rmsnorm,
+        .add_rmsnorm = cpu_add_rmsnorm,
+        .head_rmsnorm = cpu_head_rmsnorm,
+        .add_bias = cpu_add_bias,
+        .rope = cpu_rope,
+        .kv_store = cpu_kv_store,
+        .attention = cpu_attention,
+        .silu_mul = cpu_silu_mul,
+        .gather_rows = cpu_gather_rows,
+        .moe_combine = cpu_moe_combine,
+        .top_cands = cpu_top_cands,
+        .zero = cpu_zero,
+        .add = cpu_add,
+        .sync = cpu_sync,
+        .destroy = cpu_destroy,
     };
 }
 

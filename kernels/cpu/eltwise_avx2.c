@@ -6,15 +6,17 @@
 #include "../../util/half.h"
 
 int cpu_has_f16c(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
 }
 
 void f16_from_f32_row_avx2(uint16_t *out, const float *x, int n, float scale) {
     const __m256 s = _mm256_set1_ps(scale);
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(out + i),
-                         _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128(
+            (__m128i *)(out + i),
+            _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; i++) out[i] = f32_to_f16(x[i] * scale);
 }
 
@@ -62,7 +64,8 @@ void silu_mul_row_avx2(float *out, const float *g, const float *u, int n) {
     for (; i + 8 <= n; i += 8) {
         const __m256 x = _mm256_loadu_ps(g + i);
         const __m256 e = exp_ps(_mm256_xor_ps(x, neg));
-        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)),
+                                                _mm256_loadu_ps(u + i)));
     }
     for (; i < n; i++) { /* the tail through the same exponential, one lane used */
         float xs[8] = {-g[i]}, es[8];

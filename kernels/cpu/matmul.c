@@ -22,7 +22,9 @@
 
 static atomic_int force_scalar;
 
-void cpu_matmul_force_scalar(int on) { atomic_store_explicit(&force_scalar, on, memory_order_relaxed); }
+void cpu_matmul_force_scalar(int on) {
+    atomic_store_explicit(&force_scalar, on, memory_order_relaxed);
+}
 
 static int cpu_has_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -54,7 +56,9 @@ int cpu_matmul_has_vnni(void) {
 
 static atomic_int no_avx512;
 
-void cpu_matmul_force_no_avx512(int on) { atomic_store_explicit(&no_avx512, on, memory_order_relaxed); }
+void cpu_matmul_force_no_avx512(int on) {
+    atomic_store_explicit(&no_avx512, on, memory_order_relaxed);
+}
 
 /* AVX-512 F, BW, VL and VNNI; not AVX-VNNI, which AMD Zen 4 lacks (its tiles use the EVEX
  * form). cpu_matmul_force_no_vnni turns these tiles off as well. */
@@ -113,12 +117,16 @@ static size_t checked_mul(size_t a, size_t b) {
 
 static enum act_kind act_kind_for(enum dtype wt) {
     switch (wt) {
-    case DT_F32: case DT_F8_E4M3_S32: case DT_I4_S32: return ACT_F32;
+    case DT_F32:
+    case DT_F8_E4M3_S32:
+    case DT_I4_S32: return ACT_F32;
     case DT_F16: return ACT_F16;
     case DT_BF16: return ACT_BF16;
-    case DT_Q4_0: case DT_Q8_0: return ACT_Q8_0;
+    case DT_Q4_0:
+    case DT_Q8_0: return ACT_Q8_0;
     case DT_Q4_1: return ACT_Q8_1;
-    case DT_Q4_K: case DT_Q6_K: return ACT_Q8_K;
+    case DT_Q4_K:
+    case DT_Q6_K: return ACT_Q8_K;
     }
     FATAL("cpu_matmul: unsupported weight type %d", (int)wt);
 }
@@ -129,12 +137,17 @@ static size_t act_layout(struct act *a, enum act_kind kind, int T, int cols) {
     a->kind = kind;
     a->T = T;
     a->cols = cols;
-    a->nb = kind == ACT_Q8_K ? cols / QK_K : (kind == ACT_Q8_0 || kind == ACT_Q8_1) ? cols / QK : cols;
+    a->nb = kind == ACT_Q8_K                         ? cols / QK_K
+            : (kind == ACT_Q8_0 || kind == ACT_Q8_1) ? cols / QK
+                                                     : cols;
     const size_t n = checked_mul((size_t)T, (size_t)cols);
     switch (kind) {
     case ACT_F32: return 0;
-    case ACT_F16: case ACT_BF16: return align64(checked_mul(n, sizeof(float)));
-    case ACT_Q8_0: case ACT_Q8_1: case ACT_Q8_K: break;
+    case ACT_F16:
+    case ACT_BF16: return align64(checked_mul(n, sizeof(float)));
+    case ACT_Q8_0:
+    case ACT_Q8_1:
+    case ACT_Q8_K: break;
     }
     const size_t nbt = checked_mul((size_t)T, (size_t)a->nb);
     return align64(n) + align64(checked_mul(nbt, (kind == ACT_Q8_1 ? 2 : 1) * sizeof(float))) +
@@ -179,7 +192,8 @@ static void act_prepare_tokens(const struct prep_ctx *c, int t0, int t1) {
                 (c->avx2 ? quant_row_q8_0_avx2 : quant_row_q8_0)(x, n, qs, a->d + (int64_t)t * nb);
                 break;
             case ACT_Q8_1:
-                (c->avx2 ? quant_row_q8_1_avx2 : quant_row_q8_1)(x, n, qs, a->d + (int64_t)t * nb * 2);
+                (c->avx2 ? quant_row_q8_1_avx2 : quant_row_q8_1)(x, n, qs,
+                                                                 a->d + (int64_t)t * nb * 2);
                 break;
             case ACT_Q8_K:
                 quant_row_q8_K(x, n, qs, a->d + (int64_t)t * nb, a->bsums + (int64_t)t * nb * 16);
@@ -206,24 +220,24 @@ static void mm_rows_scalar(const struct mm_job *j, int r0, int r1) {
             const int8_t *qs = a->qs + (int64_t)t * a->cols;
             float v = 0.0f;
             switch (j->wt) {
-            case DT_F32: v = dot_f32((const float *)(const void *)w, a->x + (int64_t)t * a->ldx, a->cols); break;
+            case DT_F32:
+                v = dot_f32((const float *)(const void *)w, a->x + (int64_t)t * a->ldx, a->cols);
+                break;
             case DT_F16: v = dot_f16(w, a->xr + (int64_t)t * a->cols, a->cols); break;
             case DT_BF16: v = dot_bf16(w, a->xr + (int64_t)t * a->cols, a->cols); break;
             case DT_Q4_0: v = dot_q4_0_q8_0(w, qs, a->d + (int64_t)t * nb, nb); break;
             case DT_Q4_1: v = dot_q4_1_q8_1(w, qs, a->d + (int64_t)t * nb * 2, nb); break;
             case DT_Q8_0: v = dot_q8_0_q8_0(w, qs, a->d + (int64_t)t * nb, nb); break;
             case DT_Q4_K:
-                v = dot_q4_K_q8_K(w, qs, a->d + (int64_t)t * nb, a->bsums + (int64_t)t * nb * 16, nb);
+                v = dot_q4_K_q8_K(w, qs, a->d + (int64_t)t * nb, a->bsums + (int64_t)t * nb * 16,
+                                  nb);
                 break;
             case DT_Q6_K:
-                v = dot_q6_K_q8_K(w, qs, a->d + (int64_t)t * nb, a->bsums + (int64_t)t * nb * 16, nb);
+                v = dot_q6_K_q8_K(w, qs, a->d + (int64_t)t * nb, a->bsums + (int64_t)t * nb * 16,
+                                  nb);
                 break;
-            case DT_F8_E4M3_S32:
-                v = dot_f8_s32(w, a->x + (int64_t)t * a->ldx, a->cols / QK);
-                break;
-            case DT_I4_S32:
-                v = dot_i4_s32(w, a->x + (int64_t)t * a->ldx, a->cols / QK);
-                break;
+            case DT_F8_E4M3_S32: v = dot_f8_s32(w, a->x + (int64_t)t * a->ldx, a->cols / QK); break;
+            case DT_I4_S32: v = dot_i4_s32(w, a->x + (int64_t)t * a->ldx, a->cols / QK); break;
             }
             j->y[(int64_t)t * j->ldy + r] = v;
         }
@@ -253,20 +267,17 @@ static void mm_task(void *p, int ith, int nth) {
         const struct mm_job *j = &c->jobs[i];
         const int r0 = row_split(j->rows, ith, nth), r1 = row_split(j->rows, ith + 1, nth);
         if (r0 >= r1) continue;
-        if (c->avx512)
-            mm_rows_avx512(j, r0, r1);
-        else if (c->vnni)
-            mm_rows_avxvnni(j, r0, r1);
-        else if (c->avx2)
-            mm_rows_avx2(j, r0, r1);
-        else
-            mm_rows_scalar(j, r0, r1);
+        if (c->avx512) mm_rows_avx512(j, r0, r1);
+        else if (c->vnni) mm_rows_avxvnni(j, r0, r1);
+        else if (c->avx2) mm_rows_avx2(j, r0, r1);
+        else mm_rows_scalar(j, r0, r1);
     }
 }
 
 void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, int64_t ldx, int T,
                       int cols, struct threadpool *tp) {
-    if (n < 0 || n > CPU_MATMUL_MAX_OPS || T < 0 || cols < 0) FATAL("cpu_matmul: %d products, T %d, cols %d", n, T, cols);
+    if (n < 0 || n > CPU_MATMUL_MAX_OPS || T < 0 || cols < 0)
+        FATAL("cpu_matmul: %d products, T %d, cols %d", n, T, cols);
     if (T > 1 && ldx < cols) FATAL("cpu_matmul: ldx %lld < cols %d", (long long)ldx, cols);
     if (T == 0) return;
     const int avx2 = cpu_matmul_has_avx2();
@@ -298,18 +309,25 @@ void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, in
     /* Small batches are quantized by the caller alone: waking the pool twice costs more. */
     if ((int64_t)T * cols * nacts >= 32768 && threadpool_size(tp) > 1)
         threadpool_run(tp, act_prepare_task, &prep);
-    else
-        act_prepare_tokens(&prep, 0, T);
+    else act_prepare_tokens(&prep, 0, T);
 
     struct mm_job jobs[CPU_MATMUL_MAX_OPS];
     for (int i = 0; i < n; i++) {
-        jobs[i] = (struct mm_job){.y = ops[i].y, .ldy = ops[i].ldy, .W = ops[i].W,
-                                  .row_bytes = dtype_row_bytes(ops[i].wt, cols), .wt = ops[i].wt,
-                                  .rows = ops[i].rows, .cols = cols, .a = acts[act_of[i]]};
+        jobs[i] = (struct mm_job){.y = ops[i].y,
+                                  .ldy = ops[i].ldy,
+                                  .W = ops[i].W,
+                                  .row_bytes = dtype_row_bytes(ops[i].wt, cols),
+                                  .wt = ops[i].wt,
+                                  .rows = ops[i].rows,
+                                  .cols = cols,
+                                  .a = acts[act_of[i]]};
         jobs[i].a.x = x;
         jobs[i].a.ldx = ldx;
     }
-    struct mm_ctx ctx = {.jobs = jobs, .njobs = n, .avx2 = avx2, .vnni = avx2 && cpu_matmul_has_vnni(),
+    struct mm_ctx ctx = {.jobs = jobs,
+                         .njobs = n,
+                         .avx2 = avx2,
+                         .vnni = avx2 && cpu_matmul_has_vnni(),
                          .avx512 = avx2 && cpu_matmul_has_avx512()};
     threadpool_run(tp, mm_task, &ctx);
 }

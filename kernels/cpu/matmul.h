@@ -25,7 +25,7 @@ void cpu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int T, const
  * Same semantics as cpu_matmul for each op, all with `cols` columns. */
 #define CPU_MATMUL_MAX_OPS 8
 struct cpu_matmul_op {
-    float *y;      /* y[t*ldy + r] */
+    float *y; /* y[t*ldy + r] */
     int64_t ldy;
     const void *W; /* rows x cols of type wt */
     enum dtype wt;

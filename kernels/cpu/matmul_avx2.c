@@ -59,7 +59,8 @@ INLINE __m256i dot2_u8s8(__m256i lo, __m256i yl, __m256i hi, __m256i yh, __m256i
 }
 #else
 INLINE __m256i dot2_u8s8(__m256i lo, __m256i yl, __m256i hi, __m256i yh, __m256i ones) {
-    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, yl), _mm256_maddubs_epi16(hi, yh)), ones);
+    return _mm256_madd_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, yl), _mm256_maddubs_epi16(hi, yh)), ones);
 }
 #endif
 
@@ -141,9 +142,12 @@ INLINE int clamp_token(int t0, int t, int nt) { return t0 + (t < nt ? t : nt - 1
 /* Block o of a 4-row group: wdm = [dA mA dB mB dC mC dD mD] (scales and mins), ab = the
  * nibble bytes of rows A | B, cd = those of C | D. */
 INLINE void q4_1_block(const uint8_t *const w[4], int o, __m256 *wdm, __m256i *ab, __m256i *cd) {
-    *wdm = _mm256_cvtph_ps(_mm_setr_epi32(ld32(w[0] + o), ld32(w[1] + o), ld32(w[2] + o), ld32(w[3] + o)));
-    *ab = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[0] + o + 4)), ld128(w[1] + o + 4), 1);
-    *cd = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[2] + o + 4)), ld128(w[3] + o + 4), 1);
+    *wdm = _mm256_cvtph_ps(
+        _mm_setr_epi32(ld32(w[0] + o), ld32(w[1] + o), ld32(w[2] + o), ld32(w[3] + o)));
+    *ab = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[0] + o + 4)), ld128(w[1] + o + 4),
+                                  1);
+    *cd = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[2] + o + 4)), ld128(w[3] + o + 4),
+                                  1);
 }
 
 INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, const int NT) {
@@ -183,9 +187,11 @@ INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, con
             const __m256 p = _mm256_mul_ps(wdm, _mm256_castpd_ps(_mm256_set1_pd(dsv)));
             ms[t] = _mm256_add_ps(ms[t], p);
             acc0[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, iab),
-                                      _mm256_cvtepi32_ps(dot2_u8s8(abl, yl, abh, yh, ones)), acc0[t]);
+                                      _mm256_cvtepi32_ps(dot2_u8s8(abl, yl, abh, yh, ones)),
+                                      acc0[t]);
             acc1[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, icd),
-                                      _mm256_cvtepi32_ps(dot2_u8s8(cdl, yl, cdh, yh, ones)), acc1[t]);
+                                      _mm256_cvtepi32_ps(dot2_u8s8(cdl, yl, cdh, yh, ones)),
+                                      acc1[t]);
         }
     }
     const __m256i iodd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
@@ -193,7 +199,8 @@ INLINE void tile_q4_1(const struct mm_job *j, int r, int nr, int t0, int nt, con
     for (int t = 0; t < NT; t++) {
         if (t >= nt) break;
         const __m128 m = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(ms[t], iodd));
-        store_rows(j->y + (int64_t)(t0 + t) * j->ldy + r, _mm_add_ps(pairs_sum(acc0[t], acc1[t]), m), nr);
+        store_rows(j->y + (int64_t)(t0 + t) * j->ldy + r,
+                   _mm_add_ps(pairs_sum(acc0[t], acc1[t]), m), nr);
     }
 }
 
@@ -229,7 +236,8 @@ INLINE void tile_q4_1_512(const struct mm_job *j, int r, int nr, int t0, int nt,
         __m256i ab, cd;
         q4_1_block(w, o, &wdm, &ab, &cd);
         const __m512i abcd = _mm512_inserti64x4(_mm512_castsi256_si512(ab), cd, 1);
-        const __m512i lo = _mm512_and_si512(abcd, m4), hi = _mm512_and_si512(_mm512_srli_epi16(abcd, 4), m4);
+        const __m512i lo = _mm512_and_si512(abcd, m4),
+                      hi = _mm512_and_si512(_mm512_srli_epi16(abcd, 4), m4);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
             const __m512i yl = _mm512_broadcast_i32x4(ld128(q[t] + QK * b));
@@ -238,7 +246,8 @@ INLINE void tile_q4_1_512(const struct mm_job *j, int r, int nr, int t0, int nt,
             memcpy(&dsv, ds[t] + 2 * b, sizeof dsv);
             const __m256 p = _mm256_mul_ps(wdm, _mm256_castpd_ps(_mm256_set1_pd(dsv)));
             ms[t] = _mm256_add_ps(ms[t], p);
-            const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, yl), hi, yh);
+            const __m512i sum = _mm512_dpbusd_epi32(
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, yl), hi, yh);
             acc[t] = _mm512_fmadd_ps(_mm512_permutexvar_ps(iabcd, _mm512_castps256_ps512(p)),
                                      _mm512_cvtepi32_ps(sum), acc[t]);
         }
@@ -279,8 +288,8 @@ INLINE void tile_q4_0(const struct mm_job *j, int r, int nr, int t0, int nt, con
     for (int b = 0; b < a->nb; b++) {
         const int o = 18 * b;
         prefetch_span(pf + 4 * o, 72);
-        const __m128 wd = _mm_cvtph_ps(
-            _mm_setr_epi16(ld16(w[0] + o), ld16(w[1] + o), ld16(w[2] + o), ld16(w[3] + o), 0, 0, 0, 0));
+        const __m128 wd = _mm_cvtph_ps(_mm_setr_epi16(ld16(w[0] + o), ld16(w[1] + o),
+                                                      ld16(w[2] + o), ld16(w[3] + o), 0, 0, 0, 0));
         const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[0] + o + 2)),
                                                    ld128(w[1] + o + 2), 1);
         const __m256i cd = _mm256_inserti128_si256(_mm256_castsi128_si256(ld128(w[2] + o + 2)),
@@ -300,17 +309,23 @@ INLINE void tile_q4_0(const struct mm_job *j, int r, int nr, int t0, int nt, con
             const __m256i scd = _mm256_sub_epi32(dot2_u8s8(cdl, yl, cdh, yh, ones), c8);
 #else
             /* sum (q - 8) * y = sum q * y - 8 * sum y, exactly, in the same int16 lanes */
-            const __m256i c8 =
-                _mm256_add_epi16(_mm256_maddubs_epi16(eight, yl), _mm256_maddubs_epi16(eight, yh));
+            const __m256i c8 = _mm256_add_epi16(_mm256_maddubs_epi16(eight, yl),
+                                                _mm256_maddubs_epi16(eight, yh));
             const __m256i sab = _mm256_madd_epi16(
-                _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(abl, yl), _mm256_maddubs_epi16(abh, yh)), c8),
+                _mm256_sub_epi16(
+                    _mm256_add_epi16(_mm256_maddubs_epi16(abl, yl), _mm256_maddubs_epi16(abh, yh)),
+                    c8),
                 ones);
             const __m256i scd = _mm256_madd_epi16(
-                _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(cdl, yl), _mm256_maddubs_epi16(cdh, yh)), c8),
+                _mm256_sub_epi16(
+                    _mm256_add_epi16(_mm256_maddubs_epi16(cdl, yl), _mm256_maddubs_epi16(cdh, yh)),
+                    c8),
                 ones);
 #endif
-            acc0[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, iab), _mm256_cvtepi32_ps(sab), acc0[t]);
-            acc1[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, icd), _mm256_cvtepi32_ps(scd), acc1[t]);
+            acc0[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, iab), _mm256_cvtepi32_ps(sab),
+                                      acc0[t]);
+            acc1[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(p, icd), _mm256_cvtepi32_ps(scd),
+                                      acc1[t]);
         }
     }
 #pragma GCC unroll 4
@@ -343,8 +358,8 @@ INLINE void tile_q8_0(const struct mm_job *j, int r, int nr, int t0, int nt, con
     for (int b = 0; b < a->nb; b++) {
         const int o = 34 * b;
         prefetch_span(pf + 4 * o, 136);
-        const __m128 wd = _mm_cvtph_ps(
-            _mm_setr_epi16(ld16(w[0] + o), ld16(w[1] + o), ld16(w[2] + o), ld16(w[3] + o), 0, 0, 0, 0));
+        const __m128 wd = _mm_cvtph_ps(_mm_setr_epi16(ld16(w[0] + o), ld16(w[1] + o),
+                                                      ld16(w[2] + o), ld16(w[3] + o), 0, 0, 0, 0));
         /* Scales go through memory so that each is a broadcast load, not a shuffle. */
         float sc[2][4] __attribute__((aligned(16)));
         __m256i ylo[2], yhi[2];
@@ -360,8 +375,10 @@ INLINE void tile_q8_0(const struct mm_job *j, int r, int nr, int t0, int nt, con
             const __m256i whi = _mm256_cvtepi8_epi16(ld128(w[i] + o + 18));
 #pragma GCC unroll 2
             for (int t = 0; t < NT; t++) {
-                const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(wlo, ylo[t]), _mm256_madd_epi16(whi, yhi[t]));
-                acc[i][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[t][i]), _mm256_cvtepi32_ps(s), acc[i][t]);
+                const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(wlo, ylo[t]),
+                                                   _mm256_madd_epi16(whi, yhi[t]));
+                acc[i][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[t][i]), _mm256_cvtepi32_ps(s),
+                                            acc[i][t]);
             }
         }
     }
@@ -375,7 +392,9 @@ INLINE void tile_q8_0(const struct mm_job *j, int r, int nr, int t0, int nt, con
 
 /* ---------------------------------------------------------------- Q4_K x Q8_K */
 
-INLINE __m256i scale_shuffle_k4(int i) { return _mm256_set1_epi16((short)((2 * i + 1) << 8 | 2 * i)); }
+INLINE __m256i scale_shuffle_k4(int i) {
+    return _mm256_set1_epi16((short)((2 * i + 1) << 8 | 2 * i));
+}
 
 INLINE void tile_q4_K(const struct mm_job *j, int r, int t0, int nt, const int NT) {
     const struct act *a = &j->a;
@@ -407,8 +426,8 @@ INLINE void tile_q4_K(const struct mm_job *j, int r, int t0, int nt, const int N
         u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
         u[2] = uaux;
         u[0] &= kmask1;
-        const __m256i mins_scales =
-            _mm256_cvtepu8_epi16(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]));
+        const __m256i mins_scales = _mm256_cvtepu8_epi16(
+            _mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]));
         const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(mins_scales));
         const __m128i mins = _mm256_extracti128_si256(mins_scales, 1);
         const float dx = f16(x), dmx = f16(x + 2);
@@ -416,7 +435,8 @@ INLINE void tile_q4_K(const struct mm_job *j, int r, int t0, int nt, const int N
 #pragma GCC unroll 2
         for (int t = 0; t < NT; t++) {
             const __m256i b16 = ld256(bs[t] + 16 * b);
-            const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
+            const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(b16),
+                                               _mm256_extracti128_si256(b16, 1));
             const __m128i prod = _mm_madd_epi16(mins, q8s);
             accm[t] = _mm_fmadd_ps(_mm_set1_ps(-dy[t][b] * dmx), _mm_cvtepi32_ps(prod), accm[t]);
             sumi[t] = _mm256_setzero_si256();
@@ -438,7 +458,8 @@ INLINE void tile_q4_K(const struct mm_job *j, int r, int t0, int nt, const int N
         }
 #pragma GCC unroll 2
         for (int t = 0; t < NT; t++)
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dy[t][b] * dx), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dy[t][b] * dx), _mm256_cvtepi32_ps(sumi[t]),
+                                     acc[t]);
     }
 #pragma GCC unroll 2
     for (int t = 0; t < NT; t++) {
@@ -471,7 +492,8 @@ INLINE void tile_q6_K(const struct mm_job *j, int r, int t0, int nt, const int N
         acc[t] = _mm256_setzero_ps();
     }
     const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
-    const __m256i m3_2 = _mm256_set1_epi8(3 << 2), m3_4 = _mm256_set1_epi8(3 << 4), m3_6 = _mm256_set1_epi8((char)(3 << 6));
+    const __m256i m3_2 = _mm256_set1_epi8(3 << 2), m3_4 = _mm256_set1_epi8(3 << 4),
+                  m3_6 = _mm256_set1_epi8((char)(3 << 6));
     const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int b = 0; b < a->nb; b++) {
         const uint8_t *x = w + 210 * b;
@@ -483,8 +505,9 @@ INLINE void tile_q6_K(const struct mm_job *j, int r, int t0, int nt, const int N
         __m256i sumi[2];
 #pragma GCC unroll 2
         for (int t = 0; t < NT; t++)
-            sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                       _mm256_slli_epi32(_mm256_madd_epi16(scn, ld256(bs[t] + 16 * b)), 5));
+            sumi[t] = _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_slli_epi32(_mm256_madd_epi16(scn, ld256(bs[t] + 16 * b)), 5));
 #pragma GCC unroll 2
         for (int c = 0; c < 2; c++) {
             const __m256i hb = ld256(x + 128 + 32 * c);
@@ -493,13 +516,26 @@ INLINE void tile_q6_K(const struct mm_job *j, int r, int t0, int nt, const int N
             for (int i = 0; i < 4; i++) {
                 __m256i qq;
                 switch (i) { /* low 4 bits | high 2 bits << 4 */
-                case 0: qq = _mm256_or_si256(_mm256_and_si256(b1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4)); break;
-                case 1: qq = _mm256_or_si256(_mm256_and_si256(b2, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3_2), 2)); break;
-                case 2: qq = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4), _mm256_and_si256(hb, m3_4)); break;
-                default: qq = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), _mm256_srli_epi16(_mm256_and_si256(hb, m3_6), 2)); break;
+                case 0:
+                    qq = _mm256_or_si256(_mm256_and_si256(b1, m4),
+                                         _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+                    break;
+                case 1:
+                    qq = _mm256_or_si256(_mm256_and_si256(b2, m4),
+                                         _mm256_slli_epi16(_mm256_and_si256(hb, m3_2), 2));
+                    break;
+                case 2:
+                    qq = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4),
+                                         _mm256_and_si256(hb, m3_4));
+                    break;
+                default:
+                    qq = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4),
+                                         _mm256_srli_epi16(_mm256_and_si256(hb, m3_6), 2));
+                    break;
                 }
                 const int k = 4 * c + i;
-                const __m256i s16 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((2 * k + 1) << 8 | 2 * k)));
+                const __m256i s16 = _mm256_shuffle_epi8(
+                    sc16, _mm256_set1_epi16((short)((2 * k + 1) << 8 | 2 * k)));
 #pragma GCC unroll 2
                 for (int t = 0; t < NT; t++) {
                     const __m256i p = _mm256_maddubs_epi16(qq, ld256(q[t] + QK_K * b + 32 * k));
@@ -509,7 +545,8 @@ INLINE void tile_q6_K(const struct mm_job *j, int r, int t0, int nt, const int N
         }
 #pragma GCC unroll 2
         for (int t = 0; t < NT; t++)
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dy[t][b] * dx), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dy[t][b] * dx), _mm256_cvtepi32_ps(sumi[t]),
+                                     acc[t]);
     }
 #pragma GCC unroll 2
     for (int t = 0; t < NT; t++) {
@@ -655,7 +692,8 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
         float tail[4] = {0, 0, 0, 0};
         for (int k = n8; k < a->cols; k++)
             for (int i = 0; i < 4; i++) tail[i] += load1(w[i], k, ft) * x[t][k];
-        const __m128 v = _mm_add_ps(rows4_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t]), _mm_loadu_ps(tail));
+        const __m128 v = _mm_add_ps(rows4_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t]),
+                                    _mm_loadu_ps(tail));
         store_rows(j->y + (int64_t)(t0 + t) * j->ldy + r, v, nr);
     }
 }
@@ -691,29 +729,29 @@ static void rows_decoded(const struct mm_job *j, int r0, int r1, enum ftype ft) 
 /* ---------------------------------------------------------------- dispatch */
 
 /* Decode (T = 1) runs NT = 1 tiles; prefill pairs tokens so each weight tile serves two. */
-#define FOR_TILES4(call1, call2)                                      \
-    for (int r = r0; r < r1; r += 4) {                                \
-        const int nr = r1 - r < 4 ? r1 - r : 4;                       \
-        int t0 = 0;                                                   \
-        for (; t0 + 2 <= T; t0 += 2) call2;                           \
-        if (t0 < T) call1;                                            \
+#define FOR_TILES4(call1, call2) \
+    for (int r = r0; r < r1; r += 4) { \
+        const int nr = r1 - r < 4 ? r1 - r : 4; \
+        int t0 = 0; \
+        for (; t0 + 2 <= T; t0 += 2) call2; \
+        if (t0 < T) call1; \
     }
 /* Q4_0 / Q4_1 with VNNI: tiles of 4, then 3, 2 or 1 for the rest (a verify step of 3 or 4
  * tokens reads and unpacks each weight block once). */
-#define FOR_TILES4_Q4(tile)                                          \
-    for (int r = r0; r < r1; r += 4) {                                \
-        const int nr = r1 - r < 4 ? r1 - r : 4;                       \
-        int t0 = 0;                                                   \
-        for (; t0 + 4 <= T; t0 += 4) tile(j, r, nr, t0, 4, 4);        \
-        if (T - t0 == 3) tile(j, r, nr, t0, 3, 3);                    \
-        else if (T - t0 == 2) tile(j, r, nr, t0, 2, 2);               \
-        else if (T - t0 == 1) tile(j, r, nr, t0, 1, 1);               \
+#define FOR_TILES4_Q4(tile) \
+    for (int r = r0; r < r1; r += 4) { \
+        const int nr = r1 - r < 4 ? r1 - r : 4; \
+        int t0 = 0; \
+        for (; t0 + 4 <= T; t0 += 4) tile(j, r, nr, t0, 4, 4); \
+        if (T - t0 == 3) tile(j, r, nr, t0, 3, 3); \
+        else if (T - t0 == 2) tile(j, r, nr, t0, 2, 2); \
+        else if (T - t0 == 1) tile(j, r, nr, t0, 1, 1); \
     }
-#define FOR_TILES1(call1, call2)                                      \
-    for (int r = r0; r < r1; r++) {                                   \
-        int t0 = 0;                                                   \
-        for (; t0 + 2 <= T; t0 += 2) call2;                           \
-        if (t0 < T) call1;                                            \
+#define FOR_TILES1(call1, call2) \
+    for (int r = r0; r < r1; r++) { \
+        int t0 = 0; \
+        for (; t0 + 2 <= T; t0 += 2) call2; \
+        if (t0 < T) call1; \
     }
 
 void MM_ROWS(const struct mm_job *j, int r0, int r1) {
@@ -721,7 +759,8 @@ void MM_ROWS(const struct mm_job *j, int r0, int r1) {
     /* the first lines of the range, which the tiles' look-ahead never covers */
     const int64_t head = (r1 - r0) * j->row_bytes;
     const uint8_t *w0 = j->W + (int64_t)r0 * j->row_bytes;
-    for (int64_t o = 0; o < head && o < 3 * j->row_bytes + PF_DIST; o += 64) _mm_prefetch((const char *)w0 + o, _MM_HINT_T0);
+    for (int64_t o = 0; o < head && o < 3 * j->row_bytes + PF_DIST; o += 64)
+        _mm_prefetch((const char *)w0 + o, _MM_HINT_T0);
     switch (j->wt) {
 #if defined(TPD_MM_AVX512)
     case DT_Q4_1: FOR_TILES4_Q4(tile_q4_1_512); break;
@@ -757,7 +796,8 @@ void MM_ROWS(const struct mm_job *j, int r0, int r1) {
         FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_F16), tile_float(j, r, nr, t0, 2, 2, FT_F16));
         break;
     case DT_BF16:
-        FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_BF16), tile_float(j, r, nr, t0, 2, 2, FT_BF16));
+        FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_BF16),
+                   tile_float(j, r, nr, t0, 2, 2, FT_BF16));
         break;
     }
 }

@@ -11,13 +11,13 @@
 
 /* One cpu_matmul call, as the row kernels see it. */
 struct mm_job {
-    float *y;           /* y[t*ldy + r] */
+    float *y; /* y[t*ldy + r] */
     int64_t ldy;
-    const uint8_t *W;   /* rows of row_bytes bytes */
+    const uint8_t *W; /* rows of row_bytes bytes */
     int64_t row_bytes;
     enum dtype wt;
     int rows, cols;
-    struct act a;       /* the activations, prepared for wt */
+    struct act a; /* the activations, prepared for wt */
 };
 
 /* Rows [r0, r1) of y, for every token. */

@@ -300,9 +300,11 @@ static void dequant_q6_K(const uint8_t *w, float *y, int64_t nb) {
         for (int c = 0; c < 2; c++) {
             for (int l = 0; l < 32; l++) {
                 const int q1 = ((ql[64 * c + l] & 0x0f) | (((qh[32 * c + l] >> 0) & 3) << 4)) - 32;
-                const int q2 = ((ql[64 * c + l + 32] & 0x0f) | (((qh[32 * c + l] >> 2) & 3) << 4)) - 32;
+                const int q2 = ((ql[64 * c + l + 32] & 0x0f) | (((qh[32 * c + l] >> 2) & 3) << 4)) -
+                               32;
                 const int q3 = ((ql[64 * c + l] >> 4) | (((qh[32 * c + l] >> 4) & 3) << 4)) - 32;
-                const int q4 = ((ql[64 * c + l + 32] >> 4) | (((qh[32 * c + l] >> 6) & 3) << 4)) - 32;
+                const int q4 = ((ql[64 * c + l + 32] >> 4) | (((qh[32 * c + l] >> 6) & 3) << 4)) -
+                               32;
                 float *yc = y + 128 * c;
                 yc[l] = (d * (float)scales[(128 * c + l) / 16]) * (float)q1;
                 yc[l + 32] = (d * (float)scales[(128 * c + l + 32) / 16]) * (float)q2;
@@ -316,11 +318,16 @@ static void dequant_q6_K(const uint8_t *w, float *y, int64_t nb) {
 void cpu_dequant_row(enum dtype t, const void *src, float *dst, int64_t n) {
     const uint8_t *w = src;
     const int be = dtype_block_elems(t);
-    if (be <= 0 || n < 0 || n % be) FATAL("cpu_dequant_row: %lld elements of %s", (long long)n, dtype_name(t));
+    if (be <= 0 || n < 0 || n % be)
+        FATAL("cpu_dequant_row: %lld elements of %s", (long long)n, dtype_name(t));
     switch (t) {
     case DT_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
-    case DT_F16: for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(load_u16(w + 2 * i)); return;
-    case DT_BF16: for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(load_u16(w + 2 * i)); return;
+    case DT_F16:
+        for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(load_u16(w + 2 * i));
+        return;
+    case DT_BF16:
+        for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(load_u16(w + 2 * i));
+        return;
     case DT_Q4_0: dequant_q4_0(w, dst, n / QK); return;
     case DT_Q4_1: dequant_q4_1(w, dst, n / QK); return;
     case DT_Q8_0: dequant_q8_0(w, dst, n / QK); return;

@@ -52,12 +52,12 @@ enum act_kind {
 struct act {
     enum act_kind kind;
     int T, cols, nb;
-    const float *x;  /* ACT_F32: caller's activations, row stride ldx */
+    const float *x; /* ACT_F32: caller's activations, row stride ldx */
     int64_t ldx;
-    float *xr;       /* ACT_F16 / ACT_BF16: T*cols rounded values */
-    int8_t *qs;      /* ACT_Q8_*: T*cols quants */
-    float *d;        /* ACT_Q8_0 / ACT_Q8_K: T*nb scales; ACT_Q8_1: T*nb (d, s) pairs */
-    int16_t *bsums;  /* ACT_Q8_K: T*nb*16 */
+    float *xr;      /* ACT_F16 / ACT_BF16: T*cols rounded values */
+    int8_t *qs;     /* ACT_Q8_*: T*cols quants */
+    float *d;       /* ACT_Q8_0 / ACT_Q8_K: T*nb scales; ACT_Q8_1: T*nb (d, s) pairs */
+    int16_t *bsums; /* ACT_Q8_K: T*nb*16 */
 };
 
 /* Row quantizers (n a multiple of the block). The Q8_0 / Q8_1 rule is that of ggml's AVX2

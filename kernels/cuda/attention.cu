@@ -1,19 +1,19 @@
 /* Causal attention over the paged KV cache (layout [n_blocks][block_size][n_kv][hd]).
  *
  * Decode path (the default; debug.attn_decode false turns it off, see decode_on; every step
- * the prefill path does not take; head_dim a multiple of 8, cache 16-byte aligned): one 4-warp block per (token, KV head, split of the sequence) serves the
- * query heads of the KV head's GQA group (8 at a time), so each K and V row is read once for
- * all of them. A warp takes 16 positions at a time, their K and V rows loaded together with
- * wide loads, and keeps an online softmax per head; the warps merge at the end. F16 and FP8
- * caches with head_dim a multiple of 32 do S = K Q^T and O += P V on tensor cores (mma.sync,
- * f32 operands split into two f16 so the products keep f32-like precision); the F32 cache and
- * other head_dims on CUDA cores. Decode steps have few tokens, so the positions are split over
- * several blocks (partial results in scratch, merged by a second kernel) to fill the GPU on
- * long contexts.
+ * the prefill path does not take; head_dim a multiple of 8, cache 16-byte aligned): one 4-warp
+ * block per (token, KV head, split of the sequence) serves the query heads of the KV head's GQA
+ * group (8 at a time), so each K and V row is read once for all of them. A warp takes 16 positions
+ * at a time, their K and V rows loaded together with wide loads, and keeps an online softmax per
+ * head; the warps merge at the end. F16 and FP8 caches with head_dim a multiple of 32 do S = K Q^T
+ * and O += P V on tensor cores (mma.sync, f32 operands split into two f16 so the products keep
+ * f32-like precision); the F32 cache and other head_dims on CUDA cores. Decode steps have few
+ * tokens, so the positions are split over several blocks (partial results in scratch, merged by a
+ * second kernel) to fill the GPU on long contexts.
  *
  * Exact path (debug.attn_exact, or debug.attn_decode false; a head_dim or cache alignment
- * the decode path cannot take): one 4-warp block per (query head, token, split), one position at a time per warp;
- * also the code for the prefill path's seams.
+ * the decode path cannot take): one 4-warp block per (query head, token, split), one position at a
+ * time per warp; also the code for the prefill path's seams.
  *
  * Prefill path (steps of more than 64 tokens, F16 or FP8 cache, head_dim a multiple of 16 up
  * to 128): FlashAttention-style tiles on tensor cores (WMMA, f16 inputs, f32 accumulation). A
@@ -68,67 +68,69 @@ static int tiles_on(const struct cuda_ctx *c) { return c->dbg.attn_tiles; }
 /* The prefill path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache over the tiles tl
  * (tl.n == 0: the step's tokens 64 at a time, seams token by token). */
 template <typename KT>
-static void launch_flash(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, int T,
-                         const struct fa_tiles &tl) {
+static void launch_flash(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv,
+                         int T, const struct fa_tiles &tl) {
     const struct fa_layout L = fa_layout_for(a.hd);
-    const size_t exact = sizeof(float) * ATT_WARPS * (ATT_MAX_HD + 2); /* attend_one's, at the seams */
+    const size_t exact = sizeof(float) * ATT_WARPS *
+                         (ATT_MAX_HD + 2); /* attend_one's, at the seams */
     const size_t need = L.bytes > exact ? L.bytes : exact;
-    CUDA_CHECK(cudaFuncSetAttribute(flash_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need));
+    CUDA_CHECK(cudaFuncSetAttribute(flash_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)need));
     dim3 grid(a.n_q, tl.n ? (unsigned)tl.n : cuda_blocks(T, FA_BQ));
-    flash_kernel<KT><<<grid, ATT_WARPS * 32, need, c->stream>>>(a, (const KT *)kv->k, (const KT *)kv->v, T, tl);
+    flash_kernel<KT>
+        <<<grid, ATT_WARPS * 32, need, c->stream>>>(a, (const KT *)kv->k, (const KT *)kv->v, T, tl);
     CUDA_LAUNCH_CHECK(c->stream, "flash_kernel");
 }
 
 /* The decode path for a cache of KT: ng query heads per block at most (1, 2, 4 or
  * DEC_MAX_G), head_dim up to 128 or 256. */
 template <typename KT, int NG>
-static void launch_decode_ng(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, dim3 grid,
-                             int kvl0, int n_ht) {
+static void launch_decode_ng(struct cuda_ctx *c, const struct att_args &a,
+                             const struct kv_layer *kv, dim3 grid, int kvl0, int n_ht) {
     const KT *k = (const KT *)kv->k, *v = (const KT *)kv->v;
     if (a.hd <= 128)
         decode_kernel<KT, NG, 128><<<grid, DEC_WARPS * 32, 0, c->stream>>>(a, k, v, kvl0, n_ht);
     else
-        decode_kernel<KT, NG, ATT_MAX_HD><<<grid, DEC_WARPS * 32, 0, c->stream>>>(a, k, v, kvl0, n_ht);
+        decode_kernel<KT, NG, ATT_MAX_HD>
+            <<<grid, DEC_WARPS * 32, 0, c->stream>>>(a, k, v, kvl0, n_ht);
     CUDA_LAUNCH_CHECK(c->stream, "decode_kernel");
 }
 
 /* The tensor-core decode path for an F16 (KT = __half) or FP8 (KT = uint8_t) cache. */
 template <typename KT>
-static void launch_decode_mma(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, dim3 grid,
-                              int kvl0, int n_ht) {
+static void launch_decode_mma(struct cuda_ctx *c, const struct att_args &a,
+                              const struct kv_layer *kv, dim3 grid, int kvl0, int n_ht) {
     const KT *k = (const KT *)kv->k, *v = (const KT *)kv->v;
     if (a.hd <= 128)
         decode_mma_kernel<KT, 128><<<grid, DEC_WARPS * 32, 0, c->stream>>>(a, k, v, kvl0, n_ht);
     else
-        decode_mma_kernel<KT, ATT_MAX_HD><<<grid, DEC_WARPS * 32, 0, c->stream>>>(a, k, v, kvl0, n_ht);
+        decode_mma_kernel<KT, ATT_MAX_HD>
+            <<<grid, DEC_WARPS * 32, 0, c->stream>>>(a, k, v, kvl0, n_ht);
     CUDA_LAUNCH_CHECK(c->stream, "decode_mma_kernel");
 }
 
 template <typename KT>
-static void launch_decode(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, dim3 grid, int ng,
-                          int kvl0, int n_ht) {
-    if (ng == 1)
-        launch_decode_ng<KT, 1>(c, a, kv, grid, kvl0, n_ht);
-    else if (ng == 2)
-        launch_decode_ng<KT, 2>(c, a, kv, grid, kvl0, n_ht);
-    else if (ng == 4)
-        launch_decode_ng<KT, 4>(c, a, kv, grid, kvl0, n_ht);
-    else
-        launch_decode_ng<KT, DEC_MAX_G>(c, a, kv, grid, kvl0, n_ht);
+static void launch_decode(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv,
+                          dim3 grid, int ng, int kvl0, int n_ht) {
+    if (ng == 1) launch_decode_ng<KT, 1>(c, a, kv, grid, kvl0, n_ht);
+    else if (ng == 2) launch_decode_ng<KT, 2>(c, a, kv, grid, kvl0, n_ht);
+    else if (ng == 4) launch_decode_ng<KT, 4>(c, a, kv, grid, kvl0, n_ht);
+    else launch_decode_ng<KT, DEC_MAX_G>(c, a, kv, grid, kvl0, n_ht);
 }
 
 /* The exact path's kernel over T tokens from a.t_base (a.n_split and a.part set). */
-static void launch_exact(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, enum dtype kv_type,
-                         int T) {
+static void launch_exact(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv,
+                         enum dtype kv_type, int T) {
     const dim3 grid(a.n_q, T, a.n_split);
     if (kv_type == DT_F32)
-        attention_kernel<float><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const float *)kv->k, (const float *)kv->v);
+        attention_kernel<float>
+            <<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const float *)kv->k, (const float *)kv->v);
     else if (kv_type == DT_F8_E4M3)
         attention_kernel<uint8_t><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const uint8_t *)kv->k,
-                                                                           (const uint8_t *)kv->v);
+                                                                          (const uint8_t *)kv->v);
     else
         attention_kernel<__half><<<grid, ATT_WARPS * 32, 0, c->stream>>>(a, (const __half *)kv->k,
-                                                                          (const __half *)kv->v);
+                                                                         (const __half *)kv->v);
     CUDA_LAUNCH_CHECK(c->stream, "attention_kernel");
 }
 
@@ -136,7 +138,8 @@ static void launch_exact(struct cuda_ctx *c, const struct att_args &a, const str
  * are not split). */
 static void launch_merge(struct cuda_ctx *c, const struct att_args &a, int T) {
     if (a.n_split <= 1) return;
-    attention_merge_kernel<<<dim3(a.n_q, T), a.hd < 128 ? 32 * ((a.hd + 31) / 32) : 128, 0, c->stream>>>(a);
+    int threads = a.hd < 128 ? 32 * ((a.hd + 31) / 32) : 128;
+    attention_merge_kernel<<<dim3(a.n_q, T), threads, 0, c->stream>>>(a);
     CUDA_LAUNCH_CHECK(c->stream, "attention_merge_kernel");
 }
 
@@ -144,36 +147,34 @@ static void launch_merge(struct cuda_ctx *c, const struct att_args &a, int T) {
  * head_dims and caches it takes), else on the exact path: the whole of a step that is not
  * prefill-sized, or a run of a prefill-sized step's one-token tiles. a: the step's arguments
  * (t_base, n_split and part are set here). Graph-safe as every op: workspace only. */
-static void attend_tokens(struct cuda_ctx *c, struct att_args a, const struct kv_layer *kv, enum dtype kv_type,
-                          int t_base, int n) {
+static void attend_tokens(struct cuda_ctx *c, struct att_args a, const struct kv_layer *kv,
+                          enum dtype kv_type, int t_base, int n) {
     const int hd = a.hd, n_q = a.n_q, group = a.group, q_head0 = a.q_head0, kv_head0 = a.kv_head0;
     const int fp8 = kv_type == DT_F8_E4M3;
-    const int decode = hd % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 && !exact_only(c) && decode_on(c);
+    const int decode = hd % 8 == 0 && ((uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0 &&
+                       !exact_only(c) && decode_on(c);
     /* decode path: local KV heads kvl0.., and per KV head up to min(group, n_q) query heads in
      * tiles of ng: 8 on tensor cores, else the smallest of 1, 2, 4, 8 that holds them */
     const int mma = decode && kv_type != DT_F32 && hd % 32 == 0;
-    const int kvl0 = q_head0 / group - kv_head0, n_kvl = (q_head0 + n_q - 1) / group - kv_head0 - kvl0 + 1;
+    const int kvl0 = q_head0 / group - kv_head0,
+              n_kvl = (q_head0 + n_q - 1) / group - kv_head0 - kvl0 + 1;
     const int gh = group < n_q ? group : n_q;
     const int ng = mma || gh > 4 ? DEC_MAX_G : gh > 2 ? 4 : gh;
     const int n_ht = (gh + ng - 1) / ng;
     for (int done = 0; done < n;) {
         const int T = n - done < 65535 ? n - done : 65535; /* gridDim.y's limit */
         a.t_base = t_base + done;
-        a.n_split = decode ? att_splits(c, (int64_t)n_kvl * n_ht * T, T) : att_splits(c, (int64_t)n_q * T, T);
+        a.n_split = decode ? att_splits(c, (int64_t)n_kvl * n_ht * T, T)
+                           : att_splits(c, (int64_t)n_q * T, T);
         const size_t part_floats = (size_t)T * (size_t)n_q * (size_t)a.n_split * (size_t)(hd + 2);
         a.part = a.n_split > 1 ? (float *)cuda_ws(c, sizeof(float) * part_floats) : NULL;
         if (decode) {
             const dim3 grid(n_kvl * n_ht, T, a.n_split);
-            if (mma && fp8)
-                launch_decode_mma<uint8_t>(c, a, kv, grid, kvl0, n_ht);
-            else if (mma)
-                launch_decode_mma<__half>(c, a, kv, grid, kvl0, n_ht);
-            else if (kv_type == DT_F32)
-                launch_decode<float>(c, a, kv, grid, ng, kvl0, n_ht);
-            else if (fp8)
-                launch_decode<uint8_t>(c, a, kv, grid, ng, kvl0, n_ht);
-            else
-                launch_decode<__half>(c, a, kv, grid, ng, kvl0, n_ht);
+            if (mma && fp8) launch_decode_mma<uint8_t>(c, a, kv, grid, kvl0, n_ht);
+            else if (mma) launch_decode_mma<__half>(c, a, kv, grid, kvl0, n_ht);
+            else if (kv_type == DT_F32) launch_decode<float>(c, a, kv, grid, ng, kvl0, n_ht);
+            else if (fp8) launch_decode<uint8_t>(c, a, kv, grid, ng, kvl0, n_ht);
+            else launch_decode<__half>(c, a, kv, grid, ng, kvl0, n_ht);
         } else {
             launch_exact(c, a, kv, kv_type, T);
         }
@@ -187,10 +188,11 @@ static void attend_tokens(struct cuda_ctx *c, struct att_args a, const struct kv
  * first (att_tiles_order), FA_TILES a launch. Planned at each call (each layer), O(tokens) on
  * the host beside kernels of this size; nothing is kept between calls. */
 template <typename KT>
-static void attend_tiles(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv, enum dtype kv_type,
-                         const struct attn_batch *b) {
+static void attend_tiles(struct cuda_ctx *c, const struct att_args &a, const struct kv_layer *kv,
+                         enum dtype kv_type, const struct attn_batch *b) {
     const int T = b->n_tokens;
-    if (T >= 1 << 26) FATAL("cuda_attention: %d tokens in one step (fa_tiles packs token indices in 26 bits)", T);
+    if (T >= 1 << 26)
+        FATAL("cuda_attention: %d tokens in one step (fa_tiles packs token indices in 26 bits)", T);
     struct att_tile *tiles = (struct att_tile *)xmalloc(sizeof(struct att_tile) * (unsigned long)T);
     const int n = att_tiles_cut(b->host_seq_of, b->host_pos, T, FA_BQ, tiles);
     int n_flash = 0; /* tiles of 2 or more tokens, compacted to the front */
@@ -201,46 +203,65 @@ static void attend_tiles(struct cuda_ctx *c, const struct att_args &a, const str
         }
         int j = i + 1;
         while (j < n && tiles[j].n == 1) j++;
-        attend_tokens(c, a, kv, kv_type, tiles[i].t0, j - i); /* tiles i..j-1: tokens t0 .. t0 + j-i-1 */
+        attend_tokens(c, a, kv, kv_type, tiles[i].t0,
+                      j - i); /* tiles i..j-1: tokens t0 .. t0 + j-i-1 */
         i = j;
     }
     att_tiles_order(tiles, n_flash);
     struct fa_tiles tl = {};
     for (int i = 0; i < n_flash; i += FA_TILES) {
         tl.n = n_flash - i < FA_TILES ? n_flash - i : FA_TILES;
-        for (int k = 0; k < tl.n; k++) tl.t[k] = (uint32_t)tiles[i + k].t0 << 6 | (uint32_t)(tiles[i + k].n - 1);
+        for (int k = 0; k < tl.n; k++)
+            tl.t[k] = (uint32_t)tiles[i + k].t0 << 6 | (uint32_t)(tiles[i + k].n - 1);
         launch_flash<KT>(c, a, kv, T, tl);
     }
     free(tiles);
 }
 
-void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
-                    int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
-                    const struct attn_batch *b) {
+void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq,
+                    int n_q, int q_head0, int group, int kv_head0, const struct kv_layer *kv,
+                    enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b) {
     const int T = b->n_tokens;
     if (T == 0 || n_q == 0) return;
     if (hd > ATT_MAX_HD) FATAL("cuda_attention: head_dim %d > %d", hd, ATT_MAX_HD);
     const int fp8 = kv_type == DT_F8_E4M3;
     if (kv_type != DT_F32 && kv_type != DT_F16 && !fp8)
-        FATAL("cuda_attention: KV cache type %s (F32, F16 or F8_E4M3 expected)", dtype_name(kv_type));
+        FATAL("cuda_attention: KV cache type %s (F32, F16 or F8_E4M3 expected)",
+              dtype_name(kv_type));
     if (fp8 && (!kv->k_exp || !kv->v_exp)) FATAL("cuda_attention: FP8 KV cache without its scales");
-    struct att_args a = {out, ldo, q, ldq, n_q, q_head0, group, kv_head0, n_kv, hd,
-                         b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp,
-                         (const __half *)kv->k_sink, (const __half *)kv->v_sink, fp8 ? kv->sink_blocks : 0,
-                         fp8 && kv->k_sink ? kv->sink_rows : 0, 0};
+    struct att_args a = {out,
+                         ldo,
+                         q,
+                         ldq,
+                         n_q,
+                         q_head0,
+                         group,
+                         kv_head0,
+                         n_kv,
+                         hd,
+                         b->seq_of,
+                         b->pos,
+                         b->block_off,
+                         b->blocks,
+                         b->block_size,
+                         1,
+                         NULL,
+                         kv->k_exp,
+                         kv->v_exp,
+                         (const __half *)kv->k_sink,
+                         (const __half *)kv->v_sink,
+                         fp8 ? kv->sink_blocks : 0,
+                         fp8 && kv->k_sink ? kv->sink_rows : 0,
+                         0};
     if (T > 64 && kv_type != DT_F32 && hd % 16 == 0 && hd <= FA_MAX_HD && !exact_only(c)) {
         if (b->host_seq_of && b->host_pos && tiles_on(c)) {
-            if (fp8)
-                attend_tiles<uint8_t>(c, a, kv, kv_type, b);
-            else
-                attend_tiles<__half>(c, a, kv, kv_type, b);
+            if (fp8) attend_tiles<uint8_t>(c, a, kv, kv_type, b);
+            else attend_tiles<__half>(c, a, kv, kv_type, b);
             return;
         }
         const struct fa_tiles fixed = {}; /* n == 0: 64 tokens a block */
-        if (fp8)
-            launch_flash<uint8_t>(c, a, kv, T, fixed);
-        else
-            launch_flash<__half>(c, a, kv, T, fixed);
+        if (fp8) launch_flash<uint8_t>(c, a, kv, T, fixed);
+        else launch_flash<__half>(c, a, kv, T, fixed);
         return;
     }
     attend_tokens(c, a, kv, kv_type, 0, T);

@@ -12,8 +12,12 @@ enum { ATT_WARPS = 4, ATT_MAX_HD = 256, ATT_R = ATT_MAX_HD / 32, ATT_MAX_SPLIT =
 enum { FA_BQ = 64, FA_BK = 64, FA_MAX_HD = 128 };
 
 static __device__ __forceinline__ float kv_ld(const float *p, int64_t i) { return p[i]; }
-static __device__ __forceinline__ float kv_ld(const __half *p, int64_t i) { return __half2float(p[i]); }
-static __device__ __forceinline__ float kv_ld(const uint8_t *p, int64_t i) { return fp8_dev_decode(p[i]); }
+static __device__ __forceinline__ float kv_ld(const __half *p, int64_t i) {
+    return __half2float(p[i]);
+}
+static __device__ __forceinline__ float kv_ld(const uint8_t *p, int64_t i) {
+    return fp8_dev_decode(p[i]);
+}
 
 struct att_args {
     float *out;
@@ -23,9 +27,10 @@ struct att_args {
     int n_q, q_head0, group, kv_head0, n_kv, hd;
     const int32_t *seq_of, *pos, *block_off, *blocks;
     int bs, n_split;
-    /* n_split > 1: [the launch's tokens][n_q][n_split][hd + 2] = unnormalized sum of p*V, max, sum of p */
+    /* n_split > 1: [the launch's tokens][n_q][n_split][hd + 2] = unnormalized sum of p*V, max, sum
+     * of p */
     float *part;
-    const int8_t *kexp, *vexp; /* FP8 cache: scale exponent per (slot, KV head) row; else NULL */
+    const int8_t *kexp, *vexp;   /* FP8 cache: scale exponent per (slot, KV head) row; else NULL */
     const __half *ksink, *vsink; /* FP8 cache: its sink (kernels/backend.h); sink_rows 0: none */
     int sink_blocks, sink_rows;
     /* the exact and decode kernels' tokens are t_base + blockIdx.y (the step's tokens from
@@ -46,7 +51,8 @@ __device__ __forceinline__ float kv_row_scale<uint8_t>(const int8_t *exps, int64
 
 /* Row (slot * n_kv + kvh) of (position j, KV head kvh) of a sequence whose block table is
  * btab; its elements start at row * hd. */
-static __device__ __forceinline__ int64_t kv_row(const struct att_args &a, const int32_t *btab, int j, int kvh) {
+static __device__ __forceinline__ int64_t kv_row(const struct att_args &a, const int32_t *btab,
+                                                 int j, int kvh) {
     return ((int64_t)btab[j / a.bs] * a.bs + j % a.bs) * a.n_kv + kvh;
 }
 
@@ -55,10 +61,10 @@ static __device__ __forceinline__ int64_t kv_row(const struct att_args &a, const
  * the row's own exponent (kernels/backend.h), so a kernel takes them in place of the decoded
  * codes and keeps every scale as it is. Only KT = uint8_t (FP8) has a sink. */
 template <typename KT>
-static __device__ __forceinline__ int64_t kv_sink(const struct att_args &a, const int32_t *btab, int j, int kvh) {
+static __device__ __forceinline__ int64_t kv_sink(const struct att_args &a, const int32_t *btab,
+                                                  int j, int kvh) {
     if (sizeof(KT) != 1 || j >= a.sink_rows || btab[0] >= a.sink_blocks) return -1;
     return (((int64_t)btab[0] * a.sink_rows + j) * a.n_kv + kvh) * a.hd;
 }
-
 
 #endif

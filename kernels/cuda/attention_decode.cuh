@@ -13,36 +13,16 @@ enum { DEC_WARPS = 4, DEC_TILE = 16, DEC_MAX_G = 8 };
 
 /* 8 consecutive cached elements of a row as loaded (element offset a multiple of 8): two
  * float4, one 16-byte piece of F16, or 8 FP8 codes. */
-template <typename KT>
-struct kv8;
-template <>
-struct kv8<float> {
-    float4 lo, hi;
-};
-template <>
-struct kv8<__half> {
-    uint4 u;
-};
-template <>
-struct kv8<uint8_t> {
-    uint2 u;
-};
+template <typename KT> struct kv8;
+template <> struct kv8<float> { float4 lo, hi; };
+template <> struct kv8<__half> { uint4 u; };
+template <> struct kv8<uint8_t> { uint2 u; };
 
 /* 2 consecutive cached elements (element offset even). */
-template <typename KT>
-struct kv2;
-template <>
-struct kv2<float> {
-    float2 u;
-};
-template <>
-struct kv2<__half> {
-    unsigned u;
-};
-template <>
-struct kv2<uint8_t> {
-    unsigned short u;
-};
+template <typename KT> struct kv2;
+template <> struct kv2<float> { float2 u; };
+template <> struct kv2<__half> { unsigned u; };
+template <> struct kv2<uint8_t> { unsigned short u; };
 
 static __device__ __forceinline__ float2 f16x2_f32(unsigned w) {
     __half2_raw r;
@@ -54,7 +34,8 @@ static __device__ __forceinline__ float2 f16x2_f32(unsigned w) {
 /* Two FP8 codes (low 16 bits of w, the lower-addressed one in the low byte) as an f16x2 word
  * (first in the low half); each decoded as fp8_dev_decode does, which F16 holds exactly. */
 static __device__ __forceinline__ unsigned fp8x2_f16x2(unsigned w) {
-    const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
+    const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu),
+                                                     __NV_E4M3);
     return (unsigned)r.x | ((unsigned)r.y << 16);
 }
 
@@ -106,7 +87,9 @@ static __device__ __forceinline__ void kv_load2(kv2<uint8_t> &x, const uint8_t *
 
 static __device__ __forceinline__ float2 kv_unpack2(const kv2<float> &x) { return x.u; }
 static __device__ __forceinline__ float2 kv_unpack2(const kv2<__half> &x) { return f16x2_f32(x.u); }
-static __device__ __forceinline__ float2 kv_unpack2(const kv2<uint8_t> &x) { return fp8x2_f32(x.u); }
+static __device__ __forceinline__ float2 kv_unpack2(const kv2<uint8_t> &x) {
+    return fp8x2_f32(x.u);
+}
 
 /* What a decode block works on (blockIdx: x = local KV head kvh = kvl0 + x / n_ht and head
  * tile x % n_ht, y = token t - a.t_base, z = split): the query heads hb .. hb+ng-1 (ng <= tile
@@ -118,13 +101,15 @@ struct dec_work {
     const int32_t *btab;
 };
 
-static __device__ __forceinline__ struct dec_work dec_work_of(const struct att_args &a, int nt, int kvl0, int n_ht) {
+static __device__ __forceinline__ struct dec_work dec_work_of(const struct att_args &a, int nt,
+                                                              int kvl0, int n_ht) {
     struct dec_work w;
     w.t = a.t_base + (int)blockIdx.y;
     w.split = blockIdx.z;
     w.kvh = kvl0 + (int)blockIdx.x / n_ht;
     const int kvg = w.kvh + a.kv_head0;
-    const int h_lo = max(0, kvg * a.group - a.q_head0), h_hi = min(a.n_q, (kvg + 1) * a.group - a.q_head0);
+    const int h_lo = max(0, kvg * a.group - a.q_head0),
+              h_hi = min(a.n_q, (kvg + 1) * a.group - a.q_head0);
     w.hb = h_lo + ((int)blockIdx.x % n_ht) * nt;
     w.ng = min(nt, h_hi - w.hb);
     const int seq = a.seq_of[w.t], n_keys = a.pos[w.t] + 1;
@@ -140,9 +125,9 @@ static __device__ __forceinline__ struct dec_work dec_work_of(const struct att_a
  * element) by the block's threads as attend_one does; the normalized result goes to out
  * (n_split == 1), else the split's partial to a.part. */
 template <int NG, int HDM>
-static __device__ __forceinline__ void dec_finish(const struct att_args &a, const struct dec_work &wk,
-                                                  const float (*s_m)[NG], const float (*s_l)[NG],
-                                                  const float (*s_acc)[NG][HDM]) {
+static __device__ __forceinline__ void
+dec_finish(const struct att_args &a, const struct dec_work &wk, const float (*s_m)[NG],
+           const float (*s_l)[NG], const float (*s_acc)[NG][HDM]) {
     const int hd = a.hd, n_split = a.n_split, t = wk.t, hb = wk.hb;
     for (int e = threadIdx.x; e < wk.ng * hd; e += blockDim.x) {
         const int g = e / hd, i = e % hd;
@@ -150,14 +135,17 @@ static __device__ __forceinline__ void dec_finish(const struct att_args &a, cons
         for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, s_m[w][g]);
         float L = 0.0f, v = 0.0f;
         for (int w = 0; w < DEC_WARPS; w++) {
-            const float ew = s_m[w][g] == -INFINITY ? 0.0f : expf(s_m[w][g] - M); /* a warp with no keys adds nothing */
+            const float ew = s_m[w][g] == -INFINITY
+                                 ? 0.0f
+                                 : expf(s_m[w][g] - M); /* a warp with no keys adds nothing */
             L += s_l[w][g] * ew;
             v += s_acc[w][g][i] * ew;
         }
         if (n_split == 1) {
             a.out[t * a.ldo + (int64_t)(hb + g) * hd + i] = v / L;
         } else {
-            float *pp = a.part + (((int64_t)(t - a.t_base) * a.n_q + hb + g) * n_split + wk.split) * (hd + 2);
+            float *pp = a.part + (((int64_t)(t - a.t_base) * a.n_q + hb + g) * n_split + wk.split) *
+                                     (hd + 2);
             pp[i] = v;
             if (i == 0) {
                 pp[hd] = M; /* -inf when this split had no positions */
@@ -190,7 +178,8 @@ static __device__ __forceinline__ void dec_finish(const struct att_args &a, cons
  *   Merge: every warp's running max, sum and accumulators go to shared memory; dec_finish. */
 template <typename KT, int NG, int HDM>
 static __global__ void __launch_bounds__(DEC_WARPS * 32)
-    decode_kernel(struct att_args a, const KT *__restrict__ kc, const KT *__restrict__ vc, int kvl0, int n_ht) {
+    decode_kernel(struct att_args a, const KT *__restrict__ kc, const KT *__restrict__ vc, int kvl0,
+                  int n_ht) {
     enum { VR = HDM / 64 };
     __shared__ __align__(16) float sq[NG * HDM];
     __shared__ float sp[DEC_WARPS][DEC_TILE][NG];
@@ -198,7 +187,8 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
     __shared__ float s_m[DEC_WARPS][NG], s_l[DEC_WARPS][NG];
 
     const struct dec_work wk = dec_work_of(a, NG, kvl0, n_ht);
-    if (wk.ng <= 0) return; /* a head tile past this KV head's part of the group (the whole block) */
+    if (wk.ng <= 0)
+        return; /* a head tile past this KV head's part of the group (the whole block) */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hd = a.hd, nc = hd >> 3;
     const int ng = wk.ng, k1 = wk.k1, kvh = wk.kvh;
     const int32_t *btab = wk.btab;
@@ -219,7 +209,8 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
     for (int j0 = wk.k0 + warp * DEC_TILE; j0 < k1; j0 += DEC_WARPS * DEC_TILE) {
         const int jr = j0 + (lane & 15);
         const int64_t row = jr < k1 ? kv_row(a, btab, jr, kvh) : 0;
-        const int64_t ra = __shfl_sync(0xffffffffu, row, ks), rb = __shfl_sync(0xffffffffu, row, ks + 8);
+        const int64_t ra = __shfl_sync(0xffffffffu, row, ks),
+                      rb = __shfl_sync(0xffffffffu, row, ks + 8);
         const bool va = j0 + ks < k1, vb = j0 + 8 + ks < k1;
         const int64_t sink_a = va ? kv_sink<KT>(a, btab, j0 + ks, kvh) : -1;
         const int64_t sink_b = vb ? kv_sink<KT>(a, btab, j0 + 8 + ks, kvh) : -1;
@@ -255,10 +246,10 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
                     if (g >= ng) continue;
                     const float4 q0 = *(const float4 *)(sq + g * hd + 8 * c);
                     const float4 q1 = *(const float4 *)(sq + g * hd + 8 * c + 4);
-                    sa[g] += q0.x * fa[0] + q0.y * fa[1] + q0.z * fa[2] + q0.w * fa[3] + q1.x * fa[4] + q1.y * fa[5] +
-                             q1.z * fa[6] + q1.w * fa[7];
-                    sb[g] += q0.x * fb[0] + q0.y * fb[1] + q0.z * fb[2] + q0.w * fb[3] + q1.x * fb[4] + q1.y * fb[5] +
-                             q1.z * fb[6] + q1.w * fb[7];
+                    sa[g] += q0.x * fa[0] + q0.y * fa[1] + q0.z * fa[2] + q0.w * fa[3] +
+                             q1.x * fa[4] + q1.y * fa[5] + q1.z * fa[6] + q1.w * fa[7];
+                    sb[g] += q0.x * fb[0] + q0.y * fb[1] + q0.z * fb[2] + q0.w * fb[3] +
+                             q1.x * fb[4] + q1.y * fb[5] + q1.z * fb[6] + q1.w * fb[7];
                 }
             }
         }
@@ -266,7 +257,8 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
         /* softmax: scores scaled (FP8: by the K row's 2^e), positions past k1 at -inf */
         const float ka = va ? scale * kv_row_scale<KT>(a.kexp, ra) : 0.0f;
         const float kb = vb ? scale * kv_row_scale<KT>(a.kexp, rb) : 0.0f;
-        const float wa = va ? kv_row_scale<KT>(a.vexp, ra) : 0.0f, wb = vb ? kv_row_scale<KT>(a.vexp, rb) : 0.0f;
+        const float wa = va ? kv_row_scale<KT>(a.vexp, ra) : 0.0f,
+                    wb = vb ? kv_row_scale<KT>(a.vexp, rb) : 0.0f;
         float corr[NG];
 #pragma unroll
         for (int g = 0; g < NG; g++) {
@@ -360,16 +352,9 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
 }
 
 /* V elements 4 at a time (element offset a multiple of 4): 8 bytes of F16, 4 FP8 codes. */
-template <typename KT>
-struct kv4;
-template <>
-struct kv4<__half> {
-    uint2 u;
-};
-template <>
-struct kv4<uint8_t> {
-    unsigned u;
-};
+template <typename KT> struct kv4;
+template <> struct kv4<__half> { uint2 u; };
+template <> struct kv4<uint8_t> { unsigned u; };
 
 static __device__ __forceinline__ void kv_load4(kv4<__half> &x, const __half *p, int64_t at) {
     x.u = *(const uint2 *)(p + at);
@@ -386,7 +371,9 @@ static __device__ __forceinline__ void kv_f16x8(unsigned w[4], const kv8<uint8_t
     w[0] = fp8x2_f16x2(x.u.x), w[1] = fp8x2_f16x2(x.u.x >> 16);
     w[2] = fp8x2_f16x2(x.u.y), w[3] = fp8x2_f16x2(x.u.y >> 16);
 }
-static __device__ __forceinline__ void kv_f16x4(unsigned w[2], const kv4<__half> &x) { w[0] = x.u.x, w[1] = x.u.y; }
+static __device__ __forceinline__ void kv_f16x4(unsigned w[2], const kv4<__half> &x) {
+    w[0] = x.u.x, w[1] = x.u.y;
+}
 static __device__ __forceinline__ void kv_f16x4(unsigned w[2], const kv4<uint8_t> &x) {
     w[0] = fp8x2_f16x2(x.u), w[1] = fp8x2_f16x2(x.u >> 16);
 }
@@ -403,9 +390,10 @@ static __device__ __forceinline__ void f16_split(float x, unsigned short &hi, un
  * A words a0 (g, 2t..2t+1), a1 (g+8, 2t..2t+1), a2 (g, 2t+8..2t+9), a3 (g+8, 2t+8..2t+9);
  * B words b0 (2t..2t+1, g), b1 (2t+8..2t+9, g); C c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t),
  * c3 (g+8, 2t+1). */
-static __device__ __forceinline__ void mma_16816(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                                 unsigned b0, unsigned b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+static __device__ __forceinline__ void mma_16816(float c[4], unsigned a0, unsigned a1, unsigned a2,
+                                                 unsigned a3, unsigned b0, unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, "
         "{%0, %1, %2, %3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -443,8 +431,13 @@ static __device__ __forceinline__ void mma_16816(float c[4], unsigned a0, unsign
  *   Merge: as decode_kernel, dec_finish. */
 template <typename KT, int HDM>
 static __global__ void __launch_bounds__(DEC_WARPS * 32)
-    decode_mma_kernel(struct att_args a, const KT *__restrict__ kc, const KT *__restrict__ vc, int kvl0, int n_ht) {
-    enum { NG = DEC_MAX_G, NU = HDM / 32, LQ = HDM + 32 /* sqh/sql row stride: rows 64 bytes apart mod 128 */ };
+    decode_mma_kernel(struct att_args a, const KT *__restrict__ kc, const KT *__restrict__ vc,
+                      int kvl0, int n_ht) {
+    enum {
+        NG = DEC_MAX_G,
+        NU = HDM / 32,
+        LQ = HDM + 32 /* sqh/sql row stride: rows 64 bytes apart mod 128 */
+    };
     __shared__ __align__(16) __half sqh[NG * LQ];
     __shared__ __align__(16) __half sql[NG * LQ];
     __shared__ float sp[DEC_WARPS][DEC_TILE][NG];
@@ -452,7 +445,8 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
     __shared__ float s_m[DEC_WARPS][NG], s_l[DEC_WARPS][NG];
 
     const struct dec_work wk = dec_work_of(a, NG, kvl0, n_ht);
-    if (wk.ng <= 0) return; /* a head tile past this KV head's part of the group (the whole block) */
+    if (wk.ng <= 0)
+        return; /* a head tile past this KV head's part of the group (the whole block) */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hd = a.hd, nu = hd >> 5;
     const int k1 = wk.k1;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -475,11 +469,13 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
     for (int j0 = wk.k0 + warp * DEC_TILE; j0 < k1; j0 += DEC_WARPS * DEC_TILE) {
         const int jr = j0 + (lane & 15);
         const int64_t row = jr < k1 ? kv_row(a, wk.btab, jr, wk.kvh) : 0;
-        const int64_t ra = __shfl_sync(0xffffffffu, row, g), rb = __shfl_sync(0xffffffffu, row, g + 8);
+        const int64_t ra = __shfl_sync(0xffffffffu, row, g),
+                      rb = __shfl_sync(0xffffffffu, row, g + 8);
         const bool va = j0 + g < k1, vb = j0 + g + 8 < k1;
         const int64_t sink_a = va ? kv_sink<KT>(a, wk.btab, j0 + g, wk.kvh) : -1;
         const int64_t sink_b = vb ? kv_sink<KT>(a, wk.btab, j0 + g + 8, wk.kvh) : -1;
-        const int kv_i[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9}; /* tile positions of this lane's V rows */
+        const int kv_i[4] = {2 * t, 2 * t + 1, 2 * t + 8,
+                             2 * t + 9}; /* tile positions of this lane's V rows */
         int64_t rv[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) rv[i] = __shfl_sync(0xffffffffu, row, kv_i[i]);
@@ -495,7 +491,8 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 xv[u][i] = {};
-                if (u < nu && j0 + kv_i[i] < k1) kv_load4(xv[u][i], vc, rv[i] * hd + 32 * u + 4 * g);
+                if (u < nu && j0 + kv_i[i] < k1)
+                    kv_load4(xv[u][i], vc, rv[i] * hd + 32 * u + 4 * g);
             }
         }
 
@@ -523,10 +520,11 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
         /* softmax: s[0], s[1] = position g, heads 2t, 2t+1; s[2], s[3] = position g + 8 */
         const float ska = va ? scale * kv_row_scale<KT>(a.kexp, ra) : 0.0f;
         const float skb = vb ? scale * kv_row_scale<KT>(a.kexp, rb) : 0.0f;
-        float s[4] = {va ? c[0] * ska : -INFINITY, va ? c[1] * ska : -INFINITY, vb ? c[2] * skb : -INFINITY,
-                      vb ? c[3] * skb : -INFINITY};
+        float s[4] = {va ? c[0] * ska : -INFINITY, va ? c[1] * ska : -INFINITY,
+                      vb ? c[2] * skb : -INFINITY, vb ? c[3] * skb : -INFINITY};
         float mt0 = fmaxf(s[0], s[2]), mt1 = fmaxf(s[1], s[3]);
-        const float wa = va ? kv_row_scale<KT>(a.vexp, ra) : 0.0f, wb = vb ? kv_row_scale<KT>(a.vexp, rb) : 0.0f;
+        const float wa = va ? kv_row_scale<KT>(a.vexp, ra) : 0.0f,
+                    wb = vb ? kv_row_scale<KT>(a.vexp, rb) : 0.0f;
         float W = fmaxf(wa, wb);
 #pragma unroll
         for (int x = 4; x < 32; x <<= 1) {
@@ -534,9 +532,10 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
             mt1 = fmaxf(mt1, __shfl_xor_sync(0xffffffffu, mt1, x));
             W = fmaxf(W, __shfl_xor_sync(0xffffffffu, W, x));
         }
-        const float mn0 = fmaxf(m0, mt0), mn1 = fmaxf(m1, mt1); /* finite: position j0 < k1 is in the tile */
+        const float mn0 = fmaxf(m0, mt0),
+                    mn1 = fmaxf(m1, mt1); /* finite: position j0 < k1 is in the tile */
         const float corr0 = expf(m0 - mn0), corr1 = expf(m1 - mn1); /* 0 on the first tile */
-        s[0] = expf(s[0] - mn0); /* 0 past k1 */
+        s[0] = expf(s[0] - mn0);                                    /* 0 past k1 */
         s[1] = expf(s[1] - mn1);
         s[2] = expf(s[2] - mn0);
         s[3] = expf(s[3] - mn1);
@@ -545,7 +544,7 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
         m0 = mn0;
         m1 = mn1;
         const float fa = wa / W, fb = wb / W; /* powers of 2 at most 1 (FP8), or 1 */
-        __syncwarp(); /* the previous tile's sp is read */
+        __syncwarp();                         /* the previous tile's sp is read */
         sp[warp][g][2 * t] = s[0] * fa;
         sp[warp][g][2 * t + 1] = s[1] * fa;
         sp[warp][g + 8][2 * t] = s[2] * fb;
@@ -565,7 +564,8 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 kv_f16x4(w[i], xv[u][i]);
-                const int64_t sv = j0 + kv_i[i] < k1 ? kv_sink<KT>(a, wk.btab, j0 + kv_i[i], wk.kvh) : -1;
+                const int64_t sv = j0 + kv_i[i] < k1 ? kv_sink<KT>(a, wk.btab, j0 + kv_i[i], wk.kvh)
+                                                     : -1;
                 if (sv >= 0) {
                     kv4<__half> h;
                     kv_load4(h, a.vsink, sv + 32 * u + 4 * g);
@@ -574,8 +574,10 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
             }
 #pragma unroll
             for (int x = 0; x < 2; x++) {
-                const unsigned a0 = __byte_perm(w[0][x], w[1][x], 0x5410), a1 = __byte_perm(w[0][x], w[1][x], 0x7632);
-                const unsigned a2 = __byte_perm(w[2][x], w[3][x], 0x5410), a3 = __byte_perm(w[2][x], w[3][x], 0x7632);
+                const unsigned a0 = __byte_perm(w[0][x], w[1][x], 0x5410),
+                               a1 = __byte_perm(w[0][x], w[1][x], 0x7632);
+                const unsigned a2 = __byte_perm(w[2][x], w[3][x], 0x5410),
+                               a3 = __byte_perm(w[2][x], w[3][x], 0x7632);
                 float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 mma_16816(ct, a0, a1, a2, a3, bh0, bh1);
                 mma_16816(ct, a0, a1, a2, a3, bl0, bl1);
@@ -614,6 +616,5 @@ static __global__ void __launch_bounds__(DEC_WARPS * 32)
     __syncthreads();
     dec_finish<NG, HDM>(a, wk, s_m, s_l, s_acc);
 }
-
 
 #endif

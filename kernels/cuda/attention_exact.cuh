@@ -12,8 +12,9 @@
  * block; sm: ATT_WARPS * (ATT_MAX_HD + 2) floats of shared memory. With n_split == 1 the
  * normalized result goes to out, else the partial to a.part. */
 template <typename KT>
-static __device__ void attend_one(const struct att_args &a, const KT *__restrict__ kc, const KT *__restrict__ vc, int t,
-                                  int h, int split, int n_split, float *sm) {
+static __device__ void attend_one(const struct att_args &a, const KT *__restrict__ kc,
+                                  const KT *__restrict__ vc, int t, int h, int split, int n_split,
+                                  float *sm) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hd = a.hd;
     const int seq = a.seq_of[t], n_keys = a.pos[t] + 1;
     const int chunk = (n_keys + n_split - 1) / n_split;
@@ -33,7 +34,8 @@ static __device__ void attend_one(const struct att_args &a, const KT *__restrict
     }
     float m = -INFINITY, l = 0.0f;
     for (int j = k0 + warp; j < k1; j += ATT_WARPS) {
-        const int64_t row = kv_row(a, btab, j, kvh), at = row * hd, sk = kv_sink<KT>(a, btab, j, kvh);
+        const int64_t row = kv_row(a, btab, j, kvh), at = row * hd,
+                      sk = kv_sink<KT>(a, btab, j, kvh);
         float s = 0.0f;
 #pragma unroll
         for (int r = 0; r < ATT_R; r++) {
@@ -48,7 +50,9 @@ static __device__ void attend_one(const struct att_args &a, const KT *__restrict
 #pragma unroll
         for (int r = 0; r < ATT_R; r++) {
             const int i = lane + 32 * r;
-            if (i < hd) acc[r] = acc[r] * corr + pv * (sk >= 0 ? __half2float(a.vsink[sk + i]) : kv_ld(vc, at + i));
+            if (i < hd)
+                acc[r] = acc[r] * corr +
+                         pv * (sk >= 0 ? __half2float(a.vsink[sk + i]) : kv_ld(vc, at + i));
         }
         m = mn;
     }
@@ -92,8 +96,8 @@ static __device__ void attend_one(const struct att_args &a, const KT *__restrict
 }
 
 template <typename KT>
-static __global__ void __launch_bounds__(ATT_WARPS * 32) attention_kernel(struct att_args a, const KT *__restrict__ kc,
-                                                                           const KT *__restrict__ vc) {
+static __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attention_kernel(struct att_args a, const KT *__restrict__ kc, const KT *__restrict__ vc) {
     __shared__ float sm[ATT_WARPS * (ATT_MAX_HD + 2)];
     attend_one<KT>(a, kc, vc, a.t_base + (int)blockIdx.y, blockIdx.x, blockIdx.z, a.n_split, sm);
 }
@@ -119,6 +123,5 @@ static __global__ void attention_merge_kernel(struct att_args a) {
         o[i] = v / L;
     }
 }
-
 
 #endif

@@ -45,14 +45,14 @@ static __host__ __device__ struct fa_layout fa_layout_for(int hd) {
  * (16-byte aligned): F16 copied as they are; FP8 codes decoded and scaled by the row's 2^e,
  * which lands on the values an F16 cache would hold, rounded to F16 only where they have
  * more than F16's precision (below 2^-14). */
-static __device__ __forceinline__ void fa_load8(__half *dst, const __half *src, int64_t at, const int8_t *exps,
-                                                int64_t row) {
+static __device__ __forceinline__ void fa_load8(__half *dst, const __half *src, int64_t at,
+                                                const int8_t *exps, int64_t row) {
     (void)exps;
     (void)row;
     *(uint4 *)dst = *(const uint4 *)(src + at);
 }
-static __device__ __forceinline__ void fa_load8(__half *dst, const uint8_t *src, int64_t at, const int8_t *exps,
-                                                int64_t row) {
+static __device__ __forceinline__ void fa_load8(__half *dst, const uint8_t *src, int64_t at,
+                                                const int8_t *exps, int64_t row) {
     const float x = fp8_exp2(exps[row]);
     const uint2 raw = *(const uint2 *)(src + at); /* at is a multiple of 8: hd % 16 == 0 */
     const uint8_t *b = (const uint8_t *)&raw;
@@ -62,8 +62,8 @@ static __device__ __forceinline__ void fa_load8(__half *dst, const uint8_t *src,
     *(uint4 *)dst = *(const uint4 *)h;
 }
 /* The same from an FP8 sink row (kv_sink): its F16 values of x / 2^e, scaled by the row's 2^e. */
-static __device__ __forceinline__ void fa_load8_sink(__half *dst, const __half *src, int64_t at, const int8_t *exps,
-                                                     int64_t row) {
+static __device__ __forceinline__ void fa_load8_sink(__half *dst, const __half *src, int64_t at,
+                                                     const int8_t *exps, int64_t row) {
     const float x = fp8_exp2(exps[row]);
     const uint4 raw = *(const uint4 *)(src + at);
     const __half *v = (const __half *)&raw;
@@ -105,7 +105,8 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
         /* one sequence, consecutive positions? else token by token on the exact path */
         const int seq = a.seq_of[t0], p0 = a.pos[t0];
         int mine = 1;
-        for (int i = threadIdx.x; i < nt; i += blockDim.x) mine &= a.seq_of[t0 + i] == seq && a.pos[t0 + i] == p0 + i;
+        for (int i = threadIdx.x; i < nt; i += blockDim.x)
+            mine &= a.seq_of[t0 + i] == seq && a.pos[t0 + i] == p0 + i;
         if (!__syncthreads_and(mine)) {
             for (int i = 0; i < nt; i++) attend_one<KT>(a, kc, vc, t0 + i, h, 0, 1, (float *)smem);
             return;
@@ -115,7 +116,8 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
 
     const struct fa_layout L = fa_layout_for(hd);
     __half *Qs = (__half *)(smem + L.q), *Ks = (__half *)(smem + L.k), *Vs = (__half *)(smem + L.v);
-    float *S = (float *)(smem + L.s), *O = (float *)(smem + L.o), *Mr = (float *)(smem + L.m), *Lr = (float *)(smem + L.l);
+    float *S = (float *)(smem + L.s), *O = (float *)(smem + L.o), *Mr = (float *)(smem + L.m),
+          *Lr = (float *)(smem + L.l);
     __half *P = (__half *)(smem + L.p);
     const int kvh = (a.q_head0 + h) / a.group - a.kv_head0;
     const int32_t *btab = a.blocks + a.block_off[seq];
@@ -164,7 +166,8 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
                 wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> qa;
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> kb_;
                 wmma::load_matrix_sync(qa, Qs + warp * 16 * L.ldh + d, L.ldh);
-                wmma::load_matrix_sync(kb_, Ks + kt * 16 * L.ldh + d, L.ldh); /* K^T: column n = key n */
+                wmma::load_matrix_sync(kb_, Ks + kt * 16 * L.ldh + d,
+                                       L.ldh); /* K^T: column n = key n */
                 wmma::mma_sync(acc, qa, kb_, acc);
             }
             wmma::store_matrix_sync(Sw + kt * 16, acc, L.lds, wmma::mem_row_major);
@@ -223,6 +226,5 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
         a.out[(t0 + i) * a.ldo + (int64_t)h * hd + d] = O[i * L.ldo + d] / Lr[i];
     }
 }
-
 
 #endif

@@ -18,12 +18,13 @@ static int launch_sync;
 void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int line) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
-        fatal_exit(file, line, "launch of %s failed: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
+        fatal_exit(file, line, "launch of %s failed: %s (%s)", kernel, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
     if (launch_sync) {
         e = cudaStreamSynchronize(s);
         if (e != cudaSuccess)
-            fatal_exit(file, line, "%s failed while running: %s (%s)", kernel, cudaGetErrorString(e),
-                       cudaGetErrorName(e));
+            fatal_exit(file, line, "%s failed while running: %s (%s)", kernel,
+                       cudaGetErrorString(e), cudaGetErrorName(e));
     }
 }
 
@@ -54,13 +55,15 @@ void *cuda_ws(struct cuda_ctx *c, size_t bytes) {
          * capture is not kept for replay (its sizes were not settled) */
         c->capture_spoiled = 1;
         if (c->ws) {
-            if (c->n_retired == CUDA_RETIRED_MAX) FATAL("cuda_ws: %d workspaces outgrown in one capture", CUDA_RETIRED_MAX);
+            if (c->n_retired == CUDA_RETIRED_MAX)
+                FATAL("cuda_ws: %d workspaces outgrown in one capture", CUDA_RETIRED_MAX);
             c->retired[c->n_retired++] = c->ws;
         }
     } else {
         free_retired(c);
         if (c->ws) {
-            CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* queued work may still use the old one */
+            CUDA_CHECK(
+                cudaStreamSynchronize(c->stream)); /* queued work may still use the old one */
             CUDA_CHECK(cudaFree(c->ws));
         }
     }
@@ -93,8 +96,9 @@ static void *cu_alloc(void *ctx, size_t bytes) {
         size_t free_b = 0, total_b = 0;
         cudaGetLastError();
         cudaMemGetInfo(&free_b, &total_b);
-        FATAL("cudaMalloc of %zu bytes on device %d failed: %s (%s); %.1f of %.1f GiB free", n, c->device,
-              cudaGetErrorString(e), cudaGetErrorName(e), free_b / 1073741824.0, total_b / 1073741824.0);
+        FATAL("cudaMalloc of %zu bytes on device %d failed: %s (%s); %.1f of %.1f GiB free", n,
+              c->device, cudaGetErrorString(e), cudaGetErrorName(e), free_b / 1073741824.0,
+              total_b / 1073741824.0);
     }
     CUDA_CHECK(cudaMemsetAsync(p, 0, n, c->stream));
     return p;
@@ -161,24 +165,28 @@ static void cu_sync(void *ctx) {
 
 /* ---- ops ---- */
 
-static void cu_matmul(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T, const struct bweight *w) {
+static void cu_matmul(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                      const struct bweight *w) {
     cuda_matmul(bind(ctx), y, ldy, x, ldx, T, w);
 }
 
-static void cu_embed(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table, int row0) {
+static void cu_embed(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table,
+                     int row0) {
     cuda_embed(bind(ctx), x, tok, T, table, row0);
 }
 
-static void cu_rmsnorm(void *ctx, float *y, const float *x, const float *w, int T, int n, float eps) {
+static void cu_rmsnorm(void *ctx, float *y, const float *x, const float *w, int T, int n,
+                       float eps) {
     cuda_rmsnorm(bind(ctx), y, x, w, T, n, eps);
 }
 
-static void cu_add_rmsnorm(void *ctx, float *x, const float *y, float *y_norm, const float *w, int T, int n,
-                           float eps) {
+static void cu_add_rmsnorm(void *ctx, float *x, const float *y, float *y_norm, const float *w,
+                           int T, int n, float eps) {
     cuda_add_rmsnorm(bind(ctx), x, y, y_norm, w, T, n, eps);
 }
 
-static void cu_head_rmsnorm(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd, const float *w, float eps) {
+static void cu_head_rmsnorm(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd,
+                            const float *w, float eps) {
     cuda_head_rmsnorm(bind(ctx), x, ld, T, n_heads, hd, w, eps);
 }
 
@@ -191,22 +199,25 @@ static void cu_rope(void *ctx, float *x, int64_t ld, int T, int n_heads, int hd,
     cuda_rope(bind(ctx), x, ld, T, n_heads, hd, pos, inv_freq, neox);
 }
 
-static void cu_kv_store(void *ctx, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v, int64_t ld,
-                        int n_kv, int hd, const struct attn_batch *b) {
+static void cu_kv_store(void *ctx, struct kv_layer *kv, enum dtype kv_type, const float *k,
+                        const float *v, int64_t ld, int n_kv, int hd, const struct attn_batch *b) {
     cuda_kv_store(bind(ctx), kv, kv_type, k, v, ld, n_kv, hd, b);
 }
 
-static void cu_attention(void *ctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
-                         int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
-                         const struct attn_batch *b) {
-    cuda_attention(bind(ctx), out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv, hd, b);
+static void cu_attention(void *ctx, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q,
+                         int q_head0, int group, int kv_head0, const struct kv_layer *kv,
+                         enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b) {
+    cuda_attention(bind(ctx), out, ldo, q, ldq, n_q, q_head0, group, kv_head0, kv, kv_type, n_kv,
+                   hd, b);
 }
 
-static void cu_silu_mul(void *ctx, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T, int n) {
+static void cu_silu_mul(void *ctx, float *out, int64_t ldo, const float *g, const float *u,
+                        int64_t ld, int T, int n) {
     cuda_silu_mul(bind(ctx), out, ldo, g, u, ld, T, n);
 }
 
-static void cu_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows, int n) {
+static void cu_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx, int n_rows,
+                           int n) {
     cuda_gather_rows(bind(ctx), dst, src, idx, n_rows, n);
 }
 
@@ -215,8 +226,8 @@ static void cu_moe_combine(void *ctx, float *y, int64_t ldy, const float *src, i
     cuda_moe_combine(bind(ctx), y, ldy, src, lds, pos, w, T, k, n);
 }
 
-static void cu_top_cands(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
-                         int32_t id0, int k) {
+static void cu_top_cands(void *ctx, struct logit_cand *out, const float *x, int n_rows, int n_cols,
+                         int64_t ld, int32_t id0, int k) {
     cuda_top_cands(bind(ctx), out, x, n_rows, n_cols, ld, id0, k);
 }
 
@@ -319,12 +330,14 @@ extern "C" int backend_cuda_available(void) {
  * added there, then count it here (backend_open refuses a table without a required op). */
 static_assert(BACKEND_OP_COUNT == 24, "a new backend op: add it to the CUDA backend's table");
 
-extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct backend_debug *dbg, char *err) {
+extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct backend_debug *dbg,
+                                 char *err) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return err_set(err, "backend \"cuda\": no usable GPU: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        return err_set(err, "backend \"cuda\": no usable GPU: %s (%s)", cudaGetErrorString(e),
+                       cudaGetErrorName(e));
     }
     if (n < 1) return err_set(err, "backend \"cuda\": no CUDA device visible");
     const int dev = (local_rank < 0 ? 0 : local_rank) % n;
@@ -333,22 +346,27 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct
     c->device = dev;
     c->dbg = *dbg;
     cudaDeviceProp prop;
-    if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
+    if ((e = cudaSetDevice(dev)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         cudaGetLastError();
         free(c);
-        return err_set(err, "backend \"cuda\": device %d: %s (%s)", dev, cudaGetErrorString(e), cudaGetErrorName(e));
+        return err_set(err, "backend \"cuda\": device %d: %s (%s)", dev, cudaGetErrorString(e),
+                       cudaGetErrorName(e));
     }
     if (prop.major < 8) {
         cudaStreamDestroy(c->stream);
         free(c);
-        return err_set(err, "backend \"cuda\": device %d (%s) is compute capability %d.%d; tpd is built for 8.0 and 9.0",
+        return err_set(err,
+                       "backend \"cuda\": device %d (%s) is compute capability %d.%d; tpd is built "
+                       "for 8.0 and 9.0",
                        dev, prop.name, prop.major, prop.minor);
     }
     c->n_sm = prop.multiProcessorCount;
     cublasStatus_t s = cublasCreate(&c->cublas);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->cublas, c->stream);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH); /* no TF32 for F32 */
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH); /* no TF32 for F32 */
     if (s != CUBLAS_STATUS_SUCCESS) {
         cudaStreamDestroy(c->stream);
         free(c);

@@ -15,7 +15,8 @@ extern "C" {
 int backend_cuda_available(void);
 /* Opens device local_rank % devices: stream, cuBLAS handle, op table, with the [debug]
  * switches of dbg (not NULL). 0, or -1 with err. */
-int backend_cuda_init(struct backend *b, int local_rank, const struct backend_debug *dbg, char *err);
+int backend_cuda_init(struct backend *b, int local_rank, const struct backend_debug *dbg,
+                      char *err);
 
 /* For the communicator and benchmarks: the backend's stream (a cudaStream_t) and device.
  * NULL / -1 when b is not a CUDA backend. */

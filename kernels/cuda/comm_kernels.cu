@@ -19,11 +19,12 @@ static __device__ __forceinline__ uint64_t now_ns(void) {
 }
 
 /* One warp: lane 0 publishes this rank's epoch; lane r waits for rank r. */
-static __global__ void flag_barrier_kernel(uint64_t *mine, struct flag_ptrs flags, int n, uint64_t epoch,
-                                           uint64_t timeout_ns, int *timed_out) {
+static __global__ void flag_barrier_kernel(uint64_t *mine, struct flag_ptrs flags, int n,
+                                           uint64_t epoch, uint64_t timeout_ns, int *timed_out) {
     const int lane = threadIdx.x;
     if (lane == 0) {
-        __threadfence_system(); /* the slot copy queued before this kernel is complete and visible */
+        __threadfence_system(); /* the slot copy queued before this kernel is complete and visible
+                                 */
         *(volatile uint64_t *)mine = epoch;
         __threadfence_system();
     }
@@ -47,7 +48,8 @@ static __global__ void flag_barrier_kernel(uint64_t *mine, struct flag_ptrs flag
 template <int N>
 static __global__ void sum_kernel(float *out, struct src_ptrs src, int n, size_t count, int vec) {
     const int nr = N ? N : n;
-    const size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t stride = (size_t)gridDim.x * blockDim.x,
+                 first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t done = 0;
     if (vec) {
         const size_t n4 = count / 4;
@@ -68,8 +70,8 @@ static __global__ void sum_kernel(float *out, struct src_ptrs src, int n, size_t
     }
 }
 
-extern "C" void ipc_flag_barrier(void *stream, uint64_t *mine, uint64_t *const flags[IPC_MAX_RANKS], int n,
-                                 uint64_t epoch, uint64_t timeout_ns, int *timed_out) {
+extern "C" void ipc_flag_barrier(void *stream, uint64_t *mine, uint64_t *const flags[IPC_MAX_RANKS],
+                                 int n, uint64_t epoch, uint64_t timeout_ns, int *timed_out) {
     if (n < 1 || n > IPC_MAX_RANKS) FATAL("ipc_flag_barrier: %d ranks (1..%d)", n, IPC_MAX_RANKS);
     struct flag_ptrs f;
     for (int r = 0; r < IPC_MAX_RANKS; r++) f.p[r] = r < n ? flags[r] : NULL;
@@ -78,7 +80,8 @@ extern "C" void ipc_flag_barrier(void *stream, uint64_t *mine, uint64_t *const f
     CUDA_LAUNCH_CHECK(s, "flag_barrier_kernel");
 }
 
-extern "C" void ipc_sum(void *stream, float *out, const float *const src[IPC_MAX_RANKS], int n, size_t count) {
+extern "C" void ipc_sum(void *stream, float *out, const float *const src[IPC_MAX_RANKS], int n,
+                        size_t count) {
     if (n < 1 || n > IPC_MAX_RANKS) FATAL("ipc_sum: %d ranks (1..%d)", n, IPC_MAX_RANKS);
     if (count == 0) return;
     struct src_ptrs p;
@@ -90,9 +93,7 @@ extern "C" void ipc_sum(void *stream, float *out, const float *const src[IPC_MAX
     cudaStream_t s = (cudaStream_t)stream;
     size_t blocks = (count / 4 + 255) / 256;
     blocks = blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks;
-    if (n == 2)
-        sum_kernel<2><<<(unsigned)blocks, 256, 0, s>>>(out, p, n, count, vec);
-    else
-        sum_kernel<0><<<(unsigned)blocks, 256, 0, s>>>(out, p, n, count, vec);
+    if (n == 2) sum_kernel<2><<<(unsigned)blocks, 256, 0, s>>>(out, p, n, count, vec);
+    else sum_kernel<0><<<(unsigned)blocks, 256, 0, s>>>(out, p, n, count, vec);
     CUDA_LAUNCH_CHECK(s, "sum_kernel");
 }

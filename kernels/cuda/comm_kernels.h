@@ -16,8 +16,8 @@ enum { IPC_MAX_RANKS = 8 };
 /* Stores epoch into *mine (visible to the peers, after everything queued before it on the
  * stream), then waits until flags[r] >= epoch for every r < n. Past timeout_ns it stops
  * waiting and sets *timed_out (host-mapped memory) to 1. */
-void ipc_flag_barrier(void *stream, uint64_t *mine, uint64_t *const flags[IPC_MAX_RANKS], int n, uint64_t epoch,
-                      uint64_t timeout_ns, int *timed_out);
+void ipc_flag_barrier(void *stream, uint64_t *mine, uint64_t *const flags[IPC_MAX_RANKS], int n,
+                      uint64_t epoch, uint64_t timeout_ns, int *timed_out);
 /* out[i] = (((src[0][i] + src[1][i]) + src[2][i]) + ...) for i < count. */
 void ipc_sum(void *stream, float *out, const float *const src[IPC_MAX_RANKS], int n, size_t count);
 

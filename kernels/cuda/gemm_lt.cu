@@ -74,7 +74,8 @@ int cuda_lt_open(struct cuda_ctx *c, const char *gpu, char *err) {
         CUBLAS_CHECK(cublasLtDestroy(lt->h));
         gemm_table_free(&lt->table);
         free(lt);
-        return err_set(err, "backend \"cuda\": the 32 MiB GEMM workspace: %s", cudaGetErrorString(e));
+        return err_set(err, "backend \"cuda\": the 32 MiB GEMM workspace: %s",
+                       cudaGetErrorString(e));
     }
     CUBLAS_CHECK(cublasSetWorkspace(c->cublas, lt->ws, LT_WS_BYTES));
     c->lt = lt;
@@ -106,19 +107,21 @@ static int align_of(const void *p) {
     return a;
 }
 
-static void set_attr(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const void *v, size_t n) {
+static void set_attr(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const void *v,
+                     size_t n) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, v, n));
 }
 
 /* Column-major, as cuBLAS sees row-major data: W (rows x cols, row-major) is a cols x rows
  * matrix with ld cols, used transposed; the activations xh (T x cols, row-major) cols x T
  * with ld cols; y (T x ldy floats) rows x T with ld ldy. D = W^T-as-stored * xh, F32 out. */
-static struct lt_entry *lt_entry(struct cuda_ctx *c, int half, int rows, int cols, int T, int64_t ldy, int align) {
+static struct lt_entry *lt_entry(struct cuda_ctx *c, int half, int rows, int cols, int T,
+                                 int64_t ldy, int align) {
     struct cuda_lt *lt = c->lt;
     for (int i = 0; i < LT_CACHE; i++) {
         struct lt_entry *e = &lt->cache[i];
-        if (e->used && e->half == half && e->rows == rows && e->cols == cols && e->T == T && e->ldy == ldy &&
-            e->align == align)
+        if (e->used && e->half == half && e->rows == rows && e->cols == cols && e->T == T &&
+            e->ldy == ldy && e->align == align)
             return e;
     }
     struct lt_entry *e = &lt->cache[lt->next_victim];
@@ -136,21 +139,24 @@ static struct lt_entry *lt_entry(struct cuda_ctx *c, int half, int rows, int col
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = LT_WS_BYTES;
     const uint32_t al = (uint32_t)align;
-    const uint32_t red = CUBLASLT_REDUCTION_SCHEME_MASK & ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red,
-                                                      sizeof red));
+    const uint32_t red = CUBLASLT_REDUCTION_SCHEME_MASK &
+                         ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red));
     const cublasLtMatmulPreferenceAttributes_t aligns[] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (size_t i = 0; i < sizeof aligns / sizeof *aligns; i++)
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &al, sizeof al));
     int n = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt->h, e->op, e->a, e->b, e->d, e->d, pref, GEMM_LT_RANKS,
-                                                      e->cand, &n);
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt->h, e->op, e->a, e->b, e->d, e->d, pref,
+                                                      GEMM_LT_RANKS, e->cand, &n);
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     e->n_cand = s == CUBLAS_STATUS_SUCCESS ? n : 0;
-    e->used = 1, e->half = half, e->rows = rows, e->cols = cols, e->T = T, e->ldy = ldy, e->align = align;
+    e->used = 1, e->half = half, e->rows = rows, e->cols = cols, e->T = T, e->ldy = ldy,
+    e->align = align;
     return e;
 }
 
@@ -158,7 +164,8 @@ static struct lt_entry *lt_entry(struct cuda_ctx *c, int half, int rows, int col
  * and the column strides' (in bytes), capped at 256. */
 static int lt_align(const float *y, int64_t ldy, const void *xh, const struct bweight *w) {
     int al = align_of(y);
-    const uintptr_t more[] = {(uintptr_t)xh, (uintptr_t)w->data, (uintptr_t)ldy * 4, (uintptr_t)w->cols * 2};
+    const uintptr_t more[] = {(uintptr_t)xh, (uintptr_t)w->data, (uintptr_t)ldy * 4,
+                              (uintptr_t)w->cols * 2};
     for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
         const int a = align_of((const void *)more[i]);
         if (a < al) al = a;
@@ -166,16 +173,20 @@ static int lt_align(const float *y, int64_t ldy, const void *xh, const struct bw
     return al;
 }
 
-int cuda_lt_candidates(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T, const struct bweight *w) {
-    return lt_entry(c, w->type == DT_F16, w->rows, w->cols, T, ldy, lt_align(y, ldy, xh, w))->n_cand;
+int cuda_lt_candidates(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T,
+                       const struct bweight *w) {
+    return lt_entry(c, w->type == DT_F16, w->rows, w->cols, T, ldy, lt_align(y, ldy, xh, w))
+        ->n_cand;
 }
 
-int cuda_lt_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T, const struct bweight *w,
-                   int rank) {
-    struct lt_entry *e = lt_entry(c, w->type == DT_F16, w->rows, w->cols, T, ldy, lt_align(y, ldy, xh, w));
+int cuda_lt_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T,
+                   const struct bweight *w, int rank) {
+    struct lt_entry *e = lt_entry(c, w->type == DT_F16, w->rows, w->cols, T, ldy,
+                                  lt_align(y, ldy, xh, w));
     if (rank >= e->n_cand) return -1;
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t s = cublasLtMatmul(c->lt->h, e->op, &one, w->data, e->a, xh, e->b, &zero, y, e->d, y, e->d,
-                                      &e->cand[rank].algo, c->lt->ws, LT_WS_BYTES, c->stream);
+    cublasStatus_t s = cublasLtMatmul(c->lt->h, e->op, &one, w->data, e->a, xh, e->b, &zero, y,
+                                      e->d, y, e->d, &e->cand[rank].algo, c->lt->ws, LT_WS_BYTES,
+                                      c->stream);
     return s == CUBLAS_STATUS_SUCCESS ? 0 : -1;
 }

@@ -33,8 +33,7 @@ static __device__ __forceinline__ struct raw8 load_raw8(const void *W, int64_t i
     return r;
 }
 
-template <int WT>
-static __device__ __forceinline__ void unpack8(const struct raw8 &r, float *w) {
+template <int WT> static __device__ __forceinline__ void unpack8(const struct raw8 &r, float *w) {
     if (WT == DT_F32) {
         const uint32_t p[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
 #pragma unroll
@@ -56,16 +55,14 @@ static __device__ __forceinline__ void unpack8(const struct raw8 &r, float *w) {
     }
 }
 
-template <int WT>
-static __device__ __forceinline__ float load1(const void *W, int64_t i) {
+template <int WT> static __device__ __forceinline__ float load1(const void *W, int64_t i) {
     if (WT == DT_F32) return ((const float *)W)[i];
     if (WT == DT_F16) return ld_f16(W, i);
     return ld_bf16(W, i);
 }
 
 /* Activations rounded to the weight's type, as the CPU backend rounds them. */
-template <int WT>
-static __device__ __forceinline__ float round_x(float x) {
+template <int WT> static __device__ __forceinline__ float round_x(float x) {
     if (WT == DT_F16) return __half2float(__float2half_rn(x));
     if (WT == DT_BF16) return __bfloat162float(__float2bfloat16_rn(x));
     return x;
@@ -79,8 +76,8 @@ static __device__ __forceinline__ void load8f(const float *p, float *v) {
 
 /* acc[t] += w . x[t][k .. k+8) for the step's tokens */
 template <int WT, int NT>
-static __device__ __forceinline__ void dot8(float *acc, const float *w, const float *__restrict__ x, int64_t ldx,
-                                            int k, int T) {
+static __device__ __forceinline__ void dot8(float *acc, const float *w, const float *__restrict__ x,
+                                            int64_t ldx, int k, int T) {
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         if (t < T) {
@@ -173,12 +170,14 @@ static __global__ void __launch_bounds__(MMV_WARPS2 * 32)
 #pragma unroll
             for (int u = 0; u < MMV_KC / 256; u++)
                 if (r0 + r < rows && 256 * u + 8 * lane < kc)
-                    raw[r][u] = load_raw8<WT>(W, (int64_t)(r0 + r) * cols + k0 + 256 * u + 8 * lane);
+                    raw[r][u] = load_raw8<WT>(W,
+                                              (int64_t)(r0 + r) * cols + k0 + 256 * u + 8 * lane);
         __syncthreads(); /* the previous chunk's readers are done */
         for (int e = threadIdx.x; e < T * (kc / 4); e += blockDim.x) {
             const int t = e / (kc / 4), i = 4 * (e % (kc / 4));
             float4 v = *(const float4 *)(x + t * ldx + k0 + i);
-            v.x = round_x<WT>(v.x), v.y = round_x<WT>(v.y), v.z = round_x<WT>(v.z), v.w = round_x<WT>(v.w);
+            v.x = round_x<WT>(v.x), v.y = round_x<WT>(v.y), v.z = round_x<WT>(v.z),
+            v.w = round_x<WT>(v.w);
             *(float4 *)(xs + t * MMV_KC + i) = v;
         }
         __syncthreads();
@@ -212,13 +211,17 @@ static __global__ void __launch_bounds__(MMV_WARPS2 * 32)
 }
 
 static __device__ __forceinline__ void store16(__half *p, float v) { *p = __float2half_rn(v); }
-static __device__ __forceinline__ void store16(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+static __device__ __forceinline__ void store16(__nv_bfloat16 *p, float v) {
+    *p = __float2bfloat16_rn(v);
+}
 
 /* x [T][ldx] f32 -> [T][cols] 16-bit, round to nearest even */
 template <typename H>
-static __global__ void to_16bit_kernel(H *__restrict__ out, const float *__restrict__ x, int64_t ldx, int cols, int T) {
+static __global__ void to_16bit_kernel(H *__restrict__ out, const float *__restrict__ x,
+                                       int64_t ldx, int cols, int T) {
     const int64_t n = (int64_t)T * cols;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
         store16(out + i, x[(i / cols) * ldx + i % cols]);
 }
 
@@ -230,8 +233,8 @@ static int mmv_tile_on(const struct cuda_ctx *c) { return c->dbg.mmv_tile; }
 
 /* The mmv kernels when they take this product (returns 1), else 0 (then cuBLAS does). */
 template <int WT>
-static int launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
-                            const struct bweight *w) {
+static int launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx,
+                            int T, const struct bweight *w) {
     const int vec = w->cols % 8 == 0 && ldx % 4 == 0 && ((uintptr_t)x & 15) == 0;
     const int tile = vec && mmv_tile_on(c);
     if (T > MMV_T) return 0;
@@ -239,31 +242,38 @@ static int launch_mmv_dense(struct cuda_ctx *c, float *y, int64_t ldy, const flo
         const unsigned tb = cuda_blocks(w->rows, MMV_WARPS2 * MMV_R), tth = MMV_WARPS2 * 32;
         const size_t sh = sizeof(float) * MMV_KC * (T <= 2 ? 2 : T <= 4 ? 4 : MMV_TILE_T);
         if (T <= 2)
-            mmv_tile_kernel<WT, 2><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
+            mmv_tile_kernel<WT, 2>
+                <<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
         else if (T <= 4)
-            mmv_tile_kernel<WT, 4><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
+            mmv_tile_kernel<WT, 4>
+                <<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
         else
-            mmv_tile_kernel<WT, MMV_TILE_T><<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
+            mmv_tile_kernel<WT, MMV_TILE_T>
+                <<<tb, tth, sh, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T);
         CUDA_LAUNCH_CHECK(c->stream, "mmv_tile_kernel");
         return 1;
     }
     const unsigned blocks = cuda_blocks(w->rows, MMV_WARPS), th = MMV_WARPS * 32;
     if (T <= 1)
-        mmv_dense_kernel<WT, 1><<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
+        mmv_dense_kernel<WT, 1>
+            <<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
     else if (T <= 2)
-        mmv_dense_kernel<WT, 2><<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
+        mmv_dense_kernel<WT, 2>
+            <<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
     else if (T <= 4)
-        mmv_dense_kernel<WT, 4><<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
+        mmv_dense_kernel<WT, 4>
+            <<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
     else
-        mmv_dense_kernel<WT, MMV_T><<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
+        mmv_dense_kernel<WT, MMV_T>
+            <<<blocks, th, 0, c->stream>>>(y, ldy, x, ldx, w->data, w->rows, w->cols, T, vec);
     CUDA_LAUNCH_CHECK(c->stream, "mmv_dense_kernel");
     return 1;
 }
 
 /* x [T][ldx] rounded to the 16-bit type of w, as [T][cols] at the workspace's start (which
  * stays at least ws_min bytes, so what a caller keeps past those bytes stays put). */
-static const void *to_16bit(struct cuda_ctx *c, const float *x, int64_t ldx, int T, const struct bweight *w,
-                            size_t ws_min) {
+static const void *to_16bit(struct cuda_ctx *c, const float *x, int64_t ldx, int T,
+                            const struct bweight *w, size_t ws_min) {
     const int is_half = w->type == DT_F16;
     const size_t need = (size_t)T * (size_t)w->cols * 2;
     void *xh = cuda_ws(c, need > ws_min ? need : ws_min);
@@ -272,19 +282,21 @@ static const void *to_16bit(struct cuda_ctx *c, const float *x, int64_t ldx, int
     if (is_half)
         to_16bit_kernel<__half><<<blocks, 256, 0, c->stream>>>((__half *)xh, x, ldx, w->cols, T);
     else
-        to_16bit_kernel<__nv_bfloat16><<<blocks, 256, 0, c->stream>>>((__nv_bfloat16 *)xh, x, ldx, w->cols, T);
+        to_16bit_kernel<__nv_bfloat16>
+            <<<blocks, 256, 0, c->stream>>>((__nv_bfloat16 *)xh, x, ldx, w->cols, T);
     CUDA_LAUNCH_CHECK(c->stream, "to_16bit_kernel");
     return xh;
 }
 
 /* cuBLAS is column-major: Y (rows x T, ld ldy) = W^T-as-stored (cols x rows, ld cols)^T * X
  * (cols x T, ld cols), 16-bit inputs, F32 accumulation and output. */
-static void gemm_ex(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T, const struct bweight *w) {
+static void gemm_ex(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T,
+                    const struct bweight *w) {
     const float one = 1.0f, zero = 0.0f;
     const cudaDataType_t dt = w->type == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
-    CUBLAS_CHECK(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one, w->data, dt, w->cols,
-                              xh, dt, w->cols, &zero, y, CUDA_R_32F, (int)ldy, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
+                              w->data, dt, w->cols, xh, dt, w->cols, &zero, y, CUDA_R_32F, (int)ldy,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void cuda_matmul_16(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
@@ -316,16 +328,17 @@ void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int6
         if (!launch_mmv_dense<DT_F32>(c, y, ldy, x, ldx, T, w)) {
             const float one = 1.0f, zero = 0.0f;
             CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
-                                     (const float *)w->data, w->cols, x, (int)ldx, &zero, y, (int)ldy));
+                                     (const float *)w->data, w->cols, x, (int)ldx, &zero, y,
+                                     (int)ldy));
         }
         return;
     case DT_F16:
-    case DT_BF16:
-    {
+    case DT_BF16: {
         /* the tuning table's pick for this GPU, shape and step; without one the mmv kernels up
          * to MMV_T tokens, cuBLASLt's first candidate above */
         struct gemm_pick p = cuda_lt_pick(c, w->type == DT_F16, w->rows, w->cols, T);
-        if (p.kind == GEMM_DEFAULT) p = T <= MMV_T ? (struct gemm_pick){GEMM_MMV, 0} : (struct gemm_pick){GEMM_LT, 0};
+        if (p.kind == GEMM_DEFAULT)
+            p = T <= MMV_T ? (struct gemm_pick){GEMM_MMV, 0} : (struct gemm_pick){GEMM_LT, 0};
         cuda_matmul_16(c, y, ldy, x, ldx, T, w, p, 0);
         return;
     }

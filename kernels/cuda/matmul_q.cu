@@ -44,9 +44,9 @@ static __global__ void quant_q8_32_kernel(const float *__restrict__ x, int64_t l
 
 /* Q8_K: one 256-thread block per 256-block. max = the value of largest magnitude (the
  * first such), iscale = -127/max, q = min(round-half-even(iscale * x), 127), d = 1/iscale. */
-static __global__ void __launch_bounds__(256) quant_q8_K_kernel(const float *__restrict__ x, int64_t ldx, int cols,
-                                                                int T, int8_t *__restrict__ qs,
-                                                                float *__restrict__ d) {
+static __global__ void __launch_bounds__(256)
+    quant_q8_K_kernel(const float *__restrict__ x, int64_t ldx, int cols, int T,
+                      int8_t *__restrict__ qs, float *__restrict__ d) {
     __shared__ float s_ax[8];
     __shared__ int s_idx[8];
     __shared__ float s_max, s_amax;
@@ -100,7 +100,8 @@ static __global__ void __launch_bounds__(256) quant_q8_K_kernel(const float *__r
 /* ---- the product ---- */
 
 template <int TYPE>
-static __device__ __forceinline__ float unit_dot(const uint8_t *row, int u, const int8_t *a, const float *ad) {
+static __device__ __forceinline__ float unit_dot(const uint8_t *row, int u, const int8_t *a,
+                                                 const float *ad) {
     if (TYPE == DT_Q4_0) return qd_dot_q4_0(row, u, a, ad);
     if (TYPE == DT_Q4_1) return qd_dot_q4_1(row, u, a, ad);
     if (TYPE == DT_Q8_0) return qd_dot_q8_0(row, u, a, ad);
@@ -112,8 +113,9 @@ static __device__ __forceinline__ float unit_dot(const uint8_t *row, int u, cons
  * scales. */
 template <int TYPE, int NT>
 static __global__ void __launch_bounds__(MMV_WARPS * 32)
-    mmv_q_kernel(float *__restrict__ y, int64_t ldy, const uint8_t *__restrict__ W, int64_t row_bytes, int rows,
-                 int cols, const int8_t *__restrict__ aq, const float *__restrict__ ad, int sstride, int T) {
+    mmv_q_kernel(float *__restrict__ y, int64_t ldy, const uint8_t *__restrict__ W,
+                 int64_t row_bytes, int rows, int cols, const int8_t *__restrict__ aq,
+                 const float *__restrict__ ad, int sstride, int T) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r = blockIdx.x * MMV_WARPS + warp;
     if (r >= rows) return; /* a whole warp leaves; no block-wide sync below */
@@ -128,7 +130,8 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32)
 #pragma unroll
         for (int t = 0; t < NT; t++)
             if (t < nt)
-                acc[t] += unit_dot<TYPE>(row, u, aq + (int64_t)(t0 + t) * cols, ad + (int64_t)(t0 + t) * sstride);
+                acc[t] += unit_dot<TYPE>(row, u, aq + (int64_t)(t0 + t) * cols,
+                                         ad + (int64_t)(t0 + t) * sstride);
     }
 #pragma unroll
     for (int t = 0; t < NT; t++) {
@@ -138,17 +141,18 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32)
 }
 
 template <int TYPE>
-static void launch_mmv_q(struct cuda_ctx *c, float *y, int64_t ldy, const struct bweight *w, const int8_t *aq,
-                         const float *ad, int sstride, int T) {
+static void launch_mmv_q(struct cuda_ctx *c, float *y, int64_t ldy, const struct bweight *w,
+                         const int8_t *aq, const float *ad, int sstride, int T) {
     const int64_t rb = dtype_row_bytes(w->type, w->cols);
     const uint8_t *W = (const uint8_t *)w->data;
     if (T <= 1) {
         dim3 grid(cuda_blocks(w->rows, MMV_WARPS), 1);
-        mmv_q_kernel<TYPE, 1><<<grid, MMV_WARPS * 32, 0, c->stream>>>(y, ldy, W, rb, w->rows, w->cols, aq, ad, sstride, T);
+        mmv_q_kernel<TYPE, 1><<<grid, MMV_WARPS * 32, 0, c->stream>>>(y, ldy, W, rb, w->rows,
+                                                                      w->cols, aq, ad, sstride, T);
     } else {
         dim3 grid(cuda_blocks(w->rows, MMV_WARPS), cuda_blocks(T, MMV_T));
-        mmv_q_kernel<TYPE, MMV_T><<<grid, MMV_WARPS * 32, 0, c->stream>>>(y, ldy, W, rb, w->rows, w->cols, aq, ad,
-                                                                          sstride, T);
+        mmv_q_kernel<TYPE, MMV_T><<<grid, MMV_WARPS * 32, 0, c->stream>>>(
+            y, ldy, W, rb, w->rows, w->cols, aq, ad, sstride, T);
     }
     CUDA_LAUNCH_CHECK(c->stream, "mmv_q_kernel");
 }
@@ -157,13 +161,16 @@ static void launch_mmv_q(struct cuda_ctx *c, float *y, int64_t ldy, const struct
  * __nv_bfloat16): a thread an element, qd_dequant's value (the CPU's arithmetic, checked bit
  * for bit by test_cuda_quant). */
 static __device__ __forceinline__ void store_16(__half *o, float v) { *o = __float2half_rn(v); }
-static __device__ __forceinline__ void store_16(__nv_bfloat16 *o, float v) { *o = __float2bfloat16_rn(v); }
+static __device__ __forceinline__ void store_16(__nv_bfloat16 *o, float v) {
+    *o = __float2bfloat16_rn(v);
+}
 
 template <int TYPE, typename OUT>
-static __global__ void dequant_f16_kernel(OUT *__restrict__ out, const uint8_t *__restrict__ W, int64_t rb,
-                                          int rows, int cols) {
+static __global__ void dequant_f16_kernel(OUT *__restrict__ out, const uint8_t *__restrict__ W,
+                                          int64_t rb, int rows, int cols) {
     const int64_t n = (int64_t)rows * cols;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / cols;
         store_16(out + i, qd_dequant(TYPE, W + r * rb, (int)(i - r * cols)));
     }
@@ -182,10 +189,10 @@ static int dequant_wins(const struct bweight *w, int T) {
 template <int TYPE, typename OUT>
 static void dequant_f16(struct cuda_ctx *c, OUT *out, const struct bweight *w) {
     const int64_t n = (int64_t)w->rows * w->cols;
-    const unsigned blocks = cuda_blocks(n < (int64_t)c->n_sm * 2048 ? n : (int64_t)c->n_sm * 2048, 256);
-    dequant_f16_kernel<TYPE, OUT><<<blocks, 256, 0, c->stream>>>(out, (const uint8_t *)w->data,
-                                                                  dtype_row_bytes(w->type, w->cols), w->rows,
-                                                                  w->cols);
+    const unsigned blocks = cuda_blocks(n < (int64_t)c->n_sm * 2048 ? n : (int64_t)c->n_sm * 2048,
+                                        256);
+    dequant_f16_kernel<TYPE, OUT><<<blocks, 256, 0, c->stream>>>(
+        out, (const uint8_t *)w->data, dtype_row_bytes(w->type, w->cols), w->rows, w->cols);
     CUDA_LAUNCH_CHECK(c->stream, "dequant_f16_kernel");
 }
 
@@ -193,8 +200,8 @@ static void dequant_f16(struct cuda_ctx *c, OUT *out, const struct bweight *w) {
  * activations, then the F16 product as the tuning table picks it. An FP8 matrix whose
  * largest weight (w->amax, found on load) is beyond F16's range (65504) goes through BF16
  * instead: code * scale can reach 448 * scale. */
-static void matmul_dequant(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
-                           const struct bweight *w) {
+static void matmul_dequant(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx,
+                           int T, const struct bweight *w) {
     const size_t skip = ((size_t)T * (size_t)w->cols * 2 + 255) & ~(size_t)255;
     void *wh = (char *)cuda_ws(c, skip + (size_t)w->rows * (size_t)w->cols * 2) + skip;
     __half *w16 = (__half *)wh;
@@ -206,10 +213,8 @@ static void matmul_dequant(struct cuda_ctx *c, float *y, int64_t ldy, const floa
     case DT_Q4_K: dequant_f16<DT_Q4_K>(c, w16, w); break;
     case DT_Q6_K: dequant_f16<DT_Q6_K>(c, w16, w); break;
     case DT_F8_E4M3_S32:
-        if (bf16)
-            dequant_f16<DT_F8_E4M3_S32>(c, (__nv_bfloat16 *)wh, w);
-        else
-            dequant_f16<DT_F8_E4M3_S32>(c, w16, w);
+        if (bf16) dequant_f16<DT_F8_E4M3_S32>(c, (__nv_bfloat16 *)wh, w);
+        else dequant_f16<DT_F8_E4M3_S32>(c, w16, w);
         break;
     default: FATAL("cuda_matmul_q: weight type %s is not quantized", dtype_name(w->type));
     }
@@ -222,10 +227,9 @@ static void matmul_dequant(struct cuda_ctx *c, float *y, int64_t ldy, const floa
 /* FP8 weight-only (W8A16) GEMV for steps of up to MMV_T tokens: a warp a row, 8 lanes a
  * 36-byte block (4 codes each), so a warp reads 4 blocks per pass; each decoded code serves
  * every token of the pass. f32 activations and accumulation, as the CPU backend. */
-static __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_f8_kernel(float *__restrict__ y, int64_t ldy,
-                                                                    const float *__restrict__ x, int64_t ldx,
-                                                                    const uint8_t *__restrict__ W, int64_t rb,
-                                                                    int rows, int cols, int T) {
+static __global__ void __launch_bounds__(32 * MMV_WARPS)
+    mmv_f8_kernel(float *__restrict__ y, int64_t ldy, const float *__restrict__ x, int64_t ldx,
+                  const uint8_t *__restrict__ W, int64_t rb, int rows, int cols, int T) {
     const int row = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
     const uint8_t *w = W + (int64_t)row * rb;
@@ -261,13 +265,15 @@ static __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_f8_kernel(float *__
  * workspace, so a captured graph may hold it), the F16/BF16 copy above. */
 static void matmul_f8(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                       const struct bweight *w) {
-    if (w->cols % 32) FATAL("cuda_matmul_q: %d columns of %s are not whole blocks", w->cols, dtype_name(w->type));
+    if (w->cols % 32)
+        FATAL("cuda_matmul_q: %d columns of %s are not whole blocks", w->cols, dtype_name(w->type));
     const unsigned blocks = (unsigned)((w->rows + MMV_WARPS - 1) / MMV_WARPS);
     const int64_t rb = dtype_row_bytes(w->type, w->cols);
     for (int t0 = 0; t0 < T; t0 += MMV_T) {
         const int nt = T - t0 < MMV_T ? T - t0 : MMV_T;
-        mmv_f8_kernel<<<blocks, 32 * MMV_WARPS, 0, c->stream>>>(y + t0 * ldy, ldy, x + t0 * ldx, ldx,
-                                                                (const uint8_t *)w->data, rb, w->rows, w->cols, nt);
+        mmv_f8_kernel<<<blocks, 32 * MMV_WARPS, 0, c->stream>>>(y + t0 * ldy, ldy, x + t0 * ldx,
+                                                                ldx, (const uint8_t *)w->data, rb,
+                                                                w->rows, w->cols, nt);
         CUDA_LAUNCH_CHECK(c->stream, "mmv_f8_kernel");
     }
 }
@@ -284,7 +290,8 @@ void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, in
     }
     const int cols = w->cols;
     const int kblock = (w->type == DT_Q4_K || w->type == DT_Q6_K) ? 256 : 32;
-    if (cols % kblock) FATAL("cuda_matmul_q: %d columns of %s are not whole blocks", cols, dtype_name(w->type));
+    if (cols % kblock)
+        FATAL("cuda_matmul_q: %d columns of %s are not whole blocks", cols, dtype_name(w->type));
     const int nb = cols / kblock;
     const int sstride = w->type == DT_Q4_1 ? 2 * nb : nb;
     /* quants first (16-byte aligned), then the scales */
@@ -294,15 +301,15 @@ void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, in
     float *ad = (float *)(ws + qbytes);
     if (kblock == 256) {
         const int64_t n = (int64_t)T * nb;
-        quant_q8_K_kernel<<<(unsigned)(n < 65535 ? n : 65535), 256, 0, c->stream>>>(x, ldx, cols, T, aq, ad);
+        quant_q8_K_kernel<<<(unsigned)(n > 65535 ? 65535 : n), 256, 0, c->stream>>>(x, ldx, cols, T,
+                                                                                    aq, ad);
         CUDA_LAUNCH_CHECK(c->stream, "quant_q8_K_kernel");
     } else {
         const int64_t warps = (int64_t)T * nb;
         const unsigned blocks = cuda_blocks(warps < 65535 * 8 ? warps : 65535 * 8, 8);
         if (w->type == DT_Q4_1)
             quant_q8_32_kernel<true><<<blocks, 256, 0, c->stream>>>(x, ldx, cols, T, aq, ad);
-        else
-            quant_q8_32_kernel<false><<<blocks, 256, 0, c->stream>>>(x, ldx, cols, T, aq, ad);
+        else quant_q8_32_kernel<false><<<blocks, 256, 0, c->stream>>>(x, ldx, cols, T, aq, ad);
         CUDA_LAUNCH_CHECK(c->stream, "quant_q8_32_kernel");
     }
     switch (w->type) {

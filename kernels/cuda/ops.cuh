@@ -33,10 +33,11 @@ void cuda_lt_close(struct cuda_ctx *c);
 struct gemm_pick cuda_lt_pick(const struct cuda_ctx *c, int half, int rows, int cols, int T);
 /* y = xh W^T with cuBLASLt's candidate `rank` for the shape: 0, or -1 when the heuristic has
  * no such candidate or the call fails (nothing queued) */
-int cuda_lt_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T, const struct bweight *w,
-                   int rank);
+int cuda_lt_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T,
+                   const struct bweight *w, int rank);
 /* How many candidates the heuristic has for this product (0..GEMM_LT_RANKS) */
-int cuda_lt_candidates(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T, const struct bweight *w);
+int cuda_lt_candidates(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T,
+                       const struct bweight *w);
 long cuda_lt_version(const struct cuda_ctx *c);
 int cuda_lt_table_lines(const struct cuda_ctx *c);
 
@@ -45,31 +46,34 @@ void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, in
                    const struct bweight *w);
 
 /* elementwise.cu: the ops of kernels/backend.h with the same names and meaning */
-void cuda_embed(struct cuda_ctx *c, float *x, const int32_t *tok, int T, const struct bweight *table, int row0);
-void cuda_rmsnorm(struct cuda_ctx *c, float *y, const float *x, const float *w, int T, int n, float eps);
-void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, const float *y, float *y_norm, const float *w, int T, int n,
-                      float eps);
-void cuda_head_rmsnorm(struct cuda_ctx *c, float *x, int64_t ld, int T, int n_heads, int hd, const float *w,
-                       float eps);
+void cuda_embed(struct cuda_ctx *c, float *x, const int32_t *tok, int T,
+                const struct bweight *table, int row0);
+void cuda_rmsnorm(struct cuda_ctx *c, float *y, const float *x, const float *w, int T, int n,
+                  float eps);
+void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, const float *y, float *y_norm, const float *w,
+                      int T, int n, float eps);
+void cuda_head_rmsnorm(struct cuda_ctx *c, float *x, int64_t ld, int T, int n_heads, int hd,
+                       const float *w, float eps);
 void cuda_add_bias(struct cuda_ctx *c, float *x, int64_t ld, int T, int n, const float *b);
-void cuda_rope(struct cuda_ctx *c, float *x, int64_t ld, int T, int n_heads, int hd, const int32_t *pos,
-               const float *inv_freq, int neox);
-void cuda_kv_store(struct cuda_ctx *c, struct kv_layer *kv, enum dtype kv_type, const float *k, const float *v,
-                   int64_t ld, int n_kv, int hd, const struct attn_batch *b);
-void cuda_silu_mul(struct cuda_ctx *c, float *out, int64_t ldo, const float *g, const float *u, int64_t ld, int T,
-                   int n);
-void cuda_gather_rows(struct cuda_ctx *c, float *dst, const float *src, const int32_t *idx, int n_rows, int n);
+void cuda_rope(struct cuda_ctx *c, float *x, int64_t ld, int T, int n_heads, int hd,
+               const int32_t *pos, const float *inv_freq, int neox);
+void cuda_kv_store(struct cuda_ctx *c, struct kv_layer *kv, enum dtype kv_type, const float *k,
+                   const float *v, int64_t ld, int n_kv, int hd, const struct attn_batch *b);
+void cuda_silu_mul(struct cuda_ctx *c, float *out, int64_t ldo, const float *g, const float *u,
+                   int64_t ld, int T, int n);
+void cuda_gather_rows(struct cuda_ctx *c, float *dst, const float *src, const int32_t *idx,
+                      int n_rows, int n);
 void cuda_moe_combine(struct cuda_ctx *c, float *y, int64_t ldy, const float *src, int64_t lds,
                       const int32_t *pos, const float *w, int T, int k, int n);
 void cuda_add(struct cuda_ctx *c, float *x, const float *y, size_t n);
 
 /* attention.cu */
-void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q, int q_head0,
-                    int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
-                    const struct attn_batch *b);
+void cuda_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq,
+                    int n_q, int q_head0, int group, int kv_head0, const struct kv_layer *kv,
+                    enum dtype kv_type, int n_kv, int hd, const struct attn_batch *b);
 
 /* sampling.cu: kernels/backend.h's top_cands (workspace: cuda_ws, for rows over 4096 columns) */
-void cuda_top_cands(struct cuda_ctx *c, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
-                    int32_t id0, int k);
+void cuda_top_cands(struct cuda_ctx *c, struct logit_cand *out, const float *x, int n_rows,
+                    int n_cols, int64_t ld, int32_t id0, int k);
 
 #endif

@@ -117,7 +117,7 @@ static QD float qd_dot_q4_0(const uint8_t *row, int u, const int8_t *a, const fl
     const uint8_t *w = row + 18 * u;
     const int8_t *x = a + 32 * u;
     int sumi = 0, suma = 0;
-QD_UNROLL
+    QD_UNROLL
     for (int j = 0; j < 4; j++) {
         const uint32_t v = (uint32_t)qd_ld4(w + 2 + 4 * j);
         const int a0 = qd_a4(x + 4 * j), a1 = qd_a4(x + 16 + 4 * j);
@@ -134,7 +134,7 @@ static QD float qd_dot_q4_1(const uint8_t *row, int u, const int8_t *a, const fl
     const uint8_t *w = row + 20 * u;
     const int8_t *x = a + 32 * u;
     int sumi = 0;
-QD_UNROLL
+    QD_UNROLL
     for (int j = 0; j < 4; j++) {
         const uint32_t v = (uint32_t)qd_ld4(w + 4 + 4 * j);
         sumi = qd_dp4a((int)(v & 0x0f0f0f0fu), qd_a4(x + 4 * j), sumi);
@@ -147,7 +147,7 @@ static QD float qd_dot_q8_0(const uint8_t *row, int u, const int8_t *a, const fl
     const uint8_t *w = row + 34 * u;
     const int8_t *x = a + 32 * u;
     int sumi = 0;
-QD_UNROLL
+    QD_UNROLL
     for (int j = 0; j < 8; j++) sumi = qd_dp4a(qd_ld4(w + 2 + 4 * j), qd_a4(x + 4 * j), sumi);
     return (qd_h2f(qd_u16(w)) * ad[u]) * (float)sumi;
 }
@@ -170,7 +170,7 @@ static QD float qd_dot_q4_K(const uint8_t *row, int u, const int8_t *a, const fl
     const int shift = (s & 1) * 4;
     const int8_t *x = a + 32 * u;
     int sub = 0, suma = 0;
-QD_UNROLL
+    QD_UNROLL
     for (int j = 0; j < 8; j++) {
         const uint32_t v = ((uint32_t)qd_ld4(qb + 4 * j) >> shift) & 0x0f0f0f0fu;
         const int xa = qd_a4(x + 4 * j);
@@ -191,7 +191,7 @@ static QD float qd_dot_q6_K(const uint8_t *row, int u, const int8_t *a, const fl
     const int8_t *scales = (const int8_t *)(w + 192);
     const int8_t *x = a + 32 * u;
     int sub[2] = {0, 0}, suma[2] = {0, 0};
-QD_UNROLL
+    QD_UNROLL
     for (int k = 0; k < 8; k++) {
         uint32_t lo = (uint32_t)qd_ld4(ql + 4 * k);
         if (quarter >= 2) lo >>= 4;
@@ -202,7 +202,8 @@ QD_UNROLL
         sub[k >> 2] = qd_dp4a(q, xa, sub[k >> 2]);
         suma[k >> 2] = qd_dp4a(0x01010101, xa, suma[k >> 2]);
     }
-    const int sumi = scales[2 * j] * (sub[0] - 32 * suma[0]) + scales[2 * j + 1] * (sub[1] - 32 * suma[1]);
+    const int sumi = scales[2 * j] * (sub[0] - 32 * suma[0]) +
+                     scales[2 * j + 1] * (sub[1] - 32 * suma[1]);
     return (ad[b] * qd_h2f(qd_u16(w + 208))) * (float)sumi;
 }
 
@@ -232,9 +233,9 @@ static QD float qd_dequant(int type, const uint8_t *row, int i) {
         memcpy(&f, row + 4 * (int64_t)i, 4);
         return f;
     }
-    case 1: return qd_h2f(qd_u16(row + 2 * (int64_t)i));  /* F16 */
+    case 1: return qd_h2f(qd_u16(row + 2 * (int64_t)i));   /* F16 */
     case 30: return qd_bf2f(qd_u16(row + 2 * (int64_t)i)); /* BF16 */
-    case 2: { /* Q4_0 */
+    case 2: {                                              /* Q4_0 */
         const uint8_t *w = row + 18 * (i / 32);
         const int j = i % 32;
         const int q = j < 16 ? (w[2 + j] & 0x0f) : (w[2 + j - 16] >> 4);
@@ -261,7 +262,8 @@ static QD float qd_dequant(int type, const uint8_t *row, int i) {
         const int e = i % 256, s = e / 32, j = e % 32;
         int sc, mn;
         qd_q4_K_scale(w + 4, s, &sc, &mn);
-        const float dl = qd_mul(qd_h2f(qd_u16(w)), (float)sc), ml = qd_mul(qd_h2f(qd_u16(w + 2)), (float)mn);
+        const float dl = qd_mul(qd_h2f(qd_u16(w)), (float)sc),
+                    ml = qd_mul(qd_h2f(qd_u16(w + 2)), (float)mn);
         const int q = (w[16 + 32 * (s / 2) + j] >> ((s & 1) * 4)) & 0x0f;
         return qd_add(qd_mul(dl, (float)q), -ml);
     }
@@ -272,7 +274,8 @@ static QD float qd_dequant(int type, const uint8_t *row, int i) {
         const int low4 = quarter < 2 ? (lo & 0x0f) : (lo >> 4);
         const int high2 = (w[128 + 32 * c + l] >> (2 * quarter)) & 3;
         const float d = qd_h2f(qd_u16(w + 208));
-        return qd_mul(qd_mul(d, (float)((const int8_t *)(w + 192))[e / 16]), (float)((low4 | (high2 << 4)) - 32));
+        return qd_mul(qd_mul(d, (float)((const int8_t *)(w + 192))[e / 16]),
+                      (float)((low4 | (high2 << 4)) - 32));
     }
     }
     return 0.0f;

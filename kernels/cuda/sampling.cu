@@ -38,18 +38,23 @@ enum {
     TOPC_WARPS = TOPC_THREADS / 32,
     TOPC_CHUNK = 4096, /* entries one block selects from */
     TOPC_PER_THREAD = TOPC_CHUNK / TOPC_THREADS,
-    TOPC_SEG = TOPC_CHUNK / TOPC_WARPS, /* a warp's contiguous share of the array in the compaction */
-    TOPC_PASSES = 3,                    /* radix digits of 11, 11 and 10 bits */
+    TOPC_SEG = TOPC_CHUNK /
+               TOPC_WARPS, /* a warp's contiguous share of the array in the compaction */
+    TOPC_PASSES = 3,       /* radix digits of 11, 11 and 10 bits */
     TOPC_BINS = 1 << 11,
     TOPC_BINS_PER_THREAD = TOPC_BINS / TOPC_THREADS,
     TOPC_GRID_Y = 65535, /* rows beyond it loop in the kernels */
 };
 static_assert(TOPC_BINS_PER_THREAD * TOPC_THREADS == TOPC_BINS, "each thread owns whole bins");
-static_assert(TOPC_SEG % 32 == 0 && TOPC_PER_THREAD * TOPC_THREADS == TOPC_CHUNK, "whole warps, whole chunk");
-static_assert(LOGIT_CANDS_MAX <= TOPC_THREADS && LOGIT_CANDS_MAX <= TOPC_CHUNK, "a thread per candidate");
+static_assert(TOPC_SEG % 32 == 0 && TOPC_PER_THREAD * TOPC_THREADS == TOPC_CHUNK,
+              "whole warps, whole chunk");
+static_assert(LOGIT_CANDS_MAX <= TOPC_THREADS && LOGIT_CANDS_MAX <= TOPC_CHUNK,
+              "a thread per candidate");
 
 /* Pass p's digit: the key's bits [shift, shift + width). */
-static __host__ __device__ __forceinline__ int topc_shift(int p) { return p == 0 ? 21 : p == 1 ? 10 : 0; }
+static __host__ __device__ __forceinline__ int topc_shift(int p) {
+    return p == 0 ? 21 : p == 1 ? 10 : 0;
+}
 static __host__ __device__ __forceinline__ int topc_width(int p) { return p < 2 ? 11 : 10; }
 
 /* The order-preserving key of a value: a larger value has a larger key, -0 and +0 the same
@@ -86,8 +91,9 @@ struct topc_shared {
  * {-inf, -1} past the non-NaN entries. Entry j: key s.key[j], value vals[j * vstep], id ids[j]
  * (or base + j without ids). Every thread of the block calls it after s.key is written and
  * synchronized; it ends synchronized. */
-static __device__ void topc_select(struct topc_shared &s, const float *vals, int vstep, const int32_t *ids,
-                                   int32_t base, int k, struct logit_cand *out, int32_t id_add) {
+static __device__ void topc_select(struct topc_shared &s, const float *vals, int vstep,
+                                   const int32_t *ids, int32_t base, int k, struct logit_cand *out,
+                                   int32_t id_add) {
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     /* Radix select of the k-th largest key: after each pass, `prefix` (under `pmask`) is the
      * digits so far of the k-th key and k_rem its rank among the keys that share them. The
@@ -119,7 +125,8 @@ static __device__ void topc_select(struct topc_shared &s, const float *vals, int
          * the warps above */
         uint32_t c[TOPC_BINS_PER_THREAD], mine = 0;
 #pragma unroll
-        for (int q = 0; q < TOPC_BINS_PER_THREAD; q++) mine += c[q] = s.hist[t * TOPC_BINS_PER_THREAD + q];
+        for (int q = 0; q < TOPC_BINS_PER_THREAD; q++)
+            mine += c[q] = s.hist[t * TOPC_BINS_PER_THREAD + q];
         uint32_t suf = mine;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
@@ -184,10 +191,12 @@ static __device__ void topc_select(struct topc_shared &s, const float *vals, int
         }
         n_gt += s.warp_a[w];
     }
-    for (int i = 0; i < TOPC_SEG && (g < n_gt || e < need); i += 32) { /* g, e: the same on the warp */
+    for (int i = 0; i < TOPC_SEG && (g < n_gt || e < need);
+         i += 32) { /* g, e: the same on the warp */
         const int j = j0 + i + lane;
         const uint32_t key = s.key[j];
-        const uint32_t bg = __ballot_sync(0xffffffffu, key > T), be = __ballot_sync(0xffffffffu, need && key == T);
+        const uint32_t bg = __ballot_sync(0xffffffffu, key > T),
+                       be = __ballot_sync(0xffffffffu, need && key == T);
         uint32_t slot = LOGIT_CANDS_MAX;
         if (key > T) {
             slot = g + __popc(bg & lt);
@@ -226,8 +235,8 @@ static __device__ void topc_select(struct topc_shared &s, const float *vals, int
 
 /* out: gridDim.x lists of k a row (one: the row's answer). */
 static __global__ void __launch_bounds__(TOPC_THREADS)
-    top_cands_chunk_kernel(struct logit_cand *out, const float *__restrict__ x, int64_t ld, int n_rows, int n_cols,
-                           int k, int32_t id_add) {
+    top_cands_chunk_kernel(struct logit_cand *out, const float *__restrict__ x, int64_t ld,
+                           int n_rows, int n_cols, int k, int32_t id_add) {
     __shared__ struct topc_shared s;
     const int c0 = (int)blockIdx.x * TOPC_CHUNK;
     const int m = min(TOPC_CHUNK, n_cols - c0);
@@ -240,17 +249,19 @@ static __global__ void __launch_bounds__(TOPC_THREADS)
             r[i] = j < m ? xr[j] : __uint_as_float(0x7fffffffu); /* NaN: no entry */
         }
 #pragma unroll
-        for (int i = 0; i < TOPC_PER_THREAD; i++) s.key[threadIdx.x + i * TOPC_THREADS] = topc_key(r[i]);
+        for (int i = 0; i < TOPC_PER_THREAD; i++)
+            s.key[threadIdx.x + i * TOPC_THREADS] = topc_key(r[i]);
         __syncthreads();
-        topc_select(s, xr, 1, NULL, c0, k, out + ((int64_t)row * gridDim.x + blockIdx.x) * k, id_add);
+        topc_select(s, xr, 1, NULL, c0, k, out + ((int64_t)row * gridDim.x + blockIdx.x) * k,
+                    id_add);
     }
 }
 
 /* in: n_lists sorted lists of k a row; block b takes lists [b * per_block, ...); out:
  * gridDim.x lists of k a row. Padding ({-inf, -1}) is no entry (key 0). */
 static __global__ void __launch_bounds__(TOPC_THREADS)
-    top_cands_merge_kernel(struct logit_cand *out, const struct logit_cand *__restrict__ in, int n_rows, int n_lists,
-                           int per_block, int k, int32_t id_add) {
+    top_cands_merge_kernel(struct logit_cand *out, const struct logit_cand *__restrict__ in,
+                           int n_rows, int n_lists, int per_block, int k, int32_t id_add) {
     __shared__ struct topc_shared s;
     __shared__ int32_t s_id[TOPC_CHUNK];
     const int l0 = (int)blockIdx.x * per_block;
@@ -264,20 +275,23 @@ static __global__ void __launch_bounds__(TOPC_THREADS)
         }
         __syncthreads();
         /* values: the v of each listed candidate, 2 floats apart */
-        static_assert(sizeof(struct logit_cand) == 2 * sizeof(float), "logit_cand is {float, int32}");
-        topc_select(s, &ir->v, 2, s_id, 0, k, out + ((int64_t)row * gridDim.x + blockIdx.x) * k, id_add);
+        static_assert(sizeof(struct logit_cand) == 2 * sizeof(float),
+                      "logit_cand is {float, int32}");
+        topc_select(s, &ir->v, 2, s_id, 0, k, out + ((int64_t)row * gridDim.x + blockIdx.x) * k,
+                    id_add);
     }
 }
 
-void cuda_top_cands(struct cuda_ctx *c, struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld,
-                    int32_t id0, int k) {
+void cuda_top_cands(struct cuda_ctx *c, struct logit_cand *out, const float *x, int n_rows,
+                    int n_cols, int64_t ld, int32_t id0, int k) {
     if (n_rows <= 0) return;
-    if (k < 1 || k > LOGIT_CANDS_MAX || k > n_cols) FATAL("cuda_top_cands: k = %d (1..%d, at most n_cols = %d)", k,
-                                                          LOGIT_CANDS_MAX, n_cols);
+    if (k < 1 || k > LOGIT_CANDS_MAX || k > n_cols)
+        FATAL("cuda_top_cands: k = %d (1..%d, at most n_cols = %d)", k, LOGIT_CANDS_MAX, n_cols);
     const unsigned gy = (unsigned)(n_rows < TOPC_GRID_Y ? n_rows : TOPC_GRID_Y);
     int n_lists = (int)(((int64_t)n_cols + TOPC_CHUNK - 1) / TOPC_CHUNK);
     if (n_lists == 1) {
-        top_cands_chunk_kernel<<<dim3(1, gy), TOPC_THREADS, 0, c->stream>>>(out, x, ld, n_rows, n_cols, k, id0);
+        top_cands_chunk_kernel<<<dim3(1, gy), TOPC_THREADS, 0, c->stream>>>(out, x, ld, n_rows,
+                                                                            n_cols, k, id0);
         CUDA_LAUNCH_CHECK(c->stream, "top_cands_chunk_kernel");
         return;
     }
@@ -289,8 +303,8 @@ void cuda_top_cands(struct cuda_ctx *c, struct logit_cand *out, const float *x, 
     const size_t b_n = n_second > 1 ? (size_t)n_rows * (size_t)n_second * (size_t)k : 0;
     struct logit_cand *a = (struct logit_cand *)cuda_ws(c, (a_n + b_n) * sizeof(struct logit_cand));
     struct logit_cand *b = a + a_n;
-    top_cands_chunk_kernel<<<dim3((unsigned)n_lists, gy), TOPC_THREADS, 0, c->stream>>>(a, x, ld, n_rows, n_cols, k,
-                                                                                         0);
+    top_cands_chunk_kernel<<<dim3((unsigned)n_lists, gy), TOPC_THREADS, 0, c->stream>>>(
+        a, x, ld, n_rows, n_cols, k, 0);
     CUDA_LAUNCH_CHECK(c->stream, "top_cands_chunk_kernel");
     while (n_lists > 1) {
         const int n_next = (n_lists + per_block - 1) / per_block;

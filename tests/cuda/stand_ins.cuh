@@ -10,12 +10,14 @@ static int sync_launches = 1;
 void cuda_launch_check(cudaStream_t s, const char *kernel, const char *file, int line) {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess && sync_launches) e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess) fatal_exit(file, line, "%s: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
+    if (e != cudaSuccess)
+        fatal_exit(file, line, "%s: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 void *cuda_ws(struct cuda_ctx *c, size_t bytes) {
     if (bytes <= c->ws_bytes) return c->ws;
-    if (c->capturing) fatal_exit(__FILE__, __LINE__, "cuda_ws grew during a capture (%zu bytes)", bytes);
+    if (c->capturing)
+        fatal_exit(__FILE__, __LINE__, "cuda_ws grew during a capture (%zu bytes)", bytes);
     if (c->ws) {
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaFree(c->ws));

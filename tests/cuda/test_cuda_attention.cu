@@ -61,18 +61,40 @@ static const double FLASH_TOLERANCE = 5e-3, FLASH_FP8_TOLERANCE = 3e-2;
 
 /* The exact path as cuda_attention runs a decode step without debug.attn_decode (or with
  * debug.attn_exact): one block per (query head, token, split). */
-static void exact_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q, int64_t ldq, int n_q,
-                            int q_head0, int group, int kv_head0, const struct kv_layer *kv, enum dtype kv_type,
-                            int n_kv, int hd, const struct attn_batch *b) {
+static void exact_attention(struct cuda_ctx *c, float *out, int64_t ldo, const float *q,
+                            int64_t ldq, int n_q, int q_head0, int group, int kv_head0,
+                            const struct kv_layer *kv, enum dtype kv_type, int n_kv, int hd,
+                            const struct attn_batch *b) {
     const int T = b->n_tokens;
     const int fp8 = kv_type == DT_F8_E4M3;
-    struct att_args a = {out, ldo, q, ldq, n_q, q_head0, group, kv_head0, n_kv, hd,
-                         b->seq_of, b->pos, b->block_off, b->blocks, b->block_size, 1, NULL, kv->k_exp, kv->v_exp,
-                         (const __half *)kv->k_sink, (const __half *)kv->v_sink, fp8 ? kv->sink_blocks : 0,
-                         fp8 && kv->k_sink ? kv->sink_rows : 0, 0};
+    struct att_args a = {out,
+                         ldo,
+                         q,
+                         ldq,
+                         n_q,
+                         q_head0,
+                         group,
+                         kv_head0,
+                         n_kv,
+                         hd,
+                         b->seq_of,
+                         b->pos,
+                         b->block_off,
+                         b->blocks,
+                         b->block_size,
+                         1,
+                         NULL,
+                         kv->k_exp,
+                         kv->v_exp,
+                         (const __half *)kv->k_sink,
+                         (const __half *)kv->v_sink,
+                         fp8 ? kv->sink_blocks : 0,
+                         fp8 && kv->k_sink ? kv->sink_rows : 0,
+                         0};
     a.n_split = att_splits(c, (int64_t)n_q * T, T);
     if (a.n_split > 1)
-        a.part = (float *)cuda_ws(c, sizeof(float) * (size_t)T * (size_t)n_q * (size_t)a.n_split * (size_t)(hd + 2));
+        a.part = (float *)cuda_ws(c, sizeof(float) * (size_t)T * (size_t)n_q * (size_t)a.n_split *
+                                         (size_t)(hd + 2));
     launch_exact(c, a, kv, kv_type, T);
     launch_merge(c, a, T);
 }
@@ -80,16 +102,17 @@ static void exact_attention(struct cuda_ctx *c, float *out, int64_t ldo, const f
 /* ---- cases ---- */
 
 struct att_case {
-    char name[200];     /* for the result line: cache type, geometry, n_sm, batch */
-    const char *bench;  /* the BENCH line's case name; NULL: not a benchmark case */
+    char name[200];    /* for the result line: cache type, geometry, n_sm, batch */
+    const char *bench; /* the BENCH line's case name; NULL: not a benchmark case */
     enum dtype type;
     int hd, n_q, q_head0, group, kv_head0, n_kv, bs, n_sm;
-    std::vector<int> seq_len;              /* cached positions per sequence */
-    std::vector<std::pair<int, int>> tok;  /* (sequence, position) per token of the step */
+    std::vector<int> seq_len;             /* cached positions per sequence */
+    std::vector<std::pair<int, int>> tok; /* (sequence, position) per token of the step */
     /* the batch without host arrays (flash: fixed 64-token tiles); the decode path off */
     int no_host = 0, no_decode = 0;
-    int ref_every = 1;                     /* outputs checked: tokens t % ref_every == 0 and the last */
-    std::vector<std::vector<int>> parts = {}; /* --time: token lists also timed as steps of their own */
+    int ref_every = 1; /* outputs checked: tokens t % ref_every == 0 and the last */
+    std::vector<std::vector<int>> parts =
+        {}; /* --time: token lists also timed as steps of their own */
 };
 
 /* One rank's heads: n_q query heads from q_head0 (global), n_kv KV heads from kv_head0. */
@@ -137,7 +160,8 @@ enum att_path { PATH_FLASH, PATH_MMA, PATH_DECODE, PATH_EXACT, N_PATHS };
 static const char *const path_names[N_PATHS] = {"flash", "decode_mma", "decode", "exact"};
 
 static enum att_path path_of(const struct att_case &cs) {
-    if (cs.tok.size() > 64 && cs.type != DT_F32 && cs.hd % 16 == 0 && cs.hd <= FA_MAX_HD) return PATH_FLASH;
+    if (cs.tok.size() > 64 && cs.type != DT_F32 && cs.hd % 16 == 0 && cs.hd <= FA_MAX_HD)
+        return PATH_FLASH;
     if (cs.hd % 8 != 0) return PATH_EXACT;
     return cs.type != DT_F32 && cs.hd % 32 == 0 ? PATH_MMA : PATH_DECODE;
 }
@@ -155,13 +179,15 @@ static bool checked(const struct att_case &cs, int t) {
 /* Largest |out - ref| over the case's checked outputs, as a share of rmax; infinite if an
  * output (checked or not) was left NaN or a padding element (columns n_q * hd .. ldo - 1,
  * filled with 0xff) was written. */
-static double output_error(const struct att_case &cs, const std::vector<float> &out, const std::vector<double> &ref,
-                           int T, int n_q, int hd, int64_t ldo, double rmax) {
+static double output_error(const struct att_case &cs, const std::vector<float> &out,
+                           const std::vector<double> &ref, int T, int n_q, int hd, int64_t ldo,
+                           double rmax) {
     double e = 0;
     for (int t = 0; t < T; t++) {
         for (int i = 0; i < n_q * hd; i++) {
-            const double d = checked(cs, t) ? fabs(out[t * ldo + i] - ref[(size_t)t * n_q * hd + i])
-                                            : out[t * ldo + i] - out[t * ldo + i]; /* NaN for NaN and inf */
+            const double d = checked(cs, t)
+                                 ? fabs(out[t * ldo + i] - ref[(size_t)t * n_q * hd + i])
+                                 : out[t * ldo + i] - out[t * ldo + i]; /* NaN for NaN and inf */
             e = d <= 1e30 ? std::max(e, d) : INFINITY;
         }
         for (int64_t i = (int64_t)n_q * hd; i < ldo; i++) {
@@ -177,7 +203,8 @@ static double output_error(const struct att_case &cs, const std::vector<float> &
  * scaled by 1e-3, 50 or 1 in turn before encoding), queries and batch; runs cuda_attention
  * and the exact kernel and compares both with the reference; times both if time_it. */
 static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it) {
-    const int hd = cs.hd, n_kv = cs.n_kv, bs = cs.bs, n_seqs = (int)cs.seq_len.size(), T = (int)cs.tok.size();
+    const int hd = cs.hd, n_kv = cs.n_kv, bs = cs.bs, n_seqs = (int)cs.seq_len.size(),
+              T = (int)cs.tok.size();
     const enum att_path path = path_of(cs);
     c->n_sm = cs.n_sm;
     std::vector<int32_t> block_off(n_seqs + 1), blocks;
@@ -196,13 +223,16 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
      * sequence's first block (the other sequences keep theirs), else with the smallest id.
      * A swap keeps the table a permutation. */
     const int sink_blocks = nb / 2, sink_rows = bs < 4 ? bs : 4;
-    if (n_seqs > 0 && block_off[1] > block_off[0] && blocks[block_off[0]] >= sink_blocks && sink_blocks > 0) {
+    if (n_seqs > 0 && block_off[1] > block_off[0] && blocks[block_off[0]] >= sink_blocks &&
+        sink_blocks > 0) {
         std::vector<char> first(nb, 0);
         for (int s = 0; s < n_seqs; s++)
             if (block_off[s + 1] > block_off[s]) first[block_off[s]] = 1;
         int at = -1;
         for (int i = 0; i < nb; i++)
-            if (blocks[i] < sink_blocks && (at < 0 || (first[at] && (!first[i] || blocks[i] < blocks[at])))) at = i;
+            if (blocks[i] < sink_blocks &&
+                (at < 0 || (first[at] && (!first[i] || blocks[i] < blocks[at]))))
+                at = i;
         std::swap(blocks[block_off[0]], blocks[at]);
     }
 
@@ -265,7 +295,8 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
             if (b0 >= sink_blocks) continue;
             for (int j = 0; j < sink_rows && j < cs.seq_len[sq]; j++)
                 for (int h = 0; h < n_kv; h++) {
-                    const int64_t r = ((int64_t)b0 * bs + j) * n_kv + h, sa = (((int64_t)b0 * sink_rows + j) * n_kv + h) * hd;
+                    const int64_t r = ((int64_t)b0 * bs + j) * n_kv + h,
+                                  sa = (((int64_t)b0 * sink_rows + j) * n_kv + h) * hd;
                     for (int d = 0; d < hd; d++) {
                         __half hk = __float2half(kraw[r * hd + d] / ldexpf(1.0f, k_exp[r]));
                         __half hv = __float2half(vraw[r * hd + d] / ldexpf(1.0f, v_exp[r]));
@@ -273,7 +304,8 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
                         memcpy(&vs[sa + d], &hv, 2);
                         kf[r * hd + d] = __half2float(hk) * ldexpf(1.0f, k_exp[r]);
                         vf[r * hd + d] = __half2float(hv) * ldexpf(1.0f, v_exp[r]);
-                        k8[r * hd + d] = v8[r * hd + d] = FP8_E4M3_NAN; /* kf, vf (the reference) are set */
+                        k8[r * hd + d] = v8[r * hd + d] =
+                            FP8_E4M3_NAN; /* kf, vf (the reference) are set */
                     }
                 }
             for (int t = 0; t < T; t++)
@@ -302,14 +334,16 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
     double rmax = 0;
     for (int t = 0; t < T; t++)
         for (int h = 0; h < cs.n_q && checked(cs, t); h++) {
-            const int kvh = (cs.q_head0 + h) / cs.group - cs.kv_head0, s = seq_of[t], np = pos[t] + 1;
+            const int kvh = (cs.q_head0 + h) / cs.group - cs.kv_head0, s = seq_of[t],
+                      np = pos[t] + 1;
             std::vector<int64_t> row(np);
             std::vector<double> p(np);
             double mx = -1e300, sum = 0;
             for (int j = 0; j < np; j++) {
                 row[j] = ((int64_t)blocks[block_off[s] + j / bs] * bs + j % bs) * n_kv + kvh;
                 double d = 0;
-                for (int i = 0; i < hd; i++) d += (double)q[t * ldq + h * hd + i] * kf[row[j] * hd + i];
+                for (int i = 0; i < hd; i++)
+                    d += (double)q[t * ldq + h * hd + i] * kf[row[j] * hd + i];
                 p[j] = d / sqrt((double)hd);
                 mx = std::max(mx, p[j]);
             }
@@ -324,18 +358,33 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
 
     float *dq = to_device(q), *dout;
     CUDA_CHECK(cudaMalloc(&dout, sizeof(float) * T * ldo));
-    int32_t *dseq = to_device(seq_of), *dpos = to_device(pos), *doff = to_device(block_off), *dblk = to_device(blocks);
-    const struct attn_batch b = {T, n_seqs, dseq, dpos, doff, dblk, bs, cs.no_host ? NULL : seq_of.data(),
+    int32_t *dseq = to_device(seq_of), *dpos = to_device(pos), *doff = to_device(block_off),
+            *dblk = to_device(blocks);
+    const struct attn_batch b = {T,
+                                 n_seqs,
+                                 dseq,
+                                 dpos,
+                                 doff,
+                                 dblk,
+                                 bs,
+                                 cs.no_host ? NULL : seq_of.data(),
                                  cs.no_host ? NULL : pos.data()};
     c->dbg.attn_decode = !cs.no_decode;
-    const struct kv_layer kv = {dk, dv, dk_exp, dv_exp, dk_sink, dv_sink, dk_sink ? sink_blocks : 0, dk_sink ? sink_rows : 0};
+    const struct kv_layer kv = {dk,
+                                dv,
+                                dk_exp,
+                                dv_exp,
+                                dk_sink,
+                                dv_sink,
+                                dk_sink ? sink_blocks : 0,
+                                dk_sink ? sink_rows : 0};
     auto attend = [&](int exact) {
         if (exact)
-            exact_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, &kv, cs.type, n_kv,
-                            hd, &b);
+            exact_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, &kv,
+                            cs.type, n_kv, hd, &b);
         else
-            cuda_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, &kv, cs.type, n_kv, hd,
-                           &b);
+            cuda_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, &kv,
+                           cs.type, n_kv, hd, &b);
     };
     std::vector<float> out(T * ldo);
     double err[2]; /* cuda_attention, exact kernel */
@@ -347,7 +396,9 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
         err[exact] = output_error(cs, out, ref, T, cs.n_q, hd, ldo, rmax);
     }
     n_cases++;
-    const double tol = path != PATH_FLASH ? TOLERANCE : cs.type == DT_F8_E4M3 ? FLASH_FP8_TOLERANCE : FLASH_TOLERANCE;
+    const double tol = path != PATH_FLASH      ? TOLERANCE
+                       : cs.type == DT_F8_E4M3 ? FLASH_FP8_TOLERANCE
+                                               : FLASH_TOLERANCE;
     if (path == PATH_FLASH) {
         if (!(err[0] <= worst_flash)) worst_flash = err[0];
     } else if (!(err[0] <= worst_decode)) {
@@ -357,12 +408,15 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
     if (!(err[1] <= worst_exact)) worst_exact = err[1];
     if (cs.type == DT_F8_E4M3 && sink_blocks > 0 && case_sink_seqs == 0) {
         n_failed++;
-        printf("FAIL  %s: no sequence of the step reads the sink (path %s)\n", cs.name, path_names[path]);
+        printf("FAIL  %s: no sequence of the step reads the sink (path %s)\n", cs.name,
+               path_names[path]);
     } else if (err[0] < tol) {
-        printf("ok    %s: error %.2e (exact kernel %.2e), path %s\n", cs.name, err[0], err[1], path_names[path]);
+        printf("ok    %s: error %.2e (exact kernel %.2e), path %s\n", cs.name, err[0], err[1],
+               path_names[path]);
     } else {
         n_failed++;
-        printf("FAIL  %s: cuda_attention's error %.2e > tolerance %.0e of max |out| %.3g (exact kernel %.2e), "
+        printf("FAIL  %s: cuda_attention's error %.2e > tolerance %.0e of max |out| %.3g (exact "
+               "kernel %.2e), "
                "path %s\n",
                cs.name, err[0], tol, rmax, err[1], path_names[path]);
     }
@@ -394,23 +448,32 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
                 std::vector<int32_t> ps, pp;
                 for (int t : part) ps.push_back(seq_of[t]), pp.push_back(pos[t]);
                 int32_t *dps = to_device(ps), *dpp = to_device(pp);
-                const struct attn_batch pb = {(int)part.size(), n_seqs, dps, dpp, doff, dblk, bs, ps.data(), pp.data()};
-                part_us.push_back(time_us([&] { cuda_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group,
-                                                               cs.kv_head0, &kv, cs.type, n_kv, hd, &pb); },
-                                          BENCH_WARMUP, BENCH_ITERS));
+                const struct attn_batch pb = {(int)part.size(), n_seqs,   dps, dpp, doff, dblk, bs,
+                                              ps.data(),        pp.data()};
+                part_us.push_back(time_us(
+                    [&] {
+                        cuda_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group,
+                                       cs.kv_head0, &kv, cs.type, n_kv, hd, &pb);
+                    },
+                    BENCH_WARMUP, BENCH_ITERS));
                 CUDA_CHECK(cudaFree(dps));
                 CUDA_CHECK(cudaFree(dpp));
             }
             /* the step as before the tile planner: fixed tiles, seams one token at a time (slow) */
             struct attn_batch fixed = b;
             fixed.host_seq_of = fixed.host_pos = NULL;
-            const double fixed_us = time_us([&] { cuda_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group,
-                                                                 cs.kv_head0, &kv, cs.type, n_kv, hd, &fixed); },
-                                            1, 3);
+            const double fixed_us = time_us(
+                [&] {
+                    cuda_attention(c, dout, ldo, dq, ldq, cs.n_q, cs.q_head0, cs.group, cs.kv_head0,
+                                   &kv, cs.type, n_kv, hd, &fixed);
+                },
+                1, 3);
             double sum = 0;
             for (double u : part_us) sum += u;
-            printf("BENCH attention case=%s us=%.1f decode_us=%.1f prefill_us=%.1f ratio=%.2f fixed_tiles_us=%.1f\n",
-                   cs.bench, us, part_us[0], part_us.size() > 1 ? part_us[1] : 0.0, us / sum, fixed_us);
+            printf("BENCH attention case=%s us=%.1f decode_us=%.1f prefill_us=%.1f ratio=%.2f "
+                   "fixed_tiles_us=%.1f\n",
+                   cs.bench, us, part_us[0], part_us.size() > 1 ? part_us[1] : 0.0, us / sum,
+                   fixed_us);
         }
         sync_launches = 1;
         CUDA_CHECK(cudaEventDestroy(e0));
@@ -421,9 +484,11 @@ static void run_case(struct cuda_ctx *c, const struct att_case &cs, int time_it)
 }
 
 /* Fills cs.name: cache type, geometry, n_sm, then `batch` (what the step holds). */
-static void name_case(struct att_case &cs, const char *type_name, const char *batch, const char *what) {
-    snprintf(cs.name, sizeof cs.name, "%s hd=%d n_q=%d q_head0=%d group=%d kv_head0=%d n_kv=%d n_sm=%d, %s%s%s",
-             type_name, cs.hd, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, cs.n_kv, cs.n_sm, batch,
+static void name_case(struct att_case &cs, const char *type_name, const char *batch,
+                      const char *what) {
+    snprintf(cs.name, sizeof cs.name,
+             "%s hd=%d n_q=%d q_head0=%d group=%d kv_head0=%d n_kv=%d n_sm=%d, %s%s%s", type_name,
+             cs.hd, cs.n_q, cs.q_head0, cs.group, cs.kv_head0, cs.n_kv, cs.n_sm, batch,
              what ? ": " : "", what ? what : "");
 }
 
@@ -467,8 +532,11 @@ int main(int argc, char **argv) {
         const char *tn = cache_types[ti].name;
         for (const struct geometry &g : geometries)
             for (int sm : {n_sm, 1}) {
-                struct att_case cs = {"", NULL, cache_types[ti].type, g.hd, g.n_q, g.q_head0, g.group,
-                                      g.kv_head0, g.n_kv, 16, sm, ragged_len, ragged};
+                struct att_case cs = {"",      NULL,       cache_types[ti].type,
+                                      g.hd,    g.n_q,      g.q_head0,
+                                      g.group, g.kv_head0, g.n_kv,
+                                      16,      sm,         ragged_len,
+                                      ragged};
                 name_case(cs, tn, batch, g.what);
                 cases.push_back(cs);
             }
@@ -477,12 +545,14 @@ int main(int argc, char **argv) {
         std::vector<std::pair<int, int>> step80;
         for (int p = 0; p < 80; p++) step80.push_back({0, p});
         const int hd = cache_types[ti].type == DT_F32 ? 128 : 72;
-        struct att_case cs = {"", NULL, cache_types[ti].type, hd, 8, 0, 4, 0, 2, 16, n_sm, {80}, step80};
+        struct att_case cs = {"",   NULL,  cache_types[ti].type, hd, 8, 0, 4, 0, 2, 16, n_sm,
+                              {80}, step80};
         name_case(cs, tn, "80-token step of one sequence", NULL);
         cases.push_back(cs);
         /* the same step on the prefill path (flash_kernel): head_dim 64, F16 and FP8 */
         if (cache_types[ti].type != DT_F32) {
-            struct att_case cf = {"", NULL, cache_types[ti].type, 64, 8, 0, 4, 0, 2, 16, n_sm, {80}, step80};
+            struct att_case cf = {"",   NULL,  cache_types[ti].type, 64, 8, 0, 4, 0, 2, 16, n_sm,
+                                  {80}, step80};
             name_case(cf, tn, "80-token step of one sequence", "the prefill path (flash_kernel)");
             cases.push_back(cf);
         }
@@ -516,17 +586,21 @@ int main(int argc, char **argv) {
         snprintf(batch, sizeof batch, "mixed step of %d tokens", (int)mixed.size());
         for (int ti = 0; ti < 2; ti++)
             for (int hd : {64, 128}) {
-                struct att_case cs = {"", NULL, cache_types[ti].type, hd, 8, 0, 4, 0, 2, 16, n_sm, mixed_len, mixed};
-                name_case(cs, cache_types[ti].name, batch, "per-sequence tiles, one-token ones on the decode kernels");
+                struct att_case cs = {
+                    "", NULL, cache_types[ti].type, hd, 8, 0, 4, 0, 2, 16, n_sm, mixed_len, mixed};
+                name_case(cs, cache_types[ti].name, batch,
+                          "per-sequence tiles, one-token ones on the decode kernels");
                 cases.push_back(cs);
             }
         struct att_case off = {"", NULL, DT_F16, 128, 8, 0, 4, 0, 2, 16, n_sm, mixed_len, mixed};
         off.no_decode = 1;
         name_case(off, "f16", batch, "decode path off: one-token tiles on the exact kernel");
         cases.push_back(off);
-        struct att_case fixed = {"", NULL, DT_F8_E4M3, 64, 8, 0, 4, 0, 2, 16, n_sm, mixed_len, mixed};
+        struct att_case fixed = {"", NULL, DT_F8_E4M3, 64,   8,         0,    4,
+                                 0,  2,    16,         n_sm, mixed_len, mixed};
         fixed.no_host = 1;
-        name_case(fixed, "fp8", batch, "no host arrays: fixed 64-token tiles, seams token by token");
+        name_case(fixed, "fp8", batch,
+                  "no host arrays: fixed 64-token tiles, seams token by token");
         cases.push_back(fixed);
     }
 
@@ -536,8 +610,9 @@ int main(int argc, char **argv) {
     std::vector<std::pair<int, int>> tok64, tok8;
     for (int s = 0; s < 64; s++) tok64.push_back({s, 511});
     for (int s = 0; s < 8; s++) tok8.push_back({s, 4095});
-    static const char *bench_names[2][4] = {{"f16_64x512_g4", "f16_1x512_g4", "f16_64x512_g8", "f16_8x4096_g4"},
-                                            {"fp8_64x512_g4", "fp8_1x512_g4", "fp8_64x512_g8", "fp8_8x4096_g4"}};
+    static const char *bench_names[2][4] = {
+        {"f16_64x512_g4", "f16_1x512_g4", "f16_64x512_g8", "f16_8x4096_g4"},
+        {"fp8_64x512_g4", "fp8_1x512_g4", "fp8_64x512_g8", "fp8_8x4096_g4"}};
     for (int ti = 0; ti < 2; ti++) {
         const enum dtype t = cache_types[ti].type;
         const char *tn = cache_types[ti].name;
@@ -548,7 +623,8 @@ int main(int argc, char **argv) {
             {"", bench_names[ti][3], t, 128, 32, 0, 4, 0, 8, 16, n_sm, len8, tok8},
         };
         const char *batches[4] = {"64 tokens over 512 positions each", "1 token over 512 positions",
-                                  "64 tokens over 512 positions each", "8 tokens over 4096 positions each"};
+                                  "64 tokens over 512 positions each",
+                                  "8 tokens over 4096 positions each"};
         for (int i = 0; i < 4; i++) {
             name_case(bench[i], tn, batches[i], "benchmark case");
             cases.push_back(bench[i]);
@@ -566,10 +642,12 @@ int main(int argc, char **argv) {
         for (int s = 0; s < 32; s++) dec.push_back((int)tok.size()), tok.push_back({s, 8191});
         len.push_back(8704);
         for (int p = 8192; p < 8704; p++) pre.push_back((int)tok.size()), tok.push_back({32, p});
-        struct att_case cs = {"", "f16_mixed_32x8192_512at8192_g4", DT_F16, 128, 32, 0, 4, 0, 8, 16, n_sm, len, tok};
+        struct att_case cs = {
+            "", "f16_mixed_32x8192_512at8192_g4", DT_F16, 128, 32, 0, 4, 0, 8, 16, n_sm, len, tok};
         cs.ref_every = 32;
         cs.parts = {dec, pre};
-        name_case(cs, "f16", "32 decode tokens at 8192 positions and a 512-token chunk at 8192..8703",
+        name_case(cs, "f16",
+                  "32 decode tokens at 8192 positions and a 512-token chunk at 8192..8703",
                   "benchmark case, every 32nd token checked");
         cases.push_back(cs);
     }
@@ -578,17 +656,19 @@ int main(int argc, char **argv) {
 
     CUDA_CHECK(cudaFree(c.ws));
     CUDA_CHECK(cudaStreamDestroy(c.stream));
-    printf("test_cuda_attention: %d cases, %d failed; largest error %.2e of max |out| (tolerance %.0e), "
-           "exact kernel's %.2e; largest in %s; flash_kernel's largest %.2e (tolerance %.0e, FP8 %.0e); "
+    printf("test_cuda_attention: %d cases, %d failed; largest error %.2e of max |out| (tolerance "
+           "%.0e), "
+           "exact kernel's %.2e; largest in %s; flash_kernel's largest %.2e (tolerance %.0e, FP8 "
+           "%.0e); "
            "%d FP8 sequences read their first positions from the sink\n",
-           n_cases, n_failed, worst_decode, TOLERANCE, worst_exact, worst_case, worst_flash, FLASH_TOLERANCE,
-           FLASH_FP8_TOLERANCE, n_sink_seqs);
+           n_cases, n_failed, worst_decode, TOLERANCE, worst_exact, worst_case, worst_flash,
+           FLASH_TOLERANCE, FLASH_FP8_TOLERANCE, n_sink_seqs);
     int sink_missing = !time_only && n_sink_seqs == 0;
     if (sink_missing) printf("FAIL  no FP8 case had a sequence whose first block has a sink\n");
     for (int p = 0; p < N_PATHS; p++) {
         if (!fp8_cases[p]) continue;
-        printf("      path %s: %d FP8 cases, %d sequences reading the sink\n", path_names[p], fp8_cases[p],
-               fp8_sink_seqs[p]);
+        printf("      path %s: %d FP8 cases, %d sequences reading the sink\n", path_names[p],
+               fp8_cases[p], fp8_sink_seqs[p]);
         if (!fp8_sink_seqs[p]) {
             printf("FAIL  no FP8 case on path %s had a sequence reading the sink\n", path_names[p]);
             sink_missing = 1;

@@ -16,7 +16,9 @@ static int failures;
 static void check_encode(float x) {
     const uint8_t want = fp8_e4m3_from_f32(x), got = fp8_dev_encode(x);
     if (isnan(x) ? (got & 0x7f) != 0x7f : got != want) {
-        if (failures++ < 10) fprintf(stderr, "encode %a: cuda_fp8.h 0x%02x, util/fp8.h 0x%02x\n", (double)x, got, want);
+        if (failures++ < 10)
+            fprintf(stderr, "encode %a: cuda_fp8.h 0x%02x, util/fp8.h 0x%02x\n", (double)x, got,
+                    want);
     }
 }
 
@@ -24,7 +26,8 @@ int main(void) {
     for (int b = 0; b < 256; b++) {
         const float want = fp8_e4m3_to_f32((uint8_t)b), got = fp8_dev_decode((uint8_t)b);
         if (isnan(want) ? !isnan(got) : memcmp(&want, &got, sizeof want) != 0) {
-            fprintf(stderr, "decode 0x%02x: cuda_fp8.h %a, util/fp8.h %a\n", b, (double)got, (double)want);
+            fprintf(stderr, "decode 0x%02x: cuda_fp8.h %a, util/fp8.h %a\n", b, (double)got,
+                    (double)want);
             failures++;
         }
     }

@@ -26,7 +26,9 @@ static uint32_t next_u32(void) {
     rng ^= rng << 17;
     return (uint32_t)(rng >> 16);
 }
-static float uniform(float lo, float hi) { return lo + (hi - lo) * (float)(next_u32() & 0xffffff) / 16777216.0f; }
+static float uniform(float lo, float hi) {
+    return lo + (hi - lo) * (float)(next_u32() & 0xffffff) / 16777216.0f;
+}
 
 static void put_f16(uint8_t *p, float v) {
     uint16_t h = f32_to_f16(v);
@@ -58,8 +60,11 @@ static void random_row(enum dtype t, uint8_t *row, int cols) {
             break;
         }
         case DT_F16: put_f16(w, uniform(-1, 1)); break;
-        case DT_BF16: break; /* every bit pattern but NaN/inf is fine; random exponent bytes rarely hit them */
-        case DT_F8_E4M3_S32: { /* every code but NaN (the loader refuses those), subnormals included */
+        case DT_BF16:
+            break; /* every bit pattern but NaN/inf is fine; random exponent bytes rarely hit them
+                    */
+        case DT_F8_E4M3_S32: { /* every code but NaN (the loader refuses those), subnormals included
+                                */
             const float v = uniform(0.0001f, 0.01f);
             memcpy(w, &v, 4);
             for (int k = 4; k < 36; k++)
@@ -88,12 +93,9 @@ static void check_dot(enum dtype t, int cols) {
     int16_t *bsums = (int16_t *)malloc(sizeof(int16_t) * cols);
     for (int r = 0; r < rows; r++) random_row(t, W + r * rb, cols);
     for (int i = 0; i < cols; i++) x[i] = uniform(-2, 2);
-    if (t == DT_Q4_1)
-        cpu::quant_row_q8_1(x, cols, qs, d);
-    else if (t == DT_Q4_K || t == DT_Q6_K)
-        cpu::quant_row_q8_K(x, cols, qs, d, bsums);
-    else
-        cpu::quant_row_q8_0(x, cols, qs, d);
+    if (t == DT_Q4_1) cpu::quant_row_q8_1(x, cols, qs, d);
+    else if (t == DT_Q4_K || t == DT_Q6_K) cpu::quant_row_q8_K(x, cols, qs, d, bsums);
+    else cpu::quant_row_q8_0(x, cols, qs, d);
     double worst = 0;
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = W + r * rb;
@@ -124,7 +126,8 @@ static void check_dot(enum dtype t, int cols) {
         double err = fabs(got - ref) / (mag + 1e-30);
         if (err > worst) worst = err;
     }
-    printf("%-5s dot (%d cols): worst error %.2e of the summed magnitudes\n", dtype_name(t), cols, worst);
+    printf("%-5s dot (%d cols): worst error %.2e of the summed magnitudes\n", dtype_name(t), cols,
+           worst);
     if (!(worst < 1e-5)) {
         printf("FAIL: %s unit dot products differ from the CPU's\n", dtype_name(t));
         failures++;
@@ -158,7 +161,8 @@ int main(void) {
     const enum dtype q[] = {DT_Q4_0, DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K};
     for (int rep = 0; rep < 4; rep++)
         for (unsigned i = 0; i < sizeof q / sizeof *q; i++) check_dot(q[i], 256 * (rep + 1));
-    const enum dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_Q4_0, DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K, DT_F8_E4M3_S32};
+    const enum dtype all[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q4_0,       DT_Q4_1,
+                              DT_Q8_0, DT_Q4_K, DT_Q6_K, DT_F8_E4M3_S32};
     for (unsigned i = 0; i < sizeof all / sizeof *all; i++) check_dequant(all[i], 1024);
     if (failures) printf("%d checks failed\n", failures);
     return failures ? 1 : 0;

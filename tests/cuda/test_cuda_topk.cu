@@ -12,10 +12,10 @@
  * case is also captured in a CUDA graph and replayed.
  *
  * The reference also checks util/logit_cand.c's logit_cands_select (the CPU backend's
- * top_cands) on every matrix. The same cases also run through a serial emulation of the kernels' algorithm written here
- * (chunks, 11/11/10-bit radix passes over the same keys with the same early stop, ordered
- * compaction, merges of the same groups of lists): it checks the algorithm, not the kernels,
- * and runs without a GPU too.
+ * top_cands) on every matrix. The same cases also run through a serial emulation of the kernels'
+ * algorithm written here (chunks, 11/11/10-bit radix passes over the same keys with the same early
+ * stop, ordered compaction, merges of the same groups of lists): it checks the algorithm, not the
+ * kernels, and runs without a GPU too.
  *
  *   test_cuda_topk    every case, then "BENCH top_cands ..." lines: microseconds a call for 1 and
  *                     64 rows of 64128 columns at k = 64, beside a device-to-device copy of
@@ -47,9 +47,10 @@ static void reference_row(const float *row, int n, int32_t id0, int k, struct lo
     for (int j = 0; j < n; j++)
         if (!isnan(row[j])) all.push_back({row[j], id0 + j});
     const size_t kk = std::min((size_t)k, all.size());
-    std::partial_sort(all.begin(), all.begin() + kk, all.end(), [](const logit_cand &a, const logit_cand &b) {
-        return logit_cand_before(a.v, a.id, b.v, b.id) != 0;
-    });
+    std::partial_sort(all.begin(), all.begin() + kk, all.end(),
+                      [](const logit_cand &a, const logit_cand &b) {
+                          return logit_cand_before(a.v, a.id, b.v, b.id) != 0;
+                      });
     for (int i = 0; i < k; i++) out[i] = (size_t)i < kk ? all[i] : logit_cand{-INFINITY, -1};
 }
 
@@ -58,8 +59,8 @@ static void reference_row(const float *row, int n, int32_t id0, int k, struct lo
 /* The k best of v[0..m) (NaN: no entry; entry j's id ids[j], or base + j), as topc_select
  * finds them: radix passes to a threshold T and a count `need` of entries equal to it, the
  * first `need` of those in array order, then sorted by (key, id). */
-static void emu_select(const float *v, const int32_t *ids, int32_t base, int m, int k, struct logit_cand *out,
-                       int32_t id_add) {
+static void emu_select(const float *v, const int32_t *ids, int32_t base, int m, int k,
+                       struct logit_cand *out, int32_t id_add) {
     std::vector<uint32_t> hist(TOPC_BINS);
     uint32_t prefix = 0, pmask = 0, k_rem = (uint32_t)k, T = 0, need = 0;
     for (int p = 0; p < TOPC_PASSES; p++) {
@@ -86,7 +87,8 @@ static void emu_select(const float *v, const int32_t *ids, int32_t base, int m, 
             }
             above += hist[b];
         }
-        if (bin == TOPC_BINS) fatal_exit(__FILE__, __LINE__, "emulation: no bin holds the %u-th", k_rem);
+        if (bin == TOPC_BINS)
+            fatal_exit(__FILE__, __LINE__, "emulation: no bin holds the %u-th", k_rem);
         k_rem -= above;
         prefix |= bin << shift;
         pmask |= dmask << shift;
@@ -108,7 +110,8 @@ static void emu_select(const float *v, const int32_t *ids, int32_t base, int m, 
             keys.push_back(key);
         }
     }
-    if (sel.size() > (size_t)k) fatal_exit(__FILE__, __LINE__, "emulation: %zu chosen for k = %d", sel.size(), k);
+    if (sel.size() > (size_t)k)
+        fatal_exit(__FILE__, __LINE__, "emulation: %zu chosen for k = %d", sel.size(), k);
     std::vector<int> order(sel.size());
     for (size_t i = 0; i < order.size(); i++) order[i] = (int)i;
     std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -119,8 +122,8 @@ static void emu_select(const float *v, const int32_t *ids, int32_t base, int m, 
                                         : logit_cand{-INFINITY, -1};
 }
 
-static void emu_top_cands(struct logit_cand *out, const float *x, int n_rows, int n_cols, int64_t ld, int32_t id0,
-                          int k) {
+static void emu_top_cands(struct logit_cand *out, const float *x, int n_rows, int n_cols,
+                          int64_t ld, int32_t id0, int k) {
     const int per_block = TOPC_CHUNK / k;
     for (int r = 0; r < n_rows; r++) {
         const float *row = x + (int64_t)r * ld;
@@ -128,8 +131,8 @@ static void emu_top_cands(struct logit_cand *out, const float *x, int n_rows, in
         std::vector<struct logit_cand> cur((size_t)n_lists * k);
         for (int l = 0; l < n_lists; l++) {
             const int c0 = l * TOPC_CHUNK;
-            emu_select(row + c0, NULL, c0, std::min((int)TOPC_CHUNK, n_cols - c0), k, &cur[(size_t)l * k],
-                       n_lists == 1 ? id0 : 0);
+            emu_select(row + c0, NULL, c0, std::min((int)TOPC_CHUNK, n_cols - c0), k,
+                       &cur[(size_t)l * k], n_lists == 1 ? id0 : 0);
         }
         while (n_lists > 1) {
             const int n_next = (n_lists + per_block - 1) / per_block;
@@ -143,7 +146,8 @@ static void emu_top_cands(struct logit_cand *out, const float *x, int n_rows, in
                     v[j] = cd.id < 0 ? NAN : cd.v;
                     ids[j] = cd.id;
                 }
-                emu_select(v.data(), ids.data(), 0, m, k, &next[(size_t)g * k], n_next == 1 ? id0 : 0);
+                emu_select(v.data(), ids.data(), 0, m, k, &next[(size_t)g * k],
+                           n_next == 1 ? id0 : 0);
             }
             cur.swap(next);
             n_lists = n_next;
@@ -154,12 +158,24 @@ static void emu_top_cands(struct logit_cand *out, const float *x, int n_rows, in
 
 /* ---- cases ---- */
 
-enum fill { F_RANDOM, F_LEVELS, F_ZEROS, F_CONST, F_SPECIAL, F_FEW, F_PLATEAU, F_DENORMAL, N_FILLS };
-static const char *fill_names[N_FILLS] = {"random", "levels", "zeros", "const",
-                                          "special", "few", "plateau", "denormal"};
+enum fill {
+    F_RANDOM,
+    F_LEVELS,
+    F_ZEROS,
+    F_CONST,
+    F_SPECIAL,
+    F_FEW,
+    F_PLATEAU,
+    F_DENORMAL,
+    N_FILLS
+};
+static const char *fill_names[N_FILLS] = {"random",  "levels", "zeros",   "const",
+                                          "special", "few",    "plateau", "denormal"};
 
 static std::mt19937 rng(4321);
-static float urand(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
+static float urand(float lo, float hi) {
+    return std::uniform_real_distribution<float>(lo, hi)(rng);
+}
 static int irand(int n) { return (int)(rng() % (uint32_t)n); }
 static float bits_float(uint32_t b) {
     float f;
@@ -193,8 +209,13 @@ static void fill_row(float *row, int n, enum fill f, int kmax) {
     case F_SPECIAL:
         for (int j = 0; j < n; j++) {
             const int u = irand(100);
-            row[j] = u < 10 ? NAN : u < 15 ? -INFINITY : u < 16 ? INFINITY : u < 20 ? denormal()
-                   : u < 22 ? (irand(2) ? FLT_MAX : -FLT_MAX) : u < 25 ? (irand(2) ? 0.0f : -0.0f) : logit(rng);
+            row[j] = u < 10   ? NAN
+                     : u < 15 ? -INFINITY
+                     : u < 16 ? INFINITY
+                     : u < 20 ? denormal()
+                     : u < 22 ? (irand(2) ? FLT_MAX : -FLT_MAX)
+                     : u < 25 ? (irand(2) ? 0.0f : -0.0f)
+                              : logit(rng);
         }
         if (n > 2) row[irand(n)] = bits_float(0xffc00001u); /* a negative NaN */
         break;
@@ -216,8 +237,7 @@ static void fill_row(float *row, int n, enum fill f, int kmax) {
     case F_DENORMAL:
         for (int j = 0; j < n; j++) row[j] = irand(8) == 0 ? (irand(2) ? 0.0f : -0.0f) : denormal();
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -236,17 +256,20 @@ static int same(const struct logit_cand &a, const struct logit_cand &b) {
 }
 
 /* 0 when got == want for every row; else prints the first mismatch (a FAIL line). */
-static int compare(const char *who, const struct tc_case &cs, int k, const std::vector<enum fill> &fills,
-                   const struct logit_cand *want, const struct logit_cand *got) {
+static int compare(const char *who, const struct tc_case &cs, int k,
+                   const std::vector<enum fill> &fills, const struct logit_cand *want,
+                   const struct logit_cand *got) {
     for (int r = 0; r < cs.n_rows; r++)
         for (int i = 0; i < k; i++) {
             const struct logit_cand &w = want[(size_t)r * k + i], &g = got[(size_t)r * k + i];
             if (same(w, g)) continue;
             if (n_fail_lines++ < MAX_FAIL_LINES)
-                printf("FAIL  %s: rows=%d cols=%d ld=%lld id0=%d k=%d: row %d (%s) position %d: expected {%a (%08x), "
+                printf("FAIL  %s: rows=%d cols=%d ld=%lld id0=%d k=%d: row %d (%s) position %d: "
+                       "expected {%a (%08x), "
                        "%d}, got {%a (%08x), %d}\n",
-                       who, cs.n_rows, cs.n_cols, (long long)cs.ld, cs.id0, k, r, fill_names[fills[r]], i, w.v,
-                       float_bits(w.v), w.id, g.v, float_bits(g.v), g.id);
+                       who, cs.n_rows, cs.n_cols, (long long)cs.ld, cs.id0, k, r,
+                       fill_names[fills[r]], i, w.v, float_bits(w.v), w.id, g.v, float_bits(g.v),
+                       g.id);
             return 1;
         }
     return 0;
@@ -273,7 +296,8 @@ static void run_case(struct cuda_ctx *c, const struct tc_case &cs, int gpu, int 
 
     float *dx = NULL;
     struct logit_cand *dout = NULL;
-    const size_t out_max = (size_t)(cs.n_rows + 1) * LOGIT_CANDS_MAX; /* a row of guard past the end */
+    const size_t out_max = (size_t)(cs.n_rows + 1) *
+                           LOGIT_CANDS_MAX; /* a row of guard past the end */
     if (gpu) {
         CUDA_CHECK(cudaMalloc(&dx, x.size() * sizeof(float)));
         CUDA_CHECK(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
@@ -301,7 +325,8 @@ static void run_case(struct cuda_ctx *c, const struct tc_case &cs, int gpu, int 
         for (size_t b = 0; !bad && b < (out_max - (size_t)cs.n_rows * k) * sizeof *dout; b++)
             if (guard[b] != 0xab) {
                 if (n_fail_lines++ < MAX_FAIL_LINES)
-                    printf("FAIL  cuda_top_cands: rows=%d cols=%d k=%d wrote past its %d x %d entries (byte %zu)\n",
+                    printf("FAIL  cuda_top_cands: rows=%d cols=%d k=%d wrote past its %d x %d "
+                           "entries (byte %zu)\n",
                            cs.n_rows, cs.n_cols, k, cs.n_rows, k, b);
                 bad = 1;
             }
@@ -319,7 +344,8 @@ static void run_case(struct cuda_ctx *c, const struct tc_case &cs, int gpu, int 
             CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
             CUDA_CHECK(cudaGraphLaunch(exec, c->stream));
             CUDA_CHECK(cudaStreamSynchronize(c->stream));
-            CUDA_CHECK(cudaMemcpy(back.data(), dout, out_max * sizeof *dout, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(
+                cudaMemcpy(back.data(), dout, out_max * sizeof *dout, cudaMemcpyDeviceToHost));
             bad = compare("cuda_top_cands in a CUDA graph", cs, k, fills, want.data(), back.data());
             CUDA_CHECK(cudaGraphExecDestroy(exec));
             CUDA_CHECK(cudaGraphDestroy(graph));
@@ -353,10 +379,10 @@ static void bench(struct cuda_ctx *c, int n_rows, int n_cols) {
     for (int what = 0; what < 2; what++) {
         for (int it = 0; it < BENCH_WARMUP + BENCH_ITERS; it++) {
             if (it == BENCH_WARMUP) CUDA_CHECK(cudaEventRecord(e0, c->stream));
-            if (what == 0)
-                cuda_top_cands(c, dout, dx, n_rows, n_cols, n_cols, 0, k);
+            if (what == 0) cuda_top_cands(c, dout, dx, n_rows, n_cols, n_cols, 0, k);
             else
-                CUDA_CHECK(cudaMemcpyAsync(dcopy, dx, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream));
+                CUDA_CHECK(cudaMemcpyAsync(dcopy, dx, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                           c->stream));
         }
         CUDA_CHECK(cudaEventRecord(e1, c->stream));
         CUDA_CHECK(cudaEventSynchronize(e1));
@@ -365,8 +391,8 @@ static void bench(struct cuda_ctx *c, int n_rows, int n_cols) {
         us[what] = 1000.0f * ms / BENCH_ITERS;
     }
     sync_launches = 1;
-    printf("BENCH top_cands rows=%d cols=%d k=%d us=%.2f d2d_copy_us=%.2f ratio=%.2f\n", n_rows, n_cols, k, us[0],
-           us[1], us[0] / us[1]);
+    printf("BENCH top_cands rows=%d cols=%d k=%d us=%.2f d2d_copy_us=%.2f ratio=%.2f\n", n_rows,
+           n_cols, k, us[0], us[1], us[0] / us[1]);
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
     CUDA_CHECK(cudaFree(dx));
@@ -399,7 +425,8 @@ int main(int argc, char **argv) {
     for (int n : sizes)
         for (int nr : rows) {
             std::vector<int> ks = {1, 2, 40, 64};
-            if (n <= LOGIT_CANDS_MAX && std::find(ks.begin(), ks.end(), n) == ks.end()) ks.push_back(n);
+            if (n <= LOGIT_CANDS_MAX && std::find(ks.begin(), ks.end(), n) == ks.end())
+                ks.push_back(n);
             const int64_t ld = n + (i % 3 == 1 ? 3 : i % 3 == 2 ? 64 : 0);
             const int32_t id0 = i % 2 ? 3 * n + 17 : 0;
             cases.push_back({nr, n, ld, id0, ks});
@@ -411,14 +438,17 @@ int main(int argc, char **argv) {
     cases.push_back({9, 8191, 8191, 100000, {64}});
     cases.push_back({2, 300000, 300001, 7, {1, 40, 64}});
     cases.push_back({2, 600000, 600000, 0, {2, 64}});
-    for (const struct tc_case &cs : cases) run_case(&c, cs, gpu, cs.n_rows == 64 && cs.n_cols == 128256 / 2);
+    for (const struct tc_case &cs : cases)
+        run_case(&c, cs, gpu, cs.n_rows == 64 && cs.n_cols == 128256 / 2);
 
     char on_gpu[64];
     snprintf(on_gpu, sizeof on_gpu, "%d failed on the GPU", n_gpu_failed);
-    printf("test_cuda_topk: %d cases (%d matrices, %d rows), %s, %d failed in the host emulation of the "
-           "algorithm; the CPU backend's logit_cands_select: %d of %d matrices differ from the reference\n",
-           n_cases, (int)cases.size(), n_rows_checked, gpu ? on_gpu : "not run on a GPU (none)", n_emu_failed,
-           n_util_failed, (int)cases.size());
+    printf("test_cuda_topk: %d cases (%d matrices, %d rows), %s, %d failed in the host emulation "
+           "of the "
+           "algorithm; the CPU backend's logit_cands_select: %d of %d matrices differ from the "
+           "reference\n",
+           n_cases, (int)cases.size(), n_rows_checked, gpu ? on_gpu : "not run on a GPU (none)",
+           n_emu_failed, n_util_failed, (int)cases.size());
     if (!gpu) {
         printf("skipped: no GPU\n");
         return n_emu_failed || n_util_failed ? 1 : 77;

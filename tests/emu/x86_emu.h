@@ -25,26 +25,33 @@ typedef struct {
 
 #define EMU static inline __attribute__((always_inline))
 
-EMU emu_m512 emu_mm512_setzero_ps(void) { return (emu_m512){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+EMU emu_m512 emu_mm512_setzero_ps(void) {
+    return (emu_m512){_mm256_setzero_ps(), _mm256_setzero_ps()};
+}
 EMU emu_m512i emu_mm512_setzero_si512(void) {
     return (emu_m512i){_mm256_setzero_si256(), _mm256_setzero_si256()};
 }
-EMU emu_m512i emu_mm512_set1_epi8(char c) { return (emu_m512i){_mm256_set1_epi8(c), _mm256_set1_epi8(c)}; }
-EMU emu_m512i emu_mm512_setr_epi32(int a0, int a1, int a2, int a3, int a4, int a5, int a6, int a7, int a8,
-                                   int a9, int a10, int a11, int a12, int a13, int a14, int a15) {
+EMU emu_m512i emu_mm512_set1_epi8(char c) {
+    return (emu_m512i){_mm256_set1_epi8(c), _mm256_set1_epi8(c)};
+}
+EMU emu_m512i emu_mm512_setr_epi32(int a0, int a1, int a2, int a3, int a4, int a5, int a6, int a7,
+                                   int a8, int a9, int a10, int a11, int a12, int a13, int a14,
+                                   int a15) {
     return (emu_m512i){_mm256_setr_epi32(a0, a1, a2, a3, a4, a5, a6, a7),
                        _mm256_setr_epi32(a8, a9, a10, a11, a12, a13, a14, a15)};
 }
-EMU emu_m512i emu_mm512_castsi256_si512(__m256i a) { return (emu_m512i){a, _mm256_setzero_si256()}; }
+EMU emu_m512i emu_mm512_castsi256_si512(__m256i a) {
+    return (emu_m512i){a, _mm256_setzero_si256()};
+}
 EMU emu_m512 emu_mm512_castps256_ps512(__m256 a) { return (emu_m512){a, _mm256_setzero_ps()}; }
 EMU __m256 emu_mm512_castps512_ps256(emu_m512 a) { return a.lo; }
-EMU emu_m512d emu_mm512_castps_pd(emu_m512 a) { return (emu_m512d){_mm256_castps_pd(a.lo), _mm256_castps_pd(a.hi)}; }
+EMU emu_m512d emu_mm512_castps_pd(emu_m512 a) {
+    return (emu_m512d){_mm256_castps_pd(a.lo), _mm256_castps_pd(a.hi)};
+}
 EMU __m256d emu_mm512_extractf64x4_pd(emu_m512d a, int imm) { return imm & 1 ? a.hi : a.lo; }
 EMU emu_m512i emu_mm512_inserti64x4(emu_m512i a, __m256i b, int imm) {
-    if (imm & 1)
-        a.hi = b;
-    else
-        a.lo = b;
+    if (imm & 1) a.hi = b;
+    else a.lo = b;
     return a;
 }
 EMU emu_m512i emu_mm512_and_si512(emu_m512i a, emu_m512i b) {
@@ -88,7 +95,8 @@ EMU __m256i emu_dpbusd8(__m256i src, __m256i a, __m256i b) {
     memcpy(sb, &b, 32);
     memcpy(acc, &src, 32);
     for (int i = 0; i < 8; i++)
-        for (int k = 0; k < 4; k++) acc[i] += (uint32_t)((int32_t)ua[4 * i + k] * (int32_t)sb[4 * i + k]);
+        for (int k = 0; k < 4; k++)
+            acc[i] += (uint32_t)((int32_t)ua[4 * i + k] * (int32_t)sb[4 * i + k]);
     __m256i out;
     memcpy(&out, acc, 32);
     return out;

@@ -93,7 +93,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "gbnf")) {
         struct sbuf out = {0};
         int rc = 0;
-        if (kind == GRAMMAR_JSON_SCHEMA) rc = grammar_gbnf_from_json_schema(text, len, "root", &out, err);
+        if (kind == GRAMMAR_JSON_SCHEMA)
+            rc = grammar_gbnf_from_json_schema(text, len, "root", &out, err);
         else if (kind == GRAMMAR_REGEX) rc = grammar_gbnf_from_regex(text, len, "root", &out, err);
         else if (kind == GRAMMAR_JSON_OBJECT) {
             grammar_gbnf_json_value("json", &out);
@@ -141,7 +142,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n_vocab; i++) {
             size_t l = 0;
             const char *s = tok ? tokenizer_token_bytes(tok, i, &l) : NULL;
-            int usable = tok ? !tokenizer_is_special(tok, i) && l > 0 && !tokenizer_is_eog(tok, i) : i < 256;
+            int usable = tok ? !tokenizer_is_special(tok, i) && l > 0 && !tokenizer_is_eog(tok, i)
+                             : i < 256;
             int end = tok ? tokenizer_is_eog(tok, i) : i == 256;
             printf("%d %d %d ", i, usable, end);
             if (s) hex(s, l);
@@ -185,8 +187,8 @@ int main(int argc, char **argv) {
                 if (sscanf(lines + i, "%2x", &x) != 1) break;
                 lines[a + n++] = (char)x;
             }
-            int ok =
-                grammar_matcher_accept_bytes(m, lines + a, n) == 0 && grammar_matcher_can_end(m);
+            int ok = grammar_matcher_accept_bytes(m, lines + a, n) == 0 &&
+                     grammar_matcher_can_end(m);
             printf("%d\n", ok);
             grammar_matcher_free(m);
             a = b + 1;
@@ -198,7 +200,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     uint8_t *is_end = calloc((size_t)n_vocab, 1);
-    for (int i = 0; i < n_vocab; i++) is_end[i] = tok ? (uint8_t)tokenizer_is_eog(tok, i) : i == 256;
+    for (int i = 0; i < n_vocab; i++)
+        is_end[i] = tok ? (uint8_t)tokenizer_is_eog(tok, i) : i == 256;
     size_t words = ((size_t)n_vocab + 63) / 64;
     uint64_t *mask = calloc(words, 8);
     if (!strcmp(mode, "walk")) {
@@ -225,7 +228,8 @@ int main(int argc, char **argv) {
                 return 1;
             }
             size_t l;
-            const char *b = tok ? tokenizer_token_bytes(tok, t, &l) : (const char *)&(char){(char)t};
+            const char *b = tok ? tokenizer_token_bytes(tok, t, &l)
+                                : (const char *)&(char){(char)t};
             if (!tok) l = 1;
             sbuf_add(&prefix, b, l);
         }
@@ -233,7 +237,8 @@ int main(int argc, char **argv) {
         grammar_matcher_free(m);
     } else if (!strcmp(mode, "bench")) {
         int steps = atoi(argv[5]);
-        double *cold = calloc((size_t)steps, sizeof *cold), *warm = calloc((size_t)steps, sizeof *warm);
+        double *cold = calloc((size_t)steps, sizeof *cold),
+               *warm = calloc((size_t)steps, sizeof *warm);
         int32_t *path = calloc((size_t)steps, sizeof *path);
         int n = 0;
         double worst_us = 0, worst_acc_us = 0;
@@ -281,8 +286,10 @@ int main(int argc, char **argv) {
          * before it existed) */
         m = grammar_matcher_new(g);
         for (int i = 0; i < n; i++) {
-            int64_t need = grammar_matcher_need(m), budgets[3] = {1 << 20, need + 2, need > 0 ? need : 1};
-            double a = clock_now(); /* the plain mask again, as warm as the budgeted ones after it */
+            int64_t need = grammar_matcher_need(m),
+                    budgets[3] = {1 << 20, need + 2, need > 0 ? need : 1};
+            double a =
+                clock_now(); /* the plain mask again, as warm as the budgeted ones after it */
             grammar_matcher_mask(m, mask);
             bud[3][i] = (clock_now() - a) * 1e6;
             for (int k = 0; k < 3; k++) {
@@ -300,15 +307,21 @@ int main(int argc, char **argv) {
         qsort(apply, (size_t)n, sizeof *apply, cmp_d);
         for (int k = 0; k < 4; k++) qsort(bud[k], (size_t)n, sizeof *bud[k], cmp_d);
         int p99 = (int)floor(0.99 * (n - 1));
-        printf("{\"vocab\": %d, \"steps\": %d, \"compile_ms\": %.3f, \"cold_median_us\": %.2f, \"cold_p99_us\": %.2f, "
-               "\"cold_total_ms\": %.2f, \"warm_median_us\": %.2f, \"warm_p99_us\": %.2f, \"accept_mean_us\": %.2f, "
-               "\"apply_median_us\": %.2f, \"budget_far_median_us\": %.2f, \"budget_far_p99_us\": %.2f, "
-               "\"budget_near_median_us\": %.2f, \"budget_near_p99_us\": %.2f, \"budget_force_median_us\": %.2f, "
-               "\"budget_force_p99_us\": %.2f, \"plain_again_median_us\": %.2f, \"plain_again_p99_us\": %.2f}\n",
-               n_vocab, n, ms, n ? cold[n / 2] : 0, n ? cold[p99] : 0, total_cold / 1e3, n ? warm[n / 2] : 0,
-               n ? warm[p99] : 0, n ? acc_us / n : 0, n ? apply[n / 2] : 0, n ? bud[0][n / 2] : 0,
-               n ? bud[0][p99] : 0, n ? bud[1][n / 2] : 0, n ? bud[1][p99] : 0, n ? bud[2][n / 2] : 0,
-               n ? bud[2][p99] : 0, n ? bud[3][n / 2] : 0, n ? bud[3][p99] : 0);
+        printf("{\"vocab\": %d, \"steps\": %d, \"compile_ms\": %.3f, \"cold_median_us\": %.2f, "
+               "\"cold_p99_us\": %.2f, "
+               "\"cold_total_ms\": %.2f, \"warm_median_us\": %.2f, \"warm_p99_us\": %.2f, "
+               "\"accept_mean_us\": %.2f, "
+               "\"apply_median_us\": %.2f, \"budget_far_median_us\": %.2f, \"budget_far_p99_us\": "
+               "%.2f, "
+               "\"budget_near_median_us\": %.2f, \"budget_near_p99_us\": %.2f, "
+               "\"budget_force_median_us\": %.2f, "
+               "\"budget_force_p99_us\": %.2f, \"plain_again_median_us\": %.2f, "
+               "\"plain_again_p99_us\": %.2f}\n",
+               n_vocab, n, ms, n ? cold[n / 2] : 0, n ? cold[p99] : 0, total_cold / 1e3,
+               n ? warm[n / 2] : 0, n ? warm[p99] : 0, n ? acc_us / n : 0, n ? apply[n / 2] : 0,
+               n ? bud[0][n / 2] : 0, n ? bud[0][p99] : 0, n ? bud[1][n / 2] : 0,
+               n ? bud[1][p99] : 0, n ? bud[2][n / 2] : 0, n ? bud[2][p99] : 0,
+               n ? bud[3][n / 2] : 0, n ? bud[3][p99] : 0);
         free(logits);
         free(apply);
         for (int k = 0; k < 4; k++) free(bud[k]);

@@ -62,7 +62,8 @@ int main(int argc, char **argv) {
     }
     if (argc == 11 && !strcmp(argv[1], "matmul")) {
         const enum dtype t = parse_type(argv[2]);
-        const int rows = atoi(argv[3]), cols = atoi(argv[4]), T = atoi(argv[5]), nth = atoi(argv[6]);
+        const int rows = atoi(argv[3]), cols = atoi(argv[4]), T = atoi(argv[5]),
+                  nth = atoi(argv[6]);
         const int64_t rb = dtype_row_bytes(t, cols);
         if (rows <= 0 || T <= 0 || rb < 0 || nth <= 0) return 2;
         void *W = read_file(argv[8], (size_t)(rb * rows));
@@ -79,6 +80,8 @@ int main(int argc, char **argv) {
         free(y);
         return 0;
     }
-    fprintf(stderr, "usage: %s dequant TYPE N IN OUT | matmul TYPE ROWS COLS T THREADS SCALAR W X Y\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s dequant TYPE N IN OUT | matmul TYPE ROWS COLS T THREADS SCALAR W X Y\n",
+            argv[0]);
     return 2;
 }

@@ -2,14 +2,12 @@
  * stdin, all numbers whitespace-separated:
  *   n_cases
  *   per case: V n_steps
- *             temperature top_k top_p min_p repetition presence frequency seed logprobs top_logprobs
- *             n_bias (id bias)...   n_prompt id...
- *             n_steps rows of V logits
- * and per step prints two lines:
- *   P p_0 ... p_{V-1}        the distribution the draw uses (sampler_probs)
- *   T token logprob n_top (id logprob)...   what sampler_next returned
- * The row passed to sampler_next is the one passed to sampler_probs, which must have left it
- * untouched; the driver checks that too. Exit 1 on malformed input. */
+ *             temperature top_k top_p min_p repetition presence frequency seed logprobs
+ * top_logprobs n_bias (id bias)...   n_prompt id... n_steps rows of V logits and per step prints
+ * two lines: P p_0 ... p_{V-1}        the distribution the draw uses (sampler_probs) T token
+ * logprob n_top (id logprob)...   what sampler_next returned The row passed to sampler_next is the
+ * one passed to sampler_probs, which must have left it untouched; the driver checks that too. Exit
+ * 1 on malformed input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +22,10 @@ static int run_case(void) {
     struct sampling_params sp = {0};
     unsigned long long seed;
     if (rd_int(&V) || rd_int(&steps) || V < 1 || steps < 0) return -1;
-    if (rd_float(&sp.temperature) || rd_int(&sp.top_k) || rd_float(&sp.top_p) || rd_float(&sp.min_p) ||
-        rd_float(&sp.repetition_penalty) || rd_float(&sp.presence_penalty) || rd_float(&sp.frequency_penalty) ||
-        scanf("%llu", &seed) != 1 || rd_int(&sp.logprobs) || rd_int(&sp.top_logprobs))
+    if (rd_float(&sp.temperature) || rd_int(&sp.top_k) || rd_float(&sp.top_p) ||
+        rd_float(&sp.min_p) || rd_float(&sp.repetition_penalty) || rd_float(&sp.presence_penalty) ||
+        rd_float(&sp.frequency_penalty) || scanf("%llu", &seed) != 1 || rd_int(&sp.logprobs) ||
+        rd_int(&sp.top_logprobs))
         return -1;
     sp.seed = seed;
     sp.has_seed = 1;
