@@ -115,11 +115,13 @@ static size_t checked_mul(size_t a, size_t b) {
 
 /* ---- activation preparation ---- */
 
-static enum act_kind act_kind_for(enum dtype wt) {
+/* I4_S32 on the AVX2 path below 4 tokens takes the integer tiles (ACT_I16X2); from 4 tokens
+ * on it decodes each weight group once into f32 (f32 x), as the scalar path always does. */
+static enum act_kind act_kind_for(enum dtype wt, int avx2, int T) {
     switch (wt) {
     case DT_F32:
-    case DT_F8_E4M3_S32:
-    case DT_I4_S32: return ACT_F32;
+    case DT_F8_E4M3_S32: return ACT_F32;
+    case DT_I4_S32: return avx2 && T < 4 ? ACT_I16X2 : ACT_F32;
     case DT_F16: return ACT_F16;
     case DT_BF16: return ACT_BF16;
     case DT_Q4_0:
@@ -137,9 +139,9 @@ static size_t act_layout(struct act *a, enum act_kind kind, int T, int cols) {
     a->kind = kind;
     a->T = T;
     a->cols = cols;
-    a->nb = kind == ACT_Q8_K                         ? cols / QK_K
-            : (kind == ACT_Q8_0 || kind == ACT_Q8_1) ? cols / QK
-                                                     : cols;
+    a->nb = kind == ACT_Q8_K                                                ? cols / QK_K
+            : (kind == ACT_Q8_0 || kind == ACT_Q8_1 || kind == ACT_I16X2) ? cols / QK
+                                                                            : cols;
     const size_t n = checked_mul((size_t)T, (size_t)cols);
     switch (kind) {
     case ACT_F32: return 0;
@@ -148,6 +150,9 @@ static size_t act_layout(struct act *a, enum act_kind kind, int T, int cols) {
     case ACT_Q8_0:
     case ACT_Q8_1:
     case ACT_Q8_K: break;
+    case ACT_I16X2:
+        return align64(checked_mul(n, 2 * sizeof(int16_t))) +
+               align64(checked_mul(checked_mul((size_t)T, (size_t)a->nb), 3 * sizeof(float)));
     }
     const size_t nbt = checked_mul((size_t)T, (size_t)a->nb);
     return align64(n) + align64(checked_mul(nbt, (kind == ACT_Q8_1 ? 2 : 1) * sizeof(float))) +
@@ -160,6 +165,11 @@ static void act_place(struct act *a, uint8_t *base) {
         return;
     }
     if (a->kind == ACT_F32) return;
+    if (a->kind == ACT_I16X2) {
+        a->hl = (int16_t *)(void *)base;
+        a->d = (float *)(void *)(base + align64((size_t)a->T * (size_t)a->cols * 4));
+        return;
+    }
     const size_t n = (size_t)a->T * (size_t)a->cols, nbt = (size_t)a->T * (size_t)a->nb;
     a->qs = (int8_t *)base;
     a->d = (float *)(void *)(base + align64(n));
@@ -194,6 +204,9 @@ static void act_prepare_tokens(const struct prep_ctx *c, int t0, int t1) {
             case ACT_Q8_1:
                 (c->avx2 ? quant_row_q8_1_avx2 : quant_row_q8_1)(x, n, qs,
                                                                  a->d + (int64_t)t * nb * 2);
+                break;
+            case ACT_I16X2:
+                quant_row_i16x2(x, n, a->hl + (int64_t)t * n * 2, a->d + (int64_t)t * nb * 3);
                 break;
             case ACT_Q8_K:
                 quant_row_q8_K(x, n, qs, a->d + (int64_t)t * nb, a->bsums + (int64_t)t * nb * 16);
@@ -283,16 +296,16 @@ void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, in
     const int avx2 = cpu_matmul_has_avx2();
 
     /* one prepared activation per distinct kind, laid out back to back in the scratch */
-    struct act acts[6];
+    struct act acts[7];
     int nacts = 0, act_of[CPU_MATMUL_MAX_OPS];
-    size_t total = 0, offs[6];
+    size_t total = 0, offs[7];
     for (int i = 0; i < n; i++) {
         const struct cpu_matmul_op *op = &ops[i];
         if (!dtype_weight_ok(op->wt) || dtype_row_bytes(op->wt, cols) < 0 || op->rows < 0)
             FATAL("cpu_matmul: bad shape %d x %d of %s", op->rows, cols, dtype_name(op->wt));
         if (T > 1 && op->ldy < op->rows)
             FATAL("cpu_matmul: ldy %lld < rows %d", (long long)op->ldy, op->rows);
-        const enum act_kind kind = act_kind_for(op->wt);
+        const enum act_kind kind = act_kind_for(op->wt, avx2, T);
         int k = 0;
         while (k < nacts && acts[k].kind != kind) k++;
         if (k == nacts) {

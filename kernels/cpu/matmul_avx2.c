@@ -579,25 +579,23 @@ INLINE __m256 f8x8(const uint8_t *q, float d) {
     return _mm256_mul_ps(_mm256_mul_ps(f, _mm256_set1_ps(0x1p8f)), _mm256_set1_ps(d));
 }
 
-/* FT_F8: F8_E4M3_S32 blocks, FT_I4: I4_S32 blocks (both with f32 activations) */
+/* FT_F8: F8_E4M3_S32 blocks (f32 activations); FT_I4: I4_S32 blocks, decoded into f32 by
+ * rows_decoded only (fewer tokens take tile_i4) */
 enum ftype { FT_F32, FT_F16, FT_BF16, FT_F8, FT_I4 };
 
 /* Eight I4_S32 values from element o (a multiple of 8) of the block at b: the nibbles
  * (low halves of bytes 0..15 for elements 0..15, high halves for 16..31) widened to f32,
  * minus the zero point, times the scale: the scalar decode's operations, so its bits. */
-INLINE __m256 i4x8_dz(const uint8_t *b, int o, __m256 d, __m256 z) {
-    const __m128i raw = _mm_loadl_epi64((const __m128i *)(const void *)(b + 8 + (o & 15)));
-    __m256i v = _mm256_cvtepu8_epi32(raw);
-    if (o & 16) v = _mm256_srli_epi32(v, 4);
-    v = _mm256_and_si256(v, _mm256_set1_epi32(15));
-    return _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(v), z), d);
-}
-
 INLINE __m256 i4x8(const uint8_t *b, int o) {
     float d, z;
     memcpy(&d, b, sizeof d);
     memcpy(&z, b + 4, sizeof z);
-    return i4x8_dz(b, o, _mm256_set1_ps(d), _mm256_set1_ps(z));
+    const __m128i raw = _mm_loadl_epi64((const __m128i *)(const void *)(b + 8 + (o & 15)));
+    __m256i v = _mm256_cvtepu8_epi32(raw);
+    if (o & 16) v = _mm256_srli_epi32(v, 4);
+    v = _mm256_and_si256(v, _mm256_set1_epi32(15));
+    return _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(z)),
+                         _mm256_set1_ps(d));
 }
 
 INLINE float f8_scale(const uint8_t *w, int k) {
@@ -645,16 +643,14 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
 #pragma GCC unroll 2
     for (int t = 0; t < NT; t++) {
         const int tt = clamp_token(t0, t, nt);
-        x[t] = ft == FT_F32 || ft == FT_F8 || ft == FT_I4 ? a->x + (int64_t)tt * a->ldx
-                                                          : a->xr + (int64_t)tt * a->cols;
+        x[t] = ft == FT_F32 || ft == FT_F8 ? a->x + (int64_t)tt * a->ldx
+                                           : a->xr + (int64_t)tt * a->cols;
         for (int i = 0; i < 4; i++) acc[i][t] = _mm256_setzero_ps();
     }
     const int n8 = a->cols & ~7;
     /* row bytes per 8 elements */
-    const int step = ft == FT_F32 ? 32 : ft == FT_F8 ? 9 : ft == FT_I4 ? 6 : 16;
-    __m256 ds[4]; /* FT_F8: the 4 rows' block scales times 2^8, set at each block's start;
-                   * FT_I4: the block scales */
-    __m256 zs[4]; /* FT_I4: the 4 rows' block zero points */
+    const int step = ft == FT_F32 ? 32 : ft == FT_F8 ? 9 : 16;
+    __m256 ds[4]; /* FT_F8: the 4 rows' block scales times 2^8, set at each block's start */
     int slow = 0; /* FT_F8: a scale of the block is too large for the one-multiply decode */
     for (int k = 0; k < n8; k += 8) {
         prefetch_span(pf + 4 * step * k / 8, 4 * step);
@@ -669,19 +665,11 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
                 ds[i] = _mm256_set1_ps(d * 0x1p8f);
             }
         }
-        if (ft == FT_I4 && !(k & 31))
-            for (int i = 0; i < 4; i++) { /* the block's scale and zero, broadcast once */
-                float dz[2];
-                memcpy(dz, w[i] + 24 * (k >> 5), sizeof dz);
-                ds[i] = _mm256_set1_ps(dz[0]);
-                zs[i] = _mm256_set1_ps(dz[1]);
-            }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             const uint8_t *q = w[i] + 36 * (k >> 5) + 4 + (k & 31); /* FT_F8's codes */
-            const __m256 wv = ft == FT_F8 && !slow ? _mm256_mul_ps(f8x8_raw(q), ds[i])
-                              : ft == FT_I4 ? i4x8_dz(w[i] + 24 * (k >> 5), k & 31, ds[i], zs[i])
-                                            : load8(w[i], k, ft);
+            const __m256 wv =
+                ft == FT_F8 && !slow ? _mm256_mul_ps(f8x8_raw(q), ds[i]) : load8(w[i], k, ft);
 #pragma GCC unroll 2
             for (int t = 0; t < NT; t++) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
         }
@@ -694,6 +682,70 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
             for (int i = 0; i < 4; i++) tail[i] += load1(w[i], k, ft) * x[t][k];
         const __m128 v = _mm_add_ps(rows4_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t]),
                                     _mm_loadu_ps(tail));
+        store_rows(j->y + (int64_t)(t0 + t) * j->ldy + r, v, nr);
+    }
+}
+
+/* I4_S32 x ACT_I16X2 (decode and short verify steps): per 32-block and row, the nibbles
+ * widened to int16 (elements 0..15 low halves, 16..31 high halves) meet the activation's h
+ * and l parts in vpmaddwd (int32 sums: at most 4 x 15 x 2^14 a lane, exact), so the block
+ * gives sum_k q_k x_k = s * (H + L / 2^15) with one f32 rounding (s a power of two); that times
+ * the scale d, and the zero point enters once per block through the activation sum:
+ * y = sum_b d_b (s_b (H_b + L_b / 2^15) - z_b * sum_b x). Weight-only arithmetic as the scalar
+ * decode, with x kept to 2^-29 of its block's largest value (quant_row_i16x2) and sums of
+ * integers where the scalar path adds f32 products, so within the F32 tolerance of it. */
+INLINE void tile_i4(const struct mm_job *j, int r, int nr, int t0, int nt, const int NT) {
+    const struct act *a = &j->a;
+    const int nb = a->nb;
+    const uint8_t *w[4];
+    group_rows(j, r, nr, w);
+    const uint8_t *pf = j->W + (int64_t)r * j->row_bytes + 3 * j->row_bytes + PF_DIST;
+    const int16_t *hl[2];
+    const float *s3[2];
+    __m256 acc[4][2];
+    float zacc[4][2];
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; t++) {
+        const int tt = clamp_token(t0, t, nt);
+        hl[t] = a->hl + (int64_t)tt * a->cols * 2;
+        s3[t] = a->d + (int64_t)tt * nb * 3;
+        for (int i = 0; i < 4; i++) {
+            acc[i][t] = _mm256_setzero_ps();
+            zacc[i][t] = 0.0f;
+        }
+    }
+    const __m256i m4 = _mm256_set1_epi16(15);
+    for (int b = 0; b < nb; b++) {
+        prefetch_span(pf + 4 * 24 * b, 4 * 24);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const uint8_t *blk = w[i] + 24 * b;
+            const __m256i q = _mm256_cvtepu8_epi16(ld128(blk + 8));
+            const __m256i ql = _mm256_and_si256(q, m4), qh = _mm256_srli_epi16(q, 4);
+            float dz[2];
+            memcpy(dz, blk, sizeof dz);
+            const __m256 dv = _mm256_set1_ps(dz[0]);
+            const float dzz = dz[0] * dz[1];
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                const int16_t *p = hl[t] + 64 * b;
+                const __m256i hs = _mm256_add_epi32(_mm256_madd_epi16(ql, ld256(p)),
+                                                    _mm256_madd_epi16(qh, ld256(p + 16)));
+                const __m256i ls = _mm256_add_epi32(_mm256_madd_epi16(ql, ld256(p + 32)),
+                                                    _mm256_madd_epi16(qh, ld256(p + 48)));
+                const __m256 v = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(ls), _mm256_broadcast_ss(s3[t] + 3 * b + 1),
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(hs), _mm256_broadcast_ss(s3[t] + 3 * b)));
+                acc[i][t] = _mm256_fmadd_ps(v, dv, acc[i][t]);
+                zacc[i][t] = fmaf(dzz, s3[t][3 * b + 2], zacc[i][t]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; t++) {
+        if (t >= nt) break;
+        const __m128 v = _mm_sub_ps(rows4_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t]),
+                                    _mm_setr_ps(zacc[0][t], zacc[1][t], zacc[2][t], zacc[3][t]));
         store_rows(j->y + (int64_t)(t0 + t) * j->ldy + r, v, nr);
     }
 }
@@ -787,7 +839,7 @@ void MM_ROWS(const struct mm_job *j, int r0, int r1) {
             rows_decoded(j, r0, r1, FT_I4);
             break;
         }
-        FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_I4), tile_float(j, r, nr, t0, 2, 2, FT_I4));
+        FOR_TILES4(tile_i4(j, r, nr, t0, 1, 1), tile_i4(j, r, nr, t0, 2, 2));
         break;
     case DT_F32:
         FOR_TILES4(tile_float(j, r, nr, t0, 1, 1, FT_F32), tile_float(j, r, nr, t0, 2, 2, FT_F32));

@@ -236,6 +236,34 @@ static void dequant_f8_s32(const uint8_t *w, float *y, int64_t nb) {
     }
 }
 
+void quant_row_i16x2(const float *x, int n, int16_t *hl, float *s3) {
+    for (int b = 0; b < n / QK; b++, x += QK, hl += 2 * QK, s3 += 3) {
+        float amax = 0.0f;
+        for (int k = 0; k < QK; k++) amax = fmaxf(amax, fabsf(x[k]));
+        int e = 0;
+        if (!isfinite(amax) || amax != amax) {
+            memset(hl, 0, 2 * QK * sizeof *hl);
+            s3[0] = s3[1] = s3[2] = NAN;
+            continue;
+        }
+        if (amax > 0.0f) (void)frexpf(amax, &e); /* amax = m 2^e, m in [0.5, 1) */
+        const int sh = 14 - e;                    /* x * 2^sh: |.| < 2^14 */
+        const double p = ldexp(1.0, sh);
+        double sum = 0.0;
+        for (int k = 0; k < QK; k++) {
+            const float u = (float)(x[k] * p); /* exact but for values under 2^-120 amax */
+            const float h = nearbyintf(u);
+            const float l = nearbyintf((u - h) * 32768.0f); /* u - h exact (|u - h| <= 0.5) */
+            hl[k] = (int16_t)h;
+            hl[QK + k] = (int16_t)l;
+            sum += (double)h + (double)l / 32768.0;
+        }
+        s3[0] = ldexpf(1.0f, -sh);
+        s3[1] = ldexpf(1.0f, -sh - 15);
+        s3[2] = (float)ldexp(sum, -sh);
+    }
+}
+
 /* I4_S32 (quant.h): each value exactly (i4_value), times x, accumulated in f32. */
 float dot_i4_s32(const uint8_t *w, const float *x, int nb) {
     float s = 0.0f;

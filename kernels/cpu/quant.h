@@ -47,6 +47,8 @@ enum act_kind {
     ACT_Q8_0, /* Q4_0 / Q8_0 weights: 32-blocks, d = fp16(amax/127) */
     ACT_Q8_1, /* Q4_1 weights: Q8_0 plus s = fp16(d * sum q) */
     ACT_Q8_K, /* Q4_K / Q6_K weights: 256-blocks, f32 d, int16 sums of 16 quants */
+    ACT_I16X2, /* I4_S32 weights on the AVX2 path, T < 4: each 32-block of x as
+                * s * (h + l / 2^15), h and l int16, s a power of two (quant_row_i16x2) */
 };
 
 struct act {
@@ -58,6 +60,8 @@ struct act {
     int8_t *qs;     /* ACT_Q8_*: T*cols quants */
     float *d;       /* ACT_Q8_0 / ACT_Q8_K: T*nb scales; ACT_Q8_1: T*nb (d, s) pairs */
     int16_t *bsums; /* ACT_Q8_K: T*nb*16 */
+    int16_t *hl;    /* ACT_I16X2: T*nb blocks of 32 h then 32 l; d holds T*nb (s, s / 2^15,
+                     * sum of the block's represented values) triples */
 };
 
 /* Row quantizers (n a multiple of the block). The Q8_0 / Q8_1 rule is that of ggml's AVX2
@@ -68,6 +72,12 @@ void quant_row_q8_0(const float *x, int n, int8_t *qs, float *d);
 void quant_row_q8_1(const float *x, int n, int8_t *qs, float *ds);
 void quant_row_q8_K(const float *x, int n, int8_t *qs, float *d, int16_t *bsums);
 void round_row_f16(const float *x, int n, float *out);
+/* ACT_I16X2 (n a multiple of 32): per block s = 2^e with amax / s in [2^13, 2^14), h =
+ * round(x / s) (exact: x / s is), l = round((x / s - h) * 2^15) in [-2^14, 2^14], so each
+ * x_k is represented within 2^-16 s <= 2^-29 amax (f32 would round the products it meets
+ * by 2^-24 |x_k|); s3 = (s, s / 2^15, f32(s * sum(h + l / 2^15))). A block with a non-finite
+ * value gets s = NaN, so the products it meets are NaN as the f32 arithmetic's would be. */
+void quant_row_i16x2(const float *x, int n, int16_t *hl, float *s3);
 void round_row_bf16(const float *x, int n, float *out);
 
 /* Dot product of one weight row (nb blocks) with one prepared activation row, scalar,
