@@ -139,9 +139,9 @@ static size_t act_layout(struct act *a, enum act_kind kind, int T, int cols) {
     a->kind = kind;
     a->T = T;
     a->cols = cols;
-    a->nb = kind == ACT_Q8_K                                                ? cols / QK_K
+    a->nb = kind == ACT_Q8_K                                              ? cols / QK_K
             : (kind == ACT_Q8_0 || kind == ACT_Q8_1 || kind == ACT_I16X2) ? cols / QK
-                                                                            : cols;
+                                                                          : cols;
     const size_t n = checked_mul((size_t)T, (size_t)cols);
     switch (kind) {
     case ACT_F32: return 0;

@@ -668,8 +668,8 @@ INLINE void tile_float(const struct mm_job *j, int r, int nr, int t0, int nt, co
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             const uint8_t *q = w[i] + 36 * (k >> 5) + 4 + (k & 31); /* FT_F8's codes */
-            const __m256 wv =
-                ft == FT_F8 && !slow ? _mm256_mul_ps(f8x8_raw(q), ds[i]) : load8(w[i], k, ft);
+            const __m256 wv = ft == FT_F8 && !slow ? _mm256_mul_ps(f8x8_raw(q), ds[i])
+                                                   : load8(w[i], k, ft);
 #pragma GCC unroll 2
             for (int t = 0; t < NT; t++) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
         }

@@ -247,7 +247,7 @@ void quant_row_i16x2(const float *x, int n, int16_t *hl, float *s3) {
             continue;
         }
         if (amax > 0.0f) (void)frexpf(amax, &e); /* amax = m 2^e, m in [0.5, 1) */
-        const int sh = 14 - e;                    /* x * 2^sh: |.| < 2^14 */
+        const int sh = 14 - e;                   /* x * 2^sh: |.| < 2^14 */
         const double p = ldexp(1.0, sh);
         double sum = 0.0;
         for (int k = 0; k < QK; k++) {

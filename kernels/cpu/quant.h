@@ -41,12 +41,12 @@ static inline uint16_t load_u16(const void *p) {
  * Token t's values start at qs + t*cols, d + t*nb*dstride, bsums + t*nb*16 and xr + t*cols,
  * where nb = cols / block and dstride is 2 for Q8_1 (d, s pairs) and 1 otherwise. */
 enum act_kind {
-    ACT_F32,  /* F32 weights: the caller's x is used as is */
-    ACT_F16,  /* F16 weights: x rounded to fp16 (kept as f32 in xr) */
-    ACT_BF16, /* BF16 weights: x rounded to bf16 (kept as f32 in xr) */
-    ACT_Q8_0, /* Q4_0 / Q8_0 weights: 32-blocks, d = fp16(amax/127) */
-    ACT_Q8_1, /* Q4_1 weights: Q8_0 plus s = fp16(d * sum q) */
-    ACT_Q8_K, /* Q4_K / Q6_K weights: 256-blocks, f32 d, int16 sums of 16 quants */
+    ACT_F32,   /* F32 weights: the caller's x is used as is */
+    ACT_F16,   /* F16 weights: x rounded to fp16 (kept as f32 in xr) */
+    ACT_BF16,  /* BF16 weights: x rounded to bf16 (kept as f32 in xr) */
+    ACT_Q8_0,  /* Q4_0 / Q8_0 weights: 32-blocks, d = fp16(amax/127) */
+    ACT_Q8_1,  /* Q4_1 weights: Q8_0 plus s = fp16(d * sum q) */
+    ACT_Q8_K,  /* Q4_K / Q6_K weights: 256-blocks, f32 d, int16 sums of 16 quants */
     ACT_I16X2, /* I4_S32 weights on the AVX2 path, T < 4: each 32-block of x as
                 * s * (h + l / 2^15), h and l int16, s a power of two (quant_row_i16x2) */
 };
