@@ -13,7 +13,9 @@ JSONSchemaBench runs when its data is in bench/data/jsonschemabench/ (ignored by
 commit the data set) or the folder --data names: its subsets as JSON lines, one file per
 subset (Github_easy.jsonl, Kubernetes.jsonl ...), one object per line with "schema" (an
 object) or "json_schema" (its text, as the Hugging Face dataset epfl-dlab/JSONSchemaBench
-has it) and, for MaskBench's instances, "tests": [{"data": ..., "valid": bool}]. Without
+has it) and, for MaskBench's instances, "tests": [{"data": ..., "valid": bool}]. MaskBench's
+own layout is read too: its maskbench/data/*.json files (one schema with its "tests" per file,
+the subset named before "---" in the file name), in --data or any folder below it. Without
 the data the script says where to put it and runs bench/schema_corpus.py instead, a small
 hand-written stand-in shaped like the benchmark's subsets (--corpus: the stand-in even when
 the data is there). Fetching it where the hub is reachable, for example:
@@ -27,9 +29,12 @@ the data is there). Fetching it where the hub is reachable, for example:
 The grammar is matched through tests/grammar/grammar_driver (compile and match modes, a
 vocabulary of single bytes), so no model is needed."""
 import argparse
+import collections
 import glob
 import json
+import multiprocessing
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,30 +63,45 @@ def schema_order(schema, v):
     return v
 
 
-def run(driver, schema, texts, tmp):
+def run(driver, schema, texts, tmp, limit):
     sp, ip = os.path.join(tmp, "s.json"), os.path.join(tmp, "i.txt")
     with open(sp, "w") as f:
         json.dump(schema, f)
-    r = subprocess.run([driver, "-", "schema", sp, "compile"], capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
+    r = subprocess.run([driver, "-", "schema", sp, "compile"], capture_output=True, text=True,
+                       timeout=limit)
+    if r.returncode != 0 or not r.stdout.startswith("ok"):
+        if not r.stdout.startswith("error"):
+            return None, 0.0, f"error: grammar_driver exit {r.returncode} (crash?)"
         return None, float(r.stdout.split()[-1]), r.stdout.splitlines()[0]
     ms = float(r.stdout.split()[1])
     with open(ip, "w") as f:
         f.write("".join(t.encode().hex() + "\n" for t in texts))
-    r = subprocess.run([driver, "-", "schema", sp, "match", ip], capture_output=True, text=True, timeout=300)
-    return [l == "1" for l in r.stdout.split()], ms, ""
+    r = subprocess.run([driver, "-", "schema", sp, "match", ip], capture_output=True, text=True,
+                       timeout=limit)
+    got = [l == "1" for l in r.stdout.split()]
+    if r.returncode != 0 or len(got) != len(texts):
+        return None, ms, f"error: grammar_driver match exit {r.returncode} (crash?)"
+    return got, ms, ""
 
 
-def load_data(d):
+def entry(subset, name, e):
+    tests = e.get("tests", [])
+    schema = e["schema"] if "schema" in e else json.loads(e["json_schema"])
+    return (subset, name, schema, [t["data"] for t in tests if t.get("valid")],
+            [t["data"] for t in tests if not t.get("valid")])
+
+
+def load_data(d, only):
     out = []
     for path in sorted(glob.glob(os.path.join(d, "*.jsonl"))):
         subset = os.path.splitext(os.path.basename(path))[0]
-        for i, line in enumerate(open(path)):
-            e = json.loads(line)
-            tests = e.get("tests", [])
-            schema = e["schema"] if "schema" in e else json.loads(e["json_schema"])
-            out.append((subset, f"{subset}:{i}", schema, [t["data"] for t in tests if t.get("valid")],
-                        [t["data"] for t in tests if not t.get("valid")]))
+        if not only or subset in only:
+            out += [entry(subset, f"{subset}:{i}", json.loads(line)) for i, line in enumerate(open(path))]
+    for path in sorted(glob.glob(os.path.join(d, "**", "*.json"), recursive=True)):
+        base = os.path.basename(path)
+        subset = base.split("---")[0] if "---" in base else base.rsplit("_", 1)[0]
+        if not only or subset in only:
+            out.append(entry(subset, base, json.load(open(path))))
     return out
 
 
@@ -90,61 +110,104 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] if xs else 0.0
 
 
+def check(job):
+    """One schema: (subset, name, compiled, ms, err, counts, lines to print)."""
+    (subset, name, schema, valid, invalid), driver, verbose, limit = job
+    c = {"valid": 0, "valid_rejected": 0, "order_only": 0, "invalid": 0, "invalid_accepted": 0,
+         "unlabelled": 0}
+    msgs = []
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        v = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        val = lambda x: v.is_valid(json.loads(text_of(x)))  # noqa: E731
+        # labels from jsonschema; an instance it labels otherwise than the data is left out
+        keep_v, keep_i = [x for x in valid if val(x)], [x for x in invalid if not val(x)]
+    except Exception:  # a schema jsonschema cannot evaluate (remote $ref, bad regex ...)
+        keep_v, keep_i = [], []
+    c["unlabelled"] = len(valid) + len(invalid) - len(keep_v) - len(keep_i)
+    valid, invalid = keep_v, keep_i
+    texts = [text_of(x) for x in valid + invalid]
+    reordered = [text_of(schema_order(schema, json.loads(t))) for t in texts[:len(valid)]]
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            got, ms, err = run(driver, schema, texts + reordered, tmp, limit)
+        except subprocess.TimeoutExpired:
+            return subset, name, False, limit * 1000.0, "error: timeout", c, msgs
+    if got is None:
+        if verbose:
+            msgs.append(f"refused {name}: {err}")
+        return subset, name, False, ms, err, c, msgs
+    c["valid"], c["invalid"] = len(valid), len(invalid)
+    for i, t in enumerate(texts):
+        ok = got[i]
+        if i < len(valid) and not ok:
+            c["valid_rejected"] += 1
+            c["order_only"] += got[len(texts) + i]
+            if verbose and not got[len(texts) + i]:
+                msgs.append(f"valid rejected {name}: {t[:200]}")
+        elif i >= len(valid) and ok:
+            c["invalid_accepted"] += 1
+            msgs.append(f"INVALID ACCEPTED {name}: {t[:200]}")
+    return subset, name, True, ms, "", c, msgs
+
+
+def reason(err):
+    """A compile error with its names and numbers taken out, to count refusals by kind."""
+    err = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "_", err)
+    return re.sub(r"[0-9]+", "N", err)[:120]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=DATA, help=f"JSONSchemaBench's subsets (default {DATA})")
     ap.add_argument("--corpus", action="store_true", help="the stand-in corpus, data or not")
     ap.add_argument("--build", default=os.environ.get("TPD_BUILD_DIR", os.path.join(ROOT, "build")))
+    ap.add_argument("--subset", default="", help="comma-separated subsets to run (default: all)")
+    ap.add_argument("--jobs", type=int, default=1, help="schemas checked at once")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per schema and step")
+    ap.add_argument("--reasons", type=int, default=0, help="print the N most common refusals")
     ap.add_argument("-v", action="store_true", help="print each refused schema and wrong verdict")
     a = ap.parse_args()
     driver = os.path.join(a.build, "tests", "grammar_driver")
-    have = not a.corpus and glob.glob(os.path.join(a.data, "*.jsonl"))
-    if not have and not a.corpus:
-        print(f"JSONSchemaBench not found: put its subsets as {a.data}/<subset>.jsonl (see this "
-              "script's docstring for the format and how to fetch them); running the stand-in "
-              "corpus bench/schema_corpus.py instead\n")
-    entries = load_data(a.data) if have else schema_corpus.CORPUS
-    stats = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for subset, name, schema, valid, invalid in entries:
-            s = stats.setdefault(subset, {"tried": 0, "compiled": 0, "valid": 0, "valid_rejected": 0,
-                                          "order_only": 0, "invalid": 0, "invalid_accepted": 0, "ms": []})
+    only = set(filter(None, a.subset.split(",")))
+    entries = [] if a.corpus else load_data(a.data, only)
+    if not entries:
+        if not a.corpus:
+            print(f"JSONSchemaBench not found: put its subsets as {a.data}/<subset>.jsonl (see this "
+                  "script's docstring for the format and how to fetch them); running the stand-in "
+                  "corpus bench/schema_corpus.py instead\n")
+        entries = [e for e in schema_corpus.CORPUS if not only or e[0] in only]
+    stats, reasons = {}, collections.Counter()
+    jobs = [(e, driver, a.v, a.timeout) for e in entries]
+    with multiprocessing.Pool(a.jobs) as pool:
+        for subset, name, ok, ms, err, c, msgs in pool.imap(check, jobs, chunksize=4):
+            s = stats.setdefault(subset, {"tried": 0, "compiled": 0, "ms": [],
+                                          **{k: 0 for k in c}})
             s["tried"] += 1
-            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            v = cls(schema, format_checker=cls.FORMAT_CHECKER)
-            val = lambda x: v.is_valid(json.loads(text_of(x)))  # noqa: E731
-            bad_labels = [x for x in valid if not val(x)] + [x for x in invalid if val(x)]
-            if bad_labels:
-                sys.exit(f"{name}: jsonschema disagrees with the labels of {bad_labels[:3]}")
-            texts = [text_of(x) for x in valid + invalid]
-            reordered = [text_of(schema_order(schema, json.loads(t))) for t in texts[:len(valid)]]
-            got, ms, err = run(driver, schema, texts + reordered, tmp)
+            s["compiled"] += ok
             s["ms"].append(ms)
-            if got is None:
-                if a.v:
-                    print(f"refused {name}: {err}")
-                continue
-            s["compiled"] += 1
-            s["valid"] += len(valid)
-            s["invalid"] += len(invalid)
-            for i, t in enumerate(texts):
-                ok = got[i]
-                if i < len(valid) and not ok:
-                    s["valid_rejected"] += 1
-                    s["order_only"] += got[len(texts) + i]
-                    if a.v and not got[len(texts) + i]:
-                        print(f"valid rejected {name}: {t[:200]}")
-                elif i >= len(valid) and ok:
-                    s["invalid_accepted"] += 1
-                    print(f"INVALID ACCEPTED {name}: {t[:200]}")
-    print("| subset | coverage | valid rejected (key order only) | invalid accepted | compile ms p50 / p99 / max |")
+            for k in c:
+                s[k] += c[k]
+            if not ok:
+                reasons[reason(err)] += 1
+            for m in msgs:
+                print(m, flush=True)
+    print("| subset | coverage | valid rejected (key order only) | invalid accepted | "
+          "compile ms p50 / p99 / max |")
     print("|---|---|---|---|---|")
     total_bad = 0
-    for subset, s in stats.items():
+    for subset, s in sorted(stats.items()):
         total_bad += s["invalid_accepted"]
         print(f"| {subset} | {s['compiled']}/{s['tried']} = {s['compiled'] / s['tried']:.2f} | "
-              f"{s['valid_rejected']}/{s['valid']} ({s['order_only']}) | {s['invalid_accepted']}/{s['invalid']} | "
+              f"{s['valid_rejected']}/{s['valid']} ({s['order_only']}) | "
+              f"{s['invalid_accepted']}/{s['invalid']} | "
               f"{pct(s['ms'], 0.5):.2f} / {pct(s['ms'], 0.99):.2f} / {max(s['ms']):.2f} |")
+    unl = sum(s["unlabelled"] for s in stats.values())
+    if unl:
+        print(f"\n{unl} instances left out: jsonschema labels them otherwise than the data, "
+              "or cannot evaluate their schema")
+    for r, n in reasons.most_common(a.reasons):
+        print(f"{n:6d}  {r}")
     return 1 if total_bad else 0
 
 

@@ -24,6 +24,7 @@ struct rx {
     int json;
     int depth;
     int inner; /* parsing a group's inside again: no anchors there */
+    long lmin, lmax; /* characters in the strings of the last sequence or group parsed (-1: any) */
     struct sbuf *out;
     char *err;
 };
@@ -269,6 +270,7 @@ struct item {
     int atom_null;    /* the atom matches "" */
     size_t in0, in1;  /* a group's inside in the pattern (in1 == 0: not a group) */
     long lo, hi;      /* the quantifier ({1,1}: none; hi -1: unbounded) */
+    long amin, amax;  /* characters in the atom's strings (amax -1: unbounded) */
     struct sbuf text; /* the item's GBNF */
 };
 
@@ -292,6 +294,7 @@ static int parse_item(struct rx *r, struct item *it) {
     it->in1 = 0;
     it->lo = it->hi = 1;
     it->atom_null = 0;
+    it->amin = it->amax = 1;
     struct sbuf *save = r->out;
     r->out = &it->atom;
     if (c == '(') {
@@ -314,6 +317,8 @@ static int parse_item(struct rx *r, struct item *it) {
         if (++r->depth > GRAMMAR_MAX_NESTING) return rerr(r, "groups nested too deeply");
         it->in0 = r->i;
         if (parse_alt(r, 0, &it->atom_null) < 0) return -1;
+        it->amin = r->lmin;
+        it->amax = r->lmax;
         r->depth--;
         if (r->i >= r->n || r->s[r->i] != ')') return rerr(r, "missing ')'");
         it->in1 = r->i++;
@@ -404,10 +409,20 @@ static int ne_item(struct rx *r, const struct item *it, struct sbuf *o) {
     return k;
 }
 
+/* Adds item it's least and most characters to [*mn, *mx] (-1: unbounded; counts past 10^9
+ * are taken as unbounded, the least one capped). */
+static void len_add(long *mn, long *mx, const struct item *it) {
+    long a = it->amin * it->lo, b = it->hi < 0 || it->amax < 0 ? -1 : it->amax * it->hi;
+    if (it->amax == 0 || it->hi == 0) b = 0;
+    *mn = *mn + a > 1000000000L ? 1000000000L : *mn + a;
+    *mx = *mx < 0 || b < 0 || *mx + b > 1000000000L ? -1 : *mx + b;
+}
+
 /* A sequence up to '|' or ')'. ne: only its non-empty strings (0 returned when there are
  * none): an item that can be non-empty, the ones before it empty. */
 static int parse_seq(struct rx *r, int ne, int *nullable) {
     int n = 0, cap = 8, rc = 0;
+    long smin = 0, smax = 0;
     struct item *its = xcalloc((size_t)cap, sizeof *its);
     *nullable = 1;
     while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
@@ -444,7 +459,10 @@ static int parse_seq(struct rx *r, int ne, int *nullable) {
         }
         if ((rc = parse_item(r, &its[n++])) < 0) break;
         *nullable &= its[n - 1].lo == 0 || its[n - 1].atom_null;
+        len_add(&smin, &smax, &its[n - 1]);
     }
+    r->lmin = smin;
+    r->lmax = smax;
     int alts = 0;
     if (rc == 0 && !ne) {
         for (int k = 0; k < n; k++) sbuf_addf(r->out, "%s%s", k ? " " : "", its[k].text.p);
@@ -470,7 +488,8 @@ static int parse_seq(struct rx *r, int ne, int *nullable) {
  * there are none (nothing written), else 1. */
 static int parse_alt(struct rx *r, int ne, int *nullable) {
     struct sbuf body = {0}, *save = r->out;
-    int alts = 0, rc = 0;
+    int alts = 0, rc = 0, first = 1;
+    long amin = 0, amax = 0;
     *nullable = 0;
     for (;;) {
         struct sbuf one = {0};
@@ -478,6 +497,11 @@ static int parse_alt(struct rx *r, int ne, int *nullable) {
         r->out = &one;
         rc = parse_seq(r, ne, &null);
         r->out = save;
+        if (rc >= 0) {
+            amin = first || r->lmin < amin ? r->lmin : amin;
+            amax = amax < 0 || r->lmax < 0 ? -1 : first || r->lmax > amax ? r->lmax : amax;
+            first = 0;
+        }
         if (rc > 0) sbuf_addf(&body, "%s%s", alts++ ? " | " : "", one.p);
         sbuf_free(&one);
         if (rc < 0) break;
@@ -489,6 +513,8 @@ static int parse_alt(struct rx *r, int ne, int *nullable) {
         break;
     }
     if (rc >= 0 && alts) sbuf_addf(r->out, "(%s)", body.p);
+    r->lmin = amin;
+    r->lmax = amax;
     sbuf_free(&body);
     return rc < 0 ? -1 : alts > 0;
 }
@@ -498,7 +524,7 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
     if (len > GRAMMAR_MAX_TEXT)
         return err_set(err, "regex of %zu bytes is longer than the limit of %u", len,
                        GRAMMAR_MAX_TEXT);
-    struct rx r = {re, len, 0, 1, 0, 0, NULL, err};
+    struct rx r = {re, len, 0, 1, 0, 0, 0, 0, NULL, err};
     int start = r.n && r.s[0] == '^', end = 0;
     if (start) r.i = 1;
     size_t bs = 0;
@@ -507,7 +533,7 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
     r.inner = 1;
     int n = 0, cap = 8, rc = 1;
     struct item *its = xcalloc((size_t)cap, sizeof *its);
-    struct rx pad = {".*", 2, 0, 1, 0, 1, NULL, err}; /* a search: any text around the match */
+    struct rx pad = {".*", 2, 0, 1, 0, 1, 0, 0, NULL, err}; /* a search: any text around the match */
     struct sbuf dummy = {0};
     pad.out = &dummy;
     if (!start && parse_item(&pad, &its[n++]) < 0) rc = -1;
@@ -570,13 +596,20 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
 }
 
 int regex_to_gbnf(const char *re, size_t len, int json, struct sbuf *out, char *err) {
+    return regex_to_gbnf_range(re, len, json, out, NULL, NULL, err);
+}
+
+int regex_to_gbnf_range(const char *re, size_t len, int json, struct sbuf *out, long *lmin,
+                        long *lmax, char *err) {
     if (len > GRAMMAR_MAX_TEXT)
         return err_set(err, "regex of %zu bytes is longer than the limit of %u", len,
                        GRAMMAR_MAX_TEXT);
-    struct rx r = {re, len, 0, json, 0, 0, out, err};
+    struct rx r = {re, len, 0, json, 0, 0, 0, 0, out, err};
     int null;
     if (parse_alt(&r, 0, &null) < 0) return -1;
     if (r.i < r.n) return rerr(&r, "unbalanced ')'");
+    if (lmin) *lmin = r.lmin;
+    if (lmax) *lmax = r.lmax;
     return 0;
 }
 

@@ -10,6 +10,10 @@
 /* Appends the GBNF item (a parenthesised group) matching the regex, whole. json: the
  * contents of a JSON string whose decoded text matches. 0, or -1 with err. */
 int regex_to_gbnf(const char *re, size_t len, int json, struct sbuf *out, char *err);
+/* regex_to_gbnf, and the least and most characters of the strings the regex matches whole
+ * (*lmax -1: unbounded; anchors and the search's free ends are the caller's). */
+int regex_to_gbnf_range(const char *re, size_t len, int json, struct sbuf *out, long *lmin,
+                        long *lmax, char *err);
 /* Appends the GBNF item of the JSON string contents whose decoded text matches the regex
  * (searched, as JSON Schema does: unanchored ends take any text) and has lo to hi characters (hi
  * -1: no bound), where the regex is a sequence of one-character atoms with quantifiers: the

@@ -120,7 +120,12 @@ cJSON *sc_merge(struct sc *c, const cJSON *a, const cJSON *b) {
     if (!m) FATAL("out of memory");
     cJSON_AddItemToArray(c->owned, m);
     for (const cJSON *k = b->child; k; k = k->next) {
-        if (!sc_is_validity(b, k->string)) continue;
+        /* then/else and min/maxContains count through if and contains: they come along */
+        int companion = ((!strcmp(k->string, "then") || !strcmp(k->string, "else")) &&
+                         sc_is_validity(b, "if")) ||
+                        ((!strcmp(k->string, "minContains") || !strcmp(k->string, "maxContains")) &&
+                         cJSON_GetObjectItemCaseSensitive(b, "contains"));
+        if (!sc_is_validity(b, k->string) && !companion) continue;
         if (strncmp(k->string, "unevaluated", 11) == 0 && !cJSON_IsTrue(k))
             return sc_serr(c, "%s",
                            "unevaluatedProperties/unevaluatedItems in an allOf or $ref "

@@ -326,6 +326,11 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
              x = x->next)
             if (!cJSON_IsFalse(x) && !sc_is_required(m, x->string))
                 add_required(m, x->string), have++;
+        const cJSON *ad = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+        if (have == 0 && mn->valuedouble <= 1 && !cJSON_IsObject(p) && !cJSON_IsFalse(ad)) {
+            cJSON_AddTrueToObject(m, MIN_EXTRA); /* one extra key, at least: exact */
+            have = 1;
+        }
         if (have < mn->valuedouble)
             return sc_serr(
                        c, "%s",
@@ -405,6 +410,7 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     }
     /* extra keys: any when the schema says nothing about properties at all */
     int extra = addl ? !cJSON_IsFalse(addl) : props == NULL;
+    int min_extra = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, MIN_EXTRA));
     char extra_val[RN] = "", extra_key[RN] = "";
     if (extra) {
         if (addl && cJSON_IsObject(addl)) {
@@ -427,8 +433,17 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     }
     char(*vals)[RN] = xcalloc((size_t)n + 1, RN);
     for (int k = 0; k < n; k++) {
+        int depth = c->depth;
         if (!pl[k].schema) snprintf(vals[k], RN, "%s", c->j);
         else if (sc_gen(c, pl[k].schema, vals[k]) < 0) {
+            /* an optional property no value satisfies can only be left out (as a false one;
+             * extra keys never take its name) */
+            if (!pl[k].required && strstr(c->err, "unsatisfiable schema")) {
+                c->depth = depth;
+                c->err[0] = 0;
+                vals[k][0] = 0;
+                continue;
+            }
             free(vals);
             goto out;
         }
@@ -447,10 +462,12 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
                     if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
                     sbuf_addf(&r,
                               "(%s%s %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s %s-ws \":\" %s-ws "
-                              "%s %s-ws)*)?",
+                              "%s %s-ws)*)%s",
                               sep, extra_key, c->j, c->j, extra_val, c->j, c->j, extra_key, c->j,
-                              c->j, extra_val, c->j);
+                              c->j, extra_val, c->j, f && min_extra ? "" : "?");
                 } else sbuf_adds(&r, "\"\"");
+            } else if (!vals[k][0]) { /* left out */
+                sbuf_addf(&r, "%s-%d-%d", base, k + 1, f);
             } else {
                 if (!f) sbuf_addf(&r, "\",\" %s-ws ", c->j);
                 cJSON *key = cJSON_CreateString(pl[k].key);

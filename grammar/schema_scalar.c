@@ -86,10 +86,23 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         sbuf_free(&t);
         if (k < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
         if (k > 0) return 0;
-        return sc_serr(
-            c, "%s",
-            "combining pattern and minLength/maxLength is supported for patterns of single "
-            "characters with counts only");
+        /* any other pattern: exact when every string it matches meets the lengths */
+        const char *p = pat->valuestring;
+        size_t n = strlen(p), bs = 0;
+        while (bs + 1 < n && p[n - 2 - bs] == '\\') bs++;
+        long pmin, pmax;
+        t = (struct sbuf){0};
+        k = regex_to_gbnf_range(p, n, 1, &t, &pmin, &pmax, e);
+        sbuf_free(&t);
+        if (k < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
+        if (!(n > 0 && p[0] == '^' && p[n - 1] == '$' && bs % 2 == 0)) pmax = -1; /* a search */
+        if ((pmax >= 0 && pmax < lo) || (hi >= 0 && pmin > hi))
+            return sc_serr(c, "%s", "unsatisfiable schema: pattern and minLength/maxLength");
+        if (!(pmin >= lo && (hi < 0 || (pmax >= 0 && pmax <= hi))))
+            return sc_serr(
+                c, "%s",
+                "combining pattern and minLength/maxLength is supported for patterns of single "
+                "characters with counts, or patterns whose strings all meet the lengths");
     }
     if (fg) {
         sbuf_addf(b, "\"\\\"\" %s \"\\\"\"", fg);

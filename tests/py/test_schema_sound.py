@@ -100,6 +100,15 @@ def refused(schema, needle, tmp_path):
 
 # (name, schema, ok, bad)
 SOUNDNESS = [
+    # an allOf subschema's then/else and min/maxContains come along with if and contains
+    # (JSONSchemaStore shopware-project: {"type": "multi"} accepted without its "queries")
+    ("allof-if-then",
+     {"type": "object", "additionalProperties": False, "required": ["type"],
+      "properties": {"type": {"type": "string", "enum": ["a", "multi"]}, "q": {"type": "integer"}},
+      "allOf": [{"if": {"properties": {"type": {"const": "multi"}}}, "then": {"required": ["type", "q"]}}]},
+     [{"type": "multi", "q": 1}], [{"type": "multi"}, {"type": "multi", "q": "x"}]),
+    ("allof-minContains", {"type": "array", "allOf": [{"contains": {"const": 1}, "minContains": 2}]},
+     [[1, 1], [1, 2, 1]], [[1], [1, 2], []]),
     # a declared property never comes out through the additionalProperties path
     ("declared-vs-additional-schema",
      {"properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "integer"}},
@@ -229,6 +238,18 @@ KEYWORDS = [
      ["Abc12", "Abcde12"], ["Ab12", "Abcdefg12", "abc12"]),
     ("pattern-search-length", {"type": "string", "pattern": "x", "minLength": 2, "maxLength": 3},
      ["xb", "xbc"], ["x", "abcd", "ab"]),
+    # an optional property no value meets is left out, not the whole schema refused (88
+    # JSONSchemaBench Github schemas: an enum of strings under type array)
+    ("optional-unsatisfiable-property", {"type": "object", "properties": {
+        "scope": {"type": "array", "enum": ["openid", "email"]}, "b": {"type": "integer"}}},
+     [{"b": 1}, {}], [{"scope": "openid"}, {"scope": ["openid"]}, {"b": 1, "scope": "email"}]),
+    # minProperties 1 with no declared properties: one extra key at least (JSONSchemaBench)
+    ("minProperties-1-map", {"type": "object", "minProperties": 1, "additionalProperties": {"type": "string"}},
+     [{"a": "x"}, {"a": "x", "b": "y"}], [{}, {"a": 1}]),
+    ("minProperties-1-open", {"type": "object", "minProperties": 1}, [{"a": 1}, {"a": [], "b": None}], [{}]),
+    # any pattern whose strings all meet the lengths (JSONSchemaBench: Snowplow, WashingtonPost)
+    ("pattern-within-lengths", {"type": "string", "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])$", "minLength": 7,
+                                "maxLength": 7}, ["2024-01", "1999-12"], ["2024-13", "2024-1", "12024-01"]),
     ("multipleOf-7", {"type": "integer", "multipleOf": 7}, [0, 7, -14, 700, 7 * 123456789], [1, -8, 701, 3.5]),
     ("multipleOf-number-10", {"type": "number", "multipleOf": 10}, [0, 10, -20, 1000], [5, 15.5]),
     ("propertyNames", {"type": "object", "properties": {"ab": {"type": "integer"}, "ABC": {"type": "integer"}},
@@ -328,6 +349,7 @@ NUMBERS = [
 REFUSED = [
     ("allof-disjoint-types", {"allOf": [{"type": "string"}, {"type": "integer"}]}, "unsatisfiable"),
     ("pattern-group-length", {"type": "string", "pattern": "^(ab)+$", "maxLength": 4}, "single characters"),
+    ("pattern-lengths-unsat", {"type": "string", "pattern": "^(ab|c)$", "minLength": 3}, "unsatisfiable"),
     ("oneof-if-accepts-all", {"oneOf": [{"type": "integer"}, {"if": {"type": "string"}, "then": {"type": "string"}}]},
      "oneOf"),
     ("enum-beside-properties", {"enum": [{"a": 1}], "properties": {"a": {"type": "string"}}}, "enum/const beside"),
@@ -343,7 +365,7 @@ REFUSED = [
     ("contains-max-not-exact", {"type": "array", "contains": {"type": "string", "maxLength": 2},
                                 "maxContains": 1}, "not: only"),
     ("if-else-only", {"if": {"type": "string"}, "else": {"type": "integer"}}, "'if' with 'else'"),
-    ("minProperties-extras", {"type": "object", "minProperties": 1}, "minProperties"),
+    ("minProperties-extras", {"type": "object", "minProperties": 2}, "minProperties"),
     ("uniqueItems-open", {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems"),
     ("multipleOf-fraction", {"type": "number", "multipleOf": 0.5}, "multipleOf"),
     ("unevaluatedProperties-anyOf", {"type": "object", "unevaluatedProperties": False,
