@@ -28,8 +28,9 @@ static struct {
 static int t_class(int T) { return T <= 1 ? 0 : T <= 8 ? 1 : T <= 64 ? 2 : 3; }
 
 /* matmul and attention are timed by tokens per step, which their cost depends on most */
-static int split_by_tokens(int op) { return op == BACKEND_OP_MATMUL || op == BACKEND_OP_MATMUL_GROUPED ||
-                                          op == BACKEND_OP_ATTENTION; }
+static int split_by_tokens(int op) {
+    return op == BACKEND_OP_MATMUL || op == BACKEND_OP_MATMUL_GROUPED || op == BACKEND_OP_ATTENTION;
+}
 
 static double begin(void *ctx) {
     prof.inner.sync(ctx);

@@ -385,7 +385,7 @@ static void test_matmul_multi(void **s) {
 static void test_matmul_grouped(void **s) {
     (void)s;
     enum { N = 11 };
-    const enum dtype types[N] = {DT_Q8_0, DT_Q8_0, DT_Q4_1, DT_F16, DT_Q4_0, DT_F32,
+    const enum dtype types[N] = {DT_Q8_0, DT_Q8_0, DT_Q4_1, DT_F16,  DT_Q4_0, DT_F32,
                                  DT_BF16, DT_Q4_K, DT_Q8_0, DT_Q6_K, DT_Q8_0};
     const int rows[N] = {33, 17, 4, 9, 1, 12, 7, 5, 64, 8, 20};
     const int Tv[N] = {1, 1, 3, 70, 2, 5, 1, 4, 9, 1, 0};
@@ -415,8 +415,8 @@ static void test_matmul_grouped(void **s) {
             cpu_matmul_force_scalar(scalar);
             cpu_matmul_grouped(ops, N, pools[pool]);
             for (int i = 0; i < N; i++)
-                cpu_matmul(ysep[i], ops[i].ldy, ops[i].x, ops[i].ldx, ops[i].T, ops[i].W,
-                           types[i], rows[i], ops[i].cols, pools[pool]);
+                cpu_matmul(ysep[i], ops[i].ldy, ops[i].x, ops[i].ldx, ops[i].T, ops[i].W, types[i],
+                           rows[i], ops[i].cols, pools[pool]);
             cpu_matmul_force_scalar(0);
             for (int i = 0; i < N; i++) {
                 const size_t ny = (size_t)(rows[i] + 2) * (size_t)(Tv[i] ? Tv[i] : 1);
@@ -716,22 +716,14 @@ static int teardown(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_conversion),
-        cmocka_unit_test(test_bf16_conversion),
-        cmocka_unit_test(test_quantizers),
-        cmocka_unit_test(test_dequant_known),
-        cmocka_unit_test(test_matmul_f32),
-        cmocka_unit_test(test_matmul_f16),
-        cmocka_unit_test(test_matmul_bf16),
-        cmocka_unit_test(test_matmul_q8_0),
-        cmocka_unit_test(test_matmul_q4_0),
-        cmocka_unit_test(test_matmul_q4_1),
-        cmocka_unit_test(test_matmul_q4_K),
-        cmocka_unit_test(test_matmul_q6_K),
-        cmocka_unit_test(test_matmul_big),
-        cmocka_unit_test(test_matmul_multi),
-        cmocka_unit_test(test_matmul_grouped),
-        cmocka_unit_test(test_matmul_thread_invariance),
+        cmocka_unit_test(test_f16_conversion), cmocka_unit_test(test_bf16_conversion),
+        cmocka_unit_test(test_quantizers),     cmocka_unit_test(test_dequant_known),
+        cmocka_unit_test(test_matmul_f32),     cmocka_unit_test(test_matmul_f16),
+        cmocka_unit_test(test_matmul_bf16),    cmocka_unit_test(test_matmul_q8_0),
+        cmocka_unit_test(test_matmul_q4_0),    cmocka_unit_test(test_matmul_q4_1),
+        cmocka_unit_test(test_matmul_q4_K),    cmocka_unit_test(test_matmul_q6_K),
+        cmocka_unit_test(test_matmul_big),     cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_matmul_grouped), cmocka_unit_test(test_matmul_thread_invariance),
         cmocka_unit_test(test_vnni_same_bits),
     };
 #ifdef TPD_MM_EMULATED

@@ -178,7 +178,8 @@ static void act_prepare_tokens(const struct prep_ctx *c, int ith, int nth) {
     for (int i = 0; i < c->nacts; i++) {
         struct act *a = &c->acts[i];
         const int n = a->cols, nb = a->nb;
-        const int t0 = (int)((int64_t)a->T * ith / nth), t1 = (int)((int64_t)a->T * (ith + 1) / nth);
+        const int t0 = (int)((int64_t)a->T * ith / nth),
+                  t1 = (int)((int64_t)a->T * (ith + 1) / nth);
         for (int t = t0; t < t1; t++) {
             const float *x = a->x + (int64_t)t * a->ldx;
             int8_t *qs = a->qs + (int64_t)t * n;
@@ -271,8 +272,7 @@ static void mm_task(void *p, int ith, int nth) {
 }
 
 /* One pass of at most CPU_MATMUL_MAX_OPS products. */
-static void grouped_pass(const struct cpu_matmul_gop *ops, int n, int avx2,
-                         struct threadpool *tp) {
+static void grouped_pass(const struct cpu_matmul_gop *ops, int n, int avx2, struct threadpool *tp) {
     /* one prepared activation per distinct (x, rows, kind), back to back in the scratch */
     struct act acts[CPU_MATMUL_MAX_OPS];
     int nacts = 0, act_of[CPU_MATMUL_MAX_OPS];
@@ -288,9 +288,9 @@ static void grouped_pass(const struct cpu_matmul_gop *ops, int n, int avx2,
                   op->cols, (long long)op->ldy, op->rows);
         const enum act_kind kind = act_kind_for(op->wt);
         int k = 0;
-        while (k < nacts && !(acts[k].kind == kind && acts[k].x == op->x &&
-                              acts[k].ldx == op->ldx && acts[k].T == op->T &&
-                              acts[k].cols == op->cols))
+        while (k < nacts &&
+               !(acts[k].kind == kind && acts[k].x == op->x && acts[k].ldx == op->ldx &&
+                 acts[k].T == op->T && acts[k].cols == op->cols))
             k++;
         if (k == nacts) {
             offs[nacts] = total;
