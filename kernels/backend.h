@@ -19,6 +19,16 @@ struct bweight {
                  * copy for prefill); 0 for other types */
 };
 
+/* One product of matmul_grouped: y[t][r] = sum_k w[r][k] x[t][k] for t < T. */
+struct bmatmul {
+    float *y;
+    int64_t ldy;
+    const float *x;
+    int64_t ldx;
+    int T;
+    const struct bweight *w;
+};
+
 /* Where each token of a ragged step sits, for attention over the paged KV cache. */
 struct attn_batch {
     int n_tokens, n_seqs;
@@ -78,6 +88,9 @@ struct backend {
     /* y[t][r] = sum_k W[r][k] x[t][k] */
     void (*matmul)(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                    const struct bweight *w);
+    /* n products, each what matmul computes (the same bits), each with its own x, T and
+     * weight: the experts of a mixture-of-experts layer over their own tokens, in one go */
+    void (*matmul_grouped)(void *ctx, const struct bmatmul *ops, int n);
     /* x[t] = row (tok[t] - row0) of table when inside [row0, row0 + table->rows), else 0 */
     void (*embed)(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table,
                   int row0);
@@ -146,6 +159,7 @@ struct backend {
     X(ALLOC_HOST, alloc_host, 0) \
     X(FREE_HOST, free_host, 0) \
     X(MATMUL, matmul, BOP_TIMED) \
+    X(MATMUL_GROUPED, matmul_grouped, BOP_TIMED) \
     X(EMBED, embed, BOP_TIMED) \
     X(RMSNORM, rmsnorm, BOP_TIMED) \
     X(ADD_RMSNORM, add_rmsnorm, BOP_TIMED) \

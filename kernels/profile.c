@@ -9,7 +9,7 @@
 
 /* Every op the table has is known here: a new one needs a timed wrapper below when it is
  * BOP_TIMED (and backend_profile_wrap to set it); then count it here. */
-static_assert(BACKEND_OP_COUNT == 24, "a new backend op: wrap it in the profiler");
+static_assert(BACKEND_OP_COUNT == 25, "a new backend op: wrap it in the profiler");
 
 enum { T_CLASSES = 4 };
 static const char *const t_class_name[T_CLASSES] = {"T=1", "T=2..8", "T=9..64", "T>64"};
@@ -28,7 +28,9 @@ static struct {
 static int t_class(int T) { return T <= 1 ? 0 : T <= 8 ? 1 : T <= 64 ? 2 : 3; }
 
 /* matmul and attention are timed by tokens per step, which their cost depends on most */
-static int split_by_tokens(int op) { return op == BACKEND_OP_MATMUL || op == BACKEND_OP_ATTENTION; }
+static int split_by_tokens(int op) {
+    return op == BACKEND_OP_MATMUL || op == BACKEND_OP_MATMUL_GROUPED || op == BACKEND_OP_ATTENTION;
+}
 
 static double begin(void *ctx) {
     prof.inner.sync(ctx);
@@ -89,6 +91,12 @@ static void w_matmul(void *ctx, float *y, int64_t ldy, const float *x, int64_t l
     double t0 = begin(ctx);
     prof.inner.matmul(ctx, y, ldy, x, ldx, T, w);
     end(ctx, BACKEND_OP_MATMUL, T, t0);
+}
+
+static void w_matmul_grouped(void *ctx, const struct bmatmul *ops, int n) {
+    double t0 = begin(ctx);
+    prof.inner.matmul_grouped(ctx, ops, n);
+    end(ctx, BACKEND_OP_MATMUL_GROUPED, n > 0 ? ops[0].T : 1, t0);
 }
 
 static void w_embed(void *ctx, float *x, const int32_t *tok, int T, const struct bweight *table,
@@ -207,6 +215,7 @@ static void w_download(void *ctx, void *dst, const void *src, size_t bytes) {
 void backend_profile_wrap(struct backend *b) {
     prof.inner = *b;
     b->matmul = w_matmul;
+    b->matmul_grouped = w_matmul_grouped;
     b->embed = w_embed;
     b->rmsnorm = w_rmsnorm;
     b->head_rmsnorm = w_head_rmsnorm;

@@ -82,15 +82,16 @@ static struct moe_dims dims(const struct model *m) {
     return (struct moe_dims){hp->n_experts + sh, hp->n_experts_used, hp->n_experts_used + sh, nf};
 }
 
-/* bytes of each buffer for T tokens: logits, xg, yg, gu, hb, idx */
+/* bytes of each buffer for T tokens: logits, xg, yg, gu, hb, idx (gu and hb: a row per
+ * pair, so that all the experts' products go to the backend at once) */
 static void sizes(const struct model *m, size_t T, size_t b[6]) {
     const struct moe_dims d = dims(m);
     const size_t f = sizeof(float), dim = (size_t)m->hp.dim;
     b[0] = T * (size_t)d.ld * f;
     b[1] = T * (size_t)d.k * dim * f;
     b[2] = T * (size_t)d.kk * dim * f;
-    b[3] = T * 2 * (size_t)d.nf * f;
-    b[4] = T * (size_t)d.nf * f;
+    b[3] = T * (size_t)d.k * 2 * (size_t)d.nf * f;
+    b[4] = T * (size_t)d.k * (size_t)d.nf * f;
     b[5] = T * ((size_t)d.k + 2 * (size_t)d.kk) * sizeof(int32_t);
 }
 
@@ -117,6 +118,7 @@ void moe_free(struct moe_state *ms, struct backend *be) {
     free(ms->start);
     free(ms->owner);
     free(ms->load);
+    free(ms->ops);
     double busiest = ms->pairs_busiest, all = ms->pairs_all; /* counters outlive the buffers */
     memset(ms, 0, sizeof *ms);
     ms->pairs_busiest = busiest;
@@ -141,6 +143,7 @@ void moe_reserve(struct moe_state *ms, const struct model *m, int n_tokens) {
     ms->start = xmalloc(((size_t)m->sp.n_exp + 1) * sizeof *ms->start);
     ms->owner = xmalloc((size_t)m->hp.n_experts * sizeof *ms->owner);
     ms->load = xmalloc((size_t)m->sp.tp * sizeof *ms->load);
+    ms->ops = xmalloc(2 * ((size_t)m->sp.n_exp + 1) * sizeof *ms->ops);
     for (int r = 0; r < m->sp.tp; r++) {
         int e0, ne;
         shard_split(m->hp.n_experts, m->sp.tp, r, &e0, &ne);
@@ -157,6 +160,46 @@ void moe_swiglu(struct backend *be, float *y, const float *x, int dim, int T,
     if (!fused) be->matmul(be->ctx, gu + nf, 2 * nf, x, dim, T, &gate_up[1]);
     be->silu_mul(be->ctx, hb, nf, gu, gu + nf, 2 * nf, T, nf);
     be->matmul(be->ctx, y, dim, hb, nf, T, down);
+}
+
+/* Every local expert's SwiGLU over its rows of xg (n in all, grouped by ms->start/count) into
+ * yg: the gate and up products of all of them in one grouped matmul, one silu_mul over all n
+ * rows, the down products in another: three backend calls a layer rather than three per
+ * expert, the same bits as moe_swiglu per expert. */
+static void experts_swiglu(struct backend *be, struct moe_state *ms, const struct layer_weights *lw,
+                           int n_exp, int n, int dim, int nf) {
+    struct bmatmul *ops = ms->ops;
+    int no = 0;
+    for (int i = 0; i < n_exp; i++) {
+        if (!ms->count[i]) continue;
+        const struct moe_expert *x = &lw->experts[i];
+        const size_t at = (size_t)ms->start[i];
+        const struct bmatmul g = {.y = ms->gu + at * 2 * (size_t)nf,
+                                  .ldy = 2 * nf,
+                                  .x = ms->xg + at * (size_t)dim,
+                                  .ldx = dim,
+                                  .T = ms->count[i],
+                                  .w = &x->gate_up[0]};
+        ops[no++] = g;
+        if (x->gate_up_fused) continue;
+        ops[no] = g;
+        ops[no].y += nf;
+        ops[no++].w = &x->gate_up[1];
+    }
+    be->matmul_grouped(be->ctx, ops, no);
+    be->silu_mul(be->ctx, ms->hb, nf, ms->gu, ms->gu + nf, 2 * nf, n, nf);
+    no = 0;
+    for (int i = 0; i < n_exp; i++) {
+        if (!ms->count[i]) continue;
+        const size_t at = (size_t)ms->start[i];
+        ops[no++] = (struct bmatmul){.y = ms->yg + at * (size_t)dim,
+                                     .ldy = dim,
+                                     .x = ms->hb + at * (size_t)nf,
+                                     .ldx = nf,
+                                     .T = ms->count[i],
+                                     .w = &lw->experts[i].down};
+    }
+    be->matmul_grouped(be->ctx, ops, no);
 }
 
 /* Expert parallel: how many of the step's pairs each rank computes (every rank routes alike,
@@ -202,13 +245,7 @@ void moe_forward(const struct model *m, struct moe_state *ms, const struct layer
     const int32_t *drows = ms->idx, *dpos = ms->idx + (size_t)T * k;
     const float *dw = (const float *)(dpos + (size_t)T * kk);
     if (n > 0) be->gather_rows(bc, ms->xg, xb, drows, n, dim);
-    for (int i = 0; i < sp->n_exp && nf > 0; i++) {
-        if (!ms->count[i]) continue;
-        const struct moe_expert *x = &lw->experts[i];
-        size_t at = (size_t)ms->start[i] * (size_t)dim;
-        moe_swiglu(be, ms->yg + at, ms->xg + at, dim, ms->count[i], x->gate_up, x->gate_up_fused,
-                   &x->down, nf, ms->gu, ms->hb);
-    }
+    if (n > 0 && nf > 0) experts_swiglu(be, ms, lw, sp->n_exp, n, dim, nf);
     if (sh && ns > 0)
         moe_swiglu(be, ms->yg + (size_t)n * (size_t)dim, xb, dim, T, lw->shexp_gate_up,
                    lw->shexp_fused, &lw->shexp_down, ns, ms->gu, ms->hb);

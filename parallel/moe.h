@@ -18,7 +18,7 @@ struct moe_state {
     int cap_tokens;
     float *logits;      /* backend: [T][ld] router logits (and the shared expert's gate) */
     float *xg, *yg;     /* backend: inputs grouped by expert and the experts' outputs */
-    float *gu, *hb;     /* backend: gate+up and SwiGLU rows of one expert's tokens */
+    float *gu, *hb;     /* backend: gate+up and SwiGLU rows of every (token, expert) pair */
     int32_t *idx;       /* backend: rows [T * k] | pos [T * kk] | weights [T * kk] (floats) */
     float *host_logits; /* host copies */
     int32_t *host_idx;
@@ -26,6 +26,7 @@ struct moe_state {
     float *w;               /* host: [T * k] their weights */
     int32_t *count, *start; /* host: [n_exp + 1] tokens of each local expert, first row */
     int32_t *owner, *load;  /* host, expert parallel: each expert's rank; pairs per rank */
+    struct bmatmul *ops;    /* host: [2 * n_exp] a grouped matmul's products (experts_swiglu) */
     /* Expert parallel: the (token, expert) pairs of the busiest rank and of all ranks,
      * summed over every layer of every step (the load imbalance is busiest x tp / all). */
     double pairs_busiest, pairs_all;

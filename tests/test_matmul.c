@@ -379,6 +379,56 @@ static void test_matmul_multi(void **s) {
             }
 }
 
+/* cpu_matmul_grouped: products with their own x, T, cols and types (more than one pass's
+ * worth, two sharing x, one with no tokens) give, bit for bit, what separate cpu_matmul
+ * calls give. */
+static void test_matmul_grouped(void **s) {
+    (void)s;
+    enum { N = 11 };
+    const enum dtype types[N] = {DT_Q8_0, DT_Q8_0, DT_Q4_1, DT_F16,  DT_Q4_0, DT_F32,
+                                 DT_BF16, DT_Q4_K, DT_Q8_0, DT_Q6_K, DT_Q8_0};
+    const int rows[N] = {33, 17, 4, 9, 1, 12, 7, 5, 64, 8, 20};
+    const int Tv[N] = {1, 1, 3, 70, 2, 5, 1, 4, 9, 1, 0};
+    for (int scalar = 0; scalar < 2; scalar++)
+        for (int pool = 0; pool < 4; pool += 3) {
+            struct cpu_matmul_gop ops[N];
+            float *ysep[N], *xs[N];
+            for (int i = 0; i < N; i++) {
+                const int cols = types[i] == DT_Q4_K || types[i] == DT_Q6_K ? 768 : 512;
+                const int T = Tv[i];
+                xs[i] = malloc(sizeof(float) * (size_t)((T ? T : 1) * (cols + 3)));
+                for (int tt = 0; tt < T; tt++) fill_x(xs[i] + tt * (cols + 3), cols);
+                uint8_t *W = malloc((size_t)(dtype_row_bytes(types[i], cols) * rows[i]));
+                fill_weights(types[i], W, rows[i], cols);
+                const size_t ny = (size_t)(rows[i] + 2) * (size_t)(T ? T : 1);
+                ops[i] = (struct cpu_matmul_gop){.y = calloc(ny, sizeof(float)),
+                                                 .ldy = rows[i] + 2,
+                                                 .x = i == 1 ? xs[0] : xs[i],
+                                                 .ldx = cols + 3,
+                                                 .T = T,
+                                                 .W = W,
+                                                 .wt = types[i],
+                                                 .rows = rows[i],
+                                                 .cols = cols};
+                ysep[i] = calloc(ny, sizeof(float));
+            }
+            cpu_matmul_force_scalar(scalar);
+            cpu_matmul_grouped(ops, N, pools[pool]);
+            for (int i = 0; i < N; i++)
+                cpu_matmul(ysep[i], ops[i].ldy, ops[i].x, ops[i].ldx, ops[i].T, ops[i].W, types[i],
+                           rows[i], ops[i].cols, pools[pool]);
+            cpu_matmul_force_scalar(0);
+            for (int i = 0; i < N; i++) {
+                const size_t ny = (size_t)(rows[i] + 2) * (size_t)(Tv[i] ? Tv[i] : 1);
+                assert_memory_equal(ops[i].y, ysep[i], sizeof(float) * ny);
+                free((void *)ops[i].W);
+                free(ops[i].y);
+                free(ysep[i]);
+                free(xs[i]);
+            }
+        }
+}
+
 /* Each row is computed by one thread with lane-for-lane the same arithmetic wherever its
  * 4-row group starts, so the result does not depend on the number of threads. */
 static void test_matmul_thread_invariance(void **s) {
@@ -666,21 +716,14 @@ static int teardown(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_conversion),
-        cmocka_unit_test(test_bf16_conversion),
-        cmocka_unit_test(test_quantizers),
-        cmocka_unit_test(test_dequant_known),
-        cmocka_unit_test(test_matmul_f32),
-        cmocka_unit_test(test_matmul_f16),
-        cmocka_unit_test(test_matmul_bf16),
-        cmocka_unit_test(test_matmul_q8_0),
-        cmocka_unit_test(test_matmul_q4_0),
-        cmocka_unit_test(test_matmul_q4_1),
-        cmocka_unit_test(test_matmul_q4_K),
-        cmocka_unit_test(test_matmul_q6_K),
-        cmocka_unit_test(test_matmul_big),
-        cmocka_unit_test(test_matmul_multi),
-        cmocka_unit_test(test_matmul_thread_invariance),
+        cmocka_unit_test(test_f16_conversion), cmocka_unit_test(test_bf16_conversion),
+        cmocka_unit_test(test_quantizers),     cmocka_unit_test(test_dequant_known),
+        cmocka_unit_test(test_matmul_f32),     cmocka_unit_test(test_matmul_f16),
+        cmocka_unit_test(test_matmul_bf16),    cmocka_unit_test(test_matmul_q8_0),
+        cmocka_unit_test(test_matmul_q4_0),    cmocka_unit_test(test_matmul_q4_1),
+        cmocka_unit_test(test_matmul_q4_K),    cmocka_unit_test(test_matmul_q6_K),
+        cmocka_unit_test(test_matmul_big),     cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_matmul_grouped), cmocka_unit_test(test_matmul_thread_invariance),
         cmocka_unit_test(test_vnni_same_bits),
     };
 #ifdef TPD_MM_EMULATED

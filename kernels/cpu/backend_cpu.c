@@ -62,6 +62,27 @@ static void cpu_matmul_op(void *vctx, float *y, int64_t ldy, const float *x, int
     cpu_matmul(y, ldy, x, ldx, T, w->data, w->type, w->rows, w->cols, c->tp);
 }
 
+static void cpu_matmul_grouped_op(void *vctx, const struct bmatmul *ops, int n) {
+    struct cpu_ctx *c = vctx;
+    struct cpu_matmul_gop g[CPU_MATMUL_MAX_OPS];
+    for (int i = 0; i < n; i += CPU_MATMUL_MAX_OPS) {
+        const int m = n - i < CPU_MATMUL_MAX_OPS ? n - i : CPU_MATMUL_MAX_OPS;
+        for (int j = 0; j < m; j++) {
+            const struct bmatmul *o = &ops[i + j];
+            g[j] = (struct cpu_matmul_gop){.y = o->y,
+                                           .ldy = o->ldy,
+                                           .x = o->x,
+                                           .ldx = o->ldx,
+                                           .T = o->T,
+                                           .W = o->w->data,
+                                           .wt = o->w->type,
+                                           .rows = o->w->rows,
+                                           .cols = o->w->cols};
+        }
+        cpu_matmul_grouped(g, m, c->tp);
+    }
+}
+
 static void cpu_embed(void *vctx, float *x, const int32_t *tok, int T, const struct bweight *table,
                       int row0) {
     (void)vctx;
@@ -338,7 +359,7 @@ static void cpu_destroy(struct backend *b) { backend_cpu_free(b); }
 
 /* The table below has every op of kernels/backend.h: a new one is added there, then count it
  * here (backend_open refuses a table without a required op). */
-static_assert(BACKEND_OP_COUNT == 24, "a new backend op: add it to the CPU backend's table");
+static_assert(BACKEND_OP_COUNT == 25, "a new backend op: add it to the CPU backend's table");
 
 void backend_cpu_init(struct backend *b, int n_threads) {
     struct cpu_ctx *c = xcalloc(1, sizeof *c);
@@ -369,6 +390,7 @@ void backend_cpu_init(struct backend *b, int n_threads) {
         .upload = cpu_copy,
         .download = cpu_copy,
         .matmul = cpu_matmul_op,
+        .matmul_grouped = cpu_matmul_grouped_op,
         .embed = cpu_embed,
         .rmsnorm = cpu_rmsnorm,
         .add_rmsnorm = cpu_add_rmsnorm,

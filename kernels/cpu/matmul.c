@@ -178,19 +178,20 @@ static void act_place(struct act *a, uint8_t *base) {
 }
 
 struct prep_ctx {
-    struct act *acts; /* one per distinct kind */
+    struct act *acts; /* one per distinct (x, kind); each reads its own a->x, a->ldx */
     int nacts;
-    const float *x;
-    int64_t ldx;
     int avx2;
 };
 
-static void act_prepare_tokens(const struct prep_ctx *c, int t0, int t1) {
+/* Tokens [t0, t1) of the rows of act i that this share covers. */
+static void act_prepare_tokens(const struct prep_ctx *c, int ith, int nth) {
     for (int i = 0; i < c->nacts; i++) {
         struct act *a = &c->acts[i];
         const int n = a->cols, nb = a->nb;
+        const int t0 = (int)((int64_t)a->T * ith / nth),
+                  t1 = (int)((int64_t)a->T * (ith + 1) / nth);
         for (int t = t0; t < t1; t++) {
-            const float *x = c->x + (int64_t)t * c->ldx;
+            const float *x = a->x + (int64_t)t * a->ldx;
             int8_t *qs = a->qs + (int64_t)t * n;
             switch (a->kind) {
             case ACT_F32: break;
@@ -216,11 +217,7 @@ static void act_prepare_tokens(const struct prep_ctx *c, int t0, int t1) {
     }
 }
 
-static void act_prepare_task(void *p, int ith, int nth) {
-    const struct prep_ctx *c = p;
-    const int T = c->acts[0].T;
-    act_prepare_tokens(c, (int)((int64_t)T * ith / nth), (int)((int64_t)T * (ith + 1) / nth));
-}
+static void act_prepare_task(void *p, int ith, int nth) { act_prepare_tokens(p, ith, nth); }
 
 /* ---- the row loops ---- */
 
@@ -287,30 +284,33 @@ static void mm_task(void *p, int ith, int nth) {
     }
 }
 
-void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, int64_t ldx, int T,
-                      int cols, struct threadpool *tp) {
-    if (n < 0 || n > CPU_MATMUL_MAX_OPS || T < 0 || cols < 0)
-        FATAL("cpu_matmul: %d products, T %d, cols %d", n, T, cols);
-    if (T > 1 && ldx < cols) FATAL("cpu_matmul: ldx %lld < cols %d", (long long)ldx, cols);
-    if (T == 0) return;
-    const int avx2 = cpu_matmul_has_avx2();
-
-    /* one prepared activation per distinct kind, laid out back to back in the scratch */
-    struct act acts[7];
+/* One pass of at most CPU_MATMUL_MAX_OPS products. */
+static void grouped_pass(const struct cpu_matmul_gop *ops, int n, int avx2, struct threadpool *tp) {
+    /* one prepared activation per distinct (x, rows, kind), back to back in the scratch */
+    struct act acts[CPU_MATMUL_MAX_OPS];
     int nacts = 0, act_of[CPU_MATMUL_MAX_OPS];
-    size_t total = 0, offs[7];
+    size_t total = 0, offs[CPU_MATMUL_MAX_OPS], work = 0;
     for (int i = 0; i < n; i++) {
-        const struct cpu_matmul_op *op = &ops[i];
-        if (!dtype_weight_ok(op->wt) || dtype_row_bytes(op->wt, cols) < 0 || op->rows < 0)
-            FATAL("cpu_matmul: bad shape %d x %d of %s", op->rows, cols, dtype_name(op->wt));
-        if (T > 1 && op->ldy < op->rows)
-            FATAL("cpu_matmul: ldy %lld < rows %d", (long long)op->ldy, op->rows);
-        const enum act_kind kind = act_kind_for(op->wt, avx2, T);
+        const struct cpu_matmul_gop *op = &ops[i];
+        if (!dtype_weight_ok(op->wt) || op->cols < 0 || dtype_row_bytes(op->wt, op->cols) < 0 ||
+            op->rows < 0 || op->T < 0)
+            FATAL("cpu_matmul: bad shape %d x %d of %s, T %d", op->rows, op->cols,
+                  dtype_name(op->wt), op->T);
+        if (op->T > 1 && (op->ldx < op->cols || op->ldy < op->rows))
+            FATAL("cpu_matmul: ldx %lld < cols %d or ldy %lld < rows %d", (long long)op->ldx,
+                  op->cols, (long long)op->ldy, op->rows);
+        const enum act_kind kind = act_kind_for(op->wt, avx2, op->T);
         int k = 0;
-        while (k < nacts && acts[k].kind != kind) k++;
+        while (k < nacts &&
+               !(acts[k].kind == kind && acts[k].x == op->x && acts[k].ldx == op->ldx &&
+                 acts[k].T == op->T && acts[k].cols == op->cols))
+            k++;
         if (k == nacts) {
             offs[nacts] = total;
-            total += act_layout(&acts[nacts], kind, T, cols);
+            total += act_layout(&acts[nacts], kind, op->T, op->cols);
+            acts[nacts].x = op->x;
+            acts[nacts].ldx = op->ldx;
+            work += (size_t)op->T * (size_t)op->cols;
             nacts++;
         }
         act_of[i] = k;
@@ -318,31 +318,56 @@ void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, in
     uint8_t *base = scratch_get(total ? total : 64);
     for (int k = 0; k < nacts; k++) act_place(&acts[k], base + offs[k]);
 
-    struct prep_ctx prep = {.acts = acts, .nacts = nacts, .x = x, .ldx = ldx, .avx2 = avx2};
+    struct prep_ctx prep = {.acts = acts, .nacts = nacts, .avx2 = avx2};
     /* Small batches are quantized by the caller alone: waking the pool twice costs more. */
-    if ((int64_t)T * cols * nacts >= 32768 && threadpool_size(tp) > 1)
-        threadpool_run(tp, act_prepare_task, &prep);
-    else act_prepare_tokens(&prep, 0, T);
+    if (work >= 32768 && threadpool_size(tp) > 1) threadpool_run(tp, act_prepare_task, &prep);
+    else act_prepare_tokens(&prep, 0, 1);
 
     struct mm_job jobs[CPU_MATMUL_MAX_OPS];
+    int nj = 0;
     for (int i = 0; i < n; i++) {
-        jobs[i] = (struct mm_job){.y = ops[i].y,
-                                  .ldy = ops[i].ldy,
-                                  .W = ops[i].W,
-                                  .row_bytes = dtype_row_bytes(ops[i].wt, cols),
-                                  .wt = ops[i].wt,
-                                  .rows = ops[i].rows,
-                                  .cols = cols,
-                                  .a = acts[act_of[i]]};
-        jobs[i].a.x = x;
-        jobs[i].a.ldx = ldx;
+        if (ops[i].T == 0 || ops[i].rows == 0) continue;
+        jobs[nj++] = (struct mm_job){.y = ops[i].y,
+                                     .ldy = ops[i].ldy,
+                                     .W = ops[i].W,
+                                     .row_bytes = dtype_row_bytes(ops[i].wt, ops[i].cols),
+                                     .wt = ops[i].wt,
+                                     .rows = ops[i].rows,
+                                     .cols = ops[i].cols,
+                                     .a = acts[act_of[i]]};
     }
+    if (!nj) return;
     struct mm_ctx ctx = {.jobs = jobs,
-                         .njobs = n,
+                         .njobs = nj,
                          .avx2 = avx2,
                          .vnni = avx2 && cpu_matmul_has_vnni(),
                          .avx512 = avx2 && cpu_matmul_has_avx512()};
     threadpool_run(tp, mm_task, &ctx);
+}
+
+void cpu_matmul_grouped(const struct cpu_matmul_gop *ops, int n, struct threadpool *tp) {
+    if (n < 0) FATAL("cpu_matmul: %d products", n);
+    const int avx2 = cpu_matmul_has_avx2();
+    for (int i = 0; i < n; i += CPU_MATMUL_MAX_OPS)
+        grouped_pass(ops + i, n - i < CPU_MATMUL_MAX_OPS ? n - i : CPU_MATMUL_MAX_OPS, avx2, tp);
+}
+
+void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, int64_t ldx, int T,
+                      int cols, struct threadpool *tp) {
+    if (n < 0 || n > CPU_MATMUL_MAX_OPS || T < 0 || cols < 0)
+        FATAL("cpu_matmul: %d products, T %d, cols %d", n, T, cols);
+    struct cpu_matmul_gop g[CPU_MATMUL_MAX_OPS];
+    for (int i = 0; i < n; i++)
+        g[i] = (struct cpu_matmul_gop){.y = ops[i].y,
+                                       .ldy = ops[i].ldy,
+                                       .x = x,
+                                       .ldx = ldx,
+                                       .T = T,
+                                       .W = ops[i].W,
+                                       .wt = ops[i].wt,
+                                       .rows = ops[i].rows,
+                                       .cols = cols};
+    if (T > 0) grouped_pass(g, n, cpu_matmul_has_avx2(), tp);
 }
 
 void cpu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int T, const void *W,

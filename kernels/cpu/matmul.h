@@ -34,6 +34,22 @@ struct cpu_matmul_op {
 void cpu_matmul_multi(const struct cpu_matmul_op *ops, int n, const float *x, int64_t ldx, int T,
                       int cols, struct threadpool *tp);
 
+/* Products that each have their own activations, shape and weights (the experts of a
+ * mixture-of-experts layer, each over its own tokens): per op what cpu_matmul computes,
+ * bit for bit, in one pass over the pool per CPU_MATMUL_MAX_OPS ops rather than one per op;
+ * activations shared by several ops (same x, ldx, T, cols) are prepared once. */
+struct cpu_matmul_gop {
+    float *y; /* y[t*ldy + r] */
+    int64_t ldy;
+    const float *x; /* x[t*ldx + k] */
+    int64_t ldx;
+    int T;
+    const void *W; /* rows x cols of type wt */
+    enum dtype wt;
+    int rows, cols;
+};
+void cpu_matmul_grouped(const struct cpu_matmul_gop *ops, int n, struct threadpool *tp);
+
 /* Dequantize n elements (a multiple of the block size) of type t into f32. */
 void cpu_dequant_row(enum dtype t, const void *src, float *dst, int64_t n);
 

@@ -166,6 +166,16 @@ static void cu_sync(void *ctx) {
 /* ---- ops ---- */
 
 static void cu_matmul(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                      const struct bweight *w);
+
+/* one launch sequence per product, on the stream in order (the CPU backend is where one
+ * dispatch for all of them pays) */
+static void cu_matmul_grouped(void *ctx, const struct bmatmul *ops, int n) {
+    for (int i = 0; i < n; i++)
+        cu_matmul(ctx, ops[i].y, ops[i].ldy, ops[i].x, ops[i].ldx, ops[i].T, ops[i].w);
+}
+
+static void cu_matmul(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                       const struct bweight *w) {
     cuda_matmul(bind(ctx), y, ldy, x, ldx, T, w);
 }
@@ -328,7 +338,7 @@ extern "C" int backend_cuda_available(void) {
 
 /* The table at the end of backend_cuda_init has every op of kernels/backend.h: a new one is
  * added there, then count it here (backend_open refuses a table without a required op). */
-static_assert(BACKEND_OP_COUNT == 24, "a new backend op: add it to the CUDA backend's table");
+static_assert(BACKEND_OP_COUNT == 25, "a new backend op: add it to the CUDA backend's table");
 
 extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct backend_debug *dbg,
                                  char *err) {
@@ -391,6 +401,7 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct
     b->upload = cu_upload;
     b->download = cu_download;
     b->matmul = cu_matmul;
+    b->matmul_grouped = cu_matmul_grouped;
     b->embed = cu_embed;
     b->rmsnorm = cu_rmsnorm;
     b->add_rmsnorm = cu_add_rmsnorm;
