@@ -23,7 +23,7 @@ struct rx {
     size_t n, i;
     int json;
     int depth;
-    int inner; /* parsing a group's inside again: no anchors there */
+    int inner;       /* parsing a group's inside again: no anchors there */
     long lmin, lmax; /* characters in the strings of the last sequence or group parsed (-1: any) */
     struct sbuf *out;
     char *err;
@@ -533,7 +533,8 @@ int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct s
     r.inner = 1;
     int n = 0, cap = 8, rc = 1;
     struct item *its = xcalloc((size_t)cap, sizeof *its);
-    struct rx pad = {".*", 2, 0, 1, 0, 1, 0, 0, NULL, err}; /* a search: any text around the match */
+    struct rx pad = {".*", 2, 0, 1,    0,
+                     1,    0, 0, NULL, err}; /* a search: any text around the match */
     struct sbuf dummy = {0};
     pad.out = &dummy;
     if (!start && parse_item(&pad, &its[n++]) < 0) rc = -1;
