@@ -30,6 +30,8 @@
 #include "access_log.h"
 #include "api_gen.h"
 #include "conns.h"
+#include "endpoints.h"
+#include "http_internal.h"
 #include "sockpath.h"
 #include "../sched/metrics.h"
 #include "../sched/scheduler.h"
@@ -40,78 +42,8 @@
 #define DEFAULT_HEADER_TIMEOUT_S 10
 #define DEFAULT_IDLE_TIMEOUT_S 60
 #define DEFAULT_HTTP_THREADS 4
-#define KEEPALIVE_S 10.0 /* a stream with no token for this long gets an SSE comment */
 #define DEFAULT_SEND_TIMEOUT_S 30
-#define RETRY_AFTER_S "1" /* seconds, on 429 and 503 */
 #define FLUSH_GRACE_S 5.0 /* at shutdown, how long finished answers may take to be sent */
-
-struct http_server {
-    struct scheduler *sched;
-    const struct api_ctx *api; /* built once by the caller; read-only here */
-    struct api_ctx no_api;     /* stands in when there is none (socket-only tests) */
-    struct metrics *m;
-    struct access_log *access; /* NULL: none */
-    char *socket_path;
-    unsigned *uids;
-    int n_uids;
-    size_t max_body;
-    unsigned send_timeout_s; /* a client that takes no bytes for this long is dropped */
-    double keepalive_s;
-    unsigned idle_timeout_s;
-    struct MHD_Daemon *d; /* serves the connections conns hands over, unix and TCP alike */
-    struct conns *cs;     /* accepts, counts, times out and wakes connections */
-    dev_t sock_dev;
-    ino_t sock_ino;
-    const atomic_int *stop_flag; /* the daemon's signal flag, or NULL */
-    atomic_int draining;         /* http_drain was called */
-    atomic_int stopping;
-    atomic_int active; /* generation requests whose answer is not completely sent */
-    atomic_int failed; /* 1: http_fail set fail_msg (2 while it writes it) */
-    char fail_msg[512];
-    long created;
-};
-
-/* One HTTP request (MHD's per-request context). */
-struct conn {
-    struct http_server *h;
-    const struct route *route;
-    struct sbuf body;
-    int too_large;
-    int status; /* what was answered, for the metrics; 0 = nothing yet */
-    int fd;
-    int close;                  /* answer with Connection: close */
-    int early;                  /* answered on the first call: libmicrohttpd closes after it */
-    int http11;                 /* HTTP/1.1: kept alive unless a side says close; else HTTP/1.0 */
-    char dropped[256];          /* "strict": false schema keywords dropped (X-Tpd-Schema-Dropped) */
-    struct api_gen *gen;        /* a generation this request started (a reference) */
-    unsigned uid;               /* peer uid, REQ_UID_UNKNOWN over TCP */
-    struct conn_rec *rec;       /* the connection's record in conns (waking, deadlines) */
-    char path_arg[256];         /* a prefix route's rest of the path ("/v1/models/ID": ID) */
-    double t0;                  /* the request's first call, for the access log */
-    char method[16], path[128]; /* as the client sent them (cut), for the access log */
-};
-
-/* A streamed response: the SSE bytes produced but not yet handed to MHD. */
-struct stream {
-    struct http_server *h;
-    struct api_gen *gen;
-    struct sbuf out;
-    size_t off;
-    int fd;
-    struct conn_rec *rec;
-    struct MHD_Connection *mc;
-    double last_out; /* when bytes were last produced, for the keep-alive comment */
-    int fail_sent;   /* the job's failure event (http_fail) is in out */
-};
-
-typedef enum MHD_Result (*handler_fn)(struct conn *c, struct MHD_Connection *mc);
-
-struct route {
-    const char *method; /* GET routes answer HEAD too */
-    const char *path;
-    handler_fn fn;
-    int prefix; /* 1: path is a prefix; the non-empty rest goes to conn.path_arg */
-};
 
 /* ---------------------------------------------------------------- listening */
 
@@ -219,8 +151,8 @@ static void unlink_ours(struct http_server *h) {
 
 /* ---------------------------------------------------------------- replies */
 
-static enum MHD_Result reply(struct conn *c, struct MHD_Connection *mc, int status,
-                             const char *type, const char *body, size_t len) {
+enum MHD_Result http_reply(struct conn *c, struct MHD_Connection *mc, int status, const char *type,
+                           const char *body, size_t len) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
                                                              MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
@@ -239,29 +171,26 @@ static enum MHD_Result reply(struct conn *c, struct MHD_Connection *mc, int stat
     return rc;
 }
 
-static enum MHD_Result reply_json(struct conn *c, struct MHD_Connection *mc, int status, cJSON *o) {
+enum MHD_Result http_reply_json(struct conn *c, struct MHD_Connection *mc, int status, cJSON *o) {
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!s) FATAL("out of memory for a response");
-    enum MHD_Result rc = reply(c, mc, status, "application/json", s, strlen(s));
+    enum MHD_Result rc = http_reply(c, mc, status, "application/json", s, strlen(s));
     free(s);
     return rc;
 }
 
-static enum MHD_Result reply_api_error(struct conn *c, struct MHD_Connection *mc,
-                                       const struct api_error *e) {
+enum MHD_Result http_reply_api_error(struct conn *c, struct MHD_Connection *mc,
+                                     const struct api_error *e) {
     size_t len;
     char *s = api_error_json(e, &len);
-    enum MHD_Result rc = reply(c, mc, e->status, "application/json", s, len);
+    enum MHD_Result rc = http_reply(c, mc, e->status, "application/json", s, len);
     free(s);
     return rc;
 }
 
-static enum MHD_Result reply_error(struct conn *c, struct MHD_Connection *mc, int status,
-                                   const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static enum MHD_Result reply_error(struct conn *c, struct MHD_Connection *mc, int status,
-                                   const char *param, const char *fmt, ...) {
+enum MHD_Result http_reply_error(struct conn *c, struct MHD_Connection *mc, int status,
+                                 const char *param, const char *fmt, ...) {
     struct api_error e;
     char msg[ERR_LEN];
     va_list ap;
@@ -269,325 +198,30 @@ static enum MHD_Result reply_error(struct conn *c, struct MHD_Connection *mc, in
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     api_err(&e, status, param, "%s", msg);
-    return reply_api_error(c, mc, &e);
+    return http_reply_api_error(c, mc, &e);
 }
 
-/* The job is ending (http_fail): the error its clients get, code job_failed, status 503. */
-static void fail_error(const struct http_server *h, struct api_error *e) {
+void http_fail_error(const struct http_server *h, struct api_error *e) {
     api_err(e, 503, "", "%s", h->fail_msg);
     e->code = "job_failed";
 }
 
-/* The peer hung up (or the socket broke): nothing we write will be read. */
-static int client_gone(int fd) {
+int http_client_gone(int fd) {
     if (fd < 0) return 0;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
-/* ---------------------------------------------------------------- handlers */
-
-/* MHD asks for more of a stream once the client took what was sent. With nothing to
- * send, the connection is suspended (no thread waits) until the request gets an event,
- * its client leaves, or a keep-alive comment (which clients ignore) is due; then MHD calls
- * again. A client that stops reading is not suspended but waits in MHD, whose timeout
- * (send_timeout_s) drops it. */
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    struct stream *s = cls;
-    while (s->off == s->out.len) {
-        if (s->fail_sent) { /* the failure event went out: nothing follows it */
-            gen_cancel(s->gen);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
-        if (atomic_load(&s->h->failed) == 1 && !gen_done(s->gen)) {
-            struct api_error e;
-            fail_error(s->h, &e);
-            size_t len;
-            char *j = api_error_json(&e, &len);
-            s->out.len = 0;
-            s->off = 0;
-            sbuf_adds(&s->out, "data: ");
-            sbuf_add(&s->out, j, len);
-            sbuf_adds(&s->out, "\n\n");
-            free(j);
-            s->fail_sent = 1;
-            break;
-        }
-        if (gen_done(s->gen)) return MHD_CONTENT_READER_END_OF_STREAM;
-        s->out.len = 0;
-        s->off = 0;
-        gen_poll(s->gen, &s->out, 0);
-        double now = clock_now();
-        if (s->out.len) {
-            s->last_out = now;
-            break;
-        }
-        if (client_gone(s->fd) || atomic_load(&s->h->stopping)) {
-            gen_cancel(s->gen);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        if (now - s->last_out >= s->h->keepalive_s) {
-            sbuf_adds(&s->out, ": keep-alive\n\n");
-            s->last_out = now;
-            break;
-        }
-        if (conns_suspend(s->h->cs, s->rec, s->mc)) return 0;
-    }
-    size_t n = s->out.len - s->off;
-    if (n > max) n = max;
-    memcpy(buf, s->out.p + s->off, n);
-    s->off += n;
-    return (ssize_t)n;
-}
-
-static void stream_free(void *cls) {
-    struct stream *s = cls;
-    gen_unref(s->gen);
-    sbuf_free(&s->out);
-    free(s);
-}
-
-static void notify_conn(void *rec) { conns_wake(rec); }
-
-static enum MHD_Result gen_wait(struct conn *c, struct MHD_Connection *mc);
-
-static enum MHD_Result h_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind) {
-    struct http_server *h = c->h;
-    struct api_params p;
-    struct api_error e;
-    if (api_parse_generate(h->api, kind, c->body.p ? c->body.p : "", c->body.len, &p, &e))
-        return reply_api_error(c, mc, &e);
-    snprintf(c->dropped, sizeof c->dropped, "%s", p.schema_dropped);
-    struct api_gen *g;
-    if (gen_start(&g, h->sched, h->api->tok, h->api->model_name, c->uid, &p, &e)) {
-        api_params_free(&p);
-        return reply_api_error(c, mc, &e);
-    }
-    /* a generation may wait long for its first token: no idle timeout while it runs
-     * (suspended, or watched by conns); on_completed restores it */
-    MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    c->gen = g; /* the request's reference: on_completed cancels on a broken connection */
-    atomic_fetch_add(&h->active, 1);
-    if (c->rec) gen_set_notify(g, notify_conn, c->rec); /* cleared by on_completed */
-    if (gen_streaming(g)) {
-        struct stream *s = xcalloc(1, sizeof *s);
-        s->h = h;
-        s->gen = g;
-        s->fd = c->fd;
-        s->rec = c->rec;
-        s->mc = mc;
-        s->last_out = clock_now();
-        gen_ref(g);
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
-                                                                   stream_read, s, stream_free);
-        if (!r) {
-            stream_free(s);
-            return MHD_NO;
-        }
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        if (c->dropped[0]) MHD_add_response_header(r, "X-Tpd-Schema-Dropped", c->dropped);
-        if (c->close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-        enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        if (rc == MHD_YES) c->status = 200;
-        /* from here MHD waits only on the client: one that takes nothing for send_timeout_s
-         * is dropped, which cancels its generation and frees its KV blocks */
-        MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, h->send_timeout_s);
-        return rc;
-    }
-    return gen_wait(c, mc);
-}
-
-/* A non-streamed generation: answers once it is done; until then the connection is
- * suspended and MHD calls on_request (hence here) again when it is woken. */
-static enum MHD_Result gen_wait(struct conn *c, struct MHD_Connection *mc) {
-    struct http_server *h = c->h;
-    struct api_gen *g = c->gen;
-    struct sbuf scratch = {0};
-    for (;;) {
-        int done = gen_poll(g, &scratch, 0);
-        scratch.len = 0;
-        if (done) break;
-        if (atomic_load(&h->failed) == 1) {
-            sbuf_free(&scratch);
-            gen_cancel(g);
-            struct api_error e;
-            fail_error(h, &e);
-            return reply_api_error(c, mc, &e);
-        }
-        if (client_gone(c->fd) || atomic_load(&h->stopping)) {
-            sbuf_free(&scratch);
-            gen_cancel(g);
-            return MHD_NO; /* closes the connection */
-        }
-        if (conns_suspend(h->cs, c->rec, mc)) {
-            sbuf_free(&scratch);
-            return MHD_YES;
-        }
-    }
-    sbuf_free(&scratch);
-    MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, h->send_timeout_s); /* see above */
-    struct sbuf body = {0};
-    int status = gen_body(g, &body);
-    enum MHD_Result rc = reply(c, mc, status, "application/json", body.p, body.len);
-    sbuf_free(&body);
-    return rc;
-}
-
-static enum MHD_Result h_completions(struct conn *c, struct MHD_Connection *mc) {
-    return h_generate(c, mc, API_COMPLETION);
-}
-
-static enum MHD_Result h_chat(struct conn *c, struct MHD_Connection *mc) {
-    return h_generate(c, mc, API_CHAT);
-}
-
-/* The one model served, as OpenAI's model object. */
-static cJSON *model_object(const struct http_server *h) {
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", h->api->model_name);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)h->created);
-    cJSON_AddStringToObject(m, "owned_by", "tpd");
-    cJSON_AddNumberToObject(m, "max_model_len", h->api->max_ctx);
-    return m;
-}
-
-static enum MHD_Result h_models(struct conn *c, struct MHD_Connection *mc) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), model_object(c->h));
-    return reply_json(c, mc, 200, o);
-}
-
-/* GET /v1/models/{id} (the SDK's models.retrieve): the model, or 404 as OpenAI words it. */
-static enum MHD_Result h_model(struct conn *c, struct MHD_Connection *mc) {
-    if (strcmp(c->path_arg, c->h->api->model_name)) {
-        struct api_error e;
-        api_err(&e, 404, "model", "The model '%.200s' does not exist", c->path_arg);
-        e.code = "model_not_found";
-        return reply_api_error(c, mc, &e);
-    }
-    return reply_json(c, mc, 200, model_object(c->h));
-}
-
-static enum MHD_Result h_tokenize(struct conn *c, struct MHD_Connection *mc) {
-    struct api_error e;
-    int32_t *ids;
-    int n;
-    if (api_parse_tokenize(c->h->api, c->body.p ? c->body.p : "", c->body.len, &ids, &n, &e))
-        return reply_api_error(c, mc, &e);
-    /* written directly: a cJSON node per token would cost ~80 bytes each (a 700 KB
-     * prompt can be 560k tokens) */
-    struct sbuf b = {0};
-    sbuf_adds(&b, "{\"tokens\":[");
-    for (int i = 0; i < n; i++) sbuf_addf(&b, i ? ",%d" : "%d", (int)ids[i]);
-    free(ids);
-    sbuf_addf(&b, "],\"count\":%d,\"max_model_len\":%d}", n, c->h->api->max_ctx);
-    enum MHD_Result rc = reply(c, mc, 200, "application/json", b.p, b.len);
-    sbuf_free(&b);
-    return rc;
-}
-
-static enum MHD_Result h_detokenize(struct conn *c, struct MHD_Connection *mc) {
-    struct api_error e;
-    int32_t *ids;
-    int n;
-    if (api_parse_detokenize(c->h->api, c->body.p ? c->body.p : "", c->body.len, &ids, &n, &e))
-        return reply_api_error(c, mc, &e);
-    char err[ERR_LEN], *text;
-    size_t len;
-    int rc = tokenizer_decode(c->h->api->tok, ids, (size_t)n, 0, &text, &len, err);
-    free(ids);
-    if (rc) return reply_error(c, mc, 400, "tokens", "tokens: %s", err);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "prompt", text);
-    free(text);
-    return reply_json(c, mc, 200, o);
-}
-
-/* A role's token text, or JSON null when the model has none. */
-static void add_role_token(cJSON *o, const char *key, const struct tokenizer *t, enum tok_role r) {
-    int32_t id = tokenizer_role_id(t, r);
-    size_t len;
-    const char *s = id >= 0 ? tokenizer_token_bytes(t, id, &len) : NULL;
-    if (!s) {
-        cJSON_AddNullToObject(o, key);
-        return;
-    }
-    char *text = xstrndup(s, len);
-    cJSON_AddStringToObject(o, key, text);
-    free(text);
-}
-
-/* GET /tokenizer_info (vLLM's): what a client needs to tokenize as the server does (lm-eval's
- * remote tokenizer reads the special tokens and the chat template here, then calls
- * /tokenize and /detokenize). */
-static enum MHD_Result h_tokenizer_info(struct conn *c, struct MHD_Connection *mc) {
-    const struct api_ctx *a = c->h->api;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "tokenizer_class", "tpd");
-    add_role_token(o, "bos_token", a->tok, TOK_ROLE_BOS);
-    add_role_token(o, "eos_token", a->tok, TOK_ROLE_EOS);
-    add_role_token(o, "pad_token", a->tok, TOK_ROLE_PAD);
-    if (a->chat) cJSON_AddStringToObject(o, "chat_template", a->chat->src);
-    else cJSON_AddNullToObject(o, "chat_template");
-    cJSON_AddNumberToObject(o, "model_max_length", a->max_ctx);
-    cJSON_AddNumberToObject(o, "vocab_size", tokenizer_n_vocab(a->tok));
-    return reply_json(c, mc, 200, o);
-}
-
-/* From the signal (the step loop may be stuck in a step for long) or from http_drain. */
-static int draining(const struct http_server *h) {
+int http_draining(const struct http_server *h) {
     return atomic_load(&h->draining) || (h->stop_flag && atomic_load(h->stop_flag) > 0);
 }
-
-/* Healthy means the engine steps: the loop ran recently and is not draining. */
-static enum MHD_Result h_health(struct conn *c, struct MHD_Connection *mc) {
-    char why[256];
-    if (!sched_healthy(c->h->sched, why, sizeof why)) return reply_error(c, mc, 503, "", "%s", why);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "status", "ok");
-    return reply_json(c, mc, 200, o);
-}
-
-static enum MHD_Result h_metrics(struct conn *c, struct MHD_Connection *mc) {
-    struct sched_stats st;
-    sched_stats(c->h->sched, &st);
-    st.draining |= draining(c->h); /* from the signal on, before the step loop sees it */
-    char *text;
-    size_t len;
-    if (metrics_render(c->h->m, &st, &text, &len))
-        return reply_error(c, mc, 500, "", "cannot render the metrics");
-    struct sbuf b = {0};
-    sbuf_add(&b, text, len);
-    free(text);
-    conns_metrics(c->h->cs, &b);
-    enum MHD_Result rc = reply(c, mc, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
-    sbuf_free(&b);
-    return rc;
-}
-
-static const struct route routes[] = {
-    {"POST", "/v1/completions", h_completions, 0},
-    {"POST", "/v1/chat/completions", h_chat, 0},
-    {"GET", "/v1/models", h_models, 0},
-    {"GET", "/v1/models/", h_model, 1},
-    {"POST", "/tokenize", h_tokenize, 0},
-    {"POST", "/detokenize", h_detokenize, 0},
-    {"GET", "/tokenizer_info", h_tokenizer_info, 0},
-    {"GET", "/health", h_health, 0},
-    {"GET", "/metrics", h_metrics, 0},
-};
 
 /* ---------------------------------------------------------------- MHD callbacks */
 
 /* While draining, a new request is told to go elsewhere (or come back), and its connection
  * closed; /metrics still answers, for whoever watches the drain. */
 static int drain_refuses(struct conn *c, const char *url, const char *method) {
-    if (!draining(c->h)) return 0;
+    if (!http_draining(c->h)) return 0;
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     return !(get && !strcmp(url, "/metrics"));
 }
@@ -597,7 +231,7 @@ static enum MHD_Result reply_draining(struct conn *c, struct MHD_Connection *mc)
     struct api_error e;
     api_err(&e, 503, "", "draining: the server is shutting down; retry later");
     e.code = "draining";
-    return reply_api_error(c, mc, &e);
+    return http_reply_api_error(c, mc, &e);
 }
 
 struct framing {
@@ -633,30 +267,30 @@ static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, con
     struct http_server *h = c->h;
     unsigned uid = REQ_UID_UNKNOWN;
     if (!peer_allowed(h, c->fd, &uid))
-        return reply_error(c, mc, 403, "", "peer uid %d is not allowed to use this server",
-                           (int)uid);
+        return http_reply_error(c, mc, 403, "", "peer uid %d is not allowed to use this server",
+                                (int)uid);
     c->uid = uid;
     if (drain_refuses(c, url, method)) return reply_draining(c, mc);
     int path_known = 0;
-    for (unsigned i = 0; i < sizeof routes / sizeof *routes; i++) {
-        size_t n = strlen(routes[i].path);
-        if (routes[i].prefix ? strncmp(url, routes[i].path, n) || !url[n] ||
-                                   strlen(url + n) >= sizeof c->path_arg
-                             : strcmp(url, routes[i].path))
+    for (unsigned i = 0; i < endpoints_n; i++) {
+        size_t n = strlen(endpoints[i].path);
+        if (endpoints[i].prefix ? strncmp(url, endpoints[i].path, n) || !url[n] ||
+                                      strlen(url + n) >= sizeof c->path_arg
+                                : strcmp(url, endpoints[i].path))
             continue;
-        if (routes[i].prefix) snprintf(c->path_arg, sizeof c->path_arg, "%s", url + n);
+        if (endpoints[i].prefix) snprintf(c->path_arg, sizeof c->path_arg, "%s", url + n);
         path_known = 1;
-        c->route = &routes[i];
-        if (!strcmp(method, routes[i].method) ||
-            (!strcmp(routes[i].method, "GET") && !strcmp(method, "HEAD"))) {
+        c->route = &endpoints[i];
+        if (!strcmp(method, endpoints[i].method) ||
+            (!strcmp(endpoints[i].method, "GET") && !strcmp(method, "HEAD"))) {
             path_known = 2;
             break;
         }
     }
-    if (!path_known) return reply_error(c, mc, 404, "", "no such endpoint: %.200s", url);
+    if (!path_known) return http_reply_error(c, mc, 404, "", "no such endpoint: %.200s", url);
     if (path_known == 1)
-        return reply_error(c, mc, 405, "", "method %.16s is not allowed on %s", method,
-                           c->route->path);
+        return http_reply_error(c, mc, 405, "", "method %.16s is not allowed on %s", method,
+                                c->route->path);
     /* request smuggling guards: one framing, and only the one we understand */
     struct framing f = {0, 0};
     MHD_get_connection_values(mc, MHD_HEADER_KIND, count_framing, &f);
@@ -665,20 +299,20 @@ static enum MHD_Result on_headers(struct conn *c, struct MHD_Connection *mc, con
     const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (f.n_te > 1 || f.n_cl > 1 || (f.n_te && f.n_cl))
-        return reply_error(c, mc, 400, "",
-                           "conflicting Transfer-Encoding / Content-Length headers");
+        return http_reply_error(c, mc, 400, "",
+                                "conflicting Transfer-Encoding / Content-Length headers");
     if (te && strcasecmp(te, "chunked"))
-        return reply_error(c, mc, 400, "", "unsupported Transfer-Encoding \"%.64s\"", te);
+        return http_reply_error(c, mc, 400, "", "unsupported Transfer-Encoding \"%.64s\"", te);
     if (cl) {
         char *end;
         errno = 0;
         unsigned long long n = strtoull(cl, &end, 10);
         if (errno || end == cl || *end || cl[0] == '-')
-            return reply_error(c, mc, 400, "", "malformed Content-Length");
+            return http_reply_error(c, mc, 400, "", "malformed Content-Length");
         if (n > h->max_body)
-            return reply_error(c, mc, 413, "",
-                               "request body of %llu bytes exceeds the limit of %zu bytes", n,
-                               h->max_body);
+            return http_reply_error(c, mc, 413, "",
+                                    "request body of %llu bytes exceeds the limit of %zu bytes", n,
+                                    h->max_body);
     }
     return MHD_YES;
 }
@@ -721,13 +355,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         *upload_size = 0;
         return MHD_YES;
     }
-    if (c->status) return MHD_YES;      /* answered on the first call */
-    if (c->gen) return gen_wait(c, mc); /* resumed: a non-streamed generation goes on */
+    if (c->status) return MHD_YES;                /* answered on the first call */
+    if (c->gen) return endpoints_gen_wait(c, mc); /* resumed: a non-streamed generation goes on */
     conns_request_begin(h->cs, c->rec); /* all of it arrived in time: no deadline while it runs */
     if (drain_refuses(c, url, method)) return reply_draining(c, mc); /* began before the drain */
     if (c->too_large)
-        return reply_error(c, mc, 413, "", "request body exceeds the limit of %zu bytes",
-                           h->max_body);
+        return http_reply_error(c, mc, 413, "", "request body exceeds the limit of %zu bytes",
+                                h->max_body);
     return c->route->fn(c, mc);
 }
 
