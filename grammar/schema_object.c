@@ -362,76 +362,71 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     return sc_without(c, m, drop);
 }
 
-int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
-    if (!(s = sc_lower_object(c, s))) return -1;
-    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
-    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
-    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
-    if (props && !cJSON_IsObject(props)) return sc_serr(c, "%s", "'properties' must be an object");
-    if (req && !cJSON_IsArray(req)) return sc_serr(c, "%s", "'required' must be an array");
-    if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
-        return sc_serr(c, "%s", "'additionalProperties' must be a boolean or a schema");
-    /* declared properties, then required names not declared */
+/* One property sc_gen_object writes: declared, or required and not declared. */
+struct obj_prop {
+    const char *key;
+    const cJSON *schema;
+    int required;
+};
+
+/* sc_gen_object's property list: declared properties, then required names not declared;
+ * -1 on an error (*plp, grown here, is the caller's to free either way). */
+static int collect_props(struct sc *c, const cJSON *props, const cJSON *req, const cJSON *addl,
+                         struct obj_prop **plp, int *np) {
     int n = 0, cap = 8;
-    struct prop {
-        const char *key;
-        const cJSON *schema;
-        int required;
-    } *pl = xmalloc(sizeof *pl * (size_t)cap);
-    int rc = -1;
+    struct obj_prop *pl = *plp;
     for (const cJSON *p = props ? props->child : NULL; p; p = p->next) {
         if (cJSON_IsFalse(p)) continue;
         if (n == cap) pl = xrealloc(pl, sizeof *pl * (size_t)(cap *= 2));
-        pl[n++] = (struct prop){p->string, p, 0};
+        pl[n++] = (struct obj_prop){p->string, p, 0};
     }
+    *plp = pl;
     for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
-        if (!cJSON_IsString(r)) {
-            sc_serr(c, "%s", "'required' must list strings");
-            goto out;
-        }
+        if (!cJSON_IsString(r)) return sc_serr(c, "%s", "'required' must list strings");
         int k = 0;
         while (k < n && strcmp(pl[k].key, r->valuestring) != 0) k++;
         if (k == n) {
-            if (props && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(props, r->valuestring))) {
-                sc_serr(c, "unsatisfiable schema: required property '%s' is false", r->valuestring);
-                goto out;
-            }
-            if (addl && cJSON_IsFalse(addl)) {
-                sc_serr(c,
-                        "unsatisfiable schema: required property '%s' is not "
-                        "allowed by additionalProperties",
-                        r->valuestring);
-                goto out;
-            }
-            if (n == cap) pl = xrealloc(pl, sizeof *pl * (size_t)(cap *= 2));
-            pl[n++] = (struct prop){r->valuestring, addl ? addl : NULL, 0};
+            if (props && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(props, r->valuestring)))
+                return sc_serr(c, "unsatisfiable schema: required property '%s' is false",
+                               r->valuestring);
+            if (addl && cJSON_IsFalse(addl))
+                return sc_serr(c,
+                               "unsatisfiable schema: required property '%s' is not "
+                               "allowed by additionalProperties",
+                               r->valuestring);
+            if (n == cap) *plp = pl = xrealloc(pl, sizeof *pl * (size_t)(cap *= 2));
+            pl[n++] = (struct obj_prop){r->valuestring, addl ? addl : NULL, 0};
         }
         pl[k].required = 1;
     }
-    /* extra keys: any when the schema says nothing about properties at all */
-    int extra = addl ? !cJSON_IsFalse(addl) : props == NULL;
-    int min_extra = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, MIN_EXTRA));
-    char extra_val[RN] = "", extra_key[RN] = "";
-    if (extra) {
-        if (addl && cJSON_IsObject(addl)) {
-            if (sc_gen(c, addl, extra_val) < 0) goto out;
-        } else {
-            snprintf(extra_val, RN, "%s", c->j);
-        }
-        /* an extra key is never a declared name (false ones included), so no property
-         * escapes its own schema nor comes out twice */
-        int nn = 0;
-        const char **names = xmalloc(sizeof *names *
-                                     ((size_t)n + (size_t)cJSON_GetArraySize(props) + 1));
-        for (const cJSON *p = props ? props->child : NULL; p; p = p->next) names[nn++] = p->string;
-        for (int k = 0; k < n; k++)
-            if (!props || !cJSON_GetObjectItemCaseSensitive(props, pl[k].key))
-                names[nn++] = pl[k].key;
-        if (nn) sc_gen_key_not_in(c, names, nn, extra_key);
-        else snprintf(extra_key, RN, "%s-string", c->j);
-        free(names);
+    *np = n;
+    return 0;
+}
+
+/* sc_gen_object's extra keys: the rule of their values and of their names (never a declared
+ * name, false ones included, so no property escapes its own schema nor comes out twice). */
+static int gen_extra(struct sc *c, const cJSON *props, const cJSON *addl, const struct obj_prop *pl,
+                     int n, char *extra_val, char *extra_key) {
+    if (addl && cJSON_IsObject(addl)) {
+        if (sc_gen(c, addl, extra_val) < 0) return -1;
+    } else {
+        snprintf(extra_val, RN, "%s", c->j);
     }
-    char(*vals)[RN] = xcalloc((size_t)n + 1, RN);
+    int nn = 0;
+    const char **names = xmalloc(sizeof *names *
+                                 ((size_t)n + (size_t)cJSON_GetArraySize(props) + 1));
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next) names[nn++] = p->string;
+    for (int k = 0; k < n; k++)
+        if (!props || !cJSON_GetObjectItemCaseSensitive(props, pl[k].key)) names[nn++] = pl[k].key;
+    if (nn) sc_gen_key_not_in(c, names, nn, extra_key);
+    else snprintf(extra_key, RN, "%s-string", c->j);
+    free(names);
+    return 0;
+}
+
+/* sc_gen_object's values: each property's rule into vals[k] ("" for an optional property
+ * left out); -1 on an error. */
+static int gen_values(struct sc *c, const struct obj_prop *pl, int n, char (*vals)[RN]) {
     for (int k = 0; k < n; k++) {
         int depth = c->depth;
         if (!pl[k].schema) snprintf(vals[k], RN, "%s", c->j);
@@ -444,9 +439,63 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
                 vals[k][0] = 0;
                 continue;
             }
-            free(vals);
-            goto out;
+            return -1;
         }
+    }
+    return 0;
+}
+
+/* sc_gen_object's rule R_k(f) (rule name nm) into r: properties k.. with f = nothing written
+ * yet (no comma needed); extra_key and extra_val NULL when no extra key is allowed. */
+static void gen_rest_rule(struct sc *c, const struct obj_prop *pl, int n, char (*vals)[RN],
+                          const char *base, int k, int f, const char *extra_key,
+                          const char *extra_val, int min_extra, struct sbuf *r) {
+    if (k == n) {
+        if (extra_key) {
+            char sep[RN + 16] = "";
+            if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
+            sbuf_addf(r,
+                      "(%s%s %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s %s-ws \":\" %s-ws "
+                      "%s %s-ws)*)%s",
+                      sep, extra_key, c->j, c->j, extra_val, c->j, c->j, extra_key, c->j, c->j,
+                      extra_val, c->j, f && min_extra ? "" : "?");
+        } else sbuf_adds(r, "\"\"");
+    } else if (!vals[k][0]) { /* left out */
+        sbuf_addf(r, "%s-%d-%d", base, k + 1, f);
+    } else {
+        if (!f) sbuf_addf(r, "\",\" %s-ws ", c->j);
+        cJSON *key = cJSON_CreateString(pl[k].key);
+        char *t = cJSON_PrintUnformatted(key);
+        gbnf_put_literal(r, t, strlen(t));
+        free(t);
+        cJSON_Delete(key);
+        sbuf_addf(r, " %s-ws \":\" %s-ws %s %s-ws %s-%d-0", c->j, c->j, vals[k], c->j, base, k + 1);
+        if (!pl[k].required) sbuf_addf(r, " | %s-%d-%d", base, k + 1, f);
+    }
+}
+
+int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
+    if (!(s = sc_lower_object(c, s))) return -1;
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (props && !cJSON_IsObject(props)) return sc_serr(c, "%s", "'properties' must be an object");
+    if (req && !cJSON_IsArray(req)) return sc_serr(c, "%s", "'required' must be an array");
+    if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
+        return sc_serr(c, "%s", "'additionalProperties' must be a boolean or a schema");
+    int n = 0;
+    struct obj_prop *pl = xmalloc(sizeof *pl * 8);
+    int rc = -1;
+    if (collect_props(c, props, req, addl, &pl, &n) < 0) goto out;
+    /* extra keys: any when the schema says nothing about properties at all */
+    int extra = addl ? !cJSON_IsFalse(addl) : props == NULL;
+    int min_extra = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, MIN_EXTRA));
+    char extra_val[RN] = "", extra_key[RN] = "";
+    if (extra && gen_extra(c, props, addl, pl, n, extra_val, extra_key) < 0) goto out;
+    char(*vals)[RN] = xcalloc((size_t)n + 1, RN);
+    if (gen_values(c, pl, n, vals) < 0) {
+        free(vals);
+        goto out;
     }
     /* R_k(f): properties k.. with f = nothing written yet (no comma needed) */
     char base[RN];
@@ -456,29 +505,8 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
             struct sbuf r = {0};
             char nm[RN + 32];
             snprintf(nm, sizeof nm, "%s-%d-%d", base, k, f);
-            if (k == n) {
-                if (extra) {
-                    char sep[RN + 16] = "";
-                    if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
-                    sbuf_addf(&r,
-                              "(%s%s %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s %s-ws \":\" %s-ws "
-                              "%s %s-ws)*)%s",
-                              sep, extra_key, c->j, c->j, extra_val, c->j, c->j, extra_key, c->j,
-                              c->j, extra_val, c->j, f && min_extra ? "" : "?");
-                } else sbuf_adds(&r, "\"\"");
-            } else if (!vals[k][0]) { /* left out */
-                sbuf_addf(&r, "%s-%d-%d", base, k + 1, f);
-            } else {
-                if (!f) sbuf_addf(&r, "\",\" %s-ws ", c->j);
-                cJSON *key = cJSON_CreateString(pl[k].key);
-                char *t = cJSON_PrintUnformatted(key);
-                gbnf_put_literal(&r, t, strlen(t));
-                free(t);
-                cJSON_Delete(key);
-                sbuf_addf(&r, " %s-ws \":\" %s-ws %s %s-ws %s-%d-0", c->j, c->j, vals[k], c->j,
-                          base, k + 1);
-                if (!pl[k].required) sbuf_addf(&r, " | %s-%d-%d", base, k + 1, f);
-            }
+            gen_rest_rule(c, pl, n, vals, base, k, f, extra ? extra_key : NULL, extra_val,
+                          min_extra, &r);
             sc_emit(c, nm, r.p);
             sbuf_free(&r);
         }

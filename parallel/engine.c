@@ -186,27 +186,10 @@ static void load_summary(struct comm *c, double seconds, size_t bytes) {
     free(all);
 }
 
-int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o, char *err) {
-    *out = NULL;
-    struct engine *e = xcalloc(1, sizeof *e);
-    e->comm = c;
-    plan_init(&e->plan);
-    forward_state_init(&e->fs);
+/* engine_open's load step: the model loaded (or synthesized) on every rank, with the job's
+ * progress lines and the summary; -1 when any rank failed (this rank's model freed). */
+static int engine_load(struct engine *e, struct comm *c, const struct engine_opts *o, char *err) {
     int ok = 1;
-    /* the same options on every rank: every rank reaches the same verdict */
-    if (comm_groups_init(c, o->tp, o->pp > 0 ? o->pp : 1, err)) goto fail;
-    if (backend_open(&e->be, o->backend, o->threads, o->local_rank, o->debug, err)) ok = 0;
-    if (!comm_all_ok(c, ok)) {
-        if (ok) err_set(err, "another rank failed to open its backend");
-        goto fail;
-    }
-    /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging);
-     * on the CPU, the MPI groups are checked here (a GPU communicator checks its own paths) */
-    e->monitor = monitor_start(c->rank, c->size);
-    if (gpu_comm_init(c, &e->be, &o->comm, e->monitor, err)) goto fail;
-    if (e->be.kind != BACKEND_CUDA && c->size > 1 &&
-        comm_startup_check(c, o->comm.start_timeout_s, err))
-        goto fail;
     struct load_report rep = {.c = c, .t0 = clock_now(), .tty = isatty(2)};
     struct load_progress lp = {load_progress, &rep};
     if (!o->synthetic) {
@@ -236,25 +219,17 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
             err_set(err, "another rank failed to load the model");
             model_free(&e->model);
         }
-        goto fail;
+        return -1;
     }
     load_summary(c, load_s, e->model.weight_bytes);
+    return 0;
+}
+
+/* engine_open's log step: the backend, the memory plan, the model's shape and, with pp > 1,
+ * each stage's plan (rank 0 hears every stage's TP rank 0). */
+static void engine_log_plan(struct engine *e, struct comm *c, const struct engine_opts *o,
+                            int max_ctx) {
     const struct model_hparams *hp = &e->model.hp;
-    int max_ctx = o->max_ctx > 0 ? o->max_ctx : hp->max_ctx;
-    if (max_ctx > hp->max_ctx) {
-        err_set(err, "context %d is longer than the model's trained context %d", max_ctx,
-                hp->max_ctx);
-        ok = 0;
-    }
-    if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, e->model.sp.n_layers, o->n_blocks,
-                           o->block_size, e->model.sp.n_kv, hp->head_dim, o->sink_blocks, err))
-        ok = 0;
-    if (!comm_all_ok(c, ok)) {
-        if (ok) err_set(err, "another rank failed to set up its KV cache");
-        kvcache_free(&e->kv);
-        model_free(&e->model);
-        goto fail;
-    }
     struct mem_plan mp;
     char line[512];
     synthetic_mem_plan(&e->model, o->kv_type, (long long)o->n_blocks * o->block_size, max_ctx, 0,
@@ -289,6 +264,13 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
                     s == c->pp - 1 ? " + final norm and LM head" : "", me.w, me.kv, me.total);
         }
     }
+}
+
+/* engine_open's info step: what the scheduler reads of the engine (collective: the ranks
+ * agree on the candidates they can all give). */
+static void engine_fill_info(struct engine *e, struct comm *c, const struct engine_opts *o,
+                             int max_ctx) {
+    const struct model_hparams *hp = &e->model.hp;
     double q = (double)hp->n_heads * hp->head_dim, kv = (double)hp->n_kv_heads * hp->head_dim;
     double params = (double)hp->n_layers *
                         ((double)hp->dim * (2 * q + 2 * kv) + 3.0 * hp->dim * hp->ffn_dim) +
@@ -318,6 +300,48 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
                                    .kv_bytes = (double)e->kv.bytes};
     snprintf(e->info.backend, sizeof e->info.backend, "%s", e->be.name ? e->be.name : "?");
     snprintf(e->info.allreduce, sizeof e->info.allreduce, "%s", gpu_comm_describe(c));
+}
+
+int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o, char *err) {
+    *out = NULL;
+    struct engine *e = xcalloc(1, sizeof *e);
+    e->comm = c;
+    plan_init(&e->plan);
+    forward_state_init(&e->fs);
+    int ok = 1;
+    /* the same options on every rank: every rank reaches the same verdict */
+    if (comm_groups_init(c, o->tp, o->pp > 0 ? o->pp : 1, err)) goto fail;
+    if (backend_open(&e->be, o->backend, o->threads, o->local_rank, o->debug, err)) ok = 0;
+    if (!comm_all_ok(c, ok)) {
+        if (ok) err_set(err, "another rank failed to open its backend");
+        goto fail;
+    }
+    /* collective: the all-reduce on the GPU backend's stream (NCCL, CUDA IPC or MPI staging);
+     * on the CPU, the MPI groups are checked here (a GPU communicator checks its own paths) */
+    e->monitor = monitor_start(c->rank, c->size);
+    if (gpu_comm_init(c, &e->be, &o->comm, e->monitor, err)) goto fail;
+    if (e->be.kind != BACKEND_CUDA && c->size > 1 &&
+        comm_startup_check(c, o->comm.start_timeout_s, err))
+        goto fail;
+    if (engine_load(e, c, o, err)) goto fail;
+    const struct model_hparams *hp = &e->model.hp;
+    int max_ctx = o->max_ctx > 0 ? o->max_ctx : hp->max_ctx;
+    if (max_ctx > hp->max_ctx) {
+        err_set(err, "context %d is longer than the model's trained context %d", max_ctx,
+                hp->max_ctx);
+        ok = 0;
+    }
+    if (ok && kvcache_init(&e->kv, &e->be, o->kv_type, e->model.sp.n_layers, o->n_blocks,
+                           o->block_size, e->model.sp.n_kv, hp->head_dim, o->sink_blocks, err))
+        ok = 0;
+    if (!comm_all_ok(c, ok)) {
+        if (ok) err_set(err, "another rank failed to set up its KV cache");
+        kvcache_free(&e->kv);
+        model_free(&e->model);
+        goto fail;
+    }
+    engine_log_plan(e, c, o, max_ctx);
+    engine_fill_info(e, c, o, max_ctx);
     struct monitor_steps ms = {.step_timeout_s = o->step_timeout_s,
                                .stop_flag = o->stop_flag,
                                .stop_grace_s = o->stop_grace_s};

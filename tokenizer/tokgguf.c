@@ -116,16 +116,9 @@ static int32_t get_id(const struct gguf_file *g, const char *key, uint32_t n) {
     return (int32_t)v;
 }
 
-int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
-    const struct gguf_str *model = gguf_get_str(g, "tokenizer.ggml.model");
-    if (!model) return err_set(err, "GGUF has no tokenizer.ggml.model");
-    int spm;
-    if (model->len == 4 && !memcmp(model->s, "gpt2", 4)) spm = 0;
-    else if (model->len == 5 && !memcmp(model->s, "llama", 5)) spm = 1;
-    else
-        return err_set(err, "unsupported tokenizer model '%.*s' (gpt2 and llama are)",
-                       (int)(model->len > 64 ? 64 : model->len), model->s);
-
+/* tokgguf_load's vocabulary step: the token strings, their types and scores, the index and
+ * the byte tables, and llama.cpp's forced control tokens. */
+static int load_vocab(struct tokenizer *t, const struct gguf_file *g, char *err) {
     enum gguf_vtype et;
     uint64_t n;
     const void *data;
@@ -165,66 +158,73 @@ int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
     vocab_byte_tables(&t->v);
     force_control(&t->v, forced_control);
     force_control(&t->v, forced_control_fim);
+    return 0;
+}
 
-    int add_bos, add_eos = 0;
-    if (spm) {
-        t->bpe.scored = 1;
-        t->spm_escape = 1;
-        t->spm_space_prefix = 1;
-        t->utf8 = UTF8_KEEP; /* SentencePiece sees raw bytes; invalid ones fall back to <0xNN> */
-        add_bos = 1;
-        if (vocab_merges_init(&t->v, 0, err)) return -1;
-    } else {
-        t->bpe.byte_level = 1;
-        t->utf8 = UTF8_LLAMA;
-        const struct gguf_str *pre = gguf_get_str(g, "tokenizer.ggml.pre");
-        const char *pname = pre ? pre->s : "default";
-        size_t plen = pre ? (size_t)pre->len : 7;
-        const struct pre_entry *e = pre_table;
-        while (e->names && !name_in(e->names, pname, plen)) e++;
-        if (!e->names)
-            return err_set(err, "unsupported pre-tokenizer '%.*s'", (int)(plen > 64 ? 64 : plen),
-                           pname);
-        for (int i = 0; i < 5 && e->regex[i]; i++)
-            if (pretok_add_regex(&t->pt, e->regex[i], strlen(e->regex[i]), PT_ISOLATED, 0, err))
-                return -1;
-        t->bpe.ignore_merges = e->ignore_merges;
-        add_bos = e->add_bos;
-
-        if (gguf_get_arr(g, "tokenizer.ggml.merges", &et, &nt, &data) || et != GGUF_STRING)
-            return err_set(err, "GGUF BPE tokenizer has no merges");
-        if (nt > (1u << 28)) return err_set(err, "too many merges");
-        if (vocab_merges_init(&t->v, (uint32_t)nt, err)) return -1;
-        const struct gguf_str *m = data;
-        char *buf = NULL;
-        size_t cap = 0;
-        for (uint64_t i = 0; i < nt; i++) {
-            /* "left right", split at the first space after the first byte (llama.cpp) */
-            const char *s = m[i].s;
-            size_t l = (size_t)m[i].len, sp = 1;
-            while (sp < l && s[sp] != ' ') sp++;
-            if (sp >= l) {
-                t->v.n_merges++;
-                continue;
-            } /* keeps later ranks aligned */
-            if (l + 1 > cap) {
-                cap = l * 2 + 16;
-                buf = xrealloc(buf, cap);
-            }
-            memcpy(buf, s, sp);
-            memcpy(buf + sp, s + sp + 1, l - sp - 1);
-            int32_t a = vocab_find(&t->v, s, sp), b = vocab_find(&t->v, s + sp + 1, l - sp - 1);
-            int32_t r = vocab_find(&t->v, buf, l - 1);
-            if (a < 0 || b < 0 || r < 0) {
-                t->v.n_merges++;
-                continue;
-            }
-            vocab_merge_add(&t->v, (uint32_t)a, (uint32_t)b, (uint32_t)r);
+/* tokgguf_load's merges step (byte-level BPE): tokenizer.ggml.merges into merge ranks. */
+static int load_merges(struct tokenizer *t, const struct gguf_file *g, char *err) {
+    enum gguf_vtype et;
+    uint64_t nt;
+    const void *data;
+    if (gguf_get_arr(g, "tokenizer.ggml.merges", &et, &nt, &data) || et != GGUF_STRING)
+        return err_set(err, "GGUF BPE tokenizer has no merges");
+    if (nt > (1u << 28)) return err_set(err, "too many merges");
+    if (vocab_merges_init(&t->v, (uint32_t)nt, err)) return -1;
+    const struct gguf_str *m = data;
+    char *buf = NULL;
+    size_t cap = 0;
+    for (uint64_t i = 0; i < nt; i++) {
+        /* "left right", split at the first space after the first byte (llama.cpp) */
+        const char *s = m[i].s;
+        size_t l = (size_t)m[i].len, sp = 1;
+        while (sp < l && s[sp] != ' ') sp++;
+        if (sp >= l) {
+            t->v.n_merges++;
+            continue;
+        } /* keeps later ranks aligned */
+        if (l + 1 > cap) {
+            cap = l * 2 + 16;
+            buf = xrealloc(buf, cap);
         }
-        free(buf);
+        memcpy(buf, s, sp);
+        memcpy(buf + sp, s + sp + 1, l - sp - 1);
+        int32_t a = vocab_find(&t->v, s, sp), b = vocab_find(&t->v, s + sp + 1, l - sp - 1);
+        int32_t r = vocab_find(&t->v, buf, l - 1);
+        if (a < 0 || b < 0 || r < 0) {
+            t->v.n_merges++;
+            continue;
+        }
+        vocab_merge_add(&t->v, (uint32_t)a, (uint32_t)b, (uint32_t)r);
     }
+    free(buf);
+    return 0;
+}
 
-    t->from_gguf = 1;
+/* tokgguf_load's byte-level BPE step: the pre-tokenizer named by tokenizer.ggml.pre (its
+ * add_bos default into *add_bos), then the merges. */
+static int load_bpe(struct tokenizer *t, const struct gguf_file *g, int *add_bos, char *err) {
+    t->bpe.byte_level = 1;
+    t->utf8 = UTF8_LLAMA;
+    const struct gguf_str *pre = gguf_get_str(g, "tokenizer.ggml.pre");
+    const char *pname = pre ? pre->s : "default";
+    size_t plen = pre ? (size_t)pre->len : 7;
+    const struct pre_entry *e = pre_table;
+    while (e->names && !name_in(e->names, pname, plen)) e++;
+    if (!e->names)
+        return err_set(err, "unsupported pre-tokenizer '%.*s'", (int)(plen > 64 ? 64 : plen),
+                       pname);
+    for (int i = 0; i < 5 && e->regex[i]; i++)
+        if (pretok_add_regex(&t->pt, e->regex[i], strlen(e->regex[i]), PT_ISOLATED, 0, err))
+            return -1;
+    t->bpe.ignore_merges = e->ignore_merges;
+    *add_bos = e->add_bos;
+    return load_merges(t, g, err);
+}
+
+/* tokgguf_load's special ids step: bos/eos/eot/unk/pad (with SentencePiece's defaults) and
+ * the ids added before and after every encoded text. */
+static void load_special_ids(struct tokenizer *t, const struct gguf_file *g, int spm, int add_bos) {
+    int add_eos = 0;
     uint32_t nv = t->v.n;
     t->bos = get_id(g, "tokenizer.ggml.bos_token_id", nv);
     t->eos = get_id(g, "tokenizer.ggml.eos_token_id", nv);
@@ -254,10 +254,12 @@ int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
         t->suffix_ids[0] = t->eos;
         t->n_suffix = 1;
     }
+}
 
-    /* Control, user-defined and unknown tokens are matched in the text before the model,
-     * longest first (llama.cpp's special-token cache); control and unknown ones only when
-     * parsing special tokens. */
+/* tokgguf_load's special tokens step: control, user-defined and unknown tokens are matched in
+ * the text before the model, longest first (llama.cpp's special-token cache); control and
+ * unknown ones only when parsing special tokens. */
+static int load_special_tokens(struct tokenizer *t, const struct gguf_file *g, char *err) {
     /* llama.cpp's by-name fix-up: Phi-3's special tokens swallow the whitespace after them,
      * except <unk>, <s> and <|endoftext|>. */
     int phi3 = 0;
@@ -271,6 +273,7 @@ int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
         lower[l] = 0;
         phi3 = strstr(lower, "phi-3") || strstr(lower, "phi3");
     }
+    uint32_t nv = t->v.n;
     for (uint32_t i = 0; i < nv; i++) {
         uint8_t a = t->v.attr[i];
         if ((a != TOK_CONTROL && a != TOK_USER_DEFINED && a != TOK_UNKNOWN) || t->v.len[i] == 0)
@@ -282,6 +285,35 @@ int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
                                 0, err))
             return -1;
     }
+    return 0;
+}
+
+int tokgguf_load(struct tokenizer *t, const struct gguf_file *g, char *err) {
+    const struct gguf_str *model = gguf_get_str(g, "tokenizer.ggml.model");
+    if (!model) return err_set(err, "GGUF has no tokenizer.ggml.model");
+    int spm;
+    if (model->len == 4 && !memcmp(model->s, "gpt2", 4)) spm = 0;
+    else if (model->len == 5 && !memcmp(model->s, "llama", 5)) spm = 1;
+    else
+        return err_set(err, "unsupported tokenizer model '%.*s' (gpt2 and llama are)",
+                       (int)(model->len > 64 ? 64 : model->len), model->s);
+    if (load_vocab(t, g, err)) return -1;
+
+    int add_bos = 0; /* set by both branches */
+    if (spm) {
+        t->bpe.scored = 1;
+        t->spm_escape = 1;
+        t->spm_space_prefix = 1;
+        t->utf8 = UTF8_KEEP; /* SentencePiece sees raw bytes; invalid ones fall back to <0xNN> */
+        add_bos = 1;
+        if (vocab_merges_init(&t->v, 0, err)) return -1;
+    } else if (load_bpe(t, g, &add_bos, err)) {
+        return -1;
+    }
+
+    t->from_gguf = 1;
+    load_special_ids(t, g, spm, add_bos);
+    if (load_special_tokens(t, g, err)) return -1;
 
     const struct gguf_str *ct = gguf_get_str(g, "tokenizer.chat_template");
     if (ct) {

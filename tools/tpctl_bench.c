@@ -237,31 +237,132 @@ static cJSON *double_array(const double *v, size_t n) {
     return a;
 }
 
-int bench_run(const struct bench_opts *o, FILE *out, char *err) {
-    char lerr[ERR_LEN];
-    if (o->warmup > 0) {
-        struct level_run W;
-        level_init(&W, o, o->warmup, 0);
-        double wall = run_level(&W, 1, err);
-        int failed = W.n_failed;
-        if (failed) err_set(err, "warm-up request failed: %s", W.first_err);
-        level_free(&W);
-        if (wall < 0 || failed) return -1;
-    }
-    if (!o->json) {
-        if (o->shared_prefix > 0 || o->turns > 1)
-            fprintf(out,
-                    "# shared-prefix workload: a %d-word system prompt, conversations of %d turns "
-                    "of ~%d "
-                    "words each\n",
-                    o->shared_prefix, o->turns > 1 ? o->turns : 1, o->prompt_len);
-        fprintf(
-            out,
+/* bench_run's warm-up: o->warmup requests one at a time, none of them measured. */
+static int bench_warmup(const struct bench_opts *o, char *err) {
+    struct level_run W;
+    level_init(&W, o, o->warmup, 0);
+    double wall = run_level(&W, 1, err);
+    int failed = W.n_failed;
+    if (failed) err_set(err, "warm-up request failed: %s", W.first_err);
+    level_free(&W);
+    if (wall < 0 || failed) return -1;
+    return 0;
+}
+
+/* bench_run's table header (text output only). */
+static void bench_header(const struct bench_opts *o, FILE *out) {
+    if (o->shared_prefix > 0 || o->turns > 1)
+        fprintf(out,
+                "# shared-prefix workload: a %d-word system prompt, conversations of %d turns "
+                "of ~%d "
+                "words each\n",
+                o->shared_prefix, o->turns > 1 ? o->turns : 1, o->prompt_len);
+    fprintf(out,
             "# prompt ~%d tokens, max_tokens %d (ignore_eos), %d requests per level, socket %s\n"
             "%5s %6s %5s %9s %11s %10s %10s %6s %10s %10s\n",
             o->prompt_len, o->max_tokens, o->requests, o->target.socket, "conc", "reqs", "errs",
             "req/s", "out tok/s", "TTFT p50", "TTFT p99", "hit", "ITL p50", "ITL p99");
+}
+
+/* One level's figures, gathered from its successful requests. */
+struct level_stats {
+    double *ttft, *gaps; /* sorted; the caller frees them */
+    size_t n_ttft, n_gaps;
+    long tokens, ok, prompt_sum, prompt_n, cached_sum, cached_prompt_sum;
+    double hit, rps, tps, t50, t99, i50, i99;
+};
+
+/* bench_run's per-level statistics: TTFTs and inter-token gaps sorted, their percentiles,
+ * throughput and the prefix cache's hit rate. */
+static void level_gather(const struct level_run *L, int total, double wall,
+                         struct level_stats *st) {
+    st->ttft = xmalloc(sizeof(double) * (size_t)total);
+    st->n_ttft = 0;
+    size_t n_gaps = 0;
+    st->tokens = st->ok = st->prompt_sum = st->prompt_n = st->cached_sum = 0;
+    st->cached_prompt_sum = 0;
+    for (int i = 0; i < total; i++) n_gaps += L->reqs[i].ok ? L->reqs[i].n_gaps : 0;
+    st->gaps = xmalloc(sizeof(double) * (n_gaps ? n_gaps : 1));
+    n_gaps = 0;
+    for (int i = 0; i < total; i++) {
+        const struct req_sample *s = &L->reqs[i];
+        if (!s->ok) continue;
+        st->ok++;
+        st->tokens += s->tokens;
+        st->ttft[st->n_ttft++] = s->ttft;
+        memcpy(st->gaps + n_gaps, s->gaps, s->n_gaps * sizeof(double));
+        n_gaps += s->n_gaps;
+        if (s->prompt_tokens >= 0) st->prompt_sum += s->prompt_tokens, st->prompt_n++;
+        if (s->prompt_tokens >= 0 && s->cached_tokens >= 0)
+            st->cached_sum += s->cached_tokens, st->cached_prompt_sum += s->prompt_tokens;
     }
+    st->n_gaps = n_gaps;
+    /* the share of prompt tokens the server's prefix cache held (NaN: it did not say) */
+    st->hit = st->cached_prompt_sum > 0 ? (double)st->cached_sum / (double)st->cached_prompt_sum
+                                        : NAN;
+    qsort(st->ttft, st->n_ttft, sizeof(double), cmp_double);
+    qsort(st->gaps, st->n_gaps, sizeof(double), cmp_double);
+    st->rps = st->ok / wall;
+    st->tps = st->tokens / wall;
+    st->t50 = 1e3 * bench_percentile(st->ttft, st->n_ttft, 0.50);
+    st->t99 = 1e3 * bench_percentile(st->ttft, st->n_ttft, 0.99);
+    st->i50 = 1e3 * bench_percentile(st->gaps, st->n_gaps, 0.50);
+    st->i99 = 1e3 * bench_percentile(st->gaps, st->n_gaps, 0.99);
+}
+
+/* bench_run's line for one level: a JSON object (--json) or a table row. */
+static void level_print(const struct bench_opts *o, FILE *out, int conc, int n_failed, double wall,
+                        const struct level_stats *st) {
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "concurrency", conc);
+        cJSON_AddNumberToObject(j, "requests", (double)st->ok);
+        cJSON_AddNumberToObject(j, "errors", n_failed);
+        cJSON_AddNumberToObject(j, "wall_s", wall);
+        cJSON_AddNumberToObject(j, "req_per_s", st->rps);
+        cJSON_AddNumberToObject(j, "output_tokens", (double)st->tokens);
+        cJSON_AddNumberToObject(j, "output_tok_per_s", st->tps);
+        if (st->prompt_n)
+            cJSON_AddNumberToObject(j, "prompt_tokens_mean",
+                                    (double)st->prompt_sum / (double)st->prompt_n);
+        if (!isnan(st->hit)) {
+            cJSON_AddNumberToObject(j, "cached_tokens", (double)st->cached_sum);
+            cJSON_AddNumberToObject(j, "prefix_hit_rate", st->hit);
+        }
+        /* NaN has no JSON form: a missing percentile is null */
+        const char *keys[4] = {"ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"};
+        double vals[4] = {st->t50, st->t99, st->i50, st->i99};
+        for (int k = 0; k < 4; k++)
+            if (isnan(vals[k])) cJSON_AddNullToObject(j, keys[k]);
+            else cJSON_AddNumberToObject(j, keys[k], vals[k]);
+        char *s = cJSON_PrintUnformatted(j);
+        fprintf(out, "%s\n", s);
+        free(s);
+        cJSON_Delete(j);
+    } else {
+        char hs[16] = "-";
+        if (!isnan(st->hit)) snprintf(hs, sizeof hs, "%.1f%%", 100 * st->hit);
+        fprintf(out, "%5d %6ld %5d %9.3f %11.2f %7.2f ms %7.2f ms %6s %7.2f ms %7.2f ms\n", conc,
+                st->ok, n_failed, st->rps, st->tps, st->t50, st->t99, hs, st->i50, st->i99);
+    }
+}
+
+/* bench_run's --samples file: every level's TTFTs and gaps; rc unless it cannot be written. */
+static int write_samples(const struct bench_opts *o, cJSON *samples, int rc, char *err) {
+    char *s = cJSON_PrintUnformatted(samples);
+    FILE *f = fopen(o->samples_path, "w");
+    int bad = !f || fputs(s, f) < 0;
+    if (f && fclose(f)) bad = 1;
+    if (bad && rc == 0) rc = err_set(err, "cannot write %s", o->samples_path);
+    free(s);
+    cJSON_Delete(samples);
+    return rc;
+}
+
+int bench_run(const struct bench_opts *o, FILE *out, char *err) {
+    char lerr[ERR_LEN];
+    if (o->warmup > 0 && bench_warmup(o, err)) return -1;
+    if (!o->json) bench_header(o, out);
     cJSON *samples = o->samples_path ? cJSON_CreateArray() : NULL;
     int rc = 0, n_prompts = o->warmup > 0 ? o->warmup : 0;
     for (int li = 0; li < o->n_levels; li++) {
@@ -276,89 +377,24 @@ int bench_run(const struct bench_opts *o, FILE *out, char *err) {
             rc = err_set(err, "%s", lerr);
             break;
         }
-        double *ttft = xmalloc(sizeof(double) * (size_t)total);
-        size_t n_ttft = 0, n_gaps = 0;
-        long tokens = 0, ok = 0, prompt_sum = 0, prompt_n = 0, cached_sum = 0,
-             cached_prompt_sum = 0;
-        for (int i = 0; i < total; i++) n_gaps += L.reqs[i].ok ? L.reqs[i].n_gaps : 0;
-        double *gaps = xmalloc(sizeof(double) * (n_gaps ? n_gaps : 1));
-        n_gaps = 0;
-        for (int i = 0; i < total; i++) {
-            struct req_sample *s = &L.reqs[i];
-            if (!s->ok) continue;
-            ok++;
-            tokens += s->tokens;
-            ttft[n_ttft++] = s->ttft;
-            memcpy(gaps + n_gaps, s->gaps, s->n_gaps * sizeof(double));
-            n_gaps += s->n_gaps;
-            if (s->prompt_tokens >= 0) prompt_sum += s->prompt_tokens, prompt_n++;
-            if (s->prompt_tokens >= 0 && s->cached_tokens >= 0)
-                cached_sum += s->cached_tokens, cached_prompt_sum += s->prompt_tokens;
-        }
-        /* the share of prompt tokens the server's prefix cache held (NaN: it did not say) */
-        double hit = cached_prompt_sum > 0 ? (double)cached_sum / (double)cached_prompt_sum : NAN;
-        qsort(ttft, n_ttft, sizeof(double), cmp_double);
-        qsort(gaps, n_gaps, sizeof(double), cmp_double);
-        double rps = ok / wall, tps = tokens / wall;
-        double t50 = 1e3 * bench_percentile(ttft, n_ttft, 0.50),
-               t99 = 1e3 * bench_percentile(ttft, n_ttft, 0.99);
-        double i50 = 1e3 * bench_percentile(gaps, n_gaps, 0.50),
-               i99 = 1e3 * bench_percentile(gaps, n_gaps, 0.99);
-        if (o->json) {
-            cJSON *j = cJSON_CreateObject();
-            cJSON_AddNumberToObject(j, "concurrency", conc);
-            cJSON_AddNumberToObject(j, "requests", (double)ok);
-            cJSON_AddNumberToObject(j, "errors", L.n_failed);
-            cJSON_AddNumberToObject(j, "wall_s", wall);
-            cJSON_AddNumberToObject(j, "req_per_s", rps);
-            cJSON_AddNumberToObject(j, "output_tokens", (double)tokens);
-            cJSON_AddNumberToObject(j, "output_tok_per_s", tps);
-            if (prompt_n)
-                cJSON_AddNumberToObject(j, "prompt_tokens_mean",
-                                        (double)prompt_sum / (double)prompt_n);
-            if (!isnan(hit)) {
-                cJSON_AddNumberToObject(j, "cached_tokens", (double)cached_sum);
-                cJSON_AddNumberToObject(j, "prefix_hit_rate", hit);
-            }
-            /* NaN has no JSON form: a missing percentile is null */
-            const char *keys[4] = {"ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"};
-            double vals[4] = {t50, t99, i50, i99};
-            for (int k = 0; k < 4; k++)
-                if (isnan(vals[k])) cJSON_AddNullToObject(j, keys[k]);
-                else cJSON_AddNumberToObject(j, keys[k], vals[k]);
-            char *s = cJSON_PrintUnformatted(j);
-            fprintf(out, "%s\n", s);
-            free(s);
-            cJSON_Delete(j);
-        } else {
-            char hs[16] = "-";
-            if (!isnan(hit)) snprintf(hs, sizeof hs, "%.1f%%", 100 * hit);
-            fprintf(out, "%5d %6ld %5d %9.3f %11.2f %7.2f ms %7.2f ms %6s %7.2f ms %7.2f ms\n",
-                    conc, ok, L.n_failed, rps, tps, t50, t99, hs, i50, i99);
-        }
+        struct level_stats st;
+        level_gather(&L, total, wall, &st);
+        level_print(o, out, conc, L.n_failed, wall, &st);
         fflush(out);
         if (samples) {
             cJSON *lv = cJSON_CreateObject();
             cJSON_AddNumberToObject(lv, "concurrency", conc);
-            cJSON_AddItemToObject(lv, "ttft_s", double_array(ttft, n_ttft));
-            cJSON_AddItemToObject(lv, "itl_s", double_array(gaps, n_gaps));
+            cJSON_AddItemToObject(lv, "ttft_s", double_array(st.ttft, st.n_ttft));
+            cJSON_AddItemToObject(lv, "itl_s", double_array(st.gaps, st.n_gaps));
             cJSON_AddItemToArray(samples, lv);
         }
         if (L.n_failed && rc == 0)
             rc = err_set(err, "%d of %d requests failed at concurrency %d; first: %s", L.n_failed,
                          total, conc, L.first_err);
-        free(ttft);
-        free(gaps);
+        free(st.ttft);
+        free(st.gaps);
         level_free(&L);
     }
-    if (samples) {
-        char *s = cJSON_PrintUnformatted(samples);
-        FILE *f = fopen(o->samples_path, "w");
-        int bad = !f || fputs(s, f) < 0;
-        if (f && fclose(f)) bad = 1;
-        if (bad && rc == 0) rc = err_set(err, "cannot write %s", o->samples_path);
-        free(s);
-        cJSON_Delete(samples);
-    }
+    if (samples) rc = write_samples(o, samples, rc, err);
     return rc;
 }
