@@ -109,3 +109,48 @@ def test_the_checks_catch_violations(tmp_path, monkeypatch):
     assert bad == ["util/a.h (layer 1) includes sched/b.h (layer 5)"], bad
     found = cycles(sorted(files))
     assert any(set(c) == {"util/c.h", "util/d.h"} for c in found), found
+
+
+# Sizes (issue 25): outside kernels/ (kernels and their tables), no function over 120 lines and
+# no file over 860 lines ("about 800"). A function is counted from its definition line (at
+# column 0, ending in "{") to its closing brace at column 0, as clang-format lays them out.
+MAX_FUNCTION = 120
+MAX_FILE = 860
+SIZE_FREE = FREE | {"kernels"}
+DEFINITION = re.compile(r"^(?!typedef|struct|enum|union|static const|const)[A-Za-z_].*\)\s*\{$")
+
+
+def functions(text):
+    """[(first line number, length, name)] of the function definitions in a C source."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        if DEFINITION.match(lines[i]) and "=" not in lines[i].split("(")[0]:
+            j = i + 1
+            while j < len(lines) and lines[j] != "}":
+                j += 1
+            name = re.search(r"(\w+)\s*\(", lines[i])
+            out.append((i + 1, j - i + 1, name.group(1) if name else lines[i]))
+            i = j
+        i += 1
+    return out
+
+
+def test_functions_and_files_stay_small():
+    long_functions, long_files = [], []
+    for rel in sources():
+        if top(rel) in SIZE_FREE or not rel.endswith((".c", ".cu")):
+            continue
+        with open(os.path.join(SRC, rel), errors="replace") as f:
+            text = f.read()
+        if text.count("\n") > MAX_FILE:
+            long_files.append("%s: %d lines" % (rel, text.count("\n")))
+        long_functions += ["%s:%d %s: %d lines" % (rel, n, name, size)
+                           for n, size, name in functions(text) if size > MAX_FUNCTION]
+    assert not long_functions and not long_files, long_functions + long_files
+
+
+def test_function_sizes_are_counted():
+    text = "static int f(int a) {\n" + "    a++;\n" * 130 + "    return a;\n}\n" \
+           "int g(void) { return 1; }\nint h(void) {\n    return 2;\n}\n"
+    sizes = {name: size for _, size, name in functions(text)}
+    assert sizes == {"f": 133, "h": 3}, sizes
