@@ -517,7 +517,18 @@ def test_metrics_count_requests_and_tokens(http):
             if line.startswith("tpd_requests_total{code="):
                 out[line.split('"')[1]] = float(line.split()[-1])
         return out
-    before, gen0 = codes(), metric(http, "tpd_generation_tokens_total")
+    # an earlier test's dropped stream may still be running (its cancellation is seen at the
+    # next step): count from a server with nothing in flight
+    t0 = time.time()
+    while (metric(http, "tpd_running_sequences") or metric(http, "tpd_queue_depth")) \
+            and time.time() - t0 < 10:
+        time.sleep(0.02)
+    assert metric(http, "tpd_running_sequences") == 0 and metric(http, "tpd_queue_depth") == 0
+    gen0 = None
+    while gen0 != metric(http, "tpd_generation_tokens_total") and time.time() - t0 < 10:
+        gen0 = metric(http, "tpd_generation_tokens_total")
+        time.sleep(0.2)
+    before = codes()
     ttft0 = metric(http, "tpd_time_to_first_token_seconds_count")
     r = http.post("/v1/completions", json={"prompt": "Count:", "max_tokens": 7, "ignore_eos": True})
     assert r.status_code == 200
