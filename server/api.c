@@ -20,6 +20,8 @@
 #include "../grammar/grammar.h"
 #include "api_fields.h"
 #include "api_grammar.h"
+#include "api_prompt.h"
+#include "api_read.h"
 
 /* ---- small pieces ---- */
 
@@ -78,312 +80,6 @@ void api_ctx_free(struct api_ctx *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* ---- field readers: 1 present, 0 absent or null, -1 error (e filled) ---- */
-
-static cJSON *field(const cJSON *o, const char *name) {
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-static int read_bool(const cJSON *o, const char *name, int *out, struct api_error *e) {
-    cJSON *v = field(o, name);
-    if (!v) return 0;
-    if (!cJSON_IsBool(v)) return api_err(e, 400, name, "%s: must be a boolean", name);
-    *out = cJSON_IsTrue(v);
-    return 1;
-}
-
-/* A finite number in [lo, hi] (or (lo, hi] with lo_open). */
-static int read_num(const cJSON *o, const char *name, double lo, double hi, int lo_open,
-                    double *out, struct api_error *e) {
-    cJSON *v = field(o, name);
-    if (!v) return 0;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return api_err(e, 400, name, "%s: must be a number", name);
-    double x = v->valuedouble;
-    if (x > hi || (lo_open ? x <= lo : x < lo))
-        return api_err(e, 400, name, "%s: must be in %c%g, %g], got %g", name, lo_open ? '(' : '[',
-                       lo, hi, x);
-    *out = x;
-    return 1;
-}
-
-static int is_integral(const cJSON *v) {
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble);
-}
-
-static int read_int(const cJSON *o, const char *name, long lo, long hi, long *out,
-                    struct api_error *e) {
-    cJSON *v = field(o, name);
-    if (!v) return 0;
-    if (!is_integral(v)) return api_err(e, 400, name, "%s: must be an integer", name);
-    double x = v->valuedouble;
-    if (x < (double)lo || x > (double)hi)
-        return api_err(e, 400, name, "%s: must be in [%ld, %ld], got %.0f", name, lo, hi, x);
-    *out = (long)x;
-    return 1;
-}
-
-/* ---- prompts ---- */
-
-static int check_ids(const struct api_ctx *c, const cJSON *arr, const char *name, int32_t **ids,
-                     int *n, struct api_error *e) {
-    uint32_t nv = tokenizer_n_vocab(c->tok);
-    int cnt = cJSON_GetArraySize(arr);
-    int32_t *v = xmalloc(sizeof *v * (size_t)(cnt ? cnt : 1));
-    int i = 0;
-    for (const cJSON *x = arr->child; x; x = x->next, i++) {
-        if (!is_integral(x) || x->valuedouble < 0 || x->valuedouble >= (double)nv) {
-            free(v);
-            if (!cJSON_IsNumber(x))
-                return api_err(e, 400, name, "%s[%d]: must be a token id (an integer)", name, i);
-            return api_err(e, 400, name, "%s[%d]: token id %g is outside the vocabulary [0, %u)",
-                           name, i, x->valuedouble, nv);
-        }
-        v[i] = (int32_t)x->valuedouble;
-    }
-    *ids = v;
-    *n = cnt;
-    return 0;
-}
-
-static int encode(const struct api_ctx *c, const char *s, size_t len, int flags, const char *name,
-                  int32_t **ids, int *n, struct api_error *e) {
-    char err[ERR_LEN];
-    size_t nid;
-    /* A text longer than the context length x the longest token is refused before it is
-     * tokenized: the tokenizer's working memory on one long word (a run of punctuation
-     * is one pre-token) is ~50 bytes per byte. Every token covers at most max_token_bytes,
-     * so with a byte-level or byte-fallback vocabulary such a text could never fit. */
-    size_t most = c->max_token_bytes; /* 0: not known (a context not from api_ctx_init) */
-    if (most && c->max_ctx > 0 && len > (size_t)c->max_ctx * most)
-        return api_err(e, 400, name,
-                       "%s: the text has %zu bytes; at most %zu are accepted (this model's maximum "
-                       "context length "
-                       "%d tokens x %zu bytes, its longest token)",
-                       name, len, (size_t)c->max_ctx * most, c->max_ctx, most);
-    if (tokenizer_encode(c->tok, s, len, flags, ids, &nid, err))
-        return api_err(e, 400, name, "%s: cannot be tokenized: %s", name, err);
-    if (nid > INT32_MAX) {
-        free(*ids);
-        return api_err(e, 400, name, "%s: too long", name);
-    }
-    *n = (int)nid;
-    return 0;
-}
-
-/* "prompt": a string, an array of token ids, or an array holding one of those. */
-/* One prompt: a string, or an array of token ids. */
-static int read_one_prompt(const struct api_ctx *c, const cJSON *v, int add_special, int32_t **ids,
-                           int *n, char **text, size_t *text_len, struct api_error *e) {
-    if (cJSON_IsString(v)) {
-        size_t len = strlen(v->valuestring);
-        if (!len) return api_err(e, 400, "prompt", "prompt: must not be empty");
-        int flags = TOK_PARSE_SPECIAL | (add_special ? TOK_ADD_SPECIAL : 0);
-        if (encode(c, v->valuestring, len, flags, "prompt", ids, n, e)) return -1;
-        if (text) {
-            *text = xmalloc(len + 1);
-            memcpy(*text, v->valuestring, len + 1);
-            *text_len = len;
-        }
-    } else if (cJSON_IsArray(v)) {
-        if (!cJSON_GetArraySize(v)) return api_err(e, 400, "prompt", "prompt: must not be empty");
-        if (check_ids(c, v, "prompt", ids, n, e)) return -1;
-        if (text) {
-            char err[ERR_LEN];
-            if (tokenizer_decode(c->tok, *ids, (size_t)*n, 0, text, text_len, err)) {
-                free(*ids);
-                return api_err(e, 400, "prompt", "prompt: %s", err);
-            }
-        }
-    } else {
-        return api_err(
-            e, 400, "prompt",
-            "prompt: must be a string, an array of token ids, or an array of strings or of "
-            "token-id arrays");
-    }
-    if (*n == 0) { /* a non-empty string that tokenizes to nothing (all characters dropped) */
-        free(*ids);
-        if (text) free(*text);
-        return api_err(e, 400, "prompt", "prompt: tokenizes to zero tokens");
-    }
-    return 0;
-}
-
-/* "prompt": one prompt, or a list of them (strings or token-id arrays): the first into
- * p->prompt (and echo text), the others into p->more; n_choices choices of each must fit
- * in API_MAX_N. */
-static int read_prompts(const struct api_ctx *c, const cJSON *o, int add_special,
-                        struct api_params *p, char **text, size_t *text_len, struct api_error *e) {
-    cJSON *v = field(o, "prompt");
-    if (!v) return api_err(e, 400, "prompt", "prompt: required");
-    p->n_prompts = 1;
-    if (!(cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 &&
-          (cJSON_IsString(v->child) || cJSON_IsArray(v->child))))
-        return read_one_prompt(c, v, add_special, &p->prompt, &p->n_prompt, text, text_len, e);
-    int k = cJSON_GetArraySize(v);
-    if (k * p->n > API_MAX_N)
-        return api_err(e, 400, "prompt",
-                       "prompt: %d prompts of n = %d choices each are more than the %d "
-                       "choices a request may have",
-                       k, p->n, API_MAX_N);
-    if (c->max_queue > 0 && k * p->n > c->max_queue)
-        return api_err(e, 400, "prompt",
-                       "prompt: %d choices can never wait in a queue of %d (scheduler.max_queue)",
-                       k * p->n, c->max_queue);
-    if (read_one_prompt(c, v->child, add_special, &p->prompt, &p->n_prompt, text, text_len, e))
-        return -1;
-    int i = 0;
-    for (const cJSON *x = v->child->next; x; x = x->next, i++) {
-        struct api_prompt *m = &p->more[i];
-        if (read_one_prompt(c, x, add_special, &m->ids, &m->n, text ? &m->echo_text : NULL,
-                            &m->echo_len, e))
-            return -1;
-        p->n_prompts++;
-    }
-    return 0;
-}
-
-static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
-
-/* "messages" -> the JSON array the chat template sees: each message as the client sent it
- * (extra keys such as "name" pass through), with content as one string (text parts joined
- * with "\n", as vLLM does for string-content templates). */
-static int read_messages(const cJSON *o, cJSON **out, struct api_error *e) {
-    cJSON *v = field(o, "messages");
-    if (!v) return api_err(e, 400, "messages", "messages: required");
-    if (!cJSON_IsArray(v)) return api_err(e, 400, "messages", "messages: must be an array");
-    int n = cJSON_GetArraySize(v);
-    if (n == 0) return api_err(e, 400, "messages", "messages: must not be empty");
-    if (n > API_MAX_MESSAGES)
-        return api_err(e, 400, "messages", "messages: at most %d messages", API_MAX_MESSAGES);
-    cJSON *arr = cJSON_CreateArray();
-    char name[96];
-    int i = 0;
-    for (const cJSON *x = v->child; x; x = x->next, i++) {
-        if (!cJSON_IsObject(x)) {
-            snprintf(name, sizeof name, "messages[%d]", i);
-            cJSON_Delete(arr);
-            return api_err(e, 400, name, "%s: must be an object", name);
-        }
-        snprintf(name, sizeof name, "messages[%d].role", i);
-        cJSON *role = cJSON_GetObjectItemCaseSensitive(x, "role");
-        const char *known = NULL;
-        for (unsigned k = 0; cJSON_IsString(role) && k < sizeof roles / sizeof *roles; k++)
-            if (!strcmp(role->valuestring, roles[k])) known = roles[k];
-        if (!known) {
-            cJSON_Delete(arr);
-            if (!cJSON_IsString(role)) return api_err(e, 400, name, "%s: required, a string", name);
-            return api_err(e, 400, name,
-                           "%s: must be one of system, user, assistant, tool, developer", name);
-        }
-        snprintf(name, sizeof name, "messages[%d].content", i);
-        cJSON *content = cJSON_GetObjectItemCaseSensitive(x, "content");
-        cJSON *text = NULL;
-        if (cJSON_IsString(content)) {
-            text = cJSON_CreateString(content->valuestring);
-        } else if (cJSON_IsArray(content)) {
-            struct sbuf b = {0};
-            sbuf_add(&b, "", 0);
-            int j = 0;
-            for (const cJSON *part = content->child; part; part = part->next, j++) {
-                cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-                cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
-                if (!cJSON_IsObject(part) || !cJSON_IsString(type) ||
-                    strcmp(type->valuestring, "text") || !cJSON_IsString(t)) {
-                    snprintf(name, sizeof name, "messages[%d].content[%d]", i, j);
-                    sbuf_free(&b);
-                    cJSON_Delete(arr);
-                    return api_err(
-                        e, 400, name,
-                        "%s: only {\"type\": \"text\", \"text\": string} parts are supported",
-                        name);
-                }
-                if (j) sbuf_add(&b, "\n", 1);
-                sbuf_adds(&b, t->valuestring);
-            }
-            text = cJSON_CreateString(b.p);
-            sbuf_free(&b);
-        } else if ((content && !cJSON_IsNull(content)) || strcmp(known, "assistant")) {
-            /* only an assistant turn (one that made tool calls) may come without content */
-            cJSON_Delete(arr);
-            return api_err(e, 400, name, "%s: must be a string or an array of text parts", name);
-        } else {
-            text = cJSON_CreateNull();
-        }
-        cJSON *m = cJSON_Duplicate(x, 1);
-        if (!m || !text) FATAL("out of memory for messages");
-        cJSON_DeleteItemFromObjectCaseSensitive(m, "content");
-        cJSON_AddItemToObject(m, "content", text);
-        cJSON_AddItemToArray(arr, m);
-        if (api_tools_message(m, i, known, e)) {
-            cJSON_Delete(arr);
-            return -1;
-        }
-    }
-    *out = arr;
-    return 0;
-}
-
-/* The chat prompt of body o as text, with the byte spans that came from the request's data
- * (chat.h). tools: the request's tools (their JSON goes to the template's `tools`; a forced
- * call's start follows the generation prompt). */
-static int chat_text(const struct api_ctx *c, const cJSON *o, int add_gen,
-                     const struct api_tools *tools, char **text, size_t *len,
-                     struct tok_span **data, size_t *n_data, struct api_error *e) {
-    cJSON *msgs = NULL;
-    if (read_messages(o, &msgs, e)) return -1;
-    if (!c->chat) {
-        cJSON_Delete(msgs);
-        return api_err(e, 400, "messages",
-                       "messages: cannot render a chat prompt: %s; use /v1/completions",
-                       c->chat_err ? c->chat_err : "the model has no chat template");
-    }
-    char *js = cJSON_PrintUnformatted(msgs);
-    cJSON_Delete(msgs);
-    if (!js) FATAL("out of memory for messages");
-    char err[ERR_LEN];
-    int rc = chat_template_render_spans(c->chat, js, add_gen, tools->tools_json, text, len, data,
-                                        n_data, err);
-    free(js);
-    /* a template may refuse a conversation (raise_exception: roles must alternate, ...) */
-    if (rc) return api_err(e, 400, "messages", "messages: the chat template refused them: %s", err);
-    if (tools->prefix && add_gen) {
-        /* template text, not data: its markers are the model's own tokens */
-        size_t pl = strlen(tools->prefix);
-        *text = xrealloc(*text, *len + pl + 1);
-        memcpy(*text + *len, tools->prefix, pl + 1);
-        *len += pl;
-    }
-    return 0;
-}
-
-static int render_chat(const struct api_ctx *c, const cJSON *o, int add_gen,
-                       const struct api_tools *tools, int32_t **ids, int *n, struct api_error *e) {
-    struct tok_span *data = NULL;
-    size_t n_data = 0;
-    /* Only the template's own markers (BOS, turn markers) become special tokens: special-
-     * token text inside the messages is plain text unless a trusted caller allows it, or
-     * a message could forge a turn (chat.h). */
-    int allow = 0;
-    if (read_bool(o, "allow_special_tokens_in_content", &allow, e) < 0) return -1;
-    char err[ERR_LEN], *text;
-    size_t len;
-    if (chat_text(c, o, add_gen, tools, &text, &len, &data, &n_data, e)) return -1;
-    size_t nid;
-    int rc = tokenizer_encode_spans(c->tok, text, len, TOK_PARSE_SPECIAL, data, allow ? 0 : n_data,
-                                    ids, &nid, err);
-    free(text);
-    free(data);
-    if (rc) return api_err(e, 400, "messages", "messages: cannot be tokenized: %s", err);
-    if (nid > INT32_MAX) {
-        free(*ids);
-        return api_err(e, 400, "messages", "messages: too long");
-    }
-    *n = (int)nid;
-    return 0;
-}
-
 /* ---- the generation request ---- */
 
 static uint64_t random_seed(void) {
@@ -398,7 +94,7 @@ static uint64_t random_seed(void) {
 }
 
 static int read_stops(const cJSON *o, struct api_params *p, struct api_error *e) {
-    cJSON *v = field(o, "stop");
+    cJSON *v = api_field(o, "stop");
     if (!v) return 0;
     const cJSON *one = cJSON_IsString(v) ? v : NULL;
     if (!one && !cJSON_IsArray(v))
@@ -421,7 +117,7 @@ static int read_stops(const cJSON *o, struct api_params *p, struct api_error *e)
 
 static int read_logit_bias(const struct api_ctx *c, const cJSON *o, struct sampling_params *sp,
                            struct api_error *e) {
-    cJSON *v = field(o, "logit_bias");
+    cJSON *v = api_field(o, "logit_bias");
     if (!v) return 0;
     if (!cJSON_IsObject(v))
         return api_err(e, 400, "logit_bias", "logit_bias: must be an object of token id -> bias");
@@ -455,27 +151,27 @@ static int read_sampling(const struct api_ctx *c, const cJSON *o, struct api_par
     double x;
     long i;
     int r;
-    if ((r = read_num(o, "temperature", 0, 2, 0, &x, e)) < 0) return -1;
+    if ((r = api_read_num(o, "temperature", 0, 2, 0, &x, e)) < 0) return -1;
     if (r) sp->temperature = (float)x;
-    if ((r = read_num(o, "top_p", 0, 1, 1, &x, e)) < 0) return -1;
+    if ((r = api_read_num(o, "top_p", 0, 1, 1, &x, e)) < 0) return -1;
     if (r) sp->top_p = (float)x;
-    if ((r = read_int(o, "top_k", -1, INT32_MAX, &i, e)) < 0) return -1;
+    if ((r = api_read_int(o, "top_k", -1, INT32_MAX, &i, e)) < 0) return -1;
     if (r) {
         uint32_t nv = tokenizer_n_vocab(c->tok);
         sp->top_k = i <= 0 ? 0 : i > (long)nv ? (int)nv : (int)i;
     }
-    if ((r = read_num(o, "min_p", 0, 1, 0, &x, e)) < 0) return -1;
+    if ((r = api_read_num(o, "min_p", 0, 1, 0, &x, e)) < 0) return -1;
     if (r) sp->min_p = (float)x;
-    if ((r = read_num(o, "repetition_penalty", 0, 2, 1, &x, e)) < 0) return -1;
+    if ((r = api_read_num(o, "repetition_penalty", 0, 2, 1, &x, e)) < 0) return -1;
     if (r) sp->repetition_penalty = (float)x;
-    if ((r = read_num(o, "presence_penalty", -2, 2, 0, &x, e)) < 0) return -1;
+    if ((r = api_read_num(o, "presence_penalty", -2, 2, 0, &x, e)) < 0) return -1;
     if (r) sp->presence_penalty = (float)x;
-    if ((r = read_num(o, "frequency_penalty", -2, 2, 0, &x, e)) < 0) return -1;
+    if ((r = api_read_num(o, "frequency_penalty", -2, 2, 0, &x, e)) < 0) return -1;
     if (r) sp->frequency_penalty = (float)x;
-    cJSON *seed = field(o, "seed");
+    cJSON *seed = api_field(o, "seed");
     if (seed) {
         /* any 64-bit integer; negative seeds wrap as two's complement */
-        if (!is_integral(seed) || seed->valuedouble < -9223372036854775808.0 ||
+        if (!api_is_integral(seed) || seed->valuedouble < -9223372036854775808.0 ||
             seed->valuedouble >= 18446744073709551616.0)
             return api_err(e, 400, "seed", "seed: must be a 64-bit integer");
         double d = seed->valuedouble;
@@ -492,7 +188,7 @@ static int read_logprobs(const cJSON *o, struct api_params *p, struct api_error 
     int r;
     if (p->kind == API_COMPLETION) {
         /* legacy completions: "logprobs": k asks for the chosen token and k alternatives */
-        if ((r = read_int(o, "logprobs", 0, REQ_MAX_TOP_LOGPROBS, &i, e)) < 0) return -1;
+        if ((r = api_read_int(o, "logprobs", 0, REQ_MAX_TOP_LOGPROBS, &i, e)) < 0) return -1;
         if (r) {
             p->logprobs = 1;
             p->top_logprobs = (int)i;
@@ -500,9 +196,9 @@ static int read_logprobs(const cJSON *o, struct api_params *p, struct api_error 
         return 0;
     }
     int want = 0;
-    if (read_bool(o, "logprobs", &want, e) < 0) return -1;
+    if (api_read_bool(o, "logprobs", &want, e) < 0) return -1;
     p->logprobs = want;
-    if ((r = read_int(o, "top_logprobs", 0, REQ_MAX_TOP_LOGPROBS, &i, e)) < 0) return -1;
+    if ((r = api_read_int(o, "top_logprobs", 0, REQ_MAX_TOP_LOGPROBS, &i, e)) < 0) return -1;
     if (r && i > 0 && !want)
         return api_err(e, 400, "top_logprobs", "top_logprobs: needs \"logprobs\": true");
     if (r) p->top_logprobs = (int)i;
@@ -510,7 +206,7 @@ static int read_logprobs(const cJSON *o, struct api_params *p, struct api_error 
 }
 
 static int check_model(const struct api_ctx *c, const cJSON *o, struct api_error *e) {
-    cJSON *m = field(o, "model");
+    cJSON *m = api_field(o, "model");
     if (!m) return 0; /* optional, as in vLLM */
     if (!cJSON_IsString(m)) return api_err(e, 400, "model", "model: must be a string");
     if (c->model_name && strcmp(m->valuestring, c->model_name)) {
@@ -641,8 +337,8 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     char *echo_text = NULL;
     size_t echo_len = 0;
     if (check_model(c, o, e)) goto out;
-    if (read_bool(o, "stream", &p->stream, e) < 0) goto out;
-    cJSON *so = field(o, "stream_options");
+    if (api_read_bool(o, "stream", &p->stream, e) < 0) goto out;
+    cJSON *so = api_field(o, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so)) {
             api_err(e, 400, "stream_options", "stream_options: must be an object");
@@ -653,7 +349,7 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
                     "stream_options: only allowed when \"stream\" is true");
             goto out;
         }
-        cJSON *iu = field(so, "include_usage");
+        cJSON *iu = api_field(so, "include_usage");
         if (iu && !cJSON_IsBool(iu)) {
             api_err(e, 400, "stream_options.include_usage",
                     "stream_options.include_usage: must be a boolean");
@@ -661,12 +357,12 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         }
         p->include_usage = iu && cJSON_IsTrue(iu);
     }
-    if (kind == API_COMPLETION && read_bool(o, "echo", &p->echo, e) < 0) goto out;
-    if (read_bool(o, "ignore_eos", &p->ignore_eos, e) < 0) goto out;
+    if (kind == API_COMPLETION && api_read_bool(o, "echo", &p->echo, e) < 0) goto out;
+    if (api_read_bool(o, "ignore_eos", &p->ignore_eos, e) < 0) goto out;
     p->speculative = 1;
-    if (read_bool(o, "speculative", &p->speculative, e) < 0) goto out;
+    if (api_read_bool(o, "speculative", &p->speculative, e) < 0) goto out;
     p->n = 1;
-    if ((r = read_int(o, "n", 1, API_MAX_N, &i, e)) < 0) goto out;
+    if ((r = api_read_int(o, "n", 1, API_MAX_N, &i, e)) < 0) goto out;
     if (r) p->n = (int)i;
     if (c->max_queue > 0 && p->n > c->max_queue) {
         api_err(e, 400, "n", "n: %d choices can never wait in a queue of %d (scheduler.max_queue)",
@@ -677,21 +373,22 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
     if (read_sampling(c, o, p, e) || read_logprobs(o, p, e) || read_stops(o, p, e)) goto out;
     if (api_read_grammar(c->gvocab, o, &p->grammar, p->schema_dropped, e)) goto out;
     p->guided_close = 1; /* the budget-aware closer is on unless the request opts out */
-    if (read_bool(o, "guided_close", &p->guided_close, e) < 0) goto out;
+    if (api_read_bool(o, "guided_close", &p->guided_close, e) < 0) goto out;
     /* max_completion_tokens is the newer name; it wins when both are given */
     long max_tokens = -1;
-    const char *mt_name = field(o, "max_completion_tokens") ? "max_completion_tokens"
-                                                            : "max_tokens";
-    if ((r = read_int(o, mt_name, 1, INT32_MAX, &max_tokens, e)) < 0) goto out;
+    const char *mt_name = api_field(o, "max_completion_tokens") ? "max_completion_tokens"
+                                                                : "max_tokens";
+    if ((r = api_read_int(o, mt_name, 1, INT32_MAX, &max_tokens, e)) < 0) goto out;
     if (!r) max_tokens = -1;
 
     if (kind == API_COMPLETION) {
         int add_special = 1;
-        if (read_prompts(c, o, add_special, p, p->echo ? &echo_text : NULL, &echo_len, e)) goto out;
+        if (api_prompt_read(c, o, add_special, p, p->echo ? &echo_text : NULL, &echo_len, e))
+            goto out;
     } else {
         p->n_prompts = 1;
         int add_gen = 1;
-        if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
+        if (api_read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
         if (api_tools_read(o, c->tool_format, &p->tools, e)) goto out;
         if (p->tools.prefix && !add_gen) {
             api_err(e, 400, "tool_choice",
@@ -707,7 +404,7 @@ int api_parse_generate(const struct api_ctx *c, enum api_kind kind, const char *
         /* only a required/named call sets the grammar: api_tools_grammar clears *out otherwise,
          * which would drop (and leak) a response_format / guided_* grammar read above */
         if (p->tools.prefix && api_tools_grammar(&p->tools, c->gvocab, &p->grammar, e)) goto out;
-        if (render_chat(c, o, add_gen, &p->tools, &p->prompt, &p->n_prompt, e)) goto out;
+        if (api_chat_render(c, o, add_gen, &p->tools, &p->prompt, &p->n_prompt, e)) goto out;
     }
     const char *pname = kind == API_COMPLETION ? "prompt" : "messages";
     int longest = p->n_prompt; /* of a list of prompts, the longest is the one that must fit */
@@ -793,17 +490,17 @@ int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, in
     if (!o) return -1;
     int rc = -1;
     if (check_model(c, o, e)) goto out;
-    if (field(o, "messages")) {
+    if (api_field(o, "messages")) {
         int add_gen = 1;
         struct api_tools tools = {0};
-        if (read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
+        if (api_read_bool(o, "add_generation_prompt", &add_gen, e) < 0) goto out;
         if (api_tools_read(o, c->tool_format, &tools, e) == 0)
-            rc = render_chat(c, o, add_gen, &tools, ids, n, e);
+            rc = api_chat_render(c, o, add_gen, &tools, ids, n, e);
         api_tools_free(&tools);
-    } else if (field(o, "prompt")) {
+    } else if (api_field(o, "prompt")) {
         int add_special = 1;
-        if (read_bool(o, "add_special_tokens", &add_special, e) < 0) goto out;
-        const cJSON *v = field(o, "prompt");
+        if (api_read_bool(o, "add_special_tokens", &add_special, e) < 0) goto out;
+        const cJSON *v = api_field(o, "prompt");
         if (cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 &&
             (cJSON_IsString(v->child) || cJSON_IsArray(v->child))) {
             if (cJSON_GetArraySize(v) > 1) {
@@ -812,7 +509,7 @@ int api_parse_tokenize(const struct api_ctx *c, const char *body, size_t len, in
             }
             v = v->child; /* a list of one */
         }
-        rc = read_one_prompt(c, v, add_special, ids, n, NULL, NULL, e);
+        rc = api_prompt_one(c, v, add_special, ids, n, NULL, NULL, e);
     } else {
         api_err(e, 400, "prompt", "prompt: required (or messages)");
     }
@@ -829,9 +526,9 @@ int api_chat_prompt(const struct api_ctx *c, const char *body, size_t len, char 
     struct api_tools tools = {0};
     struct tok_span *data = NULL;
     size_t n_data = 0;
-    if (read_bool(o, "add_generation_prompt", &add_gen, e) >= 0 &&
+    if (api_read_bool(o, "add_generation_prompt", &add_gen, e) >= 0 &&
         api_tools_read(o, c->tool_format, &tools, e) == 0)
-        rc = chat_text(c, o, add_gen, &tools, text, text_len, &data, &n_data, e);
+        rc = api_chat_text(c, o, add_gen, &tools, text, text_len, &data, &n_data, e);
     free(data);
     api_tools_free(&tools);
     cJSON_Delete(o);
@@ -843,11 +540,11 @@ int api_parse_detokenize(const struct api_ctx *c, const char *body, size_t len, 
     cJSON *o = parse_body(c, body, len, e);
     if (!o) return -1;
     int rc = -1;
-    cJSON *t = field(o, "tokens");
+    cJSON *t = api_field(o, "tokens");
     if (check_model(c, o, e)) goto out;
     if (!t) api_err(e, 400, "tokens", "tokens: required");
     else if (!cJSON_IsArray(t)) api_err(e, 400, "tokens", "tokens: must be an array of token ids");
-    else rc = check_ids(c, t, "tokens", ids, n, e);
+    else rc = api_prompt_ids(c, t, "tokens", ids, n, e);
 out:
     cJSON_Delete(o);
     return rc;

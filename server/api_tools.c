@@ -7,11 +7,7 @@
 #include "../grammar/grammar.h"
 #include "../util/fatal.h"
 #include "api_err.h"
-
-static cJSON *field(const cJSON *o, const char *name) {
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
+#include "api_read.h"
 
 /* OpenAI's rule for function names; it also keeps names free of anything that would need
  * escaping in JSON or could spell a special token. */
@@ -31,14 +27,14 @@ static int read_tool(const cJSON *x, int i, struct api_tools *t, struct api_erro
     char p[96];
     snprintf(p, sizeof p, "tools[%d]", i);
     if (!cJSON_IsObject(x)) return api_err(e, 400, p, "%s: must be an object", p);
-    cJSON *type = field(x, "type");
+    cJSON *type = api_field(x, "type");
     if (!cJSON_IsString(type)) return api_err(e, 400, p, "%s.type: required, \"function\"", p);
     if (strcmp(type->valuestring, "function"))
         return api_err(e, 400, p, "%s.type: \"%.40s\" is not supported; only \"function\"", p,
                        type->valuestring);
-    cJSON *fn = field(x, "function");
+    cJSON *fn = api_field(x, "function");
     if (!cJSON_IsObject(fn)) return api_err(e, 400, p, "%s.function: required, an object", p);
-    cJSON *name = field(fn, "name");
+    cJSON *name = api_field(fn, "name");
     if (!cJSON_IsString(name)) return api_err(e, 400, p, "%s.function.name: required, a string", p);
     if (!valid_name(name->valuestring))
         return api_err(e, 400, p,
@@ -48,13 +44,13 @@ static int read_tool(const cJSON *x, int i, struct api_tools *t, struct api_erro
         if (!strcmp(t->names[k], name->valuestring))
             return api_err(e, 400, p, "%s.function.name: \"%s\" is declared twice (also tools[%d])",
                            p, name->valuestring, k);
-    cJSON *desc = field(fn, "description");
+    cJSON *desc = api_field(fn, "description");
     if (desc && !cJSON_IsString(desc))
         return api_err(e, 400, p, "%s.function.description: must be a string", p);
-    cJSON *strict = field(fn, "strict");
+    cJSON *strict = api_field(fn, "strict");
     if (strict && !cJSON_IsBool(strict))
         return api_err(e, 400, p, "%s.function.strict: must be a boolean", p);
-    cJSON *params = field(fn, "parameters");
+    cJSON *params = api_field(fn, "parameters");
     char *ptext = NULL;
     if (params) {
         if (!cJSON_IsObject(params))
@@ -78,7 +74,7 @@ static int read_tool(const cJSON *x, int i, struct api_tools *t, struct api_erro
 }
 
 static int read_choice(const cJSON *body, struct api_tools *t, struct api_error *e) {
-    cJSON *c = field(body, "tool_choice");
+    cJSON *c = api_field(body, "tool_choice");
     t->choice = t->n ? TOOL_CHOICE_AUTO : TOOL_CHOICE_NONE;
     if (!c) return 0;
     if (cJSON_IsString(c)) {
@@ -93,8 +89,8 @@ static int read_choice(const cJSON *body, struct api_tools *t, struct api_error 
                 "{\"type\": \"function\", \"function\": {\"name\": ...}}",
                 s);
     } else if (cJSON_IsObject(c)) {
-        cJSON *type = field(c, "type"), *fn = field(c, "function");
-        cJSON *name = fn ? field(fn, "name") : NULL;
+        cJSON *type = api_field(c, "type"), *fn = api_field(c, "function");
+        cJSON *name = fn ? api_field(fn, "name") : NULL;
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsObject(fn) ||
             !cJSON_IsString(name))
             return api_err(e, 400, "tool_choice",
@@ -122,11 +118,11 @@ int api_tools_read(const cJSON *body, enum tool_format format, struct api_tools 
     memset(t, 0, sizeof *t);
     t->format = format;
     t->parallel = 1;
-    cJSON *v = field(body, "parallel_tool_calls");
+    cJSON *v = api_field(body, "parallel_tool_calls");
     if (v && !cJSON_IsBool(v))
         return api_err(e, 400, "parallel_tool_calls", "parallel_tool_calls: must be a boolean");
     if (v) t->parallel = cJSON_IsTrue(v);
-    cJSON *tools = field(body, "tools");
+    cJSON *tools = api_field(body, "tools");
     if (tools) {
         if (!cJSON_IsArray(tools)) return api_err(e, 400, "tools", "tools: must be an array");
         int n = cJSON_GetArraySize(tools);
@@ -202,12 +198,13 @@ static int prepare_call(cJSON *call, int i, int j, struct api_error *e) {
     char p[96];
     snprintf(p, sizeof p, "messages[%d].tool_calls[%d]", i, j);
     if (!cJSON_IsObject(call)) return api_err(e, 400, p, "%s: must be an object", p);
-    cJSON *id = field(call, "id"), *type = field(call, "type"), *fn = field(call, "function");
+    cJSON *id = api_field(call, "id"), *type = api_field(call, "type"),
+          *fn = api_field(call, "function");
     if (id && !cJSON_IsString(id)) return api_err(e, 400, p, "%s.id: must be a string", p);
     if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function")))
         return api_err(e, 400, p, "%s.type: must be \"function\"", p);
     if (!cJSON_IsObject(fn)) return api_err(e, 400, p, "%s.function: required, an object", p);
-    cJSON *name = field(fn, "name"), *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+    cJSON *name = api_field(fn, "name"), *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
     if (!cJSON_IsString(name)) return api_err(e, 400, p, "%s.function.name: required, a string", p);
     if (cJSON_IsObject(args)) return 0; /* already what the template expects */
     if (!cJSON_IsString(args))
@@ -225,7 +222,7 @@ static int prepare_call(cJSON *call, int i, int j, struct api_error *e) {
 
 int api_tools_message(cJSON *m, int i, const char *role, struct api_error *e) {
     char p[96];
-    cJSON *calls = field(m, "tool_calls");
+    cJSON *calls = api_field(m, "tool_calls");
     if (calls) {
         snprintf(p, sizeof p, "messages[%d].tool_calls", i);
         if (strcmp(role, "assistant"))
@@ -237,7 +234,7 @@ int api_tools_message(cJSON *m, int i, const char *role, struct api_error *e) {
     }
     if (!strcmp(role, "tool")) {
         snprintf(p, sizeof p, "messages[%d].tool_call_id", i);
-        cJSON *id = field(m, "tool_call_id");
+        cJSON *id = api_field(m, "tool_call_id");
         if (!cJSON_IsString(id))
             return api_err(e, 400, p, "%s: required in a tool message, a string", p);
     }

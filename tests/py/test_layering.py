@@ -112,10 +112,10 @@ def test_the_checks_catch_violations(tmp_path, monkeypatch):
 
 
 # Sizes (issue 25): outside kernels/ (kernels and their tables), no function over 120 lines and
-# no file over 860 lines ("about 800"). A function is counted from its definition line (at
+# no file over 800 lines. A function is counted from its definition line (at
 # column 0, ending in "{") to its closing brace at column 0, as clang-format lays them out.
 MAX_FUNCTION = 120
-MAX_FILE = 860
+MAX_FILE = 800
 SIZE_FREE = FREE | {"kernels"}
 DEFINITION = re.compile(r"^(?!typedef|struct|enum|union|static const|const)[A-Za-z_].*\)\s*\{$")
 
