@@ -265,8 +265,10 @@ static int parse_list(const char *s, int *out, int max) {
 
 int main(int argc, char **argv) {
     int quick = 0, threads[8] = {1, 2}, nthreads = 2, tokens[8] = {1, 64}, ntokens = 2;
+    int stream_only = 0; /* the streaming-read floor alone (bench/moe_decode reads it) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--stream-only")) stream_only = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             nthreads = parse_list(argv[++i], threads, 8);
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
@@ -276,7 +278,8 @@ int main(int argc, char **argv) {
         else {
             fprintf(
                 stderr,
-                "usage: %s [--quick] [--threads 1,2] [--tokens 1,64] [--no-vnni] [--no-avx512]\n",
+                "usage: %s [--quick] [--stream-only] [--threads 1,2] [--tokens 1,64] [--no-vnni] "
+                "[--no-avx512]\n",
                 argv[0]);
             return 2;
         }
@@ -299,6 +302,10 @@ int main(int argc, char **argv) {
         stream_gbs[ti] = stream_read_gbs(tp, stream_buf, stream_bytes);
         printf("streaming read, %d thread(s): %.2f GB/s\n", threads[ti], stream_gbs[ti]);
         threadpool_free(tp);
+    }
+    if (stream_only) {
+        free(stream_buf);
+        return 0;
     }
 
     int maxT = 1;
