@@ -54,11 +54,11 @@ static int check_listeners(const struct config *cfg, char *err) {
 /* A lower bound on what one rank holds: its share of the weights (tensors replicated on
  * every rank counted once for all) and of the KV cache. On the CPU backend the ranks of a
  * node share its memory: a plan beyond the node's whole memory cannot run and is refused;
- * one beyond what is free now is a warning. A GPU's memory is judged when its backend is
- * open (the plan logged by engine_open). */
+ * one beyond what is free now is a warning. On a GPU the ranks that share the device (local
+ * ranks r with the same r % devices) need their plans in its free memory now: the weights
+ * are not read before that is known. */
 static int check_memory(const struct comm *c, const struct config *cfg, const struct model_file *mf,
                         enum dtype kv_type, char *err) {
-    if (!backend_resolves_to_cpu(cfg->backend)) return 0;
     const struct model_hparams *hp = &mf->hp;
     int tp = c->tp > 0 ? c->tp : 1, pp = c->pp > 0 ? c->pp : 1;
     double weights = (double)modelfile_held_bytes(mf) / ((double)tp * pp);
@@ -66,12 +66,29 @@ static int check_memory(const struct comm *c, const struct config *cfg, const st
     double kv = (double)kvcache_token_bytes(kv_type, layers, kv_heads, hp->head_dim) *
                 (double)cfg->kv_tokens;
     int local = c->local_size > 0 ? c->local_size : 1;
+    const double G = 1073741824.0;
+    struct backend_gpu_memory gm;
+    int gpu = backend_gpu_memory(cfg->backend, c->local_rank, &gm, err);
+    if (gpu < 0) return -1;
+    if (gpu == 0) {
+        int share = local / gm.n_devices + (gm.device < local % gm.n_devices);
+        double need = (weights + kv) * (share > 0 ? share : 1);
+        if (need > (double)gm.free_bytes)
+            return err_set(err,
+                           "memory plan: GPU %d needs at least %.1f GiB for its %d rank(s) (per "
+                           "rank: weights %.1f GiB, KV cache %.1f GiB for %ld tokens) and has "
+                           "%.1f GiB free of %.1f GiB; use more GPUs (parallel.tp / pp), fewer "
+                           "cache.kv_tokens, cache.type = \"fp8\" or a smaller model",
+                           gm.device, need / G, share > 0 ? share : 1, weights / G, kv / G,
+                           (long)cfg->kv_tokens, (double)gm.free_bytes / G,
+                           (double)gm.total_bytes / G);
+        return 0;
+    }
     double need = (weights + kv) * local;
     struct sysinfo si;
     if (sysinfo(&si)) return 0;
     double total = (double)si.totalram * si.mem_unit,
            avail = (double)(si.freeram + si.bufferram) * si.mem_unit;
-    const double G = 1073741824.0;
     if (need > total)
         return err_set(
             err,

@@ -86,6 +86,20 @@ int backend_resolves_to_cpu(const char *kind) {
 #endif
 }
 
+int backend_gpu_memory(const char *kind, int local_rank, struct backend_gpu_memory *m, char *err) {
+    if (backend_resolves_to_cpu(kind)) return 1;
+#if TPD_HAVE_CUDA
+    size_t fr = 0, tot = 0;
+    if (backend_cuda_memory(local_rank, &m->device, &m->n_devices, &fr, &tot, err)) return -1;
+    m->free_bytes = fr;
+    m->total_bytes = tot;
+    return 0;
+#else
+    (void)local_rank, (void)m;
+    return err_set(err, "backend \"%s\": this build has no CUDA backend", kind ? kind : "auto");
+#endif
+}
+
 /* debug.profile_ops: every op timed (kernels/profile.h), a table at exit */
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank,
                  const struct backend_debug *dbg, char *err) {

@@ -250,4 +250,14 @@ void backend_close(struct backend *b);
 /* 1 when backend_open(kind) would open the CPU backend (nothing is opened). */
 int backend_resolves_to_cpu(const char *kind);
 
+/* The memory of the GPU backend_open(kind, local_rank) would use, before anything is loaded:
+ * its index, the visible device count, and its free and total bytes. 0 with them filled;
+ * 1 when kind resolves to the CPU backend (nothing filled); -1 with err when kind needs a
+ * GPU this process cannot use. Opens the device's context (once per process). */
+struct backend_gpu_memory {
+    int device, n_devices;
+    size_t free_bytes, total_bytes;
+};
+int backend_gpu_memory(const char *kind, int local_rank, struct backend_gpu_memory *m, char *err);
+
 #endif

@@ -336,6 +336,24 @@ extern "C" int backend_cuda_available(void) {
     return n > 0;
 }
 
+extern "C" int backend_cuda_memory(int local_rank, int *device, int *n_devices, size_t *free_bytes,
+                                   size_t *total_bytes, char *err) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess && n < 1) return err_set(err, "backend \"cuda\": no CUDA device visible");
+    const int dev = (local_rank < 0 ? 0 : local_rank) % (n > 0 ? n : 1);
+    if (e == cudaSuccess) e = cudaSetDevice(dev);
+    if (e == cudaSuccess) e = cudaMemGetInfo(free_bytes, total_bytes);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return err_set(err, "backend \"cuda\": no usable GPU: %s (%s)", cudaGetErrorString(e),
+                       cudaGetErrorName(e));
+    }
+    *device = dev;
+    *n_devices = n;
+    return 0;
+}
+
 /* The table at the end of backend_cuda_init has every op of kernels/backend.h: a new one is
  * added there, then count it here (backend_open refuses a table without a required op). */
 static_assert(BACKEND_OP_COUNT == 25, "a new backend op: add it to the CUDA backend's table");

@@ -5,6 +5,8 @@
 - the watchdog: a rank stopped with SIGSTOP during decode ends the job non-zero within the
   configured timeout (parallel.step_timeout_s over IPC; parallel.comm_timeout_s over NCCL, where the
   all-reduce watchdog of comm/watchdog.c sees the collective never finish);
+- the start-up check of the memory plan against the GPU's free memory: 2^28 KV tokens are
+  refused on every rank before the weights are read, naming the GPU;
 - `tpd serve` on the GPU (tp 2, both ranks on the GPU) answering the openai client over its
   Unix socket: greedy completions equal to llama.cpp's (tests/data/smollm2_greedy.json), a
   streamed chat answer;
@@ -13,7 +15,7 @@
 SmolLM2-135M Q4_1 ($TPD_SMOLLM2, see gpu_common.py) where present, else a tiny model (the
 serve check is then weaker and says so).
 
-Usage: check_runtime.py [--list] [--only=startup,watchdog,serve,sanitizer]"""
+Usage: check_runtime.py [--list] [--only=startup,preflight,watchdog,serve,sanitizer]"""
 import json
 import os
 import shutil
@@ -24,7 +26,8 @@ import tempfile
 import threading
 import time
 
-from gpu_common import BACKEND, DEBUG_FLAGS, ROOT, SMOLLM2, gpu_present, list_mode, record, run, run_plan
+from gpu_common import (BACKEND, DEBUG_FLAGS, ROOT, SMOLLM2, gpu_present, list_mode, record, run,
+                        run_group, run_plan, tpd_cli)
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import tpd_cli  # noqa: E402
@@ -68,6 +71,31 @@ def startup(label):
             return "FAIL", f"rank 0 did not report '{want}': {p.stderr.strip()[-800:]}", {}
         line = next((ln for ln in p.stderr.splitlines() if "all-reduce" in ln), "")
         return "PASS", f"started, sums checked; {line[line.find('all-reduce'):].split(';')[0]}", {}
+    return fn
+
+
+def preflight_gpu_memory():
+    """A plan that cannot fit the GPU (2^28 KV tokens) is refused before any weight is read,
+    by every rank, naming the GPU and its free memory (daemon/preflight.c, issue 28)."""
+    def fn():
+        path, smol = model()
+        d = tempfile.mkdtemp(prefix="tpd_gpu_pre_")
+        os.chmod(d, 0o700)
+        t0 = time.monotonic()
+        cmd = tpd_cli.mpirun_cmd(2, ["serve", "--model", path, "--socket", os.path.join(d, "s.sock"),
+                                     "--threads", 1, "--backend", BACKEND, "--ctx", context(smol),
+                                     "--kv-tokens", 268435456] + DEBUG_FLAGS)
+        p = run_group(cmd, tpd_cli.mpirun_env(), 120)
+        took = time.monotonic() - t0
+        shutil.rmtree(d, ignore_errors=True)
+        want = "memory plan: GPU" if BACKEND == "cuda" else "memory plan:"
+        if p.returncode == 0 or want not in p.stderr:
+            return "FAIL", f"exit {p.returncode}, no '{want}': {p.stderr.strip()[-800:]}", {}
+        if "loading" in p.stderr.lower() and "%" in p.stderr:
+            return "FAIL", f"weights were read before the refusal: {p.stderr.strip()[-800:]}", {}
+        line = next(ln for ln in p.stderr.splitlines() if want in ln)
+        return "PASS", f"refused in {took:.1f} s (mpirun included): {line.strip()[-300:]}", {
+            "seconds": round(took, 2)}
     return fn
 
 
@@ -280,8 +308,11 @@ def sanitizer(tool):
 
 def main():
     parts = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
-    parts = parts[0].split(",") if parts else ["startup", "watchdog", "serve", "sanitizer"]
+    parts = parts[0].split(",") if parts else ["startup", "preflight", "watchdog", "serve", "sanitizer"]
     plan = []
+    if "preflight" in parts:
+        plan.append(("preflight: a KV plan beyond the GPU's free memory is refused before the weights",
+                     preflight_gpu_memory()))
     if "startup" in parts:
         plan += [(f"startup all-reduce tp2 one GPU {label}", startup(label)) for label in COMMS]
     if "watchdog" in parts:
