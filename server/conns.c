@@ -48,6 +48,7 @@ struct conn_rec {
     int in_request;       /* a request's header is complete and its answer not ended */
     int shut;             /* shut down past its deadline; libmicrohttpd closes it */
     int close_after;      /* the request handed over is to be its last (conns_close_after) */
+    int continued;        /* 100 Continue sent for the request being looked at (accept thread) */
     double deadline;      /* when not in a request */
     enum drop_reason why; /* what the deadline is for */
     struct sockaddr_storage sa;
@@ -342,9 +343,9 @@ static void give_back(struct conns *cs, struct conn_rec *r) {
 /* Bytes (or the end) on a connection of ours: a new one, or one libmicrohttpd suspended
  * after an answer (conns_next). From its first byte, the whole request must come within
  * header_timeout_s. A head libmicrohttpd would answer wrongly is answered here (reqhead.h);
- * any other goes to libmicrohttpd once it is all here, or at the end. A request that is not
- * all in view, or with bytes behind it, is made the connection's last: libmicrohttpd may
- * read the next request with it, and that one we would not see. */
+ * any other goes to libmicrohttpd once it is all here (a chunked body too), or at the end. A
+ * request that is not all in view, or with bytes behind it, is made the connection's last:
+ * libmicrohttpd may read the next request with it, and that one we would not see. */
 static void fresh_event(struct conns *cs, struct conn_rec *r, uint32_t events) {
     ssize_t n = recv(r->fd, cs->view, REQHEAD_VIEW, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -352,6 +353,15 @@ static void fresh_event(struct conns *cs, struct conn_rec *r, uint32_t events) {
     enum reqhead_verdict v = REQHEAD_PASS;
     size_t end = 0;
     if (n > 0) v = reqhead_screen(cs->view, (size_t)n, REQHEAD_VIEW, &e, &end);
+    if (v == REQHEAD_CONTINUE) { /* its chunked body is looked at here too: ask for it */
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (!r->continued) {
+            ssize_t k = send(r->fd, cont, sizeof cont - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            (void)k; /* a client that cannot take it sends its body after its own wait */
+        }
+        r->continued = 1;
+        v = REQHEAD_MORE;
+    }
     if (v == REQHEAD_REFUSE) {
         epoll_ctl(cs->ep, EPOLL_CTL_DEL, r->fd, NULL);
         pthread_mutex_lock(&cs->mu);
@@ -627,6 +637,7 @@ void conns_next(struct conns *cs, struct conn_rec *r, struct MHD_Connection *mc)
         return;
     }
     r->state = REC_NEXT;
+    r->continued = 0;
     r->mc = mc;
     MHD_suspend_connection(mc);
     /* edge-triggered: reported at once if the next request is already here */
