@@ -156,6 +156,6 @@ enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, str
      * for here first */
     if (chunked && expect && http11 && pos == len) return REQHEAD_CONTINUE;
     if (chunked) return screen_chunks(buf, len, cap, pos, e, end);
-    if (!have_cl || cl <= len - pos) *end = pos + (size_t)cl;
+    if (cl <= SIZE_MAX - pos) *end = pos + (size_t)cl; /* its body opaque to libmicrohttpd */
     return REQHEAD_PASS;
 }

@@ -25,8 +25,9 @@ enum reqhead_verdict {
  * still incomplete with the view full passes (libmicrohttpd answers 431). A chunked body
  * is waited for until all of it is in view (413 if it does not fit); a Content-Length
  * body is not (libmicrohttpd reads it right). On a pass, *end is the offset just past the request
- * (head, body, trailers) when all of it is in view, else 0: the caller learns whether the client
- * sent more behind it (pipelined) or libmicrohttpd will read more of it from the socket. */
+ * (head, body, trailers) when its length is known (a Content-Length body may end past len), else
+ * 0: the caller learns whether the client sent more behind it (pipelined, *end < len) or
+ * libmicrohttpd will read more of it from the socket (*end > len). */
 enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, struct api_error *e,
                                     size_t *end);
 

@@ -411,6 +411,33 @@ static int read_answer(int fd) {
     return status;
 }
 
+/* Reads n answers (each with a Content-Length) off a kept-alive connection, however they
+ * arrive together: their statuses in st. */
+static void read_answers(int fd, int *st, int n) {
+    static char buf[65536];
+    size_t have = 0, at = 0;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (int i = 0; i < n;) {
+        buf[have] = 0;
+        const char *end = strstr(buf + at, "\r\n\r\n");
+        const char *cl = strcasestr(buf + at, "\r\nContent-Length:");
+        size_t next = end && cl && cl < end ? (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10)
+                                            : SIZE_MAX;
+        if (next <= have) {
+            st[i] = 0;
+            sscanf(buf + at, "HTTP/1.1 %d", &st[i]);
+            at = next;
+            i++;
+            continue;
+        }
+        ssize_t k = recv(fd, buf + have, sizeof buf - 1 - have, 0);
+        if (k <= 0) fail_msg("answer %d of %d did not come: %.300s", i + 1, n, buf + at);
+        have += (size_t)k;
+    }
+    if (at != have) fail_msg("more than %d answers: %.300s", n, buf + at);
+}
+
 /* A chunked request of ~70 KB of good chunks, then a chunk-size line with a 100 KB
  * extension: past the 64 KiB the daemon looks at. Returns its length; free *req. */
 static size_t chunk_line_past_view(char **req) {
@@ -555,10 +582,34 @@ static void test_malformed_kept_alive(void **state) {
         }
     }
     free(past);
-    /* sent behind a good request: the first is answered (Connection: close), nothing else */
+    /* requests written at once (pipelined) are answered in order, the connection kept; a
+     * bad one behind a good one: the first is answered (Connection: close), nothing else */
     char both[512];
-    n = snprintf(both, sizeof both, "%s%s", good[0], bad[0].req);
+    n = snprintf(both, sizeof both, "%s%s%s", good[0], good[1], good[0]);
     int fd = connect_unix(sock);
+    assert_true(fd >= 0);
+    for (int round = 0; round < 2; round++) {
+        send_all(fd, both, (size_t)n);
+        int st[3];
+        read_answers(fd, st, 3);
+        for (int k = 0; k < 3; k++)
+            if (st[k] < 200 || st[k] > 499)
+                fail_msg("pipelined round %d, answer %d: status %d", round, k, st[k]);
+        if (st[0] != st[2])
+            fail_msg("pipelined answers out of order: %d %d %d", st[0], st[1], st[2]);
+    }
+    /* one answered at once (404) among them: it is the last, answered in order */
+    n = snprintf(both, sizeof both, "%sGET /nope HTTP/1.1\r\nHost: x\r\n\r\n%s", good[1], good[0]);
+    send_all(fd, both, (size_t)n);
+    int st2[2];
+    read_answers(fd, st2, 2);
+    if (st2[0] < 200 || st2[0] > 499 || st2[1] != 404)
+        fail_msg("pipelined with a 404: %d %d", st2[0], st2[1]);
+    char rest[64];
+    if (read_to_close(fd, rest, sizeof rest, 5.0) != 0) fail_msg("after the 404: %s", rest);
+    close(fd);
+    n = snprintf(both, sizeof both, "%s%s", good[0], bad[0].req);
+    fd = connect_unix(sock);
     assert_true(fd >= 0);
     int st = one_answer_on(fd, both, (size_t)n);
     if (st < 200 || st > 499) fail_msg("a request with another behind it: status %d", st);
@@ -580,24 +631,28 @@ static const char *past_continues(const char *buf, int *n) {
 }
 
 /* A chunked body is looked at whole before libmicrohttpd decodes it (issue 24): however it
- * is split it is waited for and then served, on the same kept-alive connection; a client
- * that waits for 100 Continue gets it from the daemon at once, and a bad chunk-size line
- * behind it one 4xx. */
+ * is split it is waited for and then served, on the same kept-alive connection (as is a
+ * Content-Length body that comes after its head); a client that waits for 100 Continue gets
+ * it from the daemon at once, and a bad chunk-size line behind it one 4xx. */
 static void test_chunked_body_waited(void **state) {
     (void)state;
     struct http_server *h = start_fresh();
-    static const char *const parts[] = {
+    static const char *const chunked[] = {
         "POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", "1\r\n{\r",
-        "\n1\r\n}\r\n0\r\n", "\r\n"};
+        "\n1\r\n}\r\n0\r\n", "\r\n", NULL};
+    /* a Content-Length body that comes after its head was looked at: kept alive too */
+    static const char *const with_length[] = {
+        "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n", "{", "}", NULL};
     int fd = connect_unix(sock);
     assert_true(fd >= 0);
-    for (int k = 0; k < 2; k++) {
-        for (unsigned i = 0; i < sizeof parts / sizeof *parts; i++) {
+    for (int k = 0; k < 4; k++) {
+        const char *const *parts = k < 2 ? chunked : with_length;
+        for (unsigned i = 0; parts[i]; i++) {
             send_all(fd, parts[i], strlen(parts[i]));
             usleep(30 * 1000);
         }
         int st = read_answer(fd);
-        if (st < 200 || st > 499) fail_msg("a chunked body in parts, %d: status %d", k, st);
+        if (st < 200 || st > 499) fail_msg("a body in parts, %d: status %d", k, st);
     }
     static const char *const expect[] = {
         "2\r\n{}\r\n0\r\n\r\n", NULL, /* a 2 KB chunk extension: 400 */
@@ -781,6 +836,13 @@ static void test_loopback_tcp(void **state) {
     buf[n] = 0;
     close(fd);
     assert_non_null(strstr(buf, "HTTP/1.1 404"));
+    /* pipelined over TCP: the first is answered, then the close (conns.c's mark_seen) */
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    const char *two =
+        "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\n";
+    int st = one_answer_on(fd, two, strlen(two));
+    if (st != 200) fail_msg("pipelined over TCP: %d", st);
     const char *body;
     assert_int_equal(
         http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
