@@ -685,6 +685,55 @@ static void test_chunked_body_waited(void **state) {
     http_free(h);
 }
 
+/* A request sent right behind another, before its answer (pipelined, in two writes): it may
+ * land after the daemon looked and before libmicrohttpd read. Each time both are answered
+ * in order, or the first with Connection: close and then the close; never a stall (the
+ * second waited for idle_timeout_s, unanswered). */
+static void test_pipelined_race(void **state) {
+    (void)state;
+    struct http_server *h = start_fresh();
+    const char *req = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+    int n_both = 0, n_closed = 0;
+    for (int i = 0; i < 300; i++) {
+        int fd = connect_unix(sock);
+        assert_true(fd >= 0);
+        send_all(fd, req, strlen(req));
+        for (volatile int spin = 0; spin < (i % 30) * 2000; spin++) {
+        }
+        send_all(fd, req, strlen(req));
+        /* answers until two are whole or the end: a stall is a recv timeout */
+        static char buf[8192];
+        struct timeval tv = {2, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        size_t have = 0, at = 0;
+        int answers = 0, closed = 0;
+        while (answers < 2) {
+            buf[have] = 0;
+            const char *end = strstr(buf + at, "\r\n\r\n");
+            const char *cl = strcasestr(buf + at, "\r\nContent-Length:");
+            if (end && cl && cl < end &&
+                (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10) <= have) {
+                closed = strcasestr(buf + at, "\r\nConnection: close") != NULL;
+                at = (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10);
+                answers++;
+                continue;
+            }
+            ssize_t k = recv(fd, buf + have, sizeof buf - 1 - have, 0);
+            if (k < 0) fail_msg("round %d: a stall after %d answers: %.300s", i, answers, buf);
+            if (k == 0) break;
+            have += (size_t)k;
+        }
+        if (answers == 1 && !closed) fail_msg("round %d: one answer, kept alive, then the end", i);
+        if (answers == 0) fail_msg("round %d: no answer", i);
+        n_both += answers == 2;
+        n_closed += answers == 1;
+        close(fd);
+    }
+    print_message("pipelined in two writes: %d both answered, %d first with the close\n", n_both,
+                  n_closed);
+    http_free(h);
+}
+
 /* Draining (issue 24): from the stop flag on (a signal handler sets it, however long the
  * step loop takes to notice) or http_drain, the socket stays and every new request, /health
  * included, gets one 503 with Retry-After and Connection: close (/metrics, which still
@@ -1043,6 +1092,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_one_answer),
         cmocka_unit_test(test_malformed_kept_alive),
         cmocka_unit_test(test_chunked_body_waited),
+        cmocka_unit_test(test_pipelined_race),
         cmocka_unit_test(test_drain_answers_503),
         cmocka_unit_test(test_loopback_tcp),
         cmocka_unit_test(test_connection_limits_and_timeouts),
