@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <poll.h>
@@ -29,6 +30,9 @@
 #define FD_RESERVE 256   /* descriptors kept for everything but connections */
 #define ACCEPT_BATCH 256 /* connections accepted per wake before the others get a turn */
 #define MAX_EVENTS 256
+/* SO_PEEK_OFF set when a connection is handed to libmicrohttpd: the kernel counts it down by
+ * every byte libmicrohttpd reads, so we learn whether it read past what we looked at */
+#define PEEK_MARK INT_MAX /* more than a body may have (server.max_body_bytes <= 2^30) */
 
 enum rec_state {
     REC_FRESH, /* ours: accepted, its first request's head not all here yet */
@@ -47,7 +51,11 @@ struct conn_rec {
     enum rec_state state;
     int in_request;       /* a request's header is complete and its answer not ended */
     int shut;             /* shut down past its deadline; libmicrohttpd closes it */
-    int close_after;      /* the request handed over is to be its last (conns_close_after) */
+    int close_after;      /* without SO_PEEK_OFF: the request handed over is to be its last */
+    int counted;          /* SO_PEEK_OFF counts what libmicrohttpd reads since the hand-over */
+    size_t seen;          /* bytes from the hand-over that are whole requests we passed */
+    int n_seen;           /* of those requests, how many libmicrohttpd has not answered yet */
+    int continued;        /* 100 Continue sent for the request being looked at (accept thread) */
     double deadline;      /* when not in a request */
     enum drop_reason why; /* what the deadline is for */
     struct sockaddr_storage sa;
@@ -339,12 +347,49 @@ static void give_back(struct conns *cs, struct conn_rec *r) {
     pthread_mutex_unlock(&cs->mu);
 }
 
+/* Before a hand-over: what libmicrohttpd may read without a further look, the request in
+ * view (ending at end, 0 if it does not) and, on a Unix socket, the whole requests behind it
+ * that pass too (pipelined: libmicrohttpd answers them in order); and SO_PEEK_OFF set to
+ * count its reads. Over TCP a request with another behind it stays the connection's last:
+ * there libmicrohttpd 0.9.75 ended the connection with a reset, both answers lost, when the
+ * second was answered at once (a 404). Without SO_PEEK_OFF (TCP before Linux 6.10) a
+ * request with anything behind it is the connection's last. */
+static void mark_seen(struct conns *cs, struct conn_rec *r, size_t n, size_t end) {
+    size_t seen = end, e2;
+    int n_seen = end > 0;
+    struct api_error e;
+    while (end && seen < n && r->sa.ss_family == AF_UNIX &&
+           reqhead_screen(cs->view + seen, n - seen, REQHEAD_VIEW - seen, &e, &e2) ==
+               REQHEAD_PASS &&
+           e2) {
+        seen += e2;
+        n_seen++;
+    }
+    int mark = PEEK_MARK;
+    int counted = !setsockopt(r->fd, SOL_SOCKET, SO_PEEK_OFF, &mark, sizeof mark);
+    pthread_mutex_lock(&cs->mu);
+    r->counted = counted;
+    r->seen = seen;
+    r->n_seen = counted ? n_seen : 1;
+    r->close_after = end == 0 || n != end;
+    pthread_mutex_unlock(&cs->mu);
+}
+
+/* Whether libmicrohttpd has read past the requests we looked at. Under mu. */
+static int read_past_locked(const struct conn_rec *r) {
+    if (!r->counted) return r->close_after;
+    int off;
+    socklen_t len = sizeof off;
+    if (getsockopt(r->fd, SOL_SOCKET, SO_PEEK_OFF, &off, &len) || off <= 0) return 1;
+    return (size_t)(PEEK_MARK - off) > r->seen;
+}
+
 /* Bytes (or the end) on a connection of ours: a new one, or one libmicrohttpd suspended
  * after an answer (conns_next). From its first byte, the whole request must come within
  * header_timeout_s. A head libmicrohttpd would answer wrongly is answered here (reqhead.h);
- * any other goes to libmicrohttpd once it is all here, or at the end. A request that is not
- * all in view, or with bytes behind it, is made the connection's last: libmicrohttpd may
- * read the next request with it, and that one we would not see. */
+ * any other goes to libmicrohttpd once it is all here (a chunked body too), or at the end. A
+ * request that is not all in view, or with bytes behind it, is made the connection's last:
+ * libmicrohttpd may read the next request with it, and that one we would not see. */
 static void fresh_event(struct conns *cs, struct conn_rec *r, uint32_t events) {
     ssize_t n = recv(r->fd, cs->view, REQHEAD_VIEW, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -352,6 +397,15 @@ static void fresh_event(struct conns *cs, struct conn_rec *r, uint32_t events) {
     enum reqhead_verdict v = REQHEAD_PASS;
     size_t end = 0;
     if (n > 0) v = reqhead_screen(cs->view, (size_t)n, REQHEAD_VIEW, &e, &end);
+    if (v == REQHEAD_CONTINUE) { /* its chunked body is looked at here too: ask for it */
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (!r->continued) {
+            ssize_t k = send(r->fd, cont, sizeof cont - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            (void)k; /* a client that cannot take it sends its body after its own wait */
+        }
+        r->continued = 1;
+        v = REQHEAD_MORE;
+    }
     if (v == REQHEAD_REFUSE) {
         epoll_ctl(cs->ep, EPOLL_CTL_DEL, r->fd, NULL);
         pthread_mutex_lock(&cs->mu);
@@ -373,9 +427,9 @@ static void fresh_event(struct conns *cs, struct conn_rec *r, uint32_t events) {
         r->deadline = clock_now() + cs->cfg.header_timeout_s;
         r->why = DROP_HEADER;
     }
-    r->close_after = end == 0 || (size_t)n != end;
     pthread_mutex_unlock(&cs->mu);
     if (v == REQHEAD_PASS || (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+        mark_seen(cs, r, (size_t)(n > 0 ? n : 0), v == REQHEAD_PASS ? end : 0);
         if (r->state == REC_NEXT) give_back(cs, r);
         else hand_over(cs, r);
     }
@@ -614,7 +668,7 @@ void conns_closed(struct conns *cs, void **ctx) {
 int conns_close_after(struct conns *cs, struct conn_rec *r) {
     if (!r) return 0;
     pthread_mutex_lock(&cs->mu);
-    int c = r->close_after;
+    int c = read_past_locked(r);
     pthread_mutex_unlock(&cs->mu);
     return c;
 }
@@ -626,7 +680,20 @@ void conns_next(struct conns *cs, struct conn_rec *r, struct MHD_Connection *mc)
         pthread_mutex_unlock(&cs->mu);
         return;
     }
+    if (read_past_locked(r)) { /* kept alive though (it read after the answer began): end it */
+        shutdown(r->fd, SHUT_RDWR);
+        r->shut = 1;
+        pthread_mutex_unlock(&cs->mu);
+        return;
+    }
+    if (--r->n_seen > 0) { /* the next request is one we passed: libmicrohttpd goes on */
+        pthread_mutex_unlock(&cs->mu);
+        return;
+    }
+    int off = -1; /* our peeks start at the first unread byte again */
+    setsockopt(r->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof off);
     r->state = REC_NEXT;
+    r->continued = 0;
     r->mc = mc;
     MHD_suspend_connection(mc);
     /* edge-triggered: reported at once if the next request is already here */

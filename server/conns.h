@@ -67,8 +67,10 @@ void conns_closed(struct conns *cs, void **ctx);
 void conns_request_begin(struct conns *cs, struct conn_rec *rec);
 void conns_request_end(struct conns *cs, struct conn_rec *rec);
 
-/* The request just begun is to be the connection's last (answer with Connection: close):
- * libmicrohttpd may read past it before we see what follows. */
+/* The request under way is to be the connection's last (answer with Connection: close):
+ * libmicrohttpd has read past the requests the accept thread looked at (conns.c learns it
+ * from SO_PEEK_OFF, or without it assumes so when anything followed the request). Asked
+ * when its head is parsed and again before it is answered. */
 int conns_close_after(struct conns *cs, struct conn_rec *rec);
 /* From libmicrohttpd's request-completed callback, when it keeps the connection for another
  * request: suspends mc until the accept thread has seen the next request's head (and

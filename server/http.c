@@ -357,6 +357,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     }
     if (c->status) return MHD_YES;                /* answered on the first call */
     if (c->gen) return endpoints_gen_wait(c, mc); /* resumed: a non-streamed generation goes on */
+    c->close |= conns_close_after(h->cs, c->rec); /* read along with its body? */
     conns_request_begin(h->cs, c->rec); /* all of it arrived in time: no deadline while it runs */
     if (drain_refuses(c, url, method)) return reply_draining(c, mc); /* began before the drain */
     if (c->too_large)

@@ -56,17 +56,29 @@ static size_t trailer_end(const char *buf, size_t len, size_t pos) {
     return 0;
 }
 
-/* The chunked body's size lines in view, from pos. Only the first is waited for; a size
- * libmicrohttpd can judge itself (a bad hex number, one past 2^64) passes. *end: past the
- * body's end if that is in view. */
+/* What a chunked body not yet all here earns: wait while the view has room, else 413 (its
+ * chunk-size lines past the view would be libmicrohttpd's to judge, and it answers an
+ * over-long one with 500). */
+static enum reqhead_verdict chunks_wait(size_t len, size_t cap, struct api_error *e) {
+    if (len < cap) return REQHEAD_MORE;
+    api_err(e, 413, "",
+            "a chunked request body must end within the first %d KiB of the request; send a "
+            "longer body with Content-Length",
+            REQHEAD_VIEW / 1024);
+    return REQHEAD_REFUSE;
+}
+
+/* The chunked body from pos, waited for until all of it (trailers included) is in view, so
+ * that every chunk-size line is judged here. A size libmicrohttpd judges right itself (a
+ * bad hex number, one past 2^64) passes. *end: past the body's end. */
 static enum reqhead_verdict screen_chunks(const char *buf, size_t len, size_t cap, size_t pos,
-                                          int wait, struct api_error *e, size_t *end) {
-    for (int first = 1;; first = 0) {
+                                          struct api_error *e, size_t *end) {
+    for (;;) {
         size_t start = pos, n;
         const char *line;
         if (!next_line(buf, len, &pos, &line, &n)) {
             if (len - start > REQHEAD_CHUNK_LINE_MAX) break;
-            return first && wait && len < cap ? REQHEAD_MORE : REQHEAD_PASS;
+            return chunks_wait(len, cap, e);
         }
         if (n > REQHEAD_CHUNK_LINE_MAX) break;
         uint64_t size = 0;
@@ -79,12 +91,18 @@ static enum reqhead_verdict screen_chunks(const char *buf, size_t len, size_t ca
             if (d < 0 || size >> 60) return REQHEAD_PASS;
             size = size * 16 + (uint64_t)d;
         }
-        if (i > 0 && size == 0) *end = trailer_end(buf, len, pos);        /* the last chunk */
-        if (i == 0 || size == 0 || size > len - pos) return REQHEAD_PASS; /* last, or out of view */
+        if (i == 0) return REQHEAD_PASS; /* no size: libmicrohttpd's 400 */
+        if (size == 0) {                 /* the last chunk */
+            *end = trailer_end(buf, len, pos);
+            return *end ? REQHEAD_PASS : chunks_wait(len, cap, e);
+        }
+        if (size > len - pos) return chunks_wait(len, cap, e);
         pos += (size_t)size;
         if (len - pos >= 2 && buf[pos] == '\r' && buf[pos + 1] == '\n') pos += 2;
         else if (len - pos >= 1 && buf[pos] == '\n') pos += 1;
-        else return REQHEAD_PASS;
+        else if (len - pos == 0 || (len - pos == 1 && buf[pos] == '\r'))
+            return chunks_wait(len, cap, e);
+        else return REQHEAD_PASS; /* no line end after the data: libmicrohttpd's to judge */
     }
     api_err(e, 400, "", "a chunk-size line of the request body is longer than %d bytes",
             REQHEAD_CHUNK_LINE_MAX);
@@ -95,7 +113,7 @@ enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, str
                                     size_t *end) {
     size_t pos = 0, n, vn;
     const char *line, *v;
-    int request_line = 0, after_cl = 0, chunked = 0, expect = 0, have_cl = 0;
+    int request_line = 0, after_cl = 0, chunked = 0, expect = 0, have_cl = 0, http11 = 0;
     uint64_t cl = 0;
     *end = 0;
     for (;;) {
@@ -105,6 +123,7 @@ enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, str
             /* without a version libmicrohttpd answers 400 at once: nothing to wait for */
             const char *sp = memrchr(line, ' ', n);
             if (n && (!sp || line + n - sp < 6 || memcmp(sp + 1, "HTTP/", 5))) return REQHEAD_PASS;
+            http11 = n && line + n - sp == 9 && !memcmp(sp + 1, "HTTP/1.1", 8);
             continue;
         }
         if (n == 0) break; /* the end of the head */
@@ -130,10 +149,13 @@ enum reqhead_verdict reqhead_screen(const char *buf, size_t len, size_t cap, str
         } else if ((v = field_value(line, n, "Transfer-Encoding", &vn))) {
             chunked |= vn == 7 && !strncasecmp(v, "chunked", 7);
         } else if ((v = field_value(line, n, "Expect", &vn))) {
-            expect = 1;
+            expect = vn == 12 && !strncasecmp(v, "100-continue", 12);
         }
     }
-    if (chunked) return screen_chunks(buf, len, cap, pos, !expect, e, end);
-    if (!have_cl || cl <= len - pos) *end = pos + (size_t)cl;
+    /* libmicrohttpd answers 100 Continue only once it has the head, and the body is waited
+     * for here first */
+    if (chunked && expect && http11 && pos == len) return REQHEAD_CONTINUE;
+    if (chunked) return screen_chunks(buf, len, cap, pos, e, end);
+    if (cl <= SIZE_MAX - pos) *end = pos + (size_t)cl; /* its body opaque to libmicrohttpd */
     return REQHEAD_PASS;
 }

@@ -411,6 +411,54 @@ static int read_answer(int fd) {
     return status;
 }
 
+/* Reads n answers (each with a Content-Length) off a kept-alive connection, however they
+ * arrive together: their statuses in st. */
+static void read_answers(int fd, int *st, int n) {
+    static char buf[65536];
+    size_t have = 0, at = 0;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (int i = 0; i < n;) {
+        buf[have] = 0;
+        const char *end = strstr(buf + at, "\r\n\r\n");
+        const char *cl = strcasestr(buf + at, "\r\nContent-Length:");
+        size_t next = end && cl && cl < end ? (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10)
+                                            : SIZE_MAX;
+        if (next <= have) {
+            st[i] = 0;
+            sscanf(buf + at, "HTTP/1.1 %d", &st[i]);
+            at = next;
+            i++;
+            continue;
+        }
+        ssize_t k = recv(fd, buf + have, sizeof buf - 1 - have, 0);
+        if (k <= 0) fail_msg("answer %d of %d did not come: %.300s", i + 1, n, buf + at);
+        have += (size_t)k;
+    }
+    if (at != have) fail_msg("more than %d answers: %.300s", n, buf + at);
+}
+
+/* A chunked request of ~70 KB of good chunks, then a chunk-size line with a 100 KB
+ * extension: past the 64 KiB the daemon looks at. Returns its length; free *req. */
+static size_t chunk_line_past_view(char **req) {
+    size_t cap = 200000, n;
+    char *b = malloc(cap);
+    n = (size_t)snprintf(
+        b, cap, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 35; i++) {
+        n += (size_t)snprintf(b + n, cap - n, "7d0\r\n"); /* 2000 bytes */
+        memset(b + n, 'a', 2000);
+        n += 2000;
+        n += (size_t)snprintf(b + n, cap - n, "\r\n");
+    }
+    n += (size_t)snprintf(b + n, cap - n, "2;e=");
+    memset(b + n, 'e', 100000);
+    n += 100000;
+    n += (size_t)snprintf(b + n, cap - n, "\r\n{}\r\n0\r\n\r\n");
+    *req = b;
+    return n;
+}
+
 /* A server with the test configuration on fresh paths. */
 static struct http_server *start_fresh(void) {
     fresh_paths();
@@ -468,6 +516,11 @@ static void test_malformed_one_answer(void **state) {
     st = one_answer(big, n);
     if (st < 400 || st > 499) fail_msg("a 100 KB header: status %d", st);
     free(big);
+    /* an over-long chunk-size line past the 64 KiB looked at got libmicrohttpd's 500 */
+    n = chunk_line_past_view(&big);
+    st = one_answer(big, n);
+    if (st < 400 || st > 499) fail_msg("a chunk-size line past 64 KiB: status %d", st);
+    free(big);
     /* still serving after all that */
     const char *body;
     assert_int_equal(
@@ -500,6 +553,7 @@ static void test_malformed_kept_alive(void **state) {
          "fffffffffffffffffffff\r\n{}\r\n0\r\n\r\n",
          413},
         {NULL, 400}, /* a 2 KB chunk extension, made below */
+        {NULL, 413}, /* a 100 KB one past the 64 KiB looked at (chunk_line_past_view) */
     };
     char ext[4096];
     int n = snprintf(ext, sizeof ext,
@@ -507,8 +561,11 @@ static void test_malformed_kept_alive(void **state) {
                      "Transfer-Encoding: chunked\r\n\r\n2;e=");
     memset(ext + n, 'e', 2000);
     snprintf(ext + n + 2000, sizeof ext - (size_t)n - 2000, "\r\n{}\r\n0\r\n\r\n");
+    char *past;
+    size_t n_past = chunk_line_past_view(&past);
     for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
-        const char *req = bad[i].req ? bad[i].req : ext;
+        const char *req = bad[i].req ? bad[i].req : bad[i].status == 400 ? ext : past;
+        size_t len = req == past ? n_past : strlen(req);
         for (unsigned g = 0; g < sizeof good / sizeof *good; g++) {
             int fd = connect_unix(sock);
             assert_true(fd >= 0);
@@ -519,15 +576,40 @@ static void test_malformed_kept_alive(void **state) {
                     fail_msg("case %u/%u: good request %d: status %d", i, g, k, st);
             }
             usleep(20 * 1000); /* also when the connection waits for it, not only when it is here */
-            int st = one_answer_on(fd, req, strlen(req));
+            int st = one_answer_on(fd, req, len);
             if (st != bad[i].status)
                 fail_msg("case %u/%u: status %d, not %d", i, g, st, bad[i].status);
         }
     }
-    /* sent behind a good request: the first is answered (Connection: close), nothing else */
+    free(past);
+    /* requests written at once (pipelined) are answered in order, the connection kept; a
+     * bad one behind a good one: the first is answered (Connection: close), nothing else */
     char both[512];
-    n = snprintf(both, sizeof both, "%s%s", good[0], bad[0].req);
+    n = snprintf(both, sizeof both, "%s%s%s", good[0], good[1], good[0]);
     int fd = connect_unix(sock);
+    assert_true(fd >= 0);
+    for (int round = 0; round < 2; round++) {
+        send_all(fd, both, (size_t)n);
+        int st[3];
+        read_answers(fd, st, 3);
+        for (int k = 0; k < 3; k++)
+            if (st[k] < 200 || st[k] > 499)
+                fail_msg("pipelined round %d, answer %d: status %d", round, k, st[k]);
+        if (st[0] != st[2])
+            fail_msg("pipelined answers out of order: %d %d %d", st[0], st[1], st[2]);
+    }
+    /* one answered at once (404) among them: it is the last, answered in order */
+    n = snprintf(both, sizeof both, "%sGET /nope HTTP/1.1\r\nHost: x\r\n\r\n%s", good[1], good[0]);
+    send_all(fd, both, (size_t)n);
+    int st2[2];
+    read_answers(fd, st2, 2);
+    if (st2[0] < 200 || st2[0] > 499 || st2[1] != 404)
+        fail_msg("pipelined with a 404: %d %d", st2[0], st2[1]);
+    char rest[64];
+    if (read_to_close(fd, rest, sizeof rest, 5.0) != 0) fail_msg("after the 404: %s", rest);
+    close(fd);
+    n = snprintf(both, sizeof both, "%s%s", good[0], bad[0].req);
+    fd = connect_unix(sock);
     assert_true(fd >= 0);
     int st = one_answer_on(fd, both, (size_t)n);
     if (st < 200 || st > 499) fail_msg("a request with another behind it: status %d", st);
@@ -535,6 +617,120 @@ static void test_malformed_kept_alive(void **state) {
     const char *body;
     assert_int_equal(
         http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
+    http_free(h);
+}
+
+/* What follows the interim 100 Continue answers at the start of buf[0..*n). */
+static const char *past_continues(const char *buf, int *n) {
+    const char *e;
+    while (!strncmp(buf, "HTTP/1.1 100 ", 13) && (e = strstr(buf, "\r\n\r\n"))) {
+        *n -= (int)(e + 4 - buf);
+        buf = e + 4;
+    }
+    return buf;
+}
+
+/* A chunked body is looked at whole before libmicrohttpd decodes it (issue 24): however it
+ * is split it is waited for and then served, on the same kept-alive connection (as is a
+ * Content-Length body that comes after its head); a client that waits for 100 Continue gets
+ * it from the daemon at once, and a bad chunk-size line behind it one 4xx. */
+static void test_chunked_body_waited(void **state) {
+    (void)state;
+    struct http_server *h = start_fresh();
+    static const char *const chunked[] = {
+        "POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", "1\r\n{\r",
+        "\n1\r\n}\r\n0\r\n", "\r\n", NULL};
+    /* a Content-Length body that comes after its head was looked at: kept alive too */
+    static const char *const with_length[] = {
+        "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n", "{", "}", NULL};
+    int fd = connect_unix(sock);
+    assert_true(fd >= 0);
+    for (int k = 0; k < 4; k++) {
+        const char *const *parts = k < 2 ? chunked : with_length;
+        for (unsigned i = 0; parts[i]; i++) {
+            send_all(fd, parts[i], strlen(parts[i]));
+            usleep(30 * 1000);
+        }
+        int st = read_answer(fd);
+        if (st < 200 || st > 499) fail_msg("a body in parts, %d: status %d", k, st);
+    }
+    static const char *const expect[] = {
+        "2\r\n{}\r\n0\r\n\r\n", NULL, /* a 2 KB chunk extension: 400 */
+    };
+    char ext[4096], buf[8192];
+    int n = snprintf(ext, sizeof ext, "2;e=");
+    memset(ext + n, 'e', 2000);
+    snprintf(ext + n + 2000, sizeof ext - (size_t)n - 2000, "\r\n{}\r\n0\r\n\r\n");
+    for (unsigned i = 0; i < sizeof expect / sizeof *expect; i++) {
+        if (i > 0) fd = connect_unix(sock);
+        assert_true(fd >= 0);
+        const char *head = "POST /tokenize HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                           "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+        send_all(fd, head, strlen(head));
+        struct timeval tv = {0, 500 * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t k = recv(fd, buf, sizeof buf - 1, 0);
+        buf[k > 0 ? k : 0] = 0;
+        if (strncmp(buf, "HTTP/1.1 100 Continue\r\n\r\n", 25))
+            fail_msg("Expect %u: no 100 Continue within 0.5 s: %.300s", i, buf);
+        const char *body = expect[i] ? expect[i] : ext;
+        send_all(fd, body, strlen(body));
+        n = read_to_close(fd, buf, sizeof buf, 5.0);
+        close(fd);
+        if (n < 0) fail_msg("Expect %u: no close within 5 s", i);
+        const char *answer = past_continues(buf, &n);
+        int st = check_one(answer, n);
+        if (expect[i] ? st < 200 || st > 499 : st != 400) fail_msg("Expect %u: status %d", i, st);
+    }
+    http_free(h);
+}
+
+/* A request sent right behind another, before its answer (pipelined, in two writes): it may
+ * land after the daemon looked and before libmicrohttpd read. Each time both are answered
+ * in order, or the first with Connection: close and then the close; never a stall (the
+ * second waited for idle_timeout_s, unanswered). */
+static void test_pipelined_race(void **state) {
+    (void)state;
+    struct http_server *h = start_fresh();
+    const char *req = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+    int n_both = 0, n_closed = 0;
+    for (int i = 0; i < 300; i++) {
+        int fd = connect_unix(sock);
+        assert_true(fd >= 0);
+        send_all(fd, req, strlen(req));
+        for (volatile int spin = 0; spin < (i % 30) * 2000; spin++) {
+        }
+        send_all(fd, req, strlen(req));
+        /* answers until two are whole or the end: a stall is a recv timeout */
+        static char buf[8192];
+        struct timeval tv = {2, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        size_t have = 0, at = 0;
+        int answers = 0, closed = 0;
+        while (answers < 2) {
+            buf[have] = 0;
+            const char *end = strstr(buf + at, "\r\n\r\n");
+            const char *cl = strcasestr(buf + at, "\r\nContent-Length:");
+            if (end && cl && cl < end &&
+                (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10) <= have) {
+                closed = strcasestr(buf + at, "\r\nConnection: close") != NULL;
+                at = (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10);
+                answers++;
+                continue;
+            }
+            ssize_t k = recv(fd, buf + have, sizeof buf - 1 - have, 0);
+            if (k < 0) fail_msg("round %d: a stall after %d answers: %.300s", i, answers, buf);
+            if (k == 0) break;
+            have += (size_t)k;
+        }
+        if (answers == 1 && !closed) fail_msg("round %d: one answer, kept alive, then the end", i);
+        if (answers == 0) fail_msg("round %d: no answer", i);
+        n_both += answers == 2;
+        n_closed += answers == 1;
+        close(fd);
+    }
+    print_message("pipelined in two writes: %d both answered, %d first with the close\n", n_both,
+                  n_closed);
     http_free(h);
 }
 
@@ -689,6 +885,13 @@ static void test_loopback_tcp(void **state) {
     buf[n] = 0;
     close(fd);
     assert_non_null(strstr(buf, "HTTP/1.1 404"));
+    /* pipelined over TCP: the first is answered, then the close (conns.c's mark_seen) */
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    const char *two =
+        "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\n";
+    int st = one_answer_on(fd, two, strlen(two));
+    if (st != 200) fail_msg("pipelined over TCP: %d", st);
     const char *body;
     assert_int_equal(
         http_req(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &body), 404);
@@ -888,6 +1091,8 @@ int main(void) {
         cmocka_unit_test(test_limits_and_framing),
         cmocka_unit_test(test_malformed_one_answer),
         cmocka_unit_test(test_malformed_kept_alive),
+        cmocka_unit_test(test_chunked_body_waited),
+        cmocka_unit_test(test_pipelined_race),
         cmocka_unit_test(test_drain_answers_503),
         cmocka_unit_test(test_loopback_tcp),
         cmocka_unit_test(test_connection_limits_and_timeouts),

@@ -3,9 +3,9 @@
  * here waits, whatever its split (a bad Content-Length is refused once its line is here);
  * the Content-Length values libmicrohttpd 0.9.75 answers with a doubled header block are
  * refused (400, 413 past 2^64 - 1) as it would judge them (leading blanks skipped, trailing
- * ones not, folded lines); a chunk-size line longer than REQHEAD_CHUNK_LINE_MAX in view is
- * refused, the first one waited for unless the client waits for 100 Continue; everything
- * else passes to libmicrohttpd. */
+ * ones not, folded lines); a chunked body is waited for until all of it is in view (413 if
+ * it does not fit; a client waiting for 100 Continue is asked for it) and a chunk-size line
+ * longer than REQHEAD_CHUNK_LINE_MAX refused; everything else passes to libmicrohttpd. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,7 +72,7 @@ static void test_incomplete_waits(void **state) {
     for (size_t n = 0; n < head; n++)
         assert_int_equal(reqhead_screen(good, n, REQHEAD_VIEW, &e, &end), REQHEAD_MORE);
     assert_int_equal(reqhead_screen(good, head, REQHEAD_VIEW, &e, &end), REQHEAD_PASS);
-    assert_int_equal(end, 0); /* its body is not here yet */
+    assert_int_equal(end, head + 2); /* its body is not here yet; where it ends is known */
     assert_int_equal(reqhead_screen(good, head + 2, REQHEAD_VIEW, &e, &end), REQHEAD_PASS);
     assert_int_equal(end, head + 2);
     /* a bad Content-Length is refused once its line is here */
@@ -110,10 +110,22 @@ static void test_chunk_lines(void **state) {
     memset(buf + n, 'e', 2000);
     strcpy(buf + n + 2000, "\r\n \r\n0\r\n\r\n");
     assert_int_equal(screen(buf, &st), REQHEAD_REFUSE);
-    /* a later one out of view, or a bad size: libmicrohttpd's to judge */
-    snprintf(buf, 8192, "%s10\r\n{}", head);
-    assert_int_equal(screen(buf, &st), REQHEAD_PASS);
+    /* the whole body is waited for (every chunk-size line is judged here), 413 if it does
+     * not fit in the view */
+    n = snprintf(buf, 8192, "%s10\r\n{}", head);
+    assert_int_equal(screen(buf, &st), REQHEAD_MORE);
+    struct api_error e;
+    assert_int_equal(reqhead_screen(buf, (size_t)n, (size_t)n, &e, &end), REQHEAD_REFUSE);
+    assert_int_equal(e.status, 413);
+    n = snprintf(buf, 8192, "%s2\r\n{}\r", head);
+    assert_int_equal(screen(buf, &st), REQHEAD_MORE);
+    assert_int_equal(reqhead_screen(buf, (size_t)n, (size_t)n, &e, &end), REQHEAD_REFUSE);
+    snprintf(buf, 8192, "%s2\r\n{}\r\n0\r\n", head);
+    assert_int_equal(screen(buf, &st), REQHEAD_MORE);
+    /* a bad size, or data without its line end: libmicrohttpd's to judge */
     snprintf(buf, 8192, "%szz\r\n{}\r\n0\r\n\r\n", head);
+    assert_int_equal(screen(buf, &st), REQHEAD_PASS);
+    snprintf(buf, 8192, "%s2\r\n{}xx", head);
     assert_int_equal(screen(buf, &st), REQHEAD_PASS);
     /* where the request ends, when all of it is in view: a chunked body's trailers, a GET */
     n = snprintf(buf, 8192, "%s2\r\n{}\r\n0;x=1\r\nT: 1\r\n\r\n", head);
@@ -125,11 +137,18 @@ static void test_chunk_lines(void **state) {
     assert_int_equal(screen(buf + n, &st), REQHEAD_PASS);
     assert_int_equal(end, strlen(buf + n));
     buf[n - 2] = 0; /* the trailers' end not here */
+    assert_int_equal(screen(buf, &st), REQHEAD_MORE);
+    /* a client waiting for 100 Continue sends no body yet: it is asked for it (HTTP/1.1) */
+    n = snprintf(buf, 8192, POST "Expect: 100-Continue\r\nTransfer-Encoding: chunked\r\n\r\n");
+    assert_int_equal(screen(buf, &st), REQHEAD_CONTINUE);
+    snprintf(buf + n, 8192 - (size_t)n, "2\r\n{}\r\n0\r\n\r\n");
     assert_int_equal(screen(buf, &st), REQHEAD_PASS);
-    assert_int_equal(end, 0);
-    /* a client waiting for 100 Continue sends no body yet */
-    snprintf(buf, 8192, POST "Expect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n");
-    assert_int_equal(screen(buf, &st), REQHEAD_PASS);
+    assert_int_equal(end, strlen(buf));
+    snprintf(buf, 8192,
+             "POST / HTTP/1.0\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n");
+    assert_int_equal(screen(buf, &st), REQHEAD_MORE);
+    snprintf(buf, 8192, POST "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+    assert_int_equal(screen(buf, &st), REQHEAD_PASS); /* libmicrohttpd reads that body right */
     /* not chunked for libmicrohttpd (http.c refuses it) */
     snprintf(buf, 8192, POST "Transfer-Encoding: gzip, chunked\r\n\r\n");
     assert_int_equal(screen(buf, &st), REQHEAD_PASS);
