@@ -71,17 +71,18 @@ static int check_memory(const struct comm *c, const struct config *cfg, const st
     int gpu = backend_gpu_memory(cfg->backend, c->local_rank, &gm, err);
     if (gpu < 0) return -1;
     if (gpu == 0) {
+        /* local ranks r with r % devices == this device (at least this rank) */
         int share = local / gm.n_devices + (gm.device < local % gm.n_devices);
-        double need = (weights + kv) * (share > 0 ? share : 1);
+        if (share < 1) share = 1;
+        double need = (weights + kv) * share;
         if (need > (double)gm.free_bytes)
             return err_set(err,
                            "memory plan: GPU %d needs at least %.1f GiB for its %d rank(s) (per "
                            "rank: weights %.1f GiB, KV cache %.1f GiB for %ld tokens) and has "
                            "%.1f GiB free of %.1f GiB; use more GPUs (parallel.tp / pp), fewer "
                            "cache.kv_tokens, cache.type = \"fp8\" or a smaller model",
-                           gm.device, need / G, share > 0 ? share : 1, weights / G, kv / G,
-                           (long)cfg->kv_tokens, (double)gm.free_bytes / G,
-                           (double)gm.total_bytes / G);
+                           gm.device, need / G, share, weights / G, kv / G, (long)cfg->kv_tokens,
+                           (double)gm.free_bytes / G, (double)gm.total_bytes / G);
         return 0;
     }
     double need = (weights + kv) * local;

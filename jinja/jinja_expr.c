@@ -116,14 +116,8 @@ static struct jnode *parse_call(struct parser *P, struct jnode *e) {
 /* e | name or e | name(args) ('|' is the current token) */
 static struct jnode *parse_filter(struct parser *P, struct jnode *e) {
     P->i++;
-    if (cur(P)->t != TK_NAME) {
-        fail(P, "expected filter name");
-        return NULL;
-    }
     struct jnode *n = node(P, JN_FILTER);
-    if (!n) return NULL;
-    n->lit = tok_str(P, cur(P));
-    P->i++;
+    if (!n || take_name(P, n, "filter")) return NULL;
     n->a = e;
     if (is_op(cur(P), "(")) {
         P->i++;
@@ -142,12 +136,7 @@ static struct jnode *parse_test(struct parser *P, struct jnode *e) {
         n->op = 1;
         P->i++;
     }
-    if (cur(P)->t != TK_NAME) {
-        fail(P, "expected test name");
-        return NULL;
-    }
-    n->lit = tok_str(P, cur(P));
-    P->i++;
+    if (take_name(P, n, "test")) return NULL;
     n->a = e;
     struct tok *c = cur(P);
     if (is_op(c, "(")) {

@@ -95,17 +95,11 @@ static struct jnode *parse_set(struct parser *P) {
     struct jnode *n;
     if (names.n == 1 && is_op(cur(P), ".")) { /* set ns.attr = value */
         P->i++;
-        if (cur(P)->t != TK_NAME) {
-            fail(P, "expected attribute name");
-            return NULL;
-        }
         n = node(P, JN_SET);
-        if (!n) return NULL;
-        n->lit = tok_str(P, cur(P));
+        if (!n || take_name(P, n, "attribute")) return NULL;
         n->kwnames = names.v;
         n->n_kw = 1;
         n->op = 1;
-        P->i++;
     } else {
         n = node(P, JN_SET);
         if (!n) return NULL;
@@ -149,14 +143,8 @@ static struct jnode *parse_set(struct parser *P) {
 }
 
 static struct jnode *parse_macro(struct parser *P) {
-    if (cur(P)->t != TK_NAME) {
-        fail(P, "expected macro name");
-        return NULL;
-    }
     struct jnode *n = node(P, JN_MACRO);
-    if (!n) return NULL;
-    n->lit = tok_str(P, cur(P));
-    P->i++;
+    if (!n || take_name(P, n, "macro")) return NULL;
     if (expect_op(P, "(")) return NULL;
     struct svec names = {0};
     struct nvec defs = {0};
@@ -188,13 +176,7 @@ static struct jnode *parse_macro(struct parser *P) {
 
 static struct jnode *parse_filter_block(struct parser *P) {
     struct jnode *n = node(P, JN_FILTERBLOCK);
-    if (!n) return NULL;
-    if (cur(P)->t != TK_NAME) {
-        fail(P, "expected filter name");
-        return NULL;
-    }
-    n->lit = tok_str(P, cur(P));
-    P->i++;
+    if (!n || take_name(P, n, "filter")) return NULL;
     if (is_op(cur(P), "(")) {
         P->i++;
         if (jinja_parse_call_args(P, n)) return NULL;

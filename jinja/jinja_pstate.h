@@ -98,6 +98,15 @@ static inline struct jv tok_str(struct parser *P, struct tok *t) {
     return jv_str(P->a, t->s, t->n);
 }
 
+/* The current token, a name ("expected WHAT name" otherwise), into n->lit; the cursor moves
+ * past it. */
+static inline int take_name(struct parser *P, struct jnode *n, const char *what) {
+    if (cur(P)->t != TK_NAME) return fail(P, "expected %s name", what);
+    n->lit = tok_str(P, cur(P));
+    P->i++;
+    return 0;
+}
+
 /* The expression parser (jinja_expr.c): a whole expression (with `a if c else b`); one
  * without the conditional (for a `for` loop's iterable, which its own `if` follows); a
  * call's arguments after '(' was consumed, into n. */
