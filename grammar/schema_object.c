@@ -178,9 +178,10 @@ static cJSON *props_of(cJSON *m) {
     return cJSON_IsObject(p) ? p : cJSON_AddObjectToObject(m, "properties");
 }
 
+/* 1 when gen_object writes extra keys: additionalProperties absent (true, as the
+ * specification says), true or a schema */
 static int extras_allowed(const cJSON *m) {
-    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
-    return addl ? !cJSON_IsFalse(addl) : !cJSON_GetObjectItemCaseSensitive(m, "properties");
+    return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(m, "additionalProperties"));
 }
 
 /* 1 when gen_object may write name (declared and not false, or as an extra key) */
@@ -304,6 +305,12 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
                                                                             : "dependentRequired");
                 for (const cJSON *d = cJSON_IsObject(dr) ? dr->child : NULL; d; d = d->next) {
                     if (!cJSON_IsArray(d) || !sc_writable(m, d->string)) continue;
+                    if (!sc_prop_schema(m, d->string) && !sc_is_required(m, d->string)) {
+                        /* only an extra key could bring it: left out, its names not needed */
+                        if (sc_forbid(c, m, d->string, "dependentRequired") < 0) return NULL;
+                        changed = 1;
+                        continue;
+                    }
                     int ok = 1;
                     for (const cJSON *n = d->child; n; n = n->next)
                         ok &= cJSON_IsString(n) && sc_writable(m, n->valuestring);
@@ -488,7 +495,7 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     int rc = -1;
     if (collect_props(c, props, req, addl, &pl, &n) < 0) goto out;
     /* extra keys: any when the schema says nothing about properties at all */
-    int extra = addl ? !cJSON_IsFalse(addl) : props == NULL;
+    int extra = addl ? !cJSON_IsFalse(addl) : 1;
     int min_extra = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, MIN_EXTRA));
     char extra_val[RN] = "", extra_key[RN] = "";
     if (extra && gen_extra(c, props, addl, pl, n, extra_val, extra_key) < 0) goto out;

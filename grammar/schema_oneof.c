@@ -193,7 +193,7 @@ static int obj_disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth)
     const cJSON *rb = cJSON_GetObjectItemCaseSensitive(b, "required");
     const cJSON *aa = cJSON_GetObjectItemCaseSensitive(a, "additionalProperties");
     const cJSON *ab = cJSON_GetObjectItemCaseSensitive(b, "additionalProperties");
-    int extras_a = aa ? !cJSON_IsFalse(aa) : !cJSON_GetObjectItemCaseSensitive(a, "properties");
+    int extras_a = !cJSON_IsFalse(aa);
     int pattern_b = cJSON_GetObjectItemCaseSensitive(b, "patternProperties") != NULL;
     for (const cJSON *r = cJSON_IsArray(ra) ? ra->child : NULL; r; r = r->next) {
         if (!cJSON_IsString(r)) continue;
