@@ -176,6 +176,80 @@ SOUNDNESS = [
     ("oneof-ranges",
      {"oneOf": [{"type": "integer", "maximum": 0}, {"type": "integer", "minimum": 1}]},
      [0, -5, 1, 7], [1.5]),
+    # additionalProperties absent allows extra keys, as the specification says (JSONSchemaBench:
+    # most valid Github instances refused had one); never a declared name, never twice
+    ("open-by-default",
+     {"type": "object", "properties": {"a": {"type": "integer"}, "b": False}, "required": ["a"]},
+     [{"a": 1, "c": "x"}, {"a": 1, "c": {"d": [1]}, "e": None}, {"a": 1}],
+     [{"a": "x"}, {"a": 1, "b": 2}, R('{"a":1,"a":"x"}'), R('{"a":1,"c":2,"a":"x"}'), {"c": 1}]),
+    ("oneof-open-objects",
+     {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}]},
+     [{"a": 1}, {"b": 2}, {"a": 1, "c": 3}],
+     [{"a": 1, "b": 2}, {}, {"c": 3}, {"a": 1, "b": 2, "c": 3}]),
+    # an undeclared name whose dependencies would need others is left out, not made to need them
+    ("dependency-undeclared-trigger",
+     {"type": "object", "properties": {"a": {"type": "integer"}}, "dependentRequired": {"z": ["a"]}},
+     [{}, {"a": 1}, {"y": 1}, {"a": 1, "y": [2]}], [{"z": 1}, {"z": 1, "y": 2}]),
+    # patternProperties' keys are written as extra keys (JSONSchemaBench: maps of ".*")
+    ("pattern-keys-universal",
+     {"type": "object", "properties": {"id": {"type": "integer"}},
+      "patternProperties": {".*": {"type": ["integer", "string"]}}, "additionalProperties": False},
+     [{"id": 1, "x": "s"}, {"x": 2, "y": "z"}, {"id": 1}, {"": 3}],
+     [{"id": "s"}, {"x": None}, R('{"id":1,"id":"s"}'), {"x": [1]}]),
+    ("pattern-keys-regex",
+     {"type": "object", "properties": {"name": {"type": "string"}},
+      "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": False},
+     [{"name": "n", "x-ab": 1}, {"x-a": 2, "x-b": 3}, {}],
+     [{"x-a": "s"}, {"y": 1}, {"x-A": 1}, {"name": 1, "x-a": 1}]),
+    ("pattern-keys-one-line",
+     {"type": "object", "properties": {"a": {"type": "string"}},
+      "patternProperties": {"^.+$": {"type": "integer"}}, "additionalProperties": False},
+     [{"b": 1}, {"bc": 2, "d": 3}, {}], [{"a": "s"}, {"b": "s"}, {"a": 1}, R('{"":1}')]),
+    ("pattern-keys-two-schemas",
+     {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 0}},
+      "additionalProperties": False},
+     [{"ab": 1}, {"a": 2}, {"b": 3}, {}], [{"ab": -1}, {"a": "s"}, {"c": 1}, {"b": -2}]),
+    ("pattern-keys-beside-open",
+     {"type": "object", "properties": {"k": {"type": "string"}},
+      "patternProperties": {"^[0-9]+$": {"type": "boolean"}}},
+     [{"k": "v", "12": True}, {"3": False}], [{"12": 1}, {"k": 1}]),
+    # an allOf side closed by additionalProperties false admits no key of the other's patterns
+    ("pattern-keys-allof-closed",
+     {"allOf": [{"patternProperties": {"^x": {"type": "integer"}}},
+                {"properties": {"a": {}}, "additionalProperties": False}]},
+     [{"a": 1}, {}], [{"x1": 1}, {"a": 1, "x": 1}]),
+    ("pattern-keys-not-required",
+     {"type": "object", "patternProperties": {".*": {"type": "integer"}}, "additionalProperties": False,
+      "not": {"required": ["xa"]}},
+     [{"xb": 1}, {}], [{"xa": 1}, {"xb": "s"}, {"xb": 1, "xa": 2}]),
+    ("pattern-keys-dependency",
+     {"type": "object", "properties": {"a": {"type": "integer"}},
+      "patternProperties": {"^z": {"type": "integer"}}, "dependentRequired": {"z1": ["a"]}},
+     [{"a": 1}, {}], [{"z1": 1}]),
+    # a dependentSchemas schema merged in brings its oneOf along (JSONSchemaBench o72203)
+    ("dependency-schema-oneof",
+     {"type": "object", "properties": {"k": {"enum": ["a", "b"]}}, "required": ["k"], "additionalProperties": True,
+      "dependentSchemas": {"k": {"oneOf": [{"properties": {"k": {"const": "a"}, "v": {"type": "integer"}}},
+                                           {"properties": {"k": {"const": "b"}, "v": {"type": "string"}}}]}}},
+     [{"k": "a", "v": 1}, {"k": "b", "v": "s"}], [{"k": "a", "v": "s"}, {"k": "b", "v": 1}]),
+    # keywords of one type without "type": their type is written (JSONSchemaBench o82151)
+    ("untyped-patternProperties",
+     {"type": "object", "properties": {"m": {"patternProperties": {".*": {"type": "integer"}}}}},
+     [{"m": {"a": 1}}, {"m": {}}], [{"m": {"a": "s"}}]),
+    # an anyOf branch no value meets is left out
+    ("anyof-unsatisfiable-branch",
+     {"anyOf": [{"type": "string", "minLength": 3, "maxLength": 2}, {"type": "integer"}]}, [1], ["abc", 1.5]),
+    # oneOf against a branch that has its own oneOf: narrowed by the names those require
+    ("oneof-nested-branches",
+     {"oneOf": [{"$ref": "#/$defs/c"}, {"$ref": "#/$defs/e"}],
+      "$defs": {"c": {"type": "object", "required": ["s"], "properties": {"s": {"type": "string"}},
+                      "oneOf": [{"required": ["x"], "properties": {"x": {"type": "integer"}}},
+                                {"required": ["y"], "properties": {"y": {"type": "integer"}}}]},
+                "e": {"type": "object", "required": ["s", "m"], "properties": {"s": {"type": "string"},
+                                                                               "m": {"type": "string"}}}}},
+     [{"s": "c", "x": 1}, {"s": "c", "y": 2}, {"s": "e", "m": "z"}],
+     [{"s": "c", "x": 1, "y": 2}, {"s": "e"}, {"s": "e", "m": "z", "x": 1}]),
 ]
 
 # unknown keywords and annotations are ignored, as the specification says
@@ -438,7 +512,7 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
 def test_random_sentences_valid(k, tmp_path):
     """Random walks through the grammar (random allowed bytes): every complete sentence met
     on the way is valid for jsonschema."""
-    assert walked_valid(WALKED[k], 12, 40, tmp_path) >= 5
+    assert walked_valid(WALKED[k], 24, 60, tmp_path) >= 5
 
 
 # ---- formats: jsonschema's checker where it has one (date, email, ipv4, ipv6, uuid,
