@@ -52,14 +52,74 @@ def text_of(v):
                                                                          ensure_ascii=False)
 
 
-def schema_order(schema, v):
-    """v with every object's keys in the order of its schema's properties (best effort)."""
-    if isinstance(v, dict) and isinstance(schema, dict):
-        props = schema.get("properties", {}) if isinstance(schema.get("properties"), dict) else {}
-        keys = [k for k in props if k in v] + [k for k in v if k not in props]
-        return {k: schema_order(props.get(k, {}), v[k]) for k in keys}
-    if isinstance(v, list) and isinstance(schema, dict) and isinstance(schema.get("items"), dict):
-        return [schema_order(schema["items"], x) for x in v]
+def resolve(root, s, hops=0):
+    """s with its local $ref followed (with siblings: allOf of them and the target)."""
+    while isinstance(s, dict) and isinstance(s.get("$ref"), str) and s["$ref"].startswith("#") and hops < 32:
+        cur = root
+        try:
+            for tok in s["$ref"][1:].split("/")[1:]:
+                tok = tok.replace("~1", "/").replace("~0", "~")
+                cur = cur[int(tok)] if isinstance(cur, list) else cur[tok]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return s
+        if not isinstance(cur, dict):
+            return s
+        sib = {k: x for k, x in s.items() if k != "$ref"}
+        s, hops = ({"allOf": [sib, cur]} if sib else cur), hops + 1  # as tpd merges them
+    return s
+
+
+def parts(root, s, depth=0):
+    """s and the subschemas whose properties tpd merges into it (allOf, $ref, anyOf/oneOf
+    branches, if/then/else), in the order it merges them."""
+    s = resolve(root, s)
+    if not isinstance(s, dict) or depth > 16:
+        return []
+    out = [s]
+    for k in ("allOf", "anyOf", "oneOf"):
+        for x in s.get(k, []) if isinstance(s.get(k), list) else []:
+            out += parts(root, x, depth + 1)
+    for k in ("if", "then", "else"):
+        out += parts(root, s.get(k), depth + 1) if isinstance(s.get(k), dict) else []
+    return out
+
+
+def schema_order(schema, v, root=None):
+    """v with every object's keys in the order of its schema's properties (best effort:
+    through $ref, allOf/anyOf/oneOf, patternProperties, additionalProperties and items)."""
+    root = schema if root is None else root
+    ps = parts(root, schema)
+    if isinstance(v, dict):
+        names = []
+        for p in ps:
+            props = p.get("properties") if isinstance(p.get("properties"), dict) else {}
+            names += [k for k in props if k not in names]
+
+        def sub(k):
+            for p in ps:
+                if isinstance(p.get("properties"), dict) and k in p["properties"]:
+                    return p["properties"][k]
+            for p in ps:
+                for pat, x in (p.get("patternProperties") or {}).items() if isinstance(
+                        p.get("patternProperties"), dict) else []:
+                    try:
+                        if re.search(pat, k):
+                            return x
+                    except re.error:
+                        pass
+            for p in ps:
+                if isinstance(p.get("additionalProperties"), dict):
+                    return p["additionalProperties"]
+            return {}
+        keys = [k for k in names if k in v] + [k for k in v if k not in names]
+        return {k: schema_order(sub(k), v[k], root) for k in keys}
+    if isinstance(v, list):
+        items = next((p["items"] for p in ps if isinstance(p.get("items"), (dict, list))), {})
+        prefix = next((p["prefixItems"] for p in ps if isinstance(p.get("prefixItems"), list)), None)
+        if isinstance(items, list):
+            prefix, items = items, {}
+        prefix = prefix or []
+        return [schema_order(prefix[i] if i < len(prefix) else items, x, root) for i, x in enumerate(v)]
     return v
 
 
