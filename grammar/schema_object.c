@@ -174,8 +174,8 @@ void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, int one_li
  * writes, so that every object it writes satisfies them (a subset of what they allow):
  * pattern schemas join the declared properties whose names match (PCRE2, searched as JSON
  * Schema does); with propertyNames or maxProperties no extra keys are written, with
- * patternProperties only keys of the patterns (PATTERN_EXTRA, for gen_extra; none beside
- * the dependency keywords or NO_PATTERN_EXTRA); a property with dependencies makes them
+ * patternProperties only keys of the patterns (PATTERN_EXTRA, for gen_extra; none with
+ * NO_PATTERN_EXTRA); a property with dependencies makes them
  * required (or, where they cannot be written or only as an extra key, is itself left out);
  * a dependentSchemas property is left out unless required
  * (then its schema joins); minProperties makes optional properties required in schema
@@ -295,6 +295,15 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     if (!any) return s;
     static const char *const none[] = {NULL};
     cJSON *m = sc_without(c, s, none);
+    /* beside patternProperties, a name with dependencies that only a pattern's key could
+     * bring is left out (so the patterns' keys are none of them) */
+    for (int i = 0;
+         i < 3 && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s, "patternProperties")); i++) {
+        const cJSON *ds = cJSON_GetObjectItemCaseSensitive(s, kws[i]);
+        for (const cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL; d; d = d->next)
+            if (!sc_prop_schema(m, d->string) && !sc_is_required(m, d->string))
+                sc_forbid(c, m, d->string, kws[i]);
+    }
     /* dependentSchemas (and schema-valued dependencies): joined where required, else left out */
     for (int round = 0; round < 2; round++) {
         const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
@@ -321,8 +330,6 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
      * keyword here limits the keys */
     int pattern_keys = pp && pp->child && !pn && !mx &&
                        !cJSON_GetObjectItemCaseSensitive(m, NO_PATTERN_EXTRA);
-    for (int i = 0; i < 3 && pattern_keys; i++)
-        pattern_keys = !cJSON_GetObjectItemCaseSensitive(s, kws[i]); /* dependencies */
     if ((pp || pn || mx) && close_extras(c, m) < 0) return NULL;
     cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
     for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && pp;

@@ -227,6 +227,10 @@ SOUNDNESS = [
      {"type": "object", "properties": {"a": {"type": "integer"}},
       "patternProperties": {"^z": {"type": "integer"}}, "dependentRequired": {"z1": ["a"]}},
      [{"a": 1}, {}], [{"z1": 1}]),
+    ("pattern-keys-dependency-universal",
+     {"type": "object", "properties": {"a": {"type": "integer"}},
+      "patternProperties": {".*": {"type": "integer"}}, "dependentRequired": {"z1": ["a"], "a": ["z2"]}},
+     [{"y": 3}, {"y": 3, "q": 4}], [{"z1": 1}, {"y": "s"}, {"a": 1}, {"z1": 1, "y": 2}]),
     # a dependentSchemas schema merged in brings its oneOf along (JSONSchemaBench o72203)
     ("dependency-schema-oneof",
      {"type": "object", "properties": {"k": {"enum": ["a", "b"]}}, "required": ["k"], "additionalProperties": True,
