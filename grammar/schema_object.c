@@ -386,8 +386,13 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
             if (!cJSON_IsFalse(x) && !sc_is_required(m, x->string))
                 add_required(m, x->string), have++;
         const cJSON *ad = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
-        if (have == 0 && mn->valuedouble <= 1 && !cJSON_IsObject(p) && !cJSON_IsFalse(ad)) {
-            cJSON_AddTrueToObject(m, MIN_EXTRA); /* one extra key, at least: exact */
+        int declared = 0;
+        for (const cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x; x = x->next)
+            declared += !cJSON_IsFalse(x);
+        if (have == 0 && mn->valuedouble <= 1 && !declared &&
+            (!cJSON_IsFalse(ad) || pattern_keys)) {
+            /* one extra key (a pattern's), at least: exact; refused if none can be written */
+            cJSON_AddTrueToObject(m, MIN_EXTRA);
             have = 1;
         }
         if (have < mn->valuedouble)
@@ -646,6 +651,10 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     int min_extra = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, MIN_EXTRA));
     char entry[RN];
     if (gen_extra(c, s, pl, n, entry) < 0) goto out;
+    if (min_extra && !entry[0]) {
+        sc_serr(c, "%s", "minProperties above the properties tpd can write");
+        goto out;
+    }
     char(*vals)[RN] = xcalloc((size_t)n + 1, RN);
     if (gen_values(c, pl, n, vals) < 0) {
         free(vals);
