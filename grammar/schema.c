@@ -438,7 +438,7 @@ int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep) {
 }
 
 int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *name,
-                                  struct sbuf *out, char *err) {
+                                  int open_objects, struct sbuf *out, char *err) {
     if (len > GRAMMAR_MAX_TEXT)
         return err_set(err, "JSON Schema of %zu bytes is longer than the limit of %u", len,
                        GRAMMAR_MAX_TEXT);
@@ -456,6 +456,7 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     c.out = out;
     c.err = err;
     c.owned = cJSON_CreateArray();
+    c.closed = !open_objects;
     grammar_gbnf_json_value(c.j, out);
     char top[RN];
     int rc = sc_gen(&c, root, top);

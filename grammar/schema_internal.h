@@ -30,6 +30,7 @@ struct sc {
     int depth;
     cJSON *owned;                              /* merged schemas, freed at the end */
     unsigned char key_rules[2][KEY_OTHER + 1]; /* shared key rules written (schema_object) */
+    int closed; /* objects with properties and no additionalProperties closed (sc_lower_object) */
 };
 
 /* ---- oneOf: exclusive branches ----

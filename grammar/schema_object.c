@@ -286,7 +286,21 @@ static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
     return ok;
 }
 
+/* c->closed: an object with properties and no additionalProperties is written as if it had
+ * additionalProperties false, its required names declared (close_extras), before anything
+ * else is lowered, so that every keyword below sees the keys it may write. A subset of what
+ * the schema accepts, so every check made on the open reading (oneOf's) still holds. */
+static const cJSON *close_default(struct sc *c, const cJSON *s) {
+    if (!c->closed || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s, "properties")) ||
+        cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))
+        return s;
+    static const char *const none[] = {NULL};
+    cJSON *m = sc_without(c, s, none);
+    return close_extras(c, m) < 0 ? NULL : m;
+}
+
 const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
+    if (!(s = close_default(c, s))) return NULL;
     static const char *const kws[] = {
         "dependentRequired", "dependentSchemas",  "dependencies",  "minProperties",
         "maxProperties",     "patternProperties", "propertyNames", NULL};

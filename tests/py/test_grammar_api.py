@@ -244,12 +244,10 @@ def test_closer_ends_complete_within_max_tokens(http):
 
 def test_closer_leaves_fitting_and_unconstrained_requests_alone(http):
     """A constrained answer that fits its max_tokens, and an unconstrained one, come out the
-    same with the closer as without it (token for token, finish "stop"). The object is closed
-    (additionalProperties false): with extra keys allowed, as JSON Schema's default is, SmolLM2
-    goes on writing keys ("yw": 10) past 64 tokens."""
+    same with the closer as without it (token for token, finish "stop")."""
     fits = {"messages": [{"role": "user", "content": "Give me a point."}], "temperature": 0, "max_tokens": 64,
             "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": corpus.obj(
-                {"x": {"type": "integer"}, "y": {"type": "integer"}}, additionalProperties=False)}}}
+                {"x": {"type": "integer"}, "y": {"type": "integer"}})}}}
     free = {"messages": [{"role": "user", "content": "Name three colors."}], "temperature": 0, "max_tokens": 24}
     for body in (fits, free):
         a = http.post("/v1/chat/completions", json=body).json()
