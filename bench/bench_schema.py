@@ -27,7 +27,9 @@ the data is there). Fetching it where the hub is reachable, for example:
 
 
 The grammar is matched through tests/grammar/grammar_driver (compile and match modes, a
-vocabulary of single bytes), so no model is needed."""
+vocabulary of single bytes), so no model is needed. Objects without additionalProperties are
+read as the specification reads them (kind schema-open, the daemon's grammar.open_objects =
+true): the valid instances need it; the daemon's default closed reading takes a subset."""
 import argparse
 import collections
 import glob
@@ -52,22 +54,82 @@ def text_of(v):
                                                                          ensure_ascii=False)
 
 
-def schema_order(schema, v):
-    """v with every object's keys in the order of its schema's properties (best effort)."""
-    if isinstance(v, dict) and isinstance(schema, dict):
-        props = schema.get("properties", {}) if isinstance(schema.get("properties"), dict) else {}
-        keys = [k for k in props if k in v] + [k for k in v if k not in props]
-        return {k: schema_order(props.get(k, {}), v[k]) for k in keys}
-    if isinstance(v, list) and isinstance(schema, dict) and isinstance(schema.get("items"), dict):
-        return [schema_order(schema["items"], x) for x in v]
+def resolve(root, s, hops=0):
+    """s with its local $ref followed (with siblings: allOf of them and the target)."""
+    while isinstance(s, dict) and isinstance(s.get("$ref"), str) and s["$ref"].startswith("#") and hops < 32:
+        cur = root
+        try:
+            for tok in s["$ref"][1:].split("/")[1:]:
+                tok = tok.replace("~1", "/").replace("~0", "~")
+                cur = cur[int(tok)] if isinstance(cur, list) else cur[tok]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return s
+        if not isinstance(cur, dict):
+            return s
+        sib = {k: x for k, x in s.items() if k != "$ref"}
+        s, hops = ({"allOf": [sib, cur]} if sib else cur), hops + 1  # as tpd merges them
+    return s
+
+
+def parts(root, s, depth=0):
+    """s and the subschemas whose properties tpd merges into it (allOf, $ref, anyOf/oneOf
+    branches, if/then/else), in the order it merges them."""
+    s = resolve(root, s)
+    if not isinstance(s, dict) or depth > 16:
+        return []
+    out = [s]
+    for k in ("allOf", "anyOf", "oneOf"):
+        for x in s.get(k, []) if isinstance(s.get(k), list) else []:
+            out += parts(root, x, depth + 1)
+    for k in ("if", "then", "else"):
+        out += parts(root, s.get(k), depth + 1) if isinstance(s.get(k), dict) else []
+    return out
+
+
+def schema_order(schema, v, root=None):
+    """v with every object's keys in the order of its schema's properties (best effort:
+    through $ref, allOf/anyOf/oneOf, patternProperties, additionalProperties and items)."""
+    root = schema if root is None else root
+    ps = parts(root, schema)
+    if isinstance(v, dict):
+        names = []
+        for p in ps:
+            props = p.get("properties") if isinstance(p.get("properties"), dict) else {}
+            names += [k for k in props if k not in names]
+
+        def sub(k):
+            for p in ps:
+                if isinstance(p.get("properties"), dict) and k in p["properties"]:
+                    return p["properties"][k]
+            for p in ps:
+                for pat, x in (p.get("patternProperties") or {}).items() if isinstance(
+                        p.get("patternProperties"), dict) else []:
+                    try:
+                        if re.search(pat, k):
+                            return x
+                    except re.error:
+                        pass
+            for p in ps:
+                if isinstance(p.get("additionalProperties"), dict):
+                    return p["additionalProperties"]
+            return {}
+        keys = [k for k in names if k in v] + [k for k in v if k not in names]
+        return {k: schema_order(sub(k), v[k], root) for k in keys}
+    if isinstance(v, list):
+        items = next((p["items"] for p in ps if isinstance(p.get("items"), (dict, list))), {})
+        prefix = next((p["prefixItems"] for p in ps if isinstance(p.get("prefixItems"), list)), None)
+        if isinstance(items, list):
+            prefix, items = items, {}
+        prefix = prefix or []
+        return [schema_order(prefix[i] if i < len(prefix) else items, x, root) for i, x in enumerate(v)]
     return v
 
 
-def run(driver, schema, texts, tmp, limit):
+def run(driver, schema, texts, tmp, limit, kind="schema-open"):
     sp, ip = os.path.join(tmp, "s.json"), os.path.join(tmp, "i.txt")
     with open(sp, "w") as f:
         json.dump(schema, f)
-    r = subprocess.run([driver, "-", "schema", sp, "compile"], capture_output=True, text=True,
+    r = subprocess.run([driver, "-", kind, sp, "compile"], capture_output=True, text=True,
                        timeout=limit)
     if r.returncode != 0 or not r.stdout.startswith("ok"):
         if not r.stdout.startswith("error"):
@@ -76,7 +138,7 @@ def run(driver, schema, texts, tmp, limit):
     ms = float(r.stdout.split()[1])
     with open(ip, "w") as f:
         f.write("".join(t.encode().hex() + "\n" for t in texts))
-    r = subprocess.run([driver, "-", "schema", sp, "match", ip], capture_output=True, text=True,
+    r = subprocess.run([driver, "-", kind, sp, "match", ip], capture_output=True, text=True,
                        timeout=limit)
     got = [l == "1" for l in r.stdout.split()]
     if r.returncode != 0 or len(got) != len(texts):
@@ -112,7 +174,7 @@ def pct(xs, q):
 
 def check(job):
     """One schema: (subset, name, compiled, ms, err, counts, lines to print)."""
-    (subset, name, schema, valid, invalid), driver, verbose, limit = job
+    (subset, name, schema, valid, invalid), driver, verbose, limit, kind = job
     c = {"valid": 0, "valid_rejected": 0, "order_only": 0, "invalid": 0, "invalid_accepted": 0,
          "unlabelled": 0}
     msgs = []
@@ -130,7 +192,7 @@ def check(job):
     reordered = [text_of(schema_order(schema, json.loads(t))) for t in texts[:len(valid)]]
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            got, ms, err = run(driver, schema, texts + reordered, tmp, limit)
+            got, ms, err = run(driver, schema, texts + reordered, tmp, limit, kind)
         except subprocess.TimeoutExpired:
             return subset, name, False, limit * 1000.0, "error: timeout", c, msgs
     if got is None:
@@ -166,6 +228,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=1, help="schemas checked at once")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per schema and step")
     ap.add_argument("--reasons", type=int, default=0, help="print the N most common refusals")
+    ap.add_argument("--closed", action="store_true",
+                    help="the daemon's default reading: objects without additionalProperties closed "
+                         "(valid instances with other keys are then refused by design)")
     ap.add_argument("-v", action="store_true", help="print each refused schema and wrong verdict")
     a = ap.parse_args()
     driver = os.path.join(a.build, "tests", "grammar_driver")
@@ -178,7 +243,7 @@ def main():
                   "corpus bench/schema_corpus.py instead\n")
         entries = [e for e in schema_corpus.CORPUS if not only or e[0] in only]
     stats, reasons = {}, collections.Counter()
-    jobs = [(e, driver, a.v, a.timeout) for e in entries]
+    jobs = [(e, driver, a.v, a.timeout, "schema" if a.closed else "schema-open") for e in entries]
     with multiprocessing.Pool(a.jobs) as pool:
         for subset, name, ok, ms, err, c, msgs in pool.imap(check, jobs, chunksize=4):
             s = stats.setdefault(subset, {"tried": 0, "compiled": 0, "ms": [],

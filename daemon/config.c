@@ -183,6 +183,10 @@ static const struct config_key keys[] = {
             "structured output: work units one token's mask or advance may take"),
     KEY_DBL("grammar", "max_compile_ms", grammar_max_compile_ms, NULL, S, "2000", 1, 600000,
             "structured output: wall time to compile a grammar and its first mask"),
+    KEY_BOOL("grammar", "open_objects", grammar_open_objects, NULL, S, "false",
+             "structured output: an object schema with properties and no additionalProperties "
+             "also takes undeclared keys (the JSON Schema reading); false: only its declared "
+             "keys are generated (llama.cpp, XGrammar, OpenAI strict)"),
     /* clang-format off: the rows this macro expands to end in their own commas */
     BACKEND_DEBUG_SWITCHES(DEBUG_SWITCH)
     /* clang-format on */

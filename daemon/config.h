@@ -76,6 +76,7 @@ struct config {
     /* [grammar] (grammar.h's struct grammar_limits) */
     long grammar_max_stacks, grammar_max_token_work;
     double grammar_max_compile_ms;
+    int grammar_open_objects;
     /* [debug]: A/B switches for GPU paths not yet the default, and debugging aids */
     struct backend_debug debug;
     /* [log] */

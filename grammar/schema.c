@@ -1,8 +1,9 @@
 /* JSON Schema -> GBNF (grammar.h). Each subschema becomes a rule; $ref targets become rules
  * once each (so recursion works) through a work list, never by recursion over the chain.
  * Choices, documented in grammar.h and docs/structured-output.md: properties come out in
- * the schema's order; without additionalProperties only the declared properties appear (a
- * subset of what the schema allows), and extra keys never take a declared name;
+ * the schema's order, other keys after them (additionalProperties absent: allowed, as the
+ * specification says; patternProperties: the keys of the patterns tpd can write), and
+ * extra keys never take a declared name;
  * minimum/maximum on numbers yield decimals in the range (schema_num.c); anyOf is the union of its
  * branches, oneOf too once its branches are shown (or narrowed to be) exclusive, else it is
  * refused; allOf merges its subschemas' keywords (merge_props for the object ones). A
@@ -71,6 +72,7 @@ static const char *const keywords[] = {"type",
                                        "unevaluatedProperties",
                                        "unevaluatedItems",
                                        "$tpd-not-strings",
+                                       NO_PATTERN_EXTRA,
                                        NULL};
 
 static const char *const unimplemented[] = {"$dynamicRef", "$recursiveRef", NULL};
@@ -179,7 +181,7 @@ static int ref_rule(struct sc *c, const char *ref, char *nm) {
         c->cap_refs = c->cap_refs ? 2 * c->cap_refs : 8;
         c->refs = xrealloc(c->refs, sizeof *c->refs * (size_t)c->cap_refs);
     }
-    c->refs[c->n_refs] = (struct sref){xstrdup(ref), c->n_refs, t};
+    c->refs[c->n_refs] = (struct sref){xstrdup(ref), c->n_refs, t, 0};
     snprintf(nm, RN, "%s-r%d", c->name, c->n_refs);
     c->n_refs++;
     return 0;
@@ -211,14 +213,33 @@ const char *sc_infer_type(const cJSON *s) {
     static const struct {
         const char *kw, *type;
     } t[] = {
-        {"properties", "object"},       {"additionalProperties", "object"},
-        {"required", "object"},         {"items", "array"},
-        {"prefixItems", "array"},       {"minItems", "array"},
-        {"maxItems", "array"},          {"minLength", "string"},
-        {"maxLength", "string"},        {"pattern", "string"},
-        {"format", "string"},           {"minimum", "number"},
-        {"maximum", "number"},          {"exclusiveMinimum", "number"},
-        {"exclusiveMaximum", "number"}, {"contains", "array"},
+        {"properties", "object"},
+        {"additionalProperties", "object"},
+        {"required", "object"},
+        {"items", "array"},
+        {"prefixItems", "array"},
+        {"minItems", "array"},
+        {"maxItems", "array"},
+        {"minLength", "string"},
+        {"maxLength", "string"},
+        {"pattern", "string"},
+        {"format", "string"},
+        {"minimum", "number"},
+        {"maximum", "number"},
+        {"exclusiveMinimum", "number"},
+        {"exclusiveMaximum", "number"},
+        {"contains", "array"},
+        /* the other keywords of one type: a value of another type ignores them, and tpd
+         * writes values of their type (a subset) so that they apply */
+        {"patternProperties", "object"},
+        {"propertyNames", "object"},
+        {"minProperties", "object"},
+        {"maxProperties", "object"},
+        {"dependentRequired", "object"},
+        {"dependentSchemas", "object"},
+        {"dependencies", "object"},
+        {"uniqueItems", "array"},
+        {"multipleOf", "number"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (cJSON_GetObjectItemCaseSensitive(s, t[i].kw)) return t[i].type;
@@ -233,18 +254,21 @@ static int gen_branches(struct sc *c, const cJSON *s, const cJSON *any, int one,
         rc = sc_serr(c, "%s", "'anyOf'/'oneOf' must be a non-empty array");
     static const char *const drop_any[] = {"anyOf", NULL}, *const drop_one[] = {"oneOf", NULL};
     cJSON *sib = rc == 0 ? sc_without(c, s, one ? drop_one : drop_any) : NULL;
-    int n = rc == 0 ? cJSON_GetArraySize(any) : 0, k = 0;
+    int n = rc == 0 ? cJSON_GetArraySize(any) : 0, k = 0, alts = 0;
     const cJSON **br = xcalloc((size_t)n + 1, sizeof *br);
     for (const cJSON *x = rc == 0 ? any->child : NULL; x; x = x->next, k++) {
         br[k] = sc_has_constraints(sib) ? sc_merge(c, sib, x) : x;
         if (!br[k]) rc = -1;
     }
     if (rc == 0 && one && n > 1) rc = sc_one_of_exclusive(c, br, n);
-    for (k = 0; rc == 0 && k < n; k++) {
+    for (k = 0; rc == 0 && k < n; k++) { /* a branch no value meets is left out */
         char nm2[RN];
-        if (sc_gen(c, br[k], nm2) < 0) rc = -1;
-        else sbuf_addf(b, "%s%s", k ? " | " : "", nm2);
+        int r = sc_try_gen(c, br[k], nm2, 0);
+        if (r < 0) rc = -1;
+        else if (r) sbuf_addf(b, "%s%s", alts++ ? " | " : "", nm2);
     }
+    if (rc == 0 && !alts)
+        rc = sc_serr(c, "%s", "unsatisfiable schema: no anyOf/oneOf branch can be met");
     free(br);
     return rc;
 }
@@ -381,8 +405,40 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
     return rc;
 }
 
+/* sc_gen for what tpd may leave out of a grammar: where it fails, nothing is left of it
+ * (output, queued $refs, the error). deep: the $refs it queues are written now and any
+ * error leaves it out; else only an unsatisfiable schema does (the $refs are written
+ * later, as usual) and another error is returned. 1, 0 (left out), or -1 with err. */
+int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep) {
+    size_t len = c->out->len;
+    int n_refs = c->n_refs, depth = c->depth;
+    unsigned char keys[sizeof c->key_rules];
+    memcpy(keys, c->key_rules, sizeof keys);
+    int ok = sc_gen(c, s, nm) == 0;
+    if (!ok && !deep && !strstr(c->err, "unsatisfiable schema")) return -1;
+    for (int i = n_refs; deep && ok && i < c->n_refs; i++) { /* the list grows while we go */
+        char body[RN], rn[RN];
+        if (c->refs[i].done) continue; /* by a try inside this one */
+        ok = sc_gen(c, c->refs[i].target, body) == 0;
+        if (ok) {
+            snprintf(rn, RN, "%s-r%d", c->name, c->refs[i].id);
+            sc_emit(c, rn, body);
+            c->refs[i].done = 1;
+        }
+    }
+    if (ok) return 1;
+    c->out->len = len;
+    if (c->out->p) c->out->p[len] = 0;
+    for (int i = n_refs; i < c->n_refs; i++) free(c->refs[i].ref);
+    c->n_refs = n_refs;
+    c->depth = depth;
+    memcpy(c->key_rules, keys, sizeof keys);
+    c->err[0] = 0;
+    return 0;
+}
+
 int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *name,
-                                  struct sbuf *out, char *err) {
+                                  int open_objects, struct sbuf *out, char *err) {
     if (len > GRAMMAR_MAX_TEXT)
         return err_set(err, "JSON Schema of %zu bytes is longer than the limit of %u", len,
                        GRAMMAR_MAX_TEXT);
@@ -400,11 +456,13 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     c.out = out;
     c.err = err;
     c.owned = cJSON_CreateArray();
+    c.closed = !open_objects;
     grammar_gbnf_json_value(c.j, out);
     char top[RN];
     int rc = sc_gen(&c, root, top);
     for (int i = 0; rc == 0 && i < c.n_refs; i++) { /* the work list grows while we go */
         char body[RN], nm[RN];
+        if (c.refs[i].done) continue;
         rc = sc_gen(&c, c.refs[i].target, body);
         if (rc == 0) {
             snprintf(nm, RN, "%s-r%d", c.name, c.refs[i].id);

@@ -7,12 +7,15 @@
 
 #include "../util/sbuf.h"
 
-#define RN 128 /* rule name buffer */
+#define RN 128        /* rule name buffer */
+#define KEY_ANY 128   /* key_rules: any key characters; an ASCII character: others than it */
+#define KEY_OTHER 129 /* key_rules: any character, then any key characters */
 
 struct sref {
     char *ref;
     int id;
     const cJSON *target;
+    int done; /* its rule already written (sc_try_gen) */
 };
 
 struct sc {
@@ -25,7 +28,9 @@ struct sc {
     struct sref *refs;
     int n_refs, cap_refs;
     int depth;
-    cJSON *owned; /* merged schemas, freed at the end */
+    cJSON *owned;                              /* merged schemas, freed at the end */
+    unsigned char key_rules[2][KEY_OTHER + 1]; /* shared key rules written (schema_object) */
+    int closed; /* objects with properties and no additionalProperties closed (sc_lower_object) */
 };
 
 /* ---- oneOf: exclusive branches ----
@@ -44,6 +49,10 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
 
 #define NOT_STRINGS "$tpd-not-strings" /* lower_not's strings left out (an array) */
 #define MIN_EXTRA "$tpd-min-extra"     /* minProperties 1 met by an extra key (lower_object) */
+/* patternProperties whose keys gen_object writes as extra keys (lower_object) */
+#define PATTERN_EXTRA "$tpd-pattern-extra"
+/* an allOf side without patternProperties closed to their keys (merge; lower_object) */
+#define NO_PATTERN_EXTRA "$tpd-no-pattern-extra"
 
 int sc_in_list(const char *const *l, const char *s);
 int sc_is_validity(const cJSON *s, const char *k);
@@ -55,5 +64,6 @@ const cJSON *sc_resolve_pointer(struct sc *c, const char *ref);
 int sc_only_ref(const cJSON *s);
 const char *sc_infer_type(const cJSON *s);
 int sc_gen(struct sc *c, const cJSON *s, char *nm);
+int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep);
 
 #endif

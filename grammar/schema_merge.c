@@ -168,6 +168,21 @@ cJSON *sc_merge(struct sc *c, const cJSON *a, const cJSON *b) {
         }
     }
     merge_props(m, a, b);
+    /* the keys of one side's patternProperties are extra keys to the other side: none are
+     * written where it closes them (additionalProperties false or a schema) */
+    for (int side = 0; side < 2; side++) {
+        const cJSON *x = side ? b : a, *y = side ? a : b;
+        const cJSON *ax = cJSON_GetObjectItemCaseSensitive(x, "additionalProperties");
+        int px = cJSON_GetObjectItemCaseSensitive(x, "patternProperties") ||
+                 cJSON_GetObjectItemCaseSensitive(x, PATTERN_EXTRA);
+        int py = cJSON_GetObjectItemCaseSensitive(y, "patternProperties") ||
+                 cJSON_GetObjectItemCaseSensitive(y, PATTERN_EXTRA);
+        if (py && !px && ax && !cJSON_IsTrue(ax)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(m, PATTERN_EXTRA);
+            if (!cJSON_GetObjectItemCaseSensitive(m, NO_PATTERN_EXTRA))
+                cJSON_AddTrueToObject(m, NO_PATTERN_EXTRA);
+        }
+    }
     return m;
 }
 

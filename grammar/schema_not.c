@@ -135,7 +135,9 @@ static int not_required(struct sc *c, cJSON *m, const cJSON *names, int objects_
     int n_pick = 0;
     for (const cJSON *x = names->child; x; x = x->next) {
         if (!cJSON_IsString(x)) return sc_serr(c, "%s", "'required' must list strings");
-        if (!sc_writable(m, x->valuestring)) return 0; /* never all there already */
+        if (!sc_writable(m, x->valuestring) &&                         /* never all there already */
+            !cJSON_GetObjectItemCaseSensitive(m, "patternProperties")) /* its keys may be */
+            return 0;
         if (!sc_is_required(m, x->valuestring)) pick = x->valuestring, n_pick++;
     }
     if (!cJSON_GetObjectItemCaseSensitive(m, "properties") &&

@@ -64,12 +64,55 @@ struct knode {
     int is_name;
 };
 
+/* Into r: a key character other than ch[0..nc) (raw, or the short escape of another
+ * character; not a newline where one_line), then the rule any (the rest of the key). */
+static void key_other(struct sbuf *r, const uint32_t *ch, int nc, int one_line, const char *any) {
+    struct sbuf cls = {0}, esc = {0};
+    for (int i = 0; i < nc; i++) class_cp(&cls, ch[i]);
+    sbuf_addf(r, "([^\"\\\\\\x7F\\x00-\\x1F%s]", cls.p ? cls.p : "");
+    static const char letters[] = "\"\\/bfnrt", dec[] = "\"\\/\b\f\n\r\t";
+    for (int i = 0; letters[i]; i++) {
+        int child = one_line && letters[i] == 'n';
+        for (int j = 0; j < nc; j++) child |= ch[j] == (uint8_t)dec[i];
+        if (child) continue;
+        if (letters[i] == '"' || letters[i] == '\\') sbuf_adds(&esc, "\\");
+        sbuf_add(&esc, &letters[i], 1);
+    }
+    if (esc.len) sbuf_addf(r, " | \"\\\\\" [%s]", esc.p);
+    sbuf_addf(r, ") %s", any);
+    sbuf_free(&cls);
+    sbuf_free(&esc);
+}
+
+/* The key rules a conversion's tries share (written once, into nm): KEY_ANY, any key
+ * characters then the closing quote; KEY_OTHER, any character then KEY_ANY; an ASCII
+ * character, any character but it then KEY_ANY. Most trie nodes have one child or none, so
+ * that the tries of a large schema stay small. */
+static void key_shared(struct sc *c, int which, int one_line, char *nm) {
+    snprintf(nm, RN, "%s-k%d-%d", c->name, one_line, which);
+    if (c->key_rules[one_line][which]) return;
+    c->key_rules[one_line][which] = 1;
+    struct sbuf r = {0};
+    if (which == KEY_ANY) {
+        sbuf_addf(&r, "([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\/bf%srt])* \"\\\"\"",
+                  one_line ? "" : "n");
+    } else {
+        char any[RN];
+        uint32_t cp = (uint32_t)which;
+        key_shared(c, KEY_ANY, one_line, any);
+        key_other(&r, &cp, which == KEY_OTHER ? 0 : 1, one_line, any);
+    }
+    sc_emit(c, nm, r.p);
+    sbuf_free(&r);
+}
+
 /* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
  * none of names[0..n), as in a trie of the names: at each node the string may end (unless
  * the node ends a name), take a child's character, or take any other character and then
  * anything. Keys written this way use raw characters and the short escapes only (no \\u):
- * a subset of the keys JSON allows, so that each decoded character has few spellings. */
-void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, char *nm) {
+ * a subset of the keys JSON allows, so that each decoded character has few spellings.
+ * one_line: only non-empty keys without a newline (a subset of what `.+` matches). */
+void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, int one_line, char *nm) {
     int cap = 16, used = 1;
     struct knode *t = xmalloc(sizeof *t * (size_t)cap);
     t[0] = (struct knode){0, -1, -1, 0};
@@ -93,39 +136,33 @@ void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, char *nm) 
         }
         t[cur].is_name = 1;
     }
-    char base[RN];
+    char base[RN], any[RN];
     sc_new_rule(c, base);
-    /* any key character (no \\u escapes), then the closing quote */
-    sbuf_addf(c->out,
-              "%s-any ::= ([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt])* \"\\\"\"\n", base);
+    key_shared(c, KEY_ANY, one_line, any);
+    uint32_t *ch = xmalloc(sizeof *ch * (size_t)used);
     for (int k = 0; k < used; k++) {
-        struct sbuf r = {0}, cls = {0}, esc = {0};
-        if (!t[k].is_name) sbuf_adds(&r, "\"\\\"\" | ");
-        for (int ch = t[k].first; ch >= 0; ch = t[ch].next) {
-            put_key_char(&r, t[ch].cp);
-            sbuf_addf(&r, " %s-%d | ", base, ch);
-            class_cp(&cls, t[ch].cp);
+        struct sbuf r = {0};
+        int nc = 0;
+        if (!t[k].is_name && !(one_line && k == 0)) sbuf_adds(&r, "\"\\\"\" | ");
+        for (int x = t[k].first; x >= 0; x = t[x].next) {
+            if (one_line && t[x].cp == '\n') continue;
+            put_key_char(&r, t[x].cp);
+            sbuf_addf(&r, " %s-%d | ", base, x);
+            ch[nc++] = t[x].cp;
         }
-        /* any other character: raw ones outside the children, short escapes of others */
-        sbuf_addf(&r, "([^\"\\\\\\x7F\\x00-\\x1F%s]", cls.p ? cls.p : "");
-        static const char letters[] = "\"\\/bfnrt", dec[] = "\"\\/\b\f\n\r\t";
-        for (int i = 0; letters[i]; i++) {
-            int child = 0;
-            for (int ch = t[k].first; ch >= 0; ch = t[ch].next)
-                child |= t[ch].cp == (uint8_t)dec[i];
-            if (child) continue;
-            if (letters[i] == '"' || letters[i] == '\\') sbuf_adds(&esc, "\\");
-            sbuf_add(&esc, &letters[i], 1);
+        if (nc <= 1 && (nc == 0 || ch[0] < 128)) { /* the common case: a rule shared */
+            char o[RN];
+            key_shared(c, nc ? (int)ch[0] : KEY_OTHER, one_line, o);
+            sbuf_adds(&r, o);
+        } else {
+            key_other(&r, ch, nc, one_line, any);
         }
-        if (esc.len) sbuf_addf(&r, " | \"\\\\\" [%s]", esc.p);
-        sbuf_addf(&r, ") %s-any", base);
         char rn[RN + 16];
         snprintf(rn, sizeof rn, "%s-%d", base, k);
         sc_emit(c, rn, r.p);
         sbuf_free(&r);
-        sbuf_free(&cls);
-        sbuf_free(&esc);
     }
+    free(ch);
     free(t);
     snprintf(nm, RN, "%.100s-key", base);
     sbuf_addf(c->out, "%s ::= \"\\\"\" %s-0\n", nm, base);
@@ -136,9 +173,11 @@ void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, char *nm) 
  * minProperties and maxProperties become a narrower schema in the keywords gen_object
  * writes, so that every object it writes satisfies them (a subset of what they allow):
  * pattern schemas join the declared properties whose names match (PCRE2, searched as JSON
- * Schema does); with patternProperties, propertyNames or maxProperties no extra keys are
- * written; a property with dependencies makes them required (or, where they cannot be
- * written, is itself left out); a dependentSchemas property is left out unless required
+ * Schema does); with propertyNames or maxProperties no extra keys are written, with
+ * patternProperties only keys of the patterns (PATTERN_EXTRA, for gen_extra; none with
+ * NO_PATTERN_EXTRA); a property with dependencies makes them
+ * required (or, where they cannot be written or only as an extra key, is itself left out);
+ * a dependentSchemas property is left out unless required
  * (then its schema joins); minProperties makes optional properties required in schema
  * order; maxProperties leaves optional ones out from the end. */
 
@@ -178,9 +217,10 @@ static cJSON *props_of(cJSON *m) {
     return cJSON_IsObject(p) ? p : cJSON_AddObjectToObject(m, "properties");
 }
 
+/* 1 when gen_object writes extra keys: additionalProperties absent (true, as the
+ * specification says), true or a schema */
 static int extras_allowed(const cJSON *m) {
-    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
-    return addl ? !cJSON_IsFalse(addl) : !cJSON_GetObjectItemCaseSensitive(m, "properties");
+    return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(m, "additionalProperties"));
 }
 
 /* 1 when gen_object may write name (declared and not false, or as an extra key) */
@@ -246,7 +286,21 @@ static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
     return ok;
 }
 
+/* c->closed: an object with properties and no additionalProperties is written as if it had
+ * additionalProperties false, its required names declared (close_extras), before anything
+ * else is lowered, so that every keyword below sees the keys it may write. A subset of what
+ * the schema accepts, so every check made on the open reading (oneOf's) still holds. */
+static const cJSON *close_default(struct sc *c, const cJSON *s) {
+    if (!c->closed || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s, "properties")) ||
+        cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))
+        return s;
+    static const char *const none[] = {NULL};
+    cJSON *m = sc_without(c, s, none);
+    return close_extras(c, m) < 0 ? NULL : m;
+}
+
 const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
+    if (!(s = close_default(c, s))) return NULL;
     static const char *const kws[] = {
         "dependentRequired", "dependentSchemas",  "dependencies",  "minProperties",
         "maxProperties",     "patternProperties", "propertyNames", NULL};
@@ -255,6 +309,15 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     if (!any) return s;
     static const char *const none[] = {NULL};
     cJSON *m = sc_without(c, s, none);
+    /* beside patternProperties, a name with dependencies that only a pattern's key could
+     * bring is left out (so the patterns' keys are none of them) */
+    for (int i = 0;
+         i < 3 && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s, "patternProperties")); i++) {
+        const cJSON *ds = cJSON_GetObjectItemCaseSensitive(s, kws[i]);
+        for (const cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL; d; d = d->next)
+            if (!sc_prop_schema(m, d->string) && !sc_is_required(m, d->string))
+                sc_forbid(c, m, d->string, kws[i]);
+    }
     /* dependentSchemas (and schema-valued dependencies): joined where required, else left out */
     for (int round = 0; round < 2; round++) {
         const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
@@ -277,6 +340,10 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     const cJSON *mx = cJSON_GetObjectItemCaseSensitive(m, "maxProperties");
     if (pp && !cJSON_IsObject(pp))
         return sc_serr(c, "%s", "'patternProperties' must be an object"), NULL;
+    /* the keys of patternProperties are written as extra keys (gen_extra) unless another
+     * keyword here limits the keys */
+    int pattern_keys = pp && pp->child && !pn && !mx &&
+                       !cJSON_GetObjectItemCaseSensitive(m, NO_PATTERN_EXTRA);
     if ((pp || pn || mx) && close_extras(c, m) < 0) return NULL;
     cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
     for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && pp;
@@ -304,6 +371,12 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
                                                                             : "dependentRequired");
                 for (const cJSON *d = cJSON_IsObject(dr) ? dr->child : NULL; d; d = d->next) {
                     if (!cJSON_IsArray(d) || !sc_writable(m, d->string)) continue;
+                    if (!sc_prop_schema(m, d->string) && !sc_is_required(m, d->string)) {
+                        /* only an extra key could bring it: left out, its names not needed */
+                        if (sc_forbid(c, m, d->string, "dependentRequired") < 0) return NULL;
+                        changed = 1;
+                        continue;
+                    }
                     int ok = 1;
                     for (const cJSON *n = d->child; n; n = n->next)
                         ok &= cJSON_IsString(n) && sc_writable(m, n->valuestring);
@@ -327,8 +400,13 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
             if (!cJSON_IsFalse(x) && !sc_is_required(m, x->string))
                 add_required(m, x->string), have++;
         const cJSON *ad = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
-        if (have == 0 && mn->valuedouble <= 1 && !cJSON_IsObject(p) && !cJSON_IsFalse(ad)) {
-            cJSON_AddTrueToObject(m, MIN_EXTRA); /* one extra key, at least: exact */
+        int declared = 0;
+        for (const cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x; x = x->next)
+            declared += !cJSON_IsFalse(x);
+        if (have == 0 && mn->valuedouble <= 1 && !declared &&
+            (!cJSON_IsFalse(ad) || pattern_keys)) {
+            /* one extra key (a pattern's), at least: exact; refused if none can be written */
+            cJSON_AddTrueToObject(m, MIN_EXTRA);
             have = 1;
         }
         if (have < mn->valuedouble)
@@ -356,10 +434,12 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
             }
         }
     }
-    static const char *const drop[] = {
-        "dependentRequired", "dependentSchemas",  "dependencies",  "minProperties",
-        "maxProperties",     "patternProperties", "propertyNames", NULL};
-    return sc_without(c, m, drop);
+    static const char *const drop[] = {"dependentRequired", "dependentSchemas", "dependencies",
+                                       "minProperties",     "maxProperties",    "patternProperties",
+                                       "propertyNames",     NO_PATTERN_EXTRA,   NULL};
+    cJSON *out = sc_without(c, m, drop);
+    if (pattern_keys) cJSON_AddItemToObject(out, PATTERN_EXTRA, cJSON_Duplicate(pp, 1));
+    return out;
 }
 
 /* One property sc_gen_object writes: declared, or required and not declared. */
@@ -403,24 +483,91 @@ static int collect_props(struct sc *c, const cJSON *props, const cJSON *req, con
     return 0;
 }
 
-/* sc_gen_object's extra keys: the rule of their values and of their names (never a declared
- * name, false ones included, so no property escapes its own schema nor comes out twice). */
-static int gen_extra(struct sc *c, const cJSON *props, const cJSON *addl, const struct obj_prop *pl,
-                     int n, char *extra_val, char *extra_key) {
-    if (addl && cJSON_IsObject(addl)) {
-        if (sc_gen(c, addl, extra_val) < 0) return -1;
-    } else {
-        snprintf(extra_val, RN, "%s", c->j);
+/* 1 when the pattern matches every string (searched); 2 when every non-empty string
+ * without a newline (`.+`); else 0. */
+static int pattern_all(const char *p) {
+    static const char *const all[] = {"", ".*", "^.*$", "^.*", ".*$", "(.*)", "^(.*)$", NULL};
+    static const char *const line[] = {".",    ".+",     "^.+$", "^.+", ".+$",
+                                       "(.+)", "^(.+)$", "^.",   NULL};
+    return sc_in_list(all, p) ? 1 : sc_in_list(line, p) ? 2 : 0;
+}
+
+/* The entries (key, value) of patternProperties' keys pe into e as alternatives; a key
+ * matches its pattern and is none of the names (declared, false ones included, or required),
+ * its value meets every pattern's schema (or its own where all are the same). A pattern
+ * whose keys tpd cannot write so (a non-trivial pattern that matches one of the names, a key
+ * or value that does not compile) is left out: fewer keys, never a wrong one. Returns how
+ * many entries. */
+static int gen_pattern_entries(struct sc *c, const cJSON *pe, const char **names, int nn,
+                               struct sbuf *e) {
+    int alts = 0, same = 1;
+    for (const cJSON *x = pe->child; x; x = x->next) same &= cJSON_Compare(x, pe->child, 1);
+    cJSON *every = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(every, "allOf");
+    cJSON_AddItemToArray(c->owned, every);
+    for (const cJSON *x = pe->child; x; x = x->next)
+        cJSON_AddItemToArray(arr, cJSON_Duplicate(x, 1));
+    for (const cJSON *x = pe->child; x; x = x->next) {
+        char key[RN], val[RN];
+        int all = pattern_all(x->string), hit = 0;
+        if (all == 1 && !nn) snprintf(key, RN, "%s-string", c->j);
+        else if (all) sc_gen_key_not_in(c, names, nn, all == 2, key);
+        for (int k = 0; !all && k < nn && !hit; k++) hit = sc_name_matches(c, x->string, names[k]);
+        if (hit) { /* < 0: a pattern PCRE2 refuses, left out too */
+            c->err[0] = 0;
+            continue;
+        }
+        if (!all) {
+            cJSON *ks = cJSON_CreateObject();
+            cJSON_AddItemToArray(c->owned, ks);
+            cJSON_AddStringToObject(ks, "type", "string");
+            cJSON_AddStringToObject(ks, "pattern", x->string);
+            if (sc_try_gen(c, ks, key, 1) < 1) continue;
+        }
+        if (sc_try_gen(c, same ? x : every, val, 1) < 1) continue;
+        sbuf_addf(e, "%s(%s %s-ws \":\" %s-ws %s)", alts++ ? " | " : "", key, c->j, c->j, val);
     }
+    return alts;
+}
+
+/* sc_gen_object's extra keys: the rule of an entry (key, value) into entry, "" where there
+ * is none. Their names are never a declared name (false ones included) nor a required one,
+ * so no property escapes its own schema nor comes out twice; additionalProperties gives
+ * their values, else the schema's patternProperties (lower_object) give keys and values. */
+static int gen_extra(struct sc *c, const cJSON *s, const struct obj_prop *pl, int n, char *entry) {
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    const cJSON *pe = cJSON_GetObjectItemCaseSensitive(s, PATTERN_EXTRA);
+    entry[0] = 0;
+    if (!extras_allowed(s) && !cJSON_IsObject(pe)) return 0;
     int nn = 0;
     const char **names = xmalloc(sizeof *names *
                                  ((size_t)n + (size_t)cJSON_GetArraySize(props) + 1));
     for (const cJSON *p = props ? props->child : NULL; p; p = p->next) names[nn++] = p->string;
     for (int k = 0; k < n; k++)
         if (!props || !cJSON_GetObjectItemCaseSensitive(props, pl[k].key)) names[nn++] = pl[k].key;
-    if (nn) sc_gen_key_not_in(c, names, nn, extra_key);
-    else snprintf(extra_key, RN, "%s-string", c->j);
+    struct sbuf e = {0};
+    if (extras_allowed(s)) {
+        char val[RN], key[RN];
+        if (cJSON_IsObject(addl)) {
+            if (sc_gen(c, addl, val) < 0) {
+                free(names);
+                return -1;
+            }
+        } else {
+            snprintf(val, RN, "%s", c->j);
+        }
+        if (nn) sc_gen_key_not_in(c, names, nn, 0, key);
+        else snprintf(key, RN, "%s-string", c->j);
+        sbuf_addf(&e, "%s %s-ws \":\" %s-ws %s", key, c->j, c->j, val);
+    } else if (gen_pattern_entries(c, pe, names, nn, &e) == 0) {
+        sbuf_free(&e);
+        free(names);
+        return 0;
+    }
     free(names);
+    sc_new_rule(c, entry);
+    sc_emit(c, entry, e.p);
+    sbuf_free(&e);
     return 0;
 }
 
@@ -446,19 +593,16 @@ static int gen_values(struct sc *c, const struct obj_prop *pl, int n, char (*val
 }
 
 /* sc_gen_object's rule R_k(f) (rule name nm) into r: properties k.. with f = nothing written
- * yet (no comma needed); extra_key and extra_val NULL when no extra key is allowed. */
+ * yet (no comma needed); entry: the rule of an extra key and its value, "" for none. */
 static void gen_rest_rule(struct sc *c, const struct obj_prop *pl, int n, char (*vals)[RN],
-                          const char *base, int k, int f, const char *extra_key,
-                          const char *extra_val, int min_extra, struct sbuf *r) {
+                          const char *base, int k, int f, const char *entry, int min_extra,
+                          struct sbuf *r) {
     if (k == n) {
-        if (extra_key) {
+        if (entry[0]) {
             char sep[RN + 16] = "";
             if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
-            sbuf_addf(r,
-                      "(%s%s %s-ws \":\" %s-ws %s %s-ws (\",\" %s-ws %s %s-ws \":\" %s-ws "
-                      "%s %s-ws)*)%s",
-                      sep, extra_key, c->j, c->j, extra_val, c->j, c->j, extra_key, c->j, c->j,
-                      extra_val, c->j, f && min_extra ? "" : "?");
+            sbuf_addf(r, "(%s%s %s-ws (\",\" %s-ws %s %s-ws)*)%s", sep, entry, c->j, c->j, entry,
+                      c->j, f && min_extra ? "" : "?");
         } else sbuf_adds(r, "\"\"");
     } else if (!vals[k][0]) { /* left out */
         sbuf_addf(r, "%s-%d-%d", base, k + 1, f);
@@ -474,8 +618,39 @@ static void gen_rest_rule(struct sc *c, const struct obj_prop *pl, int n, char (
     }
 }
 
+/* 1 when sc_gen acts on a keyword of s before its type (a dependentSchemas schema merged
+ * in by lower_object can bring one: anyOf, oneOf, $ref...) */
+static int dispatched(const cJSON *s) {
+    static const char *const kws[] = {"anyOf",
+                                      "oneOf",
+                                      "allOf",
+                                      "$ref",
+                                      "not",
+                                      "if",
+                                      "enum",
+                                      "const",
+                                      "unevaluatedProperties",
+                                      "unevaluatedItems",
+                                      NULL};
+    for (int i = 0; kws[i]; i++)
+        if (cJSON_GetObjectItemCaseSensitive(s, kws[i]) && sc_is_validity(s, kws[i])) return 1;
+    return 0;
+}
+
 int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
-    if (!(s = sc_lower_object(c, s))) return -1;
+    const cJSON *low = sc_lower_object(c, s);
+    if (!low) return -1;
+    if (low != s && dispatched(low)) { /* an object: the lowered schema, through sc_gen */
+        cJSON *m = cJSON_Duplicate(low, 1);
+        cJSON_AddItemToArray(c->owned, m);
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "type");
+        cJSON_AddStringToObject(m, "type", "object");
+        char nm[RN];
+        if (sc_gen(c, m, nm) < 0) return -1;
+        sbuf_adds(b, nm);
+        return 0;
+    }
+    s = low;
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
@@ -487,11 +662,13 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     struct obj_prop *pl = xmalloc(sizeof *pl * 8);
     int rc = -1;
     if (collect_props(c, props, req, addl, &pl, &n) < 0) goto out;
-    /* extra keys: any when the schema says nothing about properties at all */
-    int extra = addl ? !cJSON_IsFalse(addl) : props == NULL;
     int min_extra = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, MIN_EXTRA));
-    char extra_val[RN] = "", extra_key[RN] = "";
-    if (extra && gen_extra(c, props, addl, pl, n, extra_val, extra_key) < 0) goto out;
+    char entry[RN];
+    if (gen_extra(c, s, pl, n, entry) < 0) goto out;
+    if (min_extra && !entry[0]) {
+        sc_serr(c, "%s", "minProperties above the properties tpd can write");
+        goto out;
+    }
     char(*vals)[RN] = xcalloc((size_t)n + 1, RN);
     if (gen_values(c, pl, n, vals) < 0) {
         free(vals);
@@ -505,8 +682,7 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
             struct sbuf r = {0};
             char nm[RN + 32];
             snprintf(nm, sizeof nm, "%s-%d-%d", base, k, f);
-            gen_rest_rule(c, pl, n, vals, base, k, f, extra ? extra_key : NULL, extra_val,
-                          min_extra, &r);
+            gen_rest_rule(c, pl, n, vals, base, k, f, entry, min_extra, &r);
             sc_emit(c, nm, r.p);
             sbuf_free(&r);
         }

@@ -7,7 +7,7 @@
 
 #include "schema_internal.h"
 
-void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, char *nm);
+void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, int one_line, char *nm);
 int sc_name_matches(struct sc *c, const char *pattern, const char *name);
 int sc_is_required(const cJSON *m, const char *name);
 int sc_writable(const cJSON *m, const char *name);

@@ -193,7 +193,7 @@ static int obj_disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth)
     const cJSON *rb = cJSON_GetObjectItemCaseSensitive(b, "required");
     const cJSON *aa = cJSON_GetObjectItemCaseSensitive(a, "additionalProperties");
     const cJSON *ab = cJSON_GetObjectItemCaseSensitive(b, "additionalProperties");
-    int extras_a = aa ? !cJSON_IsFalse(aa) : !cJSON_GetObjectItemCaseSensitive(a, "properties");
+    int extras_a = !cJSON_IsFalse(aa) || cJSON_GetObjectItemCaseSensitive(a, PATTERN_EXTRA);
     int pattern_b = cJSON_GetObjectItemCaseSensitive(b, "patternProperties") != NULL;
     for (const cJSON *r = cJSON_IsArray(ra) ? ra->child : NULL; r; r = r->next) {
         if (!cJSON_IsString(r)) continue;
@@ -296,24 +296,31 @@ static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
     return 1;
 }
 
-/* Branch a (flat) narrowed so that it never writes a property b requires and a does not;
- * NULL when there is none to narrow by. */
+/* Branch a (flat) narrowed so that it never writes a property b, or one of b's own
+ * branches, requires and a does not (one more each call); NULL when there is none left to
+ * narrow by. */
 static const cJSON *sharpen(struct sc *c, const cJSON *a, const cJSON *b) {
     const cJSON *ra = cJSON_GetObjectItemCaseSensitive(a, "required");
-    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(b, "required");
-    if (!cJSON_IsObject(a) || !(gen_types(c, a, 0) & T_OBJ) || sc_branches_of(a)) return NULL;
-    for (const cJSON *r = cJSON_IsArray(rb) ? rb->child : NULL; r; r = r->next) {
-        int in_ra = 0;
-        for (const cJSON *q = cJSON_IsArray(ra) ? ra->child : NULL; q; q = q->next)
-            in_ra |= cJSON_Compare(q, r, 1);
-        if (in_ra || !cJSON_IsString(r)) continue;
-        static const char *const none[] = {NULL};
-        cJSON *m = sc_without(c, a, none), *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
-        if (!p) p = cJSON_AddObjectToObject(m, "properties");
-        if (!cJSON_IsObject(p)) return NULL;
-        cJSON_DeleteItemFromObjectCaseSensitive(p, r->valuestring);
-        cJSON_AddFalseToObject(p, r->valuestring);
-        return m;
+    const cJSON *brb = sc_branches_of(b);
+    if (!cJSON_IsObject(a) || !(gen_types(c, a, 0) & T_OBJ)) return NULL; /* branches: each */
+    const cJSON *x = brb ? brb->child : NULL, *from = b;
+    for (; from; from = x ? sc_flat(c, x, 0) : NULL, x = x ? x->next : NULL) {
+        const cJSON *rb = cJSON_GetObjectItemCaseSensitive(from, "required");
+        for (const cJSON *r = cJSON_IsArray(rb) ? rb->child : NULL; r; r = r->next) {
+            int in_ra = 0;
+            for (const cJSON *q = cJSON_IsArray(ra) ? ra->child : NULL; q; q = q->next)
+                in_ra |= cJSON_Compare(q, r, 1);
+            if (in_ra || !cJSON_IsString(r) || cJSON_IsFalse(sc_prop_schema(a, r->valuestring)))
+                continue;
+            static const char *const none[] = {NULL};
+            cJSON *m = sc_without(c, a, none),
+                  *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+            if (!p) p = cJSON_AddObjectToObject(m, "properties");
+            if (!cJSON_IsObject(p)) return NULL;
+            cJSON_DeleteItemFromObjectCaseSensitive(p, r->valuestring);
+            cJSON_AddFalseToObject(p, r->valuestring);
+            return m;
+        }
     }
     return NULL;
 }
@@ -365,6 +372,7 @@ int sc_value_valid(struct sc *c, const cJSON *s, const cJSON *v) {
                                         "exclusiveMaximum",
                                         "pattern",
                                         "format",
+                                        NO_PATTERN_EXTRA,
                                         NULL};
     int vt = sc_value_type(v);
     for (const cJSON *k = s->child; k; k = k->next) {

@@ -48,7 +48,7 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         for (const cJSON *x = ns->child; x; x = x->next)
             if (cJSON_IsString(x)) names[n++] = x->valuestring;
         char nm[RN];
-        sc_gen_key_not_in(c, names, n, nm);
+        sc_gen_key_not_in(c, names, n, 0, nm);
         free(names);
         sbuf_adds(b, nm);
         return 0;

@@ -96,6 +96,10 @@ void grammar_vocab_set_limits(struct grammar_vocab *v, const struct grammar_limi
     v->lim = *lim;
 }
 
+void grammar_vocab_set_open_objects(struct grammar_vocab *v, int open) {
+    v->open_objects = open != 0;
+}
+
 int grammar_vocab_size(const struct grammar_vocab *v) { return v->n; }
 
 void grammar_vocab_set_cache_bytes(struct grammar_vocab *v, size_t bytes) {

@@ -102,7 +102,7 @@ int toolcall_grammar(enum tool_format f, const char *const *names, const char *c
         snprintf(rule, sizeof rule, "fn%d-args", i);
         if (!params[i]) {
             sbuf_addf(out, "%s ::= \"{}\"\n", rule);
-        } else if (grammar_gbnf_from_json_schema(params[i], strlen(params[i]), rule, out, err)) {
+        } else if (grammar_gbnf_from_json_schema(params[i], strlen(params[i]), rule, 0, out, err)) {
             *bad = i;
             return -1;
         }

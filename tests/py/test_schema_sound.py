@@ -8,7 +8,9 @@ their error checked.
 
 Runs the grammar module through tests/grammar/grammar_driver.c (`match` mode) over a
 vocabulary of single bytes, so no model is needed; texts are matched whole, as the output
-of a generation would be."""
+of a generation would be. Both readings of an object without additionalProperties are
+checked: `ok` and `bad` with the specification's (open, kind `schema-open`), and `bad` again
+with the default closed one (`schema`), which must refuse every invalid instance too."""
 import json
 import os
 import subprocess
@@ -39,17 +41,17 @@ def validator(schema):
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def run_driver(schema, texts, tmp_path, mode="match"):
+def run_driver(schema, texts, tmp_path, mode="match", kind="schema-open"):
     sp, ip = tmp_path / "s.json", tmp_path / "i.txt"
     sp.write_text(json.dumps(schema) if not isinstance(schema, str) else schema)
     ip.write_text("".join(t.encode().hex() + "\n" for t in texts))
-    args = [DRIVER, "-", "schema", str(sp), mode] + ([str(ip)] if mode == "match" else [])
+    args = [DRIVER, "-", kind, str(sp), mode] + ([str(ip)] if mode == "match" else [])
     r = subprocess.run(args, capture_output=True, text=True, timeout=120)
     return r
 
 
-def matches(schema, texts, tmp_path):
-    r = run_driver(schema, texts, tmp_path)
+def matches(schema, texts, tmp_path, kind="schema-open"):
+    r = run_driver(schema, texts, tmp_path, kind=kind)
     assert r.returncode == 0, r.stdout + r.stderr
     got = [l == "1" for l in r.stdout.split()]
     assert len(got) == len(texts)
@@ -67,14 +69,21 @@ def check(schema, ok, bad, tmp_path):
     wrong = [(t, "refused" if i < len(ok) else "accepted") for i, (t, g) in enumerate(zip(texts, got))
              if g != (i < len(ok))]
     assert not wrong, wrong
+    if bad:  # closed objects: a subset of the open reading, so every invalid instance is refused too
+        r = run_driver(schema, texts[len(ok):], tmp_path, kind="schema")
+        if r.returncode == 0:
+            closed = [l == "1" for l in r.stdout.split()]
+            assert not any(closed), [t for t, g in zip(texts[len(ok):], closed) if g]
+        else:  # a schema the closed reading cannot write at all must say why
+            assert "unsatisfiable" in r.stdout or "minProperties" in r.stdout, r.stdout + r.stderr
 
 
-def sentences(schema, seeds, steps, tmp_path):
+def sentences(schema, seeds, steps, tmp_path, kind="schema-open"):
     """The complete sentences met on random walks (random allowed bytes) through the grammar."""
     sp = tmp_path / "w.json"
     sp.write_text(json.dumps(schema))
     for seed in range(1, seeds + 1):
-        r = subprocess.run([DRIVER, "-", "schema", str(sp), "walk", str(seed), str(steps)], capture_output=True,
+        r = subprocess.run([DRIVER, "-", kind, str(sp), "walk", str(seed), str(steps)], capture_output=True,
                            text=True, timeout=120)
         assert r.returncode == 0, r.stdout[-500:] + r.stderr
         for line in r.stdout.splitlines():
@@ -83,11 +92,11 @@ def sentences(schema, seeds, steps, tmp_path):
                 yield bytes.fromhex(st["prefix"]).decode()
 
 
-def walked_valid(schema, seeds, steps, tmp_path):
+def walked_valid(schema, seeds, steps, tmp_path, kind="schema-open"):
     """How many complete sentences random walks met, each asserted valid for jsonschema."""
     v = validator(schema)
     seen = 0
-    for text in sentences(schema, seeds, steps, tmp_path):
+    for text in sentences(schema, seeds, steps, tmp_path, kind):
         assert v.is_valid(json.loads(text)), text
         seen += 1
     return seen
@@ -176,6 +185,88 @@ SOUNDNESS = [
     ("oneof-ranges",
      {"oneOf": [{"type": "integer", "maximum": 0}, {"type": "integer", "minimum": 1}]},
      [0, -5, 1, 7], [1.5]),
+    # additionalProperties absent allows extra keys, as the specification says (JSONSchemaBench:
+    # most valid Github instances refused had one); never a declared name, never twice
+    ("open-by-default",
+     {"type": "object", "properties": {"a": {"type": "integer"}, "b": False}, "required": ["a"]},
+     [{"a": 1, "c": "x"}, {"a": 1, "c": {"d": [1]}, "e": None}, {"a": 1}],
+     [{"a": "x"}, {"a": 1, "b": 2}, R('{"a":1,"a":"x"}'), R('{"a":1,"c":2,"a":"x"}'), {"c": 1}]),
+    ("oneof-open-objects",
+     {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}]},
+     [{"a": 1}, {"b": 2}, {"a": 1, "c": 3}],
+     [{"a": 1, "b": 2}, {}, {"c": 3}, {"a": 1, "b": 2, "c": 3}]),
+    # an undeclared name whose dependencies would need others is left out, not made to need them
+    ("dependency-undeclared-trigger",
+     {"type": "object", "properties": {"a": {"type": "integer"}}, "dependentRequired": {"z": ["a"]}},
+     [{}, {"a": 1}, {"y": 1}, {"a": 1, "y": [2]}], [{"z": 1}, {"z": 1, "y": 2}]),
+    # patternProperties' keys are written as extra keys (JSONSchemaBench: maps of ".*")
+    ("pattern-keys-universal",
+     {"type": "object", "properties": {"id": {"type": "integer"}},
+      "patternProperties": {".*": {"type": ["integer", "string"]}}, "additionalProperties": False},
+     [{"id": 1, "x": "s"}, {"x": 2, "y": "z"}, {"id": 1}, {"": 3}],
+     [{"id": "s"}, {"x": None}, R('{"id":1,"id":"s"}'), {"x": [1]}]),
+    ("pattern-keys-regex",
+     {"type": "object", "properties": {"name": {"type": "string"}},
+      "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": False},
+     [{"name": "n", "x-ab": 1}, {"x-a": 2, "x-b": 3}, {}],
+     [{"x-a": "s"}, {"y": 1}, {"x-A": 1}, {"name": 1, "x-a": 1}]),
+    ("pattern-keys-one-line",
+     {"type": "object", "properties": {"a": {"type": "string"}},
+      "patternProperties": {"^.+$": {"type": "integer"}}, "additionalProperties": False},
+     [{"b": 1}, {"bc": 2, "d": 3}, {}], [{"a": "s"}, {"b": "s"}, {"a": 1}, R('{"":1}')]),
+    ("pattern-keys-two-schemas",
+     {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 0}},
+      "additionalProperties": False},
+     [{"ab": 1}, {"a": 2}, {"b": 3}, {}], [{"ab": -1}, {"a": "s"}, {"c": 1}, {"b": -2}]),
+    ("pattern-keys-beside-open",
+     {"type": "object", "properties": {"k": {"type": "string"}},
+      "patternProperties": {"^[0-9]+$": {"type": "boolean"}}},
+     [{"k": "v", "12": True}, {"3": False}], [{"12": 1}, {"k": 1}]),
+    # an allOf side closed by additionalProperties false admits no key of the other's patterns
+    ("pattern-keys-allof-closed",
+     {"allOf": [{"patternProperties": {"^x": {"type": "integer"}}},
+                {"properties": {"a": {}}, "additionalProperties": False}]},
+     [{"a": 1}, {}], [{"x1": 1}, {"a": 1, "x": 1}]),
+    ("pattern-keys-not-required",
+     {"type": "object", "patternProperties": {".*": {"type": "integer"}}, "additionalProperties": False,
+      "not": {"required": ["xa"]}},
+     [{"xb": 1}, {}], [{"xa": 1}, {"xb": "s"}, {"xb": 1, "xa": 2}]),
+    ("pattern-keys-dependency",
+     {"type": "object", "properties": {"a": {"type": "integer"}},
+      "patternProperties": {"^z": {"type": "integer"}}, "dependentRequired": {"z1": ["a"]}},
+     [{"a": 1}, {}], [{"z1": 1}]),
+    ("pattern-keys-minProperties",
+     {"type": "object", "patternProperties": {"^[0-9]x$": {"type": "string"}}, "additionalProperties": False,
+      "minProperties": 1},
+     [{"1x": "a"}, {"2x": "b", "3x": "c"}], [{}, {"1x": 1}, {"y": "a"}]),
+    ("pattern-keys-dependency-universal",
+     {"type": "object", "properties": {"a": {"type": "integer"}},
+      "patternProperties": {".*": {"type": "integer"}}, "dependentRequired": {"z1": ["a"], "a": ["z2"]}},
+     [{"y": 3}, {"y": 3, "q": 4}], [{"z1": 1}, {"y": "s"}, {"a": 1}, {"z1": 1, "y": 2}]),
+    # a dependentSchemas schema merged in brings its oneOf along (JSONSchemaBench o72203)
+    ("dependency-schema-oneof",
+     {"type": "object", "properties": {"k": {"enum": ["a", "b"]}}, "required": ["k"], "additionalProperties": True,
+      "dependentSchemas": {"k": {"oneOf": [{"properties": {"k": {"const": "a"}, "v": {"type": "integer"}}},
+                                           {"properties": {"k": {"const": "b"}, "v": {"type": "string"}}}]}}},
+     [{"k": "a", "v": 1}, {"k": "b", "v": "s"}], [{"k": "a", "v": "s"}, {"k": "b", "v": 1}]),
+    # keywords of one type without "type": their type is written (JSONSchemaBench o82151)
+    ("untyped-patternProperties",
+     {"type": "object", "properties": {"m": {"patternProperties": {".*": {"type": "integer"}}}}},
+     [{"m": {"a": 1}}, {"m": {}}], [{"m": {"a": "s"}}]),
+    # an anyOf branch no value meets is left out
+    ("anyof-unsatisfiable-branch",
+     {"anyOf": [{"type": "string", "minLength": 3, "maxLength": 2}, {"type": "integer"}]}, [1], ["abc", 1.5]),
+    # oneOf against a branch that has its own oneOf: narrowed by the names those require
+    ("oneof-nested-branches",
+     {"oneOf": [{"$ref": "#/$defs/c"}, {"$ref": "#/$defs/e"}],
+      "$defs": {"c": {"type": "object", "required": ["s"], "properties": {"s": {"type": "string"}},
+                      "oneOf": [{"required": ["x"], "properties": {"x": {"type": "integer"}}},
+                                {"required": ["y"], "properties": {"y": {"type": "integer"}}}]},
+                "e": {"type": "object", "required": ["s", "m"], "properties": {"s": {"type": "string"},
+                                                                               "m": {"type": "string"}}}}},
+     [{"s": "c", "x": 1}, {"s": "c", "y": 2}, {"s": "e", "m": "z"}],
+     [{"s": "c", "x": 1, "y": 2}, {"s": "e"}, {"s": "e", "m": "z", "x": 1}]),
 ]
 
 # unknown keywords and annotations are ignored, as the specification says
@@ -435,10 +526,40 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
 
 
 @pytest.mark.parametrize("k", range(len(WALKED)))
-def test_random_sentences_valid(k, tmp_path):
+@pytest.mark.parametrize("kind", ["schema-open", "schema"])
+def test_random_sentences_valid(k, kind, tmp_path):
     """Random walks through the grammar (random allowed bytes): every complete sentence met
-    on the way is valid for jsonschema."""
-    assert walked_valid(WALKED[k], 12, 40, tmp_path) >= 5
+    on the way is valid for jsonschema, with objects open and closed."""
+    assert walked_valid(WALKED[k], 24, 60, tmp_path, kind) >= 5
+
+
+CLOSED = [  # (schema, what only the open reading takes, what both take)
+    ({"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}},
+     [{"x": 1, "y": 2, "yw": 10}, {"z": "s"}], [{"x": 1, "y": 2}, {}, {"y": 3}]),
+    ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]},
+     [{"a": "x", "b": 1, "c": 2}], [{"a": "x", "b": 1}, {"a": "x", "b": [None]}]),
+    ({"type": "object", "allOf": [{"properties": {"a": {"type": "integer"}}},
+                                  {"properties": {"b": {"type": "integer"}}}]},
+     [{"a": 1, "c": 3}], [{"a": 1, "b": 2}, {"b": 2}]),
+    ({"properties": {"a": {"type": "integer"}}, "patternProperties": {"^x-": {"type": "string"}}},
+     [], [{"a": 1, "x-k": "v"}, {"x-": ""}]),
+    ({"type": "object", "properties": {"o": {"type": "object", "properties": {"p": {"const": 1}}}}},
+     [{"o": {"p": 1, "q": 2}}, {"o": {}, "r": 0}], [{"o": {"p": 1}}]),
+]
+
+
+@pytest.mark.parametrize("k", range(len(CLOSED)))
+def test_closed_objects(k, tmp_path):
+    """The default (grammar.open_objects false): an object with properties and no
+    additionalProperties takes its declared and required keys (with their schemas, the
+    pattern keys of patternProperties, allOf's merged properties) and no other; the open
+    reading takes the others too. Every text is valid for jsonschema."""
+    schema, open_only, both = CLOSED[k]
+    v = validator(schema)
+    texts = [compact(x) for x in open_only + both]
+    assert all(v.is_valid(json.loads(t)) for t in texts)
+    assert matches(schema, texts, tmp_path) == [True] * len(texts)
+    assert matches(schema, texts, tmp_path, kind="schema") == [False] * len(open_only) + [True] * len(both)
 
 
 # ---- formats: jsonschema's checker where it has one (date, email, ipv4, ipv6, uuid,
