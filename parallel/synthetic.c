@@ -8,6 +8,7 @@
 
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "../util/fp8.h"
 #include "../util/half.h"
 #include "forward.h"
 #include "kvcache.h"
@@ -147,6 +148,25 @@ static struct pool *pool_for(struct synth *s, int cols) {
             for (int j = 0; j < 32; j++)
                 w[2 + j] = (unsigned char)(int8_t)((int)(rnd(s) % 255) - 127);
         }
+    } else if (s->type == DT_F8_E4M3_S32) { /* 36-byte blocks: f32 scale, 32 E4M3 codes */
+        size_t nb = p->bytes / 36;
+        p->bytes = nb * 36;
+        for (size_t b = 0; b < nb; b++) {
+            unsigned char *w = p->data + b * 36;
+            float d = a / 256.0f; /* codes of uniform(-256, 256): values uniform(-a, a) */
+            memcpy(w, &d, 4);
+            for (int j = 0; j < 32; j++) w[4 + j] = fp8_e4m3_from_f32(rnd_uniform(s, 256.0f));
+        }
+    } else if (s->type == DT_I4_S32) { /* 24-byte blocks: f32 scale, f32 zero, 16 B nibbles */
+        size_t nb = p->bytes / 24;
+        p->bytes = nb * 24;
+        for (size_t b = 0; b < nb; b++) {
+            unsigned char *w = p->data + b * 24;
+            float d = a / 8.0f, z = (float)(7 + (int)(rnd(s) & 1)); /* (q - z) d: mean 0, ~(-a, a) */
+            memcpy(w, &d, 4);
+            memcpy(w + 4, &z, 4);
+            for (int j = 0; j < 16; j++) w[8 + j] = (unsigned char)(rnd(s) & 0xff);
+        }
     } else if (s->type == DT_F32) {
         for (size_t i = 0; i < p->bytes / 4; i++) {
             float v = rnd_uniform(s, a);
@@ -229,9 +249,12 @@ static int parse_geometry(const char *spec, const struct geometry **g, enum dtyp
         else if (!strcmp(t, "f16")) *type = DT_F16;
         else if (!strcmp(t, "f32")) *type = DT_F32;
         else if (!strcmp(t, "q8_0")) *type = DT_Q8_0;
+        else if (!strcmp(t, "fp8")) *type = DT_F8_E4M3_S32;
+        else if (!strcmp(t, "int4")) *type = DT_I4_S32;
         else
             return err_set(err,
-                           "synthetic model \"%s\": weight type \"%s\" (bf16, f16, f32 or q8_0)",
+                           "synthetic model \"%s\": weight type \"%s\" (bf16, f16, f32, q8_0, "
+                           "fp8 or int4)",
                            spec, t);
     }
     return 0;
