@@ -162,7 +162,8 @@ static struct pool *pool_for(struct synth *s, int cols) {
         p->bytes = nb * 24;
         for (size_t b = 0; b < nb; b++) {
             unsigned char *w = p->data + b * 24;
-            float d = a / 8.0f, z = (float)(7 + (int)(rnd(s) & 1)); /* (q - z) d: mean 0, ~(-a, a) */
+            float d = a / 8.0f,
+                  z = (float)(7 + (int)(rnd(s) & 1)); /* (q - z) d: mean 0, ~(-a, a) */
             memcpy(w, &d, 4);
             memcpy(w + 4, &z, 4);
             for (int j = 0; j < 16; j++) w[8 + j] = (unsigned char)(rnd(s) & 0xff);
