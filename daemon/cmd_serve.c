@@ -53,8 +53,8 @@ static const char *base_name(const char *p) {
 }
 
 /* Each rank's weights as model_load would hold them, from the model's tensor directory (no
- * weight is read), for the configured tp (1 when it is 0: ranks / pp) and pp: comment lines
- * after the configuration. */
+ * weight is read; INT4 g_idx tensors are), for the configured tp (1 when it is 0: ranks / pp)
+ * and pp: comment lines after the configuration. */
 static int print_plan(const struct config *cfg, char *err) {
     int tp = cfg->tp > 0 ? (int)cfg->tp : 1, pp = cfg->pp > 0 ? (int)cfg->pp : 1;
     printf("\n# memory plan: weights per rank at tp %d x pp %d (parallel.moe = %s), from the "

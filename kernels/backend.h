@@ -17,6 +17,18 @@ struct bweight {
     int rows, cols;
     float amax; /* DT_F8_E4M3_S32: the largest |weight| (the CUDA backend's F16 or BF16
                  * copy for prefill); 0 for other types */
+    /* NULL, or the input column each of the cols stored columns multiplies: stored column j
+     * takes x[t][gather[j]], or 0 where gather[j] is -1. Backend memory, [cols]. Only
+     * DT_I4_S32 from a GPTQ act-order checkpoint (model/int4w.h) has one: its columns
+     * regrouped so that each group fills whole 32-column blocks, padded with -1 columns.
+     * matmul and matmul_grouped gather x themselves; x then has the input's width, not cols
+     * (a backend without the gather refuses such weights at load: parallel/model.c). In
+     * C++ (the CUDA sources) a default leaves it out of their positional initializers. */
+#ifdef __cplusplus
+    int32_t *gather = nullptr;
+#else
+    int32_t *gather;
+#endif
 };
 
 /* One product of matmul_grouped: y[t][r] = sum_k w[r][k] x[t][k] for t < T. */

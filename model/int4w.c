@@ -14,7 +14,7 @@
 #include "modelfile.h"
 #include "tensors.h"
 
-enum { I4_ELEMS = 32, I4_BLOCK_BYTES = 24, I4_MAX_GROUP = 1 << 16 };
+enum { I4_ELEMS = 32, I4_BLOCK_BYTES = 24, I4_MAX_GROUP = 1 << 16, I4_MAX_STORED = 1 << 28 };
 
 const char *const int4w_part_suffix[] = {"", "", ".qscale", ".qzero", ".gidx", ".qshape"};
 
@@ -413,13 +413,71 @@ static int read_group_params(const struct model_file *m, const struct mf_tensor 
     return rc;
 }
 
+/* Entry c of g_idx part gi holds v: a group of 0..G-1? */
+static int gidx_entry_ok(const struct model_file *m, const struct mf_tensor *gi, int64_t c,
+                         int32_t v, int64_t G, char *err) {
+    if (v >= 0 && v < G) return 0;
+    return err_set(err, "%s: tensor '%s': element %lld is %d, not a group of 0..%lld",
+                   m->paths[gi->file], src(gi), (long long)c, v, (long long)(G - 1));
+}
+
+int int4w_order(const struct model_file *m, const struct mf_tensor *t, int64_t col0, int64_t ncols,
+                int32_t **gather, int64_t *kp, char *err) {
+    const struct int4w_config *q = &m->int4;
+    const struct mf_tensor *gi = part(m, t, INT4W_GIDX);
+    const int64_t cols = t->ne[0], G = q->group ? ceil_div(cols, q->group) : 1;
+    *gather = NULL;
+    *kp = ncols;
+    if (!gi || ncols <= 0 || col0 < 0 || col0 + ncols > cols) return 0; /* int4w_read refuses */
+    int32_t *g = xmalloc(sizeof(int32_t) * (size_t)cols);
+    int64_t *n = xcalloc((size_t)G + 1, sizeof(int64_t)), *at = NULL;
+    int rc = modelfile_read(m, gi, 0, (uint64_t)cols * 4, g, err), spread = 0;
+    for (int64_t c = 0; c < cols && !rc; c++)
+        if (!(rc = gidx_entry_ok(m, gi, c, g[c], G, err))) n[g[c]]++;
+    /* the whole input: every group holds its group_size columns (the last one the rest),
+     * as GPTQ's act-order assigns them along its permutation */
+    for (int64_t k = 0; k < G && !rc; k++) {
+        const int64_t want = q->group ? (k + 1 < G ? q->group : cols - k * q->group) : cols;
+        if (n[k] != want)
+            rc = err_set(err,
+                         "%s: tensor '%s': group %lld has %lld columns, not %lld (a g_idx "
+                         "gives each group of %s its group_size columns)",
+                         m->paths[gi->file], src(gi), (long long)k, (long long)n[k],
+                         (long long)want, q->method);
+    }
+    for (int64_t c = 1; c < ncols && !rc; c++)
+        spread |= c % I4_ELEMS && g[col0 + c] != g[col0 + c - 1];
+    if (!rc && spread) {
+        /* the slice's columns by group (stably), each group's run padded to whole blocks */
+        memset(n, 0, sizeof(int64_t) * (size_t)G);
+        for (int64_t c = 0; c < ncols; c++) n[g[col0 + c]]++;
+        at = xmalloc(sizeof(int64_t) * (size_t)G);
+        *kp = 0;
+        for (int64_t k = 0; k < G; k++) at[k] = *kp, *kp += ceil_div(n[k], I4_ELEMS) * I4_ELEMS;
+        if (*kp > I4_MAX_STORED)
+            rc = err_set(err, "%s: tensor '%s': %lld columns once regrouped (at most %d)",
+                         m->paths[t->file], src(t), (long long)*kp, I4_MAX_STORED);
+    }
+    if (!rc && spread) {
+        *gather = xmalloc(sizeof(int32_t) * (size_t)*kp);
+        for (int64_t j = 0; j < *kp; j++) (*gather)[j] = -1;
+        for (int64_t c = 0; c < ncols; c++) (*gather)[at[g[col0 + c]]++] = (int32_t)c;
+    }
+    if (rc) *kp = ncols;
+    free(at);
+    free(n);
+    free(g);
+    return rc;
+}
+
 int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0, int64_t nrows,
-               int64_t col0, int64_t ncols, uint8_t *dst, char *err) {
+               int64_t col0, int64_t ncols, const int32_t *gather, int64_t kp, uint8_t *dst,
+               char *err) {
     const struct int4w_config *q = &m->int4;
     const int64_t cols = t->ne[0], rows = t->ne[1];
     const char *path = m->paths[t->file];
     if (t->int4 != INT4W_PACKED || col0 % I4_ELEMS || ncols % I4_ELEMS || col0 + ncols > cols ||
-        row0 + nrows > rows)
+        row0 + nrows > rows || kp % I4_ELEMS || (!gather && kp != ncols))
         return err_set(err, "%s: tensor '%s': bad INT4 read (columns [%lld, %lld))", path, t->name,
                        (long long)col0, (long long)(col0 + ncols));
     if (q->group && col0 % q->group)
@@ -429,32 +487,38 @@ int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t ro
                        path, src(t), (long long)col0, (long long)(col0 + ncols), q->group);
     if (nrows == 0 || ncols == 0) return 0;
     const struct mf_tensor *gi = part(m, t, INT4W_GIDX);
-    const int64_t G = q->group ? ceil_div(cols, q->group) : 1;
+    const int64_t G = q->group ? ceil_div(cols, q->group) : 1, nb = kp / I4_ELEMS;
     int32_t *gidx = xmalloc(sizeof(int32_t) * (size_t)ncols);
     int64_t g0 = q->group ? col0 / q->group : 0, g1 = q->group ? (col0 + ncols - 1) / q->group : 0;
+    int64_t *bg = xmalloc(sizeof(int64_t) * (size_t)nb); /* each stored block's group */
     int rc = 0;
     for (int64_t c = 0; c < ncols; c++) gidx[c] = (int32_t)(q->group ? (col0 + c) / q->group : 0);
     if (gi) {
         rc = modelfile_read(m, gi, (uint64_t)col0 * 4, (uint64_t)ncols * 4, gidx, err);
         g0 = G, g1 = -1;
         for (int64_t c = 0; c < ncols && !rc; c++) {
-            if (gidx[c] < 0 || gidx[c] >= G)
-                rc = err_set(err,
-                             "%s: tensor '%s': element %lld is %d, not a group of "
-                             "0..%lld",
-                             path, src(gi), (long long)(col0 + c), gidx[c], (long long)(G - 1));
-            else if (c % I4_ELEMS && gidx[c] != gidx[c - 1])
-                rc = err_set(err,
-                             "%s: tensor '%s': columns %lld and %lld of one 32-column "
-                             "block are in groups %d and %d (act-order with groups that "
-                             "are not runs of 32 columns is not supported)",
-                             path, src(gi), (long long)(col0 + c - 1), (long long)(col0 + c),
-                             gidx[c - 1], gidx[c]);
+            rc = gidx_entry_ok(m, gi, col0 + c, gidx[c], G, err);
             if (!rc && gidx[c] < g0) g0 = gidx[c];
             if (!rc && gidx[c] > g1) g1 = gidx[c];
         }
     }
-    const int64_t ng = g1 - g0 + 1, nb = ncols / I4_ELEMS;
+    /* the stored columns of one block (gather: the slice's columns it names) share a group */
+    for (int64_t j = 0, prev = -1; j < kp && !rc; j++) {
+        const int64_t c = gather ? gather[j] : j;
+        if (j % I4_ELEMS == 0) bg[j / I4_ELEMS] = -1, prev = -1;
+        if (c < -1 || c >= ncols || (!gather && c < 0))
+            rc = err_set(err, "%s: tensor '%s': bad INT4 gather index", path, t->name);
+        else if (c >= 0 && prev >= 0 && gidx[c] != gidx[prev])
+            rc = err_set(err,
+                         "%s: tensor '%s': columns %lld and %lld of one 32-column block are "
+                         "in groups %d and %d",
+                         path, gi ? src(gi) : src(t), (long long)(col0 + prev),
+                         (long long)(col0 + c), gidx[prev], gidx[c]);
+        else if (c >= 0) bg[j / I4_ELEMS] = gidx[c] - g0, prev = c;
+    }
+    for (int64_t b = 0; b < nb && !rc; b++)
+        if (bg[b] < 0) rc = err_set(err, "%s: tensor '%s': bad INT4 gather index", path, t->name);
+    const int64_t ng = g1 - g0 + 1;
     float *sc = rc ? NULL : xmalloc(sizeof(float) * (size_t)(ng * nrows));
     float *zp = rc ? NULL : xmalloc(sizeof(float) * (size_t)(ng * nrows));
     if (!rc) rc = read_group_params(m, t, part(m, t, INT4W_SCALE), 0, row0, nrows, g0, ng, sc, err);
@@ -478,13 +542,16 @@ int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t ro
     for (int64_t r = 0; r < nrows && !rc; r++)
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *o = dst + (r * nb + b) * I4_BLOCK_BYTES;
-            const int64_t g = gidx[b * I4_ELEMS] - g0;
-            memcpy(o, &sc[g * nrows + r], 4);
-            memcpy(o + 4, &zp[g * nrows + r], 4);
+            const float z = zp[bg[b] * nrows + r];
+            memcpy(o, &sc[bg[b] * nrows + r], 4);
+            memcpy(o + 4, &z, 4);
             uint8_t code[I4_ELEMS];
             for (int k = 0; k < I4_ELEMS; k++) {
-                const int64_t c = b * I4_ELEMS + k, ra = row0 + r;
-                code[k] = (uint8_t)(q->format == INT4W_CT
+                const int64_t c = gather ? gather[b * I4_ELEMS + k] : b * I4_ELEMS + k;
+                const int64_t ra = row0 + r;
+                /* padding (its activation is 0): the zero point where a code can hold it */
+                code[k] = (uint8_t)(c < 0 ? (z >= 0 && z <= 15 ? (int)z : 0)
+                                    : q->format == INT4W_CT
                                         ? nib(i32_at(pk, r * (ncols / 8) + c / 8), (int)(c % 8))
                                     : q->format == INT4W_GPTQ
                                         ? nib(i32_at(pk, (c / 8) * nrows + r), (int)(c % 8))
@@ -495,6 +562,7 @@ int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t ro
     free(pk);
     free(sc);
     free(zp);
+    free(bg);
     free(gidx);
     return rc;
 }

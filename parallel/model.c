@@ -86,13 +86,51 @@ static void *upload_host(struct loader *L, const void *host, size_t bytes) {
     return d;
 }
 
+/* How a rank stores a matrix's columns: as they are (gather NULL, kp the columns), or as
+ * int4w_order regroups an INT4 act-order slice (kp stored columns; struct bweight's gather). */
+struct col_order {
+    int32_t *gather;
+    int64_t kp;
+};
+
+/* The order of t's columns [col0, col0 + ncols). A gather index needs the backend's gather
+ * (matmul): the CPU backend's; the CUDA backend refuses such weights here. */
+static int col_order(struct loader *L, const struct mf_tensor *t, int col0, int ncols,
+                     struct col_order *o) {
+    *o = (struct col_order){NULL, ncols};
+    if (!t->int4) return 0;
+    if (int4w_order(&L->mf, t, col0, ncols, &o->gather, &o->kp, L->err)) return -1;
+    if (o->gather && L->m->be->kind == BACKEND_CUDA) {
+        free(o->gather);
+        o->gather = NULL;
+        return err_set(L->err,
+                       "%s: tensor '%s': a GPTQ act-order g_idx whose groups are not runs of 32 "
+                       "columns needs the activations gathered before the matmul, which only "
+                       "the CPU backend does (use backend = \"cpu\")",
+                       L->mf.paths[t->file], t->src_name ? t->src_name : t->name);
+    }
+    return 0;
+}
+
+static int same_order(const struct col_order *a, const struct col_order *b) {
+    if (a->kp != b->kp || !a->gather != !b->gather) return 0;
+    return !a->gather || !memcmp(a->gather, b->gather, sizeof(int32_t) * (size_t)a->kp);
+}
+
+/* The weight's gather index into backend memory, when it has one. */
+static void attach_order(struct loader *L, struct bweight *w, const struct col_order *o) {
+    if (o->gather) w->gather = upload_host(L, o->gather, sizeof(int32_t) * (size_t)o->kp);
+}
+
 /* Rows [row0, row0 + nrows) of a matrix that starts at row `base` of tensor t (an expert's
  * in a 3-D tensor; else 0): one contiguous byte range of the file. */
 static int read_rows(struct loader *L, const struct mf_tensor *t, int64_t base, int row0, int nrows,
-                     char *dst) {
+                     const struct col_order *o, char *dst) {
     row0 += (int)base;
     if (t->fp8) return fp8w_read(&L->mf, t, row0, nrows, 0, t->ne[0], (uint8_t *)dst, L->err);
-    if (t->int4) return int4w_read(&L->mf, t, row0, nrows, 0, t->ne[0], (uint8_t *)dst, L->err);
+    if (t->int4)
+        return int4w_read(&L->mf, t, row0, nrows, 0, t->ne[0], o->gather, o->kp, (uint8_t *)dst,
+                          L->err);
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
     if (rb < 0) return err_set(L->err, "%s: tensor '%s': bad row length", L->mf.paths[0], t->name);
     if (nrows == 0) return 0;
@@ -100,37 +138,57 @@ static int read_rows(struct loader *L, const struct mf_tensor *t, int64_t base, 
                           dst, L->err);
 }
 
-/* This rank's rows of column-parallel or vocabulary matrices t[0..n) of one type, stacked
- * into one matrix (n > 1: fused QKV, gate+up); base[i]: t[i]'s first row (experts), or
- * base NULL. */
+/* This rank's rows of column-parallel or vocabulary matrices t[0..n) of one type and one
+ * column order o (col_order of the whole input), stacked into one matrix (n > 1: fused QKV,
+ * gate+up); base[i]: t[i]'s first row (experts), or base NULL. */
 static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf_tensor **t,
-                     const enum tensor_id *ids, const int64_t *base) {
+                     const enum tensor_id *ids, const int64_t *base, const struct col_order *o) {
     int row0[4], nrows[4], rows = 0;
     for (int i = 0; i < n; i++) {
         rank_part(L->m, ids[i], &row0[i], &nrows[i]);
         rows += nrows[i];
     }
-    int cols = (int)t[0]->ne[0];
+    int cols = (int)o->kp;
     int64_t rb = dtype_row_bytes(t[0]->type, cols);
     size_t bytes = (size_t)rb * (size_t)rows;
     char *host = xmalloc(L->dry || !bytes ? 1 : bytes);
     size_t at = 0;
     for (int i = 0; i < n; i++) {
-        if (!L->dry && read_rows(L, t[i], base ? base[i] : 0, row0[i], nrows[i], host + at)) {
+        if (!L->dry && read_rows(L, t[i], base ? base[i] : 0, row0[i], nrows[i], o, host + at)) {
             free(host);
             return -1;
         }
         at += (size_t)rb * (size_t)nrows[i];
     }
-    *w = (struct bweight){upload_host(L, host, bytes), t[0]->type, rows, cols,
-                          t[0]->fp8 && !L->dry ? fp8w_amax((uint8_t *)host, bytes) : 0};
+    *w = (struct bweight){.data = upload_host(L, host, bytes),
+                          .type = t[0]->type,
+                          .rows = rows,
+                          .cols = cols,
+                          .amax = t[0]->fp8 && !L->dry ? fp8w_amax((uint8_t *)host, bytes) : 0};
+    attach_order(L, w, o);
     free(host);
+    return 0;
+}
+
+/* The column orders of matrices t[0..n) (whole inputs) into o, and whether the n can be
+ * stacked into one: one type and one order. */
+static int orders_stackable(struct loader *L, int n, const struct mf_tensor **t,
+                            struct col_order *o, int *fused) {
+    *fused = 1;
+    for (int i = 0; i < n; i++) {
+        if (col_order(L, t[i], 0, (int)t[i]->ne[0], &o[i])) {
+            while (i--) free(o[i].gather);
+            return -1;
+        }
+        *fused &= t[i]->type == t[0]->type && same_order(&o[0], &o[i]);
+    }
     return 0;
 }
 
 /* Row-parallel weights: this rank's columns [col0, col0 + ncols) of every row, which must
  * fall on block boundaries (the shard plan makes sure). One read per row. The matrix starts
- * at row `base` of t (an expert's in a 3-D tensor; else 0). */
+ * at row `base` of t (an expert's in a 3-D tensor; else 0). INT4 act-order: the columns
+ * regrouped and padded (col_order), so the stored width may exceed ncols. */
 static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor *t,
                      enum tensor_id id, int64_t base) {
     int col0, ncols;
@@ -142,14 +200,17 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
                        "%s: tensor '%s': column slice [%d, %d) is not on %s block "
                        "boundaries",
                        L->mf.paths[0], t->name, col0, col0 + ncols, dtype_name(t->type));
+    struct col_order o;
+    if (col_order(L, t, col0, ncols, &o)) return -1;
     int64_t rb = dtype_row_bytes(t->type, t->ne[0]);
-    int64_t sb = dtype_row_bytes(t->type, ncols), off = dtype_row_bytes(t->type, col0);
+    int64_t sb = dtype_row_bytes(t->type, o.kp), off = dtype_row_bytes(t->type, col0);
     size_t bytes = (size_t)sb * (size_t)rows;
     char *host = xmalloc(L->dry || !bytes ? 1 : bytes);
     if (!L->dry &&
         ((t->fp8 && fp8w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)) ||
-         (t->int4 &&
-          int4w_read(&L->mf, t, (int)base, rows, col0, ncols, (uint8_t *)host, L->err)))) {
+         (t->int4 && int4w_read(&L->mf, t, (int)base, rows, col0, ncols, o.gather, o.kp,
+                                (uint8_t *)host, L->err)))) {
+        free(o.gather);
         free(host);
         return -1;
     }
@@ -159,8 +220,13 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
             free(host);
             return -1;
         }
-    *w = (struct bweight){upload_host(L, host, bytes), t->type, rows, ncols,
-                          t->fp8 && !L->dry ? fp8w_amax((uint8_t *)host, bytes) : 0};
+    *w = (struct bweight){.data = upload_host(L, host, bytes),
+                          .type = t->type,
+                          .rows = rows,
+                          .cols = (int)o.kp,
+                          .amax = t->fp8 && !L->dry ? fp8w_amax((uint8_t *)host, bytes) : 0};
+    attach_order(L, w, &o);
+    free(o.gather);
     free(host);
     return 0;
 }
@@ -169,24 +235,29 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
 static int load_matrix(struct loader *L, struct bweight *w, enum tensor_id id, int il) {
     const struct mf_tensor *t = need(L, id, il);
     if (!t) return -1;
-    return tensor_info(id)->role == TROLE_ROW ? load_cols(L, w, t, id, 0)
-                                              : load_rows(L, w, 1, &t, &id, NULL);
+    if (tensor_info(id)->role == TROLE_ROW) return load_cols(L, w, t, id, 0);
+    struct col_order o;
+    if (col_order(L, t, 0, (int)t->ne[0], &o)) return -1;
+    int rc = load_rows(L, w, 1, &t, &id, NULL, &o);
+    free(o.gather);
+    return rc;
 }
 
 /* Column-parallel matrices ids[0..n) of layer il (n <= 4), stacked into w[0] when they share
- * a type (one matmul instead of n; *fused set), else one each into w[0..n). */
+ * a type and a column order (one matmul instead of n; *fused set), else one each into
+ * w[0..n). */
 static int load_stacked(struct loader *L, struct bweight *w, int *fused, int n,
                         const enum tensor_id *ids, int il) {
     const struct mf_tensor *t[4];
-    *fused = 1;
-    for (int i = 0; i < n; i++) {
-        if (!(t[i] = need(L, ids[i], il))) return -1;
-        *fused &= t[i]->type == t[0]->type;
-    }
-    if (*fused) return load_rows(L, &w[0], n, t, ids, NULL);
+    struct col_order o[4];
     for (int i = 0; i < n; i++)
-        if (load_rows(L, &w[i], 1, &t[i], &ids[i], NULL)) return -1;
-    return 0;
+        if (!(t[i] = need(L, ids[i], il))) return -1;
+    if (orders_stackable(L, n, t, o, fused)) return -1;
+    int rc = *fused ? load_rows(L, &w[0], n, t, ids, NULL, &o[0]) : 0;
+    for (int i = 0; i < n && !*fused && !rc; i++)
+        rc = load_rows(L, &w[i], 1, &t[i], &ids[i], NULL, &o[i]);
+    for (int i = 0; i < n; i++) free(o[i].gather);
+    return rc;
 }
 
 /* Expert `e` of expert row id, layer il; marks the row read. */
@@ -211,14 +282,14 @@ static int load_expert(struct loader *L, struct moe_expert *x, int il, int e) {
     for (int i = 0; i < 2; i++)
         if (!(t[i] = need_expert(L, gu[i], il, e, &base[i]))) return -1;
     if (!(down = need_expert(L, TENSOR_FFN_DOWN_EXPS, il, e, &dbase))) return -1;
-    x->gate_up_fused = t[0]->type == t[1]->type;
-    if (x->gate_up_fused) {
-        if (load_rows(L, &x->gate_up[0], 2, t, gu, base)) return -1;
-    } else {
-        for (int i = 0; i < 2; i++)
-            if (load_rows(L, &x->gate_up[i], 1, &t[i], &gu[i], &base[i])) return -1;
-    }
-    return load_cols(L, &x->down, down, TENSOR_FFN_DOWN_EXPS, dbase);
+    struct col_order o[2];
+    if (orders_stackable(L, 2, t, o, &x->gate_up_fused)) return -1;
+    int rc = x->gate_up_fused ? load_rows(L, &x->gate_up[0], 2, t, gu, base, &o[0]) : 0;
+    for (int i = 0; i < 2 && !x->gate_up_fused && !rc; i++)
+        rc = load_rows(L, &x->gate_up[i], 1, &t[i], &gu[i], &base[i], &o[i]);
+    free(o[0].gather);
+    free(o[1].gather);
+    return rc ? -1 : load_cols(L, &x->down, down, TENSOR_FFN_DOWN_EXPS, dbase);
 }
 
 /* A mixture-of-experts layer's router, this rank's experts, and the shared expert. */
@@ -465,7 +536,9 @@ out:
 
 static void free_w(struct backend *be, struct bweight *w) {
     if (w->data) be->free(be->ctx, w->data);
+    if (w->gather) be->free(be->ctx, w->gather);
     w->data = NULL;
+    w->gather = NULL;
 }
 
 void model_free(struct model *m) {

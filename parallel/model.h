@@ -76,7 +76,8 @@ int model_load(struct model *m, const char *path, struct backend *be, int tp, in
                int stage, enum moe_split moe, const struct load_progress *lp, char *err);
 void model_free(struct model *m);
 /* The bytes of weights model_load would give rank `rank` of tp in stage `stage` of pp (its
- * weight_bytes), from the file's tensor directory alone: nothing read, nothing allocated. */
+ * weight_bytes), from the file's tensor directory, nothing allocated; the only data read are
+ * INT4 g_idx tensors (an act-order slice's padded width and gather index depend on them). */
 int model_plan_weights(const char *path, int tp, int rank, int pp, int stage, enum moe_split moe,
                        size_t *bytes, char *err);
 /* Rotary frequencies theta^(-2i/d), i < head_dim/2, into out: divided by factors[i] when

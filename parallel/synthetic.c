@@ -188,7 +188,7 @@ static void make_matrix(struct synth *s, struct bweight *w, int rows, int cols) 
     struct backend *be = s->m->be;
     int64_t rb = dtype_row_bytes(s->type, cols);
     size_t bytes = (size_t)rb * (size_t)rows;
-    *w = (struct bweight){be->alloc(be->ctx, bytes ? bytes : 1), s->type, rows, cols, 0};
+    *w = (struct bweight){be->alloc(be->ctx, bytes ? bytes : 1), s->type, rows, cols, 0, NULL};
     s->m->weight_bytes += bytes;
     struct pool *p = pool_for(s, cols);
     /* whole blocks per piece: the pool is a whole number of blocks, and so is every offset */

@@ -3,7 +3,8 @@
  * table and the profiler: each op's name and slot are its own (clearing one field makes
  * exactly that op missing, and backend_check name it unless it is optional); the CPU table
  * has every required op; the profiler replaces exactly the timed ops. The CUDA table is
- * checked the same way by backend_open on a GPU machine. */
+ * checked the same way by backend_open on a GPU machine. The CPU backend's matmul of a weight
+ * with a gather index (INT4 act-order) is the plain matmul of the gathered activations. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
@@ -87,11 +89,61 @@ static void test_profiler_wraps_timed_ops(void **state) {
     backend_close(&inner);
 }
 
+/* An I4_S32 weight of 8 rows x 96 stored columns over an input of 70 columns: stored
+ * column j takes input column gather[j], or nothing (-1: padding, its codes random, as the
+ * product must not depend on them). matmul and matmul_grouped at T 1..9 (the integer tiles
+ * below 4 tokens, the f32 ones from 4) give exactly what they give for the gathered
+ * activations with no index. */
+static void test_cpu_gather_matmul(void **state) {
+    (void)state;
+    enum { ROWS = 8, COLS = 96, IN = 70, TMAX = 9 };
+    char err[ERR_LEN] = "";
+    struct backend be;
+    if (backend_open(&be, "cpu", 2, 0, NULL, err)) fail_msg("%s", err);
+    static uint8_t w[ROWS * COLS / 32 * 24];
+    static int32_t gather[COLS];
+    static float x[TMAX * IN], xg[TMAX * COLS], y[TMAX * ROWS], want[TMAX * ROWS];
+    srand(29);
+    for (int b = 0; b < ROWS * COLS / 32; b++) {
+        float d = (float)(rand() % 100 + 1) / 512, z = (float)(rand() % 17);
+        memcpy(w + b * 24, &d, 4);
+        memcpy(w + b * 24 + 4, &z, 4);
+        for (int k = 8; k < 24; k++) w[b * 24 + k] = (uint8_t)rand();
+    }
+    for (int j = 0; j < COLS; j++) gather[j] = j < IN ? (j * 37 + 11) % IN : -1;
+    for (int j = 0; j < 12; j++) { /* padding inside runs too, as whole groups leave it */
+        int a = rand() % COLS, b = rand() % COLS, g = gather[a];
+        gather[a] = gather[b], gather[b] = g;
+    }
+    for (int i = 0; i < TMAX * IN; i++) x[i] = (float)(rand() % 2001 - 1000) / 250;
+    for (int t = 0; t < TMAX; t++)
+        for (int j = 0; j < COLS; j++)
+            xg[t * COLS + j] = gather[j] >= 0 ? x[t * IN + gather[j]] : 0.0f;
+    const struct bweight plain = {w, DT_I4_S32, ROWS, COLS, 0, NULL};
+    const struct bweight idx = {w, DT_I4_S32, ROWS, COLS, 0, gather};
+    for (int T = 1; T <= TMAX; T++) {
+        be.matmul(be.ctx, want, ROWS, xg, COLS, T, &plain);
+        memset(y, 0xff, sizeof y);
+        be.matmul(be.ctx, y, ROWS, x, IN, T, &idx);
+        assert_memory_equal(y, want, sizeof(float) * (size_t)(T * ROWS));
+        /* grouped: the gathered op beside a plain one sharing nothing */
+        float y2[TMAX * ROWS], want2[TMAX * ROWS];
+        const struct bmatmul ops[2] = {{y, ROWS, x, IN, T, &idx}, {y2, ROWS, xg, COLS, 1, &plain}};
+        be.matmul(be.ctx, want2, ROWS, xg, COLS, 1, &plain);
+        memset(y, 0xff, sizeof y);
+        be.matmul_grouped(be.ctx, ops, 2);
+        assert_memory_equal(y, want, sizeof(float) * (size_t)(T * ROWS));
+        assert_memory_equal(y2, want2, sizeof(float) * ROWS);
+    }
+    backend_close(&be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_cpu_table),
         cmocka_unit_test(test_profiler_wraps_timed_ops),
+        cmocka_unit_test(test_cpu_gather_matmul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,6 +33,8 @@ struct cpu_ctx {
     struct cpu_attn *attn;
     int f16c; /* eltwise_avx2.c's rows (AVX2, FMA and F16C) */
     struct rope_cache rope;
+    float *gx; /* activations gathered for weights with a gather index (gather_x) */
+    size_t gx_cap;
 };
 
 static void *cpu_alloc(void *ctx, size_t bytes) {
@@ -55,10 +57,36 @@ static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
 
+/* The context's gather scratch, at least n floats. */
+static float *gather_scratch(struct cpu_ctx *c, size_t n) {
+    if (c->gx_cap < n) {
+        free(c->gx);
+        c->gx = xmalloc(sizeof(float) * n);
+        c->gx_cap = n;
+    }
+    return c->gx;
+}
+
+/* Weights with a gather index (struct bweight): their T rows of x regrouped into dst as the
+ * stored columns take them, zeros at the padding, so that the ordinary kernel reads each
+ * weight block once for all T tokens. */
+static void gather_x(float *dst, const float *x, int64_t ldx, int T, const struct bweight *w) {
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (int64_t)t * ldx;
+        float *d = dst + (int64_t)t * w->cols;
+        for (int j = 0; j < w->cols; j++) d[j] = w->gather[j] >= 0 ? xt[w->gather[j]] : 0.0f;
+    }
+}
+
 static void cpu_matmul_op(void *vctx, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                           const struct bweight *w) {
     struct cpu_ctx *c = vctx;
     if (w->rows == 0 || T == 0) return;
+    if (w->gather) {
+        float *gx = gather_scratch(c, (size_t)T * (size_t)w->cols);
+        gather_x(gx, x, ldx, T, w);
+        x = gx, ldx = w->cols;
+    }
     cpu_matmul(y, ldy, x, ldx, T, w->data, w->type, w->rows, w->cols, c->tp);
 }
 
@@ -67,6 +95,10 @@ static void cpu_matmul_grouped_op(void *vctx, const struct bmatmul *ops, int n) 
     struct cpu_matmul_gop g[CPU_MATMUL_MAX_OPS];
     for (int i = 0; i < n; i += CPU_MATMUL_MAX_OPS) {
         const int m = n - i < CPU_MATMUL_MAX_OPS ? n - i : CPU_MATMUL_MAX_OPS;
+        size_t gathered = 0; /* floats of the pass's gathered activations */
+        for (int j = 0; j < m; j++)
+            if (ops[i + j].w->gather) gathered += (size_t)ops[i + j].T * (size_t)ops[i + j].w->cols;
+        float *gx = gathered ? gather_scratch(c, gathered) : NULL;
         for (int j = 0; j < m; j++) {
             const struct bmatmul *o = &ops[i + j];
             g[j] = (struct cpu_matmul_gop){.y = o->y,
@@ -78,6 +110,11 @@ static void cpu_matmul_grouped_op(void *vctx, const struct bmatmul *ops, int n) 
                                            .wt = o->w->type,
                                            .rows = o->w->rows,
                                            .cols = o->w->cols};
+            if (o->w->gather) {
+                gather_x(gx, o->x, o->ldx, o->T, o->w);
+                g[j].x = gx, g[j].ldx = o->w->cols;
+                gx += (size_t)o->T * (size_t)o->w->cols;
+            }
         }
         cpu_matmul_grouped(g, m, c->tp);
     }
@@ -418,6 +455,7 @@ void backend_cpu_free(struct backend *b) {
     free(c->rope.pos);
     free(c->rope.cs);
     free(c->rope.sn);
+    free(c->gx);
     free(c);
     b->ctx = NULL;
 }

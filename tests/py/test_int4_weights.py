@@ -1,5 +1,7 @@
 """Hugging Face INT4 weight-only checkpoints (compressed-tensors pack-quantized group /
-channel, symmetric / asymmetric; GPTQ v1 and v2 with g_idx and act-order; AWQ GEMM) through
+channel, symmetric / asymmetric; GPTQ v1 and v2 with g_idx, act-order moving whole 32-column
+runs, and desc_act's groups scattered over the input, which tpd regroups with a gather
+index; AWQ GEMM) through
 `tpd eval` on the CPU backend at tp 1, 2 and 3, against the float64 reference run on the
 exactly dequantized weights (tests/reference/make_int4.py packs them in numpy after each
 format's published packing). tpd runs them as W4A16: exact weights, f32 activations, so the
@@ -7,6 +9,8 @@ F32 tolerance applies. Then broken checkpoints: each refused on every rank with 
 that names the tensor or the scheme."""
 import json
 import os
+import re
+import subprocess
 import sys
 
 import numpy as np
@@ -59,6 +63,46 @@ def test_packing_matches_published_examples():
     assert make_int4.pack_awq(v)[0, 0] == 0x75316420
 
 
+def _plan(tpd, path, tp):
+    p = subprocess.run([tpd, "config", "--model", path, "--parallel.tp", str(tp)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return [int(b) for b in re.findall(r"#   rank \d+ \(stage \d+\): (\d+) bytes", p.stdout)]
+
+
+def test_desc_act_memory_plan(tpd, tmp_path):
+    """`tpd config`'s plan counts a desc_act checkpoint's regrouped weights exactly: against
+    the same checkpoint without g_idx, each rank holds, per matrix whose g_idx scatters its
+    groups over the rank's columns, a 4-byte gather entry per stored column, and the
+    row-parallel slices (o_proj, down_proj: columns [256r, 256r + 256) of 768 at tp 3)
+    their padding: each group's columns there rounded up to 32, 24 bytes a 32-column block
+    of a row. Computed here from the g_idx, independently of tpd."""
+    name = "llama_kq-gptq_g128_desc_asym"
+    path, _, _ = make_int4.write(str(tmp_path), name)
+    _, tensors, _, _ = make_int4.build(name)
+    plan = _plan(tpd, path, 3)
+    extra = [0, 0, 0]
+    for n, g in tensors.items():
+        if not n.endswith(".g_idx"):
+            continue
+        rows = tensors[n[:-len("g_idx")] + "scales"].shape[1]
+        for r in range(3):
+            cut = any(m in n for m in ("o_proj", "down_proj"))
+            sl = g[256 * r: 256 * r + 256] if cut else g
+            if all(len(set(sl[b:b + 32])) == 1 for b in range(0, len(sl), 32)):
+                continue  # whole 32-column runs per group: stored as they are
+            kp = sum(-(-c // 32) * 32 for c in np.bincount(sl) if c)
+            extra[r] += 4 * kp + rows * (kp - len(sl)) // 32 * 24
+    assert all(e > 0 for e in extra)
+
+    def drop(t, types):
+        for n in [n for n in t if n.endswith(".g_idx")]:
+            t.pop(n)
+    _edit_tensors(path, drop)
+    plain = _plan(tpd, path, 3)
+    assert [a - b for a, b in zip(plan, plain)] == extra, (plan, plain, extra)
+
+
 # ---------------------------------------------------------------- refusals
 
 _edit_config = ckpt_edit.edit_config
@@ -98,10 +142,10 @@ def _zeros_missing(p):
     _edit_tensors(p, lambda t, types: t.pop("model.layers.0.self_attn.v_proj.qzeros"))
 
 
-def _gidx_spread(p):
-    def fn(t, types):
-        t["model.layers.1.self_attn.o_proj.g_idx"][[0, 1]] = t[
-            "model.layers.1.self_attn.o_proj.g_idx"][[1, 40]]
+def _gidx_counts(p):
+    def fn(t, types):  # group 0 of a row-parallel matrix loses a column to group 1
+        g = t["model.layers.1.self_attn.o_proj.g_idx"]
+        g[np.flatnonzero(g == 0)[-1]] = 1
     _edit_tensors(p, fn)
 
 
@@ -144,8 +188,9 @@ BAD = {
     "zeros_missing": ("llama_kq-gptq_g64_sym", _zeros_missing,
                       "model.layers.0.self_attn.v_proj.qweight' (gptq, asymmetric) has no zero "
                       "point tensor"),
-    "gidx_spread": ("llama3_tied-gptq_g32_actorder", _gidx_spread,
-                    "act-order with groups that are not runs of 32 columns is not supported"),
+    # every rank reads g_idx whole, so each says it, not only the rank holding the column
+    "gidx_counts": ("llama3_tied-gptq_g32_desc_sym", _gidx_counts,
+                    "model.layers.1.self_attn.o_proj.g_idx': group 0 has 31 columns, not 32"),
     "gidx_range": ("llama3_tied-gptq_g32_actorder", _gidx_range,
                    "model.layers.0.mlp.gate_proj.g_idx': element 5 is 99"),
     "truncated_file": ("llama_kq-awq_g128", lambda p: os.truncate(
@@ -166,14 +211,9 @@ def test_int4_refusals(tpd, tmp_path, case):
         path = make_int4.write(str(tmp_path), model)[0]
         breaker(path)
     out, ranks = ckpt_edit.refused(path, tmp_path)
-    # a bad g_idx entry of a row-parallel matrix is found only by the rank whose columns
-    # hold it; the others hear of it from the load's collective
     for rank in (0, 1):
-        want = msg
-        if case == "gidx_spread" and rank == 1:
-            want = "another rank failed to load the model"
         lines = ranks[rank]
-        assert any(want in ln for ln in lines), f"rank {rank} did not say {want!r}:\n{out[-3000:]}"
+        assert any(msg in ln for ln in lines), f"rank {rank} did not say {msg!r}:\n{out[-3000:]}"
 
 
 @pytest.mark.parametrize("kind,block_bytes", [("int4", 24), ("fp8", 36)])

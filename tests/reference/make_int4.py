@@ -13,6 +13,11 @@ Formats (config.json quantization_config), W = [out, in] the HF weight, q in 0..
   rows 8j..8j+7 in bits 4i; qzeros int32 [groups, out/8] packed along the columns; scales
   F16 [groups, out]; g_idx int32 [in] (group of each input column; act-order permutes
   it). v1 (checkpoint_format "gptq") stores zero - 1. Value (q - zero) * scale.
+  desc_act (GPTQ's act-order as its writers leave it): the columns quantized in the order of
+  a permutation perm (by the Hessian's diagonal), each group_size of them a group, then put
+  back in place: g_idx[perm[j]] = j // group_size, a group's columns scattered over the
+  whole input; q_proj, k_proj and v_proj (and gate_proj and up_proj) see the same input and
+  so get the same perm, unless the model says otherwise (shared_perm False).
 - awq: AutoAWQ GEMM: qweight int32 [in, out/8] with output columns 8c + (0, 2, 4, 6, 1, 3,
   5, 7) in nibbles 0..7 of word c; qzeros [groups, out/8] in the same order; scales F16
   [groups, out]. Value (q - zero) * scale.
@@ -47,6 +52,10 @@ MODELS = {
     "llama_kq-gptq_g64_sym": ("llama_kq", "gptq", dict(group=64, sym=True, v1=True)),
     "llama3_tied-gptq_g32_actorder": ("llama3_tied", "gptq", dict(group=32, sym=False,
                                                                   v1=True, actorder=True)),
+    "llama3_tied-gptq_g32_desc_sym": ("llama3_tied", "gptq", dict(group=32, sym=True, v1=True,
+                                                                  desc_act=True)),
+    "llama_kq-gptq_g128_desc_asym": ("llama_kq", "gptq", dict(group=128, sym=False, v1=True,
+                                                              desc_act=True, shared_perm=False)),
     "qwen2-gptq_v2_channel": ("qwen2", "gptq", dict(group=0, sym=False, v1=False)),
     "llama_kq-awq_g128": ("llama_kq", "awq", dict(group=128)),
     "mistral-awq_g32": ("mistral", "awq", dict(group=32)),
@@ -66,7 +75,8 @@ def quant_config(fmt, o):
                     "output_activations": None}}}
     if fmt == "gptq":
         return {"quant_method": "gptq", "bits": 4, "group_size": g or -1,
-                "desc_act": bool(o.get("actorder")), "sym": o["sym"], "true_sequential": True,
+                "desc_act": bool(o.get("actorder") or o.get("desc_act")), "sym": o["sym"],
+                "true_sequential": True,
                 "checkpoint_format": "gptq" if o["v1"] else "gptq_v2"}
     return {"quant_method": "awq", "bits": 4, "group_size": g, "zero_point": True,
             "version": "gemm", "modules_to_not_convert": None}
@@ -116,8 +126,14 @@ def pack_awq(v):
     return out.view(np.int32)
 
 
-def pack_matrix(name, w, fmt, o, rng):
-    """({HF name: array}, {HF name: dtype}, dequantized float64 weight) of one matrix."""
+# the matrices that read the same input (GPTQ's desc_act gives them the same perm)
+SAME_INPUT = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up",
+              "up_proj": "gate_up"}
+
+
+def pack_matrix(name, w, fmt, o, rng, perm=None):
+    """({HF name: array}, {HF name: dtype}, dequantized float64 weight) of one matrix; perm:
+    desc_act's column order (default: a random one)."""
     out, inp = w.shape
     g = o["group"] or inp
     ng = -(-inp // g)
@@ -125,6 +141,10 @@ def pack_matrix(name, w, fmt, o, rng):
     if o.get("actorder"):  # groups in a shuffled order, each a run of 32 columns
         runs = rng.permutation(inp // 32)
         gidx = (runs[np.arange(inp) // 32] * 32) // g
+    if o.get("desc_act"):  # group j // g holds column perm[j]: scattered over the input
+        perm = rng.permutation(inp) if perm is None else perm
+        gidx = np.empty(inp, np.int64)
+        gidx[perm] = np.arange(inp) // g
     sdt = o.get("scale", "F16")
     sym = o.get("sym", False)
     q, z, s = quantize(w, gidx, ng, sym, sdt, zmin=1 if fmt == "gptq" and o.get("v1") else 0)
@@ -162,10 +182,17 @@ def build(name, spec=None):
     cfg["torch_dtype"] = "float16"
     cfg["quantization_config"] = quant_config(fmt, o)
     rng = np.random.default_rng(29)
-    tensors, dtypes, deq = {}, {}, {}
+    tensors, dtypes, deq, perms = {}, {}, {}, {}
     for n, a in w.items():
         if n.endswith(".weight") and n.split(".")[-2] in MATRICES:
-            t, d, x = pack_matrix(n, a, fmt, o, rng)
+            perm = None
+            kind = SAME_INPUT.get(n.split(".")[-2])
+            if o.get("desc_act") and o.get("shared_perm", True) and kind:
+                key = n.split(".")[2], kind  # (layer, input)
+                if key not in perms:
+                    perms[key] = rng.permutation(a.shape[1])
+                perm = perms[key]
+            t, d, x = pack_matrix(n, a, fmt, o, rng, perm)
             tensors.update(t)
             dtypes.update(d)
             deq[n] = x
