@@ -15,8 +15,8 @@ struct bweight {
     void *data;
     enum dtype type;
     int rows, cols;
-    float amax; /* DT_F8_E4M3_S32: the largest |weight| (the CUDA backend's F16 or BF16
-                 * copy for prefill); 0 for other types */
+    float amax; /* DT_F8_E4M3_S32, DT_I4_S32: the largest |weight| (the CUDA backend's F16
+                 * or BF16 copy for prefill); 0 for other types */
 };
 
 /* One product of matmul_grouped: y[t][r] = sum_k w[r][k] x[t][k] for t < T. */

@@ -56,5 +56,8 @@ int int4w_check(const struct model_file *m, char *err);
  * and 32-column runs that g_idx spreads over several groups. */
 int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0, int64_t nrows,
                int64_t col0, int64_t ncols, uint8_t *dst, char *err);
+/* The largest |value| in bytes of DT_I4_S32 blocks (struct bweight's amax: whether the
+ * CUDA backend's prefill copy of the matrix fits F16 or takes BF16). */
+float int4w_amax(const uint8_t *blocks, size_t bytes);
 
 #endif
