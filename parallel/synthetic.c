@@ -147,6 +147,17 @@ static struct pool *pool_for(struct synth *s, int cols) {
             for (int j = 0; j < 32; j++)
                 w[2 + j] = (unsigned char)(int8_t)((int)(rnd(s) % 255) - 127);
         }
+    } else if (s->type == DT_I4_S32) { /* 24-byte blocks: f32 d, f32 z = 8, 16 B nibbles */
+        size_t nb = p->bytes / 24;
+        p->bytes = nb * 24;
+        /* q uniform in 1..15: (q - 8) d has mean 0 and variance 56/3 d^2 = a^2 / 3, as above */
+        const float dz[2] = {a / sqrtf(56.0f), 8.0f};
+        for (size_t b = 0; b < nb; b++) {
+            unsigned char *w = p->data + b * 24;
+            memcpy(w, dz, 8);
+            for (int j = 0; j < 16; j++)
+                w[8 + j] = (unsigned char)((1 + rnd(s) % 15) | (1 + rnd(s) % 15) << 4);
+        }
     } else if (s->type == DT_F32) {
         for (size_t i = 0; i < p->bytes / 4; i++) {
             float v = rnd_uniform(s, a);
@@ -229,10 +240,11 @@ static int parse_geometry(const char *spec, const struct geometry **g, enum dtyp
         else if (!strcmp(t, "f16")) *type = DT_F16;
         else if (!strcmp(t, "f32")) *type = DT_F32;
         else if (!strcmp(t, "q8_0")) *type = DT_Q8_0;
+        else if (!strcmp(t, "i4")) *type = DT_I4_S32;
         else
-            return err_set(err,
-                           "synthetic model \"%s\": weight type \"%s\" (bf16, f16, f32 or q8_0)",
-                           spec, t);
+            return err_set(
+                err, "synthetic model \"%s\": weight type \"%s\" (bf16, f16, f32, q8_0 or i4)",
+                spec, t);
     }
     return 0;
 }

@@ -9,7 +9,8 @@
 #include "model.h"
 
 /* geometry: "llama3-8b", "llama3-70b", "qwen2.5-72b" or "tiny" (a small llama for tests),
- * optionally followed by ":bf16" (default), ":f16", ":f32" or ":q8_0" for the matrices.
+ * optionally followed by ":bf16" (default), ":f16", ":f32", ":q8_0" or ":i4" (I4_S32, as INT4
+ * checkpoints load) for the matrices.
  * Fills m like model_load. 0, or -1 with err (unknown geometry, tp that does not divide). */
 int model_synthesize(struct model *m, const char *geometry, struct backend *be, int tp, int rank,
                      int pp, int stage, char *err);
