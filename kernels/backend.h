@@ -15,8 +15,8 @@ struct bweight {
     void *data;
     enum dtype type;
     int rows, cols;
-    float amax; /* DT_F8_E4M3_S32: the largest |weight| (the CUDA backend's F16 or BF16
-                 * copy for prefill); 0 for other types */
+    float amax; /* DT_F8_E4M3_S32, DT_I4_S32: the largest |weight| (the CUDA backend's F16
+                 * or BF16 copy for prefill); 0 for other types */
     /* NULL, or the input column each of the cols stored columns multiplies: stored column j
      * takes x[t][gather[j]], or 0 where gather[j] is -1. Backend memory, [cols]. Only
      * DT_I4_S32 from a GPTQ act-order checkpoint (model/int4w.h) has one: its columns

@@ -566,3 +566,23 @@ int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t ro
     free(gidx);
     return rc;
 }
+
+/* The largest |((float)q - z) * d| of the blocks, over the codes each block holds (as the
+ * CPU's i4_value computes them). */
+float int4w_amax(const uint8_t *blocks, size_t bytes) {
+    float amax = 0;
+    for (size_t b = 0; b < bytes / I4_BLOCK_BYTES; b++, blocks += I4_BLOCK_BYTES) {
+        float d, z;
+        memcpy(&d, blocks, sizeof d);
+        memcpy(&z, blocks + 4, sizeof z);
+        int qmin = 15, qmax = 0;
+        for (int k = 0; k < I4_ELEMS / 2; k++) {
+            const int lo = blocks[8 + k] & 15, hi = blocks[8 + k] >> 4;
+            qmin = lo < qmin ? lo : qmin, qmax = lo > qmax ? lo : qmax;
+            qmin = hi < qmin ? hi : qmin, qmax = hi > qmax ? hi : qmax;
+        }
+        const float a = fmaxf(fabsf(((float)qmin - z) * d), fabsf(((float)qmax - z) * d));
+        if (a > amax) amax = a;
+    }
+    return amax;
+}

@@ -69,5 +69,8 @@ int int4w_order(const struct model_file *m, const struct mf_tensor *t, int64_t c
 int int4w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row0, int64_t nrows,
                int64_t col0, int64_t ncols, const int32_t *gather, int64_t kp, uint8_t *dst,
                char *err);
+/* The largest |value| in bytes of DT_I4_S32 blocks (struct bweight's amax: whether the
+ * CUDA backend's prefill copy of the matrix fits F16 or takes BF16). */
+float int4w_amax(const uint8_t *blocks, size_t bytes);
 
 #endif

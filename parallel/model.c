@@ -22,13 +22,6 @@ struct loader {
  * table; marks the row read. */
 static const struct mf_tensor *need(struct loader *L, enum tensor_id id, int il) {
     const struct mf_tensor *t = modelfile_tensor(&L->mf, id, il);
-    if (t && t->type == DT_I4_S32 && L->m->be->kind == BACKEND_CUDA) {
-        err_set(L->err,
-                "%s: tensor '%s': INT4 weights (%s) run on the CPU backend only; the "
-                "CUDA backend has no I4_S32 kernels yet (use backend = \"cpu\")",
-                L->mf.paths[t->file], t->src_name ? t->src_name : t->name, L->mf.int4.method);
-        return NULL;
-    }
     if (t) {
         L->read[id] = 1;
         return t;
@@ -84,6 +77,16 @@ static void *upload_host(struct loader *L, const void *host, size_t bytes) {
     be->upload(be->ctx, d, host, bytes);
     L->m->weight_bytes += bytes;
     return d;
+}
+
+/* struct bweight's amax of a matrix read into host: FP8 and INT4 weights' largest |value|
+ * (the CUDA backend's prefill copy is F16 when it fits), 0 for other types. */
+static float weight_amax(const struct loader *L, const struct mf_tensor *t, const char *host,
+                         size_t bytes) {
+    if (L->dry) return 0;
+    return t->fp8    ? fp8w_amax((const uint8_t *)host, bytes)
+           : t->int4 ? int4w_amax((const uint8_t *)host, bytes)
+                     : 0;
 }
 
 /* How a rank stores a matrix's columns: as they are (gather NULL, kp the columns), or as
@@ -164,7 +167,7 @@ static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf
                           .type = t[0]->type,
                           .rows = rows,
                           .cols = cols,
-                          .amax = t[0]->fp8 && !L->dry ? fp8w_amax((uint8_t *)host, bytes) : 0};
+                          .amax = weight_amax(L, t[0], host, bytes)};
     attach_order(L, w, o);
     free(host);
     return 0;
@@ -224,7 +227,7 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
                           .type = t->type,
                           .rows = rows,
                           .cols = (int)o.kp,
-                          .amax = t->fp8 && !L->dry ? fp8w_amax((uint8_t *)host, bytes) : 0};
+                          .amax = weight_amax(L, t, host, bytes)};
     attach_order(L, w, &o);
     free(o.gather);
     free(host);

@@ -157,16 +157,16 @@ static struct pool *pool_for(struct synth *s, int cols) {
             memcpy(w, &d, 4);
             for (int j = 0; j < 32; j++) w[4 + j] = fp8_e4m3_from_f32(rnd_uniform(s, 256.0f));
         }
-    } else if (s->type == DT_I4_S32) { /* 24-byte blocks: f32 scale, f32 zero, 16 B nibbles */
+    } else if (s->type == DT_I4_S32) { /* 24-byte blocks: f32 d, f32 z = 8, 16 B nibbles */
         size_t nb = p->bytes / 24;
         p->bytes = nb * 24;
+        /* q uniform in 1..15: (q - 8) d has mean 0 and variance 56/3 d^2 = a^2 / 3, as above */
+        const float dz[2] = {a / sqrtf(56.0f), 8.0f};
         for (size_t b = 0; b < nb; b++) {
             unsigned char *w = p->data + b * 24;
-            float d = a / 8.0f,
-                  z = (float)(7 + (int)(rnd(s) & 1)); /* (q - z) d: mean 0, ~(-a, a) */
-            memcpy(w, &d, 4);
-            memcpy(w + 4, &z, 4);
-            for (int j = 0; j < 16; j++) w[8 + j] = (unsigned char)(rnd(s) & 0xff);
+            memcpy(w, dz, 8);
+            for (int j = 0; j < 16; j++)
+                w[8 + j] = (unsigned char)((1 + rnd(s) % 15) | (1 + rnd(s) % 15) << 4);
         }
     } else if (s->type == DT_F32) {
         for (size_t i = 0; i < p->bytes / 4; i++) {

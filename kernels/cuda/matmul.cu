@@ -347,8 +347,8 @@ void cuda_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int6
     case DT_Q8_0:
     case DT_Q4_K:
     case DT_Q6_K:
-    case DT_F8_E4M3_S32: cuda_matmul_q(c, y, ldy, x, ldx, T, w); return;
-    case DT_I4_S32: break; /* INT4 checkpoints: refused at load (parallel/model.c need) */
+    case DT_F8_E4M3_S32:
+    case DT_I4_S32: cuda_matmul_q(c, y, ldy, x, ldx, T, w); return;
     }
     FATAL("cuda_matmul: unsupported weight type %d", (int)w->type);
 }

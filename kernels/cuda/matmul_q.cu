@@ -1,5 +1,6 @@
-/* Products with GGUF-quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) and FP8 checkpoints'
- * F8_E4M3_S32 (weight-only: f32 activations, mmv_f8_kernel up to 16 tokens). Steps of few tokens:
+/* Products with GGUF-quantized weights (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), FP8 checkpoints'
+ * F8_E4M3_S32 and INT4 checkpoints' I4_S32 (both weight-only: f32 activations, mmv_f8_kernel
+ * and mmv_i4_kernel up to 16 tokens). GGUF types, steps of few tokens:
  * the activations are first quantized the way the CPU backend quantizes them (Q8_0 / Q8_1 /
  * Q8_K, same rounding), then each warp takes one weight row, decodes its blocks in registers
  * and forms int8 dot products (dp4a) with up to MMV_T tokens at a time: every weight byte is
@@ -197,21 +198,25 @@ static void dequant_f16(struct cuda_ctx *c, OUT *out, const struct bweight *w) {
 }
 
 /* The prefill path: W as F16 in the workspace past the bytes cuda_matmul_16 uses for the
- * activations, then the F16 product as the tuning table picks it. An FP8 matrix whose
- * largest weight (w->amax, found on load) is beyond F16's range (65504) goes through BF16
- * instead: code * scale can reach 448 * scale. */
+ * activations, then the F16 product as the tuning table picks it. An FP8 or INT4 matrix
+ * whose largest weight (w->amax, found on load) is beyond F16's range (65504) goes through
+ * BF16 instead: code * scale can reach 448 * scale (FP8), (q - z) * scale any f32 (INT4). */
 static void matmul_dequant(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx,
                            int T, const struct bweight *w) {
     const size_t skip = ((size_t)T * (size_t)w->cols * 2 + 255) & ~(size_t)255;
     void *wh = (char *)cuda_ws(c, skip + (size_t)w->rows * (size_t)w->cols * 2) + skip;
     __half *w16 = (__half *)wh;
-    const int bf16 = w->type == DT_F8_E4M3_S32 && !(w->amax <= 65504.0f);
+    const int bf16 = (w->type == DT_F8_E4M3_S32 || w->type == DT_I4_S32) && !(w->amax <= 65504.0f);
     switch (w->type) {
     case DT_Q4_0: dequant_f16<DT_Q4_0>(c, w16, w); break;
     case DT_Q4_1: dequant_f16<DT_Q4_1>(c, w16, w); break;
     case DT_Q8_0: dequant_f16<DT_Q8_0>(c, w16, w); break;
     case DT_Q4_K: dequant_f16<DT_Q4_K>(c, w16, w); break;
     case DT_Q6_K: dequant_f16<DT_Q6_K>(c, w16, w); break;
+    case DT_I4_S32:
+        if (bf16) dequant_f16<DT_I4_S32>(c, (__nv_bfloat16 *)wh, w);
+        else dequant_f16<DT_I4_S32>(c, w16, w);
+        break;
     case DT_F8_E4M3_S32:
         if (bf16) dequant_f16<DT_F8_E4M3_S32>(c, (__nv_bfloat16 *)wh, w);
         else dequant_f16<DT_F8_E4M3_S32>(c, w16, w);
@@ -278,10 +283,122 @@ static void matmul_f8(struct cuda_ctx *c, float *y, int64_t ldy, const float *x,
     }
 }
 
+/* INT4 weight-only (W4A16) GEMV for steps of up to NT <= MMV_T tokens: a warp a row, two
+ * lanes a 24-byte I4_S32 block (lane half h: nibble bytes 8h..8h+7, i.e. elements 8h..8h+7
+ * and 16+8h..16+8h+7), so a warp covers 16 blocks (512 columns) a pass, and the loads of
+ * I4_U passes are issued before any is used, to keep bytes in flight. Each weight is the
+ * CPU's value bit for bit (qd_i4_vals16, checked on the host by test_cuda_quant) and serves
+ * every token of the step; f32 activations and accumulation, as the CPU backend. VEC: x
+ * 16-byte aligned with ldx % 4 == 0, read 16 bytes at a time (columns 8h.. of a block are
+ * 32-byte aligned). Rows are 24 * cols / 32 bytes, so blocks (and their f32 d, z) stay
+ * 8-byte aligned from the 256-byte aligned matrix. */
+enum { I4_U = 2 };
+
+template <bool VEC> static __device__ __forceinline__ void load_x8(const float *p, float *v) {
+    if (VEC) {
+        const float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+        v[7] = b.w;
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = p[k];
+    }
+}
+
+template <int NT, bool VEC>
+static __global__ void __launch_bounds__(32 * MMV_WARPS)
+    mmv_i4_kernel(float *__restrict__ y, int64_t ldy, const float *__restrict__ x, int64_t ldx,
+                  const uint8_t *__restrict__ W, int64_t rb, int rows, int cols, int T) {
+    const int row = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const uint8_t *w = W + (int64_t)row * rb;
+    const int nb = cols / 32, h = lane & 1;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int b0 = lane >> 1; b0 < nb; b0 += 16 * I4_U) {
+        float2 dz[I4_U];
+        uint2 q[I4_U];
+#pragma unroll
+        for (int u = 0; u < I4_U; u++) {
+            dz[u] = make_float2(0.0f, 0.0f);
+            q[u] = make_uint2(0u, 0u);
+            if (b0 + 16 * u < nb) {
+                const uint8_t *blk = w + 24 * (int64_t)(b0 + 16 * u);
+                dz[u] = *(const float2 *)blk;             /* d, z */
+                q[u] = *(const uint2 *)(blk + 8 + 8 * h); /* nibble bytes 8h..8h+7 */
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < I4_U; u++) {
+            const int b = b0 + 16 * u;
+            if (b >= nb) break;
+            float v[16];
+            qd_i4_vals16(q[u].x, q[u].y, dz[u].x, dz[u].y, v);
+            const int col = 32 * b + 8 * h;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t >= T) break;
+                const float *xt = x + t * ldx + col;
+                float xs[16];
+                load_x8<VEC>(xt, xs);
+                load_x8<VEC>(xt + 16, xs + 8);
+                float s = acc[t];
+#pragma unroll
+                for (int k = 0; k < 16; k++) s += v[k] * xs[k];
+                acc[t] = s;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        if (t >= T) break;
+        const float s = warp_sum(acc[t]);
+        if (lane == 0) y[t * ldy + row] = s;
+    }
+}
+
+template <int NT>
+static void launch_mmv_i4(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx,
+                          int T, const struct bweight *w, int vec) {
+    const unsigned blocks = (unsigned)((w->rows + MMV_WARPS - 1) / MMV_WARPS);
+    const int64_t rb = dtype_row_bytes(w->type, w->cols);
+    const uint8_t *W = (const uint8_t *)w->data;
+    if (vec)
+        mmv_i4_kernel<NT, true>
+            <<<blocks, 32 * MMV_WARPS, 0, c->stream>>>(y, ldy, x, ldx, W, rb, w->rows, w->cols, T);
+    else
+        mmv_i4_kernel<NT, false>
+            <<<blocks, 32 * MMV_WARPS, 0, c->stream>>>(y, ldy, x, ldx, W, rb, w->rows, w->cols, T);
+    CUDA_LAUNCH_CHECK(c->stream, "mmv_i4_kernel");
+}
+
+/* INT4 checkpoints' weights (DT_I4_S32): the GEMV up to 16 tokens, MMV_T at a time (no
+ * workspace, so a captured graph may hold it; one accumulator at batch 1), the F16 copy
+ * above. */
+static void matmul_i4(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                      const struct bweight *w) {
+    if (w->cols % 32)
+        FATAL("cuda_matmul_q: %d columns of %s are not whole blocks", w->cols, dtype_name(w->type));
+    const int vec = ldx % 4 == 0 && ((uintptr_t)x & 15) == 0;
+    if (T == 1) {
+        launch_mmv_i4<1>(c, y, ldy, x, ldx, 1, w, vec);
+        return;
+    }
+    for (int t0 = 0; t0 < T; t0 += MMV_T) {
+        const int nt = T - t0 < MMV_T ? T - t0 : MMV_T;
+        launch_mmv_i4<MMV_T>(c, y + t0 * ldy, ldy, x + t0 * ldx, ldx, nt, w, vec);
+    }
+}
+
 void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                    const struct bweight *w) {
     if (w->type == DT_F8_E4M3_S32 && !dequant_wins(w, T)) {
         matmul_f8(c, y, ldy, x, ldx, T, w);
+        return;
+    }
+    if (w->type == DT_I4_S32 && !dequant_wins(w, T)) {
+        matmul_i4(c, y, ldy, x, ldx, T, w);
         return;
     }
     if (dequant_wins(w, T)) {

@@ -41,7 +41,7 @@ int cuda_lt_candidates(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh
 long cuda_lt_version(const struct cuda_ctx *c);
 int cuda_lt_table_lines(const struct cuda_ctx *c);
 
-/* matmul_q.cu: the quantized types (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F8_E4M3_S32) */
+/* matmul_q.cu: the quantized types (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F8_E4M3_S32, I4_S32) */
 void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                    const struct bweight *w);
 

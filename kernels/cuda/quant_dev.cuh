@@ -1,6 +1,7 @@
-/* Internal to kernels/cuda: GGUF weight blocks decoded in registers (layouts as in
- * kernels/cpu/quant.h). Everything here is __host__ __device__ so that a host-only test
- * (tests/cuda/test_cuda_quant.cu) checks it against the CPU code without a GPU.
+/* Internal to kernels/cuda: GGUF weight blocks, and the F8_E4M3_S32 / I4_S32 blocks of FP8
+ * and INT4 checkpoints, decoded in registers (layouts as in kernels/cpu/quant.h). Everything
+ * here is __host__ __device__ so that a host-only test (tests/cuda/test_cuda_quant.cu)
+ * checks it against the CPU code without a GPU.
  *
  * A quantized matrix row is processed in 32-element units: unit u is block u for Q4_0,
  * Q4_1 and Q8_0, and 32-element part u % 8 of super-block u / 8 for Q4_K and Q6_K. A
@@ -62,6 +63,58 @@ static QD float qd_e4m3(uint8_t b) {
     memcpy(&f, &u, 4);
     if (!e) f = (float)m * 0x1p-9f; /* zero and subnormals: m * 2^-9 */
     return (b & 0x80) ? -f : f;
+}
+
+/* a * b and a + b rounded on their own: no fused multiply-add changes the rounding */
+static QD float qd_mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+static QD float qd_add(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+/* The float whose bits are u. */
+static QD float qd_bits_f32(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+/* I4_S32 (kernels/cpu/quant.h: f32 d | f32 z | 16 bytes of nibbles, element e in byte e % 16,
+ * low half for e < 16): the 16 values of elements 8h..8h+7 (v[0..8)) and 16+8h..16+8h+7
+ * (v[8..16)) from nibble bytes 8h..8h+3 (q0) and 8h+4..8h+7 (q1), each bit for bit the CPU's
+ * i4_value, ((float)q - z) * d. (float)q is 2^23 + q read from its bits, less 2^23; when z is
+ * an integer of magnitude <= 2^22 (every zero point the loader writes) 2^23 + z is exact and
+ * one subtraction gives q - z rounded once, as the CPU's; any other z takes two. */
+static QD void qd_i4_vals16(uint32_t q0, uint32_t q1, float d, float z, float *v) {
+    const float two23 = 8388608.0f, zz = z + two23;
+    if (fabsf(z) <= 4194304.0f && zz - two23 == z) { /* zz = 2^23 + z exactly */
+        QD_UNROLL
+        for (int k = 0; k < 8; k++) {
+            const uint32_t b = ((k < 4 ? q0 : q1) >> (8 * (k & 3))) & 0xffu;
+            v[k] = qd_mul(qd_bits_f32(0x4b000000u | (b & 15u)) - zz, d);
+            v[k + 8] = qd_mul(qd_bits_f32(0x4b000000u | (b >> 4)) - zz, d);
+        }
+    } else {
+        QD_UNROLL
+        for (int k = 0; k < 8; k++) {
+            const uint32_t b = ((k < 4 ? q0 : q1) >> (8 * (k & 3))) & 0xffu;
+            v[k] = qd_mul((qd_bits_f32(0x4b000000u | (b & 15u)) - two23) - z, d);
+            v[k + 8] = qd_mul((qd_bits_f32(0x4b000000u | (b >> 4)) - two23) - z, d);
+        }
+    }
 }
 
 /* 16-bit loads: blocks are packed back to back and only 2-byte aligned. */
@@ -208,23 +261,8 @@ static QD float qd_dot_q6_K(const uint8_t *row, int u, const int8_t *a, const fl
 }
 
 /* ---- element i of a row, dequantized with the CPU's arithmetic (kernels/cpu/quant.c,
- * itself gguf's): the multiply and add are kept apart so no fused multiply-add changes
- * the rounding. For the embedding lookup. ---- */
-
-static QD float qd_mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-static QD float qd_add(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
+ * itself gguf's), qd_mul and qd_add keeping the multiply and add apart. For the embedding
+ * lookup and the F16 copy of prefill. ---- */
 
 static QD float qd_dequant(int type, const uint8_t *row, int i) {
     switch (type) {
@@ -252,6 +290,15 @@ static QD float qd_dequant(int type, const uint8_t *row, int i) {
         float d;
         memcpy(&d, w, 4);
         return qd_mul(qd_e4m3(w[4 + i % 32]), d);
+    }
+    case 241: { /* I4_S32 (INT4 checkpoints): ((float)q - z) * d, d and z f32 */
+        const uint8_t *w = row + 24 * (i / 32);
+        const int j = i % 32;
+        float d, z;
+        memcpy(&d, w, 4);
+        memcpy(&z, w + 4, 4);
+        const int q = j < 16 ? (w[8 + j] & 0x0f) : (w[8 + j - 16] >> 4);
+        return qd_mul(qd_add((float)q, -z), d);
     }
     case 8: { /* Q8_0 */
         const uint8_t *w = row + 34 * (i / 32);

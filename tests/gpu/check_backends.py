@@ -5,10 +5,11 @@ whole prompts and chunked (decode-sized steps take the GEMV and split-attention 
 prefill-sized ones cuBLAS and the one-pass attention); tp = 2 with both ranks on one GPU
 (the IPC communicator) against tp = 1; SmolLM2-135M Q4_1 greedy tokens CUDA = CPU, tp 2 = tp 1,
 and teacher-forced argmax against llama.cpp's fixture; the FP8 KV cache CUDA vs CPU; FP8
-checkpoints (fp8w: compressed-tensors and block-scaled, tests/reference/make_fp8.py) CUDA vs
-CPU and the numpy reference.
+checkpoints (fp8w: compressed-tensors and block-scaled, tests/reference/make_fp8.py) and INT4
+checkpoints (int4w: compressed-tensors, GPTQ, AWQ, tests/reference/make_int4.py) CUDA vs CPU
+and the numpy reference.
 
-Usage: check_backends.py [--quick] [--only=tiny,tp2,smollm2,fp8,fp8w] [--list]   (results in $TPD_GPU_RESULTS, see gpu_common.py;
+Usage: check_backends.py [--quick] [--only=tiny,tp2,pp,smollm2,fp8,fp8w,int4w] [--list]   (results in $TPD_GPU_RESULTS, see gpu_common.py;
        --list prints the check names and runs nothing)
 Exit status 1 if any check failed."""
 import functools
@@ -23,6 +24,7 @@ from gpu_common import (BACKEND, ROOT, SMOLLM2, eval_logits, generate, gpu_prese
                         run_plan)
 
 import make_fp8  # noqa: E402
+import make_int4  # noqa: E402
 import make_tiny  # noqa: E402  (path set by gpu_common)
 import model_ref  # noqa: E402
 import refs  # noqa: E402
@@ -172,10 +174,11 @@ def plan_fp8(quick):
             for name in (FP8_MODELS[:3] if quick else FP8_MODELS) for chunk in (None, 1)]
 
 
-# FP8 checkpoints (tests/reference/make_fp8.py), weight-only on both backends: CUDA's GEMV
-# keeps f32 activations (decode-sized steps, chunk 1), steps above 16 tokens go through an
-# F16 copy of the weights and F16 activations, hence the F16 models' bound.
-TOL_FP8W = 1e-2
+# FP8 and INT4 checkpoints (tests/reference/make_fp8.py, make_int4.py), weight-only on both
+# backends: CUDA's GEMVs keep f32 activations (decode-sized steps, chunk 1), steps above 16
+# tokens go through an F16 copy of the weights and F16 activations, hence the F16 models'
+# bound.
+TOL_QUANTW = 1e-2
 
 
 @functools.lru_cache(maxsize=1)
@@ -185,10 +188,24 @@ def fp8w_dir():
     return {name: make_fp8.write(d, name) for name in make_fp8.MODELS}
 
 
-def fp8w_check(name, chunk, tp):
+@functools.lru_cache(maxsize=1)
+def int4w_dir():
+    """{name: (path, config, exactly dequantized weights)} of make_int4's tiny checkpoints."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="tpd_int4w_")
+    return {name: make_int4.write(d, name) for name in make_int4.MODELS}
+
+
+def fp8w_load(name):
+    path = fp8w_dir()[name]
+    return (path,) + tuple(make_fp8.load_dequant(path))
+
+
+def quantw_check(load, name, chunk, tp):
+    """load(name) -> (path, config, dequantized weights): CUDA vs the CPU backend and vs the
+    numpy reference on those weights."""
     def fn():
-        path = fp8w_dir()[name]
-        config, w = make_fp8.load_dequant(path)
+        path, config, w = load(name)
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         seqs = [rng.integers(0, config["vocab_size"], n).tolist() for n in LENGTHS]
         ref = np.concatenate([model_ref.forward(w, config, s) for s in seqs])
@@ -196,18 +213,26 @@ def fp8w_check(name, chunk, tp):
         cpu = eval_logits(path, seqs, vocab, "cpu", chunk=chunk, kv_type="f32")
         gpu = eval_logits(path, seqs, vocab, BACKEND, tp=tp, chunk=chunk, kv_type="f32")
         e_cpu, e_ref = rel_err(gpu, cpu), rel_err(gpu, ref)
-        ok = bool(np.all(np.isfinite(gpu))) and e_cpu <= TOL_FP8W and e_ref <= TOL_FP8W
+        ok = bool(np.all(np.isfinite(gpu))) and e_cpu <= TOL_QUANTW and e_ref <= TOL_QUANTW
         return ("PASS" if ok else "FAIL",
-                f"rel err vs cpu {e_cpu:.2e}, vs numpy {e_ref:.2e} (tol {TOL_FP8W:.0e})",
+                f"rel err vs cpu {e_cpu:.2e}, vs numpy {e_ref:.2e} (tol {TOL_QUANTW:.0e})",
                 dict(err_cpu=e_cpu, err_ref=e_ref))
     return fn
 
 
-def plan_fp8w(quick):
+def plan_quantw(what, models, load, quick):
     cases = [(None, 1), (1, 1)] + ([] if quick else [(5, 1), (None, 2)])
-    return [(f"{BACKEND} vs cpu+ref FP8 weights {name}" + (f" chunk{c}" if c else "") +
-             (f" tp{tp}" if tp > 1 else ""), fp8w_check(name, c, tp))
-            for name in make_fp8.MODELS for c, tp in cases]
+    return [(f"{BACKEND} vs cpu+ref {what} weights {name}" + (f" chunk{c}" if c else "") +
+             (f" tp{tp}" if tp > 1 else ""), quantw_check(load, name, c, tp))
+            for name in models for c, tp in cases]
+
+
+def plan_fp8w(quick):
+    return plan_quantw("FP8", make_fp8.MODELS, fp8w_load, quick)
+
+
+def plan_int4w(quick):
+    return plan_quantw("INT4", make_int4.MODELS, lambda name: int4w_dir()[name], quick)
 
 
 def first_diff(a, b):
@@ -276,7 +301,7 @@ def plan_smollm2(quick):
 def main():
     quick = "--quick" in sys.argv
     parts = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
-    parts = parts[0].split(",") if parts else ["tiny", "tp2", "pp", "smollm2", "fp8", "fp8w"]
+    parts = parts[0].split(",") if parts else ["tiny", "tp2", "pp", "smollm2", "fp8", "fp8w", "int4w"]
     plan = []
     if "tiny" in parts:
         plan += plan_tiny(quick)
@@ -290,6 +315,8 @@ def main():
         plan += plan_fp8(quick)
     if "fp8w" in parts:
         plan += plan_fp8w(quick)
+    if "int4w" in parts:
+        plan += plan_int4w(quick)
     if not list_mode() and not gpu_present():
         for name, _ in plan:
             record(name, "SKIP", "no GPU")
