@@ -211,9 +211,8 @@ static unsigned peer_uid(int fd, const struct sockaddr_storage *sa) {
 static void answer_shut(int fd, const struct api_error *e) {
     size_t nb;
     char *body = api_error_json(e, &nb), head[256];
-    const char *reason = e->status == 503   ? "Service Unavailable"
-                         : e->status == 413 ? "Content Too Large"
-                                            : "Bad Request";
+    /* libmicrohttpd's phrase for the status (413's older name "Payload Too Large") */
+    const char *reason = MHD_get_reason_phrase_for((unsigned)e->status);
     int nh = snprintf(head, sizeof head,
                       "HTTP/1.1 %d %s\r\n%sContent-Type: application/json\r\n"
                       "Content-Length: %zu\r\nConnection: close\r\n\r\n",

@@ -349,12 +349,37 @@ static void send_all(int fd, const char *req, size_t len) {
     }
 }
 
-/* Checks that buf[0..n) is exactly one well-formed answer: one status line, one
- * Content-Length that the body matches, nothing after it. Returns the status. */
+/* The reason phrase RFC 9110 gives status s (413: its older name too), NULL if not listed. */
+static int reason_ok(int s, const char *phrase, size_t n) {
+    static const struct {
+        int s;
+        const char *p;
+    } known[] = {{200, "OK"},
+                 {400, "Bad Request"},
+                 {404, "Not Found"},
+                 {405, "Method Not Allowed"},
+                 {413, "Content Too Large"},
+                 {413, "Payload Too Large"},
+                 {414, "URI Too Long"},
+                 {431, "Request Header Fields Too Large"},
+                 {500, "Internal Server Error"},
+                 {501, "Not Implemented"},
+                 {503, "Service Unavailable"},
+                 {505, "HTTP Version Not Supported"}};
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (known[i].s == s && strlen(known[i].p) == n && !memcmp(known[i].p, phrase, n)) return 1;
+    return 0;
+}
+
+/* Checks that buf[0..n) is exactly one well-formed answer: one status line (with its
+ * status's reason phrase), one Content-Length that the body matches, nothing after it.
+ * Returns the status. */
 static int check_one(const char *buf, int n) {
     int status = 0, hlen = 0;
     if (sscanf(buf, "HTTP/1.1 %3d %*[^\r]\r\n%n", &status, &hlen) < 1 || !hlen)
         fail_msg("not a status line: %.300s", buf);
+    if (!reason_ok(status, buf + 13, (size_t)(hlen - 15)))
+        fail_msg("not the reason phrase of %d: %.*s", status, hlen - 2, buf);
     const char *end = strstr(buf, "\r\n\r\n");
     if (!end) fail_msg("no end of header: %.300s", buf);
     long cl = -1;
