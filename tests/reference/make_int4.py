@@ -218,10 +218,14 @@ def write(outdir, name, spec=None):
 def convert(src, out, fmt="gptq", group=128):
     """SmolLM2 (or another Llama GGUF) as an INT4 checkpoint: the GGUF dequantized
     (weights.load_gguf, Q/K in HF order), the attention and MLP matrices quantized and
-    packed as fmt (asymmetric, F16 scales; GPTQ v1), the rest BF16. For greedy-text checks;
-    tpd reads the tokenizer from the GGUF (--tokenizer)."""
+    packed as fmt (asymmetric, F16 scales; GPTQ v1), the rest BF16; fmt "gptq-desc": GPTQ
+    with desc_act's scattered groups (one random column order per layer and input, as GPTQ
+    gives the matrices that share an input). For greedy-text checks and benchmarks; tpd
+    reads the tokenizer from the GGUF (--tokenizer)."""
     config, w, _ = W.load_gguf(src)
     o = dict(group=group, sym=False, v1=True, scale="F16", shape="I64")
+    if fmt == "gptq-desc":
+        fmt, o["desc_act"] = "gptq", True
     config = dict(config, architectures=["LlamaForCausalLM"], model_type="llama",
                   torch_dtype="bfloat16", quantization_config=quant_config(fmt, o))
     os.makedirs(out, exist_ok=True)
@@ -229,10 +233,15 @@ def convert(src, out, fmt="gptq", group=128):
         json.dump(config, f, indent=2)
     tensors, dtypes = {}, {}
     rng = np.random.default_rng(29)
+    perms = {}
     for n, a in w.items():
         a = np.asarray(a, np.float32)
         if n.endswith(".weight") and n.split(".")[-2] in MATRICES:
-            t, d, _ = pack_matrix(n, a, fmt, o, rng)
+            kind = SAME_INPUT.get(n.split(".")[-2])
+            perm = None
+            if o.get("desc_act") and kind:
+                perm = perms.setdefault((n.split(".")[2], kind), rng.permutation(a.shape[1]))
+            t, d, _ = pack_matrix(n, a, fmt, o, rng, perm)
             tensors.update(t)
             dtypes.update(d)
         else:
