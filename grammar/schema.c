@@ -72,6 +72,7 @@ static const char *const keywords[] = {"type",
                                        "unevaluatedProperties",
                                        "unevaluatedItems",
                                        "$tpd-not-strings",
+                                       DEPENDS,
                                        NO_PATTERN_EXTRA,
                                        NULL};
 

@@ -294,6 +294,17 @@ KEYWORDS = [
     ("dependentRequired", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                            "dependentRequired": {"a": ["b"]}},
      [{"a": 1, "b": 2}, {"b": 2}], [{"a": 1}]),
+    # a property with dependencies is written only beside its names, the others stay optional
+    # (JSONSchemaBench WashingtonPost address, docker-compose's memswap_limit)
+    ("dependencies-optional", {"$schema": D7, "type": "object", "additionalProperties": False,
+                               "properties": {"street": {"type": "string"}, "box": {"type": "string"},
+                                              "mem": {"type": "integer"}, "swap": {"type": "integer"},
+                                              "x": {"type": "integer"}, "y": {"type": "integer"}},
+                               "dependencies": {"box": ["street"], "mem": ["x"], "swap": ["mem"],
+                                                "y": ["x"]}},
+     [{}, {"street": "a"}, {"mem": 1, "x": 2}, {"x": 1}, {"street": "a", "box": "b"},
+      {"mem": 1, "swap": 2, "x": 3, "y": 4}],
+     [{"box": "b"}, {"swap": 1}, {"mem": 1}, {"swap": 1, "x": 2}, {"mem": 1, "swap": 2}, {"y": 1}]),
     ("dependencies-draft7", {"$schema": D7, "type": "object", "properties": {"a": {}, "b": {"type": "string"}},
                              "dependencies": {"a": ["b"], "c": {"required": ["a"]}}},
      [{"a": 1, "b": "x"}, {"b": "x"}], [{"a": 1}]),
