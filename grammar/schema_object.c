@@ -19,6 +19,7 @@
 #include "schema_num.h"
 
 #include "schema_internal.h"
+#include "schema_keys.h"
 #include "schema_object.h"
 #include "schema_merge.h"
 #include "schema_oneof.h"
@@ -157,15 +158,11 @@ void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, int one_li
         } else {
             key_other(&r, ch, nc, one_line, any);
         }
-        char rn[RN + 16];
-        snprintf(rn, sizeof rn, "%s-%d", base, k);
-        sc_emit(c, rn, r.p);
-        sbuf_free(&r);
+        sc_key_node(c, base, k, &r);
     }
     free(ch);
     free(t);
-    snprintf(nm, RN, "%.100s-key", base);
-    sbuf_addf(c->out, "%s ::= \"\\\"\" %s-0\n", nm, base);
+    sc_key_root(c, base, nm);
 }
 
 /* ---- object keywords lowered to properties / required / additionalProperties ----
@@ -536,30 +533,39 @@ static int pattern_all(const char *p) {
  * many entries. */
 static int gen_pattern_entries(struct sc *c, const cJSON *pe, const char **names, int nn,
                                struct sbuf *e) {
-    int alts = 0, same = 1;
-    for (const cJSON *x = pe->child; x; x = x->next) same &= cJSON_Compare(x, pe->child, 1);
-    cJSON *every = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(every, "allOf");
-    cJSON_AddItemToArray(c->owned, every);
-    for (const cJSON *x = pe->child; x; x = x->next)
-        cJSON_AddItemToArray(arr, cJSON_Duplicate(x, 1));
+    int alts = 0;
     for (const cJSON *x = pe->child; x; x = x->next) {
         char key[RN], val[RN];
+        unsigned char set[128];
+        long lo, hi;
         int all = pattern_all(x->string), hit = 0;
+        int shape = all ? 0 : sc_pattern_class(x->string, set, &lo, &hi);
+        if (shape == 2) all = 1;
         if (all == 1 && !nn) snprintf(key, RN, "%s-string", c->j);
         else if (all) sc_gen_key_not_in(c, names, nn, all == 2, key);
         for (int k = 0; !all && k < nn && !hit; k++) hit = sc_name_matches(c, x->string, names[k]);
-        if (hit) { /* < 0: a pattern PCRE2 refuses, left out too */
+        if (hit < 0) { /* a pattern PCRE2 refuses: left out */
             c->err[0] = 0;
             continue;
         }
-        if (!all) {
+        if (hit && (shape != 1 || !sc_gen_key_class_not_in(c, names, nn, set, lo, hi, key)))
+            continue;
+        if (!all && !hit) {
             cJSON *ks = cJSON_CreateObject();
             cJSON_AddItemToArray(c->owned, ks);
             cJSON_AddStringToObject(ks, "type", "string");
             cJSON_AddStringToObject(ks, "pattern", x->string);
             if (sc_try_gen(c, ks, key, 1) < 1) continue;
         }
-        if (sc_try_gen(c, same ? x : every, val, 1) < 1) continue;
+        /* the value meets the schemas of every pattern its key may match too */
+        cJSON *every = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(every, "allOf");
+        cJSON_AddItemToArray(c->owned, every);
+        int others = 0;
+        for (const cJSON *y = pe->child; y; y = y->next)
+            if (y == x ||
+                (!cJSON_Compare(x, y, 1) && !sc_patterns_disjoint(x->string, y->string)))
+                cJSON_AddItemToArray(arr, cJSON_Duplicate(y, 1)), others += y != x;
+        if (sc_try_gen(c, others ? every : x, val, 1) < 1) continue;
         sbuf_addf(e, "%s(%s %s-ws \":\" %s-ws %s)", alts++ ? " | " : "", key, c->j, c->j, val);
     }
     return alts;

@@ -305,6 +305,22 @@ KEYWORDS = [
      [{}, {"street": "a"}, {"mem": 1, "x": 2}, {"x": 1}, {"street": "a", "box": "b"},
       {"mem": 1, "swap": 2, "x": 3, "y": 4}],
      [{"box": "b"}, {"swap": 1}, {"mem": 1}, {"swap": 1, "x": 2}, {"mem": 1, "swap": 2}, {"y": 1}]),
+    # a pattern of one class that matches a declared name: its other keys are still written
+    # (JSONSchemaBench WashingtonPost labels, editions)
+    ("pattern-class-beside-name",
+     {"type": "object", "additionalProperties": False,
+      "properties": {"basic": {"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]}},
+      "patternProperties": {"^[a-zA-Z0-9_]*$": {"type": "object", "required": ["t"]},
+                            "^-": {"type": "object", "required": ["u"]}}},
+     [{"basic": {"t": "x"}, "custom_label": {"t": "y"}}, {"basic_": {"t": 1}}, {"Basic": {"t": 1}},
+      {"-a": {"u": 2}}, {}],
+     [{"custom-label": {"t": "y"}}, {"basic": {"t": 1}}, {"x": {}}, {"basic": {"u": 1}}, {"-a": {"t": 1}}]),
+    # the value of a pattern's key meets only the patterns that may match it (^/ and ^[^/]
+    # never match one key; JSONSchemaBench Github_hard o60038)
+    ("pattern-values-disjoint",
+     {"type": "object", "properties": {"C": {"type": "object"}},
+      "patternProperties": {"^/": {"type": "string", "pattern": "^/"}, "^[^/]": {"type": "object"}}},
+     [{"C": {}, "/": "/a"}, {"/x": "/b", "y": {}}, {}], [{"/": "a"}, {"x": "s"}, {"C": 1}]),
     ("dependencies-draft7", {"$schema": D7, "type": "object", "properties": {"a": {}, "b": {"type": "string"}},
                              "dependencies": {"a": ["b"], "c": {"required": ["a"]}}},
      [{"a": 1, "b": "x"}, {"b": "x"}], [{"a": 1}]),
