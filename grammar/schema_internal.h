@@ -54,6 +54,9 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
 /* dependencies on names of declared optional properties: {name: [names]} (lower_object;
  * gen_object writes name only beside its names) */
 #define DEPENDS "$tpd-dependencies"
+/* beside PATTERN_EXTRA: the additionalProperties (true or a schema) of keys that match no
+ * pattern, which gen_object writes where it can tell them (lower_object) */
+#define PATTERN_ADDL "$tpd-pattern-addl"
 /* an allOf side without patternProperties closed to their keys (merge; lower_object) */
 #define NO_PATTERN_EXTRA "$tpd-no-pattern-extra"
 

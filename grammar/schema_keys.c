@@ -196,14 +196,30 @@ static void put_class(struct sbuf *r, const unsigned char set[128], const struct
     sbuf_adds(r, "]");
 }
 
+int sc_patterns_first(const cJSON *pe, unsigned char first[128]) {
+    for (int ch = 0; ch < 128; ch++) first[ch] = ch >= 0x20 && ch < 0x7F && ch != '"' && ch != '\\';
+    for (const cJSON *x = pe->child; x; x = x->next) {
+        struct cset s[1];
+        int z;
+        if (prefix_of(x->string, s, 1, &z) < 1) return 0;
+        for (int ch = 0; ch < 128; ch++) first[ch] &= !s[0].ascii[ch];
+    }
+    int any = 0;
+    for (int ch = 0; ch < 128; ch++) any |= first[ch];
+    return any;
+}
+
 int sc_gen_key_class_not_in(struct sc *c, const char *const *names, int n,
-                            const unsigned char set[128], long lo, long hi, char *nm) {
+                            const unsigned char set[128], const unsigned char *first, long lo,
+                            long hi, char *nm) {
     int cap = 16, used = 1;
     struct cnode *t = xmalloc(sizeof *t * (size_t)cap);
     t[0] = (struct cnode){0, -1, -1, 0, 0};
     for (int i = 0; i < n; i++) { /* the names the class can spell (others never collide) */
         size_t len = strlen(names[i]), at = 0;
-        while (at < len && (unsigned char)names[i][at] < 128 && set[(int)names[i][at]]) at++;
+        while (at < len && (unsigned char)names[i][at] < 128 &&
+               (at || !first ? set : first)[(int)names[i][at]])
+            at++;
         if (at < len || (hi >= 0 && (long)len > hi)) continue;
         int cur = 0;
         for (at = 0; at < len; at++) {
@@ -223,8 +239,9 @@ int sc_gen_key_class_not_in(struct sc *c, const char *const *names, int n,
     int *alive = xcalloc((size_t)used, sizeof *alive);
     for (int k = used - 1; k >= 0; k--) {
         int off = 0;
+        const unsigned char *here = k == 0 && first ? first : set;
         for (int ch = 0; ch < 128 && !off; ch++) {
-            off = set[ch];
+            off = here[ch];
             for (int x = t[k].first; x >= 0 && off; x = t[x].next) off = t[x].ch != ch;
         }
         alive[k] = (!t[k].is_name && t[k].depth >= lo) || (off && (hi < 0 || t[k].depth < hi));
@@ -251,7 +268,7 @@ int sc_gen_key_class_not_in(struct sc *c, const char *const *names, int n,
             sep = " | ";
         }
         struct sbuf cls = {0};
-        put_class(&cls, set, t, k);
+        put_class(&cls, k == 0 && first ? first : set, t, k);
         if ((hi < 0 || d < hi) && strcmp(cls.p, "[]") != 0) { /* off the trie: any run */
             long a = lo - d - 1 > 0 ? lo - d - 1 : 0;
             sbuf_addf(&r, "%s", sep);

@@ -168,6 +168,13 @@ cJSON *sc_merge(struct sc *c, const cJSON *a, const cJSON *b) {
         }
     }
     merge_props(m, a, b);
+    /* keys that match no pattern are written only where both sides say so alike */
+    const cJSON *ua = cJSON_GetObjectItemCaseSensitive(a, PATTERN_ADDL),
+                *ub = cJSON_GetObjectItemCaseSensitive(b, PATTERN_ADDL);
+    if (ua && !(ub && cJSON_Compare(ua, ub, 1) &&
+                cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, PATTERN_EXTRA),
+                              cJSON_GetObjectItemCaseSensitive(b, PATTERN_EXTRA), 1)))
+        cJSON_DeleteItemFromObjectCaseSensitive(m, PATTERN_ADDL);
     /* the keys of one side's patternProperties are extra keys to the other side: none are
      * written where it closes them (additionalProperties false or a schema) */
     for (int side = 0; side < 2; side++) {

@@ -373,6 +373,11 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
      * keyword here limits the keys */
     int pattern_keys = pp && pp->child && !pn && !mx &&
                        !cJSON_GetObjectItemCaseSensitive(m, NO_PATTERN_EXTRA);
+    const cJSON *addl0 = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+    cJSON *unmatched = pattern_keys && !cJSON_IsFalse(addl0)
+                           ? (addl0 ? cJSON_Duplicate(addl0, 1) : cJSON_CreateTrue())
+                           : NULL;
+    if (unmatched) cJSON_AddItemToArray(c->owned, unmatched);
     if ((pp || pn || mx) && close_extras(c, m) < 0) return NULL;
     cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
     for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && pp;
@@ -472,6 +477,7 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     cJSON *out = sc_without(c, m, drop);
     add_depends(m, out);
     if (pattern_keys) cJSON_AddItemToObject(out, PATTERN_EXTRA, cJSON_Duplicate(pp, 1));
+    if (unmatched) cJSON_AddItemToObject(out, PATTERN_ADDL, cJSON_Duplicate(unmatched, 1));
     return out;
 }
 
@@ -548,7 +554,7 @@ static int gen_pattern_entries(struct sc *c, const cJSON *pe, const char **names
             c->err[0] = 0;
             continue;
         }
-        if (hit && (shape != 1 || !sc_gen_key_class_not_in(c, names, nn, set, lo, hi, key)))
+        if (hit && (shape != 1 || !sc_gen_key_class_not_in(c, names, nn, set, NULL, lo, hi, key)))
             continue;
         if (!all && !hit) {
             cJSON *ks = cJSON_CreateObject();
@@ -569,6 +575,25 @@ static int gen_pattern_entries(struct sc *c, const cJSON *pe, const char **names
         sbuf_addf(e, "%s(%s %s-ws \":\" %s-ws %s)", alts++ ? " | " : "", key, c->j, c->j, val);
     }
     return alts;
+}
+
+/* Beside patternProperties pe and PATTERN_ADDL: keys that match none of the patterns (those
+ * starting with a character no pattern's match starts with, sc_patterns_first; printable
+ * ASCII, no escapes), none of the names, with the additionalProperties value, into e as one
+ * more alternative. Returns how many entries (0 or 1). */
+static int gen_unmatched(struct sc *c, const cJSON *s, const cJSON *pe, const char **names,
+                         int nn, struct sbuf *e) {
+    const cJSON *ad = cJSON_GetObjectItemCaseSensitive(s, PATTERN_ADDL);
+    unsigned char first[128], rest[128];
+    char key[RN], val[RN];
+    if (!ad || cJSON_IsFalse(ad) || !sc_patterns_first(pe, first)) return 0;
+    for (int ch = 0; ch < 128; ch++) rest[ch] = ch >= 0x20 && ch < 0x7F && ch != '"' && ch != '\\';
+    if (!sc_gen_key_class_not_in(c, names, nn, rest, first, 1, -1, key)) return 0;
+    if (cJSON_IsObject(ad)) {
+        if (sc_try_gen(c, ad, val, 1) < 1) return 0;
+    } else snprintf(val, RN, "%s", c->j);
+    sbuf_addf(e, "%s(%s %s-ws \":\" %s-ws %s)", e->len ? " | " : "", key, c->j, c->j, val);
+    return 1;
 }
 
 /* sc_gen_object's extra keys: the rule of an entry (key, value) into entry, "" where there
@@ -601,10 +626,13 @@ static int gen_extra(struct sc *c, const cJSON *s, const struct obj_prop *pl, in
         if (nn) sc_gen_key_not_in(c, names, nn, 0, key);
         else snprintf(key, RN, "%s-string", c->j);
         sbuf_addf(&e, "%s %s-ws \":\" %s-ws %s", key, c->j, c->j, val);
-    } else if (gen_pattern_entries(c, pe, names, nn, &e) == 0) {
-        sbuf_free(&e);
-        free(names);
-        return 0;
+    } else {
+        int alts = gen_pattern_entries(c, pe, names, nn, &e);
+        if (alts + gen_unmatched(c, s, pe, names, nn, &e) == 0) {
+            sbuf_free(&e);
+            free(names);
+            return 0;
+        }
     }
     free(names);
     sc_new_rule(c, entry);

@@ -321,6 +321,18 @@ KEYWORDS = [
      {"type": "object", "properties": {"C": {"type": "object"}},
       "patternProperties": {"^/": {"type": "string", "pattern": "^/"}, "^[^/]": {"type": "object"}}},
      [{"C": {}, "/": "/a"}, {"/x": "/b", "y": {}}, {}], [{"/": "a"}, {"x": "s"}, {"C": 1}]),
+    # keys that match no pattern take additionalProperties (absent: anything), where tpd can
+    # tell them: a first character no pattern starts with (JSONSchemaBench Github_hard
+    # o14390, o55668; Github_medium o47158)
+    ("pattern-unmatched-keys",
+     {"type": "object", "properties": {"w": {"type": "integer"}},
+      "patternProperties": {"^x_": {"type": "string"}, "^[a-f0-9]+$": {"type": "integer"}},
+      "additionalProperties": {"type": "boolean"}},
+     [{"w": 1, "x_a": "s", "ab": 3, "zz": True}, {"Q": False, "qq": True}, {"project1": True}],
+     [{"zz": 1}, {"x_": 1}, {"ab": True}, {"w": True}, {"x_b": True}]),
+    ("pattern-unmatched-open",
+     {"type": "object", "properties": {"m": {"type": "object", "patternProperties": {"^w": {"type": "integer"}}}}},
+     [{"m": {"width": 1, "height": "any"}}, {"m": {"h": None}}], [{"m": {"w": "s"}}, {"m": {"width": "s", "h": 1}}]),
     ("dependencies-draft7", {"$schema": D7, "type": "object", "properties": {"a": {}, "b": {"type": "string"}},
                              "dependencies": {"a": ["b"], "c": {"required": ["a"]}}},
      [{"a": 1, "b": "x"}, {"b": "x"}], [{"a": 1}]),
