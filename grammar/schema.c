@@ -147,8 +147,26 @@ const cJSON *sc_resolve_pointer(struct sc *c, const char *ref) {
     return cur;
 }
 
-int sc_only_ref(const cJSON *s) {
+/* 1 when the root's $schema names draft 3, 4, 6 or 7, where keywords beside $ref are
+ * ignored (2019-09 on, or no $schema: they apply beside it) */
+static int ref_alone(const cJSON *root) {
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "$schema");
+    static const char *const drafts[] = {"draft-03/schema", "draft-04/schema", "draft-06/schema",
+                                         "draft-07/schema", NULL};
+    if (!cJSON_IsString(d) || strncmp(d->valuestring, "http", 4) != 0 ||
+        !strstr(d->valuestring, "://json-schema.org/"))
+        return 0;
+    const char *tail = strstr(d->valuestring, "://json-schema.org/") + 19;
+    for (int i = 0; drafts[i]; i++) {
+        size_t n = strlen(drafts[i]);
+        if (strncmp(tail, drafts[i], n) == 0 && (!tail[n] || !strcmp(tail + n, "#"))) return 1;
+    }
+    return 0;
+}
+
+int sc_only_ref(const struct sc *c, const cJSON *s) {
     if (!cJSON_IsObject(s) || !cJSON_GetObjectItemCaseSensitive(s, "$ref")) return 0;
+    if (c->ref_alone && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(s, "$ref"))) return 1;
     for (const cJSON *k = s->child; k; k = k->next)
         if (strcmp(k->string, "$ref") != 0 && sc_is_validity(s, k->string)) return 0;
     return 1;
@@ -169,7 +187,7 @@ static int ref_rule(struct sc *c, const char *ref, char *nm) {
                        ref);
     /* a chain of bare $refs that returns to itself can never produce a value */
     const cJSON *x = t;
-    for (int hops = 0; sc_only_ref(x); hops++) {
+    for (int hops = 0; sc_only_ref(c, x); hops++) {
         const char *r2 = cJSON_GetObjectItemCaseSensitive(x, "$ref")->valuestring;
         if (!r2 || hops > 64)
             return sc_serr(c, "$ref '%s' is a chain of references without end", ref);
@@ -311,6 +329,12 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
     if (!cJSON_IsObject(s)) return sc_serr(c, "%s", "a schema must be an object or a boolean");
     if (++c->depth > GRAMMAR_MAX_NESTING)
         return sc_serr(c, "%s", "schema nested deeper than 64 levels");
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    if (c->ref_alone && cJSON_IsString(ref)) { /* drafts 3-7: nothing else applies beside it */
+        int rc = ref_rule(c, ref->valuestring, nm);
+        c->depth--;
+        return rc;
+    }
     for (const cJSON *k = s->child; k; k = k->next)
         if (sc_is_validity(s, k->string) && !sc_in_list(keywords, k->string))
             return sc_serr(c, "unsupported keyword '%s'", k->string);
@@ -331,14 +355,13 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
     }
     int rc = 0;
     struct sbuf b = {0};
-    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
     int one = !any; /* both: anyOf here, oneOf in each branch (it stays among the siblings) */
     if (!any) any = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
     if (ref) {
         if (!cJSON_IsString(ref)) rc = sc_serr(c, "%s", "'$ref' must be a string");
-        else if (!sc_only_ref(s)) { /* $ref beside other keywords: both apply, as allOf */
+        else if (!sc_only_ref(c, s)) { /* $ref beside other keywords: both apply, as allOf */
             static const char *const drop[] = {"$ref", NULL};
             cJSON *sib = sc_without(c, s, drop), *all2 = cJSON_CreateObject(),
                   *r = cJSON_CreateObject();
@@ -458,6 +481,7 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     c.err = err;
     c.owned = cJSON_CreateArray();
     c.closed = !open_objects;
+    c.ref_alone = ref_alone(root);
     grammar_gbnf_json_value(c.j, out);
     char top[RN];
     int rc = sc_gen(&c, root, top);

@@ -31,6 +31,7 @@ struct sc {
     cJSON *owned;                              /* merged schemas, freed at the end */
     unsigned char key_rules[2][KEY_OTHER + 1]; /* shared key rules written (schema_object) */
     int closed; /* objects with properties and no additionalProperties closed (sc_lower_object) */
+    int ref_alone; /* drafts 3-7 (the root's $schema): keywords beside $ref are ignored */
 };
 
 /* ---- oneOf: exclusive branches ----
@@ -67,7 +68,7 @@ void sc_new_rule(struct sc *c, char *nm);
 void sc_emit(struct sc *c, const char *nm, const char *body);
 void sc_put_json_literal(struct sbuf *b, const cJSON *v);
 const cJSON *sc_resolve_pointer(struct sc *c, const char *ref);
-int sc_only_ref(const cJSON *s);
+int sc_only_ref(const struct sc *c, const cJSON *s);
 const char *sc_infer_type(const cJSON *s);
 int sc_gen(struct sc *c, const cJSON *s, char *nm);
 int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep);
