@@ -292,14 +292,52 @@ static int gen_branches(struct sc *c, const cJSON *s, const cJSON *any, int one,
     return rc;
 }
 
-/* const / enum: each value once, those that meet the sibling keywords, into b. */
+static int cmp_text(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The texts t[lo..hi) (sorted, distinct, sharing their first d bytes) from byte d on, as a
+ * trie of alternatives: one per next byte, so that a parse holds one branch per prefix
+ * rather than one per value (a large enum would pass grammar.max_stacks). */
+static void put_trie(struct sbuf *b, char **t, int lo, int hi, size_t d) {
+    int i = lo;
+    const char *sep = "";
+    if (strlen(t[i]) == d) { /* a value that ends here (sorted first) */
+        sbuf_adds(b, "\"\"");
+        sep = " | ";
+        i++;
+    }
+    while (i < hi) {
+        /* grouped by the whole character at d (a literal never ends inside one) */
+        unsigned char lead = (unsigned char)t[i][d];
+        size_t n = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+        int j = i;
+        while (j < hi && strncmp(t[j] + d, t[i] + d, n) == 0) j++;
+        size_t l = d;
+        while (t[i][l] && t[i][l] == t[j - 1][l]) l++; /* the group's common prefix */
+        while (l > d + 1 && ((unsigned char)t[i][l] & 0xC0) == 0x80) l--;
+        sbuf_adds(b, sep);
+        sep = " | ";
+        gbnf_put_literal(b, t[i] + d, (j - i == 1 ? strlen(t[i]) : l) - d);
+        if (j - i > 1) {
+            sbuf_adds(b, " (");
+            put_trie(b, t, i, j, l);
+            sbuf_adds(b, ")");
+        }
+        i = j;
+    }
+}
+
+/* const / enum: each value once, those that meet the sibling keywords, into b (more than
+ * 16: as a trie of their texts). */
 static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
     int rc = 0;
     const cJSON *k1 = cJSON_GetObjectItemCaseSensitive(s, "const"),
                 *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (!k1 && (!cJSON_IsArray(e) || cJSON_GetArraySize(e) == 0))
         rc = sc_serr(c, "%s", "'enum' must be a non-empty array");
-    int k = 0;
+    int k = 0, cap = 0;
+    char **texts = NULL;
     for (const cJSON *x = rc < 0 ? NULL : k1 ? k1 : e->child; x; x = k1 ? NULL : x->next) {
         int dup = 0; /* each value once (an enum may repeat one) */
         for (const cJSON *y = k1 ? x : e->child; y != x && !dup; y = y->next)
@@ -310,11 +348,26 @@ static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
             break;
         }
         if (!ok) continue;
-        sbuf_adds(b, k++ ? " | " : "");
-        sc_put_json_literal(b, x);
+        if (k == cap) texts = xrealloc(texts, sizeof *texts * (size_t)(cap = cap ? 2 * cap : 16));
+        texts[k] = cJSON_PrintUnformatted(x);
+        if (!texts[k++]) FATAL("out of memory");
     }
     if (rc == 0 && k == 0)
         rc = sc_serr(c, "%s", "unsatisfiable schema: no enum/const value meets the other keywords");
+    if (rc == 0 && k > 16) {
+        qsort(texts, (size_t)k, sizeof *texts, cmp_text);
+        sbuf_adds(b, "(");
+        put_trie(b, texts, 0, k, 0);
+        sbuf_adds(b, ")");
+    }
+    for (int i = 0; i < k; i++) {
+        if (rc == 0 && k <= 16) {
+            sbuf_adds(b, i ? " | " : "");
+            gbnf_put_literal(b, texts[i], strlen(texts[i]));
+        }
+        free(texts[i]);
+    }
+    free(texts);
     return rc;
 }
 

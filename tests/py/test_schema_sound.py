@@ -346,6 +346,17 @@ KEYWORDS = [
     ("ref-siblings-2020", {"type": "object", "properties": {"s": {"$ref": "#/$defs/d", "required": ["a"]}},
                            "$defs": {"d": {"type": "object", "properties": {"a": {"type": "integer"}}}}},
      [{"s": {"a": 1}}, {}], [{"s": {}}, {"s": {"a": "x"}}]),
+    # an enum of more values than grammar.max_stacks is written as a trie of its texts, so
+    # that a parse holds one branch per prefix (JSONSchemaBench Github_medium o20234: 1554
+    # codes, refused while matching); values that share a character's first byte only
+    ("enum-large-trie", {"type": "object", "properties": {"k": {"enum": [f"005-{i:04d}" for i in range(1500)]},
+                                                          "n": {"enum": list(range(40)) + [100, 1000, 1.5]}}},
+     [{"k": "005-0000"}, {"k": "005-1499"}, {"n": 1}, {"n": 10}, {"n": 100}, {"n": 1000}, {"n": 1.5}],
+     [{"k": "005-1500"}, {"k": "005-"}, {"k": "005-00000"}, {"n": 1001}, {"n": 40}, {"n": 2.5}]),
+    ("enum-unicode-trie", {"enum": ["é", "è", "éa", "èa", "ê", "ë", "ē", "中文", "中国", "日本", "a", "ab", "abc", "b",
+                                    "😀", "😁", "😀x", "z"]},
+     ["é", "è", "éa", "èa", "中文", "中国", "😀", "😁", "😀x", "ab", "a"],
+     ["e", "éb", "中", "😂", "abcd", "中文x", "ê2"]),
     ("dependencies-draft7", {"$schema": D7, "type": "object", "properties": {"a": {}, "b": {"type": "string"}},
                              "dependencies": {"a": ["b"], "c": {"required": ["a"]}}},
      [{"a": 1, "b": "x"}, {"b": "x"}], [{"a": 1}]),
