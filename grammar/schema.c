@@ -72,6 +72,7 @@ static const char *const keywords[] = {"type",
                                        "unevaluatedProperties",
                                        "unevaluatedItems",
                                        "$tpd-not-strings",
+                                       DEPENDS,
                                        NO_PATTERN_EXTRA,
                                        NULL};
 
@@ -146,8 +147,26 @@ const cJSON *sc_resolve_pointer(struct sc *c, const char *ref) {
     return cur;
 }
 
-int sc_only_ref(const cJSON *s) {
+/* 1 when the root's $schema names draft 3, 4, 6 or 7, where keywords beside $ref are
+ * ignored (2019-09 on, or no $schema: they apply beside it) */
+static int ref_alone(const cJSON *root) {
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "$schema");
+    static const char *const drafts[] = {"draft-03/schema", "draft-04/schema", "draft-06/schema",
+                                         "draft-07/schema", NULL};
+    if (!cJSON_IsString(d) || strncmp(d->valuestring, "http", 4) != 0 ||
+        !strstr(d->valuestring, "://json-schema.org/"))
+        return 0;
+    const char *tail = strstr(d->valuestring, "://json-schema.org/") + 19;
+    for (int i = 0; drafts[i]; i++) {
+        size_t n = strlen(drafts[i]);
+        if (strncmp(tail, drafts[i], n) == 0 && (!tail[n] || !strcmp(tail + n, "#"))) return 1;
+    }
+    return 0;
+}
+
+int sc_only_ref(const struct sc *c, const cJSON *s) {
     if (!cJSON_IsObject(s) || !cJSON_GetObjectItemCaseSensitive(s, "$ref")) return 0;
+    if (c->ref_alone && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(s, "$ref"))) return 1;
     for (const cJSON *k = s->child; k; k = k->next)
         if (strcmp(k->string, "$ref") != 0 && sc_is_validity(s, k->string)) return 0;
     return 1;
@@ -168,7 +187,7 @@ static int ref_rule(struct sc *c, const char *ref, char *nm) {
                        ref);
     /* a chain of bare $refs that returns to itself can never produce a value */
     const cJSON *x = t;
-    for (int hops = 0; sc_only_ref(x); hops++) {
+    for (int hops = 0; sc_only_ref(c, x); hops++) {
         const char *r2 = cJSON_GetObjectItemCaseSensitive(x, "$ref")->valuestring;
         if (!r2 || hops > 64)
             return sc_serr(c, "$ref '%s' is a chain of references without end", ref);
@@ -273,14 +292,52 @@ static int gen_branches(struct sc *c, const cJSON *s, const cJSON *any, int one,
     return rc;
 }
 
-/* const / enum: each value once, those that meet the sibling keywords, into b. */
+static int cmp_text(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The texts t[lo..hi) (sorted, distinct, sharing their first d bytes) from byte d on, as a
+ * trie of alternatives: one per next byte, so that a parse holds one branch per prefix
+ * rather than one per value (a large enum would pass grammar.max_stacks). */
+static void put_trie(struct sbuf *b, char **t, int lo, int hi, size_t d) {
+    int i = lo;
+    const char *sep = "";
+    if (strlen(t[i]) == d) { /* a value that ends here (sorted first) */
+        sbuf_adds(b, "\"\"");
+        sep = " | ";
+        i++;
+    }
+    while (i < hi) {
+        /* grouped by the whole character at d (a literal never ends inside one) */
+        unsigned char lead = (unsigned char)t[i][d];
+        size_t n = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+        int j = i;
+        while (j < hi && strncmp(t[j] + d, t[i] + d, n) == 0) j++;
+        size_t l = d;
+        while (t[i][l] && t[i][l] == t[j - 1][l]) l++; /* the group's common prefix */
+        while (l > d + 1 && ((unsigned char)t[i][l] & 0xC0) == 0x80) l--;
+        sbuf_adds(b, sep);
+        sep = " | ";
+        gbnf_put_literal(b, t[i] + d, (j - i == 1 ? strlen(t[i]) : l) - d);
+        if (j - i > 1) {
+            sbuf_adds(b, " (");
+            put_trie(b, t, i, j, l);
+            sbuf_adds(b, ")");
+        }
+        i = j;
+    }
+}
+
+/* const / enum: each value once, those that meet the sibling keywords, into b (more than
+ * 16: as a trie of their texts). */
 static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
     int rc = 0;
     const cJSON *k1 = cJSON_GetObjectItemCaseSensitive(s, "const"),
                 *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (!k1 && (!cJSON_IsArray(e) || cJSON_GetArraySize(e) == 0))
         rc = sc_serr(c, "%s", "'enum' must be a non-empty array");
-    int k = 0;
+    int k = 0, cap = 0;
+    char **texts = NULL;
     for (const cJSON *x = rc < 0 ? NULL : k1 ? k1 : e->child; x; x = k1 ? NULL : x->next) {
         int dup = 0; /* each value once (an enum may repeat one) */
         for (const cJSON *y = k1 ? x : e->child; y != x && !dup; y = y->next)
@@ -291,11 +348,26 @@ static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
             break;
         }
         if (!ok) continue;
-        sbuf_adds(b, k++ ? " | " : "");
-        sc_put_json_literal(b, x);
+        if (k == cap) texts = xrealloc(texts, sizeof *texts * (size_t)(cap = cap ? 2 * cap : 16));
+        texts[k] = cJSON_PrintUnformatted(x);
+        if (!texts[k++]) FATAL("out of memory");
     }
     if (rc == 0 && k == 0)
         rc = sc_serr(c, "%s", "unsatisfiable schema: no enum/const value meets the other keywords");
+    if (rc == 0 && k > 16) {
+        qsort(texts, (size_t)k, sizeof *texts, cmp_text);
+        sbuf_adds(b, "(");
+        put_trie(b, texts, 0, k, 0);
+        sbuf_adds(b, ")");
+    }
+    for (int i = 0; i < k; i++) {
+        if (rc == 0 && k <= 16) {
+            sbuf_adds(b, i ? " | " : "");
+            gbnf_put_literal(b, texts[i], strlen(texts[i]));
+        }
+        free(texts[i]);
+    }
+    free(texts);
     return rc;
 }
 
@@ -310,6 +382,12 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
     if (!cJSON_IsObject(s)) return sc_serr(c, "%s", "a schema must be an object or a boolean");
     if (++c->depth > GRAMMAR_MAX_NESTING)
         return sc_serr(c, "%s", "schema nested deeper than 64 levels");
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    if (c->ref_alone && cJSON_IsString(ref)) { /* drafts 3-7: nothing else applies beside it */
+        int rc = ref_rule(c, ref->valuestring, nm);
+        c->depth--;
+        return rc;
+    }
     for (const cJSON *k = s->child; k; k = k->next)
         if (sc_is_validity(s, k->string) && !sc_in_list(keywords, k->string))
             return sc_serr(c, "unsupported keyword '%s'", k->string);
@@ -330,14 +408,13 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
     }
     int rc = 0;
     struct sbuf b = {0};
-    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
     int one = !any; /* both: anyOf here, oneOf in each branch (it stays among the siblings) */
     if (!any) any = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
     if (ref) {
         if (!cJSON_IsString(ref)) rc = sc_serr(c, "%s", "'$ref' must be a string");
-        else if (!sc_only_ref(s)) { /* $ref beside other keywords: both apply, as allOf */
+        else if (!sc_only_ref(c, s)) { /* $ref beside other keywords: both apply, as allOf */
             static const char *const drop[] = {"$ref", NULL};
             cJSON *sib = sc_without(c, s, drop), *all2 = cJSON_CreateObject(),
                   *r = cJSON_CreateObject();
@@ -457,6 +534,7 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     c.err = err;
     c.owned = cJSON_CreateArray();
     c.closed = !open_objects;
+    c.ref_alone = ref_alone(root);
     grammar_gbnf_json_value(c.j, out);
     char top[RN];
     int rc = sc_gen(&c, root, top);

@@ -31,6 +31,7 @@ struct sc {
     cJSON *owned;                              /* merged schemas, freed at the end */
     unsigned char key_rules[2][KEY_OTHER + 1]; /* shared key rules written (schema_object) */
     int closed; /* objects with properties and no additionalProperties closed (sc_lower_object) */
+    int ref_alone; /* drafts 3-7 (the root's $schema): keywords beside $ref are ignored */
 };
 
 /* ---- oneOf: exclusive branches ----
@@ -51,6 +52,12 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
 #define MIN_EXTRA "$tpd-min-extra"     /* minProperties 1 met by an extra key (lower_object) */
 /* patternProperties whose keys gen_object writes as extra keys (lower_object) */
 #define PATTERN_EXTRA "$tpd-pattern-extra"
+/* dependencies on names of declared optional properties: {name: [names]} (lower_object;
+ * gen_object writes name only beside its names) */
+#define DEPENDS "$tpd-dependencies"
+/* beside PATTERN_EXTRA: the additionalProperties (true or a schema) of keys that match no
+ * pattern, which gen_object writes where it can tell them (lower_object) */
+#define PATTERN_ADDL "$tpd-pattern-addl"
 /* an allOf side without patternProperties closed to their keys (merge; lower_object) */
 #define NO_PATTERN_EXTRA "$tpd-no-pattern-extra"
 
@@ -61,7 +68,7 @@ void sc_new_rule(struct sc *c, char *nm);
 void sc_emit(struct sc *c, const char *nm, const char *body);
 void sc_put_json_literal(struct sbuf *b, const cJSON *v);
 const cJSON *sc_resolve_pointer(struct sc *c, const char *ref);
-int sc_only_ref(const cJSON *s);
+int sc_only_ref(const struct sc *c, const cJSON *s);
 const char *sc_infer_type(const cJSON *s);
 int sc_gen(struct sc *c, const cJSON *s, char *nm);
 int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep);

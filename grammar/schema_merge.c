@@ -103,7 +103,18 @@ static cJSON *merge_values(const char *k, const cJSON *x, const cJSON *y) {
  * additionalProperties as merge_props says, required combines, anything else must agree.
  * Returns a new schema owned by c, or NULL. */
 cJSON *sc_merge(struct sc *c, const cJSON *a, const cJSON *b) {
-    for (int hops = 0; sc_only_ref(b); hops++) {
+    for (int hops = 0; c->ref_alone && sc_only_ref(c, a); hops++) { /* a's siblings ignored */
+        a = sc_resolve_pointer(c, cJSON_GetObjectItemCaseSensitive(a, "$ref")->valuestring);
+        if (!a || hops > 64) return sc_serr(c, "%s", "allOf: a $ref that does not resolve"), NULL;
+    }
+    if (cJSON_IsFalse(a))
+        return sc_serr(c, "%s", "unsatisfiable schema: allOf contains false"), NULL;
+    if (cJSON_IsTrue(a)) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToArray(c->owned, e);
+        a = e;
+    }
+    for (int hops = 0; sc_only_ref(c, b); hops++) {
         b = sc_resolve_pointer(c, cJSON_GetObjectItemCaseSensitive(b, "$ref")->valuestring);
         if (!b || hops > 64) return sc_serr(c, "%s", "allOf: a $ref that does not resolve"), NULL;
     }
@@ -168,6 +179,13 @@ cJSON *sc_merge(struct sc *c, const cJSON *a, const cJSON *b) {
         }
     }
     merge_props(m, a, b);
+    /* keys that match no pattern are written only where both sides say so alike */
+    const cJSON *ua = cJSON_GetObjectItemCaseSensitive(a, PATTERN_ADDL),
+                *ub = cJSON_GetObjectItemCaseSensitive(b, PATTERN_ADDL);
+    if (ua && !(ub && cJSON_Compare(ua, ub, 1) &&
+                cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, PATTERN_EXTRA),
+                              cJSON_GetObjectItemCaseSensitive(b, PATTERN_EXTRA), 1)))
+        cJSON_DeleteItemFromObjectCaseSensitive(m, PATTERN_ADDL);
     /* the keys of one side's patternProperties are extra keys to the other side: none are
      * written where it closes them (additionalProperties false or a schema) */
     for (int side = 0; side < 2; side++) {
@@ -221,7 +239,7 @@ const cJSON *sc_flat(struct sc *c, const cJSON *s, int as_gen) {
         const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
         const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
         if (hops > 64) return sc_serr(c, "%s", "$ref: a chain of references without end"), NULL;
-        if (sc_only_ref(s) && cJSON_IsString(ref)) {
+        if (sc_only_ref(c, s) && cJSON_IsString(ref)) {
             s = sc_resolve_pointer(c, ref->valuestring);
             if (!s) return sc_serr(c, "$ref '%s' does not resolve", ref->valuestring), NULL;
         } else if (cJSON_IsString(ref)) {

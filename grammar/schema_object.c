@@ -19,6 +19,7 @@
 #include "schema_num.h"
 
 #include "schema_internal.h"
+#include "schema_keys.h"
 #include "schema_object.h"
 #include "schema_merge.h"
 #include "schema_oneof.h"
@@ -157,15 +158,11 @@ void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, int one_li
         } else {
             key_other(&r, ch, nc, one_line, any);
         }
-        char rn[RN + 16];
-        snprintf(rn, sizeof rn, "%s-%d", base, k);
-        sc_emit(c, rn, r.p);
-        sbuf_free(&r);
+        sc_key_node(c, base, k, &r);
     }
     free(ch);
     free(t);
-    snprintf(nm, RN, "%.100s-key", base);
-    sbuf_addf(c->out, "%s ::= \"\\\"\" %s-0\n", nm, base);
+    sc_key_root(c, base, nm);
 }
 
 /* ---- object keywords lowered to properties / required / additionalProperties ----
@@ -269,6 +266,38 @@ static int close_extras(struct sc *c, cJSON *m) {
     return 0;
 }
 
+/* 1 when the names dependency d lists are all declared properties (gen_object can then
+ * write d's property exactly: only beside them) */
+static int all_declared(const cJSON *m, const cJSON *d) {
+    for (const cJSON *n = d->child; n; n = n->next) {
+        const cJSON *p = cJSON_IsString(n) ? sc_prop_schema(m, n->valuestring) : NULL;
+        if (!p || cJSON_IsFalse(p)) return 0;
+    }
+    return 1;
+}
+
+/* Into out, DEPENDS: m's dependencies on names (dependentRequired, array-valued
+ * dependencies) of declared optional properties, for gen_object to meet (those of required
+ * properties are met by their names made required). */
+static void add_depends(const cJSON *m, cJSON *out) {
+    cJSON *dep = NULL;
+    for (int round = 0; round < 2; round++) {
+        const cJSON *dr =
+            cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies" : "dependentRequired");
+        for (const cJSON *d = cJSON_IsObject(dr) ? dr->child : NULL; d; d = d->next) {
+            const cJSON *p = sc_prop_schema(m, d->string);
+            if (!cJSON_IsArray(d) || !p || cJSON_IsFalse(p) || sc_is_required(m, d->string))
+                continue;
+            if (!dep) dep = cJSON_AddObjectToObject(out, DEPENDS);
+            cJSON *names = cJSON_GetObjectItemCaseSensitive(dep, d->string);
+            if (!names) names = cJSON_AddArrayToObject(dep, d->string);
+            for (const cJSON *n = d->child; n; n = n->next)
+                if (cJSON_IsString(n) && !sc_is_required(m, n->valuestring))
+                    cJSON_AddItemToArray(names, cJSON_CreateString(n->valuestring));
+        }
+    }
+}
+
 /* 1 when the string name satisfies schema ps, 0 when not, -1 (err) when tpd cannot tell. */
 static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
     if (!(ps = sc_flat(c, ps, 0))) return -1;
@@ -344,6 +373,11 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
      * keyword here limits the keys */
     int pattern_keys = pp && pp->child && !pn && !mx &&
                        !cJSON_GetObjectItemCaseSensitive(m, NO_PATTERN_EXTRA);
+    const cJSON *addl0 = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+    cJSON *unmatched = pattern_keys && !cJSON_IsFalse(addl0)
+                           ? (addl0 ? cJSON_Duplicate(addl0, 1) : cJSON_CreateTrue())
+                           : NULL;
+    if (unmatched) cJSON_AddItemToArray(c->owned, unmatched);
     if ((pp || pn || mx) && close_extras(c, m) < 0) return NULL;
     cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
     for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && pp;
@@ -385,6 +419,8 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
                         changed = 1;
                         continue;
                     }
+                    if (!sc_is_required(m, d->string) && all_declared(m, d))
+                        continue; /* written exactly by gen_object (DEPENDS, below) */
                     for (const cJSON *n = d->child; n; n = n->next)
                         if (!sc_is_required(m, n->valuestring))
                             add_required(m, n->valuestring), changed = 1;
@@ -436,9 +472,12 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     }
     static const char *const drop[] = {"dependentRequired", "dependentSchemas", "dependencies",
                                        "minProperties",     "maxProperties",    "patternProperties",
-                                       "propertyNames",     NO_PATTERN_EXTRA,   NULL};
+                                       "propertyNames",     NO_PATTERN_EXTRA,   DEPENDS,
+                                       NULL};
     cJSON *out = sc_without(c, m, drop);
+    add_depends(m, out);
     if (pattern_keys) cJSON_AddItemToObject(out, PATTERN_EXTRA, cJSON_Duplicate(pp, 1));
+    if (unmatched) cJSON_AddItemToObject(out, PATTERN_ADDL, cJSON_Duplicate(unmatched, 1));
     return out;
 }
 
@@ -500,33 +539,61 @@ static int pattern_all(const char *p) {
  * many entries. */
 static int gen_pattern_entries(struct sc *c, const cJSON *pe, const char **names, int nn,
                                struct sbuf *e) {
-    int alts = 0, same = 1;
-    for (const cJSON *x = pe->child; x; x = x->next) same &= cJSON_Compare(x, pe->child, 1);
-    cJSON *every = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(every, "allOf");
-    cJSON_AddItemToArray(c->owned, every);
-    for (const cJSON *x = pe->child; x; x = x->next)
-        cJSON_AddItemToArray(arr, cJSON_Duplicate(x, 1));
+    int alts = 0;
     for (const cJSON *x = pe->child; x; x = x->next) {
         char key[RN], val[RN];
+        unsigned char set[128];
+        long lo, hi;
         int all = pattern_all(x->string), hit = 0;
+        int shape = all ? 0 : sc_pattern_class(x->string, set, &lo, &hi);
+        if (shape == 2) all = 1;
         if (all == 1 && !nn) snprintf(key, RN, "%s-string", c->j);
         else if (all) sc_gen_key_not_in(c, names, nn, all == 2, key);
         for (int k = 0; !all && k < nn && !hit; k++) hit = sc_name_matches(c, x->string, names[k]);
-        if (hit) { /* < 0: a pattern PCRE2 refuses, left out too */
+        if (hit < 0) { /* a pattern PCRE2 refuses: left out */
             c->err[0] = 0;
             continue;
         }
-        if (!all) {
+        if (hit && (shape != 1 || !sc_gen_key_class_not_in(c, names, nn, set, NULL, lo, hi, key)))
+            continue;
+        if (!all && !hit) {
             cJSON *ks = cJSON_CreateObject();
             cJSON_AddItemToArray(c->owned, ks);
             cJSON_AddStringToObject(ks, "type", "string");
             cJSON_AddStringToObject(ks, "pattern", x->string);
             if (sc_try_gen(c, ks, key, 1) < 1) continue;
         }
-        if (sc_try_gen(c, same ? x : every, val, 1) < 1) continue;
+        /* the value meets the schemas of every pattern its key may match too */
+        cJSON *every = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(every, "allOf");
+        cJSON_AddItemToArray(c->owned, every);
+        int others = 0;
+        for (const cJSON *y = pe->child; y; y = y->next)
+            if (y == x ||
+                (!cJSON_Compare(x, y, 1) && !sc_patterns_disjoint(x->string, y->string)))
+                cJSON_AddItemToArray(arr, cJSON_Duplicate(y, 1)), others += y != x;
+        if (sc_try_gen(c, others ? every : x, val, 1) < 1) continue;
         sbuf_addf(e, "%s(%s %s-ws \":\" %s-ws %s)", alts++ ? " | " : "", key, c->j, c->j, val);
     }
     return alts;
+}
+
+/* Beside patternProperties pe and PATTERN_ADDL: keys that match none of the patterns (those
+ * starting with a character no pattern's match starts with, sc_patterns_first; printable
+ * ASCII, no escapes), none of the names, with the additionalProperties value, into e as one
+ * more alternative. Returns how many entries (0 or 1). */
+static int gen_unmatched(struct sc *c, const cJSON *s, const cJSON *pe, const char **names,
+                         int nn, struct sbuf *e) {
+    const cJSON *ad = cJSON_GetObjectItemCaseSensitive(s, PATTERN_ADDL);
+    unsigned char first[128], rest[128];
+    char key[RN], val[RN];
+    if (!ad || cJSON_IsFalse(ad) || !sc_patterns_first(pe, first)) return 0;
+    for (int ch = 0; ch < 128; ch++) rest[ch] = ch >= 0x20 && ch < 0x7F && ch != '"' && ch != '\\';
+    if (!sc_gen_key_class_not_in(c, names, nn, rest, first, 1, -1, key)) return 0;
+    if (cJSON_IsObject(ad)) {
+        if (sc_try_gen(c, ad, val, 1) < 1) return 0;
+    } else snprintf(val, RN, "%s", c->j);
+    sbuf_addf(e, "%s(%s %s-ws \":\" %s-ws %s)", e->len ? " | " : "", key, c->j, c->j, val);
+    return 1;
 }
 
 /* sc_gen_object's extra keys: the rule of an entry (key, value) into entry, "" where there
@@ -559,10 +626,13 @@ static int gen_extra(struct sc *c, const cJSON *s, const struct obj_prop *pl, in
         if (nn) sc_gen_key_not_in(c, names, nn, 0, key);
         else snprintf(key, RN, "%s-string", c->j);
         sbuf_addf(&e, "%s %s-ws \":\" %s-ws %s", key, c->j, c->j, val);
-    } else if (gen_pattern_entries(c, pe, names, nn, &e) == 0) {
-        sbuf_free(&e);
-        free(names);
-        return 0;
+    } else {
+        int alts = gen_pattern_entries(c, pe, names, nn, &e);
+        if (alts + gen_unmatched(c, s, pe, names, nn, &e) == 0) {
+            sbuf_free(&e);
+            free(names);
+            return 0;
+        }
     }
     free(names);
     sc_new_rule(c, entry);
@@ -592,30 +662,127 @@ static int gen_values(struct sc *c, const struct obj_prop *pl, int n, char (*val
     return 0;
 }
 
-/* sc_gen_object's rule R_k(f) (rule name nm) into r: properties k.. with f = nothing written
- * yet (no comma needed); entry: the rule of an extra key and its value, "" for none. */
-static void gen_rest_rule(struct sc *c, const struct obj_prop *pl, int n, char (*vals)[RN],
-                          const char *base, int k, int f, const char *entry, int min_extra,
-                          struct sbuf *r) {
-    if (k == n) {
-        if (entry[0]) {
+/* sc_gen_object's states R_k(f, w): properties k.. still to come, f = nothing written yet (no
+ * comma needed), w = which of the properties in dependencies (bits, rel) were written, as far
+ * as a later property's dependencies still ask (need: those property k needs written before
+ * it; owed: those whose dependencies name k, so that k cannot be left out once one is). */
+#define DEP_BITS 16
+#define DEP_STATES 2048
+struct ostates {
+    const struct obj_prop *pl;
+    int n;
+    char (*vals)[RN]; /* "": the property is never written */
+    const char *base, *entry;
+    int min_extra;
+    int *rel;                       /* property k's bit, -1: none */
+    unsigned *need, *owed, *live;   /* live[k]: bits that matter at k and after */
+    int n_states, cap;
+    struct { int k, f; unsigned w; } *st;
+};
+
+static void state_name(const struct ostates *o, int k, int f, unsigned w, char *nm, size_t len) {
+    if (w) snprintf(nm, len, "%s-%d-%d-w%u", o->base, k, f, w);
+    else snprintf(nm, len, "%s-%d-%d", o->base, k, f);
+}
+
+/* The state (k, f, w), its w reduced to the bits still asked; added to o's list unless
+ * there. -1 when there are too many. */
+static int state_ref(struct ostates *o, int k, int f, unsigned w, char *nm, size_t len) {
+    w &= o->live[k];
+    state_name(o, k, f, w, nm, len);
+    int plain = 2 * (o->n + 1); /* the states without bits come first, all of them */
+    if (!w && o->n_states >= plain) return 0;
+    for (int i = plain; i < o->n_states; i++)
+        if (o->st[i].k == k && o->st[i].f == f && o->st[i].w == w) return 0;
+    if (o->n_states == plain + DEP_STATES) return -1;
+    if (o->n_states == o->cap) o->st = xrealloc(o->st, sizeof *o->st * (size_t)(o->cap *= 2));
+    o->st[o->n_states].k = k;
+    o->st[o->n_states].f = f;
+    o->st[o->n_states++].w = w;
+    return 0;
+}
+
+/* The rule of state (k, f, w) into r; -1 when there are too many states. */
+static int gen_rest_rule(struct sc *c, struct ostates *o, int k, int f, unsigned w,
+                         struct sbuf *r) {
+    const struct obj_prop *pl = o->pl;
+    char nx[RN + 48];
+    if (k == o->n) {
+        if (o->entry[0]) {
             char sep[RN + 16] = "";
             if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
-            sbuf_addf(r, "(%s%s %s-ws (\",\" %s-ws %s %s-ws)*)%s", sep, entry, c->j, c->j, entry,
-                      c->j, f && min_extra ? "" : "?");
+            sbuf_addf(r, "(%s%s %s-ws (\",\" %s-ws %s %s-ws)*)%s", sep, o->entry, c->j, c->j,
+                      o->entry, c->j, f && o->min_extra ? "" : "?");
         } else sbuf_adds(r, "\"\"");
-    } else if (!vals[k][0]) { /* left out */
-        sbuf_addf(r, "%s-%d-%d", base, k + 1, f);
-    } else {
-        if (!f) sbuf_addf(r, "\",\" %s-ws ", c->j);
-        cJSON *key = cJSON_CreateString(pl[k].key);
-        char *t = cJSON_PrintUnformatted(key);
-        gbnf_put_literal(r, t, strlen(t));
-        free(t);
-        cJSON_Delete(key);
-        sbuf_addf(r, " %s-ws \":\" %s-ws %s %s-ws %s-%d-0", c->j, c->j, vals[k], c->j, base, k + 1);
-        if (!pl[k].required) sbuf_addf(r, " | %s-%d-%d", base, k + 1, f);
+        return 0;
     }
+    int can_skip = !pl[k].required && !(w & o->owed[k]);
+    int can_write = o->vals[k][0] && !(o->need[k] & ~w);
+    if (!can_write) { /* left out (lower_object and dead_deps see that it may be) */
+        if (state_ref(o, k + 1, f, w, nx, sizeof nx) < 0) return -1;
+        sbuf_adds(r, nx);
+        return 0;
+    }
+    if (!f) sbuf_addf(r, "\",\" %s-ws ", c->j);
+    cJSON *key = cJSON_CreateString(pl[k].key);
+    char *t = cJSON_PrintUnformatted(key);
+    gbnf_put_literal(r, t, strlen(t));
+    free(t);
+    cJSON_Delete(key);
+    unsigned w2 = o->rel[k] >= 0 ? w | 1u << o->rel[k] : w;
+    if (state_ref(o, k + 1, 0, w2, nx, sizeof nx) < 0) return -1;
+    sbuf_addf(r, " %s-ws \":\" %s-ws %s %s-ws %s", c->j, c->j, o->vals[k], c->j, nx);
+    if (can_skip) {
+        if (state_ref(o, k + 1, f, w, nx, sizeof nx) < 0) return -1;
+        sbuf_addf(r, " | %s", nx);
+    }
+    return 0;
+}
+
+/* The index in pl[0..n) of name, -1 if none. */
+static int prop_index(const struct obj_prop *pl, int n, const char *name) {
+    for (int k = 0; k < n; k++)
+        if (strcmp(pl[k].key, name) == 0) return k;
+    return -1;
+}
+
+/* o's dependency bits from DEPENDS (deps): a property whose names cannot all be written is
+ * never written itself; more than DEP_BITS properties involved: the properties with
+ * dependencies are left out (fewer objects, never a wrong one). */
+static void dep_bits(struct ostates *o, const cJSON *deps) {
+    for (int changed = 1; changed;) { /* a property left out may be another's name */
+        changed = 0;
+        for (const cJSON *d = deps ? deps->child : NULL; d; d = d->next) {
+            int k = prop_index(o->pl, o->n, d->string), ok = 1;
+            for (const cJSON *x = d->child; x && k >= 0 && ok; x = x->next) {
+                int j = prop_index(o->pl, o->n, x->valuestring);
+                ok = j >= 0 && j != k && o->vals[j][0];
+            }
+            if (k >= 0 && o->vals[k][0] && !ok) o->vals[k][0] = 0, changed = 1;
+        }
+    }
+    int nb = 0;
+    for (const cJSON *d = deps ? deps->child : NULL; d && nb <= DEP_BITS; d = d->next) {
+        int k = prop_index(o->pl, o->n, d->string);
+        if (k < 0 || !o->vals[k][0]) continue;
+        for (const cJSON *x = d->child; x && nb <= DEP_BITS; x = x->next) {
+            int j = prop_index(o->pl, o->n, x->valuestring);
+            if (o->rel[j] < 0) o->rel[j] = nb++;
+            if (o->rel[k] < 0) o->rel[k] = nb++;
+            if (nb > DEP_BITS) break;
+            if (j < k) o->need[k] |= 1u << o->rel[j];
+            else o->owed[j] |= 1u << o->rel[k];
+        }
+    }
+    if (nb > DEP_BITS) {
+        for (const cJSON *d = deps->child; d; d = d->next) {
+            int k = prop_index(o->pl, o->n, d->string);
+            if (k >= 0 && !o->pl[k].required) o->vals[k][0] = 0;
+        }
+        for (int k = 0; k < o->n; k++) o->need[k] = o->owed[k] = 0;
+    }
+    o->live[o->n] = 0;
+    for (int k = o->n - 1; k >= 0; k--) o->live[k] = o->live[k + 1] | o->need[k] | o->owed[k];
 }
 
 /* 1 when sc_gen acts on a keyword of s before its type (a dependentSchemas schema merged
@@ -674,19 +841,37 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
         free(vals);
         goto out;
     }
-    /* R_k(f): properties k.. with f = nothing written yet (no comma needed) */
     char base[RN];
     sc_new_rule(c, base);
-    for (int k = n; k >= 0; k--)
-        for (int f = 0; f < 2; f++) {
-            struct sbuf r = {0};
-            char nm[RN + 32];
-            snprintf(nm, sizeof nm, "%s-%d-%d", base, k, f);
-            gen_rest_rule(c, pl, n, vals, base, k, f, entry, min_extra, &r);
-            sc_emit(c, nm, r.p);
-            sbuf_free(&r);
-        }
+    struct ostates o = {pl, n, vals, base, entry, min_extra, NULL, NULL, NULL, NULL, 0, 64, NULL};
+    o.rel = xmalloc(sizeof *o.rel * ((size_t)n + 1));
+    o.need = xcalloc((size_t)n + 1, sizeof *o.need);
+    o.owed = xcalloc((size_t)n + 1, sizeof *o.owed);
+    o.live = xcalloc((size_t)n + 1, sizeof *o.live);
+    o.st = xmalloc(sizeof *o.st * (size_t)o.cap);
+    for (int k = 0; k <= n; k++) o.rel[k] = -1;
+    dep_bits(&o, cJSON_GetObjectItemCaseSensitive(s, DEPENDS));
+    char nm[RN + 48];
+    for (int k = n; k >= 0; k--) /* R_k(f, none written) for every k, as without dependencies */
+        for (int f = 0; f < 2; f++) state_ref(&o, k, f, 0, nm, sizeof nm);
+    int bad = 0;
+    for (int i = 0; i < o.n_states && !bad; i++) {
+        struct sbuf r = {0};
+        bad = gen_rest_rule(c, &o, o.st[i].k, o.st[i].f, o.st[i].w, &r) < 0;
+        state_name(&o, o.st[i].k, o.st[i].f, o.st[i].w, nm, sizeof nm);
+        if (!bad) sc_emit(c, nm, r.p);
+        sbuf_free(&r);
+    }
+    free(o.rel);
+    free(o.need);
+    free(o.owed);
+    free(o.live);
+    free(o.st);
     free(vals);
+    if (bad) {
+        sc_serr(c, "%s", "dependencies: too many combinations of properties to write");
+        goto out;
+    }
     sbuf_addf(b, "\"{\" %s-ws %s-0-1 \"}\"", c->j, base);
     rc = 0;
 out:

@@ -177,7 +177,10 @@ int main(int argc, char **argv) {
         free(text);
         return 1;
     }
-    if (!strcmp(mode, "match")) {
+    if (!strcmp(mode, "match") || !strcmp(mode, "where")) {
+        /* where: each line's count of bytes accepted before the first refused one, or -1
+         * when the whole line is accepted and the grammar can end there */
+        const int where = !strcmp(mode, "where");
         size_t n2;
         char *lines = read_all(argv[5], &n2);
         for (size_t a = 0; a < n2;) {
@@ -190,9 +193,15 @@ int main(int argc, char **argv) {
                 if (sscanf(lines + i, "%2x", &x) != 1) break;
                 lines[a + n++] = (char)x;
             }
-            int ok = grammar_matcher_accept_bytes(m, lines + a, n) == 0 &&
-                     grammar_matcher_can_end(m);
-            printf("%d\n", ok);
+            if (where) {
+                size_t k = 0;
+                while (k < n && grammar_matcher_accept_bytes(m, lines + a + k, 1) == 0) k++;
+                printf("%ld\n", k == n && grammar_matcher_can_end(m) ? -1L : (long)k);
+            } else {
+                int ok = grammar_matcher_accept_bytes(m, lines + a, n) == 0 &&
+                         grammar_matcher_can_end(m);
+                printf("%d\n", ok);
+            }
             grammar_matcher_free(m);
             a = b + 1;
         }

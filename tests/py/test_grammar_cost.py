@@ -15,8 +15,8 @@ Checked: for N from 1 to 1000, another client's 1-token request sent while the (
 request compiles or generates completes within 1 s (plus what one such request alone costs
 on this machine at the time, measured first); the largest accepted N (found by going up one
 by one, the costliest accepted grammar of the family) works and N + 1 gets a 400 naming the
-limit and its value; a schema `pattern` the same; an enum of 1024 values (max_stacks) works
-and one of 1025 gets a 400 naming it; a grammar whose costly part comes after 40 letters
+limit and its value; a schema `pattern` the same; an enum of 1025 values works (a trie) and a
+pattern alternation of 1024 values (max_stacks) works, one of 1025 gets a 400 naming it; a grammar whose costly part comes after 40 letters
 ends with the error, streamed and not."""
 import concurrent.futures
 import json
@@ -114,14 +114,19 @@ def test_costliest_accepted_and_one_past_it(server):
         limit_named(guided(http, schema={"type": "string", "pattern": "^(.*){50}x$"}, max_tokens=32))
         r = guided(http, schema={"type": "string", "pattern": "^(.*){2}x$"}, max_tokens=12)
         assert r.status_code == 200, r.text
-        # an enum holds a parse per value: 1024 values (max_stacks) work, one more is refused
+        # an enum is written as a trie of its values (a parse per prefix): 1025 values work;
+        # a pattern's alternation holds a parse per alternative: 1024 (max_stacks) work, one
+        # more is refused
         values = [f"v{i}" for i in range(1025)]
-        r = guided(http, schema={"enum": values[:1024]}, max_tokens=8)
+        r = guided(http, schema={"enum": values}, max_tokens=8)
         assert r.status_code == 200, r.text
         out = r.json()["choices"][0]
         if out["finish_reason"] == "stop":
-            assert json.loads(out["message"]["content"]) in values[:1024], out
-        r = guided(http, schema={"enum": values})
+            assert json.loads(out["message"]["content"]) in values, out
+        r = guided(http, schema={"type": "string", "pattern": "^(" + "|".join(values[:1024]) + ")$"},
+                   max_tokens=8)
+        assert r.status_code == 200, r.text
+        r = guided(http, schema={"type": "string", "pattern": "^(" + "|".join(values) + ")$"})
         assert "limit grammar.max_stacks = 1024" in limit_named(r)
         assert r.json()["error"]["param"].startswith("response_format"), r.text
         # and 1000 (the largest count accepted by the syntax) is refused at once

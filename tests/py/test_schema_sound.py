@@ -294,6 +294,69 @@ KEYWORDS = [
     ("dependentRequired", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                            "dependentRequired": {"a": ["b"]}},
      [{"a": 1, "b": 2}, {"b": 2}], [{"a": 1}]),
+    # a property with dependencies is written only beside its names, the others stay optional
+    # (JSONSchemaBench WashingtonPost address, docker-compose's memswap_limit)
+    ("dependencies-optional", {"$schema": D7, "type": "object", "additionalProperties": False,
+                               "properties": {"street": {"type": "string"}, "box": {"type": "string"},
+                                              "mem": {"type": "integer"}, "swap": {"type": "integer"},
+                                              "x": {"type": "integer"}, "y": {"type": "integer"}},
+                               "dependencies": {"box": ["street"], "mem": ["x"], "swap": ["mem"],
+                                                "y": ["x"]}},
+     [{}, {"street": "a"}, {"mem": 1, "x": 2}, {"x": 1}, {"street": "a", "box": "b"},
+      {"mem": 1, "swap": 2, "x": 3, "y": 4}],
+     [{"box": "b"}, {"swap": 1}, {"mem": 1}, {"swap": 1, "x": 2}, {"mem": 1, "swap": 2}, {"y": 1}]),
+    # a pattern of one class that matches a declared name: its other keys are still written
+    # (JSONSchemaBench WashingtonPost labels, editions)
+    ("pattern-class-beside-name",
+     {"type": "object", "additionalProperties": False,
+      "properties": {"basic": {"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]}},
+      "patternProperties": {"^[a-zA-Z0-9_]*$": {"type": "object", "required": ["t"]},
+                            "^-": {"type": "object", "required": ["u"]}}},
+     [{"basic": {"t": "x"}, "custom_label": {"t": "y"}}, {"basic_": {"t": 1}}, {"Basic": {"t": 1}},
+      {"-a": {"u": 2}}, {}],
+     [{"custom-label": {"t": "y"}}, {"basic": {"t": 1}}, {"x": {}}, {"basic": {"u": 1}}, {"-a": {"t": 1}}]),
+    # the value of a pattern's key meets only the patterns that may match it (^/ and ^[^/]
+    # never match one key; JSONSchemaBench Github_hard o60038)
+    ("pattern-values-disjoint",
+     {"type": "object", "properties": {"C": {"type": "object"}},
+      "patternProperties": {"^/": {"type": "string", "pattern": "^/"}, "^[^/]": {"type": "object"}}},
+     [{"C": {}, "/": "/a"}, {"/x": "/b", "y": {}}, {}], [{"/": "a"}, {"x": "s"}, {"C": 1}]),
+    # keys that match no pattern take additionalProperties (absent: anything), where tpd can
+    # tell them: a first character no pattern starts with (JSONSchemaBench Github_hard
+    # o14390, o55668; Github_medium o47158)
+    ("pattern-unmatched-keys",
+     {"type": "object", "properties": {"w": {"type": "integer"}},
+      "patternProperties": {"^x_": {"type": "string"}, "^[a-f0-9]+$": {"type": "integer"}},
+      "additionalProperties": {"type": "boolean"}},
+     [{"w": 1, "x_a": "s", "ab": 3, "zz": True}, {"Q": False, "qq": True}, {"project1": True}],
+     [{"zz": 1}, {"x_": 1}, {"ab": True}, {"w": True}, {"x_b": True}]),
+    ("pattern-unmatched-open",
+     {"type": "object", "properties": {"m": {"type": "object", "patternProperties": {"^w": {"type": "integer"}}}}},
+     [{"m": {"width": 1, "height": "any"}}, {"m": {"h": None}}], [{"m": {"w": "s"}}, {"m": {"width": "s", "h": 1}}]),
+    # drafts 4-7 ignore the keywords beside $ref (JSONSchemaBench Github_medium o14421: a
+    # "type": "string" beside a $ref to an object); 2019-09 on apply them
+    ("ref-siblings-draft4", {"$schema": "http://json-schema.org/draft-04/schema", "type": "object",
+                             "properties": {"s": {"type": "string", "$ref": "#/definitions/d"}},
+                             "definitions": {"d": {"type": "object", "properties": {"a": {"type": "integer"}}}}},
+     [{"s": {"a": 1}}, {"s": {}}, {}], [{"s": "x"}, {"s": {"a": "x"}}]),
+    ("ref-siblings-draft7-allof", {"$schema": D7, "allOf": [{"$ref": "#/definitions/d", "required": ["b"]},
+                                                            {"required": ["a"]}],
+                                   "definitions": {"d": {"type": "object", "properties": {"a": {"type": "integer"}}}}},
+     [{"a": 1}], [{"a": "x"}, {}, {"b": 1}, "s"]),
+    ("ref-siblings-2020", {"type": "object", "properties": {"s": {"$ref": "#/$defs/d", "required": ["a"]}},
+                           "$defs": {"d": {"type": "object", "properties": {"a": {"type": "integer"}}}}},
+     [{"s": {"a": 1}}, {}], [{"s": {}}, {"s": {"a": "x"}}]),
+    # an enum of more values than grammar.max_stacks is written as a trie of its texts, so
+    # that a parse holds one branch per prefix (JSONSchemaBench Github_medium o20234: 1554
+    # codes, refused while matching); values that share a character's first byte only
+    ("enum-large-trie", {"type": "object", "properties": {"k": {"enum": [f"005-{i:04d}" for i in range(1500)]},
+                                                          "n": {"enum": list(range(40)) + [100, 1000, 1.5]}}},
+     [{"k": "005-0000"}, {"k": "005-1499"}, {"n": 1}, {"n": 10}, {"n": 100}, {"n": 1000}, {"n": 1.5}],
+     [{"k": "005-1500"}, {"k": "005-"}, {"k": "005-00000"}, {"n": 1001}, {"n": 40}, {"n": 2.5}]),
+    ("enum-unicode-trie", {"enum": ["é", "è", "éa", "èa", "ê", "ë", "ē", "中文", "中国", "日本", "a", "ab", "abc", "b",
+                                    "😀", "😁", "😀x", "z"]},
+     ["é", "è", "éa", "èa", "中文", "中国", "😀", "😁", "😀x", "ab", "a"],
+     ["e", "éb", "中", "😂", "abcd", "中文x", "ê2"]),
     ("dependencies-draft7", {"$schema": D7, "type": "object", "properties": {"a": {}, "b": {"type": "string"}},
                              "dependencies": {"a": ["b"], "c": {"required": ["a"]}}},
      [{"a": 1, "b": "x"}, {"b": "x"}], [{"a": 1}]),
