@@ -1,10 +1,12 @@
-/* JSON Schema -> GBNF, patternProperties' patterns read for their shape (see schema_keys.h). */
+/* JSON Schema -> GBNF, object keys: rules of keys other than given names, and
+ * patternProperties' patterns read for their shape (see schema_keys.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/fatal.h"
 #include "../util/sbuf.h"
+#include "../util/utf8.h"
 #include "regex.h"
 #include "schema_internal.h"
 #include "schema_keys.h"
@@ -22,8 +24,9 @@ static void add_range(struct cset *s, int a, int b) {
 /* \d, \w or an escaped punctuation character into s; -1 for other escapes. */
 static int read_escape(char e, struct cset *s) {
     if (e == 'd') add_range(s, '0', '9');
-    else if (e == 'w') add_range(s, '0', '9'), add_range(s, 'a', 'z'), add_range(s, 'A', 'Z'),
-        add_range(s, '_', '_');
+    else if (e == 'w')
+        add_range(s, '0', '9'), add_range(s, 'a', 'z'), add_range(s, 'A', 'Z'),
+            add_range(s, '_', '_');
     else if (e > 0x20 && e < 0x7F && !((e | 0x20) >= 'a' && (e | 0x20) <= 'z') &&
              !(e >= '0' && e <= '9'))
         add_range(s, e, e);
@@ -148,8 +151,7 @@ static int prefix_of(const char *p, struct cset *s, int cap, int *nullable) {
     long lo, hi;
     int start, end;
     *nullable = 0;
-    if (class_run(p, s, &lo, &hi, &start, &end) && start && end && lo == 0)
-        return *nullable = 1;
+    if (class_run(p, s, &lo, &hi, &start, &end) && start && end && lo == 0) return *nullable = 1;
     return pattern_prefix(p, s, cap);
 }
 
@@ -170,7 +172,7 @@ int sc_pattern_class(const char *p, unsigned char set[128], long *lo, long *hi) 
     int start, end;
     if (!class_run(p, &s, lo, hi, &start, &end)) return 0;
     if (*lo == 0 && !(start && end)) return 2; /* the empty match is found in any string */
-    if (!(start && end)) *hi = -1; /* a longer run of the class still holds a match */
+    if (!(start && end)) *hi = -1;             /* a longer run of the class still holds a match */
     for (int ch = 0; ch < 128; ch++)
         set[ch] = s.ascii[ch] && ch >= 0x20 && ch < 0x7F && ch != '"' && ch != '\\';
     return 1;
@@ -181,8 +183,7 @@ struct cnode {
     int first, next, depth, is_name;
 };
 
-static void put_class(struct sbuf *r, const unsigned char set[128], const struct cnode *t,
-                      int k) {
+static void put_class(struct sbuf *r, const unsigned char set[128], const struct cnode *t, int k) {
     sbuf_adds(r, "[");
     for (int ch = 0; ch < 128; ch++) {
         int child = 0;
@@ -298,4 +299,145 @@ void sc_key_node(struct sc *c, const char *base, int k, struct sbuf *r) {
 void sc_key_root(struct sc *c, const char *base, char *nm) {
     snprintf(nm, RN, "%.100s-key", base);
     sbuf_addf(c->out, "%s ::= \"\\\"\" %s-0\n", nm, base);
+}
+
+/* ---- keys that are none of the declared names (sc_gen_key_not_in) ---- */
+
+/* A code point inside a GBNF character class. */
+static void class_cp(struct sbuf *b, uint32_t cp) {
+    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9'))
+        sbuf_addf(b, "%c", cp);
+    else if (cp < 0x80) sbuf_addf(b, "\\x%02X", cp);
+    else if (cp <= 0xFFFF) sbuf_addf(b, "\\u%04X", cp);
+    else sbuf_addf(b, "\\U%08X", cp);
+}
+
+/* The one-letter JSON escape of cp ('"' -> '"', '\n' -> 'n'), or 0. */
+static char short_escape(uint32_t cp) {
+    static const char from[] = "\"\\/\b\f\n\r\t", to[] = "\"\\/bfnrt";
+    for (int i = 0; from[i]; i++)
+        if ((uint32_t)(uint8_t)from[i] == cp) return to[i];
+    return 0;
+}
+
+static int raw_ok(uint32_t cp) { return cp >= 0x20 && cp != '"' && cp != '\\' && cp != 0x7F; }
+
+/* The ways a key's character cp may be written: raw and/or its short escape. */
+static void put_key_char(struct sbuf *b, uint32_t cp) {
+    char e = short_escape(cp), esc[3] = {'\\', e, 0};
+    uint8_t u[4];
+    size_t n = utf8_encode(cp, u);
+    sbuf_adds(b, "(");
+    if (raw_ok(cp)) gbnf_put_literal(b, (const char *)u, n);
+    if (e) {
+        if (raw_ok(cp)) sbuf_adds(b, " | ");
+        gbnf_put_literal(b, esc, 2);
+    }
+    sbuf_adds(b, ")");
+}
+
+struct knode {
+    uint32_t cp;     /* the character leading here */
+    int first, next; /* first child, next sibling (-1: none) */
+    int is_name;
+};
+
+/* Into r: a key character other than ch[0..nc) (raw, or the short escape of another
+ * character; not a newline where one_line), then the rule any (the rest of the key). */
+static void key_other(struct sbuf *r, const uint32_t *ch, int nc, int one_line, const char *any) {
+    struct sbuf cls = {0}, esc = {0};
+    for (int i = 0; i < nc; i++) class_cp(&cls, ch[i]);
+    sbuf_addf(r, "([^\"\\\\\\x7F\\x00-\\x1F%s]", cls.p ? cls.p : "");
+    static const char letters[] = "\"\\/bfnrt", dec[] = "\"\\/\b\f\n\r\t";
+    for (int i = 0; letters[i]; i++) {
+        int child = one_line && letters[i] == 'n';
+        for (int j = 0; j < nc; j++) child |= ch[j] == (uint8_t)dec[i];
+        if (child) continue;
+        if (letters[i] == '"' || letters[i] == '\\') sbuf_adds(&esc, "\\");
+        sbuf_add(&esc, &letters[i], 1);
+    }
+    if (esc.len) sbuf_addf(r, " | \"\\\\\" [%s]", esc.p);
+    sbuf_addf(r, ") %s", any);
+    sbuf_free(&cls);
+    sbuf_free(&esc);
+}
+
+/* The key rules a conversion's tries share (written once, into nm): KEY_ANY, any key
+ * characters then the closing quote; KEY_OTHER, any character then KEY_ANY; an ASCII
+ * character, any character but it then KEY_ANY. Most trie nodes have one child or none, so
+ * that the tries of a large schema stay small. */
+static void key_shared(struct sc *c, int which, int one_line, char *nm) {
+    snprintf(nm, RN, "%s-k%d-%d", c->name, one_line, which);
+    if (c->key_rules[one_line][which]) return;
+    c->key_rules[one_line][which] = 1;
+    struct sbuf r = {0};
+    if (which == KEY_ANY) {
+        sbuf_addf(&r, "([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\/bf%srt])* \"\\\"\"",
+                  one_line ? "" : "n");
+    } else {
+        char any[RN];
+        uint32_t cp = (uint32_t)which;
+        key_shared(c, KEY_ANY, one_line, any);
+        key_other(&r, &cp, which == KEY_OTHER ? 0 : 1, one_line, any);
+    }
+    sc_emit(c, nm, r.p);
+    sbuf_free(&r);
+}
+
+/* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
+ * none of names[0..n), as in a trie of the names: at each node the string may end (unless
+ * the node ends a name), take a child's character, or take any other character and then
+ * anything. Keys written this way use raw characters and the short escapes only (no \\u):
+ * a subset of the keys JSON allows, so that each decoded character has few spellings.
+ * one_line: only non-empty keys without a newline (a subset of what `.+` matches). */
+void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, int one_line, char *nm) {
+    int cap = 16, used = 1;
+    struct knode *t = xmalloc(sizeof *t * (size_t)cap);
+    t[0] = (struct knode){0, -1, -1, 0};
+    for (int i = 0; i < n; i++) {
+        const uint8_t *p = (const uint8_t *)names[i];
+        size_t len = strlen(names[i]), at = 0;
+        int cur = 0;
+        while (at < len) {
+            size_t l = utf8_valid_len(p + at, len - at);
+            uint32_t cp = l ? utf8_decode(p + at, l) : p[at];
+            at += l ? l : 1;
+            int k = t[cur].first;
+            while (k >= 0 && t[k].cp != cp) k = t[k].next;
+            if (k < 0) {
+                if (used == cap) t = xrealloc(t, sizeof *t * (size_t)(cap *= 2));
+                k = used++;
+                t[k] = (struct knode){cp, -1, t[cur].first, 0};
+                t[cur].first = k;
+            }
+            cur = k;
+        }
+        t[cur].is_name = 1;
+    }
+    char base[RN], any[RN];
+    sc_new_rule(c, base);
+    key_shared(c, KEY_ANY, one_line, any);
+    uint32_t *ch = xmalloc(sizeof *ch * (size_t)used);
+    for (int k = 0; k < used; k++) {
+        struct sbuf r = {0};
+        int nc = 0;
+        if (!t[k].is_name && !(one_line && k == 0)) sbuf_adds(&r, "\"\\\"\" | ");
+        for (int x = t[k].first; x >= 0; x = t[x].next) {
+            if (one_line && t[x].cp == '\n') continue;
+            put_key_char(&r, t[x].cp);
+            sbuf_addf(&r, " %s-%d | ", base, x);
+            ch[nc++] = t[x].cp;
+        }
+        if (nc <= 1 && (nc == 0 || ch[0] < 128)) { /* the common case: a rule shared */
+            char o[RN];
+            key_shared(c, nc ? (int)ch[0] : KEY_OTHER, one_line, o);
+            sbuf_adds(&r, o);
+        } else {
+            key_other(&r, ch, nc, one_line, any);
+        }
+        sc_key_node(c, base, k, &r);
+    }
+    free(ch);
+    free(t);
+    sc_key_root(c, base, nm);
 }

@@ -1,4 +1,5 @@
-/* JSON Schema -> GBNF, patternProperties' patterns read for their shape: the characters
+/* JSON Schema -> GBNF, object keys: the rule of a key that is none of the declared names,
+ * and patternProperties' patterns read for their shape: the characters
  * their keys start with (to tell two patterns apart) and patterns of one character class
  * repeated, whose keys can be written as a trie beside the declared names (rank 0, any
  * thread: one struct sc per conversion). */
@@ -29,6 +30,10 @@ int sc_gen_key_class_not_in(struct sc *c, const char *const *names, int n,
  * start with a known first character; 1, or 0 when there are none or tpd cannot tell. A key
  * starting with one matches none of the patterns. */
 int sc_patterns_first(const cJSON *pe, unsigned char first[128]);
+/* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
+ * none of names[0..n) (one_line: non-empty, without a newline), as a trie of the names; raw
+ * characters and the short escapes only (no \\u). */
+void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, int one_line, char *nm);
 /* A key trie's node rule base-k (body r, freed here), and its start nm ("base-key"). */
 void sc_key_node(struct sc *c, const char *base, int k, struct sbuf *r);
 void sc_key_root(struct sc *c, const char *base, char *nm);

@@ -1,6 +1,6 @@
 /* JSON Schema -> GBNF, objects: the object keywords lowered to
- * properties/required/additionalProperties, the grammar of an object, and keys
- * that are none of the declared names. */
+ * properties/required/additionalProperties and the grammar of an object (key rules:
+ * schema_keys.c). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -25,145 +25,6 @@
 #include "schema_oneof.h"
 
 /* ---- objects ---- */
-
-/* A code point inside a GBNF character class. */
-static void class_cp(struct sbuf *b, uint32_t cp) {
-    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9'))
-        sbuf_addf(b, "%c", cp);
-    else if (cp < 0x80) sbuf_addf(b, "\\x%02X", cp);
-    else if (cp <= 0xFFFF) sbuf_addf(b, "\\u%04X", cp);
-    else sbuf_addf(b, "\\U%08X", cp);
-}
-
-/* The one-letter JSON escape of cp ('"' -> '"', '\n' -> 'n'), or 0. */
-static char short_escape(uint32_t cp) {
-    static const char from[] = "\"\\/\b\f\n\r\t", to[] = "\"\\/bfnrt";
-    for (int i = 0; from[i]; i++)
-        if ((uint32_t)(uint8_t)from[i] == cp) return to[i];
-    return 0;
-}
-
-static int raw_ok(uint32_t cp) { return cp >= 0x20 && cp != '"' && cp != '\\' && cp != 0x7F; }
-
-/* The ways a key's character cp may be written: raw and/or its short escape. */
-static void put_key_char(struct sbuf *b, uint32_t cp) {
-    char e = short_escape(cp), esc[3] = {'\\', e, 0};
-    uint8_t u[4];
-    size_t n = utf8_encode(cp, u);
-    sbuf_adds(b, "(");
-    if (raw_ok(cp)) gbnf_put_literal(b, (const char *)u, n);
-    if (e) {
-        if (raw_ok(cp)) sbuf_adds(b, " | ");
-        gbnf_put_literal(b, esc, 2);
-    }
-    sbuf_adds(b, ")");
-}
-
-struct knode {
-    uint32_t cp;     /* the character leading here */
-    int first, next; /* first child, next sibling (-1: none) */
-    int is_name;
-};
-
-/* Into r: a key character other than ch[0..nc) (raw, or the short escape of another
- * character; not a newline where one_line), then the rule any (the rest of the key). */
-static void key_other(struct sbuf *r, const uint32_t *ch, int nc, int one_line, const char *any) {
-    struct sbuf cls = {0}, esc = {0};
-    for (int i = 0; i < nc; i++) class_cp(&cls, ch[i]);
-    sbuf_addf(r, "([^\"\\\\\\x7F\\x00-\\x1F%s]", cls.p ? cls.p : "");
-    static const char letters[] = "\"\\/bfnrt", dec[] = "\"\\/\b\f\n\r\t";
-    for (int i = 0; letters[i]; i++) {
-        int child = one_line && letters[i] == 'n';
-        for (int j = 0; j < nc; j++) child |= ch[j] == (uint8_t)dec[i];
-        if (child) continue;
-        if (letters[i] == '"' || letters[i] == '\\') sbuf_adds(&esc, "\\");
-        sbuf_add(&esc, &letters[i], 1);
-    }
-    if (esc.len) sbuf_addf(r, " | \"\\\\\" [%s]", esc.p);
-    sbuf_addf(r, ") %s", any);
-    sbuf_free(&cls);
-    sbuf_free(&esc);
-}
-
-/* The key rules a conversion's tries share (written once, into nm): KEY_ANY, any key
- * characters then the closing quote; KEY_OTHER, any character then KEY_ANY; an ASCII
- * character, any character but it then KEY_ANY. Most trie nodes have one child or none, so
- * that the tries of a large schema stay small. */
-static void key_shared(struct sc *c, int which, int one_line, char *nm) {
-    snprintf(nm, RN, "%s-k%d-%d", c->name, one_line, which);
-    if (c->key_rules[one_line][which]) return;
-    c->key_rules[one_line][which] = 1;
-    struct sbuf r = {0};
-    if (which == KEY_ANY) {
-        sbuf_addf(&r, "([^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" [\"\\\\/bf%srt])* \"\\\"\"",
-                  one_line ? "" : "n");
-    } else {
-        char any[RN];
-        uint32_t cp = (uint32_t)which;
-        key_shared(c, KEY_ANY, one_line, any);
-        key_other(&r, &cp, which == KEY_OTHER ? 0 : 1, one_line, any);
-    }
-    sc_emit(c, nm, r.p);
-    sbuf_free(&r);
-}
-
-/* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
- * none of names[0..n), as in a trie of the names: at each node the string may end (unless
- * the node ends a name), take a child's character, or take any other character and then
- * anything. Keys written this way use raw characters and the short escapes only (no \\u):
- * a subset of the keys JSON allows, so that each decoded character has few spellings.
- * one_line: only non-empty keys without a newline (a subset of what `.+` matches). */
-void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, int one_line, char *nm) {
-    int cap = 16, used = 1;
-    struct knode *t = xmalloc(sizeof *t * (size_t)cap);
-    t[0] = (struct knode){0, -1, -1, 0};
-    for (int i = 0; i < n; i++) {
-        const uint8_t *p = (const uint8_t *)names[i];
-        size_t len = strlen(names[i]), at = 0;
-        int cur = 0;
-        while (at < len) {
-            size_t l = utf8_valid_len(p + at, len - at);
-            uint32_t cp = l ? utf8_decode(p + at, l) : p[at];
-            at += l ? l : 1;
-            int k = t[cur].first;
-            while (k >= 0 && t[k].cp != cp) k = t[k].next;
-            if (k < 0) {
-                if (used == cap) t = xrealloc(t, sizeof *t * (size_t)(cap *= 2));
-                k = used++;
-                t[k] = (struct knode){cp, -1, t[cur].first, 0};
-                t[cur].first = k;
-            }
-            cur = k;
-        }
-        t[cur].is_name = 1;
-    }
-    char base[RN], any[RN];
-    sc_new_rule(c, base);
-    key_shared(c, KEY_ANY, one_line, any);
-    uint32_t *ch = xmalloc(sizeof *ch * (size_t)used);
-    for (int k = 0; k < used; k++) {
-        struct sbuf r = {0};
-        int nc = 0;
-        if (!t[k].is_name && !(one_line && k == 0)) sbuf_adds(&r, "\"\\\"\" | ");
-        for (int x = t[k].first; x >= 0; x = t[x].next) {
-            if (one_line && t[x].cp == '\n') continue;
-            put_key_char(&r, t[x].cp);
-            sbuf_addf(&r, " %s-%d | ", base, x);
-            ch[nc++] = t[x].cp;
-        }
-        if (nc <= 1 && (nc == 0 || ch[0] < 128)) { /* the common case: a rule shared */
-            char o[RN];
-            key_shared(c, nc ? (int)ch[0] : KEY_OTHER, one_line, o);
-            sbuf_adds(&r, o);
-        } else {
-            key_other(&r, ch, nc, one_line, any);
-        }
-        sc_key_node(c, base, k, &r);
-    }
-    free(ch);
-    free(t);
-    sc_key_root(c, base, nm);
-}
 
 /* ---- object keywords lowered to properties / required / additionalProperties ----
  * patternProperties, propertyNames, dependentRequired, dependentSchemas, dependencies,
@@ -282,8 +143,8 @@ static int all_declared(const cJSON *m, const cJSON *d) {
 static void add_depends(const cJSON *m, cJSON *out) {
     cJSON *dep = NULL;
     for (int round = 0; round < 2; round++) {
-        const cJSON *dr =
-            cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies" : "dependentRequired");
+        const cJSON *dr = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
+                                                                    : "dependentRequired");
         for (const cJSON *d = cJSON_IsObject(dr) ? dr->child : NULL; d; d = d->next) {
             const cJSON *p = sc_prop_schema(m, d->string);
             if (!cJSON_IsArray(d) || !p || cJSON_IsFalse(p) || sc_is_required(m, d->string))
@@ -470,10 +331,9 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
             }
         }
     }
-    static const char *const drop[] = {"dependentRequired", "dependentSchemas", "dependencies",
-                                       "minProperties",     "maxProperties",    "patternProperties",
-                                       "propertyNames",     NO_PATTERN_EXTRA,   DEPENDS,
-                                       NULL};
+    static const char *const drop[] = {
+        "dependentRequired", "dependentSchemas", "dependencies",   "minProperties", "maxProperties",
+        "patternProperties", "propertyNames",    NO_PATTERN_EXTRA, DEPENDS,         NULL};
     cJSON *out = sc_without(c, m, drop);
     add_depends(m, out);
     if (pattern_keys) cJSON_AddItemToObject(out, PATTERN_EXTRA, cJSON_Duplicate(pp, 1));
@@ -568,8 +428,7 @@ static int gen_pattern_entries(struct sc *c, const cJSON *pe, const char **names
         cJSON_AddItemToArray(c->owned, every);
         int others = 0;
         for (const cJSON *y = pe->child; y; y = y->next)
-            if (y == x ||
-                (!cJSON_Compare(x, y, 1) && !sc_patterns_disjoint(x->string, y->string)))
+            if (y == x || (!cJSON_Compare(x, y, 1) && !sc_patterns_disjoint(x->string, y->string)))
                 cJSON_AddItemToArray(arr, cJSON_Duplicate(y, 1)), others += y != x;
         if (sc_try_gen(c, others ? every : x, val, 1) < 1) continue;
         sbuf_addf(e, "%s(%s %s-ws \":\" %s-ws %s)", alts++ ? " | " : "", key, c->j, c->j, val);
@@ -581,8 +440,8 @@ static int gen_pattern_entries(struct sc *c, const cJSON *pe, const char **names
  * starting with a character no pattern's match starts with, sc_patterns_first; printable
  * ASCII, no escapes), none of the names, with the additionalProperties value, into e as one
  * more alternative. Returns how many entries (0 or 1). */
-static int gen_unmatched(struct sc *c, const cJSON *s, const cJSON *pe, const char **names,
-                         int nn, struct sbuf *e) {
+static int gen_unmatched(struct sc *c, const cJSON *s, const cJSON *pe, const char **names, int nn,
+                         struct sbuf *e) {
     const cJSON *ad = cJSON_GetObjectItemCaseSensitive(s, PATTERN_ADDL);
     unsigned char first[128], rest[128];
     char key[RN], val[RN];
@@ -674,10 +533,13 @@ struct ostates {
     char (*vals)[RN]; /* "": the property is never written */
     const char *base, *entry;
     int min_extra;
-    int *rel;                       /* property k's bit, -1: none */
-    unsigned *need, *owed, *live;   /* live[k]: bits that matter at k and after */
+    int *rel;                     /* property k's bit, -1: none */
+    unsigned *need, *owed, *live; /* live[k]: bits that matter at k and after */
     int n_states, cap;
-    struct { int k, f; unsigned w; } *st;
+    struct {
+        int k, f;
+        unsigned w;
+    } * st;
 };
 
 static void state_name(const struct ostates *o, int k, int f, unsigned w, char *nm, size_t len) {

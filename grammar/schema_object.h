@@ -1,13 +1,11 @@
 /* JSON Schema -> GBNF, objects: the object keywords lowered to
- * properties/required/additionalProperties, the grammar of an object, and keys
- * that are none of the declared names (rank 0, any thread: one struct sc per
- * conversion). */
+ * properties/required/additionalProperties and the grammar of an object (key rules:
+ * schema_keys.h) (rank 0, any thread: one struct sc per conversion). */
 #ifndef TPD_GRAMMAR_SCHEMA_OBJECT_H
 #define TPD_GRAMMAR_SCHEMA_OBJECT_H
 
 #include "schema_internal.h"
 
-void sc_gen_key_not_in(struct sc *c, const char *const *names, int n, int one_line, char *nm);
 int sc_name_matches(struct sc *c, const char *pattern, const char *name);
 int sc_is_required(const cJSON *m, const char *name);
 int sc_writable(const cJSON *m, const char *name);

@@ -18,6 +18,7 @@
 #include "schema_internal.h"
 #include "schema_scalar.h"
 #include "schema_array.h"
+#include "schema_keys.h"
 #include "schema_object.h"
 #include "schema_oneof.h"
 
