@@ -173,10 +173,13 @@ static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf
     return 0;
 }
 
-/* The column orders of matrices t[0..n) (whole inputs) into o, and whether the n can be
- * stacked into one: one type and one order. */
-static int orders_stackable(struct loader *L, int n, const struct mf_tensor **t,
-                            struct col_order *o, int *fused) {
+/* Column-parallel matrices t[0..n) (n <= 4; ids, base as load_rows'), stacked into w[0] when
+ * they share a type and a column order (one matmul instead of n; *fused set), else one
+ * each into w[0..n). */
+static int load_rows_stacked(struct loader *L, struct bweight *w, int *fused, int n,
+                             const struct mf_tensor **t, const enum tensor_id *ids,
+                             const int64_t *base) {
+    struct col_order o[4];
     *fused = 1;
     for (int i = 0; i < n; i++) {
         if (col_order(L, t[i], 0, (int)t[i]->ne[0], &o[i])) {
@@ -185,7 +188,11 @@ static int orders_stackable(struct loader *L, int n, const struct mf_tensor **t,
         }
         *fused &= t[i]->type == t[0]->type && same_order(&o[0], &o[i]);
     }
-    return 0;
+    int rc = *fused ? load_rows(L, &w[0], n, t, ids, base, &o[0]) : 0;
+    for (int i = 0; i < n && !*fused && !rc; i++)
+        rc = load_rows(L, &w[i], 1, &t[i], &ids[i], base ? &base[i] : NULL, &o[i]);
+    for (int i = 0; i < n; i++) free(o[i].gather);
+    return rc;
 }
 
 /* Row-parallel weights: this rank's columns [col0, col0 + ncols) of every row, which must
@@ -246,21 +253,13 @@ static int load_matrix(struct loader *L, struct bweight *w, enum tensor_id id, i
     return rc;
 }
 
-/* Column-parallel matrices ids[0..n) of layer il (n <= 4), stacked into w[0] when they share
- * a type and a column order (one matmul instead of n; *fused set), else one each into
- * w[0..n). */
+/* Column-parallel matrices ids[0..n) of layer il (n <= 4), as load_rows_stacked. */
 static int load_stacked(struct loader *L, struct bweight *w, int *fused, int n,
                         const enum tensor_id *ids, int il) {
     const struct mf_tensor *t[4];
-    struct col_order o[4];
     for (int i = 0; i < n; i++)
         if (!(t[i] = need(L, ids[i], il))) return -1;
-    if (orders_stackable(L, n, t, o, fused)) return -1;
-    int rc = *fused ? load_rows(L, &w[0], n, t, ids, NULL, &o[0]) : 0;
-    for (int i = 0; i < n && !*fused && !rc; i++)
-        rc = load_rows(L, &w[i], 1, &t[i], &ids[i], NULL, &o[i]);
-    for (int i = 0; i < n; i++) free(o[i].gather);
-    return rc;
+    return load_rows_stacked(L, w, fused, n, t, ids, NULL);
 }
 
 /* Expert `e` of expert row id, layer il; marks the row read. */
@@ -285,14 +284,8 @@ static int load_expert(struct loader *L, struct moe_expert *x, int il, int e) {
     for (int i = 0; i < 2; i++)
         if (!(t[i] = need_expert(L, gu[i], il, e, &base[i]))) return -1;
     if (!(down = need_expert(L, TENSOR_FFN_DOWN_EXPS, il, e, &dbase))) return -1;
-    struct col_order o[2];
-    if (orders_stackable(L, 2, t, o, &x->gate_up_fused)) return -1;
-    int rc = x->gate_up_fused ? load_rows(L, &x->gate_up[0], 2, t, gu, base, &o[0]) : 0;
-    for (int i = 0; i < 2 && !x->gate_up_fused && !rc; i++)
-        rc = load_rows(L, &x->gate_up[i], 1, &t[i], &gu[i], &base[i], &o[i]);
-    free(o[0].gather);
-    free(o[1].gather);
-    return rc ? -1 : load_cols(L, &x->down, down, TENSOR_FFN_DOWN_EXPS, dbase);
+    if (load_rows_stacked(L, x->gate_up, &x->gate_up_fused, 2, t, gu, base)) return -1;
+    return load_cols(L, &x->down, down, TENSOR_FFN_DOWN_EXPS, dbase);
 }
 
 /* A mixture-of-experts layer's router, this rank's experts, and the shared expert. */

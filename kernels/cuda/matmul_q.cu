@@ -260,8 +260,7 @@ static __global__ void __launch_bounds__(32 * MMV_WARPS)
 #pragma unroll
     for (int t = 0; t < MMV_T; t++) {
         if (t >= T) break;
-        float s = acc[t];
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        const float s = warp_sum(acc[t]);
         if (lane == 0) y[t * ldy + row] = s;
     }
 }
