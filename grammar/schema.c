@@ -1,9 +1,10 @@
 /* JSON Schema -> GBNF (grammar.h). Each subschema becomes a rule; $ref targets become rules
  * once each (so recursion works) through a work list, never by recursion over the chain.
  * Choices, documented in grammar.h and docs/structured-output.md: properties come out in
- * the schema's order, other keys after them (additionalProperties absent: allowed, as the
- * specification says; patternProperties: the keys of the patterns tpd can write), and
- * extra keys never take a declared name;
+ * the schema's order, other keys after them (additionalProperties absent: allowed with
+ * open_objects, as the specification says, else none beside properties, the default;
+ * patternProperties: the keys of the patterns tpd can write), and extra keys never take a
+ * declared name;
  * minimum/maximum on numbers yield decimals in the range (schema_num.c); anyOf is the union of its
  * branches, oneOf too once its branches are shown (or narrowed to be) exclusive, else it is
  * refused; allOf merges its subschemas' keywords (merge_props for the object ones). A

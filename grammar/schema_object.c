@@ -76,7 +76,8 @@ static cJSON *props_of(cJSON *m) {
 }
 
 /* 1 when gen_object writes extra keys: additionalProperties absent (true, as the
- * specification says), true or a schema */
+ * specification says; the closed reading has made it false first: close_default), true or
+ * a schema */
 static int extras_allowed(const cJSON *m) {
     return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(m, "additionalProperties"));
 }
