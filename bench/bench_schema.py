@@ -71,18 +71,34 @@ def resolve(root, s, hops=0):
     return s
 
 
-def parts(root, s, depth=0):
+def meets(root, s, v):
+    """1 when v is valid under the subschema s of root (its $refs resolved against root)."""
+    try:
+        cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
+        return cls(root).evolve(schema=s).is_valid(v)
+    except Exception:
+        return True
+
+
+def parts(root, s, depth=0, v=None):
     """s and the subschemas whose properties tpd merges into it (allOf, $ref, anyOf/oneOf
-    branches, if/then/else), in the order it merges them."""
+    branches, if/then/else), in the order it merges them. Given the value v, only the
+    anyOf/oneOf branches v meets: the grammar writes v through one of those, in its order."""
     s = resolve(root, s)
     if not isinstance(s, dict) or depth > 16:
         return []
     out = [s]
     for k in ("allOf", "anyOf", "oneOf"):
-        for x in s.get(k, []) if isinstance(s.get(k), list) else []:
-            out += parts(root, x, depth + 1)
-    for k in ("if", "then", "else"):
-        out += parts(root, s.get(k), depth + 1) if isinstance(s.get(k), dict) else []
+        xs = s.get(k, []) if isinstance(s.get(k), list) else []
+        if k != "allOf" and v is not None and any(meets(root, x, v) for x in xs):
+            xs = [x for x in xs if meets(root, x, v)]
+        for x in xs:
+            out += parts(root, x, depth + 1, v)
+    ks = ("if", "then", "else")
+    if v is not None and isinstance(s.get("if"), (dict, bool)):  # the branch v takes
+        ks = ("if", "then") if meets(root, s["if"], v) else ("else",)
+    for k in ks:
+        out += parts(root, s.get(k), depth + 1, v) if isinstance(s.get(k), dict) else []
     return out
 
 
@@ -90,7 +106,7 @@ def schema_order(schema, v, root=None):
     """v with every object's keys in the order of its schema's properties (best effort:
     through $ref, allOf/anyOf/oneOf, patternProperties, additionalProperties and items)."""
     root = schema if root is None else root
-    ps = parts(root, schema)
+    ps = parts(root, schema, 0, v)
     if isinstance(v, dict):
         names = []
         for p in ps:

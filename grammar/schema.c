@@ -25,6 +25,7 @@
 #include "regex.h"
 #include "schema_internal.h"
 #include "schema_array.h"
+#include "schema_draft.h"
 #include "schema_merge.h"
 #include "schema_not.h"
 #include "schema_object.h"
@@ -148,23 +149,6 @@ const cJSON *sc_resolve_pointer(struct sc *c, const char *ref) {
     return cur;
 }
 
-/* 1 when the root's $schema names draft 3, 4, 6 or 7, where keywords beside $ref are
- * ignored (2019-09 on, or no $schema: they apply beside it) */
-static int ref_alone(const cJSON *root) {
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "$schema");
-    static const char *const drafts[] = {"draft-03/schema", "draft-04/schema", "draft-06/schema",
-                                         "draft-07/schema", NULL};
-    if (!cJSON_IsString(d) || strncmp(d->valuestring, "http", 4) != 0 ||
-        !strstr(d->valuestring, "://json-schema.org/"))
-        return 0;
-    const char *tail = strstr(d->valuestring, "://json-schema.org/") + 19;
-    for (int i = 0; drafts[i]; i++) {
-        size_t n = strlen(drafts[i]);
-        if (strncmp(tail, drafts[i], n) == 0 && (!tail[n] || !strcmp(tail + n, "#"))) return 1;
-    }
-    return 0;
-}
-
 int sc_only_ref(const struct sc *c, const cJSON *s) {
     if (!cJSON_IsObject(s) || !cJSON_GetObjectItemCaseSensitive(s, "$ref")) return 0;
     if (c->ref_alone && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(s, "$ref"))) return 1;
@@ -281,9 +265,10 @@ static int gen_branches(struct sc *c, const cJSON *s, const cJSON *any, int one,
         if (!br[k]) rc = -1;
     }
     if (rc == 0 && one && n > 1) rc = sc_one_of_exclusive(c, br, n);
+    int split = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, SPLIT_DEP));
     for (k = 0; rc == 0 && k < n; k++) { /* a branch no value meets is left out */
         char nm2[RN];
-        int r = sc_try_gen(c, br[k], nm2, 0);
+        int r = sc_try_gen(c, br[k], nm2, split && k == 1); /* any error: as if forbidden */
         if (r < 0) rc = -1;
         else if (r) sbuf_addf(b, "%s%s", alts++ ? " | " : "", nm2);
     }
@@ -535,7 +520,9 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     c.err = err;
     c.owned = cJSON_CreateArray();
     c.closed = !open_objects;
-    c.ref_alone = ref_alone(root);
+    int draft = schema_draft(root);
+    schema_draft_strip(root, draft); /* what that draft's validators ignore */
+    c.ref_alone = draft >= 3 && draft <= 7;
     grammar_gbnf_json_value(c.j, out);
     char top[RN];
     int rc = sc_gen(&c, root, top);

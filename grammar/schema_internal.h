@@ -60,6 +60,10 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
 #define PATTERN_ADDL "$tpd-pattern-addl"
 /* an allOf side without patternProperties closed to their keys (merge; lower_object) */
 #define NO_PATTERN_EXTRA "$tpd-no-pattern-extra"
+/* on the anyOf [without name, with name] of an optional property's dependency schema
+ * (lower_object's split_on): a "with" branch tpd cannot write is left out, as the property
+ * was before */
+#define SPLIT_DEP "$tpd-split-dep"
 
 int sc_in_list(const char *const *l, const char *s);
 int sc_is_validity(const cJSON *s, const char *k);

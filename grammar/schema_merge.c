@@ -157,6 +157,9 @@ cJSON *sc_merge(struct sc *c, const cJSON *a, const cJSON *b) {
                 for (const cJSON *q = have->child; q; q = q->next) dup |= cJSON_Compare(p, q, 1);
                 if (!dup) cJSON_AddItemToArray(have, cJSON_Duplicate(p, 1));
             }
+        } else if (strcmp(k->string, "const") == 0 && !cJSON_Compare(k, have, 1)) {
+            return sc_serr(c, "%s", "unsatisfiable schema: allOf: two different 'const' values"),
+                   NULL;
         } else if (!cJSON_Compare(k, have, 1)) {
             cJSON *both = merge_values(k->string, have, k);
             if (!both)

@@ -2,6 +2,9 @@
  * properties/required/additionalProperties and the grammar of an object (key rules:
  * schema_keys.c). */
 #define PCRE2_CODE_UNIT_WIDTH 8
+
+/* optional properties with dependency schemas written both ways (split_on), at most */
+#define SPLIT_DEPS 3
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <pcre2.h>
@@ -181,6 +184,38 @@ static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
  * additionalProperties false, its required names declared (close_extras), before anything
  * else is lowered, so that every keyword below sees the keys it may write. A subset of what
  * the schema accepts, so every check made on the open reading (oneOf's) still holds. */
+/* Optional properties with a dependency schema (dependentSchemas, schema-valued
+ * dependencies) that m may write: how many, and the first's name in *first. */
+static int optional_schema_deps(const cJSON *m, const char **first) {
+    int n = 0;
+    for (int round = 0; round < 2; round++) {
+        const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
+                                                                    : "dependentSchemas");
+        for (const cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL; d; d = d->next) {
+            int opt = !cJSON_IsArray(d) && !cJSON_IsTrue(d) && !sc_is_required(m, d->string) &&
+                      sc_writable(m, d->string);
+            if (opt && !n++) *first = d->string;
+        }
+    }
+    return n;
+}
+
+/* m as the union of its objects without the optional property name and those with it
+ * (required, so that its dependency schema is joined when sc_gen lowers that branch). The
+ * branches exclude each other; each is lowered again, so an object with k such properties
+ * becomes up to 2^k branches (k <= SPLIT_DEPS). */
+static const cJSON *split_on(struct sc *c, const cJSON *m, const char *name) {
+    cJSON *without = cJSON_Duplicate(m, 1), *with = cJSON_Duplicate(m, 1);
+    cJSON *u = cJSON_CreateObject(), *any = cJSON_AddArrayToObject(u, "anyOf");
+    cJSON_AddItemToArray(c->owned, u);
+    cJSON_AddItemToArray(any, without);
+    cJSON_AddItemToArray(any, with);
+    cJSON_AddStringToObject(u, "type", "object");
+    cJSON_AddTrueToObject(u, SPLIT_DEP);
+    add_required(with, name);
+    return sc_forbid(c, without, name, "dependentSchemas") < 0 ? NULL : u;
+}
+
 static const cJSON *close_default(struct sc *c, const cJSON *s) {
     if (!c->closed || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s, "properties")) ||
         cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))
@@ -209,7 +244,10 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
             if (!sc_prop_schema(m, d->string) && !sc_is_required(m, d->string))
                 sc_forbid(c, m, d->string, kws[i]);
     }
-    /* dependentSchemas (and schema-valued dependencies): joined where required, else left out */
+    /* dependentSchemas (and schema-valued dependencies): joined where required; an optional
+     * property's written both ways (split_on) while there are few, else left out */
+    const char *opt = NULL;
+    if (optional_schema_deps(m, &opt) <= SPLIT_DEPS && opt) return split_on(c, m, opt);
     for (int round = 0; round < 2; round++) {
         const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
                                                                     : "dependentSchemas");
