@@ -49,7 +49,6 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
 #define T_ANY 127
 
 #define NOT_STRINGS "$tpd-not-strings" /* lower_not's strings left out (an array) */
-#define MIN_EXTRA "$tpd-min-extra"     /* minProperties 1 met by an extra key (lower_object) */
 /* patternProperties whose keys gen_object writes as extra keys (lower_object) */
 #define PATTERN_EXTRA "$tpd-pattern-extra"
 /* dependencies on names of declared optional properties: {name: [names]} (lower_object;

@@ -411,6 +411,41 @@ KEYWORDS = [
      [{"ab": 1}], [{"ABC": 1}]),
 ]
 
+# minProperties / maxProperties counted over every key written: declared, pattern and extra ones
+# (JSONSchemaBench Github_medium/Github_hard)
+COUNTS = [
+    ("min1-optional-open", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                            "minProperties": 1, "additionalProperties": {"type": "boolean"}},
+     [{"b": "x"}, {"a": 1}, {"z": True}, {"a": 1, "b": "x", "z": False}], [{}, {"z": 1}, {"a": "x"}]),
+    ("min2-optional-open", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                            "minProperties": 2},
+     [{"a": 1, "b": 2}, {"b": 2, "c": None}, {"c": 1, "d": 2}, {"a": 1, "c": [], "d": {}}],
+     [{}, {"a": 1}, {"b": 2}, {"c": 3}]),
+    ("min-beside-required", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                             "required": ["a"], "minProperties": 2, "additionalProperties": False},
+     [{"a": 1, "b": 2}], [{"a": 1}, {"b": 2}, {"a": 1, "c": 2}]),
+    ("max1-additional", {"type": "object", "properties": {"a": {"type": "integer"}},
+                         "additionalProperties": {"type": "string"}, "maxProperties": 1},
+     [{}, {"a": 1}, {"z": "s"}], [{"a": 1, "z": "s"}, {"y": "s", "z": "t"}, {"z": 1}]),
+    ("max2-pattern", {"type": "object", "patternProperties": {"^x[0-9]$": {"type": "integer"}},
+                      "additionalProperties": False, "maxProperties": 2},
+     [{}, {"x1": 1}, {"x1": 1, "x2": 2}], [{"x1": 1, "x2": 2, "x3": 3}, {"y": 1}]),
+    ("min1-max1-map", {"type": "object", "minProperties": 1, "maxProperties": 1,
+                       "additionalProperties": {"type": "integer"}},
+     [{"k": 1}], [{}, {"k": 1, "l": 2}, {"k": "s"}]),
+    ("max0", {"type": "object", "properties": {"a": {}}, "maxProperties": 0}, [{}], [{"a": 1}, {"b": 2}]),
+    ("max-closed-vacuous", {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
+                            "maxProperties": 5},
+     [{"a": 1, "b": 2}, {}], [{"c": 1}]),
+    ("max-with-dependency", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                                              "c": {"type": "integer"}},
+                             "dependentRequired": {"a": ["c"]}, "maxProperties": 1},
+     [{}, {"b": 1}, {"c": 1}], [{"a": 1}, {"a": 1, "c": 2}, {"b": 1, "c": 2}]),
+    ("min-in-allOf", {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 1},
+                                {"maxProperties": 2}]},
+     [{"a": 1}, {"q": 1}, {"a": 1, "q": 2}], [{}, {"a": 1, "q": 2, "r": 3}]),
+]
+
 # not, contains, unevaluatedProperties / unevaluatedItems (exact where compiled)
 NOT_CONTAINS = [
     ("not-type", {"not": {"type": "string"}}, [1, None, {"a": "x"}, [1], True, 2.5], ["x", ""]),
@@ -519,7 +554,9 @@ REFUSED = [
     ("contains-max-not-exact", {"type": "array", "contains": {"type": "string", "maxLength": 2},
                                 "maxContains": 1}, "not: only"),
     ("if-else-only", {"if": {"type": "string"}, "else": {"type": "integer"}}, "'if' with 'else'"),
-    ("minProperties-extras", {"type": "object", "minProperties": 2}, "minProperties"),
+    ("minProperties-extras-many", {"type": "object", "minProperties": 2000}, "minProperties"),
+    ("maxProperties-below-required", {"type": "object", "required": ["a", "b"], "maxProperties": 1},
+     "unsatisfiable"),
     ("uniqueItems-open", {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems"),
     ("multipleOf-fraction", {"type": "number", "multipleOf": 0.5}, "multipleOf"),
     ("unevaluatedProperties-anyOf", {"type": "object", "unevaluatedProperties": False,
@@ -547,6 +584,11 @@ def test_coverage(name, schema, ok, bad, tmp_path):
 
 @pytest.mark.parametrize("name,schema,ok,bad", KEYWORDS, ids=[c[0] for c in KEYWORDS])
 def test_keywords(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", COUNTS, ids=[c[0] for c in COUNTS])
+def test_counts(name, schema, ok, bad, tmp_path):
     check(schema, ok, bad, tmp_path)
 
 
