@@ -148,9 +148,9 @@ const cJSON *sc_resolve_pointer(struct sc *c, const char *ref) {
     return cur;
 }
 
-/* 1 when the root's $schema names draft 3, 4, 6 or 7, where keywords beside $ref are
- * ignored (2019-09 on, or no $schema: they apply beside it) */
-static int ref_alone(const cJSON *root) {
+/* The draft the root's $schema names where it is 3, 4, 6 or 7 (keywords beside $ref are
+ * ignored there; from 2019-09 on, or without $schema, they apply beside it); else 0. */
+static int root_draft(const cJSON *root) {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "$schema");
     static const char *const drafts[] = {"draft-03/schema", "draft-04/schema", "draft-06/schema",
                                          "draft-07/schema", NULL};
@@ -160,7 +160,8 @@ static int ref_alone(const cJSON *root) {
     const char *tail = strstr(d->valuestring, "://json-schema.org/") + 19;
     for (int i = 0; drafts[i]; i++) {
         size_t n = strlen(drafts[i]);
-        if (strncmp(tail, drafts[i], n) == 0 && (!tail[n] || !strcmp(tail + n, "#"))) return 1;
+        if (strncmp(tail, drafts[i], n) == 0 && (!tail[n] || !strcmp(tail + n, "#")))
+            return "3467"[i] - '0';
     }
     return 0;
 }
@@ -217,7 +218,8 @@ static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf
         const cJSON *mul = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
         if (mul) return sc_gen_multiple(c, mul, bounded, b);
         if (bounded) return sc_gen_num_range(c, s, strcmp(type, "integer") == 0, b);
-        sbuf_addf(b, "%s-%s", c->j, type);
+        if (c->int_frac && strcmp(type, "integer") == 0) sbuf_addf(b, "(%s-integer %s)", c->j, INT_FRAC);
+        else sbuf_addf(b, "%s-%s", c->j, type);
         return 0;
     }
     if (strcmp(type, "boolean") == 0 || strcmp(type, "null") == 0) {
@@ -329,6 +331,23 @@ static void put_trie(struct sbuf *b, char **t, int lo, int hi, size_t d) {
     }
 }
 
+/* 1 when an enum/const number of s may be written with zeros after its digits (2.0 for 2:
+ * equal values): drafts 6 on, or where no type integer asks for no fraction at all */
+static int number_spellings(const struct sc *c, const cJSON *s) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
+    int integer = 0;
+    for (const cJSON *x = cJSON_IsArray(t) ? t->child : t; x; x = cJSON_IsArray(t) ? x->next : NULL)
+        integer |= cJSON_IsString(x) && strcmp(x->valuestring, "integer") == 0;
+    return c->int_frac || !integer;
+}
+
+/* After the text of a number value (no exponent), the zeros that keep its value: a zero
+ * fraction ("2.0") or more fraction digits ("2.50"), where frac. */
+static void put_zeros(struct sbuf *b, const char *t, int frac) {
+    if (!frac || !(t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) || strpbrk(t, "eE")) return;
+    sbuf_adds(b, strchr(t, '.') ? " \"0\"{0,15}" : " " INT_FRAC);
+}
+
 /* const / enum: each value once, those that meet the sibling keywords, into b (more than
  * 16: as a trie of their texts). */
 static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
@@ -361,10 +380,12 @@ static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
         put_trie(b, texts, 0, k, 0);
         sbuf_adds(b, ")");
     }
+    int frac = number_spellings(c, s);
     for (int i = 0; i < k; i++) {
         if (rc == 0 && k <= 16) {
             sbuf_adds(b, i ? " | " : "");
             gbnf_put_literal(b, texts[i], strlen(texts[i]));
+            put_zeros(b, texts[i], frac);
         }
         free(texts[i]);
     }
@@ -535,7 +556,9 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     c.err = err;
     c.owned = cJSON_CreateArray();
     c.closed = !open_objects;
-    c.ref_alone = ref_alone(root);
+    int draft = root_draft(root);
+    c.ref_alone = draft != 0;
+    c.int_frac = draft == 0 || draft >= 6; /* draft 4's integer: no fraction at all */
     grammar_gbnf_json_value(c.j, out);
     char top[RN];
     int rc = sc_gen(&c, root, top);
@@ -579,7 +602,7 @@ void grammar_gbnf_json_value(const char *n, struct sbuf *o) {
               "| \"u\" "
               "([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n",
               n);
-    sbuf_addf(o, "%s-int-part ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n", n);
+    sbuf_addf(o, "%s-int-part ::= \"-\"? (\"0\" | [1-9] [0-9]{0,39})\n", n);
     sbuf_addf(o, "%s-integer ::= %s-int-part\n", n, n);
     sbuf_addf(o,
               "%s-number ::= %s-int-part (\".\" [0-9]{1,16})? ([eE] [-+]? "

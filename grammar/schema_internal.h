@@ -32,6 +32,7 @@ struct sc {
     unsigned char key_rules[2][KEY_OTHER + 1]; /* shared key rules written (schema_object) */
     int closed; /* objects with properties and no additionalProperties closed (sc_lower_object) */
     int ref_alone; /* drafts 3-7 (the root's $schema): keywords beside $ref are ignored */
+    int int_frac;  /* drafts 6 on, or no $schema: an integer may have a zero fraction (2.0) */
 };
 
 /* ---- oneOf: exclusive branches ----
@@ -59,6 +60,9 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
 #define PATTERN_ADDL "$tpd-pattern-addl"
 /* an allOf side without patternProperties closed to their keys (merge; lower_object) */
 #define NO_PATTERN_EXTRA "$tpd-no-pattern-extra"
+
+/* what may follow an integer's digits where c->int_frac: a zero fraction ("2.0") */
+#define INT_FRAC "(\".\" \"0\"{1,15})?"
 
 int sc_in_list(const char *const *l, const char *s);
 int sc_is_validity(const cJSON *s, const char *k);
