@@ -218,7 +218,8 @@ static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf
         const cJSON *mul = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
         if (mul) return sc_gen_multiple(c, mul, bounded, b);
         if (bounded) return sc_gen_num_range(c, s, strcmp(type, "integer") == 0, b);
-        if (c->int_frac && strcmp(type, "integer") == 0) sbuf_addf(b, "(%s-integer %s)", c->j, INT_FRAC);
+        if (c->int_frac && strcmp(type, "integer") == 0)
+            sbuf_addf(b, "(%s-integer %s)", c->j, INT_FRAC);
         else sbuf_addf(b, "%s-%s", c->j, type);
         return 0;
     }

@@ -533,6 +533,31 @@ NUMBERS = [
      [1, 3], [0, 4, R("1.5")]),
     ("huge-bounds", {"type": "number", "minimum": -1e300, "maximum": 1e300}, [0, -12.5, R("100000000000000"), R("-99999999999999.9")], []),
     ("only-min", {"type": "number", "minimum": 0.25}, [0.25, 7, R("1000000000000")], [0.2, -1]),
+    # integers: a zero fraction from draft 6 on (draft 4: none), more than 16 digits
+    ("integer-zero-fraction-draft7", {"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer"},
+     [2, R("2.0"), R("-3.00")], [R("2.5"), R("2.01")]),
+    ("integer-zero-fraction-bounded", {"type": "integer", "minimum": 1, "maximum": 3}, [R("2.0"), R("3.000")],
+     [R("4.0"), R("0.0"), R("2.5")]),
+    ("integer-zero-fraction-draft4", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"},
+     [2, -3], [R("2.0"), R("2.5")]),
+    ("integer-20-digits", {"type": "integer"}, [R("12345678901234567890"), R("-99999999999999999999")],
+     [R("1.5"), R("12345678901234567.5e-1")]),
+    ("integer-20-digits-min", {"type": "integer", "minimum": 0}, [R("12345678901234567890"), 7],
+     [R("-12345678901234567890"), -1]),
+    ("integer-20-digits-bounded", {"type": "integer", "minimum": 0, "maximum": 100}, [5],
+     [R("12345678901234567890"), R("100000000000000000000")]),
+    ("number-20-digits", {"type": "object"}, [{"v": R("234567890123456789")}], []),
+    # exponents beside bounds: exact at the bound's own exponent
+    ("exponent-maximum", {"type": "number", "maximum": 1e3},
+     [R("1e3"), R("9.99e2"), R("1E+3"), R("-2.5e10"), R("1e-06")], [R("1.0001e3"), R("1e4"), R("1.5E3")]),
+    ("exponent-minimum", {"type": "number", "minimum": 0}, [R("1e-06"), R("3.5E+20"), R("0")],
+     [R("-1e-06"), R("-2E3")]),
+    ("exponent-exclusive", {"type": "number", "exclusiveMinimum": 0.25, "exclusiveMaximum": 1000},
+     [R("2.500001e-1"), R("9.99999e2"), R("5E1")], [R("2.5e-1"), R("1e3"), R("2.4e-1"), R("1.0e3")]),
+    ("exponent-negative", {"type": "number", "minimum": -1.5, "maximum": -0.001},
+     [R("-1e-3"), R("-1.5e0"), R("-1.2e-2")], [R("-1.51e0"), R("-9e-4"), R("1e-3")]),
+    # enum numbers: equal spellings (2.0 for 2)
+    ("enum-number-spellings", {"enum": [2, 2.5, "a"]}, [R("2.0"), R("2.50"), 2], [R("2.05"), R("2.51"), 3]),
 ]
 
 REFUSED = [
@@ -738,8 +763,9 @@ FORMAT_CASES = [
     ("email", ["a@b.c", "first.last@example.com", "x+tag@mail.example.org"], []),
     ("ipv4", ["0.0.0.0", "255.255.255.255", "10.1.2.3"], ["256.1.1.1", "01.1.1.1"]),
     ("ipv6", ["::", "::1", "fe80::1:2", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::"], ["1:2:3:4:5:6:7:8:9", "1::2::3"]),
-    ("hostname", ["localhost", "a.b.c", "my-host.example.com"], []),
-    ("uri", ["https://example.com/a/b?x=1#f", "ftp://10.0.0.1:21/", "urn1://h"], []),
+    ("hostname", ["localhost", "a.b.c", "my-host.example.com", "a.b.c.d.example.com"], []),
+    ("uri", ["https://example.com/a/b?x=1#f", "ftp://10.0.0.1:21/", "urn1://h", "http://maps.wien.gv.at/wmts",
+             "http://www.ebi.ac.uk/cellline/CL:0002222"], []),
     ("duration", ["P1D", "PT5M", "P1Y2M3DT4H5M6S", "P2W"], []),
     ("byte", ["", "QUJD", "QUI=", "QQ=="], []),
     ("unknown-format", ["anything at all"], []),
