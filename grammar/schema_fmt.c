@@ -68,9 +68,13 @@ static const struct fmt {
     {"uri", URI, 5, 1660},
     {"iri", URI, 5, 1660},
     {"uri-reference",
-     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL ")", 0, 1660},
+     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL " | \"#\" " QCHAR
+     "{0,128})",
+     0, 1660},
     {"iri-reference",
-     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL ")", 0, 1660},
+     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL " | \"#\" " QCHAR
+     "{0,128})",
+     0, 1660},
     {"byte", "([a-zA-Z0-9+/]{4}){0,256} ([a-zA-Z0-9+/]{2} \"==\" | [a-zA-Z0-9+/]{3} \"=\")?", 0,
      1028},
     {"duration",

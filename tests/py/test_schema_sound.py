@@ -766,6 +766,7 @@ FORMAT_CASES = [
     ("hostname", ["localhost", "a.b.c", "my-host.example.com", "a.b.c.d.example.com"], []),
     ("uri", ["https://example.com/a/b?x=1#f", "ftp://10.0.0.1:21/", "urn1://h", "http://maps.wien.gv.at/wmts",
              "http://www.ebi.ac.uk/cellline/CL:0002222"], []),
+    ("uri-reference", ["#", "#/definitions/Person", "/a/b?x=1", "https://example.com/a"], []),
     ("duration", ["P1D", "PT5M", "P1Y2M3DT4H5M6S", "P2W"], []),
     ("byte", ["", "QUJD", "QUI=", "QQ=="], []),
     ("unknown-format", ["anything at all"], []),
