@@ -441,6 +441,11 @@ COUNTS = [
                                                               "c": {"type": "integer"}},
                              "dependentRequired": {"a": ["c"]}, "maxProperties": 1},
      [{}, {"b": 1}, {"c": 1}], [{"a": 1}, {"a": 1, "c": 2}, {"b": 1, "c": 2}]),
+    # i needs k (after it), k needs j (before it): writing i without j leads nowhere valid; main wrote {"i": 1}
+    ("dependency-chain-dead-end", {"type": "object", "properties": {"j": {"type": "integer"}, "i": {"type": "integer"},
+                                                                    "k": {"type": "integer"}},
+                                   "dependentRequired": {"i": ["k"], "k": ["j"]}},
+     [{}, {"j": 1}, {"j": 1, "k": 2}, {"j": 1, "i": 1, "k": 2}], [{"i": 1}, {"i": 1, "k": 2}, {"k": 2}]),
     ("min-in-allOf", {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 1},
                                 {"maxProperties": 2}]},
      [{"a": 1}, {"q": 1}, {"a": 1, "q": 2}], [{}, {"a": 1, "q": 2, "r": 3}]),
