@@ -8,7 +8,8 @@
  * those from which no object can be finished (a required property past maxProperties, too
  * few properties left for minProperties, a dependency that can no longer be met) are left
  * out with the choices that lead to them, so that the grammar never starts an object it
- * cannot end. */
+ * cannot end. Toward minProperties one extra key counts at most: two could be one key
+ * written twice, which a validator reads as one property. */
 #include "schema_members.h"
 
 #include <stdio.h>
@@ -118,10 +119,11 @@ static void dep_bits(struct machine *q, const cJSON *deps) {
     for (int k = n - 1; k >= 0; k--) q->live[k] = q->live[k + 1] | q->need[k] | q->owed[k];
 }
 
-/* 1 when an object can be finished from the last state s with extra keys alone */
+/* 1 when an object can be finished from the last state s with extra keys alone: one at
+ * most toward minProperties (two could be the same key, and a validator counts it once) */
 static int end_live(const struct machine *q, const struct mstate *s) {
     long need = q->min - s->cnt;
-    return need <= 0 || (q->m->entry[0] && (q->max < 0 || q->max - s->cnt >= need));
+    return need <= 0 || (need == 1 && q->m->entry[0] && (q->max < 0 || q->max > s->cnt));
 }
 
 /* The states reachable from R_0(1, 0, 0), in order of k (each level is found from the one
@@ -158,9 +160,9 @@ static int explore(struct machine *q) {
     return 0;
 }
 
-/* The extra keys of the last state s into r: from min - cnt (at least none) to max - cnt
- * (no bound where max is -1) entries; the most after the required ones into *chain (the
- * rules base-xN: up to N more entries). */
+/* The extra keys of the last state s into r: min - cnt (none or one, end_live) to max - cnt
+ * (no bound where max is -1) entries; the most after the first one into *chain (the rules
+ * base-xN: up to N more entries). */
 static void end_rule(struct sc *c, const struct machine *q, const struct mstate *s,
                      const char *base, struct sbuf *r, long *chain) {
     const char *e = q->m->entry, *j = c->j;
@@ -172,13 +174,11 @@ static void end_rule(struct sc *c, const struct machine *q, const struct mstate 
     }
     char sep[RN + 16] = "";
     if (!s->f) snprintf(sep, sizeof sep, "\",\" %s-ws ", j);
-    long first = need > 0 ? need : 1; /* the entries written before the optional ones */
     sbuf_addf(r, "(%s%s %s-ws", sep, e, j);
-    if (first > 1) sbuf_addf(r, " (\",\" %s-ws %s %s-ws){%ld}", j, e, j, first - 1);
     if (room < 0) sbuf_addf(r, " (\",\" %s-ws %s %s-ws)*", j, e, j);
-    else if (room > first) {
-        sbuf_addf(r, " %s-x%ld", base, room - first);
-        if (room - first > *chain) *chain = room - first;
+    else if (room > 1) {
+        sbuf_addf(r, " %s-x%ld", base, room - 1);
+        if (room - 1 > *chain) *chain = room - 1;
     }
     sbuf_adds(r, need > 0 ? ")" : ")?");
 }
@@ -245,10 +245,8 @@ static int bounds(struct sc *c, struct machine *q) {
         return sc_serr(c, "%s",
                        "unsatisfiable schema: more required properties than maxProperties");
     if (q->max >= 0 && !m->entry[0] && q->max >= writable) q->max = -1;
-    if (m->entry[0] && (q->min > GRAMMAR_MAX_REPEAT || q->max > GRAMMAR_MAX_REPEAT))
-        return sc_serr(c, "%s",
-                       "minProperties/maxProperties above 1000 beside extra keys are not "
-                       "supported");
+    if (m->entry[0] && q->max > GRAMMAR_MAX_REPEAT)
+        return sc_serr(c, "%s", "maxProperties above 1000 beside extra keys is not supported");
     q->counting = q->min > 0 || q->max >= 0;
     return 0;
 }
@@ -278,8 +276,9 @@ int sc_gen_members(struct sc *c, const struct members *m, char *nm) {
     if (!q.st[0].live) {
         sc_serr(c, "%s",
                 q.counting ? "minProperties/maxProperties: tpd writes no object here with a "
-                             "count of properties they allow (beside required properties, "
-                             "dependencies and the extra keys it can write)"
+                             "count of properties they allow (beside required properties and "
+                             "dependencies; toward minProperties it writes the declared "
+                             "properties and one extra key at most, as two could be the same)"
                            : "dependencies: no object meets them beside required properties");
         goto out;
     }

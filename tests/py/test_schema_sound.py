@@ -412,15 +412,15 @@ KEYWORDS = [
 ]
 
 # minProperties / maxProperties counted over every key written: declared, pattern and extra ones
-# (JSONSchemaBench Github_medium/Github_hard)
+# (JSONSchemaBench Github_medium/Github_hard); one extra key at most toward minProperties
 COUNTS = [
     ("min1-optional-open", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
                             "minProperties": 1, "additionalProperties": {"type": "boolean"}},
      [{"b": "x"}, {"a": 1}, {"z": True}, {"a": 1, "b": "x", "z": False}], [{}, {"z": 1}, {"a": "x"}]),
     ("min2-optional-open", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                             "minProperties": 2},
-     [{"a": 1, "b": 2}, {"b": 2, "c": None}, {"c": 1, "d": 2}, {"a": 1, "c": [], "d": {}}],
-     [{}, {"a": 1}, {"b": 2}, {"c": 3}]),
+     [{"a": 1, "b": 2}, {"b": 2, "c": None}, {"a": 1, "c": [], "d": {}}],
+     [{}, {"a": 1}, {"b": 2}, {"c": 3}, R('{"c":1,"c":2}')]),
     ("min-beside-required", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                              "required": ["a"], "minProperties": 2, "additionalProperties": False},
      [{"a": 1, "b": 2}], [{"a": 1}, {"b": 2}, {"a": 1, "c": 2}]),
@@ -584,7 +584,8 @@ REFUSED = [
     ("contains-max-not-exact", {"type": "array", "contains": {"type": "string", "maxLength": 2},
                                 "maxContains": 1}, "not: only"),
     ("if-else-only", {"if": {"type": "string"}, "else": {"type": "integer"}}, "'if' with 'else'"),
-    ("minProperties-extras-many", {"type": "object", "minProperties": 2000}, "minProperties"),
+    # two extra keys could be one key written twice, which a validator counts once
+    ("minProperties-extras", {"type": "object", "minProperties": 2}, "minProperties"),
     ("maxProperties-below-required", {"type": "object", "required": ["a", "b"], "maxProperties": 1},
      "unsatisfiable"),
     ("uniqueItems-open", {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems"),
