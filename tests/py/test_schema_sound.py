@@ -658,7 +658,10 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
           {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
           {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                       "required": ["a"]}, {"type": "object", "properties": {"b": {"type": "integer"}},
-                                           "required": ["b"]}]}]
+                                           "required": ["b"]}]},
+          {"type": "object", "properties": {"a": {"enum": [1, 2]}, "b": {"enum": [1]}},
+           "patternProperties": {"^x[0-9]$": {"type": "boolean"}}, "additionalProperties": False,
+           "minProperties": 2, "maxProperties": 3}]
 
 
 @pytest.mark.parametrize("k", range(len(WALKED)))
