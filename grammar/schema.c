@@ -201,7 +201,9 @@ static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf
         const cJSON *mul = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
         if (mul) return sc_gen_multiple(c, mul, bounded, b);
         if (bounded) return sc_gen_num_range(c, s, strcmp(type, "integer") == 0, b);
-        sbuf_addf(b, "%s-%s", c->j, type);
+        if (c->int_frac && strcmp(type, "integer") == 0)
+            sbuf_addf(b, "(%s-integer %s)", c->j, INT_FRAC);
+        else sbuf_addf(b, "%s-%s", c->j, type);
         return 0;
     }
     if (strcmp(type, "boolean") == 0 || strcmp(type, "null") == 0) {
@@ -314,6 +316,23 @@ static void put_trie(struct sbuf *b, char **t, int lo, int hi, size_t d) {
     }
 }
 
+/* 1 when an enum/const number of s may be written with zeros after its digits (2.0 for 2:
+ * equal values): drafts 6 on, or where no type integer asks for no fraction at all */
+static int number_spellings(const struct sc *c, const cJSON *s) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
+    int integer = 0;
+    for (const cJSON *x = cJSON_IsArray(t) ? t->child : t; x; x = cJSON_IsArray(t) ? x->next : NULL)
+        integer |= cJSON_IsString(x) && strcmp(x->valuestring, "integer") == 0;
+    return c->int_frac || !integer;
+}
+
+/* After the text of a number value (no exponent), the zeros that keep its value: a zero
+ * fraction ("2.0") or more fraction digits ("2.50"), where frac. */
+static void put_zeros(struct sbuf *b, const char *t, int frac) {
+    if (!frac || !(t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) || strpbrk(t, "eE")) return;
+    sbuf_adds(b, strchr(t, '.') ? " \"0\"{0,15}" : " " INT_FRAC);
+}
+
 /* const / enum: each value once, those that meet the sibling keywords, into b (more than
  * 16: as a trie of their texts). */
 static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
@@ -346,10 +365,12 @@ static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
         put_trie(b, texts, 0, k, 0);
         sbuf_adds(b, ")");
     }
+    int frac = number_spellings(c, s);
     for (int i = 0; i < k; i++) {
         if (rc == 0 && k <= 16) {
             sbuf_adds(b, i ? " | " : "");
             gbnf_put_literal(b, texts[i], strlen(texts[i]));
+            put_zeros(b, texts[i], frac);
         }
         free(texts[i]);
     }
@@ -523,6 +544,7 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     int draft = schema_draft(root);
     schema_draft_strip(root, draft); /* what that draft's validators ignore */
     c.ref_alone = draft >= 3 && draft <= 7;
+    c.int_frac = draft == 0 || draft >= 6; /* draft 4's integer: no fraction at all */
     grammar_gbnf_json_value(c.j, out);
     char top[RN];
     int rc = sc_gen(&c, root, top);
@@ -566,7 +588,7 @@ void grammar_gbnf_json_value(const char *n, struct sbuf *o) {
               "| \"u\" "
               "([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n",
               n);
-    sbuf_addf(o, "%s-int-part ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n", n);
+    sbuf_addf(o, "%s-int-part ::= \"-\"? (\"0\" | [1-9] [0-9]{0,39})\n", n);
     sbuf_addf(o, "%s-integer ::= %s-int-part\n", n, n);
     sbuf_addf(o,
               "%s-number ::= %s-int-part (\".\" [0-9]{1,16})? ([eE] [-+]? "

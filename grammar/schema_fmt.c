@@ -21,7 +21,10 @@
     "(\"Z\" | [+\\-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9]))"
 #define LABEL "([a-zA-Z0-9] ([a-zA-Z0-9\\-]{0,61} [a-zA-Z0-9])?)"
 #define TLD "([a-zA-Z] ([a-zA-Z0-9\\-]{0,61} [a-zA-Z0-9])?)"
-#define HOST "((" LABEL " \".\"){0,2} " TLD ")"
+/* up to 3 labels of up to 63 characters, or 4 to 10 of up to 20: 253 characters at most */
+#define LABEL20 "([a-zA-Z0-9] ([a-zA-Z0-9\\-]{0,18} [a-zA-Z0-9])?)"
+#define TLD20 "([a-zA-Z] ([a-zA-Z0-9\\-]{0,18} [a-zA-Z0-9])?)"
+#define HOST "((" LABEL " \".\"){0,2} " TLD " | (" LABEL20 " \".\"){3,9} " TLD20 ")"
 #define ATEXT "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~\\-]"
 #define OCTET "(\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9])"
 #define IPV4 "(" OCTET " \".\" " OCTET " \".\" " OCTET " \".\" " OCTET ")"
@@ -56,18 +59,22 @@ static const struct fmt {
     {"date-time", DATE " \"T\" " TIME, 20, 32},
     {"uuid", "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}",
      36, 36},
-    {"email", ATEXT "{1,30} (\".\" " ATEXT "{1,16}){0,2} \"@\" " HOST, 3, 256},
-    {"idn-email", ATEXT "{1,30} (\".\" " ATEXT "{1,16}){0,2} \"@\" " HOST, 3, 256},
-    {"hostname", HOST, 1, 191},
+    {"email", ATEXT "{1,30} (\".\" " ATEXT "{1,16}){0,2} \"@\" " HOST, 3, 274},
+    {"idn-email", ATEXT "{1,30} (\".\" " ATEXT "{1,16}){0,2} \"@\" " HOST, 3, 274},
+    {"hostname", HOST, 1, 209},
     {"idn-hostname", "([a-z0-9]{1,63} \".\"){0,2} [a-z] [a-z0-9]{0,62}", 1, 191},
     {"ipv4", IPV4, 7, 15},
     {"ipv6", "(" IPV6 ")", 2, 39},
-    {"uri", URI, 5, 1642},
-    {"iri", URI, 5, 1642},
+    {"uri", URI, 5, 1660},
+    {"iri", URI, 5, 1660},
     {"uri-reference",
-     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL ")", 0, 1642},
+     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL " | \"#\" " QCHAR
+     "{0,128})",
+     0, 1660},
     {"iri-reference",
-     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL ")", 0, 1642},
+     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL " | \"#\" " QCHAR
+     "{0,128})",
+     0, 1660},
     {"byte", "([a-zA-Z0-9+/]{4}){0,256} ([a-zA-Z0-9+/]{2} \"==\" | [a-zA-Z0-9+/]{3} \"=\")?", 0,
      1028},
     {"duration",

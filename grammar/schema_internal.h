@@ -32,6 +32,7 @@ struct sc {
     unsigned char key_rules[2][KEY_OTHER + 1]; /* shared key rules written (schema_object) */
     int closed; /* objects with properties and no additionalProperties closed (sc_lower_object) */
     int ref_alone; /* drafts 3-7 (the root's $schema): keywords beside $ref are ignored */
+    int int_frac;  /* drafts 6 on, or no $schema: an integer may have a zero fraction (2.0) */
 };
 
 /* ---- oneOf: exclusive branches ----
@@ -49,7 +50,6 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
 #define T_ANY 127
 
 #define NOT_STRINGS "$tpd-not-strings" /* lower_not's strings left out (an array) */
-#define MIN_EXTRA "$tpd-min-extra"     /* minProperties 1 met by an extra key (lower_object) */
 /* patternProperties whose keys gen_object writes as extra keys (lower_object) */
 #define PATTERN_EXTRA "$tpd-pattern-extra"
 /* dependencies on names of declared optional properties: {name: [names]} (lower_object;
@@ -64,6 +64,9 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
  * (lower_object's split_on): a "with" branch tpd cannot write is left out, as the property
  * was before */
 #define SPLIT_DEP "$tpd-split-dep"
+
+/* what may follow an integer's digits where c->int_frac: a zero fraction ("2.0") */
+#define INT_FRAC "(\".\" \"0\"{1,15})?"
 
 int sc_in_list(const char *const *l, const char *s);
 int sc_is_validity(const cJSON *s, const char *k);

@@ -102,6 +102,9 @@ static int integer_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_
     }
     if (hh >= 0)
         range_nonneg(b, (unsigned long long)(ll > 0 ? ll : 0), (unsigned long long)hh, &alts);
+    /* more digits (up to the JSON integers' 40) where no bound reaches there */
+    if (hi >= 1e40) sbuf_adds(b, " | [1-9] [0-9]{16,39}");
+    if (lo <= -1e40) sbuf_adds(b, " | \"-\" [1-9] [0-9]{16,39}");
     sbuf_adds(b, ")");
     return 0;
 }
@@ -208,9 +211,85 @@ static int magnitude_range(struct sbuf *o, double L, int Lx, double H, int Hx, i
     return 0;
 }
 
+/* ---- exponents: d.ddd e N, the mantissa normalized (one digit 1-9 before the point, at
+ * most DEC_DIGITS in all, so each compares as a double exactly as its decimal does) and
+ * |N| <= EXP_MAX (normal doubles). Exponents strictly between those of the bounds take any
+ * mantissa; at a bound's own exponent the mantissa is bounded by the bound's digits. */
+#define EXP_MAX 99
+
+/* A positive double's shortest decimal as d.ddd x 10^e: the mantissa into *m, e into *e; -1
+ * when it has more than DEC_DIGITS significant digits. */
+static int to_sci(double v, double *m, int *e) {
+    struct dec d;
+    if (to_dec(v, &d) < 0) return -1;
+    char all[64], t[80];
+    snprintf(all, sizeof all, "%llu%s", d.ip, d.fp);
+    int ipn = d.ip ? ndigits(d.ip) : 0;
+    const char *p = all;
+    while (*p == '0') p++; /* leading zeros (an integer part of 0, fraction zeros) */
+    *e = ipn ? ipn - 1 : -(int)(p - all);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '0') n--;
+    if (n > DEC_DIGITS) return -1;
+    snprintf(t, sizeof t, "%c.%.*s", p[0], (int)(n - 1), p + 1);
+    *m = strtod(t, NULL);
+    return 0;
+}
+
+/* The exponents a..b (|a|, |b| <= EXP_MAX): [eE], a sign, up to two leading zeros. */
+static void exponents(struct sbuf *o, int a, int b) {
+    int alts = 0;
+    sbuf_adds(o, "[eE] (");
+    if (b >= 0) {
+        sbuf_adds(o, "\"+\"? \"0\"{0,2} (");
+        int a2 = 0;
+        range_nonneg(o, (unsigned long long)(a > 0 ? a : 0), (unsigned long long)b, &a2);
+        sbuf_adds(o, ")");
+        alts++;
+    }
+    if (a < 0) {
+        sbuf_addf(o, "%s\"-\" \"0\"{0,2} (", alts ? " | " : "");
+        int a2 = 0;
+        range_nonneg(o, (unsigned long long)(b < 0 ? -b : 1), (unsigned long long)-a, &a2);
+        sbuf_adds(o, ")");
+    }
+    sbuf_adds(o, ")");
+}
+
+/* Magnitudes y with L <= y <= H (strict where Lx / Hx; L >= 0, H may be INFINITY) written
+ * with an exponent, as more alternatives into o. Nothing where a bound has more than
+ * DEC_DIGITS significant digits. */
+static void sci_range(struct sbuf *o, double L, int Lx, double H, int Hx, int *alts) {
+    double ml = 1, mh = 10;
+    int el = -EXP_MAX - 1, eh = EXP_MAX + 1;
+    if ((L > 0 && to_sci(L, &ml, &el) < 0) || (!isinf(H) && to_sci(H, &mh, &eh) < 0)) return;
+    if (L <= 0) el = -EXP_MAX - 1, ml = 1, Lx = 0;
+    if (isinf(H)) eh = EXP_MAX + 1;
+    int a = el + 1 > -EXP_MAX ? el + 1 : -EXP_MAX, b = eh - 1 < EXP_MAX ? eh - 1 : EXP_MAX;
+    if (a <= b) {
+        sbuf_addf(o, "%s[1-9] (\".\" [0-9]{1,%d})? ", (*alts)++ ? " | " : "", DEC_DIGITS - 1);
+        exponents(o, a, b);
+    }
+    for (int side = 0; side < 2; side++) { /* the mantissas at the bounds' own exponents */
+        int e = side ? eh : el;
+        if (e < -EXP_MAX || e > EXP_MAX || (side && el == eh)) continue;
+        double lo = side && el != eh ? 1 : ml, hi = !side && el != eh ? 10 : mh;
+        int lx = side && el != eh ? 0 : Lx, hx = !side && el != eh ? 1 : Hx;
+        struct sbuf t = {0};
+        int a2 = 0;
+        if (magnitude_range(&t, lo, lx, hi, hx, &a2) == 0 && a2) {
+            sbuf_addf(o, "%s(%s) ", (*alts)++ ? " | " : "", t.p);
+            exponents(o, e, e);
+        }
+        sbuf_free(&t);
+    }
+}
+
 int schema_num_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_x, int integer,
                      char *err) {
     if (integer) return integer_range(b, lo, lo_x, hi, hi_x, err);
+    const double lo0 = lo, hi0 = hi; /* the exponents' bounds, not clamped */
+    const int lo0_x = lo_x, hi0_x = hi_x;
     if (lo < -DEC_LIMIT) lo = -DEC_LIMIT, lo_x = 0; /* what 15 digits reach: a subset */
     if (hi > DEC_LIMIT) hi = DEC_LIMIT, hi_x = 0;
     if (lo > hi || (lo == hi && (lo_x || hi_x)))
@@ -219,10 +298,13 @@ int schema_num_range(struct sbuf *b, double lo, int lo_x, double hi, int hi_x, i
     int alts = 0, rc = 0;
     if (hi > 0 || (hi == 0 && !hi_x)) /* x >= 0 */
         rc = magnitude_range(&o, lo > 0 ? lo : 0, lo >= 0 ? lo_x : 0, hi, hi_x, &alts);
+    if (rc == 0 && hi0 > 0)
+        sci_range(&o, lo0 > 0 ? lo0 : 0, lo0 > 0 ? lo0_x : 0, hi0, hi0_x, &alts);
     if (rc == 0 && lo < 0) { /* x < 0: "-" and the magnitude; 0 belongs to the part above */
         struct sbuf n = {0};
         int a2 = 0;
         rc = magnitude_range(&n, hi < 0 ? -hi : 0, hi < 0 ? hi_x : 1, -lo, lo_x, &a2);
+        if (rc == 0) sci_range(&n, hi0 < 0 ? -hi0 : 0, hi0 < 0 ? hi0_x : 0, -lo0, lo0_x, &a2);
         if (a2) sbuf_addf(&o, "%s\"-\" (%s)", alts++ ? " | " : "", n.p);
         sbuf_free(&n);
     }

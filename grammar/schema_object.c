@@ -24,23 +24,24 @@
 #include "schema_internal.h"
 #include "schema_keys.h"
 #include "schema_object.h"
+#include "schema_members.h"
 #include "schema_merge.h"
 #include "schema_oneof.h"
 
 /* ---- objects ---- */
 
 /* ---- object keywords lowered to properties / required / additionalProperties ----
- * patternProperties, propertyNames, dependentRequired, dependentSchemas, dependencies,
- * minProperties and maxProperties become a narrower schema in the keywords gen_object
- * writes, so that every object it writes satisfies them (a subset of what they allow):
- * pattern schemas join the declared properties whose names match (PCRE2, searched as JSON
- * Schema does); with propertyNames or maxProperties no extra keys are written, with
- * patternProperties only keys of the patterns (PATTERN_EXTRA, for gen_extra; none with
- * NO_PATTERN_EXTRA); a property with dependencies makes them
- * required (or, where they cannot be written or only as an extra key, is itself left out);
- * a dependentSchemas property is left out unless required
- * (then its schema joins); minProperties makes optional properties required in schema
- * order; maxProperties leaves optional ones out from the end. */
+ * patternProperties, propertyNames, dependentRequired, dependentSchemas and dependencies
+ * become a narrower schema in the keywords gen_object writes, so that every object it
+ * writes satisfies them (a subset of what they allow): pattern schemas join the declared
+ * properties whose names match (PCRE2, searched as JSON Schema does); with propertyNames no
+ * extra keys are written, with patternProperties only keys of the patterns (PATTERN_EXTRA,
+ * for gen_extra; none with NO_PATTERN_EXTRA); a property with dependencies makes them
+ * required (or, where they cannot be written or only as an extra key, is itself left out;
+ * between optional declared properties gen_object meets them exactly: DEPENDS); a
+ * dependentSchemas property is left out unless required (then its schema joins).
+ * minProperties and maxProperties stay as they are: gen_object counts the properties it
+ * writes (schema_members.c). */
 
 int sc_name_matches(struct sc *c, const char *pattern, const char *name) {
     int ec;
@@ -163,6 +164,37 @@ static void add_depends(const cJSON *m, cJSON *out) {
     }
 }
 
+/* Dependencies on names (dependentRequired, array-valued dependencies) of m: their names
+ * made required, or the property left out where they cannot all be written or it could
+ * only come as an extra key; those between optional declared properties are left to
+ * gen_object (DEPENDS). 0, or -1 with err. */
+static int lower_depends(struct sc *c, cJSON *m) {
+    for (int changed = 1, rounds = 0; changed && rounds < 1000; rounds++) {
+        changed = 0;
+        for (int round = 0; round < 2; round++) {
+            const cJSON *dr = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
+                                                                        : "dependentRequired");
+            for (const cJSON *d = cJSON_IsObject(dr) ? dr->child : NULL; d; d = d->next) {
+                if (!cJSON_IsArray(d) || !sc_writable(m, d->string)) continue;
+                int ok = sc_prop_schema(m, d->string) || sc_is_required(m, d->string);
+                for (const cJSON *n = d->child; n && ok; n = n->next)
+                    ok &= cJSON_IsString(n) && sc_writable(m, n->valuestring);
+                if (!ok) { /* left out, its names not needed */
+                    if (sc_forbid(c, m, d->string, "dependentRequired") < 0) return -1;
+                    changed = 1;
+                    continue;
+                }
+                if (!sc_is_required(m, d->string) && all_declared(m, d))
+                    continue; /* written exactly by gen_object (DEPENDS) */
+                for (const cJSON *n = d->child; n; n = n->next)
+                    if (!sc_is_required(m, n->valuestring))
+                        add_required(m, n->valuestring), changed = 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* 1 when the string name satisfies schema ps, 0 when not, -1 (err) when tpd cannot tell. */
 static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
     if (!(ps = sc_flat(c, ps, 0))) return -1;
@@ -227,9 +259,8 @@ static const cJSON *close_default(struct sc *c, const cJSON *s) {
 
 const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     if (!(s = close_default(c, s))) return NULL;
-    static const char *const kws[] = {
-        "dependentRequired", "dependentSchemas",  "dependencies",  "minProperties",
-        "maxProperties",     "patternProperties", "propertyNames", NULL};
+    static const char *const kws[] = {"dependentRequired", "dependentSchemas", "dependencies",
+                                      "patternProperties", "propertyNames",    NULL};
     int any = 0;
     for (int i = 0; kws[i]; i++) any |= cJSON_GetObjectItemCaseSensitive(s, kws[i]) != NULL;
     if (!any) return s;
@@ -266,19 +297,18 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     }
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(m, "patternProperties");
     const cJSON *pn = cJSON_GetObjectItemCaseSensitive(m, "propertyNames");
-    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(m, "maxProperties");
     if (pp && !cJSON_IsObject(pp))
         return sc_serr(c, "%s", "'patternProperties' must be an object"), NULL;
     /* the keys of patternProperties are written as extra keys (gen_extra) unless another
      * keyword here limits the keys */
-    int pattern_keys = pp && pp->child && !pn && !mx &&
+    int pattern_keys = pp && pp->child && !pn &&
                        !cJSON_GetObjectItemCaseSensitive(m, NO_PATTERN_EXTRA);
     const cJSON *addl0 = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
     cJSON *unmatched = pattern_keys && !cJSON_IsFalse(addl0)
                            ? (addl0 ? cJSON_Duplicate(addl0, 1) : cJSON_CreateTrue())
                            : NULL;
     if (unmatched) cJSON_AddItemToArray(c->owned, unmatched);
-    if ((pp || pn || mx) && close_extras(c, m) < 0) return NULL;
+    if ((pp || pn) && close_extras(c, m) < 0) return NULL;
     cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
     for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && pp;
          x = x->next) /* pattern schemas join */
@@ -296,96 +326,16 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
         int k = cJSON_IsFalse(x) ? 1 : name_valid(c, pn, x->string);
         if (k < 0 || (k == 0 && sc_forbid(c, m, x->string, "propertyNames") < 0)) return NULL;
     }
-    /* dependencies on names: made required, or the property left out; then minProperties */
-    for (int pass = 0; pass < 2; pass++) {
-        for (int changed = 1, rounds = 0; changed && rounds < 1000; rounds++) {
-            changed = 0;
-            for (int round = 0; round < 2; round++) {
-                const cJSON *dr = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
-                                                                            : "dependentRequired");
-                for (const cJSON *d = cJSON_IsObject(dr) ? dr->child : NULL; d; d = d->next) {
-                    if (!cJSON_IsArray(d) || !sc_writable(m, d->string)) continue;
-                    if (!sc_prop_schema(m, d->string) && !sc_is_required(m, d->string)) {
-                        /* only an extra key could bring it: left out, its names not needed */
-                        if (sc_forbid(c, m, d->string, "dependentRequired") < 0) return NULL;
-                        changed = 1;
-                        continue;
-                    }
-                    int ok = 1;
-                    for (const cJSON *n = d->child; n; n = n->next)
-                        ok &= cJSON_IsString(n) && sc_writable(m, n->valuestring);
-                    if (!ok) {
-                        if (sc_forbid(c, m, d->string, "dependentRequired") < 0) return NULL;
-                        changed = 1;
-                        continue;
-                    }
-                    if (!sc_is_required(m, d->string) && all_declared(m, d))
-                        continue; /* written exactly by gen_object (DEPENDS, below) */
-                    for (const cJSON *n = d->child; n; n = n->next)
-                        if (!sc_is_required(m, n->valuestring))
-                            add_required(m, n->valuestring), changed = 1;
-                }
-            }
-        }
-        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(m, "minProperties");
-        if (pass || !mn) break;
-        int have = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "required"));
-        p = cJSON_GetObjectItemCaseSensitive(m, "properties");
-        for (const cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x && have < mn->valuedouble;
-             x = x->next)
-            if (!cJSON_IsFalse(x) && !sc_is_required(m, x->string))
-                add_required(m, x->string), have++;
-        const cJSON *ad = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
-        int declared = 0;
-        for (const cJSON *x = cJSON_IsObject(p) ? p->child : NULL; x; x = x->next)
-            declared += !cJSON_IsFalse(x);
-        if (have == 0 && mn->valuedouble <= 1 && !declared &&
-            (!cJSON_IsFalse(ad) || pattern_keys)) {
-            /* one extra key (a pattern's), at least: exact; refused if none can be written */
-            cJSON_AddTrueToObject(m, MIN_EXTRA);
-            have = 1;
-        }
-        if (have < mn->valuedouble)
-            return sc_serr(
-                       c, "%s",
-                       "minProperties above the properties tpd can write (it writes no extra keys "
-                       "to reach it)"),
-                   NULL;
-    }
-    if (mx) {
-        int req = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "required")), n = 0;
-        p = cJSON_GetObjectItemCaseSensitive(m, "properties");
-        if (req > mx->valuedouble)
-            return sc_serr(c, "%s",
-                           "unsatisfiable schema: more required properties than "
-                           "maxProperties"),
-                   NULL;
-        for (const cJSON *x = p->child; x; x = x->next) n += !cJSON_IsFalse(x);
-        for (int k = cJSON_GetArraySize(p) - 1; k >= 0 && n > mx->valuedouble;
-             k--) { /* from the end */
-            cJSON *x = cJSON_GetArrayItem(p, k);
-            if (!cJSON_IsFalse(x) && !sc_is_required(m, x->string)) {
-                cJSON_ReplaceItemInObjectCaseSensitive(p, x->string, cJSON_CreateFalse());
-                n--;
-            }
-        }
-    }
+    if (lower_depends(c, m) < 0) return NULL;
     static const char *const drop[] = {
-        "dependentRequired", "dependentSchemas", "dependencies",   "minProperties", "maxProperties",
-        "patternProperties", "propertyNames",    NO_PATTERN_EXTRA, DEPENDS,         NULL};
+        "dependentRequired", "dependentSchemas", "dependencies", "patternProperties",
+        "propertyNames",     NO_PATTERN_EXTRA,   DEPENDS,        NULL};
     cJSON *out = sc_without(c, m, drop);
     add_depends(m, out);
     if (pattern_keys) cJSON_AddItemToObject(out, PATTERN_EXTRA, cJSON_Duplicate(pp, 1));
     if (unmatched) cJSON_AddItemToObject(out, PATTERN_ADDL, cJSON_Duplicate(unmatched, 1));
     return out;
 }
-
-/* One property sc_gen_object writes: declared, or required and not declared. */
-struct obj_prop {
-    const char *key;
-    const cJSON *schema;
-    int required;
-};
 
 /* sc_gen_object's property list: declared properties, then required names not declared;
  * -1 on an error (*plp, grown here, is the caller's to free either way). */
@@ -560,130 +510,21 @@ static int gen_values(struct sc *c, const struct obj_prop *pl, int n, char (*val
     return 0;
 }
 
-/* sc_gen_object's states R_k(f, w): properties k.. still to come, f = nothing written yet (no
- * comma needed), w = which of the properties in dependencies (bits, rel) were written, as far
- * as a later property's dependencies still ask (need: those property k needs written before
- * it; owed: those whose dependencies name k, so that k cannot be left out once one is). */
-#define DEP_BITS 16
-#define DEP_STATES 2048
-struct ostates {
-    const struct obj_prop *pl;
-    int n;
-    char (*vals)[RN]; /* "": the property is never written */
-    const char *base, *entry;
-    int min_extra;
-    int *rel;                     /* property k's bit, -1: none */
-    unsigned *need, *owed, *live; /* live[k]: bits that matter at k and after */
-    int n_states, cap;
-    struct {
-        int k, f;
-        unsigned w;
-    } * st;
-};
-
-static void state_name(const struct ostates *o, int k, int f, unsigned w, char *nm, size_t len) {
-    if (w) snprintf(nm, len, "%s-%d-%d-w%u", o->base, k, f, w);
-    else snprintf(nm, len, "%s-%d-%d", o->base, k, f);
-}
-
-/* The state (k, f, w), its w reduced to the bits still asked; added to o's list unless
- * there. -1 when there are too many. */
-static int state_ref(struct ostates *o, int k, int f, unsigned w, char *nm, size_t len) {
-    w &= o->live[k];
-    state_name(o, k, f, w, nm, len);
-    int plain = 2 * (o->n + 1); /* the states without bits come first, all of them */
-    if (!w && o->n_states >= plain) return 0;
-    for (int i = plain; i < o->n_states; i++)
-        if (o->st[i].k == k && o->st[i].f == f && o->st[i].w == w) return 0;
-    if (o->n_states == plain + DEP_STATES) return -1;
-    if (o->n_states == o->cap) o->st = xrealloc(o->st, sizeof *o->st * (size_t)(o->cap *= 2));
-    o->st[o->n_states].k = k;
-    o->st[o->n_states].f = f;
-    o->st[o->n_states++].w = w;
+/* minProperties into *min and maxProperties into *max where s has them (non-negative
+ * integers; beyond 10^9: no bound); 0, or -1 with err. */
+static int count_bounds(struct sc *c, const cJSON *s, long *min, long *max) {
+    static const char *const kws[] = {"minProperties", "maxProperties"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, kws[i]);
+        if (!v) continue;
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble))
+            return sc_serr(c, "'%s' must be a non-negative integer", kws[i]);
+        if (v->valuedouble <= 1e9) *(i ? max : min) = (long)v->valuedouble;
+        else if (!i) return sc_serr(c, "%s", "unsatisfiable schema: minProperties above 10^9");
+    }
+    if (*max >= 0 && *min > *max)
+        return sc_serr(c, "%s", "unsatisfiable schema: minProperties is above maxProperties");
     return 0;
-}
-
-/* The rule of state (k, f, w) into r; -1 when there are too many states. */
-static int gen_rest_rule(struct sc *c, struct ostates *o, int k, int f, unsigned w,
-                         struct sbuf *r) {
-    const struct obj_prop *pl = o->pl;
-    char nx[RN + 48];
-    if (k == o->n) {
-        if (o->entry[0]) {
-            char sep[RN + 16] = "";
-            if (!f) snprintf(sep, sizeof sep, "\",\" %s-ws ", c->j);
-            sbuf_addf(r, "(%s%s %s-ws (\",\" %s-ws %s %s-ws)*)%s", sep, o->entry, c->j, c->j,
-                      o->entry, c->j, f && o->min_extra ? "" : "?");
-        } else sbuf_adds(r, "\"\"");
-        return 0;
-    }
-    int can_skip = !pl[k].required && !(w & o->owed[k]);
-    int can_write = o->vals[k][0] && !(o->need[k] & ~w);
-    if (!can_write) { /* left out (lower_object and dead_deps see that it may be) */
-        if (state_ref(o, k + 1, f, w, nx, sizeof nx) < 0) return -1;
-        sbuf_adds(r, nx);
-        return 0;
-    }
-    if (!f) sbuf_addf(r, "\",\" %s-ws ", c->j);
-    cJSON *key = cJSON_CreateString(pl[k].key);
-    char *t = cJSON_PrintUnformatted(key);
-    gbnf_put_literal(r, t, strlen(t));
-    free(t);
-    cJSON_Delete(key);
-    unsigned w2 = o->rel[k] >= 0 ? w | 1u << o->rel[k] : w;
-    if (state_ref(o, k + 1, 0, w2, nx, sizeof nx) < 0) return -1;
-    sbuf_addf(r, " %s-ws \":\" %s-ws %s %s-ws %s", c->j, c->j, o->vals[k], c->j, nx);
-    if (can_skip) {
-        if (state_ref(o, k + 1, f, w, nx, sizeof nx) < 0) return -1;
-        sbuf_addf(r, " | %s", nx);
-    }
-    return 0;
-}
-
-/* The index in pl[0..n) of name, -1 if none. */
-static int prop_index(const struct obj_prop *pl, int n, const char *name) {
-    for (int k = 0; k < n; k++)
-        if (strcmp(pl[k].key, name) == 0) return k;
-    return -1;
-}
-
-/* o's dependency bits from DEPENDS (deps): a property whose names cannot all be written is
- * never written itself; more than DEP_BITS properties involved: the properties with
- * dependencies are left out (fewer objects, never a wrong one). */
-static void dep_bits(struct ostates *o, const cJSON *deps) {
-    for (int changed = 1; changed;) { /* a property left out may be another's name */
-        changed = 0;
-        for (const cJSON *d = deps ? deps->child : NULL; d; d = d->next) {
-            int k = prop_index(o->pl, o->n, d->string), ok = 1;
-            for (const cJSON *x = d->child; x && k >= 0 && ok; x = x->next) {
-                int j = prop_index(o->pl, o->n, x->valuestring);
-                ok = j >= 0 && j != k && o->vals[j][0];
-            }
-            if (k >= 0 && o->vals[k][0] && !ok) o->vals[k][0] = 0, changed = 1;
-        }
-    }
-    int nb = 0;
-    for (const cJSON *d = deps ? deps->child : NULL; d && nb <= DEP_BITS; d = d->next) {
-        int k = prop_index(o->pl, o->n, d->string);
-        if (k < 0 || !o->vals[k][0]) continue;
-        for (const cJSON *x = d->child; x && nb <= DEP_BITS; x = x->next) {
-            int j = prop_index(o->pl, o->n, x->valuestring);
-            if (o->rel[j] < 0) o->rel[j] = nb++;
-            if (o->rel[k] < 0) o->rel[k] = nb++;
-            if (nb > DEP_BITS) break;
-            if (j < k) o->need[k] |= 1u << o->rel[j];
-            else o->owed[j] |= 1u << o->rel[k];
-        }
-    }
-    if (nb > DEP_BITS) {
-        for (const cJSON *d = deps->child; d; d = d->next) {
-            int k = prop_index(o->pl, o->n, d->string);
-            if (k >= 0 && !o->pl[k].required) o->vals[k][0] = 0;
-        }
-        for (int k = 0; k < o->n; k++) o->need[k] = o->owed[k] = 0;
-    }
-    o->live[o->n] = 0;
-    for (int k = o->n - 1; k >= 0; k--) o->live[k] = o->live[k + 1] | o->need[k] | o->owed[k];
 }
 
 /* 1 when sc_gen acts on a keyword of s before its type (a dependentSchemas schema merged
@@ -730,51 +571,17 @@ int sc_gen_object(struct sc *c, const cJSON *s, struct sbuf *b) {
     struct obj_prop *pl = xmalloc(sizeof *pl * 8);
     int rc = -1;
     if (collect_props(c, props, req, addl, &pl, &n) < 0) goto out;
-    int min_extra = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, MIN_EXTRA));
     char entry[RN];
     if (gen_extra(c, s, pl, n, entry) < 0) goto out;
-    if (min_extra && !entry[0]) {
-        sc_serr(c, "%s", "minProperties above the properties tpd can write");
-        goto out;
-    }
-    char(*vals)[RN] = xcalloc((size_t)n + 1, RN);
-    if (gen_values(c, pl, n, vals) < 0) {
-        free(vals);
-        goto out;
-    }
-    char base[RN];
-    sc_new_rule(c, base);
-    struct ostates o = {pl, n, vals, base, entry, min_extra, NULL, NULL, NULL, NULL, 0, 64, NULL};
-    o.rel = xmalloc(sizeof *o.rel * ((size_t)n + 1));
-    o.need = xcalloc((size_t)n + 1, sizeof *o.need);
-    o.owed = xcalloc((size_t)n + 1, sizeof *o.owed);
-    o.live = xcalloc((size_t)n + 1, sizeof *o.live);
-    o.st = xmalloc(sizeof *o.st * (size_t)o.cap);
-    for (int k = 0; k <= n; k++) o.rel[k] = -1;
-    dep_bits(&o, cJSON_GetObjectItemCaseSensitive(s, DEPENDS));
-    char nm[RN + 48];
-    for (int k = n; k >= 0; k--) /* R_k(f, none written) for every k, as without dependencies */
-        for (int f = 0; f < 2; f++) state_ref(&o, k, f, 0, nm, sizeof nm);
-    int bad = 0;
-    for (int i = 0; i < o.n_states && !bad; i++) {
-        struct sbuf r = {0};
-        bad = gen_rest_rule(c, &o, o.st[i].k, o.st[i].f, o.st[i].w, &r) < 0;
-        state_name(&o, o.st[i].k, o.st[i].f, o.st[i].w, nm, sizeof nm);
-        if (!bad) sc_emit(c, nm, r.p);
-        sbuf_free(&r);
-    }
-    free(o.rel);
-    free(o.need);
-    free(o.owed);
-    free(o.live);
-    free(o.st);
-    free(vals);
-    if (bad) {
-        sc_serr(c, "%s", "dependencies: too many combinations of properties to write");
-        goto out;
-    }
-    sbuf_addf(b, "\"{\" %s-ws %s-0-1 \"}\"", c->j, base);
-    rc = 0;
+    struct members mb = {
+        pl, n, xcalloc((size_t)n + 1, RN), entry, cJSON_GetObjectItemCaseSensitive(s, DEPENDS),
+        0,  -1};
+    char nm[RN];
+    rc = count_bounds(c, s, &mb.min, &mb.max);
+    if (rc == 0) rc = gen_values(c, pl, n, mb.vals);
+    if (rc == 0) rc = sc_gen_members(c, &mb, nm);
+    free(mb.vals);
+    if (rc == 0) sbuf_addf(b, "\"{\" %s-ws %s \"}\"", c->j, nm);
 out:
     free(pl);
     return rc;

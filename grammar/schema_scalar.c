@@ -36,9 +36,12 @@ int sc_gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf *b) 
     int lo_x, hi_x;
     sc_num_range(s, &lo, &lo_x, &hi, &hi_x);
     char e[ERR_LEN];
-    if (schema_num_range(b, lo, lo_x, hi, hi_x, integer, e) < 0)
-        return err_set(c->err, "JSON Schema: %s", e);
-    return 0;
+    struct sbuf t = {0};
+    int rc = schema_num_range(&t, lo, lo_x, hi, hi_x, integer, e);
+    if (rc == 0 && integer && c->int_frac) sbuf_addf(b, "(%s %s)", t.p, INT_FRAC);
+    else if (rc == 0) sbuf_adds(b, t.p);
+    sbuf_free(&t);
+    return rc < 0 ? err_set(c->err, "JSON Schema: %s", e) : 0;
 }
 
 int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {

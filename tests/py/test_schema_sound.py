@@ -443,6 +443,46 @@ KEYWORDS = [
      [{"ab": 1}], [{"ABC": 1}]),
 ]
 
+# minProperties / maxProperties counted over every key written: declared, pattern and extra ones
+# (JSONSchemaBench Github_medium/Github_hard); one extra key at most toward minProperties
+COUNTS = [
+    ("min1-optional-open", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                            "minProperties": 1, "additionalProperties": {"type": "boolean"}},
+     [{"b": "x"}, {"a": 1}, {"z": True}, {"a": 1, "b": "x", "z": False}], [{}, {"z": 1}, {"a": "x"}]),
+    ("min2-optional-open", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                            "minProperties": 2},
+     [{"a": 1, "b": 2}, {"b": 2, "c": None}, {"a": 1, "c": [], "d": {}}],
+     [{}, {"a": 1}, {"b": 2}, {"c": 3}, R('{"c":1,"c":2}')]),
+    ("min-beside-required", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                             "required": ["a"], "minProperties": 2, "additionalProperties": False},
+     [{"a": 1, "b": 2}], [{"a": 1}, {"b": 2}, {"a": 1, "c": 2}]),
+    ("max1-additional", {"type": "object", "properties": {"a": {"type": "integer"}},
+                         "additionalProperties": {"type": "string"}, "maxProperties": 1},
+     [{}, {"a": 1}, {"z": "s"}], [{"a": 1, "z": "s"}, {"y": "s", "z": "t"}, {"z": 1}]),
+    ("max2-pattern", {"type": "object", "patternProperties": {"^x[0-9]$": {"type": "integer"}},
+                      "additionalProperties": False, "maxProperties": 2},
+     [{}, {"x1": 1}, {"x1": 1, "x2": 2}], [{"x1": 1, "x2": 2, "x3": 3}, {"y": 1}]),
+    ("min1-max1-map", {"type": "object", "minProperties": 1, "maxProperties": 1,
+                       "additionalProperties": {"type": "integer"}},
+     [{"k": 1}], [{}, {"k": 1, "l": 2}, {"k": "s"}]),
+    ("max0", {"type": "object", "properties": {"a": {}}, "maxProperties": 0}, [{}], [{"a": 1}, {"b": 2}]),
+    ("max-closed-vacuous", {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
+                            "maxProperties": 5},
+     [{"a": 1, "b": 2}, {}], [{"c": 1}]),
+    ("max-with-dependency", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                                              "c": {"type": "integer"}},
+                             "dependentRequired": {"a": ["c"]}, "maxProperties": 1},
+     [{}, {"b": 1}, {"c": 1}], [{"a": 1}, {"a": 1, "c": 2}, {"b": 1, "c": 2}]),
+    # i needs k (after it), k needs j (before it): writing i without j leads nowhere valid; main wrote {"i": 1}
+    ("dependency-chain-dead-end", {"type": "object", "properties": {"j": {"type": "integer"}, "i": {"type": "integer"},
+                                                                    "k": {"type": "integer"}},
+                                   "dependentRequired": {"i": ["k"], "k": ["j"]}},
+     [{}, {"j": 1}, {"j": 1, "k": 2}, {"j": 1, "i": 1, "k": 2}], [{"i": 1}, {"i": 1, "k": 2}, {"k": 2}]),
+    ("min-in-allOf", {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 1},
+                                {"maxProperties": 2}]},
+     [{"a": 1}, {"q": 1}, {"a": 1, "q": 2}], [{}, {"a": 1, "q": 2, "r": 3}]),
+]
+
 # not, contains, unevaluatedProperties / unevaluatedItems (exact where compiled)
 NOT_CONTAINS = [
     ("not-type", {"not": {"type": "string"}}, [1, None, {"a": "x"}, [1], True, 2.5], ["x", ""]),
@@ -530,6 +570,31 @@ NUMBERS = [
      [1, 3], [0, 4, R("1.5")]),
     ("huge-bounds", {"type": "number", "minimum": -1e300, "maximum": 1e300}, [0, -12.5, R("100000000000000"), R("-99999999999999.9")], []),
     ("only-min", {"type": "number", "minimum": 0.25}, [0.25, 7, R("1000000000000")], [0.2, -1]),
+    # integers: a zero fraction from draft 6 on (draft 4: none), more than 16 digits
+    ("integer-zero-fraction-draft7", {"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer"},
+     [2, R("2.0"), R("-3.00")], [R("2.5"), R("2.01")]),
+    ("integer-zero-fraction-bounded", {"type": "integer", "minimum": 1, "maximum": 3}, [R("2.0"), R("3.000")],
+     [R("4.0"), R("0.0"), R("2.5")]),
+    ("integer-zero-fraction-draft4", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"},
+     [2, -3], [R("2.0"), R("2.5")]),
+    ("integer-20-digits", {"type": "integer"}, [R("12345678901234567890"), R("-99999999999999999999")],
+     [R("1.5"), R("12345678901234567.5e-1")]),
+    ("integer-20-digits-min", {"type": "integer", "minimum": 0}, [R("12345678901234567890"), 7],
+     [R("-12345678901234567890"), -1]),
+    ("integer-20-digits-bounded", {"type": "integer", "minimum": 0, "maximum": 100}, [5],
+     [R("12345678901234567890"), R("100000000000000000000")]),
+    ("number-20-digits", {"type": "object"}, [{"v": R("234567890123456789")}], []),
+    # exponents beside bounds: exact at the bound's own exponent
+    ("exponent-maximum", {"type": "number", "maximum": 1e3},
+     [R("1e3"), R("9.99e2"), R("1E+3"), R("-2.5e10"), R("1e-06")], [R("1.0001e3"), R("1e4"), R("1.5E3")]),
+    ("exponent-minimum", {"type": "number", "minimum": 0}, [R("1e-06"), R("3.5E+20"), R("0")],
+     [R("-1e-06"), R("-2E3")]),
+    ("exponent-exclusive", {"type": "number", "exclusiveMinimum": 0.25, "exclusiveMaximum": 1000},
+     [R("2.500001e-1"), R("9.99999e2"), R("5E1")], [R("2.5e-1"), R("1e3"), R("2.4e-1"), R("1.0e3")]),
+    ("exponent-negative", {"type": "number", "minimum": -1.5, "maximum": -0.001},
+     [R("-1e-3"), R("-1.5e0"), R("-1.2e-2")], [R("-1.51e0"), R("-9e-4"), R("1e-3")]),
+    # enum numbers: equal spellings (2.0 for 2)
+    ("enum-number-spellings", {"enum": [2, 2.5, "a"]}, [R("2.0"), R("2.50"), 2], [R("2.05"), R("2.51"), 3]),
 ]
 
 REFUSED = [
@@ -551,7 +616,10 @@ REFUSED = [
     ("contains-max-not-exact", {"type": "array", "contains": {"type": "string", "maxLength": 2},
                                 "maxContains": 1}, "not: only"),
     ("if-else-only", {"if": {"type": "string"}, "else": {"type": "integer"}}, "'if' with 'else'"),
+    # two extra keys could be one key written twice, which a validator counts once
     ("minProperties-extras", {"type": "object", "minProperties": 2}, "minProperties"),
+    ("maxProperties-below-required", {"type": "object", "required": ["a", "b"], "maxProperties": 1},
+     "unsatisfiable"),
     ("uniqueItems-open", {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems"),
     ("multipleOf-fraction", {"type": "number", "multipleOf": 0.5}, "multipleOf"),
     ("unevaluatedProperties-anyOf", {"type": "object", "unevaluatedProperties": False,
@@ -579,6 +647,11 @@ def test_coverage(name, schema, ok, bad, tmp_path):
 
 @pytest.mark.parametrize("name,schema,ok,bad", KEYWORDS, ids=[c[0] for c in KEYWORDS])
 def test_keywords(name, schema, ok, bad, tmp_path):
+    check(schema, ok, bad, tmp_path)
+
+
+@pytest.mark.parametrize("name,schema,ok,bad", COUNTS, ids=[c[0] for c in COUNTS])
+def test_counts(name, schema, ok, bad, tmp_path):
     check(schema, ok, bad, tmp_path)
 
 
@@ -617,7 +690,10 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
           {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
           {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                       "required": ["a"]}, {"type": "object", "properties": {"b": {"type": "integer"}},
-                                           "required": ["b"]}]}]
+                                           "required": ["b"]}]},
+          {"type": "object", "properties": {"a": {"enum": [1, 2]}, "b": {"enum": [1]}},
+           "patternProperties": {"^x[0-9]$": {"type": "boolean"}}, "additionalProperties": False,
+           "minProperties": 2, "maxProperties": 3}]
 
 
 @pytest.mark.parametrize("k", range(len(WALKED)))
@@ -728,8 +804,10 @@ FORMAT_CASES = [
     ("email", ["a@b.c", "first.last@example.com", "x+tag@mail.example.org"], []),
     ("ipv4", ["0.0.0.0", "255.255.255.255", "10.1.2.3"], ["256.1.1.1", "01.1.1.1"]),
     ("ipv6", ["::", "::1", "fe80::1:2", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::"], ["1:2:3:4:5:6:7:8:9", "1::2::3"]),
-    ("hostname", ["localhost", "a.b.c", "my-host.example.com"], []),
-    ("uri", ["https://example.com/a/b?x=1#f", "ftp://10.0.0.1:21/", "urn1://h"], []),
+    ("hostname", ["localhost", "a.b.c", "my-host.example.com", "a.b.c.d.example.com"], []),
+    ("uri", ["https://example.com/a/b?x=1#f", "ftp://10.0.0.1:21/", "urn1://h", "http://maps.wien.gv.at/wmts",
+             "http://www.ebi.ac.uk/cellline/CL:0002222"], []),
+    ("uri-reference", ["#", "#/definitions/Person", "/a/b?x=1", "https://example.com/a"], []),
     ("duration", ["P1D", "PT5M", "P1Y2M3DT4H5M6S", "P2W"], []),
     ("byte", ["", "QUJD", "QUI=", "QQ=="], []),
     ("unknown-format", ["anything at all"], []),
