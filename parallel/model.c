@@ -89,6 +89,13 @@ static float weight_amax(const struct loader *L, const struct mf_tensor *t, cons
                      : 0;
 }
 
+/* struct bweight's row_scaled of FP8 weights read into host (fp8w_row_scaled): the CUDA
+ * backend's W8A8 prefill applies; 0 for other types. */
+static int weight_row_scaled(const struct loader *L, const struct mf_tensor *t, const char *host,
+                             size_t bytes, int64_t cols) {
+    return !L->dry && t->fp8 && fp8w_row_scaled((const uint8_t *)host, bytes, cols);
+}
+
 /* How a rank stores a matrix's columns: as they are (gather NULL, kp the columns), or as
  * int4w_order regroups an INT4 act-order slice (kp stored columns; struct bweight's gather). */
 struct col_order {
@@ -167,7 +174,8 @@ static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf
                           .type = t[0]->type,
                           .rows = rows,
                           .cols = cols,
-                          .amax = weight_amax(L, t[0], host, bytes)};
+                          .amax = weight_amax(L, t[0], host, bytes),
+                          .row_scaled = weight_row_scaled(L, t[0], host, bytes, cols)};
     attach_order(L, w, o);
     free(host);
     return 0;
@@ -234,7 +242,8 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
                           .type = t->type,
                           .rows = rows,
                           .cols = (int)o.kp,
-                          .amax = weight_amax(L, t, host, bytes)};
+                          .amax = weight_amax(L, t, host, bytes),
+                          .row_scaled = weight_row_scaled(L, t, host, bytes, o.kp)};
     attach_order(L, w, &o);
     free(o.gather);
     free(host);

@@ -188,7 +188,16 @@ static void make_matrix(struct synth *s, struct bweight *w, int rows, int cols) 
     struct backend *be = s->m->be;
     int64_t rb = dtype_row_bytes(s->type, cols);
     size_t bytes = (size_t)rb * (size_t)rows;
-    *w = (struct bweight){be->alloc(be->ctx, bytes ? bytes : 1), s->type, rows, cols, 0, NULL};
+    /* FP8: every block of the pool has the scale a / 256 of its row length (pool_for), so
+     * every row is row-scaled (the CUDA backend's W8A8 prefill applies, as for per-channel
+     * checkpoints) */
+    *w = (struct bweight){be->alloc(be->ctx, bytes ? bytes : 1),
+                          s->type,
+                          rows,
+                          cols,
+                          0,
+                          NULL,
+                          s->type == DT_F8_E4M3_S32};
     s->m->weight_bytes += bytes;
     struct pool *p = pool_for(s, cols);
     /* whole blocks per piece: the pool is a whole number of blocks, and so is every offset */
