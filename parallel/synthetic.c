@@ -336,14 +336,20 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     if ((size_t)sp->wo_ncols > widest) widest = (size_t)sp->wo_ncols;
     size_t ws = T * widest * 2;
     /* a quantized matrix in a prefill-sized step: an F16 copy of it beside them (the CUDA
-     * backend's matmul_q.cu) */
+     * backend's matmul_q.cu), or for row-scaled FP8 its codes, the step's codes, both scale
+     * vectors and at most a BF16 product (matmul_w8a8.cu; 1 KiB for the alignment) */
     size_t dq = 0;
     for (int l = 0; l < sp->n_layers; l++) {
         const struct layer_weights *lw = &m->layers[l];
         const struct bweight *mats[] = {&lw->qkv[0],     &lw->qkv[1],     &lw->qkv[2], &lw->wo,
                                         &lw->gate_up[0], &lw->gate_up[1], &lw->down};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
-            const size_t b = (size_t)mats[i]->rows * (size_t)mats[i]->cols * 2;
+            const size_t r = (size_t)mats[i]->rows, c = (size_t)mats[i]->cols;
+            size_t b = r * c * 2;
+            if (mats[i]->row_scaled) {
+                const size_t w8 = r * c + T * c + 4 * (r + T) + 2 * T * r + 1024;
+                if (w8 > b + T * widest * 2) b = w8 - T * widest * 2;
+            }
             if (mats[i]->data && dtype_block_elems(mats[i]->type) > 1 && b > dq) dq = b;
         }
     }
