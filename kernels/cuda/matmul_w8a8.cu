@@ -26,15 +26,18 @@ extern "C" {
 
 enum { W8A8_THREADS = 256 };
 
-/* The weight's codes, contiguous (4 a thread), and each row's scale (its first block's) */
+/* The weight's codes, contiguous (4 a thread), and each row's scale (its first block's):
+ * rows along y, a row's words along x (no division per word) */
 static __global__ void w8a8_weights_kernel(uint32_t *__restrict__ codes, float *__restrict__ scale,
                                            const uint8_t *__restrict__ W, int64_t rb, int rows,
                                            int cols) {
-    const int64_t wpr = cols / 4, n = (int64_t)rows * wpr;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        codes[i] = *(const uint32_t *)(W + w8a8_word_src(i, cols, rb));
-        if (i % wpr == 0) scale[i / wpr] = *(const float *)(W + (i / wpr) * rb);
+    const int wpr = cols / 4;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const uint8_t *row = W + (int64_t)r * rb;
+        uint32_t *out = codes + (int64_t)r * wpr;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < wpr; j += gridDim.x * blockDim.x)
+            out[j] = *(const uint32_t *)(row + w8a8_word_off(j));
+        if (blockIdx.x == 0 && threadIdx.x == 0) scale[r] = *(const float *)row;
     }
 }
 
@@ -63,15 +66,12 @@ static __global__ void __launch_bounds__(W8A8_THREADS)
     if (threadIdx.x == 0) scale[blockIdx.x] = w8a8_scale(amax);
 }
 
-/* BF16 [T][rows] to y (T rows of ldy floats) */
+/* BF16 [T][rows] to y (T rows of ldy floats): tokens along y */
 static __global__ void w8a8_widen_kernel(float *__restrict__ y, int64_t ldy,
                                          const __nv_bfloat16 *__restrict__ d, int rows, int T) {
-    const int64_t n = (int64_t)rows * T;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t t = i / rows;
-        y[t * ldy + (i - t * rows)] = __bfloat162float(d[i]);
-    }
+    for (int t = blockIdx.y; t < T; t += gridDim.y)
+        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
+            y[(int64_t)t * ldy + r] = __bfloat162float(d[(int64_t)t * rows + r]);
 }
 
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -138,12 +138,11 @@ int cuda_matmul_w8a8(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, 
         log_refusal(c, w, T);
         return -1;
     }
-    const int64_t words = (int64_t)w->rows * (w->cols / 4);
-    const int64_t cap = (int64_t)c->n_sm * 2048;
-    w8a8_weights_kernel<<<cuda_blocks(words < cap ? words : cap, W8A8_THREADS), W8A8_THREADS, 0,
-                          c->stream>>>((uint32_t *)f.w_codes, (float *)f.w_scale,
-                                       (const uint8_t *)w->data, dtype_row_bytes(w->type, w->cols),
-                                       w->rows, w->cols);
+    const dim3 wgrid(cuda_blocks(w->cols / 4, W8A8_THREADS),
+                     (unsigned)(w->rows < 65535 ? w->rows : 65535));
+    w8a8_weights_kernel<<<wgrid, W8A8_THREADS, 0, c->stream>>>(
+        (uint32_t *)f.w_codes, (float *)f.w_scale, (const uint8_t *)w->data,
+        dtype_row_bytes(w->type, w->cols), w->rows, w->cols);
     CUDA_LAUNCH_CHECK(c->stream, "w8a8_weights_kernel");
     w8a8_act_kernel<<<(unsigned)T, W8A8_THREADS, 0, c->stream>>>(
         (uint8_t *)f.x_codes, (float *)f.x_scale, x, ldx, w->cols);
@@ -153,9 +152,9 @@ int cuda_matmul_w8a8(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, 
         return -1;
     }
     if (f.d_bf16) {
-        const int64_t n = (int64_t)w->rows * T;
-        w8a8_widen_kernel<<<cuda_blocks(n < cap ? n : cap, W8A8_THREADS), W8A8_THREADS, 0,
-                            c->stream>>>(y, ldy, (const __nv_bfloat16 *)f.d, w->rows, T);
+        const dim3 grid(cuda_blocks(w->rows, W8A8_THREADS), (unsigned)(T < 65535 ? T : 65535));
+        w8a8_widen_kernel<<<grid, W8A8_THREADS, 0, c->stream>>>(y, ldy, (const __nv_bfloat16 *)f.d,
+                                                                w->rows, T);
         CUDA_LAUNCH_CHECK(c->stream, "w8a8_widen_kernel");
     }
     return 0;

@@ -10,8 +10,8 @@
  * subnormal step 2^-9) below that.
  *
  * Weights: a DT_F8_E4M3_S32 matrix whose blocks share their row's scale (bweight.row_scaled)
- * is the E4M3 codes, rows x cols contiguous, and one f32 scale per row; w8a8_word_src gives
- * where each 4-code word of that copy lies in the 36-byte blocks (f32 d | 32 codes). */
+ * is the E4M3 codes, rows x cols contiguous, and one f32 scale per row; w8a8_word_off gives
+ * where each 4-code word of a row lies in its 36-byte blocks (f32 d | 32 codes). */
 #ifndef TPD_W8A8_DEV_CUH
 #define TPD_W8A8_DEV_CUH
 
@@ -36,11 +36,9 @@ static __host__ __device__ __forceinline__ uint8_t w8a8_code(float x, float inv)
     return fp8_dev_encode(x * inv);
 }
 
-/* The byte offset, in a DT_F8_E4M3_S32 matrix of rb bytes a row, of word i (codes 4i..4i+3)
- * of the contiguous rows x cols codes */
-static __host__ __device__ __forceinline__ int64_t w8a8_word_src(int64_t i, int cols, int64_t rb) {
-    const int64_t wpr = cols / 4, r = i / wpr, j = i - r * wpr;
-    return r * rb + 36 * (j >> 3) + 4 + 4 * (j & 7);
+/* The byte offset, in a DT_F8_E4M3_S32 row, of word j (codes 4j..4j+3) of its codes */
+static __host__ __device__ __forceinline__ int w8a8_word_off(int j) {
+    return 36 * (j >> 3) + 4 + 4 * (j & 7);
 }
 
 #endif

@@ -4,7 +4,7 @@
  * against a float64 reference of E4M3 (every finite code's value, nearest with ties to the
  * even code, saturation at 448): midpoints between codes and their neighbours, random values
  * at every scale, saturation, NaN, rows of zeros; the per-token quantization of whole rows
- * within its error bound (below); the weights' code gathering (w8a8_word_src) and the
+ * within its error bound (below); the weights' code gathering (w8a8_word_off) and the
  * loader's row-scale test (fp8w_row_scaled) on random blocks.
  *
  * On a GPU with FP8 tensor cores: the W8A8 product (called directly, and through the
@@ -179,24 +179,24 @@ static void random_f8(uint8_t *W, int rows, int cols, float (*scale_of)(int)) {
 
 static float scale_random(int r) { return (r % 7 == 3) ? 1e-3f : uniform(0.001f, 0.02f); }
 
-/* The codes gathered word by word through w8a8_word_src are each row's codes in order;
+/* The codes gathered word by word through w8a8_word_off are each row's codes in order;
  * fp8w_row_scaled says yes to such rows and no once one block's scale differs. */
 static void check_gather(void) {
     const int rows = 5, cols = 160;
     const int64_t rb = dtype_row_bytes(DT_F8_E4M3_S32, cols);
     uint8_t *W = (uint8_t *)malloc((size_t)(rb * rows));
     random_f8(W, rows, cols, scale_random);
-    for (int64_t i = 0; i < (int64_t)rows * cols / 4; i++)
-        for (int j = 0; j < 4; j++) {
-            const int64_t e = 4 * i + j, r = e / cols, k = e % cols;
-            if (W[w8a8_word_src(i, cols, rb) + j] != W[r * rb + 36 * (k / 32) + 4 + k % 32]) {
-                printf("FAIL: w8a8_word_src: element %lld of row %lld\n", (long long)k,
-                       (long long)r);
-                failures++;
-                i = (int64_t)rows * cols;
-                break;
+    int bad = 0;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols / 4; j++)
+            for (int b = 0; b < 4; b++) {
+                const int k = 4 * j + b;
+                bad += W[r * rb + w8a8_word_off(j) + b] != W[r * rb + 36 * (k / 32) + 4 + k % 32];
             }
-        }
+    if (bad) {
+        printf("FAIL: w8a8_word_off: %d codes out of place\n", bad);
+        failures++;
+    }
     const int yes = fp8w_row_scaled(W, (size_t)(rb * rows), cols);
     float d;
     memcpy(&d, W + 3 * rb + 36 * 4, 4);
