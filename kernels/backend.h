@@ -29,6 +29,15 @@ struct bweight {
 #else
     int32_t *gather;
 #endif
+    /* DT_F8_E4M3_S32: 1 when every block of each row has its row's scale (per-tensor and
+     * per-channel checkpoints, found on load by fp8w_row_scaled; synthetic FP8 models), so
+     * the CUDA backend's prefill may run the product as FP8 x FP8 (W8A8) with one scale per
+     * row; 0 for 128x128-block checkpoints and every other type. */
+#ifdef __cplusplus
+    int row_scaled = 0;
+#else
+    int row_scaled;
+#endif
 };
 
 /* One product of matmul_grouped: y[t][r] = sum_k w[r][k] x[t][k] for t < T. */

@@ -354,3 +354,12 @@ float fp8w_amax(const uint8_t *blocks, size_t bytes) {
     }
     return amax;
 }
+
+int fp8w_row_scaled(const uint8_t *blocks, size_t bytes, int64_t cols) {
+    const size_t nb = (size_t)(cols / FP8W_ELEMS), rb = nb * FP8W_BLOCK_BYTES;
+    if (cols <= 0 || cols % FP8W_ELEMS || bytes % rb) return 0;
+    for (size_t r = 0; r < bytes / rb; r++)
+        for (size_t b = 1; b < nb; b++)
+            if (memcmp(blocks + r * rb, blocks + r * rb + b * FP8W_BLOCK_BYTES, 4)) return 0;
+    return 1;
+}

@@ -52,5 +52,10 @@ int fp8w_read(const struct model_file *m, const struct mf_tensor *t, int64_t row
 /* The largest |weight| of `bytes` bytes of DT_F8_E4M3_S32 blocks (what the CUDA backend
  * needs to pick an F16 or a BF16 copy). */
 float fp8w_amax(const uint8_t *blocks, size_t bytes);
+/* 1 when every block of each of the rows of `bytes` bytes of DT_F8_E4M3_S32 blocks (cols
+ * elements a row) has the same scale bits as the row's first block (per-tensor and
+ * per-channel checkpoints), else 0 (128x128 block scales that differ along a row); struct
+ * bweight's row_scaled. */
+int fp8w_row_scaled(const uint8_t *blocks, size_t bytes, int64_t cols);
 
 #endif

@@ -9,6 +9,7 @@
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/half.h"
+#include "../util/log.h"
 
 struct loader {
     struct model_file mf;
@@ -16,6 +17,7 @@ struct loader {
     int dry; /* model_plan_weights: sizes only, nothing read (the backend counts) */
     unsigned char read[TENSOR_COUNT]; /* the table rows this rank has read (check_all_read) */
     char *err;
+    int fp8_mats, fp8_row_scaled; /* FP8 matrices loaded, those with one scale per row */
 };
 
 /* Tensor id of layer il (ignored by model-wide rows), checked by modelfile_open against the
@@ -87,6 +89,17 @@ static float weight_amax(const struct loader *L, const struct mf_tensor *t, cons
     return t->fp8    ? fp8w_amax((const uint8_t *)host, bytes)
            : t->int4 ? int4w_amax((const uint8_t *)host, bytes)
                      : 0;
+}
+
+/* struct bweight's row_scaled of FP8 weights read into host (fp8w_row_scaled): the CUDA
+ * backend's W8A8 prefill applies; 0 for other types. Counted for load's log line. */
+static int weight_row_scaled(struct loader *L, const struct mf_tensor *t, const char *host,
+                             size_t bytes, int64_t cols) {
+    if (L->dry || !t->fp8) return 0;
+    const int yes = fp8w_row_scaled((const uint8_t *)host, bytes, cols);
+    L->fp8_mats++;
+    L->fp8_row_scaled += yes;
+    return yes;
 }
 
 /* How a rank stores a matrix's columns: as they are (gather NULL, kp the columns), or as
@@ -167,7 +180,8 @@ static int load_rows(struct loader *L, struct bweight *w, int n, const struct mf
                           .type = t[0]->type,
                           .rows = rows,
                           .cols = cols,
-                          .amax = weight_amax(L, t[0], host, bytes)};
+                          .amax = weight_amax(L, t[0], host, bytes),
+                          .row_scaled = weight_row_scaled(L, t[0], host, bytes, cols)};
     attach_order(L, w, o);
     free(host);
     return 0;
@@ -234,7 +248,8 @@ static int load_cols(struct loader *L, struct bweight *w, const struct mf_tensor
                           .type = t->type,
                           .rows = rows,
                           .cols = (int)o.kp,
-                          .amax = weight_amax(L, t, host, bytes)};
+                          .amax = weight_amax(L, t, host, bytes),
+                          .row_scaled = weight_row_scaled(L, t, host, bytes, o.kp)};
     attach_order(L, w, &o);
     free(o.gather);
     free(host);
@@ -524,6 +539,12 @@ static int load(struct model *m, const char *path, struct backend *be, int tp, i
         if (lp && lp->fn) lp->fn(lp->arg, il - m->sp.layer0 + 1, m->sp.n_layers, m->weight_bytes);
     }
     rc = check_all_read(&L);
+    if (!rc && L.fp8_mats)
+        LOG(LOG_INFO,
+            "FP8 weights: %d of %d matrices with one scale per row (on GPUs with FP8 tensor "
+            "cores the CUDA backend's prefill multiplies those as FP8 W8A8, the others through "
+            "a 16-bit copy)",
+            L.fp8_row_scaled, L.fp8_mats);
 out:
     modelfile_close(&L.mf);
     if (rc) model_free(m);

@@ -188,7 +188,16 @@ static void make_matrix(struct synth *s, struct bweight *w, int rows, int cols) 
     struct backend *be = s->m->be;
     int64_t rb = dtype_row_bytes(s->type, cols);
     size_t bytes = (size_t)rb * (size_t)rows;
-    *w = (struct bweight){be->alloc(be->ctx, bytes ? bytes : 1), s->type, rows, cols, 0, NULL};
+    /* FP8: every block of the pool has the scale a / 256 of its row length (pool_for), so
+     * every row is row-scaled (the CUDA backend's W8A8 prefill applies, as for per-channel
+     * checkpoints) */
+    *w = (struct bweight){be->alloc(be->ctx, bytes ? bytes : 1),
+                          s->type,
+                          rows,
+                          cols,
+                          0,
+                          NULL,
+                          s->type == DT_F8_E4M3_S32};
     s->m->weight_bytes += bytes;
     struct pool *p = pool_for(s, cols);
     /* whole blocks per piece: the pool is a whole number of blocks, and so is every offset */
@@ -327,14 +336,20 @@ void synthetic_mem_plan(const struct model *m, enum dtype kv_type, long long kv_
     if ((size_t)sp->wo_ncols > widest) widest = (size_t)sp->wo_ncols;
     size_t ws = T * widest * 2;
     /* a quantized matrix in a prefill-sized step: an F16 copy of it beside them (the CUDA
-     * backend's matmul_q.cu) */
+     * backend's matmul_q.cu), or for row-scaled FP8 its codes, the step's codes, both scale
+     * vectors and at most a BF16 product (matmul_w8a8.cu; 1 KiB for the alignment) */
     size_t dq = 0;
     for (int l = 0; l < sp->n_layers; l++) {
         const struct layer_weights *lw = &m->layers[l];
         const struct bweight *mats[] = {&lw->qkv[0],     &lw->qkv[1],     &lw->qkv[2], &lw->wo,
                                         &lw->gate_up[0], &lw->gate_up[1], &lw->down};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
-            const size_t b = (size_t)mats[i]->rows * (size_t)mats[i]->cols * 2;
+            const size_t r = (size_t)mats[i]->rows, c = (size_t)mats[i]->cols;
+            size_t b = r * c * 2;
+            if (mats[i]->row_scaled) {
+                const size_t w8 = r * c + T * c + 4 * (r + T) + 2 * T * r + 1024;
+                if (w8 > b + T * widest * 2) b = w8 - T * widest * 2;
+            }
             if (mats[i]->data && dtype_block_elems(mats[i]->type) > 1 && b > dq) dq = b;
         }
     }

@@ -119,8 +119,8 @@ static void test_cpu_gather_matmul(void **state) {
     for (int t = 0; t < TMAX; t++)
         for (int j = 0; j < COLS; j++)
             xg[t * COLS + j] = gather[j] >= 0 ? x[t * IN + gather[j]] : 0.0f;
-    const struct bweight plain = {w, DT_I4_S32, ROWS, COLS, 0, NULL};
-    const struct bweight idx = {w, DT_I4_S32, ROWS, COLS, 0, gather};
+    const struct bweight plain = {w, DT_I4_S32, ROWS, COLS, 0, NULL, 0};
+    const struct bweight idx = {w, DT_I4_S32, ROWS, COLS, 0, gather, 0};
     for (int T = 1; T <= TMAX; T++) {
         be.matmul(be.ctx, want, ROWS, xg, COLS, T, &plain);
         memset(y, 0xff, sizeof y);

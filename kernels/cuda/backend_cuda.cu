@@ -391,6 +391,7 @@ extern "C" int backend_cuda_init(struct backend *b, int local_rank, const struct
                        dev, prop.name, prop.major, prop.minor);
     }
     c->n_sm = prop.multiProcessorCount;
+    c->cc = prop.major * 10 + prop.minor;
     cublasStatus_t s = cublasCreate(&c->cublas);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->cublas, c->stream);
     if (s == CUBLAS_STATUS_SUCCESS)

@@ -40,6 +40,8 @@ struct cuda_graph_slot {
 struct cuda_ctx {
     int device;
     int n_sm;
+    int cc;           /* compute capability, major * 10 + minor (89: FP8 tensor cores) */
+    int w8a8_refused; /* the W8A8 product's fallback has been logged (matmul_w8a8.cu) */
     cudaStream_t stream;
     cublasHandle_t cublas;
     void *ws;

@@ -7,7 +7,8 @@
  * read once per MMV_T tokens. Steps of more than 16 tokens (dequant_wins): the matrix is
  * dequantized to F16 in the workspace, each element exactly as the CPU dequantizes it then
  * rounded to F16, and multiplied by cuBLASLt or cuBLAS as F16 weights are (matmul.cu, the
- * tuning table). */
+ * tuning table); FP8 checkpoints' weights with one scale per row go through cuBLASLt's FP8
+ * product instead where the GPU has one (matmul_w8a8.cu). */
 #include "ops.cuh"
 #include "quant_dev.cuh"
 
@@ -401,6 +402,8 @@ void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, in
         return;
     }
     if (dequant_wins(w, T)) {
+        /* row-scaled FP8 weights on FP8 tensor cores: W8A8 (matmul_w8a8.cu), else the copy */
+        if (w->type == DT_F8_E4M3_S32 && !cuda_matmul_w8a8(c, y, ldy, x, ldx, T, w)) return;
         matmul_dequant(c, y, ldy, x, ldx, T, w);
         return;
     }

@@ -38,12 +38,34 @@ int cuda_lt_matmul(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, in
 /* How many candidates the heuristic has for this product (0..GEMM_LT_RANKS) */
 int cuda_lt_candidates(struct cuda_ctx *c, float *y, int64_t ldy, const void *xh, int T,
                        const struct bweight *w);
+/* An FP8 product for cuBLASLt: rows x cols E4M3 weight codes (row-major) with a scale per
+ * row, T x cols E4M3 activation codes with a scale per token, the output d (T rows of ldd
+ * f32, or BF16 where d_bf16), all device memory */
+struct lt_f8 {
+    const void *w_codes, *x_codes;
+    const float *w_scale, *x_scale;
+    int rows, cols, T;
+    void *d;
+    int64_t ldd;
+    int d_bf16;
+};
+/* d[t*ldd + r] = w_scale[r] x_scale[t] sum_k W[r][k] X[t][k]: 0, or -1 when the heuristic
+ * has no candidate or the call fails (nothing queued) */
+int cuda_lt_matmul_f8(struct cuda_ctx *c, const struct lt_f8 *f);
+/* How many candidates the heuristic has for it (0 where this GPU or library has none) */
+int cuda_lt_f8_candidates(struct cuda_ctx *c, const struct lt_f8 *f);
 long cuda_lt_version(const struct cuda_ctx *c);
 int cuda_lt_table_lines(const struct cuda_ctx *c);
 
 /* matmul_q.cu: the quantized types (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F8_E4M3_S32, I4_S32) */
 void cuda_matmul_q(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
                    const struct bweight *w);
+
+/* matmul_w8a8.cu: the FP8 W8A8 product of a row-scaled DT_F8_E4M3_S32 weight (bweight's
+ * row_scaled) through cuBLASLt on GPUs with FP8 tensor cores: 0, or -1 when it does not
+ * apply here (y untouched; the caller takes another path) */
+int cuda_matmul_w8a8(struct cuda_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx, int T,
+                     const struct bweight *w);
 
 /* elementwise.cu: the ops of kernels/backend.h with the same names and meaning */
 void cuda_embed(struct cuda_ctx *c, float *x, const int32_t *tok, int T,

@@ -60,6 +60,22 @@ def test_fp8_matches_reference(tpd, models, refs, name, tp):
     check_eval(models[name], refs[name], tp, name)
 
 
+@pytest.mark.parametrize("name,want", [("qwen3-ct_channel", "8 of 8"),
+                                       ("llama3_tied-ct_tensor", "12 of 12"),
+                                       ("llama3_tied-fp8_block", "0 of 12")])
+def test_fp8_row_scaled_on_load(tpd, models, tmp_path, name, want):
+    """The loader marks per-tensor and per-channel matrices row-scaled (struct bweight's
+    row_scaled: the CUDA backend's W8A8 prefill) and 128x128-block ones (two or three column
+    tiles a row here, each its own scale) not; its log line counts them."""
+    import subprocess
+    p = subprocess.run([tpd, "eval", "--model", models[name], "--seqs", "1,2", "--threads", "1",
+                        "--log-level", "info", "--out", str(tmp_path / "o.f32")],
+                       capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert f"FP8 weights: {want} matrices with one scale per row" in out, out
+
+
 # ---------------------------------------------------------------- refusals
 
 _edit_config = ckpt_edit.edit_config

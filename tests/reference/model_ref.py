@@ -106,7 +106,9 @@ def quantize_act(x, kind):
              q = round(x*127/amax) (ties away from zero, as ggml's reference code);
       'q8_1' (for Q4_1 weights): the same values (see q8_1_sum_correction for the rest);
       'q8_K' (for K-quants): blocks of 256, scale from the signed max, d kept in f32;
-      'f16', 'bf16': the activations rounded to that type; None: unchanged."""
+      'f16', 'bf16': the activations rounded to that type;
+      'e4m3_token': E4M3 with one scale per token (the CUDA backend's FP8 W8A8 prefill);
+      None: unchanged."""
     if kind is None:
         return x
     x32 = np.asarray(x, dtype=np.float32)
@@ -128,7 +130,23 @@ def quantize_act(x, kind):
         with np.errstate(divide="ignore", invalid="ignore"):
             d = np.where(iscale != 0, np.float32(1.0) / iscale, np.float32(0.0)).astype(np.float32)
         return (q * d.astype(np.float64)).reshape(T, n)
+    if kind == "e4m3_token":
+        return _e4m3_token(x32)
     raise ValueError(kind)
+
+
+def _e4m3_token(x32):
+    """The CUDA backend's W8A8 activations (kernels/cuda/w8a8_dev.cuh): per token (row)
+    s = max(amax, 2^-100) / 448 in f32, codes of the f32 x * (448 / max(amax, 2^-100)) in E4M3
+    (round to nearest, ties to the even code, saturating at 448), values code * s."""
+    amax = np.maximum(np.abs(x32).max(axis=1, keepdims=True), np.float32(2.0 ** -100))
+    inv = (np.float32(448.0) / amax).astype(np.float32)
+    s = (amax / np.float32(448.0)).astype(np.float64)
+    v = (x32 * inv).astype(np.float32).astype(np.float64)
+    a = np.minimum(np.abs(v), 448.0)
+    quantum = 2.0 ** (np.floor(np.log2(np.maximum(a, 2.0 ** -6))) - 3)  # 2^-9 below 2^-6
+    q = np.minimum(np.rint(a / quantum) * quantum, 448.0)  # rint: ties to even codes
+    return np.where(np.signbit(v), -q, q) * s
 
 
 # GGML weight type name -> the activation rounding llama.cpp's CPU dot product implies
