@@ -212,10 +212,42 @@ static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
     return ok;
 }
 
-/* c->closed: an object with properties and no additionalProperties is written as if it had
- * additionalProperties false, its required names declared (close_extras), before anything
- * else is lowered, so that every keyword below sees the keys it may write. A subset of what
- * the schema accepts, so every check made on the open reading (oneOf's) still holds. */
+/* m's propertyNames (flat) when it says nothing but that keys are strings (dropped) or
+ * that they match one pattern: with no patternProperties and additionalProperties true or
+ * absent, or no declared property, the pattern's keys are the extra keys (patternProperties
+ * {P: additionalProperties}, additionalProperties false) and the declared names it does not
+ * match are left out. Else propertyNames stays (no extra keys written). 0, or -1 with err. */
+static int names_as_patterns(struct sc *c, cJSON *m) {
+    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(m, "propertyNames");
+    if (!pn || !(pn = sc_flat(c, pn, 0))) return pn ? -1 : 0;
+    const cJSON *pat = NULL, *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+    for (const cJSON *k = cJSON_IsObject(pn) ? pn->child : NULL; k; k = k->next) {
+        if (!sc_is_validity(pn, k->string)) continue;
+        if (strcmp(k->string, "pattern") == 0 && cJSON_IsString(k)) pat = k;
+        else if (strcmp(k->string, "type") != 0 || !(sc_type_bits(k) & T_STR)) return 0;
+    }
+    if (!cJSON_IsObject(pn) && !cJSON_IsTrue(pn)) return 0;
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    int declared = cJSON_IsObject(p) && p->child;
+    if (pat && (cJSON_GetObjectItemCaseSensitive(m, "patternProperties") ||
+                (declared && addl && !cJSON_IsTrue(addl))))
+        return 0;
+    for (cJSON *x = pat && declared ? p->child : NULL, *nx; x; x = nx) {
+        nx = x->next; /* sc_forbid replaces x in place */
+        int k = sc_name_matches(c, pat->valuestring, x->string);
+        if (k < 0 || (k == 0 && sc_forbid(c, m, x->string, "propertyNames") < 0)) return -1;
+    }
+    if (pat) {
+        cJSON *pp = cJSON_AddObjectToObject(m, "patternProperties");
+        cJSON_AddItemToObject(pp, pat->valuestring,
+                              addl ? cJSON_Duplicate(addl, 1) : cJSON_CreateTrue());
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "additionalProperties");
+        cJSON_AddFalseToObject(m, "additionalProperties");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "propertyNames");
+    return 0;
+}
+
 /* Optional properties with a dependency schema (dependentSchemas, schema-valued
  * dependencies) that m may write: how many, and the first's name in *first. */
 static int optional_schema_deps(const cJSON *m, const char **first) {
@@ -248,6 +280,10 @@ static const cJSON *split_on(struct sc *c, const cJSON *m, const char *name) {
     return sc_forbid(c, without, name, "dependentSchemas") < 0 ? NULL : u;
 }
 
+/* c->closed: an object with properties and no additionalProperties is written as if it had
+ * additionalProperties false, its required names declared (close_extras), before anything
+ * else is lowered, so that every keyword below sees the keys it may write. A subset of what
+ * the schema accepts, so every check made on the open reading (oneOf's) still holds. */
 static const cJSON *close_default(struct sc *c, const cJSON *s) {
     if (!c->closed || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s, "properties")) ||
         cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))
@@ -295,6 +331,7 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
             }
         }
     }
+    if (names_as_patterns(c, m) < 0) return NULL;
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(m, "patternProperties");
     const cJSON *pn = cJSON_GetObjectItemCaseSensitive(m, "propertyNames");
     if (pp && !cJSON_IsObject(pp))
