@@ -333,6 +333,47 @@ KEYWORDS = [
     ("pattern-unmatched-open",
      {"type": "object", "properties": {"m": {"type": "object", "patternProperties": {"^w": {"type": "integer"}}}}},
      [{"m": {"width": 1, "height": "any"}}, {"m": {"h": None}}], [{"m": {"w": "s"}}, {"m": {"width": "s", "h": 1}}]),
+    # patternProperties read by an automaton of the patterns and the declared names: an
+    # unanchored pattern is searched (JSONSchemaBench Github_hard o57432 'sdkrel:.*'), its
+    # keys and the others' (additionalProperties) told apart wherever the match is
+    ("pattern-unanchored",
+     {"type": "object", "patternProperties": {"sdkrel:.*": {"type": "integer"}},
+      "additionalProperties": {"type": "string"}},
+     [{"sdkrel:a": 1, "other": "s", "x-sdkrel:": 2}, {"sdkrel": "s", "sdkrel:": 3}],
+     [{"sdkrel:a": "s"}, {"other": 1}, {"x-sdkrel:b": "s"}, {"sdkrel": 1}]),
+    # groups, repeated groups and alternatives with anchors inside them (Github_medium o67371)
+    ("pattern-grouped",
+     {"type": "object", "patternProperties": {"^(/[^/]+)+$": {"type": "integer"}}, "additionalProperties": False},
+     [{"/a/b": 1, "/c": 2}, {}], [{"/": 1}, {"/a/": 1}, {"a": 1}, {"//a": 1}, {"/a": "s"}]),
+    ("pattern-alternation-anchors",
+     {"type": "object", "patternProperties": {"(^x)|(^y)": {"type": "integer"}},
+      "additionalProperties": {"type": "boolean"}},
+     [{"xa": 1, "y": 2, "z": True, "ax": False}], [{"z": 1}, {"xa": True}, {"ax": 1}]),
+    # a key two patterns match meets both schemas; one only one matches meets only its own
+    ("pattern-two-match",
+     {"type": "object", "patternProperties": {"^a.*": {"minimum": 0}, "z$": {"maximum": 10}},
+      "additionalProperties": False},
+     [{"az": 5}, {"a": 11}, {"z": -3}, {"bz": 10}], [{"az": 11}, {"az": -1}, {"b": 1}, {"a": -1}]),
+    # a declared name that a pattern matches meets both; the pattern's other keys are written
+    ("pattern-matches-declared",
+     {"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"^a": {"minimum": 0}},
+      "additionalProperties": False},
+     [{"ab": 1, "ac": 5.5}, {"a": 0}], [{"ab": -1}, {"ab": 1.5}, {"ac": -1}, {"b": 1}]),
+    # a key that starts like a pattern's keys but is not one takes additionalProperties
+    ("pattern-prefix-unmatched",
+     {"type": "object", "properties": {"x-id": {"minimum": 0}},
+      "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+     [{"x-id": 3, "x-": "s", "x-1": "t", "x-ab": 1, "y": "s"}, {"x-abC": "u"}],
+     [{"x-ab": "s"}, {"x-": 1}, {"x-id": -1}, {"x-id": "s"}, {"x-abc1": 1}]),
+    ("pattern-prefix-closed",
+     {"type": "object", "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": False},
+     [{"x-ab": 1}], [{"x-": 1}, {"x-1": 1}, {"x-ab1": 1}]),
+    # keys with non-ASCII and escaped characters (written raw or with JSON's escapes)
+    ("pattern-key-characters",
+     {"type": "object", "patternProperties": {"^\u00e9": {"type": "integer"}, "\"": {"type": "string"}},
+      "additionalProperties": {"type": "boolean"}},
+     [{"\u00e9a": 1, "a\"b": "s", "a\\b": True, "\u00f1": True, "a\nb": True}],
+     [{"\u00e9a": "s"}, {"q\"": 1}, {"\u00f1": 1}, {"\u00e9\"": "s"}, {"\u00e9\"": 1}]),
     # drafts 4-7 ignore the keywords beside $ref (JSONSchemaBench Github_medium o14421: a
     # "type": "string" beside a $ref to an object); 2019-09 on apply them
     ("ref-siblings-draft4", {"$schema": "http://json-schema.org/draft-04/schema", "type": "object",
@@ -532,6 +573,10 @@ REFUSED = [
     ("oneof-overlap", {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}, "oneOf"),
     ("oneof-overlap-number", {"oneOf": [{"type": "number"}, {"type": "integer"}]}, "oneOf"),
     ("oneof-untyped", {"oneOf": [{"type": "string"}, {"description": "anything"}]}, "oneOf"),
+    # a pattern whose automaton would be too large (2^13 states: the 13th character from the end)
+    ("pattern-automaton-too-large",
+     {"type": "object", "patternProperties": {"(a|b)*a(a|b){12}$": {"type": "integer"}}, "additionalProperties": False},
+     "patternProperties: pattern '(a|b)*a(a|b){12}$' needs more than 1000 automaton states"),
 ]
 
 
@@ -585,7 +630,10 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
           {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
           {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                       "required": ["a"]}, {"type": "object", "properties": {"b": {"type": "integer"}},
-                                           "required": ["b"]}]}]
+                                           "required": ["b"]}]},
+          {"type": "object", "properties": {"ab": {"type": "integer"}},
+           "patternProperties": {"^a": {"minimum": 0}, "b$": {"type": "string"}, "(^x)|(^y)": {"type": "boolean"}},
+           "additionalProperties": {"type": "null"}}]
 
 
 @pytest.mark.parametrize("k", range(len(WALKED)))
