@@ -167,7 +167,8 @@ static int read_quant(struct rp *p, long *lo, long *hi) {
 }
 
 /* An atom and its quantifier into f: lo copies of the atom (parsed again for each), then
- * hi - lo optional ones or one loop. */
+ * one loop, or hi - lo optional ones nested (X(X(X)?)?)? so that a set of the automaton holds
+ * the next copy and the exit, not every copy after it. */
 static int parse_item(struct rp *p, struct frag *f) {
     size_t at = p->i;
     int anchor = parse_atom(p, f);
@@ -178,7 +179,7 @@ static int parse_item(struct rp *p, struct frag *f) {
     size_t end = p->i;
     struct frag first = *f, g;
     long copies = lo + (hi < 0 ? 1 : hi - lo);
-    int cur = f->in = nfa_state(p->a);
+    int cur = f->in = nfa_state(p->a), out = nfa_state(p->a);
     for (long k = 0; k < copies; k++) {
         if (p->a->ns > MAX_NFA) return p->a->big = 1, -1;
         if (k == 0) g = first;
@@ -191,14 +192,13 @@ static int parse_item(struct rp *p, struct frag *f) {
             cur = g.out;
             continue;
         }
-        int nx = nfa_state(p->a);
         if (hi < 0) nfa_edge(p->a, g.out, g.in, E_EPS, 0, 0);
-        nfa_edge(p->a, g.out, nx, E_EPS, 0, 0);
-        nfa_edge(p->a, cur, nx, E_EPS, 0, 0);
-        cur = nx;
+        nfa_edge(p->a, cur, out, E_EPS, 0, 0);
+        cur = g.out;
     }
+    nfa_edge(p->a, cur, out, E_EPS, 0, 0);
     p->i = end;
-    f->out = cur;
+    f->out = out;
     return 0;
 }
 
@@ -330,6 +330,7 @@ struct subset {
     int *adj_off, *adj; /* edges by source state */
     int *stack, *matched;
     unsigned *mark, gen;
+    unsigned char *useful; /* the state can reach an end without passing a ^ */
     int *pool; /* the DFA states' NFA sets, sorted: pool[off[q]..off[q] + len[q]) */
     size_t used, cap;
     size_t *off;
@@ -344,8 +345,9 @@ static int cmp_int(const void *x, const void *y) {
 }
 
 /* The states seeds[0..n) reach by empty edges (bol, eol: the anchors' too) into out,
- * sorted; without the states of a pattern whose end state is in (a match for good: its end
- * loops on every character). Returns how many. */
+ * sorted; without those that can no longer reach an end (past the start, behind a ^) and
+ * the states of a pattern whose end state is in (a match for good: its end loops on every
+ * character). Returns how many. */
 static int closure(struct subset *sb, const int *seeds, int n, int bol, int eol, int *out) {
     const struct nfa *a = sb->a;
     int top = 0, m = 0, drop = 0;
@@ -354,7 +356,7 @@ static int closure(struct subset *sb, const int *seeds, int n, int bol, int eol,
         if (sb->mark[seeds[i]] != g) sb->mark[seeds[i]] = g, sb->stack[top++] = seeds[i];
     while (top) {
         int s = sb->stack[--top];
-        out[m++] = s;
+        if (bol || sb->useful[s]) out[m++] = s;
         for (int j = sb->adj_off[s]; j < sb->adj_off[s + 1]; j++) {
             const struct nedge *e = &a->e[sb->adj[j]];
             if (e->kind == E_CHR || (e->kind == E_BOL && !bol) || (e->kind == E_EOL && !eol))
@@ -516,6 +518,35 @@ static int determinise(struct subset *sb, struct rdfa *d, int start, int cap) {
 
 /* ---- building ---- */
 
+/* The states from which an end state (a pattern's or a name's) can be reached by edges
+ * other than ^ (which hold only at the start). */
+static unsigned char *useful_states(const struct nfa *a) {
+    int *off = xcalloc((size_t)a->ns + 1, sizeof *off), *by = xmalloc(sizeof *by * (size_t)(a->ne + 1));
+    int *queue = xmalloc(sizeof *queue * (size_t)a->ns), qn = 0;
+    unsigned char *ok = xcalloc((size_t)a->ns, 1);
+    for (int k = 0; k < a->ne; k++) off[a->e[k].to + 1]++;
+    for (int s = 0; s < a->ns; s++) off[s + 1] += off[s];
+    int *fill = xmalloc(sizeof *fill * (size_t)a->ns);
+    memcpy(fill, off, sizeof *fill * (size_t)a->ns);
+    for (int k = 0; k < a->ne; k++) by[fill[a->e[k].to]++] = k;
+    for (int s = 0; s < a->ns; s++)
+        if (a->fin[s] >= 0) ok[s] = 1, queue[qn++] = s;
+    while (qn) {
+        int t = queue[--qn];
+        for (int j = off[t]; j < off[t + 1]; j++) {
+            const struct nedge *e = &a->e[by[j]];
+            if (e->kind == E_BOL || (e->kind == E_CHR && e->lo > e->hi) || ok[e->from]) continue;
+            ok[e->from] = 1;
+            queue[qn++] = e->from;
+        }
+    }
+    free(off);
+    free(by);
+    free(queue);
+    free(fill);
+    return ok;
+}
+
 /* d from pats[0..np) and names[0..nn): 0, or -1 past cap states (or a pattern of more than
  * MAX_NFA NFA states). */
 static int build_once(struct rdfa *d, const char *const *pats, int np, const char *const *names,
@@ -546,6 +577,7 @@ static int build_once(struct rdfa *d, const char *const *pats, int np, const cha
     sb.stack = xmalloc(sizeof *sb.stack * (size_t)a.ns);
     sb.matched = xcalloc((size_t)np + 1, sizeof *sb.matched);
     sb.mark = xcalloc((size_t)a.ns, sizeof *sb.mark);
+    sb.useful = useful_states(&a);
     rc = determinise(&sb, d, start, cap);
 out:
     free(sb.adj_off);
@@ -553,6 +585,7 @@ out:
     free(sb.stack);
     free(sb.matched);
     free(sb.mark);
+    free(sb.useful);
     free(sb.pool);
     free(sb.off);
     free(sb.len);
