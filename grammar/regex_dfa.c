@@ -465,13 +465,13 @@ static int step_state(struct subset *sb, struct rdfa *d, int q, int cap, int *bu
     }
     struct ev *ev = *evp;
     qsort(ev, nev, sizeof *ev, cmp_ev);
-    int na = 0, changed = 1, t = -1, rc = 0;
+    int na = 0, changed = 1, t = 0, rc = 0;
     size_t e = 0;
     for (int k = 0; k < d->n_iv; k++) {
         while (e < nev && ev[e].at == k) changed |= apply_ev(&ev[e++], cnt, act, pos, &na);
         if (changed && rc == 0) {
-            int m = na ? closure(sb, act, na, 0, 0, buf) : 0;
-            t = m ? state_of(sb, buf, m, 0) : -1;
+            /* the empty set too: keys that match no pattern and are no name go on */
+            t = state_of(sb, buf, na ? closure(sb, act, na, 0, 0, buf) : 0, 0);
             changed = 0;
             if (sb->n > cap) rc = -1;
         }
