@@ -628,3 +628,37 @@ void rdfa_free(struct rdfa *d) {
     free(d->name);
     memset(d, 0, sizeof *d);
 }
+
+/* 1 when states p and q have the same output and lead to the same classes on every interval. */
+static int same_row(const struct rdfa *d, const int *out, const int *cls, int p, int q) {
+    if (out[p] != out[q]) return 0;
+    const int *a = d->next + (size_t)p * (size_t)d->n_iv, *b = d->next + (size_t)q * (size_t)d->n_iv;
+    for (int k = 0; k < d->n_iv; k++)
+        if (cls[a[k]] != cls[b[k]]) return 0;
+    return 1;
+}
+
+int rdfa_merge(const struct rdfa *d, const int *out, int *cls) {
+    size_t n = (size_t)d->n_states, n_slot = 2 * n + 1;
+    int *slot = xmalloc(sizeof *slot * n_slot), *nc = xmalloc(sizeof *nc * n);
+    int n_cls = (int)n, before;
+    for (size_t q = 0; q < n; q++) cls[q] = (int)q;
+    do { /* classes of the states alike under the last classes, until none merge */
+        before = n_cls;
+        n_cls = 0;
+        for (size_t i = 0; i < n_slot; i++) slot[i] = -1;
+        for (size_t q = 0; q < n; q++) {
+            uint64_t h = (uint64_t)(unsigned)out[q] * 1099511628211ull;
+            const int *row = d->next + q * (size_t)d->n_iv;
+            for (int k = 0; k < d->n_iv; k++) h = (h ^ (uint64_t)(unsigned)cls[row[k]]) * 1099511628211ull;
+            size_t at = (size_t)(h % n_slot);
+            while (slot[at] >= 0 && !same_row(d, out, cls, slot[at], (int)q)) at = (at + 1) % n_slot;
+            if (slot[at] < 0) slot[at] = (int)q, nc[q] = n_cls++;
+            else nc[q] = nc[slot[at]];
+        }
+        memcpy(cls, nc, sizeof *cls * n);
+    } while (n_cls < before);
+    free(slot);
+    free(nc);
+    return n_cls;
+}

@@ -29,6 +29,10 @@ struct rdfa {
  * than max_states states, or all of them together with the names more than 4 times that. */
 int rdfa_build(struct rdfa *d, const char *const *pats, int np, const char *const *names, int nn,
                int max_states, char *err);
+/* Into cls[q]: a class of the states that no string tells apart, given each state's output
+ * out[q] (states of one class have the same output and, on every interval, lead to one
+ * class); the start's class is 0. Returns how many classes. */
+int rdfa_merge(const struct rdfa *d, const int *out, int *cls);
 void rdfa_free(struct rdfa *d);
 
 #endif

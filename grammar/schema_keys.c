@@ -68,10 +68,10 @@ static void live_states(const struct rdfa *d, char (*vals)[RN], unsigned char *l
     free(fill);
 }
 
-/* State q's rule: the key ends here (its value), or a character leads to a live state
- * (each written as JSON writes it: raw, or the one escape regex_put_set gives). */
+/* The rule of state q's class (cls): the key ends here (its value), or a character leads to
+ * a live state (each written as JSON writes it: raw, or the one escape regex_put_set gives). */
 static void put_state(struct sc *c, const struct rdfa *d, int q, const char *val,
-                      const unsigned char *live, const char *base) {
+                      const unsigned char *live, const int *cls, const char *base) {
     struct sbuf r = {0};
     const int *row = d->next + (size_t)q * (size_t)d->n_iv;
     const char *sep = "";
@@ -80,19 +80,19 @@ static void put_state(struct sc *c, const struct rdfa *d, int q, const char *val
         sep = " | ";
     }
     for (int k = 0; k < d->n_iv; k++) {
-        int t = row[k], seen = 0;
-        for (int j = 0; j < k && !seen; j++) seen = row[j] == t;
-        if (t < 0 || !live[t] || seen) continue;
+        int t = cls[row[k]], seen = 0;
+        for (int j = 0; j < k && !seen; j++) seen = cls[row[j]] == t;
+        if (!live[row[k]] || seen) continue;
         struct cpset set = {0};
         for (int j = k; j < d->n_iv; j++)
-            if (row[j] == t) cps_add(&set, d->iv[j][0], d->iv[j][1]);
+            if (cls[row[j]] == t) cps_add(&set, d->iv[j][0], d->iv[j][1]);
         sbuf_adds(&r, sep);
         regex_put_set(&r, &set, 1);
         sbuf_addf(&r, " %s-%d", base, t);
         sep = " | ";
         free(set.r);
     }
-    sc_key_node(c, base, q, &r);
+    sc_key_node(c, base, cls[q], &r);
 }
 
 int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl,
@@ -107,35 +107,39 @@ int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl,
     if (rdfa_build(&d, pats, np, names, nn, PATTERN_STATES, err) < 0) return sc_serr(c, "%s", err);
     /* the values, written before any key rule (a failed try takes back what it wrote) */
     char(*vals)[RN] = xcalloc((size_t)d.n_states, RN);
+    int *out = xmalloc(sizeof *out * (size_t)d.n_states), n_seen = 0;
     struct {
         uint64_t set;
         int q;
     } *seen = xmalloc(sizeof *seen * (size_t)d.n_states);
-    int n_seen = 0;
-    for (int q = 0; q < d.n_states; q++) {
+    for (int q = 0; q < d.n_states; q++) { /* out[q]: which value, -1 none */
         uint64_t set = d.acc[q] | d.unknown; /* an unknown pattern may match any key */
         int j = 0;
+        out[q] = -1;
         if (d.name[q]) continue;
         while (j < n_seen && seen[j].set != set) j++;
-        if (j < n_seen) {
-            if (seen[j].q >= 0) memcpy(vals[q], vals[seen[j].q], RN);
-            continue;
+        if (j == n_seen) {
+            seen[n_seen].set = set;
+            seen[n_seen++].q = set_value(c, pe, addl, set, vals[q]) ? q : -1;
         }
-        seen[n_seen].set = set;
-        seen[n_seen++].q = set_value(c, pe, addl, set, vals[q]) ? q : (vals[q][0] = 0, -1);
+        if (seen[j].q >= 0) memcpy(vals[q], vals[seen[j].q], RN), out[q] = j;
     }
     free(seen);
-    unsigned char *live = xcalloc((size_t)d.n_states, 1);
+    unsigned char *live = xcalloc((size_t)d.n_states, 1), *done;
     live_states(&d, vals, live);
-    int any = live[0];
+    int any = live[0], *cls = xmalloc(sizeof *cls * (size_t)d.n_states);
+    done = xcalloc((size_t)rdfa_merge(&d, out, cls), 1);
     if (any) {
         char base[RN], key[RN];
         sc_new_rule(c, base);
         for (int q = 0; q < d.n_states; q++)
-            if (live[q]) put_state(c, &d, q, vals[q], live, base);
+            if (live[q] && !done[cls[q]]) done[cls[q]] = 1, put_state(c, &d, q, vals[q], live, cls, base);
         sc_key_root(c, base, key);
         sbuf_addf(e, "%s%s", e->len ? " | " : "", key);
     }
+    free(done);
+    free(cls);
+    free(out);
     free(live);
     free(vals);
     rdfa_free(&d);
