@@ -135,7 +135,8 @@ static int parse_atom(struct rp *p, struct frag *f) {
     char err[ERR_LEN];
     int rc = regex_atom_set(p->s, p->n, &p->i, &set, err) < 0 || note_atom(p, from, p->i) < 0;
     cps_norm(&set);
-    for (int k = 0; !rc && k < set.n; k++) nfa_edge(a, f->in, f->out, E_CHR, set.r[k][0], set.r[k][1]);
+    for (int k = 0; !rc && k < set.n; k++)
+        nfa_edge(a, f->in, f->out, E_CHR, set.r[k][0], set.r[k][1]);
     free(set.r);
     return rc ? -1 : 0;
 }
@@ -331,7 +332,7 @@ struct subset {
     int *stack, *matched;
     unsigned *mark, gen;
     unsigned char *useful; /* the state can reach an end without passing a ^ */
-    int *pool; /* the DFA states' NFA sets, sorted: pool[off[q]..off[q] + len[q]) */
+    int *pool;             /* the DFA states' NFA sets, sorted: pool[off[q]..off[q] + len[q]) */
     size_t used, cap;
     size_t *off;
     int *len, n, cap_n;
@@ -518,17 +519,26 @@ static int determinise(struct subset *sb, struct rdfa *d, int start, int cap) {
 
 /* ---- building ---- */
 
+/* The edges of a grouped by their source state (by_target: their target): those of state s
+ * are (*idx)[(*off)[s]..(*off)[s + 1]). */
+static void edges_by(const struct nfa *a, int by_target, int **off, int **idx) {
+    int *o = xcalloc((size_t)a->ns + 1, sizeof *o), *x = xmalloc(sizeof *x * (size_t)(a->ne + 1));
+    int *fill = xmalloc(sizeof *fill * (size_t)(a->ns + 1));
+    for (int k = 0; k < a->ne; k++) o[(by_target ? a->e[k].to : a->e[k].from) + 1]++;
+    for (int s = 0; s < a->ns; s++) o[s + 1] += o[s];
+    memcpy(fill, o, sizeof *fill * (size_t)a->ns);
+    for (int k = 0; k < a->ne; k++) x[fill[by_target ? a->e[k].to : a->e[k].from]++] = k;
+    free(fill);
+    *off = o;
+    *idx = x;
+}
+
 /* The states from which an end state (a pattern's or a name's) can be reached by edges
  * other than ^ (which hold only at the start). */
 static unsigned char *useful_states(const struct nfa *a) {
-    int *off = xcalloc((size_t)a->ns + 1, sizeof *off), *by = xmalloc(sizeof *by * (size_t)(a->ne + 1));
-    int *queue = xmalloc(sizeof *queue * (size_t)a->ns), qn = 0;
+    int *off, *by, *queue = xmalloc(sizeof *queue * (size_t)a->ns), qn = 0;
     unsigned char *ok = xcalloc((size_t)a->ns, 1);
-    for (int k = 0; k < a->ne; k++) off[a->e[k].to + 1]++;
-    for (int s = 0; s < a->ns; s++) off[s + 1] += off[s];
-    int *fill = xmalloc(sizeof *fill * (size_t)a->ns);
-    memcpy(fill, off, sizeof *fill * (size_t)a->ns);
-    for (int k = 0; k < a->ne; k++) by[fill[a->e[k].to]++] = k;
+    edges_by(a, 1, &off, &by);
     for (int s = 0; s < a->ns; s++)
         if (a->fin[s] >= 0) ok[s] = 1, queue[qn++] = s;
     while (qn) {
@@ -543,7 +553,6 @@ static unsigned char *useful_states(const struct nfa *a) {
     free(off);
     free(by);
     free(queue);
-    free(fill);
     return ok;
 }
 
@@ -566,14 +575,7 @@ static int build_once(struct rdfa *d, const char *const *pats, int np, const cha
         goto out;
     }
     build_alphabet(&a, d);
-    sb.adj_off = xcalloc((size_t)a.ns + 1, sizeof *sb.adj_off);
-    sb.adj = xmalloc(sizeof *sb.adj * (size_t)(a.ne + 1));
-    for (int k = 0; k < a.ne; k++) sb.adj_off[a.e[k].from + 1]++;
-    for (int s = 0; s < a.ns; s++) sb.adj_off[s + 1] += sb.adj_off[s];
-    int *fill = xmalloc(sizeof *fill * (size_t)a.ns);
-    memcpy(fill, sb.adj_off, sizeof *fill * (size_t)a.ns);
-    for (int k = 0; k < a.ne; k++) sb.adj[fill[a.e[k].from]++] = k;
-    free(fill);
+    edges_by(&a, 0, &sb.adj_off, &sb.adj);
     sb.stack = xmalloc(sizeof *sb.stack * (size_t)a.ns);
     sb.matched = xcalloc((size_t)np + 1, sizeof *sb.matched);
     sb.mark = xcalloc((size_t)a.ns, sizeof *sb.mark);
@@ -611,7 +613,8 @@ int rdfa_build(struct rdfa *d, const char *const *pats, int np, const char *cons
             continue;
         }
         if (rc == 0) rdfa_free(d);
-        return err_set(err, "patternProperties: pattern '%.200s' needs more than %d automaton states",
+        return err_set(err,
+                       "patternProperties: pattern '%.200s' needs more than %d automaton states",
                        pats[i], max_states);
     }
     if (rc == 0) return 0;
@@ -632,7 +635,8 @@ void rdfa_free(struct rdfa *d) {
 /* 1 when states p and q have the same output and lead to the same classes on every interval. */
 static int same_row(const struct rdfa *d, const int *out, const int *cls, int p, int q) {
     if (out[p] != out[q]) return 0;
-    const int *a = d->next + (size_t)p * (size_t)d->n_iv, *b = d->next + (size_t)q * (size_t)d->n_iv;
+    const int *a = d->next + (size_t)p * (size_t)d->n_iv,
+              *b = d->next + (size_t)q * (size_t)d->n_iv;
     for (int k = 0; k < d->n_iv; k++)
         if (cls[a[k]] != cls[b[k]]) return 0;
     return 1;
@@ -650,9 +654,11 @@ int rdfa_merge(const struct rdfa *d, const int *out, int *cls) {
         for (size_t q = 0; q < n; q++) {
             uint64_t h = (uint64_t)(unsigned)out[q] * 1099511628211ull;
             const int *row = d->next + q * (size_t)d->n_iv;
-            for (int k = 0; k < d->n_iv; k++) h = (h ^ (uint64_t)(unsigned)cls[row[k]]) * 1099511628211ull;
+            for (int k = 0; k < d->n_iv; k++)
+                h = (h ^ (uint64_t)(unsigned)cls[row[k]]) * 1099511628211ull;
             size_t at = (size_t)(h % n_slot);
-            while (slot[at] >= 0 && !same_row(d, out, cls, slot[at], (int)q)) at = (at + 1) % n_slot;
+            while (slot[at] >= 0 && !same_row(d, out, cls, slot[at], (int)q))
+                at = (at + 1) % n_slot;
             if (slot[at] < 0) slot[at] = (int)q, nc[q] = n_cls++;
             else nc[q] = nc[slot[at]];
         }

@@ -15,11 +15,11 @@
  * State 0 is the start (the empty string). */
 struct rdfa {
     int n_states, n_iv;
-    uint32_t (*iv)[2]; /* interval k: code points iv[k][0] to iv[k][1] */
-    int *next;         /* next[q * n_iv + k]: the state after a code point of interval k */
-    uint64_t *acc;     /* acc[q]: bit i, pattern i matches the string read */
-    unsigned char *name;  /* name[q]: the string read is one of the names */
-    uint64_t unknown;     /* bit i: pattern i is outside the subset read here (not in acc) */
+    uint32_t (*iv)[2];   /* interval k: code points iv[k][0] to iv[k][1] */
+    int *next;           /* next[q * n_iv + k]: the state after a code point of interval k */
+    uint64_t *acc;       /* acc[q]: bit i, pattern i matches the string read */
+    unsigned char *name; /* name[q]: the string read is one of the names */
+    uint64_t unknown;    /* bit i: pattern i is outside the subset read here (not in acc) */
 };
 
 /* Builds d from patterns pats[0..np) (np <= RDFA_MAX_PATTERNS) and names[0..nn). A pattern

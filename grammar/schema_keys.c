@@ -95,11 +95,10 @@ static void put_state(struct sc *c, const struct rdfa *d, int q, const char *val
     sc_key_node(c, base, cls[q], &r);
 }
 
-int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl,
-                        const char *const *names, int nn, struct sbuf *e) {
+int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const char *const *names,
+                        int nn, struct sbuf *e) {
     int np = cJSON_GetArraySize(pe), i = 0;
-    if (np > RDFA_MAX_PATTERNS)
-        return sc_serr(c, "%s", "patternProperties: more than 64 patterns");
+    if (np > RDFA_MAX_PATTERNS) return sc_serr(c, "%s", "patternProperties: more than 64 patterns");
     const char *pats[RDFA_MAX_PATTERNS];
     for (const cJSON *x = pe->child; x; x = x->next) pats[i++] = x->string;
     struct rdfa d;
@@ -112,7 +111,7 @@ int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl,
         uint64_t set;
         int q;
     } *seen = xmalloc(sizeof *seen * (size_t)d.n_states);
-    for (int q = 0; q < d.n_states; q++) { /* out[q]: which value, -1 none */
+    for (int q = 0; q < d.n_states; q++) {   /* out[q]: which value, -1 none */
         uint64_t set = d.acc[q] | d.unknown; /* an unknown pattern may match any key */
         int j = 0;
         out[q] = -1;
@@ -133,7 +132,8 @@ int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl,
         char base[RN], key[RN];
         sc_new_rule(c, base);
         for (int q = 0; q < d.n_states; q++)
-            if (live[q] && !done[cls[q]]) done[cls[q]] = 1, put_state(c, &d, q, vals[q], live, cls, base);
+            if (live[q] && !done[cls[q]])
+                done[cls[q]] = 1, put_state(c, &d, q, vals[q], live, cls, base);
         sc_key_root(c, base, key);
         sbuf_addf(e, "%s%s", e->len ? " | " : "", key);
     }

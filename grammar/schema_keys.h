@@ -14,8 +14,8 @@
  * read by one automaton of the patterns and the names (regex_dfa.h); a pattern outside the
  * subset it reads is taken as matching any key. Returns how many alternatives (0 or 1), -1
  * with c->err (a pattern that needs too many automaton states). */
-int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl,
-                        const char *const *names, int nn, struct sbuf *e);
+int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const char *const *names,
+                        int nn, struct sbuf *e);
 /* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
  * none of names[0..n) (one_line: non-empty, without a newline), as a trie of the names; raw
  * characters and the short escapes only (no \\u). */
