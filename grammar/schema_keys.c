@@ -119,7 +119,7 @@ int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const 
         while (j < n_seen && seen[j].set != set) j++;
         if (j == n_seen) {
             seen[n_seen].set = set;
-            seen[n_seen++].q = set_value(c, pe, addl, set, vals[q]) ? q : -1;
+            seen[n_seen++].q = set_value(c, pe, addl, set, vals[q]) ? q : (vals[q][0] = 0, -1);
         }
         if (seen[j].q >= 0) memcpy(vals[q], vals[seen[j].q], RN), out[q] = j;
     }

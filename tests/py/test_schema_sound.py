@@ -368,6 +368,11 @@ KEYWORDS = [
     ("pattern-prefix-closed",
      {"type": "object", "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": False},
      [{"x-ab": 1}], [{"x-": 1}, {"x-1": 1}, {"x-ab1": 1}]),
+    # a pattern no value of which can be written: its keys are not written, the others' are
+    ("pattern-value-unsatisfiable",
+     {"type": "object", "patternProperties": {"^a": {"allOf": [{"type": "string"}, {"type": "integer"}]},
+                                              "^b": {"type": "integer"}}, "additionalProperties": False},
+     [{"b": 1, "bc": 2}, {}], [{"a": 1}, {"a": "s"}, {"b": "s"}]),
     # keys with non-ASCII and escaped characters (written raw or with JSON's escapes)
     ("pattern-key-characters",
      {"type": "object", "patternProperties": {"^\u00e9": {"type": "integer"}, "\"": {"type": "string"}},
