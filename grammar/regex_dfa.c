@@ -330,9 +330,9 @@ struct subset {
     int np;
     int *adj_off, *adj; /* edges by source state */
     int *stack, *matched;
-    unsigned *mark, gen;
-    unsigned char *useful; /* the state can reach an end without passing a ^ */
-    int *pool;             /* the DFA states' NFA sets, sorted: pool[off[q]..off[q] + len[q]) */
+    unsigned *mark, *in_set, gen; /* in_set: marks of the set state_of looks up */
+    unsigned char *useful;        /* the state can reach an end without passing a ^ */
+    int *pool; /* the DFA states' NFA sets (in no order): pool[off[q]..off[q] + len[q]) */
     size_t used, cap;
     size_t *off;
     int *len, n, cap_n;
@@ -340,13 +340,8 @@ struct subset {
     size_t n_slot;
 };
 
-static int cmp_int(const void *x, const void *y) {
-    int a = *(const int *)x, b = *(const int *)y;
-    return a < b ? -1 : a > b;
-}
-
-/* The states seeds[0..n) reach by empty edges (bol, eol: the anchors' too) into out,
- * sorted; without those that can no longer reach an end (past the start, behind a ^) and
+/* The states seeds[0..n) reach by empty edges (bol, eol: the anchors' too) into out (in
+ * no order); without those that can no longer reach an end (past the start, behind a ^) and
  * the states of a pattern whose end state is in (a match for good: its end loops on every
  * character). Returns how many. */
 static int closure(struct subset *sb, const int *seeds, int n, int bol, int eol, int *out) {
@@ -378,13 +373,16 @@ static int closure(struct subset *sb, const int *seeds, int n, int bol, int eol,
         }
         m = k;
     }
-    qsort(out, (size_t)m, sizeof *out, cmp_int);
     return m;
 }
 
+/* A hash of the set x[0..n) that does not depend on the order of its elements. */
 static size_t set_hash(const int *x, int n, size_t mod) {
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < n; i++) h = (h ^ (uint64_t)(unsigned)x[i]) * 1099511628211ull;
+    uint64_t h = (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        uint64_t v = (uint64_t)(unsigned)x[i] * 0x9E3779B97F4A7C15ull;
+        h += (v ^ (v >> 29)) * 0xBF58476D1CE4E5B9ull;
+    }
     return (size_t)(h % mod);
 }
 
@@ -403,10 +401,13 @@ static void rehash(struct subset *sb) {
 static int state_of(struct subset *sb, const int *x, int n, int start) {
     if (2 * (size_t)(sb->n + 1) > sb->n_slot) rehash(sb);
     size_t h = set_hash(x, n, sb->n_slot);
+    unsigned g = ++sb->gen;
+    for (int i = 0; i < n; i++) sb->in_set[x[i]] = g;
     for (; !start && sb->slot[h]; h = (h + 1) % sb->n_slot) {
-        int q = sb->slot[h] - 1;
-        if (sb->len[q] == n && memcmp(sb->pool + sb->off[q], x, sizeof *x * (size_t)n) == 0)
-            return q;
+        int q = sb->slot[h] - 1, same = sb->len[q] == n; /* sets: no element twice */
+        for (int i = 0; i < n && same; i++)
+            same = sb->in_set[sb->pool[sb->off[q] + (size_t)i]] == g;
+        if (same) return q;
     }
     if (sb->n == sb->cap_n) {
         sb->cap_n = sb->cap_n ? 2 * sb->cap_n : 64;
@@ -427,9 +428,13 @@ struct ev {
     int at, s, delta; /* at interval at, NFA state s enters (+1) or leaves (-1) */
 };
 
-static int cmp_ev(const void *x, const void *y) {
-    const struct ev *a = x, *b = y;
-    return a->at < b->at ? -1 : a->at > b->at;
+/* ev[0..n) ordered by interval (counting sort through tmp, by: n_iv + 2 counters). */
+static void sort_ev(struct ev *ev, struct ev *tmp, size_t n, int *by, int n_iv) {
+    memset(by, 0, sizeof *by * (size_t)(n_iv + 2));
+    for (size_t i = 0; i < n; i++) by[ev[i].at + 1]++;
+    for (int k = 0; k <= n_iv; k++) by[k + 1] += by[k];
+    for (size_t i = 0; i < n; i++) tmp[by[ev[i].at]++] = ev[i];
+    memcpy(ev, tmp, sizeof *ev * n);
 }
 
 /* The active states' multiset (cnt) changed by v; 1 when the set itself changed. */
@@ -451,7 +456,7 @@ static int apply_ev(const struct ev *v, int *cnt, int *act, int *pos, int *na) {
 
 /* d->next of state q: a sweep over the intervals with the NFA states its edges reach there. */
 static int step_state(struct subset *sb, struct rdfa *d, int q, int cap, int *buf, int *cnt,
-                      int *act, int *pos, struct ev **evp, size_t *ecap) {
+                      int *act, int *pos, struct ev **evp, size_t *ecap, int *by) {
     const struct nfa *a = sb->a;
     size_t nev = 0;
     for (int i = 0; i < sb->len[q]; i++) {
@@ -459,13 +464,14 @@ static int step_state(struct subset *sb, struct rdfa *d, int q, int cap, int *bu
         for (int j = sb->adj_off[s]; j < sb->adj_off[s + 1]; j++) {
             const struct nedge *e = &a->e[sb->adj[j]];
             if (e->kind != E_CHR || e->lo > e->hi) continue;
-            if (nev + 2 > *ecap) *evp = xrealloc(*evp, sizeof **evp * (*ecap = 2 * *ecap + 64));
+            if (2 * (nev + 2) > *ecap) /* the second half: sort_ev's */
+                *evp = xrealloc(*evp, sizeof **evp * (*ecap = 2 * *ecap + 128));
             (*evp)[nev++] = (struct ev){(int)e->lo, e->to, 1};
             (*evp)[nev++] = (struct ev){(int)e->hi + 1, e->to, -1};
         }
     }
     struct ev *ev = *evp;
-    qsort(ev, nev, sizeof *ev, cmp_ev);
+    sort_ev(ev, ev + *ecap / 2, nev, by, d->n_iv);
     int na = 0, changed = 1, t = 0, rc = 0;
     size_t e = 0;
     for (int k = 0; k < d->n_iv; k++) {
@@ -489,6 +495,7 @@ static int determinise(struct subset *sb, struct rdfa *d, int start, int cap) {
     int *pos = xmalloc(sizeof *pos * (size_t)a->ns), *cnt = xcalloc((size_t)a->ns, sizeof *cnt);
     struct ev *ev = NULL;
     size_t ecap = 0, ncap = 0;
+    int *by = xmalloc(sizeof *by * (size_t)(d->n_iv + 2));
     int m = closure(sb, &start, 1, 1, 0, buf), rc = 0;
     state_of(sb, buf, m, 1);
     for (int q = 0; q < sb->n && rc == 0; q++) {
@@ -496,7 +503,7 @@ static int determinise(struct subset *sb, struct rdfa *d, int start, int cap) {
             ncap = (size_t)sb->cap_n;
             d->next = xrealloc(d->next, sizeof *d->next * ncap * (size_t)(d->n_iv ? d->n_iv : 1));
         }
-        rc = step_state(sb, d, q, cap, buf, cnt, act, pos, &ev, &ecap);
+        rc = step_state(sb, d, q, cap, buf, cnt, act, pos, &ev, &ecap, by);
     }
     d->n_states = sb->n;
     d->acc = xcalloc((size_t)sb->n, sizeof *d->acc);
@@ -514,6 +521,7 @@ static int determinise(struct subset *sb, struct rdfa *d, int start, int cap) {
     free(pos);
     free(cnt);
     free(ev);
+    free(by);
     return rc;
 }
 
@@ -579,6 +587,7 @@ static int build_once(struct rdfa *d, const char *const *pats, int np, const cha
     sb.stack = xmalloc(sizeof *sb.stack * (size_t)a.ns);
     sb.matched = xcalloc((size_t)np + 1, sizeof *sb.matched);
     sb.mark = xcalloc((size_t)a.ns, sizeof *sb.mark);
+    sb.in_set = xcalloc((size_t)a.ns, sizeof *sb.in_set);
     sb.useful = useful_states(&a);
     rc = determinise(&sb, d, start, cap);
 out:
@@ -587,6 +596,7 @@ out:
     free(sb.stack);
     free(sb.matched);
     free(sb.mark);
+    free(sb.in_set);
     free(sb.useful);
     free(sb.pool);
     free(sb.off);
