@@ -614,7 +614,10 @@ int rdfa_build(struct rdfa *d, const char *const *pats, int np, const char *cons
                int max_states, char *err) {
     if (np > RDFA_MAX_PATTERNS)
         return err_set(err, "patternProperties: more than %d patterns", RDFA_MAX_PATTERNS);
-    int rc = build_once(d, pats, np, names, nn, 4 * max_states);
+    long cap = 4L * max_states; /* and two per character of the names (their trie) */
+    for (int i = 0; i < nn && cap < 1000000; i++) cap += 2 * (long)strlen(names[i]);
+    if (cap > 1000000) cap = 1000000;
+    int rc = build_once(d, pats, np, names, nn, (int)cap);
     if (rc == 0 && d->n_states <= max_states) return 0;
     for (int i = 0; i < np; i++) { /* the pattern that alone needs too many, if one does */
         struct rdfa one;
@@ -630,8 +633,8 @@ int rdfa_build(struct rdfa *d, const char *const *pats, int np, const char *cons
     if (rc == 0) return 0;
     return err_set(err,
                    "patternProperties: the patterns and property names together need more than "
-                   "%d automaton states",
-                   4 * max_states);
+                   "%ld automaton states",
+                   cap);
 }
 
 void rdfa_free(struct rdfa *d) {

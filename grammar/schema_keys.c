@@ -17,7 +17,7 @@
 
 /* ---- patternProperties' keys: an automaton of the patterns and the names (regex_dfa.h) ---- */
 
-#define PATTERN_STATES 1000 /* automaton states one pattern may need (4 times that together) */
+#define PATTERN_STATES 1000 /* automaton states one pattern may need (regex_dfa.h) */
 
 /* The value rule of a key that matches the patterns of set (bits of pe's children, in
  * order): the schemas of all of them; set 0: addl (NULL or false: no key). 1, or 0 when no
