@@ -824,3 +824,30 @@ def test_bench_corpus_sound():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "| github |" in r.stdout
+
+
+# patterns of patternProperties against Python's `re` (what jsonschema uses), key by key
+KEY_PATTERNS = ["sdkrel:.*", "^(/[^/]+)+$", "(^a)|(^b)", "^a.*z$", "a|b$", "[A-Za-z0-9]+", "^\\w[-\\w_]*$", "^$",
+                "^.{2,3}$", "(ab)*c", "^label(\\.[a-z]{2}){0,1}$", "a{2}|b{1,2}c?$", "^(?:a|bc)+$", "[\\]]", "\\\\",
+                "\"", "\u00e9+", "^[^/#]+/[^/#]+#[0-9]+$"]
+
+
+@pytest.mark.parametrize("pattern", KEY_PATTERNS)
+def test_pattern_keys_vs_re(pattern, tmp_path):
+    """Every key is written with the value of its pattern where `re.search` matches it and
+    with additionalProperties' where not, never the other way round; keys of printable ASCII
+    (no characters the engines read differently) are all written."""
+    import random
+    import re
+    rnd = random.Random(7)
+    alpha = list("abcz/x-qr19_.#$]\\\" ") + ["\u00e9", "\n", "\t"]
+    keys = sorted({""} | {"".join(rnd.choice(alpha) for _ in range(n)) for n in range(1, 5) for _ in range(60)}
+                  | {"sdkrel:x", "/a/b", "az", "label.en", "bcbc", "aab", "a/b#12"})
+    schema = {"type": "object", "patternProperties": {pattern: {"const": 1}}, "additionalProperties": {"const": 2}}
+    texts = [compact({k: v}) for k in keys for v in (1, 2)]
+    got = matches(schema, texts, tmp_path)
+    for i, k in enumerate(keys):
+        want = 1 if re.search(pattern, k) else 2
+        assert not got[2 * i + (2 - want)], ("wrong value taken", k)
+        if all(" " <= ch < "\x7f" for ch in k):
+            assert got[2 * i + want - 1], ("key not written", k)
