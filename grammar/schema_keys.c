@@ -43,20 +43,18 @@ static int set_value(struct sc *c, const cJSON *pe, const cJSON *addl, uint64_t 
     return sc_try_gen(c, n > 1 ? every : one, val, 1) == 1;
 }
 
-/* live[q]: a key with a value can be read on from state q (vals[q][0]: its own). */
-static void live_states(const struct rdfa *d, char (*vals)[RN], unsigned char *live) {
+/* live[q]: a string with an end (out[q] >= 0: its own) can be read on from state q. */
+static void live_states(const struct rdfa *d, const int *out, unsigned char *live) {
     size_t n = (size_t)d->n_states, w = (size_t)d->n_iv;
     int *cnt = xcalloc(n + 1, sizeof *cnt), *pred = xmalloc(sizeof *pred * (n * w + 1));
     int *queue = xmalloc(sizeof *queue * (n + 1)), qn = 0;
-    for (size_t q = 0; q < n * w; q++)
-        if (d->next[q] >= 0) cnt[d->next[q] + 1]++;
+    for (size_t q = 0; q < n * w; q++) cnt[d->next[q] + 1]++;
     for (size_t q = 0; q < n; q++) cnt[q + 1] += cnt[q];
     int *fill = xmalloc(sizeof *fill * (n + 1));
     memcpy(fill, cnt, sizeof *fill * (n + 1));
-    for (size_t q = 0; q < n * w; q++)
-        if (d->next[q] >= 0) pred[fill[d->next[q]]++] = (int)(q / w);
+    for (size_t q = 0; q < n * w; q++) pred[fill[d->next[q]]++] = (int)(q / w);
     for (size_t q = 0; q < n; q++)
-        if ((live[q] = vals[q][0] != 0)) queue[qn++] = (int)q;
+        if ((live[q] = out[q] >= 0)) queue[qn++] = (int)q;
     while (qn) {
         int t = queue[--qn];
         for (int j = cnt[t]; j < cnt[t + 1]; j++)
@@ -68,15 +66,16 @@ static void live_states(const struct rdfa *d, char (*vals)[RN], unsigned char *l
     free(fill);
 }
 
-/* The rule of state q's class (cls): the key ends here (its value), or a character leads to
- * a live state (each written as JSON writes it: raw, or the one escape regex_put_set gives). */
-static void put_state(struct sc *c, const struct rdfa *d, int q, const char *val,
+/* The rule of state q's class (cls): the string may end here (end, NULL: not), or a
+ * character leads to a live state (each written as JSON writes it: raw, or the one escape
+ * regex_put_set gives). */
+static void put_state(struct sc *c, const struct rdfa *d, int q, const char *end,
                       const unsigned char *live, const int *cls, const char *base) {
     struct sbuf r = {0};
     const int *row = d->next + (size_t)q * (size_t)d->n_iv;
     const char *sep = "";
-    if (val[0]) {
-        sbuf_addf(&r, "\"\\\"\" %s-ws \":\" %s-ws %s", c->j, c->j, val);
+    if (end) {
+        sbuf_adds(&r, end);
         sep = " | ";
     }
     for (int k = 0; k < d->n_iv; k++) {
@@ -95,6 +94,30 @@ static void put_state(struct sc *c, const struct rdfa *d, int q, const char *val
     sc_key_node(c, base, cls[q], &r);
 }
 
+/* The rules of d's states, one per class of states alike (rdfa_merge), those from which the
+ * string can end: at state q when out[q] >= 0, with ends[out[q]]. The start's rule (the
+ * opening quote, then state 0) into nm; 0 (no rule) when no string can end. */
+static int put_automaton(struct sc *c, const struct rdfa *d, const int *out, char **ends,
+                         char *nm) {
+    unsigned char *live = xcalloc((size_t)d->n_states, 1), *done;
+    live_states(d, out, live);
+    int any = live[0], *cls = xmalloc(sizeof *cls * (size_t)d->n_states);
+    done = xcalloc((size_t)rdfa_merge(d, out, cls), 1);
+    if (any) {
+        char base[RN];
+        sc_new_rule(c, base);
+        for (int q = 0; q < d->n_states; q++)
+            if (live[q] && !done[cls[q]])
+                done[cls[q]] = 1,
+                put_state(c, d, q, out[q] >= 0 ? ends[out[q]] : NULL, live, cls, base);
+        sc_key_root(c, base, nm);
+    }
+    free(done);
+    free(cls);
+    free(live);
+    return any;
+}
+
 int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const char *const *names,
                         int nn, struct sbuf *e) {
     int np = cJSON_GetArraySize(pe), i = 0;
@@ -102,48 +125,52 @@ int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const 
     const char *pats[RDFA_MAX_PATTERNS];
     for (const cJSON *x = pe->child; x; x = x->next) pats[i++] = x->string;
     struct rdfa d;
-    char err[ERR_LEN];
+    char err[ERR_LEN], key[RN];
     if (rdfa_build(&d, pats, np, names, nn, PATTERN_STATES, err) < 0) return sc_serr(c, "%s", err);
     /* the values, written before any key rule (a failed try takes back what it wrote) */
-    char(*vals)[RN] = xcalloc((size_t)d.n_states, RN);
     int *out = xmalloc(sizeof *out * (size_t)d.n_states), n_seen = 0;
-    struct {
-        uint64_t set;
-        int q;
-    } *seen = xmalloc(sizeof *seen * (size_t)d.n_states);
+    char **ends = xcalloc((size_t)d.n_states, sizeof *ends);
+    uint64_t *seen = xmalloc(sizeof *seen * (size_t)d.n_states);
     for (int q = 0; q < d.n_states; q++) {   /* out[q]: which value, -1 none */
         uint64_t set = d.acc[q] | d.unknown; /* an unknown pattern may match any key */
         int j = 0;
         out[q] = -1;
         if (d.name[q]) continue;
-        while (j < n_seen && seen[j].set != set) j++;
+        while (j < n_seen && seen[j] != set) j++;
         if (j == n_seen) {
-            seen[n_seen].set = set;
-            seen[n_seen++].q = set_value(c, pe, addl, set, vals[q]) ? q : (vals[q][0] = 0, -1);
+            char val[RN];
+            seen[n_seen++] = set;
+            if (set_value(c, pe, addl, set, val)) {
+                struct sbuf t = {0};
+                sbuf_addf(&t, "\"\\\"\" %s-ws \":\" %s-ws %s", c->j, c->j, val);
+                ends[j] = t.p;
+            }
         }
-        if (seen[j].q >= 0) memcpy(vals[q], vals[seen[j].q], RN), out[q] = j;
+        if (ends[j]) out[q] = j;
     }
+    int any = put_automaton(c, &d, out, ends, key);
+    if (any) sbuf_addf(e, "%s%s", e->len ? " | " : "", key);
+    for (int j = 0; j < n_seen; j++) free(ends[j]);
+    free(ends);
     free(seen);
-    unsigned char *live = xcalloc((size_t)d.n_states, 1), *done;
-    live_states(&d, vals, live);
-    int any = live[0], *cls = xmalloc(sizeof *cls * (size_t)d.n_states);
-    done = xcalloc((size_t)rdfa_merge(&d, out, cls), 1);
-    if (any) {
-        char base[RN], key[RN];
-        sc_new_rule(c, base);
-        for (int q = 0; q < d.n_states; q++)
-            if (live[q] && !done[cls[q]])
-                done[cls[q]] = 1, put_state(c, &d, q, vals[q], live, cls, base);
-        sc_key_root(c, base, key);
-        sbuf_addf(e, "%s%s", e->len ? " | " : "", key);
-    }
-    free(done);
-    free(cls);
     free(out);
-    free(live);
-    free(vals);
     rdfa_free(&d);
     return any;
+}
+
+int sc_gen_pattern_string(struct sc *c, const char *pattern, struct sbuf *b) {
+    struct rdfa d;
+    char err[ERR_LEN], nm[RN], quote[] = "\"\\\"\"", *ends[1] = {quote};
+    if (rdfa_build(&d, &pattern, 1, NULL, 0, PATTERN_STATES, err) < 0)
+        return err_set(c->err, "JSON Schema: pattern: %s", err + strlen("patternProperties: "));
+    int rc = d.unknown ? 0 : 1, *out = xmalloc(sizeof *out * (size_t)d.n_states);
+    for (int q = 0; q < d.n_states; q++) out[q] = d.acc[q] ? 0 : -1;
+    if (rc && !put_automaton(c, &d, out, ends, nm))
+        rc = sc_serr(c, "%s", "unsatisfiable schema: no string matches the pattern");
+    if (rc > 0) sbuf_adds(b, nm);
+    free(out);
+    rdfa_free(&d);
+    return rc;
 }
 
 void sc_key_node(struct sc *c, const char *base, int k, struct sbuf *r) {

@@ -16,6 +16,11 @@
  * with c->err (a pattern that needs too many automaton states). */
 int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const char *const *names,
                         int nn, struct sbuf *e);
+/* Appends the rule of the JSON strings (quotes included) that pattern matches (searched),
+ * as sc_gen_pattern_keys reads keys: for patterns regex_to_gbnf refuses (anchors inside).
+ * 1; 0 (nothing appended) when the pattern is outside the subset the automaton reads; -1
+ * with c->err (too many states, or no string matches). */
+int sc_gen_pattern_string(struct sc *c, const char *pattern, struct sbuf *b);
 /* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
  * none of names[0..n) (one_line: non-empty, without a newline), as a trie of the names; raw
  * characters and the short escapes only (no \\u). */

@@ -116,10 +116,16 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         size_t bs = 0;
         while (bs + 1 < n && p[n - 2 - bs] == '\\') bs++;
         int start = n > 0 && p[0] == '^', end = n > 0 && p[n - 1] == '$' && bs % 2 == 0;
+        size_t at = b->len;
         sbuf_adds(b, "\"\\\"\" ");
         if (!start) sbuf_addf(b, "%s-char* ", c->j);
         char e[ERR_LEN];
-        if (regex_to_gbnf(p, n, 1, b, e) < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
+        if (regex_to_gbnf(p, n, 1, b, e) < 0) { /* anchors inside: an automaton may read it */
+            b->len = at;
+            b->p[at] = 0;
+            int k = sc_gen_pattern_string(c, p, b);
+            return k ? (k < 0 ? -1 : 0) : err_set(c->err, "JSON Schema: pattern: %s", e);
+        }
         if (!end) sbuf_addf(b, " %s-char*", c->j);
         sbuf_adds(b, " \"\\\"\"");
         return 0;

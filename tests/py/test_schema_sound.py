@@ -377,6 +377,10 @@ KEYWORDS = [
      {"type": "object", "patternProperties": {"^a": {"allOf": [{"type": "string"}, {"type": "integer"}]},
                                               "^b": {"type": "integer"}}, "additionalProperties": False},
      [{"b": 1, "bc": 2}, {}], [{"a": 1}, {"a": "s"}, {"b": "s"}]),
+    # a string pattern with anchors inside, read by the same automaton (JSONSchemaBench
+    # Github_hard o21072: `(^[a-z]+$)|(^$)`-like alternatives)
+    ("pattern-string-anchors-inside", {"type": "string", "pattern": "(^a)|(b$)|(^(/[^/]+)+$)"},
+     ["a", "ab", "xb", "b", "a\"", "/x/y"], ["x", "ba", "c", "", "/x/", "\u00e9"]),
     # keys with non-ASCII and escaped characters (written raw or with JSON's escapes)
     ("pattern-key-characters",
      {"type": "object", "patternProperties": {"^\u00e9": {"type": "integer"}, "\"": {"type": "string"}},
