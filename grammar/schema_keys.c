@@ -19,24 +19,21 @@
 
 #define PATTERN_STATES 1000 /* automaton states one pattern may need (regex_dfa.h) */
 
-/* The value rule of a key that matches the patterns of set (bits of pe's children, in
- * order): the schemas of all of them; set 0: addl (NULL or false: no key). 1, or 0 when no
- * value can be written. */
-static int set_value(struct sc *c, const cJSON *pe, const cJSON *addl, uint64_t set, char *val) {
-    const cJSON *one = set ? NULL : addl;
-    cJSON *every = NULL;
+/* The value rule of a key that matches the patterns of known (bits of pe's children, in
+ * order) and may match those of unknown: the schemas of all of them, and addl (NULL or false:
+ * no key) where it may match none. 1, or 0 when no value can be written. */
+static int set_value(struct sc *c, const cJSON *pe, const cJSON *addl, uint64_t known,
+                     uint64_t unknown, char *val) {
+    const cJSON *one = NULL;
+    cJSON *every = cJSON_CreateObject(), *all = cJSON_AddArrayToObject(every, "allOf");
     int i = 0, n = 0;
-    for (const cJSON *x = pe->child; x; x = x->next, i++) {
-        if (!(set >> i & 1)) continue;
-        one = x;
-        if (!every) cJSON_AddItemToArray(c->owned, every = cJSON_CreateObject());
-        cJSON *all = cJSON_GetObjectItemCaseSensitive(every, "allOf");
-        if (!all) all = cJSON_AddArrayToObject(every, "allOf");
-        cJSON_AddItemToArray(all, cJSON_Duplicate(x, 1));
-        n++;
-    }
-    if (!one || cJSON_IsFalse(one)) return 0;
-    if (n <= 1 && cJSON_IsTrue(one)) {
+    cJSON_AddItemToArray(c->owned, every);
+    if (!known && (!addl || cJSON_IsFalse(addl))) return 0;
+    for (const cJSON *x = pe->child; x; x = x->next, i++)
+        if ((known | unknown) >> i & 1) cJSON_AddItemToArray(all, cJSON_Duplicate(one = x, 1)), n++;
+    if (!known) cJSON_AddItemToArray(all, cJSON_Duplicate(one = addl, 1)), n++;
+    if (n == 1 && cJSON_IsFalse(one)) return 0;
+    if (n == 1 && cJSON_IsTrue(one)) {
         snprintf(val, RN, "%s", c->j);
         return 1;
     }
@@ -131,8 +128,8 @@ int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const 
     int *out = xmalloc(sizeof *out * (size_t)d.n_states), n_seen = 0;
     char **ends = xcalloc((size_t)d.n_states, sizeof *ends);
     uint64_t *seen = xmalloc(sizeof *seen * (size_t)d.n_states);
-    for (int q = 0; q < d.n_states; q++) {   /* out[q]: which value, -1 none */
-        uint64_t set = d.acc[q] | d.unknown; /* an unknown pattern may match any key */
+    for (int q = 0; q < d.n_states; q++) { /* out[q]: which value, -1 none */
+        uint64_t set = d.acc[q];
         int j = 0;
         out[q] = -1;
         if (d.name[q]) continue;
@@ -140,7 +137,7 @@ int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const 
         if (j == n_seen) {
             char val[RN];
             seen[n_seen++] = set;
-            if (set_value(c, pe, addl, set, val)) {
+            if (set_value(c, pe, addl, set, d.unknown, val)) { /* unknown: may match any key */
                 struct sbuf t = {0};
                 sbuf_addf(&t, "\"\\\"\" %s-ws \":\" %s-ws %s", c->j, c->j, val);
                 ends[j] = t.p;

@@ -377,6 +377,19 @@ KEYWORDS = [
      {"type": "object", "patternProperties": {"^a": {"allOf": [{"type": "string"}, {"type": "integer"}]},
                                               "^b": {"type": "integer"}}, "additionalProperties": False},
      [{"b": 1, "bc": 2}, {}], [{"a": 1}, {"a": "s"}, {"b": "s"}]),
+    # a pattern the automaton cannot read (lookahead) may match any key or none: its schema
+    # joins every key's, and a key no other pattern matches needs additionalProperties too
+    # (JSONSchemaStore vars.json, browser.i18n.json)
+    ("pattern-unknown-closed",
+     {"type": "object", "patternProperties": {"^(?!(if|class)$)[a-z_]\\w*$": {}}, "additionalProperties": False},
+     [{}], [{"if": 1}, {"class": "x"}, {"Ab": 1}]),
+    ("pattern-unknown-beside-known",
+     {"type": "object", "patternProperties": {"^(?!x)": {"type": "integer"}, "^a": {"minimum": 0}},
+      "additionalProperties": False},
+     [{"ab": 1}, {}], [{"ab": -1}, {"ab": 1.5}, {"xa": 1}]),
+    ("pattern-unknown-open",
+     {"type": "object", "patternProperties": {"^(?!x)": {"type": "integer"}}, "additionalProperties": {"type": "integer", "minimum": 0}},
+     [{"ab": 1, "xb": 2}], [{"xb": -1}, {"ab": "s"}, {"xb": 1.5}]),
     # a string pattern with anchors inside, read by the same automaton (JSONSchemaBench
     # Github_hard o21072: `(^[a-z]+$)|(^$)`-like alternatives)
     ("pattern-string-anchors-inside", {"type": "string", "pattern": "(^a)|(b$)|(^(/[^/]+)+$)"},
