@@ -95,11 +95,12 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         t = (struct sbuf){0};
         k = regex_to_gbnf_range(p, n, 1, &t, &pmin, &pmax, e);
         sbuf_free(&t);
-        if (k < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
+        /* lengths that bound nothing (minLength 0): the pattern alone, below */
+        if (k < 0 && (lo > 0 || hi >= 0)) return err_set(c->err, "JSON Schema: pattern: %s", e);
         if (!(n > 0 && p[0] == '^' && p[n - 1] == '$' && bs % 2 == 0)) pmax = -1; /* a search */
-        if ((pmax >= 0 && pmax < lo) || (hi >= 0 && pmin > hi))
+        if (k == 0 && ((pmax >= 0 && pmax < lo) || (hi >= 0 && pmin > hi)))
             return sc_serr(c, "%s", "unsatisfiable schema: pattern and minLength/maxLength");
-        if (!(pmin >= lo && (hi < 0 || (pmax >= 0 && pmax <= hi))))
+        if (k == 0 && !(pmin >= lo && (hi < 0 || (pmax >= 0 && pmax <= hi))))
             return sc_serr(
                 c, "%s",
                 "combining pattern and minLength/maxLength is supported for patterns of single "

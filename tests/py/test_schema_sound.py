@@ -394,6 +394,9 @@ KEYWORDS = [
     # Github_hard o21072: `(^[a-z]+$)|(^$)`-like alternatives)
     ("pattern-string-anchors-inside", {"type": "string", "pattern": "(^a)|(b$)|(^(/[^/]+)+$)"},
      ["a", "ab", "xb", "b", "a\"", "/x/y"], ["x", "ba", "c", "", "/x/", "\u00e9"]),
+    # beside a minLength that bounds nothing (Github_hard o21072: "^$|(^(?:\S+\s+){0,99}\S+$)")
+    ("pattern-string-anchors-minLength-0", {"type": "string", "minLength": 0, "pattern": "^$|(^(?:\\S+\\s+){0,3}\\S+$)"},
+     ["", "a", "a b", "a b c d"], [" ", "a ", "a b c d e", " a"]),
     # keys with non-ASCII and escaped characters (written raw or with JSON's escapes)
     ("pattern-key-characters",
      {"type": "object", "patternProperties": {"^\u00e9": {"type": "integer"}, "\"": {"type": "string"}},
