@@ -63,11 +63,43 @@ static void live_states(const struct rdfa *d, const int *out, unsigned char *liv
     free(fill);
 }
 
+/* The character classes of one automaton's rules: a long one is written once, as a rule
+ * of its own (base-cK), so that the grammar compiles each once. */
+struct classes {
+    char **text;
+    int n, cap;
+};
+
+static void put_class(struct sc *c, struct classes *cl, const char *base, struct cpset *set,
+                      struct sbuf *r) {
+    struct sbuf t = {0};
+    regex_put_set(&t, set, 1);
+    if (t.len < 48) {
+        sbuf_adds(r, t.p);
+        sbuf_free(&t);
+        return;
+    }
+    int k = 0;
+    while (k < cl->n && strcmp(cl->text[k], t.p) != 0) k++;
+    if (k == cl->n) {
+        char rn[RN + 16];
+        if (cl->n == cl->cap)
+            cl->text = xrealloc(cl->text, sizeof *cl->text * (size_t)(cl->cap = 2 * cl->cap + 8));
+        cl->text[cl->n++] = t.p;
+        snprintf(rn, sizeof rn, "%s-c%d", base, k);
+        sc_emit(c, rn, t.p);
+    } else {
+        sbuf_free(&t);
+    }
+    sbuf_addf(r, "%s-c%d", base, k);
+}
+
 /* The rule of state q's class (cls): the string may end here (end, NULL: not), or a
  * character leads to a live state (each written as JSON writes it: raw, or the one escape
  * regex_put_set gives). */
 static void put_state(struct sc *c, const struct rdfa *d, int q, const char *end,
-                      const unsigned char *live, const int *cls, const char *base) {
+                      const unsigned char *live, const int *cls, const char *base,
+                      struct classes *cl) {
     struct sbuf r = {0};
     const int *row = d->next + (size_t)q * (size_t)d->n_iv;
     const char *sep = "";
@@ -83,7 +115,7 @@ static void put_state(struct sc *c, const struct rdfa *d, int q, const char *end
         for (int j = k; j < d->n_iv; j++)
             if (cls[row[j]] == t) cps_add(&set, d->iv[j][0], d->iv[j][1]);
         sbuf_adds(&r, sep);
-        regex_put_set(&r, &set, 1);
+        put_class(c, cl, base, &set, &r);
         sbuf_addf(&r, " %s-%d", base, t);
         sep = " | ";
         free(set.r);
@@ -103,10 +135,14 @@ static int put_automaton(struct sc *c, const struct rdfa *d, const int *out, cha
     if (any) {
         char base[RN];
         sc_new_rule(c, base);
+        struct classes cl = {0};
         for (int q = 0; q < d->n_states; q++)
             if (live[q] && !done[cls[q]])
                 done[cls[q]] = 1,
-                put_state(c, d, q, out[q] >= 0 ? ends[out[q]] : NULL, live, cls, base);
+                put_state(c, d, q, out[q] >= 0 ? ends[out[q]] : NULL, live, cls, base, &cl);
+        for (int k = 0; k < cl.n; k++) free(cl.text[k]);
+        free(cl.text);
+
         sc_key_root(c, base, nm);
     }
     free(done);
