@@ -64,15 +64,14 @@ void gbnf_put_literal(struct sbuf *o, const char *s, size_t n) {
 
 static int json_escaped(uint32_t c) { return c < 0x20 || c == '"' || c == '\\'; }
 
-/* Emits a set of code points as one GBNF item. */
-static int put_set(struct rx *r, struct cpset *s) {
+int regex_put_set(struct sbuf *out, struct cpset *s, int json) {
     cps_norm(s);
     struct sbuf cls = {0};
     int n_cls = 0, n_esc = 0;
     struct sbuf esc = {0};
     for (int k = 0; k < s->n; k++)
         for (uint32_t lo = s->r[k][0], hi = s->r[k][1]; lo <= hi;) {
-            if (r->json && json_escaped(lo)) {
+            if (json && json_escaped(lo)) {
                 if (n_esc++) sbuf_adds(&esc, " | ");
                 char e[8];
                 if (lo == '"') strcpy(e, "\\\"");
@@ -86,7 +85,7 @@ static int put_set(struct rx *r, struct cpset *s) {
                 continue;
             }
             uint32_t end = hi;
-            if (r->json) /* stop before the next escaped character */
+            if (json) /* stop before the next escaped character */
                 for (uint32_t c = lo; c <= hi && c < 0x80; c++)
                     if (json_escaped(c)) {
                         end = c - 1;
@@ -101,16 +100,18 @@ static int put_set(struct rx *r, struct cpset *s) {
             if (end == hi) break;
             lo = end + 1;
         }
-    if (n_cls == 0 && n_esc == 0) {
-        sbuf_free(&cls);
-        sbuf_free(&esc);
-        return rerr(r, "a character class that matches nothing");
-    }
-    if (n_esc) sbuf_adds(r->out, "(");
-    if (n_cls) sbuf_addf(r->out, "[%s]", cls.p);
-    if (n_esc) sbuf_addf(r->out, "%s%s)", n_cls ? " | " : "", esc.p);
+    if (n_esc) sbuf_adds(out, "(");
+    if (n_cls) sbuf_addf(out, "[%s]", cls.p);
+    if (n_esc) sbuf_addf(out, "%s%s)", n_cls ? " | " : "", esc.p);
     sbuf_free(&cls);
     sbuf_free(&esc);
+    return n_cls || n_esc ? 0 : -1;
+}
+
+/* Emits a set of code points as one GBNF item. */
+static int put_set(struct rx *r, struct cpset *s) {
+    if (regex_put_set(r->out, s, r->json) < 0)
+        return rerr(r, "a character class that matches nothing");
     return 0;
 }
 
@@ -621,4 +622,34 @@ int grammar_gbnf_from_regex(const char *re, size_t len, const char *name, struct
     if (rc == 0) sbuf_addf(out, "%s ::= %s\n", name, body.p);
     sbuf_free(&body);
     return rc;
+}
+
+int regex_atom_set(const char *re, size_t len, size_t *i, struct cpset *s, char *err) {
+    struct rx r = {re, len, *i, 0, 0, 0, 0, 0, NULL, err};
+    char c = re[r.i];
+    int rc = 0;
+    if (c == '[') {
+        r.i++;
+        rc = parse_class(&r, s);
+    } else if (c == '.') {
+        r.i++;
+        cps_add(s, '\n', '\n');
+        cps_negate(s);
+    } else if (c == '\\') {
+        r.i++;
+        rc = read_escape(&r, s);
+    } else {
+        uint32_t cp;
+        rc = read_cp(&r, &cp);
+        if (rc == 0) cps_add(s, cp, cp);
+    }
+    *i = r.i;
+    return rc;
+}
+
+int regex_braces(const char *re, size_t len, size_t *i, long *lo, long *hi) {
+    struct rx r = {re, len, *i, 0, 0, 0, 0, 0, NULL, NULL};
+    int q = read_braces(&r, lo, hi);
+    *i = r.i;
+    return q;
 }

@@ -7,6 +7,8 @@
 
 #include "../util/sbuf.h"
 
+struct cpset;
+
 /* Appends the GBNF item (a parenthesised group) matching the regex, whole. json: the
  * contents of a JSON string whose decoded text matches. 0, or -1 with err. */
 int regex_to_gbnf(const char *re, size_t len, int json, struct sbuf *out, char *err);
@@ -21,6 +23,16 @@ int regex_to_gbnf_range(const char *re, size_t len, int json, struct sbuf *out, 
  * one count varies). 1, 0 (not that shape: nothing appended), or -1 with err. */
 int regex_to_gbnf_lengths(const char *re, size_t len, long lo, long hi, struct sbuf *out,
                           char *err);
+/* Appends the GBNF item of the code points of s (normalised here; json: as JSON string
+ * contents, '"', '\\' and control characters escaped). -1 (nothing appended) when s is
+ * empty. */
+int regex_put_set(struct sbuf *out, struct cpset *s, int json);
+/* The code points of the atom at re[*i] (a class, an escape, '.', one character) added to
+ * s, *i past it; 0, or -1 with err. */
+int regex_atom_set(const char *re, size_t len, size_t *i, struct cpset *s, char *err);
+/* A quantifier {m}, {m,}, {m,n} or {,n} at re[*i]: 1 with its bounds (*hi -1: none) and *i
+ * past it; 0 (*i unchanged) when the brace is a literal one. */
+int regex_braces(const char *re, size_t len, size_t *i, long *lo, long *hi);
 /* Appends s[0..n) as a GBNF literal. */
 void gbnf_put_literal(struct sbuf *o, const char *s, size_t n);
 

@@ -1,292 +1,209 @@
 /* JSON Schema -> GBNF, object keys: rules of keys other than given names, and
  * patternProperties' patterns read for their shape (see schema_keys.h). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/sbuf.h"
 #include "../util/utf8.h"
+#include "gram_ir.h"
 #include "regex.h"
+#include "regex_dfa.h"
 #include "schema_internal.h"
 #include "schema_keys.h"
 
-/* A set of characters: ASCII ones by bit, and whether any non-ASCII one is in. */
-struct cset {
-    unsigned char ascii[128];
-    int other;
+/* ---- patternProperties' keys: an automaton of the patterns and the names (regex_dfa.h) ---- */
+
+#define PATTERN_STATES 1000 /* automaton states one pattern may need (regex_dfa.h) */
+
+/* The value rule of a key that matches the patterns of known (bits of pe's children, in
+ * order) and may match those of unknown: the schemas of all of them, and addl (NULL or false:
+ * no key) where it may match none. 1, or 0 when no value can be written. */
+static int set_value(struct sc *c, const cJSON *pe, const cJSON *addl, uint64_t known,
+                     uint64_t unknown, char *val) {
+    const cJSON *one = NULL;
+    cJSON *every = cJSON_CreateObject(), *all = cJSON_AddArrayToObject(every, "allOf");
+    int i = 0, n = 0;
+    cJSON_AddItemToArray(c->owned, every);
+    if (!known && (!addl || cJSON_IsFalse(addl))) return 0;
+    for (const cJSON *x = pe->child; x; x = x->next, i++)
+        if ((known | unknown) >> i & 1) cJSON_AddItemToArray(all, cJSON_Duplicate(one = x, 1)), n++;
+    if (!known) cJSON_AddItemToArray(all, cJSON_Duplicate(one = addl, 1)), n++;
+    if (n == 1 && cJSON_IsFalse(one)) return 0;
+    if (n == 1 && cJSON_IsTrue(one)) {
+        snprintf(val, RN, "%s", c->j);
+        return 1;
+    }
+    return sc_try_gen(c, n > 1 ? every : one, val, 1) == 1;
+}
+
+/* live[q]: a string with an end (out[q] >= 0: its own) can be read on from state q. */
+static void live_states(const struct rdfa *d, const int *out, unsigned char *live) {
+    size_t n = (size_t)d->n_states, w = (size_t)d->n_iv;
+    int *cnt = xcalloc(n + 1, sizeof *cnt), *pred = xmalloc(sizeof *pred * (n * w + 1));
+    int *queue = xmalloc(sizeof *queue * (n + 1)), qn = 0;
+    for (size_t q = 0; q < n * w; q++) cnt[d->next[q] + 1]++;
+    for (size_t q = 0; q < n; q++) cnt[q + 1] += cnt[q];
+    int *fill = xmalloc(sizeof *fill * (n + 1));
+    memcpy(fill, cnt, sizeof *fill * (n + 1));
+    for (size_t q = 0; q < n * w; q++) pred[fill[d->next[q]]++] = (int)(q / w);
+    for (size_t q = 0; q < n; q++)
+        if ((live[q] = out[q] >= 0)) queue[qn++] = (int)q;
+    while (qn) {
+        int t = queue[--qn];
+        for (int j = cnt[t]; j < cnt[t + 1]; j++)
+            if (!live[pred[j]]) live[pred[j]] = 1, queue[qn++] = pred[j];
+    }
+    free(cnt);
+    free(pred);
+    free(queue);
+    free(fill);
+}
+
+/* The character classes of one automaton's rules: a long one is written once, as a rule
+ * of its own (base-cK), so that the grammar compiles each once. */
+struct classes {
+    char **text;
+    int n, cap;
 };
 
-static void add_range(struct cset *s, int a, int b) {
-    for (int ch = a; ch <= b && ch < 128; ch++) s->ascii[ch] = 1;
+static void put_class(struct sc *c, struct classes *cl, const char *base, struct cpset *set,
+                      struct sbuf *r) {
+    struct sbuf t = {0};
+    regex_put_set(&t, set, 1);
+    if (t.len < 48) {
+        sbuf_adds(r, t.p);
+        sbuf_free(&t);
+        return;
+    }
+    int k = 0;
+    while (k < cl->n && strcmp(cl->text[k], t.p) != 0) k++;
+    if (k == cl->n) {
+        char rn[RN + 16];
+        if (cl->n == cl->cap)
+            cl->text = xrealloc(cl->text, sizeof *cl->text * (size_t)(cl->cap = 2 * cl->cap + 8));
+        cl->text[cl->n++] = t.p;
+        snprintf(rn, sizeof rn, "%s-c%d", base, k);
+        sc_emit(c, rn, t.p);
+    } else {
+        sbuf_free(&t);
+    }
+    sbuf_addf(r, "%s-c%d", base, k);
 }
 
-/* \d, \w or an escaped punctuation character into s; -1 for other escapes. */
-static int read_escape(char e, struct cset *s) {
-    if (e == 'd') add_range(s, '0', '9');
-    else if (e == 'w')
-        add_range(s, '0', '9'), add_range(s, 'a', 'z'), add_range(s, 'A', 'Z'),
-            add_range(s, '_', '_');
-    else if (e > 0x20 && e < 0x7F && !((e | 0x20) >= 'a' && (e | 0x20) <= 'z') &&
-             !(e >= '0' && e <= '9'))
-        add_range(s, e, e);
-    else return -1;
-    return 0;
+/* The rule of state q's class (cls): the string may end here (end, NULL: not), or a
+ * character leads to a live state (each written as JSON writes it: raw, or the one escape
+ * regex_put_set gives). */
+static void put_state(struct sc *c, const struct rdfa *d, int q, const char *end,
+                      const unsigned char *live, const int *cls, const char *base,
+                      struct classes *cl) {
+    struct sbuf r = {0};
+    const int *row = d->next + (size_t)q * (size_t)d->n_iv;
+    const char *sep = "";
+    if (end) {
+        sbuf_adds(&r, end);
+        sep = " | ";
+    }
+    for (int k = 0; k < d->n_iv; k++) {
+        int t = cls[row[k]], seen = 0;
+        for (int j = 0; j < k && !seen; j++) seen = cls[row[j]] == t;
+        if (!live[row[k]] || seen) continue;
+        struct cpset set = {0};
+        for (int j = k; j < d->n_iv; j++)
+            if (cls[row[j]] == t) cps_add(&set, d->iv[j][0], d->iv[j][1]);
+        sbuf_adds(&r, sep);
+        put_class(c, cl, base, &set, &r);
+        sbuf_addf(&r, " %s-%d", base, t);
+        sep = " | ";
+        free(set.r);
+    }
+    sc_key_node(c, base, cls[q], &r);
 }
 
-/* One atom at *pp (a character, an escape, a class; ASCII only) into s, *pp past it; -1
- * where the pattern has something else there. */
-static int read_atom(const char **pp, struct cset *s) {
-    const char *p = *pp;
-    memset(s, 0, sizeof *s);
-    if (*p == '\\') {
-        if (!p[1] || read_escape(p[1], s) < 0) return -1;
-        *pp = p + 2;
-        return 0;
-    }
-    if (*p != '[') {
-        if (!*p || strchr(".()|*+?{}^$]", *p) || (unsigned char)*p >= 0x80) return -1;
-        add_range(s, *p, *p);
-        *pp = p + 1;
-        return 0;
-    }
-    int neg = *++p == '^';
-    if (neg) p++;
-    if (*p == ']') return -1;
-    while (*p && *p != ']') {
-        int a;
-        if (*p == '\\') {
-            if (!p[1]) return -1;
-            if (p[1] == 'd' || p[1] == 'w') {
-                read_escape(p[1], s);
-                p += 2;
-                continue;
-            }
-            if (read_escape(p[1], s) < 0) return -1;
-            a = p[1];
-            p += 2;
-        } else {
-            if ((unsigned char)*p >= 0x80 || *p == '[') return -1;
-            a = *p++;
-        }
-        if (p[0] == '-' && p[1] && p[1] != ']') {
-            int b = p[1];
-            if (b == '\\' || (unsigned char)b >= 0x80 || b < a) return -1;
-            add_range(s, a, b);
-            p += 2;
-        } else add_range(s, a, a);
-    }
-    if (*p != ']') return -1;
-    if (neg) {
-        for (int ch = 0; ch < 128; ch++) s->ascii[ch] = !s->ascii[ch];
-        s->other = 1;
-    }
-    *pp = p + 1;
-    return 0;
-}
+/* The rules of d's states, one per class of states alike (rdfa_merge), those from which the
+ * string can end: at state q when out[q] >= 0, with ends[out[q]]. The start's rule (the
+ * opening quote, then state 0) into nm; 0 (no rule) when no string can end. */
+static int put_automaton(struct sc *c, const struct rdfa *d, const int *out, char **ends,
+                         char *nm) {
+    unsigned char *live = xcalloc((size_t)d->n_states, 1), *done;
+    live_states(d, out, live);
+    int any = live[0], *cls = xmalloc(sizeof *cls * (size_t)d->n_states);
+    done = xcalloc((size_t)rdfa_merge(d, out, cls), 1);
+    if (any) {
+        char base[RN];
+        sc_new_rule(c, base);
+        struct classes cl = {0};
+        for (int q = 0; q < d->n_states; q++)
+            if (live[q] && !done[cls[q]])
+                done[cls[q]] = 1,
+                put_state(c, d, q, out[q] >= 0 ? ends[out[q]] : NULL, live, cls, base, &cl);
+        for (int k = 0; k < cl.n; k++) free(cl.text[k]);
+        free(cl.text);
 
-/* 1 when p has a `|` outside brackets and groups (then its anchors bind to one side). */
-static int top_alternation(const char *p) {
-    int depth = 0, in_class = 0;
-    for (; *p; p++) {
-        if (*p == '\\' && p[1]) p++;
-        else if (in_class) in_class = *p != ']';
-        else if (*p == '[') in_class = 1;
-        else if (*p == '(') depth++;
-        else if (*p == ')') depth--;
-        else if (*p == '|' && depth == 0) return 1;
+        sc_key_root(c, base, nm);
     }
-    return 0;
-}
-
-/* The sets of the first characters every match of p (anchored at the start) has, up to
- * cap; how many (0 when p is not anchored at its start). */
-static int pattern_prefix(const char *p, struct cset *s, int cap) {
-    if (*p != '^' || top_alternation(p)) return 0;
-    p++;
-    int n = 0;
-    while (n < cap && read_atom(&p, &s[n]) == 0) {
-        if (*p == '*' || *p == '?' || *p == '{') break; /* optional or counted: not fixed */
-        n++;
-        if (*p == '+') break; /* one at least, then not fixed */
-    }
-    return n;
-}
-
-/* p as one atom (a class) repeated lo to hi times (hi -1: no bound), anchored at the start
- * and/or the end as *start, *end say; 0 when p is not of that shape. */
-static int class_run(const char *p, struct cset *s, long *lo, long *hi, int *start, int *end) {
-    int group;
-    *start = *p == '^';
-    p += *start;
-    group = *p == '(';
-    p += group;
-    if (read_atom(&p, s) < 0 || (group && *p++ != ')')) return 0;
-    *lo = 1;
-    *hi = 1;
-    if (*p == '*') *lo = 0, *hi = -1, p++;
-    else if (*p == '+') *hi = -1, p++;
-    else if (*p == '{') {
-        char *e;
-        if (p[1] < '0' || p[1] > '9') return 0;
-        *lo = strtol(p + 1, &e, 10);
-        if (*lo > 100000) return 0;
-        if (*e == ',') {
-            const char *f = e + 1;
-            if (*f == '}') *hi = -1, e = (char *)f;
-            else if (*f < '0' || *f > '9') return 0;
-            else if ((*hi = strtol(f, &e, 10)) < *lo) return 0;
-        } else *hi = *lo;
-        if (*e != '}') return 0;
-        p = e + 1;
-    }
-    *end = *p == '$';
-    p += *end;
-    return *p == 0;
-}
-
-/* pattern_prefix, and whether the empty string matches where p is a whole run of a class
- * that may be empty (`^[a-z]*$`: its first character, if any, is in the class) */
-static int prefix_of(const char *p, struct cset *s, int cap, int *nullable) {
-    long lo, hi;
-    int start, end;
-    *nullable = 0;
-    if (class_run(p, s, &lo, &hi, &start, &end) && start && end && lo == 0) return *nullable = 1;
-    return pattern_prefix(p, s, cap);
-}
-
-int sc_patterns_disjoint(const char *a, const char *b) {
-    struct cset sa[16], sb[16];
-    int za, zb;
-    int na = prefix_of(a, sa, 16, &za), nb = prefix_of(b, sb, 16, &zb);
-    for (int i = 0; i < na && i < nb; i++) {
-        int meet = sa[i].other && sb[i].other;
-        for (int ch = 0; ch < 128 && !meet; ch++) meet = sa[i].ascii[ch] && sb[i].ascii[ch];
-        if (!meet && !(i == 0 && za && zb)) return 1; /* both may be the empty string */
-    }
-    return 0;
-}
-
-int sc_pattern_class(const char *p, unsigned char set[128], long *lo, long *hi) {
-    struct cset s;
-    int start, end;
-    if (!class_run(p, &s, lo, hi, &start, &end)) return 0;
-    if (*lo == 0 && !(start && end)) return 2; /* the empty match is found in any string */
-    if (!(start && end)) *hi = -1;             /* a longer run of the class still holds a match */
-    for (int ch = 0; ch < 128; ch++)
-        set[ch] = s.ascii[ch] && ch >= 0x20 && ch < 0x7F && ch != '"' && ch != '\\';
-    return 1;
-}
-
-struct cnode {
-    char ch;
-    int first, next, depth, is_name;
-};
-
-static void put_class(struct sbuf *r, const unsigned char set[128], const struct cnode *t, int k) {
-    sbuf_adds(r, "[");
-    for (int ch = 0; ch < 128; ch++) {
-        int child = 0;
-        for (int x = k >= 0 ? t[k].first : -1; x >= 0 && !child; x = t[x].next)
-            child = t[x].ch == ch;
-        if (!set[ch] || child) continue;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
-            sbuf_addf(r, "%c", ch);
-        else sbuf_addf(r, "\\x%02X", ch);
-    }
-    sbuf_adds(r, "]");
-}
-
-int sc_patterns_first(const cJSON *pe, unsigned char first[128]) {
-    for (int ch = 0; ch < 128; ch++) first[ch] = ch >= 0x20 && ch < 0x7F && ch != '"' && ch != '\\';
-    for (const cJSON *x = pe->child; x; x = x->next) {
-        struct cset s[1];
-        int z;
-        if (prefix_of(x->string, s, 1, &z) < 1) return 0;
-        for (int ch = 0; ch < 128; ch++) first[ch] &= !s[0].ascii[ch];
-    }
-    int any = 0;
-    for (int ch = 0; ch < 128; ch++) any |= first[ch];
+    free(done);
+    free(cls);
+    free(live);
     return any;
 }
 
-int sc_gen_key_class_not_in(struct sc *c, const char *const *names, int n,
-                            const unsigned char set[128], const unsigned char *first, long lo,
-                            long hi, char *nm) {
-    int cap = 16, used = 1;
-    struct cnode *t = xmalloc(sizeof *t * (size_t)cap);
-    t[0] = (struct cnode){0, -1, -1, 0, 0};
-    for (int i = 0; i < n; i++) { /* the names the class can spell (others never collide) */
-        size_t len = strlen(names[i]), at = 0;
-        while (at < len && (unsigned char)names[i][at] < 128 &&
-               (at || !first ? set : first)[(int)names[i][at]])
-            at++;
-        if (at < len || (hi >= 0 && (long)len > hi)) continue;
-        int cur = 0;
-        for (at = 0; at < len; at++) {
-            int k = t[cur].first;
-            while (k >= 0 && t[k].ch != names[i][at]) k = t[k].next;
-            if (k < 0) {
-                if (used == cap) t = xrealloc(t, sizeof *t * (size_t)(cap *= 2));
-                k = used++;
-                t[k] = (struct cnode){names[i][at], -1, t[cur].first, t[cur].depth + 1, 0};
-                t[cur].first = k;
+int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const char *const *names,
+                        int nn, struct sbuf *e) {
+    int np = cJSON_GetArraySize(pe), i = 0;
+    if (np > RDFA_MAX_PATTERNS) return sc_serr(c, "%s", "patternProperties: more than 64 patterns");
+    const char *pats[RDFA_MAX_PATTERNS];
+    for (const cJSON *x = pe->child; x; x = x->next) pats[i++] = x->string;
+    struct rdfa d;
+    char err[ERR_LEN], key[RN];
+    if (rdfa_build(&d, pats, np, names, nn, PATTERN_STATES, err) < 0) return sc_serr(c, "%s", err);
+    /* the values, written before any key rule (a failed try takes back what it wrote) */
+    int *out = xmalloc(sizeof *out * (size_t)d.n_states), n_seen = 0;
+    char **ends = xcalloc((size_t)d.n_states, sizeof *ends);
+    uint64_t *seen = xmalloc(sizeof *seen * (size_t)d.n_states);
+    for (int q = 0; q < d.n_states; q++) { /* out[q]: which value, -1 none */
+        uint64_t set = d.acc[q];
+        int j = 0;
+        out[q] = -1;
+        if (d.name[q]) continue;
+        while (j < n_seen && seen[j] != set) j++;
+        if (j == n_seen) {
+            char val[RN];
+            seen[n_seen++] = set;
+            if (set_value(c, pe, addl, set, d.unknown, val)) { /* unknown: may match any key */
+                struct sbuf t = {0};
+                sbuf_addf(&t, "\"\\\"\" %s-ws \":\" %s-ws %s", c->j, c->j, val);
+                ends[j] = t.p;
             }
-            cur = k;
         }
-        t[cur].is_name = 1;
+        if (ends[j]) out[q] = j;
     }
-    /* alive: some key goes through the node (children come after their parent) */
-    int *alive = xcalloc((size_t)used, sizeof *alive);
-    for (int k = used - 1; k >= 0; k--) {
-        int off = 0;
-        const unsigned char *here = k == 0 && first ? first : set;
-        for (int ch = 0; ch < 128 && !off; ch++) {
-            off = here[ch];
-            for (int x = t[k].first; x >= 0 && off; x = t[x].next) off = t[x].ch != ch;
-        }
-        alive[k] = (!t[k].is_name && t[k].depth >= lo) || (off && (hi < 0 || t[k].depth < hi));
-        for (int x = t[k].first; x >= 0; x = t[x].next) alive[k] |= alive[x];
-    }
-    if (!alive[0]) {
-        free(alive);
-        free(t);
-        return 0;
-    }
-    char base[RN];
-    sc_new_rule(c, base);
-    for (int k = 0; k < used; k++) {
-        if (!alive[k]) continue;
-        struct sbuf r = {0};
-        long d = t[k].depth;
-        const char *sep = "";
-        if (!t[k].is_name && d >= lo) sbuf_adds(&r, "\"\\\"\""), sep = " | ";
-        for (int x = t[k].first; x >= 0; x = t[x].next) {
-            if (!alive[x]) continue;
-            sbuf_addf(&r, "%s", sep);
-            gbnf_put_literal(&r, &t[x].ch, 1);
-            sbuf_addf(&r, " %s-%d", base, x);
-            sep = " | ";
-        }
-        struct sbuf cls = {0};
-        put_class(&cls, k == 0 && first ? first : set, t, k);
-        if ((hi < 0 || d < hi) && strcmp(cls.p, "[]") != 0) { /* off the trie: any run */
-            long a = lo - d - 1 > 0 ? lo - d - 1 : 0;
-            sbuf_addf(&r, "%s", sep);
-            sbuf_addf(&r, "%s ", cls.p);
-            put_class(&r, set, NULL, -1);
-            if (hi < 0) sbuf_addf(&r, "{%ld,}", a);
-            else sbuf_addf(&r, "{%ld,%ld}", a, hi - d - 1);
-            sbuf_adds(&r, " \"\\\"\"");
-            sep = " | ";
-        }
-        sbuf_free(&cls);
-        sc_key_node(c, base, k, &r);
-    }
-    free(alive);
-    free(t);
-    sc_key_root(c, base, nm);
-    return 1;
+    int any = put_automaton(c, &d, out, ends, key);
+    if (any) sbuf_addf(e, "%s%s", e->len ? " | " : "", key);
+    for (int j = 0; j < n_seen; j++) free(ends[j]);
+    free(ends);
+    free(seen);
+    free(out);
+    rdfa_free(&d);
+    return any;
+}
+
+int sc_gen_pattern_string(struct sc *c, const char *pattern, struct sbuf *b) {
+    struct rdfa d;
+    char err[ERR_LEN], nm[RN], quote[] = "\"\\\"\"", *ends[1] = {quote};
+    if (rdfa_build(&d, &pattern, 1, NULL, 0, PATTERN_STATES, err) < 0)
+        return err_set(c->err, "JSON Schema: pattern: %s", err + strlen("patternProperties: "));
+    int rc = d.unknown ? 0 : 1, *out = xmalloc(sizeof *out * (size_t)d.n_states);
+    for (int q = 0; q < d.n_states; q++) out[q] = d.acc[q] ? 0 : -1;
+    if (rc && !put_automaton(c, &d, out, ends, nm))
+        rc = sc_serr(c, "%s", "unsatisfiable schema: no string matches the pattern");
+    if (rc > 0) sbuf_adds(b, nm);
+    free(out);
+    rdfa_free(&d);
+    return rc;
 }
 
 void sc_key_node(struct sc *c, const char *base, int k, struct sbuf *r) {

@@ -1,8 +1,6 @@
 /* JSON Schema -> GBNF, object keys: the rule of a key that is none of the declared names,
- * and patternProperties' patterns read for their shape: the characters
- * their keys start with (to tell two patterns apart) and patterns of one character class
- * repeated, whose keys can be written as a trie beside the declared names (rank 0, any
- * thread: one struct sc per conversion). */
+ * and the keys of patternProperties beside them (rank 0, any thread: one struct sc per
+ * conversion). */
 #ifndef TPD_GRAMMAR_SCHEMA_KEYS_H
 #define TPD_GRAMMAR_SCHEMA_KEYS_H
 
@@ -10,26 +8,19 @@
 
 #include "schema_internal.h"
 
-/* 1 when no string matches both patterns (searched, as JSON Schema does), decided from the
- * characters their matches must start with where both are anchored at the start; 0 when
- * tpd cannot tell. */
-int sc_patterns_disjoint(const char *a, const char *b);
-/* The shape of pattern p: 2 when it matches every string (`^[a-z]*`, `x*`); 1 when the
- * strings of one ASCII class of printable characters repeated lo to hi times (hi -1: no
- * bound) all match it (`^[a-z0-9_]+$`, `[A-Z]+`), the class's characters other than the
- * quote and backslash into set (128 bits); else 0. */
-int sc_pattern_class(const char *p, unsigned char set[128], long *lo, long *hi);
-/* The rule nm: a JSON string (quotes included) of lo to hi characters of set (raw; the first
- * one of first where not NULL), none of names[0..n), as sc_gen_key_not_in's trie; 1, or 0
- * (no rule) when there is no such key. */
-int sc_gen_key_class_not_in(struct sc *c, const char *const *names, int n,
-                            const unsigned char set[128], const unsigned char *first, long lo,
-                            long hi, char *nm);
-/* Into first: the printable ASCII characters (but the quote and backslash) that no match of
- * any pattern of pe (patternProperties) starts with, where every pattern is anchored at its
- * start with a known first character; 1, or 0 when there are none or tpd cannot tell. A key
- * starting with one matches none of the patterns. */
-int sc_patterns_first(const cJSON *pe, unsigned char first[128]);
+/* The entries (key, value) of an object's keys that are none of names[0..nn), as one more
+ * alternative into e: a key that patterns of pe (patternProperties) match takes the schemas
+ * of all of them, one that none matches takes addl (NULL or false: no such key). Keys are
+ * read by one automaton of the patterns and the names (regex_dfa.h); a pattern outside the
+ * subset it reads is taken as matching any key. Returns how many alternatives (0 or 1), -1
+ * with c->err (a pattern that needs too many automaton states). */
+int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const char *const *names,
+                        int nn, struct sbuf *e);
+/* Appends the rule of the JSON strings (quotes included) that pattern matches (searched),
+ * as sc_gen_pattern_keys reads keys: for patterns regex_to_gbnf refuses (anchors inside).
+ * 1; 0 (nothing appended) when the pattern is outside the subset the automaton reads; -1
+ * with c->err (too many states, or no string matches). */
+int sc_gen_pattern_string(struct sc *c, const char *pattern, struct sbuf *b);
 /* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
  * none of names[0..n) (one_line: non-empty, without a newline), as a trie of the names; raw
  * characters and the short escapes only (no \\u). */

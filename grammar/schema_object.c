@@ -408,79 +408,6 @@ static int collect_props(struct sc *c, const cJSON *props, const cJSON *req, con
     return 0;
 }
 
-/* 1 when the pattern matches every string (searched); 2 when every non-empty string
- * without a newline (`.+`); else 0. */
-static int pattern_all(const char *p) {
-    static const char *const all[] = {"", ".*", "^.*$", "^.*", ".*$", "(.*)", "^(.*)$", NULL};
-    static const char *const line[] = {".",    ".+",     "^.+$", "^.+", ".+$",
-                                       "(.+)", "^(.+)$", "^.",   NULL};
-    return sc_in_list(all, p) ? 1 : sc_in_list(line, p) ? 2 : 0;
-}
-
-/* The entries (key, value) of patternProperties' keys pe into e as alternatives; a key
- * matches its pattern and is none of the names (declared, false ones included, or required),
- * its value meets every pattern's schema (or its own where all are the same). A pattern
- * whose keys tpd cannot write so (a non-trivial pattern that matches one of the names, a key
- * or value that does not compile) is left out: fewer keys, never a wrong one. Returns how
- * many entries. */
-static int gen_pattern_entries(struct sc *c, const cJSON *pe, const char **names, int nn,
-                               struct sbuf *e) {
-    int alts = 0;
-    for (const cJSON *x = pe->child; x; x = x->next) {
-        char key[RN], val[RN];
-        unsigned char set[128];
-        long lo, hi;
-        int all = pattern_all(x->string), hit = 0;
-        int shape = all ? 0 : sc_pattern_class(x->string, set, &lo, &hi);
-        if (shape == 2) all = 1;
-        if (all == 1 && !nn) snprintf(key, RN, "%s-string", c->j);
-        else if (all) sc_gen_key_not_in(c, names, nn, all == 2, key);
-        for (int k = 0; !all && k < nn && !hit; k++) hit = sc_name_matches(c, x->string, names[k]);
-        if (hit < 0) { /* a pattern PCRE2 refuses: left out */
-            c->err[0] = 0;
-            continue;
-        }
-        if (hit && (shape != 1 || !sc_gen_key_class_not_in(c, names, nn, set, NULL, lo, hi, key)))
-            continue;
-        if (!all && !hit) {
-            cJSON *ks = cJSON_CreateObject();
-            cJSON_AddItemToArray(c->owned, ks);
-            cJSON_AddStringToObject(ks, "type", "string");
-            cJSON_AddStringToObject(ks, "pattern", x->string);
-            if (sc_try_gen(c, ks, key, 1) < 1) continue;
-        }
-        /* the value meets the schemas of every pattern its key may match too */
-        cJSON *every = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(every, "allOf");
-        cJSON_AddItemToArray(c->owned, every);
-        int others = 0;
-        for (const cJSON *y = pe->child; y; y = y->next)
-            if (y == x || (!cJSON_Compare(x, y, 1) && !sc_patterns_disjoint(x->string, y->string)))
-                cJSON_AddItemToArray(arr, cJSON_Duplicate(y, 1)), others += y != x;
-        if (sc_try_gen(c, others ? every : x, val, 1) < 1) continue;
-        sbuf_addf(e, "%s(%s %s-ws \":\" %s-ws %s)", alts++ ? " | " : "", key, c->j, c->j, val);
-    }
-    return alts;
-}
-
-/* Beside patternProperties pe and PATTERN_ADDL: keys that match none of the patterns (those
- * starting with a character no pattern's match starts with, sc_patterns_first; printable
- * ASCII, no escapes), none of the names, with the additionalProperties value, into e as one
- * more alternative. Returns how many entries (0 or 1). */
-static int gen_unmatched(struct sc *c, const cJSON *s, const cJSON *pe, const char **names, int nn,
-                         struct sbuf *e) {
-    const cJSON *ad = cJSON_GetObjectItemCaseSensitive(s, PATTERN_ADDL);
-    unsigned char first[128], rest[128];
-    char key[RN], val[RN];
-    if (!ad || cJSON_IsFalse(ad) || !sc_patterns_first(pe, first)) return 0;
-    for (int ch = 0; ch < 128; ch++) rest[ch] = ch >= 0x20 && ch < 0x7F && ch != '"' && ch != '\\';
-    if (!sc_gen_key_class_not_in(c, names, nn, rest, first, 1, -1, key)) return 0;
-    if (cJSON_IsObject(ad)) {
-        if (sc_try_gen(c, ad, val, 1) < 1) return 0;
-    } else snprintf(val, RN, "%s", c->j);
-    sbuf_addf(e, "%s(%s %s-ws \":\" %s-ws %s)", e->len ? " | " : "", key, c->j, c->j, val);
-    return 1;
-}
-
 /* sc_gen_object's extra keys: the rule of an entry (key, value) into entry, "" where there
  * is none. Their names are never a declared name (false ones included) nor a required one,
  * so no property escapes its own schema nor comes out twice; additionalProperties gives
@@ -512,11 +439,12 @@ static int gen_extra(struct sc *c, const cJSON *s, const struct obj_prop *pl, in
         else snprintf(key, RN, "%s-string", c->j);
         sbuf_addf(&e, "%s %s-ws \":\" %s-ws %s", key, c->j, c->j, val);
     } else {
-        int alts = gen_pattern_entries(c, pe, names, nn, &e);
-        if (alts + gen_unmatched(c, s, pe, names, nn, &e) == 0) {
+        const cJSON *ad = cJSON_GetObjectItemCaseSensitive(s, PATTERN_ADDL);
+        int alts = sc_gen_pattern_keys(c, pe, ad, names, nn, &e);
+        if (alts <= 0) {
             sbuf_free(&e);
             free(names);
-            return 0;
+            return alts;
         }
     }
     free(names);

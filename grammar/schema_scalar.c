@@ -44,6 +44,27 @@ int sc_gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf *b) 
     return rc < 0 ? err_set(c->err, "JSON Schema: %s", e) : 0;
 }
 
+/* The JSON strings whose text pattern p matches (searched: unanchored ends take any text),
+ * through regex.c, else (anchors inside) the pattern automaton. */
+static int gen_pattern(struct sc *c, const char *p, struct sbuf *b) {
+    size_t n = strlen(p), bs = 0;
+    while (bs + 1 < n && p[n - 2 - bs] == '\\') bs++;
+    int start = n > 0 && p[0] == '^', end = n > 0 && p[n - 1] == '$' && bs % 2 == 0;
+    size_t at = b->len;
+    sbuf_adds(b, "\"\\\"\" ");
+    if (!start) sbuf_addf(b, "%s-char* ", c->j);
+    char e[ERR_LEN];
+    if (regex_to_gbnf(p, n, 1, b, e) < 0) {
+        b->len = at;
+        b->p[at] = 0;
+        int k = sc_gen_pattern_string(c, p, b);
+        return k ? (k < 0 ? -1 : 0) : err_set(c->err, "JSON Schema: pattern: %s", e);
+    }
+    if (!end) sbuf_addf(b, " %s-char*", c->j);
+    sbuf_adds(b, " \"\\\"\"");
+    return 0;
+}
+
 int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(s, NOT_STRINGS);
     if (cJSON_IsArray(ns)) { /* beside type string only (lower_not) */
@@ -98,11 +119,12 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         t = (struct sbuf){0};
         k = regex_to_gbnf_range(p, n, 1, &t, &pmin, &pmax, e);
         sbuf_free(&t);
-        if (k < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
+        /* lengths that bound nothing (minLength 0): the pattern alone, below */
+        if (k < 0 && (lo > 0 || hi >= 0)) return err_set(c->err, "JSON Schema: pattern: %s", e);
         if (!(n > 0 && p[0] == '^' && p[n - 1] == '$' && bs % 2 == 0)) pmax = -1; /* a search */
-        if ((pmax >= 0 && pmax < lo) || (hi >= 0 && pmin > hi))
+        if (k == 0 && ((pmax >= 0 && pmax < lo) || (hi >= 0 && pmin > hi)))
             return sc_serr(c, "%s", "unsatisfiable schema: pattern and minLength/maxLength");
-        if (!(pmin >= lo && (hi < 0 || (pmax >= 0 && pmax <= hi))))
+        if (k == 0 && !(pmin >= lo && (hi < 0 || (pmax >= 0 && pmax <= hi))))
             return sc_serr(
                 c, "%s",
                 "combining pattern and minLength/maxLength is supported for patterns of single "
@@ -114,18 +136,7 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
     }
     if (pat) {
         if (!cJSON_IsString(pat)) return sc_serr(c, "%s", "'pattern' must be a string");
-        const char *p = pat->valuestring;
-        size_t n = strlen(p);
-        size_t bs = 0;
-        while (bs + 1 < n && p[n - 2 - bs] == '\\') bs++;
-        int start = n > 0 && p[0] == '^', end = n > 0 && p[n - 1] == '$' && bs % 2 == 0;
-        sbuf_adds(b, "\"\\\"\" ");
-        if (!start) sbuf_addf(b, "%s-char* ", c->j);
-        char e[ERR_LEN];
-        if (regex_to_gbnf(p, n, 1, b, e) < 0) return err_set(c->err, "JSON Schema: pattern: %s", e);
-        if (!end) sbuf_addf(b, " %s-char*", c->j);
-        sbuf_adds(b, " \"\\\"\"");
-        return 0;
+        return gen_pattern(c, pat->valuestring, b);
     }
     long lo = 0, hi = -1;
     if (mn) {

@@ -125,6 +125,10 @@ SCHEMA_CASES = {
     "recursive": {"$defs": {"node": {"type": "object", "properties": {
         "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
         "required": ["v"]}}, "$ref": "#/$defs/node"},
+    # patternProperties' keys: one rule per state of an automaton, classes of code points
+    "pattern-keys": {"type": "object", "properties": {"ab": {"type": "integer"}},
+                     "patternProperties": {"^a": {"minimum": 0}, "x(y|\u00e9)+$": {"type": "string"}},
+                     "additionalProperties": {"type": "boolean"}},
 }
 
 

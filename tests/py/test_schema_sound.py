@@ -333,6 +333,76 @@ KEYWORDS = [
     ("pattern-unmatched-open",
      {"type": "object", "properties": {"m": {"type": "object", "patternProperties": {"^w": {"type": "integer"}}}}},
      [{"m": {"width": 1, "height": "any"}}, {"m": {"h": None}}], [{"m": {"w": "s"}}, {"m": {"width": "s", "h": 1}}]),
+    # patternProperties read by an automaton of the patterns and the declared names: an
+    # unanchored pattern is searched (JSONSchemaBench Github_hard o57432 'sdkrel:.*'), its
+    # keys and the others' (additionalProperties) told apart wherever the match is
+    ("pattern-unanchored",
+     {"type": "object", "patternProperties": {"sdkrel:.*": {"type": "integer"}},
+      "additionalProperties": {"type": "string"}},
+     [{"sdkrel:a": 1, "other": "s", "x-sdkrel:": 2}, {"sdkrel": "s", "sdkrel:": 3}],
+     [{"sdkrel:a": "s"}, {"other": 1}, {"x-sdkrel:b": "s"}, {"sdkrel": 1}]),
+    # groups, repeated groups and alternatives with anchors inside them (Github_medium o67371)
+    ("pattern-grouped",
+     {"type": "object", "patternProperties": {"^(/[^/]+)+$": {"type": "integer"}}, "additionalProperties": False},
+     [{"/a/b": 1, "/c": 2}, {}], [{"/": 1}, {"/a/": 1}, {"a": 1}, {"//a": 1}, {"/a": "s"}]),
+    ("pattern-grouped-unmatched",
+     {"type": "object", "patternProperties": {"^(/[^/]+)+$": {"type": "integer"}},
+      "additionalProperties": {"type": "string"}},
+     [{"/a/b": 1, "a": "s", "/": "s", "/a/": "t", "//a": "u"}], [{"/a": "s"}, {"/": 1}, {"/a/": 1}]),
+    ("pattern-alternation-anchors",
+     {"type": "object", "patternProperties": {"(^x)|(^y)": {"type": "integer"}},
+      "additionalProperties": {"type": "boolean"}},
+     [{"xa": 1, "y": 2, "z": True, "ax": False}], [{"z": 1}, {"xa": True}, {"ax": 1}]),
+    # a key two patterns match meets both schemas; one only one matches meets only its own
+    ("pattern-two-match",
+     {"type": "object", "patternProperties": {"^a.*": {"minimum": 0}, "z$": {"maximum": 10}},
+      "additionalProperties": False},
+     [{"az": 5}, {"a": 11}, {"z": -3}, {"bz": 10}], [{"az": 11}, {"az": -1}, {"b": 1}, {"a": -1}]),
+    # a declared name that a pattern matches meets both; the pattern's other keys are written
+    ("pattern-matches-declared",
+     {"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"^a": {"minimum": 0}},
+      "additionalProperties": False},
+     [{"ab": 1, "ac": 5.5}, {"a": 0}], [{"ab": -1}, {"ab": 1.5}, {"ac": -1}, {"b": 1}]),
+    # a key that starts like a pattern's keys but is not one takes additionalProperties
+    ("pattern-prefix-unmatched",
+     {"type": "object", "properties": {"x-id": {"minimum": 0}},
+      "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+     [{"x-id": 3, "x-": "s", "x-1": "t", "x-ab": 1, "y": "s"}, {"x-abC": "u"}],
+     [{"x-ab": "s"}, {"x-": 1}, {"x-id": -1}, {"x-id": "s"}, {"x-abc1": 1}]),
+    ("pattern-prefix-closed",
+     {"type": "object", "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": False},
+     [{"x-ab": 1}], [{"x-": 1}, {"x-1": 1}, {"x-ab1": 1}]),
+    # a pattern no value of which can be written: its keys are not written, the others' are
+    ("pattern-value-unsatisfiable",
+     {"type": "object", "patternProperties": {"^a": {"allOf": [{"type": "string"}, {"type": "integer"}]},
+                                              "^b": {"type": "integer"}}, "additionalProperties": False},
+     [{"b": 1, "bc": 2}, {}], [{"a": 1}, {"a": "s"}, {"b": "s"}]),
+    # a pattern the automaton cannot read (lookahead) may match any key or none: its schema
+    # joins every key's, and a key no other pattern matches needs additionalProperties too
+    # (JSONSchemaStore vars.json, browser.i18n.json)
+    ("pattern-unknown-closed",
+     {"type": "object", "patternProperties": {"^(?!(if|class)$)[a-z_]\\w*$": {}}, "additionalProperties": False},
+     [{}], [{"if": 1}, {"class": "x"}, {"Ab": 1}]),
+    ("pattern-unknown-beside-known",
+     {"type": "object", "patternProperties": {"^(?!x)": {"type": "integer"}, "^a": {"minimum": 0}},
+      "additionalProperties": False},
+     [{"ab": 1}, {}], [{"ab": -1}, {"ab": 1.5}, {"xa": 1}]),
+    ("pattern-unknown-open",
+     {"type": "object", "patternProperties": {"^(?!x)": {"type": "integer"}}, "additionalProperties": {"type": "integer", "minimum": 0}},
+     [{"ab": 1, "xb": 2}], [{"xb": -1}, {"ab": "s"}, {"xb": 1.5}]),
+    # a string pattern with anchors inside, read by the same automaton (JSONSchemaBench
+    # Github_hard o21072: `(^[a-z]+$)|(^$)`-like alternatives)
+    ("pattern-string-anchors-inside", {"type": "string", "pattern": "(^a)|(b$)|(^(/[^/]+)+$)"},
+     ["a", "ab", "xb", "b", "a\"", "/x/y"], ["x", "ba", "c", "", "/x/", "\u00e9"]),
+    # beside a minLength that bounds nothing (Github_hard o21072: "^$|(^(?:\S+\s+){0,99}\S+$)")
+    ("pattern-string-anchors-minLength-0", {"type": "string", "minLength": 0, "pattern": "^$|(^(?:\\S+\\s+){0,3}\\S+$)"},
+     ["", "a", "a b", "a b c d"], [" ", "a ", "a b c d e", " a"]),
+    # keys with non-ASCII and escaped characters (written raw or with JSON's escapes)
+    ("pattern-key-characters",
+     {"type": "object", "patternProperties": {"^\u00e9": {"type": "integer"}, "\"": {"type": "string"}},
+      "additionalProperties": {"type": "boolean"}},
+     [{"\u00e9a": 1, "a\"b": "s", "a\\b": True, "\u00f1": True, "a\nb": True}],
+     [{"\u00e9a": "s"}, {"q\"": 1}, {"\u00f1": 1}, {"\u00e9\"": "s"}, {"\u00e9\"": 1}]),
     # drafts 4-7 ignore the keywords beside $ref (JSONSchemaBench Github_medium o14421: a
     # "type": "string" beside a $ref to an object); 2019-09 on apply them
     ("ref-siblings-draft4", {"$schema": "http://json-schema.org/draft-04/schema", "type": "object",
@@ -646,6 +716,10 @@ REFUSED = [
     ("oneof-overlap", {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}, "oneOf"),
     ("oneof-overlap-number", {"oneOf": [{"type": "number"}, {"type": "integer"}]}, "oneOf"),
     ("oneof-untyped", {"oneOf": [{"type": "string"}, {"description": "anything"}]}, "oneOf"),
+    # a pattern whose automaton would be too large (2^13 states: the 13th character from the end)
+    ("pattern-automaton-too-large",
+     {"type": "object", "patternProperties": {"(a|b)*a(a|b){12}$": {"type": "integer"}}, "additionalProperties": False},
+     "patternProperties: pattern '(a|b)*a(a|b){12}$' needs more than 1000 automaton states"),
 ]
 
 
@@ -707,7 +781,10 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
                                            "required": ["b"]}]},
           {"type": "object", "properties": {"a": {"enum": [1, 2]}, "b": {"enum": [1]}},
            "patternProperties": {"^x[0-9]$": {"type": "boolean"}}, "additionalProperties": False,
-           "minProperties": 2, "maxProperties": 3}]
+           "minProperties": 2, "maxProperties": 3},
+          {"type": "object", "properties": {"ab": {"type": "integer"}},
+           "patternProperties": {"^a": {"minimum": 0}, "b$": {"type": "string"}, "(^x)|(^y)": {"type": "boolean"}},
+           "additionalProperties": {"type": "null"}}]
 
 
 @pytest.mark.parametrize("k", range(len(WALKED)))
@@ -891,3 +968,30 @@ def test_bench_corpus_sound():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "| github |" in r.stdout
+
+
+# patterns of patternProperties against Python's `re` (what jsonschema uses), key by key
+KEY_PATTERNS = ["sdkrel:.*", "^(/[^/]+)+$", "(^a)|(^b)", "^a.*z$", "a|b$", "[A-Za-z0-9]+", "^\\w[-\\w_]*$", "^$",
+                "^.{2,3}$", "(ab)*c", "^label(\\.[a-z]{2}){0,1}$", "a{2}|b{1,2}c?$", "^(?:a|bc)+$", "[\\]]", "\\\\",
+                "\"", "\u00e9+", "^[^/#]+/[^/#]+#[0-9]+$"]
+
+
+@pytest.mark.parametrize("pattern", KEY_PATTERNS)
+def test_pattern_keys_vs_re(pattern, tmp_path):
+    """Every key is written with the value of its pattern where `re.search` matches it and
+    with additionalProperties' where not, never the other way round; keys of printable ASCII
+    (no characters the engines read differently) are all written."""
+    import random
+    import re
+    rnd = random.Random(7)
+    alpha = list("abcz/x-qr19_.#$]\\\" ") + ["\u00e9", "\n", "\t"]
+    keys = sorted({""} | {"".join(rnd.choice(alpha) for _ in range(n)) for n in range(1, 5) for _ in range(60)}
+                  | {"sdkrel:x", "/a/b", "az", "label.en", "bcbc", "aab", "a/b#12"})
+    schema = {"type": "object", "patternProperties": {pattern: {"const": 1}}, "additionalProperties": {"const": 2}}
+    texts = [compact({k: v}) for k in keys for v in (1, 2)]
+    got = matches(schema, texts, tmp_path)
+    for i, k in enumerate(keys):
+        want = 1 if re.search(pattern, k) else 2
+        assert not got[2 * i + (2 - want)], ("wrong value taken", k)
+        if all(" " <= ch < "\x7f" for ch in k):
+            assert got[2 * i + want - 1], ("key not written", k)
