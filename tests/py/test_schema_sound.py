@@ -462,7 +462,7 @@ KEYWORDS = [
     ("propertyNames-pattern-declared", {"type": "object", "properties": {"ab": {"type": "integer"},
                                                                         "zz": {"type": "integer"}},
                                         "propertyNames": {"pattern": "^a"}},
-     [{"ab": 1}, {}], [{"zz": 1}, {"b": 1}, {"ab": "s"}]),
+     [{"ab": 1}, {"ac": "s"}, {}], [{"zz": 1}, {"b": 1}, {"ab": "s"}]),
     ("propertyNames-ref", {"$defs": {"tok": {"type": "string", "pattern": "^[a-z-]+$"}}, "type": "object",
                            "propertyNames": {"$ref": "#/$defs/tok"}, "additionalProperties": {"type": "array"}},
      [{"another-service": []}], [{"Another": []}, {"a": 1}]),
