@@ -215,6 +215,17 @@ static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf
     return sc_serr(c, "unknown type '%s'", type);
 }
 
+/* 1 when keyword kw's value v says nothing of any value, such as `additionalProperties:
+ * true`, `properties: {}` or `minLength: 0`: no type is inferred from it. */
+static int trivial(const char *kw, const cJSON *v) {
+    if (strcmp(kw, "contains") == 0) return 0; /* contains {} asks for an item */
+    if (strcmp(kw, "uniqueItems") == 0) return cJSON_IsFalse(v);
+    if (cJSON_IsTrue(v)) return 1; /* a schema that takes anything */
+    if (cJSON_IsObject(v) || cJSON_IsArray(v)) return v->child == NULL;
+    return cJSON_IsNumber(v) && v->valuedouble == 0 && strncmp(kw, "min", 3) == 0 &&
+           strcmp(kw, "minimum") != 0;
+}
+
 const char *sc_infer_type(const cJSON *s) {
     static const struct {
         const char *kw, *type;
@@ -247,8 +258,10 @@ const char *sc_infer_type(const cJSON *s) {
         {"uniqueItems", "array"},
         {"multipleOf", "number"},
     };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (cJSON_GetObjectItemCaseSensitive(s, t[i].kw)) return t[i].type;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, t[i].kw);
+        if (v && !trivial(t[i].kw, v)) return t[i].type;
+    }
     return NULL;
 }
 

@@ -466,6 +466,12 @@ KEYWORDS = [
     ("propertyNames-ref", {"$defs": {"tok": {"type": "string", "pattern": "^[a-z-]+$"}}, "type": "object",
                            "propertyNames": {"$ref": "#/$defs/tok"}, "additionalProperties": {"type": "array"}},
      [{"another-service": []}], [{"Another": []}, {"a": 1}]),
+    # keywords that say nothing (additionalProperties true, minLength 0, properties {}) infer no type
+    ("untyped-trivial-keywords", {"type": "object", "patternProperties": {"^_": {"additionalProperties": True}},
+                                  "properties": {"a": {"minLength": 0, "properties": {}},
+                                                 "b": {"additionalProperties": False}, "c": {"minimum": 0}}},
+     [{"_c": 1}, {"_c": "s"}, {"_c": {}}, {"a": 5}, {"a": "x"}, {"a": None}, {"b": {}}, {"c": 1}],
+     [{"b": {"x": 1}}, {"c": -1}]),
     # keywords the root's $schema draft does not have are ignored, as its validators do
     ("draft4-ignores-later-keywords", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
                                        "properties": {"a": {"type": "integer", "const": 3}, "b": {"type": "string"}},
