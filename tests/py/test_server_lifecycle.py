@@ -95,7 +95,10 @@ def test_sigterm_under_load_drains_then_all_ranks_exit_0(sock_path):
     srv = Server(sock_path)
     results, started = {}, threading.Semaphore(0)
 
-    threads = [threading.Thread(target=stream_to_done, args=(sock_path, i, started, results)) for i in range(4)]
+    # 320 tokens each: the drain must outlast the checks below on an idle machine too (48 ran
+    # out within the half second on a quiet 2-core VM: the daemon had exited, socket gone)
+    threads = [threading.Thread(target=stream_to_done, args=(sock_path, i, started, results, 320))
+               for i in range(4)]
     for t in threads:
         t.start()
     for _ in threads:
@@ -106,7 +109,7 @@ def test_sigterm_under_load_drains_then_all_ranks_exit_0(sock_path):
     st, out = raw_http(sock_path, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert st == 200 and b"\ntpd_draining 1\n" in out, out[-2000:]
     for t in threads:
-        t.join(120)
+        t.join(300)
     for i, body in results.items():
         events = sse_events(body)
         assert events and events[-1] == "[DONE]", f"stream {i} cut short: {body[-500:]}"
