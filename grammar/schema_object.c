@@ -212,31 +212,40 @@ static int name_valid(struct sc *c, const cJSON *ps, const char *name) {
     return ok;
 }
 
+/* The declared properties of m whose names propertyNames pn rejects, left out. 0, or -1
+ * with err. */
+static int forbid_bad_names(struct sc *c, cJSON *m, const cJSON *pn) {
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    for (cJSON *x = cJSON_IsObject(p) ? p->child : NULL, *nx; x; x = nx) {
+        nx = x->next; /* forbid replaces x in place */
+        int k = cJSON_IsFalse(x) ? 1 : name_valid(c, pn, x->string);
+        if (k < 0 || (k == 0 && sc_forbid(c, m, x->string, "propertyNames") < 0)) return -1;
+    }
+    return 0;
+}
+
 /* m's propertyNames (flat) when it says nothing but that keys are strings (dropped) or
  * that they match one pattern: with no patternProperties and additionalProperties true or
  * absent, or no declared property, the pattern's keys are the extra keys (patternProperties
  * {P: additionalProperties}, additionalProperties false) and the declared names it does not
  * match are left out. Else propertyNames stays (no extra keys written). 0, or -1 with err. */
 static int names_as_patterns(struct sc *c, cJSON *m) {
-    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(m, "propertyNames");
-    if (!pn || !(pn = sc_flat(c, pn, 0))) return pn ? -1 : 0;
+    const cJSON *pn0 = cJSON_GetObjectItemCaseSensitive(m, "propertyNames");
+    if (!pn0) return 0;
+    const cJSON *pn = sc_flat(c, pn0, 0);
+    if (!pn) return -1;
+    if (!cJSON_IsObject(pn) && !cJSON_IsTrue(pn)) return 0;
     const cJSON *pat = NULL, *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
     for (const cJSON *k = cJSON_IsObject(pn) ? pn->child : NULL; k; k = k->next) {
         if (!sc_is_validity(pn, k->string)) continue;
         if (strcmp(k->string, "pattern") == 0 && cJSON_IsString(k)) pat = k;
         else if (strcmp(k->string, "type") != 0 || !(sc_type_bits(k) & T_STR)) return 0;
     }
-    if (!cJSON_IsObject(pn) && !cJSON_IsTrue(pn)) return 0;
-    cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
-    int declared = cJSON_IsObject(p) && p->child;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "properties");
     if (pat && (cJSON_GetObjectItemCaseSensitive(m, "patternProperties") ||
-                (declared && addl && !cJSON_IsTrue(addl))))
+                (cJSON_IsObject(p) && p->child && addl && !cJSON_IsTrue(addl))))
         return 0;
-    for (cJSON *x = pat && declared ? p->child : NULL, *nx; x; x = nx) {
-        nx = x->next; /* sc_forbid replaces x in place */
-        int k = sc_name_matches(c, pat->valuestring, x->string);
-        if (k < 0 || (k == 0 && sc_forbid(c, m, x->string, "propertyNames") < 0)) return -1;
-    }
+    if (pat && forbid_bad_names(c, m, pn) < 0) return -1;
     if (pat) {
         cJSON *pp = cJSON_AddObjectToObject(m, "patternProperties");
         cJSON_AddItemToObject(pp, pat->valuestring,
@@ -358,11 +367,7 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
                 x = both;
             }
         }
-    for (cJSON *x = cJSON_IsObject(p) && pn ? p->child : NULL, *nx; x; x = nx) {
-        nx = x->next; /* forbid replaces x in place */
-        int k = cJSON_IsFalse(x) ? 1 : name_valid(c, pn, x->string);
-        if (k < 0 || (k == 0 && sc_forbid(c, m, x->string, "propertyNames") < 0)) return NULL;
-    }
+    if (pn && forbid_bad_names(c, m, pn) < 0) return NULL;
     if (lower_depends(c, m) < 0) return NULL;
     static const char *const drop[] = {
         "dependentRequired", "dependentSchemas", "dependencies", "patternProperties",
