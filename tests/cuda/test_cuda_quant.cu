@@ -17,6 +17,7 @@
 extern "C" {
 #include "../../kernels/backend.h"
 #include "../../kernels/cuda/backend_cuda.h"
+#include "backend_pair.h"
 #include "../../model/int4w.h" /* int4w_amax: the loader's bweight.amax of I4_S32 weights */
 #include "../../util/dtype.h"
 #include "../../util/half.h" /* at global scope: quant.h below sees it already included */
@@ -280,17 +281,10 @@ static double backend_err(struct backend *gpu, struct backend *cpu, enum dtype t
  * each) before the GEMM: at most 2 * 2^-11 + f32 rounding of the summed magnitudes. The
  * strides leave gaps (ldx, ldy > cols, rows); ldx odd once (the unaligned loads). */
 static int check_backend_matmul(void) {
-    if (!backend_cuda_available()) {
-        printf("CUDA vs CPU backend matmul: skipped: no GPU\n");
-        return 0;
-    }
-    char err[256];
     struct backend gpu, cpu;
-    if (backend_open(&gpu, "cuda", 0, 0, NULL, err) || backend_open(&cpu, "cpu", 2, 0, NULL, err)) {
-        printf("FAIL: backend_open: %s\n", err);
-        failures++;
-        return 1;
-    }
+    const int opened = backend_pair_open(&gpu, &cpu, "CUDA vs CPU backend matmul");
+    if (opened < 0) failures++;
+    if (opened <= 0) return opened < 0;
     double worst[2] = {0, 0}; /* GEMV steps, F16-copy steps */
     const enum dtype types[] = {DT_F8_E4M3_S32, DT_I4_S32};
     const int steps[] = {1, 8, 16, 17, 64};

@@ -30,6 +30,7 @@
 extern "C" {
 #include "../../kernels/backend.h"
 #include "../../kernels/cuda/backend_cuda.h"
+#include "backend_pair.h"
 #include "../../model/fp8w.h"
 #include "../../util/dtype.h"
 }
@@ -314,17 +315,10 @@ static void check_step(struct backend *gpu, struct backend *cpu, int T) {
 
 /* 1 when it ran */
 static int check_gpu(void) {
-    if (!backend_cuda_available()) {
-        printf("CUDA W8A8 vs CPU backend matmul: skipped: no GPU\n");
-        return 0;
-    }
-    char err[256];
     struct backend gpu, cpu;
-    if (backend_open(&gpu, "cuda", 0, 0, NULL, err) || backend_open(&cpu, "cpu", 2, 0, NULL, err)) {
-        printf("FAIL: backend_open: %s\n", err);
-        failures++;
-        return 1;
-    }
+    const int opened = backend_pair_open(&gpu, &cpu, "CUDA W8A8 vs CPU backend matmul");
+    if (opened < 0) failures++;
+    if (opened <= 0) return opened < 0;
     const int cc = ((struct cuda_ctx *)gpu.ctx)->cc;
     if (cc < 89) {
         printf("CUDA W8A8 vs CPU backend matmul: skipped: compute capability %d.%d has no FP8 "
