@@ -1,8 +1,9 @@
 /* String formats (schema_fmt.h): each a GBNF item that only produces valid instances of
  * the format (a subset of it: RFC 3339 dates with every valid day, leap years included;
  * RFC 5321's common address form; RFC 1123 host names whose last label starts with a
- * letter; RFC 3986 URIs with a host; ISO 8601 durations as RFC 3339's appendix A writes
- * them), bounded in length so that a maxLength at or above the bound keeps the format. */
+ * letter; RFC 3986 URIs and references without user information; ISO 8601 durations as RFC 3339's
+ * appendix A writes them), bounded in length so that a maxLength at or above the bound keeps the
+ * format. */
 #include "schema_fmt.h"
 
 #include <string.h>
@@ -41,9 +42,23 @@
 #define PCHAR "([a-zA-Z0-9._~!$&'()*+,;=:@\\-] | \"%\" [0-9a-fA-F] [0-9a-fA-F])"
 #define QCHAR "(" PCHAR " | [/?])"
 #define URI_TAIL "(\"?\" " QCHAR "{0,256})? (\"#\" " QCHAR "{0,128})?"
+#define SEGS "(\"/\" " PCHAR "{0,64}){0,15}"
+/* RFC 3986's hier-part: "//" authority (a host name, IPv4, [IPv6] or empty; a port)
+ * path-abempty, path-absolute, path-rootless or path-empty (no user information) */
+#define AUTH_PATH \
+    "\"//\" (" HOST " | " IPV4 " | \"[\" " IPV6 " \"]\")? (\":\" [0-9]{1,5})? (\"/\" " PCHAR \
+    "{0,64}){0,16}"
 #define URI \
-    "([a-zA-Z] [a-zA-Z0-9+.\\-]{0,15} \"://\" (" HOST " | " IPV4 \
-    ") (\":\" [0-9]{1,5})? (\"/\" " PCHAR "{0,64}){0,16} " URI_TAIL ")"
+    "([a-zA-Z] [a-zA-Z0-9+.\\-]{0,15} \":\" (" AUTH_PATH " | \"/\" (" PCHAR "{1,64} " SEGS \
+    ")? | " PCHAR "{1,64} " SEGS ")? " URI_TAIL ")"
+/* a relative reference: as hier-part, the first segment of a relative path without ':' */
+#define NCCHAR "([a-zA-Z0-9._~!$&'()*+,;=@\\-] | \"%\" [0-9a-fA-F] [0-9a-fA-F])"
+#define URI_REF \
+    "(" URI " | (" AUTH_PATH " | \"/\" (" PCHAR "{1,64} " SEGS ")? | " NCCHAR "{1,64} " SEGS \
+    ")? " URI_TAIL ")"
+/* the longest: scheme 16, ":" and "//", a host of 209, a port of 6, 16 segments of 64
+ * percent-encoded octets, a query of 256 and a fragment of 128 of them */
+#define URI_MAX (16 + 3 + 209 + 6 + 16 * (1 + 64 * 3) + 1 + 256 * 3 + 1 + 128 * 3)
 #define DUR_N "[0-9]{1,9}"
 #define DUR_TIME \
     "(\"T\" (" DUR_N " \"H\" (" DUR_N " \"M\" (" DUR_N " \"S\")?)? | " DUR_N " \"M\" (" DUR_N \
@@ -65,16 +80,10 @@ static const struct fmt {
     {"idn-hostname", "([a-z0-9]{1,63} \".\"){0,2} [a-z] [a-z0-9]{0,62}", 1, 191},
     {"ipv4", IPV4, 7, 15},
     {"ipv6", "(" IPV6 ")", 2, 39},
-    {"uri", URI, 5, 1660},
-    {"iri", URI, 5, 1660},
-    {"uri-reference",
-     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL " | \"#\" " QCHAR
-     "{0,128})",
-     0, 1660},
-    {"iri-reference",
-     "(" URI " | \"/\" " PCHAR "{1,64} (\"/\" " PCHAR "{0,64}){0,15} " URI_TAIL " | \"#\" " QCHAR
-     "{0,128})",
-     0, 1660},
+    {"uri", URI, 2, URI_MAX},
+    {"iri", URI, 2, URI_MAX},
+    {"uri-reference", URI_REF, 0, URI_MAX},
+    {"iri-reference", URI_REF, 0, URI_MAX},
     {"byte", "([a-zA-Z0-9+/]{4}){0,256} ([a-zA-Z0-9+/]{2} \"==\" | [a-zA-Z0-9+/]{3} \"=\")?", 0,
      1028},
     {"duration",

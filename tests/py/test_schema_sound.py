@@ -13,6 +13,7 @@ checked: `ok` and `bad` with the specification's (open, kind `schema-open`), and
 with the default closed one (`schema`), which must refuse every invalid instance too."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -849,7 +850,7 @@ def _rfc_checks():
             return False
         p = urllib.parse.urlsplit(s)
         if not p.scheme:
-            return ref and not s.startswith("//")
+            return ref
         return re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", p.scheme) is not None
 
     def date_time(s):
@@ -881,6 +882,12 @@ def format_ok(fmt, s):
         return False
 
 
+def checker_bug(fmt, s):
+    """jsonschema's relative-json-pointer check refuses any digit after a 0 ("100#", "79801#"),
+    where the draft refuses only a leading 0; the draft's reading decides those."""
+    return fmt == "relative-json-pointer" and re.fullmatch(r"[1-9][0-9]*0[0-9]+(#|/.*)?", s) is not None
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_format_sentences_valid(fmt, tmp_path):
     """Random byte walks through each format's grammar: every complete string is valid for
@@ -890,7 +897,7 @@ def test_format_sentences_valid(fmt, tmp_path):
     seen = 0
     for text in sentences(schema, 24, 60, tmp_path):
         value = json.loads(text)
-        assert v.is_valid(value) and format_ok(fmt, value), (fmt, value)
+        assert (v.is_valid(value) or checker_bug(fmt, value)) and format_ok(fmt, value), (fmt, value)
         seen += 1
     assert seen >= 3, fmt
 
@@ -903,8 +910,11 @@ FORMAT_CASES = [
     ("ipv6", ["::", "::1", "fe80::1:2", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::"], ["1:2:3:4:5:6:7:8:9", "1::2::3"]),
     ("hostname", ["localhost", "a.b.c", "my-host.example.com", "a.b.c.d.example.com"], []),
     ("uri", ["https://example.com/a/b?x=1#f", "ftp://10.0.0.1:21/", "urn1://h", "http://maps.wien.gv.at/wmts",
-             "http://www.ebi.ac.uk/cellline/CL:0002222"], []),
-    ("uri-reference", ["#", "#/definitions/Person", "/a/b?x=1", "https://example.com/a"], []),
+             "http://www.ebi.ac.uk/cellline/CL:0002222", "s:", "file:///C:/Users/x", "mailto:a@b.c",
+             "urn:isbn:0451450523", "http://[::1]:8080/x", "a:/b", "x://:80"],
+     ["a", "//h", "1a:b", "/a", "a b:c"]),
+    ("uri-reference", ["#", "#/definitions/Person", "/a/b?x=1", "https://example.com/a", "", "./src", "a/b",
+                       "../x?y#z", "//host/p", "a:b:c", "?q"], ["a b", "%zz", "//h h"]),
     ("duration", ["P1D", "PT5M", "P1Y2M3DT4H5M6S", "P2W"], []),
     ("byte", ["", "QUJD", "QUI=", "QQ=="], []),
     ("unknown-format", ["anything at all"], []),
