@@ -118,8 +118,29 @@ void sc_put_json_literal(struct sbuf *b, const cJSON *v) {
     free(t);
 }
 
+/* ref's fragment ("#..."), where ref is local or names the root by its own URI (the root's
+ * $id, or draft 4's id, without a fragment): "https://x/s.json#/a" in a schema whose $id is
+ * "https://x/s.json" is "#/a". NULL for any other URI. */
+static const char *local_part(const struct sc *c, const char *ref) {
+    if (ref[0] == '#') return ref;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(c->root, "$id");
+    if (!cJSON_IsString(id)) id = cJSON_GetObjectItemCaseSensitive(c->root, "id");
+    if (!cJSON_IsString(id)) return NULL;
+    size_t n = strcspn(id->valuestring, "#"), m = strcspn(ref, "#");
+    if (n == 0 || n != m || strncmp(id->valuestring, ref, n) != 0) return NULL;
+    return ref[m] ? ref + m : "#";
+}
+
+static int hex_digit(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
 const cJSON *sc_resolve_pointer(struct sc *c, const char *ref) {
-    if (ref[0] != '#') return NULL;
+    ref = local_part(c, ref);
+    if (!ref) return NULL;
     const cJSON *cur = c->root;
     const char *p = ref + 1;
     while (*p) {
@@ -129,6 +150,12 @@ const cJSON *sc_resolve_pointer(struct sc *c, const char *ref) {
         size_t n = 0;
         while (*p && *p != '/') {
             char ch = *p++;
+            if (ch == '%') { /* a URI fragment's percent-encoded octet (RFC 6901, 6) */
+                int hi = hex_digit(p[0]), lo = hi < 0 ? -1 : hex_digit(p[1]);
+                if (lo < 0) return NULL;
+                ch = (char)(hi * 16 + lo);
+                p += 2;
+            }
             if (ch == '~' && (*p == '0' || *p == '1')) ch = *p++ == '0' ? '~' : '/';
             if (n + 1 >= sizeof tok) return NULL;
             tok[n++] = ch;
@@ -167,8 +194,8 @@ static int ref_rule(struct sc *c, const char *ref, char *nm) {
     const cJSON *t = sc_resolve_pointer(c, ref);
     if (!t)
         return sc_serr(c,
-                       "$ref '%s' does not resolve (only local refs \"#/...\" "
-                       "are supported)",
+                       "$ref '%s' does not resolve (only local refs \"#/...\", or the "
+                       "root's own $id with one, are supported)",
                        ref);
     /* a chain of bare $refs that returns to itself can never produce a value */
     const cJSON *x = t;

@@ -110,6 +110,15 @@ def refused(schema, needle, tmp_path):
 
 # (name, schema, ok, bad)
 SOUNDNESS = [
+    # a $ref by the root's own $id (JSONSchemaStore ninjs-1.3: its associations were never
+    # written, "does not resolve"), and a percent-encoded pointer fragment (RFC 6901, 6)
+    ("ref-by-root-id",
+     {"$id": "http://x.org/s.json#", "type": "object",
+      "properties": {"a": {"$ref": "http://x.org/s.json#/$defs/t"}, "b": {"$ref": "#/$defs/a%20b"},
+                     "c": {"$ref": "http://x.org/s.json"}},
+      "$defs": {"t": {"type": "integer"}, "a b": {"type": "string"}}},
+     [{"a": 1}, {"b": "x"}, {"c": {"a": 2, "c": {"b": "y"}}}],
+     [{"a": "x"}, {"b": 1}, {"c": {"a": "x"}}]),
     # an allOf subschema's then/else and min/maxContains come along with if and contains
     # (JSONSchemaStore shopware-project: {"type": "multi"} accepted without its "queries")
     ("allof-if-then",
@@ -880,6 +889,11 @@ def format_ok(fmt, s):
         return bool(RFC[fmt](s)) if fmt in RFC else True
     except ValueError:
         return False
+
+
+def test_ref_to_another_uri_refused(tmp_path):
+    refused({"$id": "http://x.org/s.json", "properties": {"a": {"$ref": "http://y.org/s.json#/x"}}},
+            "does not resolve", tmp_path)
 
 
 def checker_bug(fmt, s):
