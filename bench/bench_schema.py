@@ -54,8 +54,19 @@ def text_of(v):
                                                                          ensure_ascii=False)
 
 
+DRAFTS_REF_ALONE = tuple(f"http://json-schema.org/draft-0{d}/schema" for d in (3, 4, 6, 7))
+
+
+def ref_alone(root):
+    """1 when root's $schema names draft 3, 4, 6 or 7, whose $ref ignores its siblings (as
+    tpd's grammar/schema_draft.c reads it: the URI, with or without an empty fragment)."""
+    d = root.get("$schema") if isinstance(root, dict) else None
+    return isinstance(d, str) and d.rstrip("#") in DRAFTS_REF_ALONE and d.count("#") <= 1
+
+
 def resolve(root, s, hops=0):
-    """s with its local $ref followed (with siblings: allOf of them and the target)."""
+    """s with its local $ref followed (with siblings, where the draft keeps them: allOf of
+    them and the target)."""
     while isinstance(s, dict) and isinstance(s.get("$ref"), str) and s["$ref"].startswith("#") and hops < 32:
         cur = root
         try:
@@ -66,7 +77,7 @@ def resolve(root, s, hops=0):
             return s
         if not isinstance(cur, dict):
             return s
-        sib = {k: x for k, x in s.items() if k != "$ref"}
+        sib = {} if ref_alone(root) else {k: x for k, x in s.items() if k != "$ref"}
         s, hops = ({"allOf": [sib, cur]} if sib else cur), hops + 1  # as tpd merges them
     return s
 
