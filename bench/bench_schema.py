@@ -91,33 +91,56 @@ def meets(root, s, v):
         return True
 
 
-def parts(root, s, depth=0, v=None):
-    """s and the subschemas whose properties tpd merges into it (allOf, $ref, anyOf/oneOf
-    branches, if/then/else), in the order it merges them. Given the value v, only the
-    anyOf/oneOf branches v meets: the grammar writes v through one of those, in its order."""
-    s = resolve(root, s)
-    if not isinstance(s, dict) or depth > 16:
-        return []
-    out = [s]
-    for k in ("allOf", "anyOf", "oneOf"):
+def branch_parts(root, s, v):
+    """The anyOf/oneOf branches of s (given the value v, only those v meets: the grammar
+    writes v through one of them) and the sides of its if/then/else (the one v takes)."""
+    out = []
+    for k in ("anyOf", "oneOf"):
         xs = s.get(k, []) if isinstance(s.get(k), list) else []
-        if k != "allOf" and v is not None and any(meets(root, x, v) for x in xs):
+        if v is not None and any(meets(root, x, v) for x in xs):
             xs = [x for x in xs if meets(root, x, v)]
-        for x in xs:
-            out += parts(root, x, depth + 1, v)
+        out += xs
     ks = ("if", "then", "else")
     if v is not None and isinstance(s.get("if"), (dict, bool)):  # the branch v takes
         ks = ("if", "then") if meets(root, s["if"], v) else ("else",)
-    for k in ks:
-        out += parts(root, s.get(k), depth + 1, v) if isinstance(s.get(k), dict) else []
+    return out + [s[k] for k in ks if isinstance(s.get(k), dict)]
+
+
+def parts(root, s, depth=0, v=None, bfs=False):
+    """s and the subschemas whose properties tpd merges into it (allOf, $ref, anyOf/oneOf
+    branches, if/then/else), in the order it merges them: depth first, or with bfs each
+    level of allOf before the allOfs inside it (as grammar/schema_merge.c's sc_flat merges a
+    nested allOf after its siblings' keywords)."""
+    s = resolve(root, s)
+    if not isinstance(s, dict) or depth > 16:
+        return []
+    if not bfs:
+        out = [s]
+        for x in s.get("allOf", []) if isinstance(s.get("allOf"), list) else []:
+            out += parts(root, x, depth + 1, v)
+        for x in branch_parts(root, s, v):
+            out += parts(root, x, depth + 1, v)
+        return out
+    out, level = [], [s]
+    while level and depth <= 16:
+        nxt = []
+        for x in level:
+            x = resolve(root, x)
+            if isinstance(x, dict):
+                out.append(x)
+                nxt += x["allOf"] if isinstance(x.get("allOf"), list) else []
+        level, depth = nxt, depth + 1
+    for x in list(out):
+        for b in branch_parts(root, x, v):
+            out += parts(root, b, depth + 1, v, bfs)
     return out
 
 
-def schema_order(schema, v, root=None):
+def schema_order(schema, v, root=None, bfs=False):
     """v with every object's keys in the order of its schema's properties (best effort:
     through $ref, allOf/anyOf/oneOf, patternProperties, additionalProperties and items)."""
     root = schema if root is None else root
-    ps = parts(root, schema, 0, v)
+    ps = parts(root, schema, 0, v, bfs)
     if isinstance(v, dict):
         names = []
         for p in ps:
@@ -141,14 +164,14 @@ def schema_order(schema, v, root=None):
                     return p["additionalProperties"]
             return {}
         keys = [k for k in names if k in v] + [k for k in v if k not in names]
-        return {k: schema_order(sub(k), v[k], root) for k in keys}
+        return {k: schema_order(sub(k), v[k], root, bfs) for k in keys}
     if isinstance(v, list):
         items = next((p["items"] for p in ps if isinstance(p.get("items"), (dict, list))), {})
         prefix = next((p["prefixItems"] for p in ps if isinstance(p.get("prefixItems"), list)), None)
         if isinstance(items, list):
             prefix, items = items, {}
         prefix = prefix or []
-        return [schema_order(prefix[i] if i < len(prefix) else items, x, root) for i, x in enumerate(v)]
+        return [schema_order(prefix[i] if i < len(prefix) else items, x, root, bfs) for i, x in enumerate(v)]
     return v
 
 
@@ -216,7 +239,9 @@ def check(job):
     c["unlabelled"] = len(valid) + len(invalid) - len(keep_v) - len(keep_i)
     valid, invalid = keep_v, keep_i
     texts = [text_of(x) for x in valid + invalid]
-    reordered = [text_of(schema_order(schema, json.loads(t))) for t in texts[:len(valid)]]
+    # two readings of the order tpd merges allOf in (depth first, level by level)
+    reordered = [text_of(schema_order(schema, json.loads(t), bfs=b)) for b in (False, True)
+                 for t in texts[:len(valid)]]
     with tempfile.TemporaryDirectory() as tmp:
         try:
             got, ms, err = run(driver, schema, texts + reordered, tmp, limit, kind)
@@ -231,8 +256,9 @@ def check(job):
         ok = got[i]
         if i < len(valid) and not ok:
             c["valid_rejected"] += 1
-            c["order_only"] += got[len(texts) + i]
-            if verbose and not got[len(texts) + i]:
+            order_only = got[len(texts) + i] or got[len(texts) + len(valid) + i]
+            c["order_only"] += order_only
+            if verbose and not order_only:
                 msgs.append(f"valid rejected {name}: {t[:200]}")
         elif i >= len(valid) and ok:
             c["invalid_accepted"] += 1
