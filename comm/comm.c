@@ -209,22 +209,28 @@ void comm_tp_bcast(struct comm *c, void *buf, size_t bytes) {
 /* A follower waits here between steps, possibly for hours. MPI_Bcast (or MPI_Recv) would
  * busy-poll a core all that time, so the operation is started non-blocking and polled:
  * spinning for the first SPIN_S (a busy daemon's next plan arrives within it, at no added
- * latency), then sleeping between polls, from 20 us doubling up to 1 ms (an idle rank wakes
- * ~1000 times a second for a microsecond; the first step after idling waits at most 1 ms). */
+ * latency), then sleeping between polls, from 20 us doubling up to 1 ms, and 2 ms once it has
+ * waited IDLE_S (no step for that long: the daemon is idle; the first step after it waits at
+ * most 2 ms, against a forward pass of several). An idle follower wakes ~500 times a second
+ * (2-core VM, tp 2: 0.35 s of CPU in 20 s, 0.57 s when it napped 1 ms). */
 #define WAIT_SPIN_S 0.002
+#define WAIT_IDLE_S 0.1
 #define WAIT_SLEEP_MAX_NS 1000000L
+#define WAIT_IDLE_SLEEP_NS 2000000L
 static void wait_polling(MPI_Request *req) {
     int done = 0;
-    double spin_until = clock_now() + WAIT_SPIN_S;
+    double spin_until = clock_now() + WAIT_SPIN_S, idle_at = spin_until + WAIT_IDLE_S;
     long sleep_ns = 20000;
     for (;;) {
         MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
         if (done) return;
-        if (clock_now() < spin_until) continue;
+        double now = clock_now();
+        if (now < spin_until) continue;
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < WAIT_SLEEP_MAX_NS)
             sleep_ns = sleep_ns * 2 < WAIT_SLEEP_MAX_NS ? sleep_ns * 2 : WAIT_SLEEP_MAX_NS;
+        else if (now > idle_at) sleep_ns = WAIT_IDLE_SLEEP_NS;
     }
 }
 

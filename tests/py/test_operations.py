@@ -58,7 +58,8 @@ def test_idle_daemon_rests_and_wakes_fast(sock_path):
     - it rests: all ranks together use at most 2 s of CPU in 60 s idle;
     - the follower looks for the next step at least every 3 ms while idle (counted from its
       voluntary context switches: 20,000 in 60 s), so a step waits at most that long for it
-      by construction; it naps 1 ms (comm.c wait_polling), about 60,000 wakes a minute;
+      by construction; it naps 2 ms once idle for 0.1 s (comm.c wait_polling), about 30,000
+      wakes a minute (1 ms naps, until 2026-11-28, came to ~1.9 s of CPU a minute here);
     - end to end, the first requests after idling are answered within 0.5 s, or 5x the busy
       TTFT on a loaded machine: a daemon that napped for seconds would fail. Not tighter: on a shared
       2-core VM the first forward pass after some seconds of idle runs several times slower
