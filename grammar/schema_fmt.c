@@ -59,6 +59,16 @@
 /* the longest: scheme 16, ":" and "//", a host of 209, a port of 6, 16 segments of 64
  * percent-encoded octets, a query of 256 and a fragment of 128 of them */
 #define URI_MAX (16 + 3 + 209 + 6 + 16 * (1 + 64 * 3) + 1 + 256 * 3 + 1 + 128 * 3)
+/* RFC 6570 URI templates: literals (unreserved, reserved but ' and percent-encoded) and
+ * expressions of an operator of levels 2-3 and up to 4 variables (names of letters, digits
+ * and _ joined by dots, a prefix length of 1-999 or an explode): the RFC's and the checker's
+ * (python uri_template: no prefix above 999) common ground */
+#define TVAR "[a-zA-Z0-9_]{1,24} (\".\" [a-zA-Z0-9_]{1,24}){0,2} (\":\" [1-9] [0-9]{0,2} | \"*\")?"
+#define TEMPLATE \
+    "([a-zA-Z0-9!#$&()*+,./:;=?@_~\\[\\]\\-] | \"%\" [0-9a-fA-F] [0-9a-fA-F] | \"{\" " \
+    "[+#./;?&]? " TVAR " (\",\" " TVAR "){0,3} \"}\"){0,64}"
+/* a variable: 3 x 24 + 2 dots + 4; an expression: braces, operator, 4 variables, 3 commas */
+#define TEMPLATE_MAX (64 * (3 + 4 * (3 * 24 + 2 + 4) + 3))
 #define DUR_N "[0-9]{1,9}"
 #define DUR_TIME \
     "(\"T\" (" DUR_N " \"H\" (" DUR_N " \"M\" (" DUR_N " \"S\")?)? | " DUR_N " \"M\" (" DUR_N \
@@ -91,6 +101,7 @@ static const struct fmt {
      " \"M\" (" DUR_N " \"D\")?)?) " DUR_TIME "?) | " DUR_TIME " | " DUR_N " \"W\")",
      3, 64},
     {"json-pointer", JSON_POINTER, 0, 1040},
+    {"uri-template", TEMPLATE, 0, TEMPLATE_MAX},
     {"relative-json-pointer", "(\"0\" | [1-9] [0-9]{0,8}) (\"#\" | " JSON_POINTER ")", 1, 1049},
     {"regex", "[a-zA-Z0-9 _]{0,64}", 0, 64},
 };

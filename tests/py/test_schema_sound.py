@@ -881,7 +881,7 @@ def _rfc_checks():
 RFC = _rfc_checks()
 FORMATS = ["date", "time", "date-time", "uuid", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
            "uri", "uri-reference", "iri", "iri-reference", "byte", "duration", "json-pointer",
-           "relative-json-pointer", "regex"]
+           "relative-json-pointer", "regex", "uri-template"]
 
 
 def format_ok(fmt, s):
@@ -930,6 +930,9 @@ FORMAT_CASES = [
     ("uri-reference", ["#", "#/definitions/Person", "/a/b?x=1", "https://example.com/a", "", "./src", "a/b",
                        "../x?y#z", "//host/p", "a:b:c", "?q"], ["a b", "%zz", "//h h"]),
     ("duration", ["P1D", "PT5M", "P1Y2M3DT4H5M6S", "P2W"], []),
+    # MCPspec CompleteRequest's "http://example.com/resource/{" was accepted as an annotation
+    ("uri-template", ["", "http://x/{a}", "{+path}/x{?q,r*}", "{a.b:3}", "%41{b}", "{#a}{.b}{/c,d}{;e}{&f}"],
+     ["http://example.com/resource/{", "{=a}", "{}", "{a:1000}", "{a:3*}", "a}"]),
     ("byte", ["", "QUJD", "QUI=", "QQ=="], []),
     ("unknown-format", ["anything at all"], []),
 ]
