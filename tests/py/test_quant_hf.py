@@ -1,0 +1,187 @@
+"""FP8 and INT4 Hugging Face checkpoints written by the formats' own tools, run by tpd and
+by an independent implementation of each format: transformers on the CPU with the format's
+own loader, float64.
+
+Checkpoints (tests/reference/make_ct.py): compressed-tensors quantizes and packs them itself
+(float-quantized FP8 per tensor / channel / 128x128 block, pack-quantized W4A16 in groups of
+32 / 128 and per channel, symmetric and asymmetric), and transformers' FineGrainedFP8
+quantize op writes quant_method "fp8" with 128x128 weight_scale_inv; from random tiny Llamas
+and from SmolLM2-135M-Instruct (dequantized from its Q4_1 GGUF).
+Reference: AutoModelForCausalLM.from_pretrained with CompressedTensorsConfig(dequantize=True)
+/ FineGrainedFP8Config(dequantize=True) (compressed-tensors' own decompression, transformers'
+own Fp8Dequantize), then float64, teacher-forced logits of every position.
+tpd: `tpd eval` on the same directory, CPU backend, F32 KV cache, tp 1, 2, 3 (SmolLM2: 1, 3).
+
+Bound. Both sides dequantize the weights exactly and run the activations unquantized (W8A16,
+W4A16: tpd's choice for these schemes; the FP8 configs' dynamic activation schemes are not
+applied by transformers' dequantize path either), so the format leaves no error between
+them: what differs is tpd's float32 arithmetic, bounded as for the F32 models,
+|tpd - HF| <= TOL * max|HF| with TOL = 1e-4 (quant_check.TOL). The argmax then has to agree
+wherever HF's top-2 gap exceeds 2 * TOL * max|HF|. Each checkpoint is checked to be really
+quantized (its matrices stored as F8_E4M3 / packed I32 words, and its logits more than
+QUANT_VISIBLE = 30 * TOL * max|HF| away from those of the float model it came from), and a
+checkpoint with one matrix's nibbles swapped pairwise or one FP8 scale changed by 2% is
+checked to fail the comparison, so that the bound catches a wrong reading.
+
+Measured (2-core VM, this file): max |tpd - HF| / max|HF| over all models and tp: see
+bench/RESULTS.md ("FP8 / INT4 checkpoints against transformers").
+"""
+import json
+import os
+import shutil
+import struct
+import sys
+
+import numpy as np
+import pytest
+import torch  # a declared requirement (launch/requirements.txt): missing means failing
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
+
+import make_ct  # noqa: E402
+import tpd_cli  # noqa: E402
+from quant_check import SEQS, TOL  # noqa: E402
+
+QUANT_VISIBLE = 30 * TOL
+# SmolLM2: "The capital of France is Paris. The capital of Germany is Berlin, and the capital
+# of Italy is" (its tokenizer.json), and SEQS' first
+SMOL_SEQS = [[504, 3575, 282, 4649, 314, 7042, 30, 378, 3575, 282, 4521, 314, 11452, 28, 284,
+              260, 3575, 282, 7158, 314], SEQS[0]]
+
+
+def _tps(name):
+    return (1, 3) if name.startswith("smollm2") else (1, 2, 3)
+
+
+def _seqs(name):
+    return SMOL_SEQS if name.startswith("smollm2") else SEQS
+
+
+def st_dtypes(path):
+    """{tensor name: safetensors dtype} of path/model.safetensors (its JSON header)."""
+    with open(os.path.join(path, "model.safetensors"), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+    return {k: v["dtype"] for k, v in h.items() if k != "__metadata__"}
+
+
+def hf_logits(path, seqs, quantized):
+    """transformers' float64 logits [total tokens, vocab] of path: a quantized checkpoint
+    dequantized by the format's own loader, or a float one."""
+    from transformers import (AutoModelForCausalLM, CompressedTensorsConfig,
+                              FineGrainedFP8Config)
+    kw = {}
+    if quantized:
+        with open(os.path.join(path, "config.json")) as f:
+            method = json.load(f)["quantization_config"]["quant_method"]
+        kw["quantization_config"] = (FineGrainedFP8Config(dequantize=True) if method == "fp8"
+                                     else CompressedTensorsConfig(dequantize=True))
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                 attn_implementation="eager", **kw)
+    model = model.to(torch.float64).eval()
+    with torch.no_grad():
+        return np.concatenate([model(torch.tensor([s])).logits[0].numpy() for s in seqs])
+
+
+@pytest.fixture(scope="module")
+def outdir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("quant_hf"))
+
+
+_cache = {}
+
+
+def checkpoint(outdir, name):
+    """(path, HF logits of the checkpoint, HF logits of its float source), made once."""
+    if name not in _cache:
+        path, src = make_ct.write(outdir, name)
+        seqs = _seqs(name)
+        _cache[name] = (path, hf_logits(path, seqs, True), hf_logits(src, seqs, False))
+    return _cache[name]
+
+
+def compare(ours, ref):
+    """(max relative error, positions whose argmax differs where HF's top-2 gap exceeds the
+    bound's)."""
+    scale = np.abs(ref).max()
+    err = np.abs(ours.astype(np.float64) - ref).max() / scale
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2 * TOL * scale
+    bad = np.flatnonzero(clear & (ours.argmax(1) != ref.argmax(1)))
+    return err, bad, int(clear.sum())
+
+
+def check(path, ref, name, tp):
+    ours = tpd_cli.eval_logits(path, _seqs(name), ref.shape[1], tp=tp, kv_type="f32")
+    err, bad, clear = compare(ours, ref)
+    print(f"{name} tp={tp}: rel err {err:.2e}, argmax checked at {clear}/{len(ref)}")
+    assert not len(bad), f"{name} tp={tp}: argmax differs at positions {bad.tolist()}"
+    assert err <= TOL, f"{name} tp={tp}: rel err {err:.3e} > {TOL}"
+    return err
+
+
+def _cases():
+    return [pytest.param(n, tp, id=f"{n}-tp{tp}") for n in make_ct.MODELS for tp in _tps(n)]
+
+
+@pytest.mark.parametrize("name,tp", _cases())
+def test_matches_transformers(tpd, outdir, name, tp):
+    path, ref, _ = checkpoint(outdir, name)
+    check(path, ref, name, tp)
+
+
+@pytest.mark.parametrize("name", list(make_ct.MODELS))
+def test_checkpoint_is_quantized(outdir, name):
+    """Every attention and MLP matrix stored quantized by the tool, nothing else; logits
+    visibly off the float model's."""
+    path, ref, ref_float = checkpoint(outdir, name)
+    types = st_dtypes(path)
+    fp8 = "fp8" in name
+    mats = [n for n in types if n.split(".")[-2].endswith("_proj")]
+    stored = {n.rsplit(".", 1)[0] for n in mats}
+    assert len(stored) == 7 * len({n.split(".")[2] for n in mats}), sorted(stored)[:8]
+    for m in stored:
+        if fp8:
+            assert types[m + ".weight"] == "F8_E4M3", (m, types[m + ".weight"])
+        else:
+            assert m + ".weight" not in types and types[m + ".weight_packed"] == "I32", m
+    assert not any(t in ("F8_E4M3", "I32") for n, t in types.items() if "_proj." not in n)
+    diff = np.abs(ref - ref_float).max() / np.abs(ref).max()
+    print(f"{name}: quantized vs float rel diff {diff:.2e}")
+    assert diff > QUANT_VISIBLE, f"{name}: quantized logits only {diff:.2e} off the float's"
+
+
+def _swap_nibbles(t):
+    """Each packed word's nibbles swapped in pairs (bits 0-3 with 4-7, ...)."""
+    u = t.view(torch.int32).numpy().view(np.uint32)
+    s = ((u & 0x0F0F0F0F) << 4) | ((u >> 4) & 0x0F0F0F0F)
+    return torch.from_numpy(s.view(np.int32).copy())
+
+
+# name: (checkpoint, tensor edited, edit)
+BROKEN = {
+    "nibble_order": ("tiny768-w4_g128_asym", "model.layers.1.mlp.down_proj.weight_packed",
+                     _swap_nibbles),
+    "fp8_scale": ("tiny768-fp8_tensor", "model.layers.0.self_attn.o_proj.weight_scale",
+                  lambda t: t * 1.02),
+    "block_scale": ("tiny768-hf_fp8_block", "model.layers.1.mlp.up_proj.weight_scale_inv",
+                    lambda t: t.flip(0).contiguous()),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_comparison_catches_misreading(tpd, outdir, tmp_path, case):
+    """tpd on a copy with one tensor misread on purpose, against HF on the intact file:
+    the comparison above must fail."""
+    from safetensors.torch import load_file, save_file
+    name, tensor, edit = BROKEN[case]
+    path, ref, _ = checkpoint(outdir, name)
+    bad = str(tmp_path / "bad")
+    shutil.copytree(path, bad)
+    st = os.path.join(bad, "model.safetensors")
+    t = load_file(st)
+    t[tensor] = edit(t[tensor])
+    save_file(t, st, {"format": "pt"})
+    with pytest.raises(AssertionError, match="rel err|argmax"):
+        check(bad, ref, name, 1)
