@@ -1,15 +1,17 @@
-"""FP8 and INT4 Hugging Face checkpoints written by the formats' own tools, run by tpd and
-by an independent implementation of each format: transformers on the CPU with the format's
-own loader, float64.
+"""FP8 and INT4 Hugging Face checkpoints run by tpd and by an independent implementation of
+each format: transformers on the CPU with the format's own loader, in float64.
 
-Checkpoints (tests/reference/make_ct.py): compressed-tensors quantizes and packs them itself
-(float-quantized FP8 per tensor / channel / 128x128 block, pack-quantized W4A16 in groups of
-32 / 128 and per channel, symmetric and asymmetric), and transformers' FineGrainedFP8
-quantize op writes quant_method "fp8" with 128x128 weight_scale_inv; from random tiny Llamas
-and from SmolLM2-135M-Instruct (dequantized from its Q4_1 GGUF).
+Checkpoints (tests/reference/make_ct.py) written by the formats' own tools: compressed-tensors
+quantizes and packs float-quantized FP8 (per tensor / channel / 128x128 block) and
+pack-quantized W4A16 (groups of 32 / 128, per channel; symmetric, asymmetric); transformers'
+FineGrainedFP8 quantize op writes quant_method "fp8" (128x128 weight_scale_inv); from random
+tiny Llamas and SmolLM2-135M-Instruct (dequantized from its Q4_1 GGUF). GPTQ (v1 with
+act-order runs and desc_act, v2 per channel) and AWQ GEMM: packed by our make_int4.py (no
+PyPI tool writes them without calibration and a GPU), read by GPT-QModel.
 Reference: AutoModelForCausalLM.from_pretrained with CompressedTensorsConfig(dequantize=True)
-/ FineGrainedFP8Config(dequantize=True) (compressed-tensors' own decompression, transformers'
-own Fp8Dequantize), then float64, teacher-forced logits of every position.
+(compressed-tensors' decompression), FineGrainedFP8Config(dequantize=True) (transformers'
+Fp8Dequantize), GPTQConfig / AwqConfig (GPT-QModel's modules, each replaced by the dense
+weight of its own unpacking), then float64, teacher-forced logits of every position.
 tpd: `tpd eval` on the same directory, CPU backend, F32 KV cache, tp 1, 2, 3 (SmolLM2: 1, 3).
 
 Bound. Both sides dequantize the weights exactly and run the activations unquantized (W8A16,
@@ -20,11 +22,10 @@ them: what differs is tpd's float32 arithmetic, bounded as for the F32 models,
 wherever HF's top-2 gap exceeds 2 * TOL * max|HF|. Each checkpoint is checked to be really
 quantized (its matrices stored as F8_E4M3 / packed I32 words, and its logits more than
 QUANT_VISIBLE = 30 * TOL * max|HF| away from those of the float model it came from), and a
-checkpoint with one matrix's nibbles swapped pairwise or one FP8 scale changed by 2% is
-checked to fail the comparison, so that the bound catches a wrong reading.
+checkpoint with one matrix's nibbles swapped pairwise or one FP8 scale changed is checked to
+fail the comparison, so that the bound catches a wrong reading.
 
-Measured (2-core VM, this file): max |tpd - HF| / max|HF| over all models and tp: see
-bench/RESULTS.md ("FP8 / INT4 checkpoints against transformers").
+Measured: bench/RESULTS.md, "FP8 / INT4 checkpoints against transformers".
 """
 import json
 import os
@@ -40,10 +41,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
 
 import make_ct  # noqa: E402
+import make_int4  # noqa: E402
 import tpd_cli  # noqa: E402
 from quant_check import SEQS, TOL  # noqa: E402
 
 QUANT_VISIBLE = 30 * TOL
+# make_int4.py's GPTQ (v1 with act-order runs and desc_act, v2 per channel) and AWQ GEMM
+# checkpoints whose shapes transformers accepts: packed by our numpy code, read by GPT-QModel
+GPTQ_AWQ = ["llama3_tied-gptq_g32_actorder", "llama3_tied-gptq_g32_desc_sym",
+            "qwen2-gptq_v2_channel", "mistral-awq_g32"]
+ALL = list(make_ct.MODELS) + GPTQ_AWQ
 # SmolLM2: "The capital of France is Paris. The capital of Germany is Berlin, and the capital
 # of Italy is" (its tokenizer.json), and SEQS' first
 SMOL_SEQS = [[504, 3575, 282, 4649, 314, 7042, 30, 378, 3575, 282, 4521, 314, 11452, 28, 284,
@@ -66,20 +73,57 @@ def st_dtypes(path):
     return {k: v["dtype"] for k, v in h.items() if k != "__metadata__"}
 
 
+def _biases_f16(path):
+    """Biases stored F16, as GPTQ releases (and GPT-QModel's modules, which round them on
+    load) have them."""
+    from safetensors.torch import load_file, save_file
+    st = os.path.join(path, "model.safetensors")
+    t = load_file(st)
+    save_file({n: a.half() if n.endswith("_proj.bias") else a for n, a in t.items()}, st,
+              {"format": "pt"})
+
+
+def _dense_gptq(model, method):
+    """Each GPT-QModel quantized linear of model replaced by a float64 nn.Linear of the
+    weight its own unpacking gives (TorchLinear.dequantize_weight, AWQ's dequantize_gemm;
+    scales widened first, so the products are exact)."""
+    from gptqmodel.quantization.awq.utils.packing_utils import dequantize_gemm
+    for n, mod in list(model.named_modules()):
+        if not hasattr(mod, "qweight"):
+            continue
+        mod.scales = mod.scales.double()
+        w = (mod.dequantize_weight() if method == "gptq" else
+             dequantize_gemm(mod.qweight, mod.qzeros, mod.scales, mod.bits, mod.group_size))
+        lin = torch.nn.Linear(mod.in_features, mod.out_features, bias=mod.bias is not None,
+                              dtype=torch.float64)
+        lin.weight.data = w.T.contiguous().double()  # [in, out] in GPTQ's and AWQ's layout
+        if mod.bias is not None:
+            lin.bias.data = mod.bias.double()
+        parent, _, child = n.rpartition(".")
+        setattr(model.get_submodule(parent), child, lin)
+
+
 def hf_logits(path, seqs, quantized):
     """transformers' float64 logits [total tokens, vocab] of path: a quantized checkpoint
     dequantized by the format's own loader, or a float one."""
-    from transformers import (AutoModelForCausalLM, CompressedTensorsConfig,
-                              FineGrainedFP8Config)
-    kw = {}
+    from transformers import (AutoModelForCausalLM, AwqConfig, CompressedTensorsConfig,
+                              FineGrainedFP8Config, GPTQConfig)
+    kw, method = {}, None
     if quantized:
         with open(os.path.join(path, "config.json")) as f:
             method = json.load(f)["quantization_config"]["quant_method"]
-        kw["quantization_config"] = (FineGrainedFP8Config(dequantize=True) if method == "fp8"
-                                     else CompressedTensorsConfig(dequantize=True))
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+        kw["quantization_config"] = {
+            "fp8": lambda: FineGrainedFP8Config(dequantize=True),
+            "compressed-tensors": lambda: CompressedTensorsConfig(dequantize=True),
+            # GPT-QModel's pure-torch kernels: no JIT-compiled CPU extension
+            "gptq": lambda: GPTQConfig(bits=4, backend="torch"),
+            "awq": lambda: AwqConfig(backend="torch_awq")}[method]()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, device_map="cpu",
                                                  attn_implementation="eager", **kw)
-    model = model.to(torch.float64).eval()
+    if method in ("gptq", "awq"):
+        _dense_gptq(model, method)
+    # nn.Module's own cast: transformers refuses one of a GPTQ model, dense now
+    model = torch.nn.Module.to(model, torch.float64).eval()
     with torch.no_grad():
         return np.concatenate([model(torch.tensor([s])).logits[0].numpy() for s in seqs])
 
@@ -95,7 +139,12 @@ _cache = {}
 def checkpoint(outdir, name):
     """(path, HF logits of the checkpoint, HF logits of its float source), made once."""
     if name not in _cache:
-        path, src = make_ct.write(outdir, name)
+        if name in GPTQ_AWQ:
+            path = make_int4.write(outdir, name)[0]
+            _biases_f16(path)
+            src = make_ct.write_source(outdir, make_int4.MODELS[name][0])
+        else:
+            path, src = make_ct.write(outdir, name)
         seqs = _seqs(name)
         _cache[name] = (path, hf_logits(path, seqs, True), hf_logits(src, seqs, False))
     return _cache[name]
@@ -122,7 +171,7 @@ def check(path, ref, name, tp):
 
 
 def _cases():
-    return [pytest.param(n, tp, id=f"{n}-tp{tp}") for n in make_ct.MODELS for tp in _tps(n)]
+    return [pytest.param(n, tp, id=f"{n}-tp{tp}") for n in ALL for tp in _tps(n)]
 
 
 @pytest.mark.parametrize("name,tp", _cases())
@@ -131,10 +180,10 @@ def test_matches_transformers(tpd, outdir, name, tp):
     check(path, ref, name, tp)
 
 
-@pytest.mark.parametrize("name", list(make_ct.MODELS))
+@pytest.mark.parametrize("name", ALL)
 def test_checkpoint_is_quantized(outdir, name):
-    """Every attention and MLP matrix stored quantized by the tool, nothing else; logits
-    visibly off the float model's."""
+    """Every attention and MLP matrix stored quantized, nothing else; logits visibly off the
+    float model's."""
     path, ref, ref_float = checkpoint(outdir, name)
     types = st_dtypes(path)
     fp8 = "fp8" in name
@@ -145,8 +194,10 @@ def test_checkpoint_is_quantized(outdir, name):
         if fp8:
             assert types[m + ".weight"] == "F8_E4M3", (m, types[m + ".weight"])
         else:
-            assert m + ".weight" not in types and types[m + ".weight_packed"] == "I32", m
-    assert not any(t in ("F8_E4M3", "I32") for n, t in types.items() if "_proj." not in n)
+            packed = ".qweight" if name in GPTQ_AWQ else ".weight_packed"
+            assert m + ".weight" not in types and types[m + packed] == "I32", m
+    assert not any(t in ("F8_E4M3", "I32", "F16") for n, t in types.items()
+                   if "_proj." not in n)
     diff = np.abs(ref - ref_float).max() / np.abs(ref).max()
     print(f"{name}: quantized vs float rel diff {diff:.2e}")
     assert diff > QUANT_VISIBLE, f"{name}: quantized logits only {diff:.2e} off the float's"
@@ -165,6 +216,7 @@ BROKEN = {
                      _swap_nibbles),
     "fp8_scale": ("tiny768-fp8_tensor", "model.layers.0.self_attn.o_proj.weight_scale",
                   lambda t: t * 1.02),
+    "awq_order": ("mistral-awq_g32", "model.layers.0.mlp.gate_proj.qweight", _swap_nibbles),
     "block_scale": ("tiny768-hf_fp8_block", "model.layers.1.mlp.up_proj.weight_scale_inv",
                     lambda t: t.flip(0).contiguous()),
 }
