@@ -13,8 +13,10 @@ packing (make_fp8.py, make_int4.py), for tests/py/test_quant_hf.py:
 - transformers' FineGrainedFP8 quantize op (integrations.finegrained_fp8.Fp8Quantize, what
   `from_pretrained(..., quantization_config=FineGrainedFP8Config(...))` runs on a GPU; called
   directly, as its quantizer refuses to quantize without one): quant_method "fp8",
-  weight_block_size [128, 128], weight_scale_inv. Its dequantization needs whole tiles, so
-  this scheme is written for "tiny768" only.
+  weight_block_size [128, 128], weight_scale_inv. Written for "tiny768" only: Fp8Quantize
+  leaves a matrix with partial tiles unquantized, and Fp8Dequantize (transformers 5.23.0)
+  takes the tile size from the scale grid, so it refuses a 224 x 320 weight with a 2 x 3
+  grid and misreads a 224 x 224 one with a 2 x 2 grid as 112 x 112 tiles (bench/RESULTS.md).
 
 Sources (float32 weights): "tiny768" (make_tiny's random weights, every width a multiple of
 128 and hidden size = heads x head_dim, which transformers' LlamaConfig requires; tp 2 and 3
