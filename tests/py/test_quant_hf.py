@@ -4,10 +4,10 @@ each format: transformers on the CPU with the format's own loader, in float64.
 Checkpoints (tests/reference/make_ct.py) written by the formats' own tools: compressed-tensors
 quantizes and packs float-quantized FP8 (per tensor / channel / 128x128 block) and
 pack-quantized W4A16 (groups of 32 / 128, per channel; symmetric, asymmetric); transformers'
-FineGrainedFP8 quantize op writes quant_method "fp8" (128x128 weight_scale_inv); from random
-tiny Llamas and SmolLM2-135M-Instruct (dequantized from its Q4_1 GGUF). GPTQ (v1 with
-act-order runs and desc_act, v2 per channel) and AWQ GEMM: packed by our make_int4.py (no
-PyPI tool writes them without calibration and a GPU), read by GPT-QModel.
+FineGrainedFP8 quantize op writes quant_method "fp8" (128x128 weight_scale_inv); GPT-QModel's own modules
+pack GPTQ v1 (desc_act asymmetric, group 128 symmetric) and AWQ GEMM; from random tiny Llamas
+and SmolLM2-135M-Instruct (dequantized from its Q4_1 GGUF). Also make_int4.py's GPTQ (v1
+act-order runs, v2 per channel) and AWQ checkpoints (our numpy packing), read by GPT-QModel.
 Reference: AutoModelForCausalLM.from_pretrained with CompressedTensorsConfig(dequantize=True)
 (compressed-tensors' decompression), FineGrainedFP8Config(dequantize=True) (transformers'
 Fp8Dequantize), GPTQConfig / AwqConfig (GPT-QModel's modules, each replaced by the dense
@@ -46,10 +46,9 @@ import tpd_cli  # noqa: E402
 from quant_check import SEQS, TOL  # noqa: E402
 
 QUANT_VISIBLE = 30 * TOL
-# make_int4.py's GPTQ (v1 with act-order runs and desc_act, v2 per channel) and AWQ GEMM
-# checkpoints whose shapes transformers accepts: packed by our numpy code, read by GPT-QModel
-GPTQ_AWQ = ["llama3_tied-gptq_g32_actorder", "llama3_tied-gptq_g32_desc_sym",
-            "qwen2-gptq_v2_channel", "mistral-awq_g32"]
+# make_int4.py's GPTQ (v1 with act-order runs, v2 per channel with QKV bias) and AWQ GEMM
+# checkpoints that transformers' configs accept: packed by our numpy code, read by GPT-QModel
+GPTQ_AWQ = ["llama3_tied-gptq_g32_actorder", "qwen2-gptq_v2_channel", "mistral-awq_g32"]
 ALL = list(make_ct.MODELS) + GPTQ_AWQ
 # SmolLM2: "The capital of France is Paris. The capital of Germany is Berlin, and the capital
 # of Italy is" (its tokenizer.json), and SEQS' first
@@ -190,7 +189,7 @@ def test_checkpoint_is_quantized(outdir, name):
         if fp8:
             assert types[m + ".weight"] == "F8_E4M3", (m, types[m + ".weight"])
         else:
-            packed = ".qweight" if name in GPTQ_AWQ else ".weight_packed"
+            packed = ".qweight" if "gptq" in name or "awq" in name else ".weight_packed"
             assert m + ".weight" not in types and types[m + packed] == "I32", m
     assert not any(t in ("F8_E4M3", "I32", "F16") for n, t in types.items()
                    if "_proj." not in n)

@@ -17,6 +17,11 @@ packing (make_fp8.py, make_int4.py), for tests/py/test_quant_hf.py:
   leaves a matrix with partial tiles unquantized, and Fp8Dequantize (transformers 5.23.0)
   takes the tile size from the scale grid, so it refuses a 224 x 320 weight with a 2 x 3
   grid and misreads a 224 x 224 one with a 2 x 2 grid as 112 x 112 tiles (bench/RESULTS.md).
+- GPT-QModel (what transformers' GPTQ and AWQ loaders run on): its TorchLinear.pack_block
+  rounds and packs GPTQ (g_idx from a random act-order permutation for desc_act), its
+  v2 -> v1 conversion writes v1's zero - 1, AwqTorchLinear.pack packs AWQ GEMM; scales and
+  zeros are min-max per (row, group) as GPTQ's quantizer finds them without its Hessian
+  updates (no calibration data); configs from transformers' GPTQConfig / AwqConfig.
 
 Sources (float32 weights): "tiny768" (make_tiny's random weights, every width a multiple of
 128 and hidden size = heads x head_dim, which transformers' LlamaConfig requires; tp 2 and 3
@@ -70,6 +75,11 @@ SCHEMES = {
     "w4_channel_asym": (_int4("channel", False), None),
     "w4_channel_sym": (_int4("channel", True), None),
     "hf_fp8_block": "transformers-fp8",
+    # GPT-QModel's own packing (TorchLinear.pack_block, then its v2 -> v1 zero conversion;
+    # AwqTorchLinear.pack): (format, group, symmetric, desc_act)
+    "gptq_g32_desc_asym": ("gptq", 32, False, True),
+    "gptq_g128_sym": ("gptq", 128, True, False),
+    "awq_g128": ("awq", 128, False, False),
 }
 
 # name -> (source, scheme)
@@ -83,6 +93,9 @@ MODELS = {
     "llama3_tied-fp8_channel": ("llama3_tied", "fp8_channel"),
     "llama3_tied-w4_g32_asym": ("llama3_tied", "w4_g32_asym"),
     "llama3_tied-w4_channel_asym": ("llama3_tied", "w4_channel_asym"),
+    "llama3_tied-gptq_g32_desc_asym": ("llama3_tied", "gptq_g32_desc_asym"),
+    "tiny768-gptq_g128_sym": ("tiny768", "gptq_g128_sym"),
+    "tiny768-awq_g128": ("tiny768", "awq_g128"),
     "smollm2-fp8_channel": ("smollm2", "fp8_channel"),
     "smollm2-w4_g32_sym": ("smollm2", "w4_g32_sym"),
 }
@@ -185,6 +198,68 @@ def write_hf_fp8(src, d, block=(128, 128)):
         json.dump(config, f, indent=2)
 
 
+def _gptq_params(w, gidx, ng, sym):
+    """Scales and zeros [rows, ng] of w as GPTQ's quantizer finds them (min-max; symmetric:
+    zero 8), scales rounded to the F16 they are stored in."""
+    import torch
+    lo = torch.stack([w[:, gidx == g].amin(1) for g in range(ng)], 1).clamp(max=0)
+    hi = torch.stack([w[:, gidx == g].amax(1) for g in range(ng)], 1).clamp(min=0)
+    if sym:
+        hi = torch.maximum(-lo, hi)
+        lo = -hi
+    s = ((hi - lo) / 15).clamp(min=1e-6).half().float()
+    z = torch.full_like(s, 8.0) if sym else torch.round(-lo / s).clamp(0, 15)
+    return s, z
+
+
+def write_gptq(src, d, scheme):
+    """src's attention and MLP matrices packed by GPT-QModel's own modules into d."""
+    import types
+    import torch
+    from gptqmodel.nn_modules.qlinear.torch import TorchLinear
+    from gptqmodel.nn_modules.qlinear.torch_awq import AwqTorchLinear
+    from gptqmodel.utils.model import convert_gptq_v2_to_v1_format_module
+    from safetensors.torch import load_file, save_file
+    from transformers import AwqConfig, GPTQConfig
+    fmt, group, sym, desc = SCHEMES[scheme]
+    gen = torch.Generator().manual_seed(29)
+    perms, out = {}, {}
+    for n, w in load_file(os.path.join(src, "model.safetensors")).items():
+        if not n.endswith("_proj.weight"):
+            out[n] = w
+            continue
+        rows, cols = w.shape
+        gidx = torch.arange(cols) // group
+        if desc:  # act-order: one column order per layer and input (q/k/v, gate/up)
+            key = n.split(".")[2], "qkv" if "attn" in n and "o_proj" not in n else n
+            perm = perms.setdefault(key, torch.randperm(cols, generator=gen))
+            gidx = torch.empty_like(gidx)
+            gidx[perm] = torch.arange(cols) // group
+        s, z = _gptq_params(w, gidx, cols // group, sym)
+        lin = torch.nn.Linear(cols, rows, bias=False)
+        lin.weight.data = w
+        cls = TorchLinear if fmt == "gptq" else AwqTorchLinear
+        m = cls(bits=4, group_size=group, sym=sym, desc_act=desc, in_features=cols,
+                out_features=rows, register_buffers=True)
+        if fmt == "gptq":
+            m.pack_block(lin, s, z, gidx.to(torch.int32))
+            convert_gptq_v2_to_v1_format_module(
+                m, types.SimpleNamespace(bits=4, pack_dtype=torch.int32))
+            out[n[:-6] + "g_idx"] = m.g_idx.to(torch.int32)
+        else:
+            m.pack(lin, s, z)
+        for k in ("qweight", "qzeros", "scales"):
+            out[n[:-6] + k] = getattr(m, k).contiguous()
+    save_file(out, os.path.join(d, "model.safetensors"), {"format": "pt"})
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    qc = (GPTQConfig(bits=4, group_size=group, desc_act=desc, sym=sym) if fmt == "gptq" else
+          AwqConfig(bits=4, group_size=group, zero_point=True, version="gemm"))
+    config["quantization_config"] = qc.to_dict()
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
+
 def write(outdir, name):
     """Writes MODELS[name] into outdir/name (the source into outdir/SOURCE first); returns
     (path, source path)."""
@@ -196,6 +271,8 @@ def write(outdir, name):
     os.makedirs(d)
     if SCHEMES[scheme] == "transformers-fp8":
         write_hf_fp8(src, d)
+    elif SCHEMES[scheme][0] in ("gptq", "awq"):
+        write_gptq(src, d, scheme)
     else:
         model = load_float(src)
         compressor = quantize_ct(model, scheme)
