@@ -83,9 +83,9 @@ def _dense_gptq(model, method):
     weight its own unpacking gives (TorchLinear.dequantize_weight, AWQ's dequantize_gemm;
     scales widened first, so the products are exact)."""
     from gptqmodel.quantization.awq.utils.packing_utils import dequantize_gemm
-    for n, mod in list(model.named_modules()):
-        if not hasattr(mod, "qweight"):
-            continue
+    quantized = [(n, m) for n, m in model.named_modules() if hasattr(m, "qweight")]
+    assert len(quantized) == 7 * model.config.num_hidden_layers, len(quantized)
+    for n, mod in quantized:
         mod.scales = mod.scales.double()
         w = (mod.dequantize_weight() if method == "gptq" else
              dequantize_gemm(mod.qweight, mod.qzeros, mod.scales, mod.bits, mod.group_size))
