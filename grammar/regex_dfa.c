@@ -1,8 +1,9 @@
 /* Regular expressions -> a deterministic automaton (regex_dfa.h). Each pattern is parsed
  * into a Thompson NFA (regex.c reads its atoms: classes, escapes, '.'), wrapped as a search
- * (any text before and after, ^ and $ as assertions at the ends), the names added as chains,
- * and the union determinised by subset construction over intervals of code points on which
- * every edge agrees. Keys are written with the characters where ECMA-262 (the reading JSON
+ * (any text before and after, ^ and $ as assertions at the ends; a lookahead right after a
+ * leading ^ as a part of its own, see add_guarded), the names added as chains, and the union
+ * determinised by subset construction over intervals of code points on which every edge
+ * agrees. Keys are written with the characters where ECMA-262 (the reading JSON
  * Schema names) and Python/PCRE2 (jsonschema, tpd's own matching of names) agree: '.' differs
  * on \r, U+2028, U+2029; \d \w \s on non-ASCII and U+001C-U+001F; `$` on a final newline;
  * characters past U+FFFF are two units to ECMA-262. A pattern using one of these leaves the
@@ -28,11 +29,17 @@ struct nedge {
     uint32_t lo, hi; /* E_CHR: code points, then interval indices (lo > hi: none allowed) */
 };
 
+/* What a part of a pattern says of the string: the pattern (its body; a lookahead's X at the
+ * start of a ^-anchored pattern, which must match a prefix of the string, or must not). */
+enum { C_BODY, C_AHEAD, C_NOT_AHEAD };
+
 struct nfa {
     struct nedge *e;
     int ne, cap_e;
-    int *fin, *owner; /* fin[s]: the pattern (np: a name) s ends, -1; owner[s]: its pattern */
+    int *fin, *owner; /* fin[s]: the part (nc: a name) s ends, -1; owner[s]: its part */
     int ns, cap_s;
+    int *part_pat, *part_kind; /* part c: of pattern part_pat[c], a C_ kind */
+    int nc, cap_c;
     struct cpset unsure; /* code points some pattern reads otherwise in another engine */
     int big;             /* a pattern took more than MAX_NFA states */
     int cur;             /* the pattern being added (owner of new states) */
@@ -47,6 +54,18 @@ static int nfa_state(struct nfa *a) {
     a->fin[a->ns] = -1;
     a->owner[a->ns] = a->cur;
     return a->ns++;
+}
+
+/* A new part of pattern k (it owns the states made next). */
+static void nfa_part(struct nfa *a, int k, int kind) {
+    if (a->nc == a->cap_c) {
+        a->cap_c = a->cap_c ? 2 * a->cap_c : 64;
+        a->part_pat = xrealloc(a->part_pat, sizeof *a->part_pat * (size_t)a->cap_c);
+        a->part_kind = xrealloc(a->part_kind, sizeof *a->part_kind * (size_t)a->cap_c);
+    }
+    a->part_pat[a->nc] = k;
+    a->part_kind[a->nc] = kind;
+    a->cur = a->nc++;
 }
 
 static void nfa_edge(struct nfa *a, int from, int to, int kind, uint32_t lo, uint32_t hi) {
@@ -227,27 +246,79 @@ static int parse_alt(struct rp *p, struct frag *f) {
     }
 }
 
-/* Pattern k as a search from start: any text, the pattern, any text (its end state, tagged
- * k, loops on every character). -1 (nothing added) when it is outside the subset. */
-static int add_pattern(struct nfa *a, const char *pat, int k, int start) {
-    struct rp p = {a, pat, strlen(pat), 0, 0};
-    int ne = a->ne, ns = a->ns, nu = a->unsure.n;
-    struct frag f;
-    a->cur = k;
-    if (parse_alt(&p, &f) < 0 || p.i < p.n) {
-        a->ne = ne;
-        a->ns = ns;
-        a->unsure.n = nu;
-        return -1;
-    }
+/* Fragment f of the current part as a search from start: any text, f, any text (its end
+ * state, tagged with the part, loops on every character: a match for good). */
+static void add_search(struct nfa *a, struct frag f, int start) {
     int pre = nfa_state(a), fin = nfa_state(a);
     nfa_edge(a, start, pre, E_EPS, 0, 0);
     nfa_edge(a, pre, pre, E_CHR, 0, 0x10FFFF);
     nfa_edge(a, pre, f.in, E_EPS, 0, 0);
     nfa_edge(a, f.out, fin, E_EPS, 0, 0);
     nfa_edge(a, fin, fin, E_CHR, 0, 0x10FFFF);
-    a->fin[fin] = k;
+    a->fin[fin] = a->cur;
+}
+
+/* 1 when the pattern at p->i opens a lookahead, (?= or (?!. */
+static int at_lookahead(const struct rp *p) {
+    return p->i + 2 < p->n && p->s[p->i] == '(' && p->s[p->i + 1] == '?' &&
+           (p->s[p->i + 2] == '=' || p->s[p->i + 2] == '!');
+}
+
+/* ^ then what parse (parse_seq, or parse_alt inside a lookahead) reads at p->i into f: the
+ * part anchored at the start of the string. */
+static int parse_anchored(struct rp *p, struct frag *f, int (*parse)(struct rp *, struct frag *)) {
+    struct frag g;
+    f->in = nfa_state(p->a);
+    int mid = nfa_state(p->a);
+    nfa_edge(p->a, f->in, mid, E_BOL, 0, 0);
+    if (parse(p, &g) < 0) return -1;
+    nfa_edge(p->a, mid, g.in, E_EPS, 0, 0);
+    f->out = g.out;
     return 0;
+}
+
+/* A pattern ^(?=X)(?!Y)...R: one part per lookahead (X searched from the start of the string:
+ * X matches a prefix, the whole string when it ends with $), then ^R; pattern k matches when
+ * ^R and every (?=X) part do and no (?!Y) part does (rdfa_build's acc). A lookahead quantified
+ * or elsewhere, or R with a | outside groups (only its first branch would be guarded), is
+ * outside the subset. */
+static int add_guarded(struct rp *p, int k, int start) {
+    struct frag f;
+    p->i = 1;
+    while (at_lookahead(p)) {
+        nfa_part(p->a, k, p->s[p->i + 2] == '=' ? C_AHEAD : C_NOT_AHEAD);
+        p->i += 3;
+        if (parse_anchored(p, &f, parse_alt) < 0 || p->i >= p->n || p->s[p->i] != ')') return -1;
+        p->i++;
+        add_search(p->a, f, start);
+    }
+    nfa_part(p->a, k, C_BODY);
+    if (parse_anchored(p, &f, parse_seq) < 0 || p->i < p->n) return -1;
+    add_search(p->a, f, start);
+    return 0;
+}
+
+/* Pattern k as a search from start (add_search), or its parts (add_guarded). -1 (nothing
+ * added) when it is outside the subset. */
+static int add_pattern(struct nfa *a, const char *pat, int k, int start) {
+    struct rp p = {a, pat, strlen(pat), 1, 0};
+    int ne = a->ne, ns = a->ns, nu = a->unsure.n, nc = a->nc, rc;
+    struct frag f;
+    if (pat[0] == '^' && at_lookahead(&p)) {
+        rc = add_guarded(&p, k, start);
+    } else {
+        p.i = 0;
+        nfa_part(a, k, C_BODY);
+        rc = parse_alt(&p, &f) < 0 || p.i < p.n ? -1 : 0;
+        if (rc == 0) add_search(a, f, start);
+    }
+    if (rc < 0) {
+        a->ne = ne;
+        a->ns = ns;
+        a->unsure.n = nu;
+        a->nc = nc;
+    }
+    return rc;
 }
 
 /* Name nm as a chain of states from start, its end tagged tag. */
@@ -327,7 +398,9 @@ static void build_alphabet(struct nfa *a, struct rdfa *d) {
 
 struct subset {
     const struct nfa *a;
-    int np;
+    int nc;      /* the patterns' parts (a->nc): end tags past them are names' */
+    int *guards; /* the parts that are lookaheads, n_guards of them */
+    int n_guards;
     int *adj_off, *adj; /* edges by source state */
     int *stack, *matched;
     unsigned *mark, *in_set, gen; /* in_set: marks of the set state_of looks up */
@@ -342,7 +415,7 @@ struct subset {
 
 /* The states seeds[0..n) reach by empty edges (bol, eol: the anchors' too) into out (in
  * no order); without those that can no longer reach an end (past the start, behind a ^) and
- * the states of a pattern whose end state is in (a match for good: its end loops on every
+ * the states of a part whose end state is in (a match for good: its end loops on every
  * character). Returns how many. */
 static int closure(struct subset *sb, const int *seeds, int n, int bol, int eol, int *out) {
     const struct nfa *a = sb->a;
@@ -362,13 +435,13 @@ static int closure(struct subset *sb, const int *seeds, int n, int bol, int eol,
     }
     for (int i = 0; i < m; i++) {
         int f = a->fin[out[i]];
-        if (f >= 0 && f < sb->np) sb->matched[f] = (int)g, drop = 1;
+        if (f >= 0 && f < sb->nc) sb->matched[f] = (int)g, drop = 1;
     }
     if (drop) {
         int k = 0;
         for (int i = 0; i < m; i++) {
             int o = a->owner[out[i]];
-            if (o < 0 || o >= sb->np || sb->matched[o] != (int)g || a->fin[out[i]] == o)
+            if (o < 0 || o >= sb->nc || sb->matched[o] != (int)g || a->fin[out[i]] == o)
                 out[k++] = out[i];
         }
         m = k;
@@ -488,6 +561,25 @@ static int step_state(struct subset *sb, struct rdfa *d, int q, int cap, int *bu
     return rc;
 }
 
+/* The patterns that match where the closure at the end of the string is x[0..m) (closure
+ * just left sb->matched[c] == sb->gen for the parts c whose end is in): each whose body
+ * matches, whose (?=X) parts all match and whose (?!Y) parts none. *name: a name ends. */
+static uint64_t accepted(const struct subset *sb, const int *x, int m, unsigned char *name) {
+    const struct nfa *a = sb->a;
+    uint64_t acc = 0;
+    for (int i = 0; i < m; i++) {
+        int f = a->fin[x[i]];
+        if (f >= 0 && f < sb->nc && a->part_kind[f] == C_BODY) acc |= 1ull << a->part_pat[f];
+        else if (f == sb->nc) *name = 1;
+    }
+    for (int i = 0; i < sb->n_guards; i++) {
+        int c = sb->guards[i];
+        if ((sb->matched[c] == (int)sb->gen) != (a->part_kind[c] == C_AHEAD))
+            acc &= ~(1ull << a->part_pat[c]);
+    }
+    return acc;
+}
+
 /* d's states from the NFA's start state: -1 past cap states. */
 static int determinise(struct subset *sb, struct rdfa *d, int start, int cap) {
     const struct nfa *a = sb->a;
@@ -510,11 +602,7 @@ static int determinise(struct subset *sb, struct rdfa *d, int start, int cap) {
     d->name = xcalloc((size_t)sb->n, 1);
     for (int q = 0; q < sb->n && rc == 0; q++) { /* what matches, the end of the key here */
         m = closure(sb, sb->pool + sb->off[q], sb->len[q], q == 0, 1, buf);
-        for (int i = 0; i < m; i++) {
-            int f = a->fin[buf[i]];
-            if (f >= 0 && f < sb->np) d->acc[q] |= 1ull << f;
-            else if (f == sb->np) d->name[q] = 1;
-        }
+        d->acc[q] = accepted(sb, buf, m, &d->name[q]);
     }
     free(buf);
     free(act);
@@ -574,10 +662,13 @@ static int build_once(struct rdfa *d, const char *const *pats, int np, const cha
     int start = nfa_state(&a), rc = 0;
     for (int i = 0; i < np && !a.big; i++)
         if (add_pattern(&a, pats[i], i, start) < 0) d->unknown |= 1ull << i;
-    for (int i = 0; i < nn && !a.big; i++) add_name(&a, names[i], np, start);
+    for (int i = 0; i < nn && !a.big; i++) add_name(&a, names[i], a.nc, start);
     struct subset sb = {0};
     sb.a = &a;
-    sb.np = np;
+    sb.nc = a.nc;
+    sb.guards = xmalloc(sizeof *sb.guards * (size_t)(a.nc + 1));
+    for (int c = 0; c < a.nc; c++)
+        if (a.part_kind[c] != C_BODY) sb.guards[sb.n_guards++] = c;
     if (a.big) {
         rc = -1;
         goto out;
@@ -585,12 +676,13 @@ static int build_once(struct rdfa *d, const char *const *pats, int np, const cha
     build_alphabet(&a, d);
     edges_by(&a, 0, &sb.adj_off, &sb.adj);
     sb.stack = xmalloc(sizeof *sb.stack * (size_t)a.ns);
-    sb.matched = xcalloc((size_t)np + 1, sizeof *sb.matched);
+    sb.matched = xcalloc((size_t)a.nc + 1, sizeof *sb.matched);
     sb.mark = xcalloc((size_t)a.ns, sizeof *sb.mark);
     sb.in_set = xcalloc((size_t)a.ns, sizeof *sb.in_set);
     sb.useful = useful_states(&a);
     rc = determinise(&sb, d, start, cap);
 out:
+    free(sb.guards);
     free(sb.adj_off);
     free(sb.adj);
     free(sb.stack);
@@ -605,6 +697,8 @@ out:
     free(a.e);
     free(a.fin);
     free(a.owner);
+    free(a.part_pat);
+    free(a.part_kind);
     free(a.unsure.r);
     if (rc < 0) rdfa_free(d);
     return rc;

@@ -23,11 +23,11 @@ struct rdfa {
 };
 
 /* Builds d from patterns pats[0..np) (np <= RDFA_MAX_PATTERNS) and names[0..nn). A pattern
- * whose syntax is outside the ECMA-262 subset read here (lookaround, backreferences, flags,
- * syntax ECMA-262 and Python read differently) gets its bit in d->unknown: the caller must
- * take it as possibly matching any string. 0; or -1 with err when a pattern alone needs more
- * than max_states states, or all of them together with the names more than 4 times that
- * plus two per byte of the names. */
+ * whose syntax is outside the ECMA-262 subset read here (lookaround other than lookaheads
+ * right after a leading ^, backreferences, flags, syntax ECMA-262 and Python read
+ * differently) gets its bit in d->unknown: the caller must take it as possibly matching any
+ * string. 0; or -1 with err when a pattern alone needs more than max_states states, or all
+ * of them together with the names more than 4 times that plus two per byte of the names. */
 int rdfa_build(struct rdfa *d, const char *const *pats, int np, const char *const *names, int nn,
                int max_states, char *err);
 /* Into cls[q]: a class of the states that no string tells apart, given each state's output

@@ -1009,22 +1009,93 @@ KEY_PATTERNS = ["sdkrel:.*", "^(/[^/]+)+$", "(^a)|(^b)", "^a.*z$", "a|b$", "[A-Z
                 "\"", "\u00e9+", "^[^/#]+/[^/#]+#[0-9]+$"]
 
 
-@pytest.mark.parametrize("pattern", KEY_PATTERNS)
-def test_pattern_keys_vs_re(pattern, tmp_path):
+def keys_vs_re(pattern, tmp_path, extra=(), complete=True):
     """Every key is written with the value of its pattern where `re.search` matches it and
-    with additionalProperties' where not, never the other way round; keys of printable ASCII
-    (no characters the engines read differently) are all written."""
+    with additionalProperties' where not, never the other way round; when complete, keys of
+    printable ASCII (no characters the engines read differently) are all written. Keys: random
+    ones over a small alphabet and the characters of extra, and extra themselves."""
     import random
     import re
     rnd = random.Random(7)
-    alpha = list("abcz/x-qr19_.#$]\\\" ") + ["\u00e9", "\n", "\t"]
+    alpha = sorted(set("abcz/x-qr19_.#$]\\\" " + "".join(extra))) + ["\u00e9", "\n", "\t"]
     keys = sorted({""} | {"".join(rnd.choice(alpha) for _ in range(n)) for n in range(1, 5) for _ in range(60)}
-                  | {"sdkrel:x", "/a/b", "az", "label.en", "bcbc", "aab", "a/b#12"})
+                  | {"sdkrel:x", "/a/b", "az", "label.en", "bcbc", "aab", "a/b#12"} | set(extra))
     schema = {"type": "object", "patternProperties": {pattern: {"const": 1}}, "additionalProperties": {"const": 2}}
     texts = [compact({k: v}) for k in keys for v in (1, 2)]
     got = matches(schema, texts, tmp_path)
     for i, k in enumerate(keys):
         want = 1 if re.search(pattern, k) else 2
         assert not got[2 * i + (2 - want)], ("wrong value taken", k)
-        if all(" " <= ch < "\x7f" for ch in k):
+        if complete and all(" " <= ch < "\x7f" for ch in k):
             assert got[2 * i + want - 1], ("key not written", k)
+
+
+@pytest.mark.parametrize("pattern", KEY_PATTERNS)
+def test_pattern_keys_vs_re(pattern, tmp_path):
+    keys_vs_re(pattern, tmp_path)
+
+
+PY_KEYWORDS = ("False|None|True|and|any_errors_fatal|as|assert|async|await|become|become_exe|become_flags|"
+               "become_method|become_user|break|check_mode|class|collections|connection|continue|debugger|def|del|"
+               "diff|elif|else|environment|except|fact_path|finally|for|force_handlers|from|gather_facts|"
+               "gather_subset|gather_timeout|global|handlers|hosts|if|ignore_errors|ignore_unreachable|import|in|"
+               "is|lambda|max_fail_percentage|module_defaults|name|no_log|nonlocal|not|or|order|pass|port|"
+               "post_tasks|pre_tasks|raise|remote_user|return|roles|run_once|serial|strategy|tags|tasks|throttle|"
+               "timeout|try|vars|vars_files|vars_prompt|while|with|yield")
+# lookaheads at the start of ^-anchored patterns (JsonSchemaStore's browser.i18n, vars, gradle-enterprise,
+# mongodb-atlas-search, ci; then several lookaheads, X with and without $, X matching the empty string)
+LOOKAHEAD_PATTERNS = [
+    ("^(?!@@)[@a-zA-Z0-9_-]+$", ["@@", "@@a", "a@", "@", "@a@@", "A_-9"]),
+    ("^(?!(" + PY_KEYWORDS + ")$)[a-zA-Z_][\\w]*$",
+     ["True", "Truex", "and", "an", "yield", "yields", "_", "in", "is1", "x y", "vars_files", "vars_file"]),
+    ("^(?=[^=]+$)(?!\\s+$)(.|\\n)+$", ["=", "a=b", "  ", " \t", " a", "ab"]),
+    ("^(?!^lucene\\.|builtin\\.|mongodb\\.).*", ["lucene.x", "lucene", "builtin.", "mongodb.a", "xbuiltin."]),
+    ("^(?!.*\\/)^(.*[^.]+.*)$", ["..", ".a.", "a/b", "a"]),
+    ("^(?=[a-c])(?!ab)(?=.*z$)[a-z/]*", ["abz", "acz", "az", "bz", "abcz", "a/z", "za", "cz/"]),
+    ("^(?=(a|b)c)(?=.*c$)", ["ac", "bc", "acbc", "acb", "cc"]),
+    ("^(?!x*)a", ["a", "xa", "ab"]),
+    ("^(?!a?$)", ["", "a", "aa", "b"]),
+    ("^(?!(?:a(b|c)+)+/)[a-z]+/.*", ["ab/", "abcacb/", "a/", "abx/", "acab/x", "b/"]),
+    ("^(?=.*/)", ["/", "a/b", "ab"]),
+    ("^(?!tag|category)$", ["", "tag", "t"]),
+]
+
+
+@pytest.mark.parametrize("pattern,extra", LOOKAHEAD_PATTERNS)
+def test_lookahead_keys_vs_re(pattern, extra, tmp_path):
+    keys_vs_re(pattern, tmp_path, extra)
+
+
+# lookarounds the key automaton does not read (behind, not at the start, unanchored, guarding one branch,
+# quantified, nested): such a pattern may match any key, and the grammar must stay sound
+UNREAD_LOOKAROUNDS = ["(?<=a)b", "^a(?!b)", "(?!a)b", "^(?!a)b|c", "^(?=a)*b", "^(?=a(?=b))", "^((?!ab).)*$",
+                      "^(?!.*://)(?=.{1,255}$)((.{1,63}\\.){1,127}(?![0-9]*$)[a-z0-9-]+\\.?)$"]
+
+
+@pytest.mark.parametrize("pattern", UNREAD_LOOKAROUNDS)
+def test_unread_lookaround_keys_sound(pattern, tmp_path):
+    keys_vs_re(pattern, tmp_path, ["ab", "ac", "b", "c", "a.b"], complete=False)
+
+
+@pytest.mark.parametrize("pattern,ok,bad", [
+    ("^(?!ab)[a-z]+$", ["a", "acb", "b", "ba", "aab"], ["ab", "abc", "", "A", "a1"]),
+    ("^(?=.{2,4}$)(?!.*--)[a-z-]+$", ["ab", "a-b", "-ab-"], ["a", "abcde", "a--b", "--", "a_b"]),
+    ("^(?!(" + PY_KEYWORDS + ")$)[a-zA-Z_][\\w]*$", ["x", "Truex", "an", "_1"], ["True", "yield", "1a", ""]),
+])
+def test_lookahead_string_pattern(pattern, ok, bad, tmp_path):
+    check({"type": "string", "pattern": pattern}, ok, bad, tmp_path)
+
+
+def test_lookahead_names_closed(tmp_path):
+    """browser.i18n's shape: keys under a lookahead pattern, none other allowed; and propertyNames
+    with a lookahead (its keys become the extra keys)."""
+    schema = {"type": "object", "patternProperties": {"^(?!@@)[@a-zA-Z0-9_-]+$": {"type": "integer"}},
+              "additionalProperties": False}
+    check(schema, [{}, {"a": 1}, {"a@": 1, "@": 2}, {"@x@": 3}],
+          [{"@@": 1}, {"@@x": 1}, {"a": "s"}, {"a b": 1}, {"": 1}], tmp_path)
+    schema = {"type": "object", "propertyNames": {"pattern": "^(?!x)[a-z]+$"}, "additionalProperties": {"type": "integer"}}
+    check(schema, [{}, {"a": 1}, {"ax": 1, "b": 2}], [{"x": 1}, {"xa": 1}, {"a": "s"}, {"": 1}], tmp_path)
+
+
+def test_unread_lookaround_string_pattern_refused(tmp_path):
+    refused({"type": "string", "pattern": "^a(?!b)"}, "pattern", tmp_path)
