@@ -147,7 +147,9 @@ static int not_values_take(struct sc *c, const cJSON *n, const cJSON *v) {
         !(sc_type_bits(t) & sc_value_type(v)))
         return 0;
     for (const cJSON *x = k ? k : e->child; x; x = k ? NULL : x->next)
-        if (cJSON_Compare(x, v, 1)) return 1;
+        if (cJSON_IsNumber(v) ? cJSON_IsNumber(x) && x->valuedouble == v->valuedouble
+                              : cJSON_Compare(x, v, 1)) /* numbers: no tolerance */
+            return 1;
     return 0;
 }
 
