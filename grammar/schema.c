@@ -308,12 +308,16 @@ static int gen_branches(struct sc *c, const cJSON *s, const cJSON *any, int one,
     }
     if (rc == 0 && one && n > 1) rc = sc_one_of_exclusive(c, br, n);
     int split = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, SPLIT_DEP));
+    int either = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, EITHER_BRANCH));
+    char why[ERR_LEN] = "";
     for (k = 0; rc == 0 && k < n; k++) { /* a branch no value meets is left out */
-        char nm2[RN];
-        int r = sc_try_gen(c, br[k], nm2, split && k == 1); /* any error: as if forbidden */
+        char nm2[RN], w[ERR_LEN] = "";
+        int r = sc_try_gen(c, br[k], nm2, either || (split && k == 1), w); /* any error: out */
         if (r < 0) rc = -1;
         else if (r) sbuf_addf(b, "%s%s", alts++ ? " | " : "", nm2);
+        else if (!why[0] && !strstr(w, "unsatisfiable schema")) snprintf(why, sizeof why, "%s", w);
     }
+    if (rc == 0 && !alts && why[0]) rc = err_set(c->err, "%s", why); /* none written */
     if (rc == 0 && !alts)
         rc = sc_serr(c, "%s", "unsatisfiable schema: no anyOf/oneOf branch can be met");
     free(br);
@@ -530,10 +534,11 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
 }
 
 /* sc_gen for what tpd may leave out of a grammar: where it fails, nothing is left of it
- * (output, queued $refs, the error). deep: the $refs it queues are written now and any
- * error leaves it out; else only an unsatisfiable schema does (the $refs are written
- * later, as usual) and another error is returned. 1, 0 (left out), or -1 with err. */
-int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep) {
+ * (output, queued $refs, the error; why, unless NULL, keeps the error). deep: the $refs it
+ * queues are written now and any error leaves it out; else only an unsatisfiable schema
+ * does (the $refs are written later, as usual) and another error is returned. 1, 0 (left
+ * out), or -1 with err. */
+int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep, char *why) {
     size_t len = c->out->len;
     int n_refs = c->n_refs, depth = c->depth;
     unsigned char keys[sizeof c->key_rules];
@@ -557,6 +562,7 @@ int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep) {
     c->n_refs = n_refs;
     c->depth = depth;
     memcpy(c->key_rules, keys, sizeof keys);
+    if (why) snprintf(why, ERR_LEN, "%s", c->err);
     c->err[0] = 0;
     return 0;
 }

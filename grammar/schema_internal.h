@@ -31,8 +31,9 @@ struct sc {
     cJSON *owned;                              /* merged schemas, freed at the end */
     unsigned char key_rules[2][KEY_OTHER + 1]; /* shared key rules written (schema_object) */
     int closed; /* objects with properties and no additionalProperties closed (sc_lower_object) */
-    int ref_alone; /* drafts 3-7 (the root's $schema): keywords beside $ref are ignored */
-    int int_frac;  /* drafts 6 on, or no $schema: an integer may have a zero fraction (2.0) */
+    int ref_alone;    /* drafts 3-7 (the root's $schema): keywords beside $ref are ignored */
+    int int_frac;     /* drafts 6 on, or no $schema: an integer may have a zero fraction (2.0) */
+    int not_branches; /* written by not_union, each lowered again: at most NOT_BRANCHES_MAX */
 };
 
 /* ---- oneOf: exclusive branches ----
@@ -50,6 +51,7 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
 #define T_ANY 127
 
 #define NOT_STRINGS "$tpd-not-strings" /* lower_not's strings left out (an array) */
+#define NOT_BRANCHES_MAX 4096          /* lower_not's union branches in one conversion */
 /* patternProperties whose keys gen_object writes as extra keys (lower_object) */
 #define PATTERN_EXTRA "$tpd-pattern-extra"
 /* dependencies on names of declared optional properties: {name: [names]} (lower_object;
@@ -64,6 +66,10 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_F
  * (lower_object's split_on): a "with" branch tpd cannot write is left out, as the property
  * was before */
 #define SPLIT_DEP "$tpd-split-dep"
+/* on lower_if's anyOf [if and then, not if and else]: a branch tpd cannot write is left out
+ * (the values of the other only), so that one it cannot write deep inside leaves out no
+ * more than its own branch */
+#define EITHER_BRANCH "$tpd-either-branch"
 
 /* what may follow an integer's digits where c->int_frac: a zero fraction ("2.0") */
 #define INT_FRAC "(\".\" \"0\"{1,15})?"
@@ -78,6 +84,6 @@ const cJSON *sc_resolve_pointer(struct sc *c, const char *ref);
 int sc_only_ref(const struct sc *c, const cJSON *s);
 const char *sc_infer_type(const cJSON *s);
 int sc_gen(struct sc *c, const cJSON *s, char *nm);
-int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep);
+int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep, char *why);
 
 #endif

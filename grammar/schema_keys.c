@@ -37,7 +37,7 @@ static int set_value(struct sc *c, const cJSON *pe, const cJSON *addl, uint64_t 
         snprintf(val, RN, "%s", c->j);
         return 1;
     }
-    return sc_try_gen(c, n > 1 ? every : one, val, 1) == 1;
+    return sc_try_gen(c, n > 1 ? every : one, val, 1, NULL) == 1;
 }
 
 /* live[q]: a string with an end (out[q] >= 0: its own) can be read on from state q. */

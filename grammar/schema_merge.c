@@ -17,7 +17,9 @@
 
 #include "schema_internal.h"
 #include "schema_merge.h"
+#include "schema_not.h"
 #include "schema_object.h"
+#include "schema_oneof.h"
 
 /* all of x and y as one schema (x alone when they are equal), owned by the caller */
 cJSON *sc_all_of2(const cJSON *x, const cJSON *y) {
@@ -63,9 +65,22 @@ static void merge_props(cJSON *m, const cJSON *a, const cJSON *b) {
                                     : sc_all_of2(aa, ab));
 }
 
+/* not x and not y as one not: {anyOf: [x, y]} (a new item), the branches of an x or y
+ * that is an anyOf alone spliced in */
+cJSON *sc_not_either(const cJSON *x, const cJSON *y) {
+    cJSON *out = cJSON_CreateObject(), *any = cJSON_AddArrayToObject(out, "anyOf");
+    for (const cJSON *z = x; z; z = z == x ? y : NULL) {
+        const cJSON *a = cJSON_IsObject(z) ? cJSON_GetObjectItemCaseSensitive(z, "anyOf") : NULL;
+        int alone = cJSON_IsArray(a) && z->child == a && !a->next;
+        for (const cJSON *w = alone ? a->child : z; w; w = alone ? w->next : NULL)
+            cJSON_AddItemToArray(any, cJSON_Duplicate(w, 1));
+    }
+    return out;
+}
+
 /* Two values of keyword k that both apply, as one (a new item), or NULL where tpd does not
  * combine them: bounds take the tighter (lower bounds the larger, upper bounds the smaller),
- * type and enum the values in both (an empty array: none), items both schemas. */
+ * type and enum the values in both (an empty array: none), items both schemas, not either. */
 static cJSON *merge_values(const char *k, const cJSON *x, const cJSON *y) {
     static const char *const lower[] = {"minimum",  "exclusiveMinimum", "minLength",
                                         "minItems", "minProperties",    NULL};
@@ -76,6 +91,7 @@ static cJSON *merge_values(const char *k, const cJSON *x, const cJSON *y) {
                                       ? x->valuedouble
                                       : y->valuedouble);
     if (strcmp(k, "items") == 0 && !cJSON_IsArray(x) && !cJSON_IsArray(y)) return sc_all_of2(x, y);
+    if (strcmp(k, "not") == 0) return sc_not_either(x, y);
     if (strcmp(k, "type") == 0 || strcmp(k, "enum") == 0) {
         if (strcmp(k, "enum") == 0 && (!cJSON_IsArray(x) || !cJSON_IsArray(y))) return NULL;
         cJSON *out = cJSON_CreateArray();
@@ -222,21 +238,63 @@ int sc_has_constraints(const cJSON *s) {
     return 0;
 }
 
-/* if/then/else as the subset "if and then": s with if and then merged in. NULL with err
- * (else without then cannot be written without a "not"). */
+/* The else branch of if/then/else: s (without them) and else and not if, lowered here
+ * where nothing else comes first (sc_gen: anyOf, $ref, allOf, if), so that a not tpd
+ * cannot write is known now; NULL with err. */
+static const cJSON *if_else(struct sc *c, const cJSON *base, const cJSON *i, const cJSON *e) {
+    static const char *const none[] = {NULL}, *const first[] = {"anyOf",
+                                                                "oneOf",
+                                                                "$ref",
+                                                                "allOf",
+                                                                "if",
+                                                                "unevaluatedProperties",
+                                                                "unevaluatedItems",
+                                                                NULL};
+    cJSON *m = e ? sc_merge(c, base, e) : sc_without(c, base, none);
+    if (!m || !cJSON_IsObject(m)) return m;
+    cJSON *had = cJSON_DetachItemFromObjectCaseSensitive(m, "not");
+    cJSON_AddItemToObject(m, "not", had ? sc_not_either(had, i) : cJSON_Duplicate(i, 1));
+    cJSON_Delete(had);
+    for (int k = 0; first[k]; k++)
+        if (cJSON_GetObjectItemCaseSensitive(m, first[k])) return m;
+    return sc_lower_not(c, m);
+}
+
+/* if/then/else as the union of (s, if and then) and (s, not if and else): the values that
+ * meet if take then, the others else, so the two exclude each other value by value and
+ * their anyOf is exact. The else branch stands where not if can be written (lower_not),
+ * else the subset "s, if and then" is left; a branch no value meets, or one tpd cannot
+ * write (EITHER_BRANCH), is left out. NULL with err. */
 const cJSON *sc_lower_if(struct sc *c, const cJSON *s) {
     const cJSON *i = cJSON_GetObjectItemCaseSensitive(s, "if"),
-                *t = cJSON_GetObjectItemCaseSensitive(s, "then");
-    if (!t) return sc_serr(c, "%s", "'if' with 'else' and no 'then' is not supported"), NULL;
+                *t = cJSON_GetObjectItemCaseSensitive(s, "then"),
+                *e = cJSON_GetObjectItemCaseSensitive(s, "else");
     static const char *const drop[] = {"if", "then", "else", NULL};
-    cJSON *m = sc_merge(c, sc_without(c, s, drop), i);
-    return m ? sc_merge(c, m, t) : NULL;
+    const cJSON *base = sc_without(c, s, drop);
+    cJSON *yes = sc_merge(c, base, i);
+    if (yes && t) yes = sc_merge(c, yes, t);
+    char why[ERR_LEN]; /* why the if branch is not written */
+    snprintf(why, sizeof why, "%s", c->err);
+    c->err[0] = 0;
+    const cJSON *no = if_else(c, base, i, e);
+    if (!no && !yes) { /* err: the if branch's reason, else the else branch's */
+        if (!strstr(why, "unsatisfiable schema")) err_set(c->err, "%s", why);
+        return NULL;
+    }
+    c->err[0] = 0;
+    if (!no || !yes) return no ? no : yes;
+    cJSON *u = cJSON_CreateObject(), *any = cJSON_AddArrayToObject(u, "anyOf");
+    cJSON_AddItemToArray(c->owned, u);
+    cJSON_AddItemToArray(any, cJSON_Duplicate(yes, 1));
+    cJSON_AddItemToArray(any, cJSON_Duplicate(no, 1));
+    cJSON_AddTrueToObject(u, EITHER_BRANCH);
+    return u;
 }
 
 /* s with its $ref chain followed and allOf (and $ref beside keywords) merged at its top;
- * gen: as the grammar writes it (if/then and the object keywords lowered: narrower),
- * else as it accepts (if/then/else left for the callers to over-approximate). NULL with err
- * on an error the generation would report too. */
+ * gen: as the grammar writes it (if/then/else, not where tpd writes it and the object
+ * keywords lowered: narrower), else as it accepts (if/then/else and not left for the
+ * callers to over-approximate). NULL with err on an error the generation would report too. */
 const cJSON *sc_flat(struct sc *c, const cJSON *s, int as_gen) {
     for (int hops = 0; cJSON_IsObject(s); hops++) {
         const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
@@ -253,6 +311,12 @@ const cJSON *sc_flat(struct sc *c, const cJSON *s, int as_gen) {
             s = sc_merge(c, sc_without(c, s, drop), r);
         } else if (as_gen && sc_is_validity(s, "if") && cJSON_GetObjectItemCaseSensitive(s, "if")) {
             s = sc_lower_if(c, s);
+        } else if (as_gen && cJSON_GetObjectItemCaseSensitive(s, "not") && !sc_branches_of(s) &&
+                   !all) {
+            const cJSON *low = sc_lower_not(c, s); /* where it fails, s: more than is written */
+            if (!low) c->err[0] = 0;
+            if (!low) break;
+            s = low;
         } else if (cJSON_IsArray(all)) {
             static const char *const drop[] = {"allOf", NULL};
             cJSON *m = sc_without(c, s, drop);

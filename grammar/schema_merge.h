@@ -7,6 +7,7 @@
 #include "schema_internal.h"
 
 cJSON *sc_all_of2(const cJSON *x, const cJSON *y);
+cJSON *sc_not_either(const cJSON *x, const cJSON *y);
 cJSON *sc_merge(struct sc *c, const cJSON *a, const cJSON *b);
 cJSON *sc_without(struct sc *c, const cJSON *s, const char *const *drop);
 int sc_has_constraints(const cJSON *s);

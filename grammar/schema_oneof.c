@@ -133,6 +133,26 @@ static size_t cp_len(const char *s) {
     return n;
 }
 
+/* 1 when the schema n, a not, surely takes v (then its schema rejects v): n is a const or
+ * an enum, with or without type, and holds v. */
+static int not_values_take(struct sc *c, const cJSON *n, const cJSON *v) {
+    if (n && !(n = sc_flat(c, n, 0))) c->err[0] = 0; /* unsure */
+    if (!n || !cJSON_IsObject(n)) return cJSON_IsTrue(n);
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(n, "const");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(n, "enum");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(n, "type");
+    int n_kw = 0;
+    for (const cJSON *x = n->child; x; x = x->next) n_kw += sc_is_validity(n, x->string);
+    if (n_kw != (k || e) + (t != NULL) || (!k && !cJSON_IsArray(e)) ||
+        !(sc_type_bits(t) & sc_value_type(v)))
+        return 0;
+    for (const cJSON *x = k ? k : e->child; x; x = k ? NULL : x->next)
+        if (cJSON_IsNumber(v) ? cJSON_IsNumber(x) && x->valuedouble == v->valuedouble
+                              : cJSON_Compare(x, v, 1)) /* numbers: no tolerance */
+            return 1;
+    return 0;
+}
+
 /* 0 when s surely rejects the value v, else 1 (unsure counts as accepting). */
 int sc_might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth) {
     s = sc_flat(c, s, 0);
@@ -156,6 +176,7 @@ int sc_might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth) {
             any = sc_might_accept(c, x, v, depth + 1);
         if (!any) return 0;
     }
+    if (not_values_take(c, cJSON_GetObjectItemCaseSensitive(s, "not"), v)) return 0;
     if (vt == T_STR) {
         double lo, hi, n = (double)cp_len(v->valuestring);
         count_range(s, "minLength", "maxLength", &lo, &hi);
@@ -180,6 +201,17 @@ int sc_might_accept(struct sc *c, const cJSON *s, const cJSON *v, int depth) {
         }
     }
     return 1;
+}
+
+/* 0 when s (flat) surely rejects v, else 1: sc_might_accept, and for a string s's pattern
+ * (as gen_values filters an enum: sc_value_valid) */
+static int may_take(struct sc *c, const cJSON *s, const cJSON *v, int depth) {
+    if (!sc_might_accept(c, s, v, depth)) return 0;
+    const cJSON *pat = cJSON_IsObject(s) ? cJSON_GetObjectItemCaseSensitive(s, "pattern") : NULL;
+    if (!cJSON_IsString(v) || !cJSON_IsString(pat)) return 1;
+    int r = sc_name_matches(c, pat->valuestring, v->valuestring);
+    if (r < 0) c->err[0] = 0; /* unsure */
+    return r != 0;
 }
 
 const cJSON *sc_prop_schema(const cJSON *s, const char *name) {
@@ -250,9 +282,9 @@ static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
         }
         return 1;
     }
-    if (ka || cJSON_IsArray(ea)) { /* a writes finitely many values: test each */
+    if (ka || cJSON_IsArray(ea)) { /* a writes finitely many values: test each it writes */
         for (const cJSON *x = ka ? ka : ea->child; x; x = ka ? NULL : x->next)
-            if (sc_might_accept(c, b, x, depth + 1)) return 0;
+            if (may_take(c, a, x, depth + 1) && may_take(c, b, x, depth + 1)) return 0;
         return 1;
     }
     const cJSON *kb = cJSON_GetObjectItemCaseSensitive(b, "const"),
@@ -279,9 +311,14 @@ static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
             count_range(a, "minLength", "maxLength", &la, &ha);
             count_range(b, "minLength", "maxLength", &lb, &hb);
             if (kb || cJSON_IsArray(eb)) {
+                const cJSON *out = cJSON_GetObjectItemCaseSensitive(a, NOT_STRINGS);
                 for (const cJSON *x = kb ? kb : eb->child; x; x = kb ? NULL : x->next) {
                     double n = cJSON_IsString(x) ? (double)cp_len(x->valuestring) : -1;
-                    if (n >= la && (ha < 0 || n <= ha)) return 0;
+                    int left_out = 0; /* a string a's not rules out */
+                    for (const cJSON *y = cJSON_IsArray(out) ? out->child : NULL; y && !left_out;
+                         y = y->next)
+                        left_out = cJSON_Compare(x, y, 1);
+                    if (n >= la && (ha < 0 || n <= ha) && !left_out) return 0;
                 }
             } else if (!((ha >= 0 && ha < lb) || (hb >= 0 && hb < la))) {
                 return 0;
@@ -301,13 +338,34 @@ static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
     return 1;
 }
 
-/* Branch a (flat) narrowed so that it never writes a property b, or one of b's own
- * branches, requires and a does not (one more each call); NULL when there is none left to
- * narrow by. */
+/* Branch a (flat) narrowed to always write an optional property whose values b never
+ * accepts (a discriminator: both declare it), or NULL. */
+static const cJSON *require_discriminator(struct sc *c, const cJSON *a, const cJSON *b) {
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "properties");
+    for (const cJSON *x = cJSON_IsObject(pa) ? pa->child : NULL; x; x = x->next) {
+        const cJSON *y = sc_prop_schema(b, x->string);
+        if (!y || sc_is_required(a, x->string) || cJSON_IsFalse(x)) continue;
+        int d = disjoint(c, x, y, 1);
+        if (d < 0) c->err[0] = 0;
+        if (d != 1) continue;
+        static const char *const none[] = {NULL};
+        cJSON *m = sc_without(c, a, none), *r = cJSON_GetObjectItemCaseSensitive(m, "required");
+        if (!r) r = cJSON_AddArrayToObject(m, "required");
+        if (!cJSON_IsArray(r)) return NULL;
+        cJSON_AddItemToArray(r, cJSON_CreateString(x->string));
+        return m;
+    }
+    return NULL;
+}
+
+/* Branch a (flat) narrowed (one more each call) so that it always writes a discriminator
+ * (require_discriminator) or never writes a property b, or one of b's own branches,
+ * requires and a does not; NULL when there is none left to narrow by. */
 static const cJSON *sharpen(struct sc *c, const cJSON *a, const cJSON *b) {
     const cJSON *ra = cJSON_GetObjectItemCaseSensitive(a, "required");
-    const cJSON *brb = sc_branches_of(b);
+    const cJSON *brb = sc_branches_of(b), *d;
     if (!cJSON_IsObject(a) || !(gen_types(c, a, 0) & T_OBJ)) return NULL; /* branches: each */
+    if (!brb && (d = require_discriminator(c, a, b))) return d;
     const cJSON *x = brb ? brb->child : NULL, *from = b;
     for (; from; from = x ? sc_flat(c, x, 0) : NULL, x = x ? x->next : NULL) {
         const cJSON *rb = cJSON_GetObjectItemCaseSensitive(from, "required");
