@@ -33,6 +33,7 @@ Usage: make_ct.py OUTDIR [MODEL...]   (default: every model of MODELS but the Sm
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -46,6 +47,15 @@ import weights as W  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SMOLLM2_GGUF = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 SMOLLM2_TOKENIZER = os.path.join(ROOT, "models", "tok", "hf", "smollm2", "tokenizer.json")
+
+def smollm2_tokenizer():
+    """SmolLM2's tokenizer.json, fetched by tok_fetch.py (as the tokenizer tests do) on a
+    fresh checkout; a failure to fetch it is an error, not a skip."""
+    if not os.path.exists(SMOLLM2_TOKENIZER):
+        subprocess.run([sys.executable, os.path.join(HERE, "tok_fetch.py")], check=True,
+                       capture_output=True)
+    return SMOLLM2_TOKENIZER
+
 
 TINY768 = dict(arch="llama", dim=768, n_heads=6, n_kv=3, head_dim=128, ffn=768, layers=2,
                vocab=512, tied=False, theta=10000.0, eps=1e-5)
@@ -113,7 +123,7 @@ def write_source(outdir, source):
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
-        shutil.copy(SMOLLM2_TOKENIZER, d)
+        shutil.copy(smollm2_tokenizer(), d)
         W.write_safetensors(os.path.join(d, "model.safetensors"),
                             {n: np.asarray(a, np.float32) for n, a in w.items()},
                             {n: "F32" for n in w}, {"format": "pt"})
