@@ -26,6 +26,7 @@
 #include "../tokenizer/tokenizer.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "../util/hex.h"
 #include "../util/sbuf.h"
 #include "options.h"
 
@@ -53,13 +54,6 @@ static void print_hex(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) printf("%02x", (unsigned char)s[i]);
 }
 
-static int hexval(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 static int run_batch(struct tokenizer *t, const char *path, int flags) {
     size_t len;
     char *data = slurp(path, &len);
@@ -76,7 +70,7 @@ static int run_batch(struct tokenizer *t, const char *path, int flags) {
         size_t n = 0;
         if (ll % 2) rc = 1;
         for (size_t i = 0; !rc && i < ll; i += 2) {
-            int hi = hexval(line[i]), lo = hexval(line[i + 1]);
+            int hi = hex_digit(line[i]), lo = hex_digit(line[i + 1]);
             if (hi < 0 || lo < 0) rc = 1;
             else line[n++] = (char)(hi * 16 + lo);
         }

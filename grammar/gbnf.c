@@ -7,6 +7,7 @@
 
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "../util/hex.h"
 #include "../util/utf8.h"
 #include "gram_ir.h"
 #include "grammar.h"
@@ -55,13 +56,6 @@ static void skip_space(struct gp *p, int newlines) {
     }
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* One code point of a literal or class, escapes decoded; -1 on error. */
 static long read_char(struct gp *p) {
     if (p->i >= p->n) return perr(p, "unexpected end of text"), -1;
@@ -74,7 +68,7 @@ static long read_char(struct gp *p) {
         if (digits) {
             long v = 0;
             for (int k = 0; k < digits; k++) {
-                int h = p->i < p->n ? hexval(p->s[p->i]) : -1;
+                int h = p->i < p->n ? hex_digit(p->s[p->i]) : -1;
                 if (h < 0) return perr(p, "bad hexadecimal escape"), -1;
                 v = v * 16 + h;
                 p->i++;

@@ -13,6 +13,7 @@
 
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "../util/hex.h"
 #include "../util/utf8.h"
 #include "gram_ir.h"
 #include "grammar.h"
@@ -115,13 +116,6 @@ static int put_set(struct rx *r, struct cpset *s) {
     return 0;
 }
 
-static int hexv(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 static void add_class_escape(struct cpset *s, char e) {
     switch (e) {
     case 'd': cps_add(s, '0', '9'); break;
@@ -158,7 +152,7 @@ static int read_escape(struct rx *r, struct cpset *s) {
     if (digits) {
         uint32_t v = 0;
         for (int k = 0; k < digits; k++) {
-            int h = r->i < r->n ? hexv(r->s[r->i]) : -1;
+            int h = r->i < r->n ? hex_digit(r->s[r->i]) : -1;
             if (h < 0) return rerr(r, "bad hexadecimal escape");
             v = v * 16 + (uint32_t)h;
             r->i++;

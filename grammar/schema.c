@@ -20,6 +20,7 @@
 
 #include "../util/err.h"
 #include "../util/fatal.h"
+#include "../util/hex.h"
 #include "gram_ir.h"
 #include "grammar.h"
 #include "regex.h"
@@ -129,13 +130,6 @@ static const char *local_part(const struct sc *c, const char *ref) {
     size_t n = strcspn(id->valuestring, "#"), m = strcspn(ref, "#");
     if (n == 0 || n != m || strncmp(id->valuestring, ref, n) != 0) return NULL;
     return ref[m] ? ref + m : "#";
-}
-
-static int hex_digit(char ch) {
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
 }
 
 const cJSON *sc_resolve_pointer(struct sc *c, const char *ref) {

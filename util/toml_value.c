@@ -12,6 +12,7 @@
 
 #include "err.h"
 #include "fatal.h"
+#include "hex.h"
 #include "sbuf.h"
 #include "utf8.h"
 
@@ -33,13 +34,6 @@ const char *toml_char_name(unsigned char c, char *buf) {
 
 static bool is_ctrl(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 /* Says why s is not a valid sequence (util/utf8 decided that it is not). */
 static int utf8_error(struct toml_parser *p, int line, const unsigned char *s, size_t n) {
@@ -98,7 +92,7 @@ static int lex_escape(struct toml_parser *p, struct sbuf *b) {
         size_t nd = c == 'u' ? 4 : 8;
         uint32_t cp = 0;
         for (size_t k = 0; k < nd; k++) {
-            int h = i + 1 + k < p->len ? hex_value(p->s[i + 1 + k]) : -1;
+            int h = i + 1 + k < p->len ? hex_digit(p->s[i + 1 + k]) : -1;
             if (h < 0) return toml_perr(p, p->line, "escape \\%c needs %zu hex digits", c, nd);
             cp = (cp << 4) | (uint32_t)h;
         }
@@ -338,7 +332,7 @@ static int lex_datetime(struct toml_parser *p, const char *t, size_t n, int line
 }
 
 static bool is_base_digit(char c, int base) {
-    if (base == 16) return hex_value(c) >= 0;
+    if (base == 16) return hex_digit(c) >= 0;
     return c >= '0' && c < '0' + base;
 }
 
@@ -377,7 +371,7 @@ static const char *lex_integer(const char *t, size_t n, int64_t *v) {
     uint64_t limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX, acc = 0;
     for (size_t k = first; k < n; k++) {
         if (t[k] == '_') continue;
-        uint64_t d = (uint64_t)hex_value(t[k]);
+        uint64_t d = (uint64_t)hex_digit(t[k]);
         if (acc > (limit - d) / (uint64_t)base) return "does not fit in 64 bits";
         acc = acc * (uint64_t)base + d;
     }
