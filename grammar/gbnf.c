@@ -312,6 +312,13 @@ static int parse_sequence(struct gp *p, int rule, int nested) {
             p->depth--;
             last = p->b->r[rule].alts[alt].n;
             if (gb_ref(p->b, &p->b->r[rule].alts[alt], r) < 0) return limit(p);
+        } else if (c == '%') { /* %unique-quote (gb_unique_quote) */
+            static const char kw[] = "%unique-quote";
+            if (p->n - p->i < sizeof kw - 1 || memcmp(p->s + p->i, kw, sizeof kw - 1) != 0)
+                return perr(p, "unknown %-item (only %unique-quote)");
+            p->i += sizeof kw - 1;
+            last = p->b->r[rule].alts[alt].n;
+            if (gb_unique_quote(p->b, &p->b->r[rule].alts[alt]) < 0) return limit(p);
         } else if (c == '*' || c == '+' || c == '?' || c == '{') {
             if (last < 0) return perr(p, "repetition operator without an item before it");
             p->i++;

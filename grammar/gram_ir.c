@@ -100,11 +100,11 @@ static int push(struct gbuild *b, struct galt *a, struct gelem e) {
     return 0;
 }
 
-int gb_class(struct gbuild *b, struct galt *a, const uint64_t bits[4]) {
+static int add_class(struct gbuild *b, struct galt *a, const uint64_t bits[4], int shared) {
     int c = -1;
     /* recent classes first: literals repeat the same few bytes */
-    for (int i = b->n_cls - 1; i >= 0 && i >= b->n_cls - 512; i--)
-        if (memcmp(b->cls[i], bits, 32) == 0) {
+    for (int i = b->n_cls - 1; shared && i >= 0 && i >= b->n_cls - 512; i--)
+        if (i != b->uq_cls - 1 && memcmp(b->cls[i], bits, 32) == 0) {
             c = i;
             break;
         }
@@ -118,6 +118,19 @@ int gb_class(struct gbuild *b, struct galt *a, const uint64_t bits[4]) {
         c = b->n_cls++;
     }
     return push(b, a, (struct gelem){E_CLASS, (uint32_t)c});
+}
+
+int gb_class(struct gbuild *b, struct galt *a, const uint64_t bits[4]) {
+    return add_class(b, a, bits, 1);
+}
+
+int gb_unique_quote(struct gbuild *b, struct galt *a) {
+    uint64_t bits[4] = {0};
+    bits['"' >> 6] = 1ull << ('"' & 63);
+    if (b->uq_cls) return push(b, a, (struct gelem){E_CLASS, (uint32_t)b->uq_cls - 1});
+    int rc = add_class(b, a, bits, 0);
+    if (rc == 0) b->uq_cls = b->n_cls;
+    return rc;
 }
 
 int gb_byte(struct gbuild *b, struct galt *a, uint8_t c) {
@@ -404,6 +417,8 @@ int gb_finish(struct gbuild *b, const char *root, struct gram *g, char *err) {
     g->root = (uint32_t)ro;
     g->n_cls = (uint32_t)b->n_cls;
     g->cls = b->cls;
+    g->uq_cls = (uint32_t)b->uq_cls;
+    b->uq_cls = 0;
     b->cls = NULL;
     b->n_cls = b->cap_cls = 0;
     rc = 0;

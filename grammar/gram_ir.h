@@ -34,6 +34,7 @@ struct gbuild {
     uint64_t (*cls)[4];
     int n_cls, cap_cls;
     size_t n_elems;   /* elements so far, against GRAMMAR_MAX_ELEMS */
+    int uq_cls;       /* the unique-quote class (gb_unique_quote) + 1, 0: none yet */
     int32_t *names;   /* named rules by name hash (open addressing): id + 1, 0 empty */
     size_t names_cap; /* a power of two, at least twice the named rules */
     int n_named;
@@ -58,7 +59,8 @@ struct gram {
     uint32_t *alts;
     uint32_t n_rules;
     uint32_t root;
-    uint32_t *rest; /* n_el entries, saturated at GRAM_NEED_INF (gram_need_tables) */
+    uint32_t *rest;  /* n_el entries, saturated at GRAM_NEED_INF (gram_need_tables) */
+    uint32_t uq_cls; /* the unique-quote class + 1 (0: none), see gb_unique_quote */
 };
 
 /* FNV-1a over p[0..n), from h: the keys of the rule names, the grammar LRU and the mask
@@ -81,6 +83,11 @@ int gb_class(struct gbuild *b, struct galt *a, const uint64_t bits[4]);
 int gb_byte(struct gbuild *b, struct galt *a, uint8_t c);
 int gb_ref(struct gbuild *b, struct galt *a, int rule);
 int gb_copy(struct gbuild *b, struct galt *a, const struct gelem *e, int n);
+/* Appends the unique quote: a '"' that closes a string item of an array, consumed only
+ * where the item differs from the array's earlier items (GBNF `%unique-quote`; the check
+ * reads the text, so the matcher makes it: uniq.h). One class, never shared with a plain
+ * '"'. */
+int gb_unique_quote(struct gbuild *b, struct galt *a);
 
 /* The cost of a run of byte classes, elements [p, q) of one alternative: cost[i - p] for
  * i in [p, q) = the fewest tokens that spell elements i..q-1 (GRAM_NEED_INF: none can). */

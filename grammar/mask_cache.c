@@ -159,7 +159,7 @@ static uint32_t transition(struct walk *w, int id, uint8_t c) {
     if (row && (row[c] >> 31)) return row[c];
     sset_clear(&w->tmp);
     int touched = 0,
-        matched = sset_advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, &touched, w->m);
+        matched = sset_advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, NULL, &touched, w->m);
     int next = w->tmp.n ? intern(w, &w->tmp) : -1;
     if (!w->st[id].tr) gmeter_spend(w->m, 64); /* the row: 1 KiB */
     uint32_t val = 1u << 31 | (uint32_t)(next + 1) << 2 | (uint32_t)matched << 1 |
@@ -186,7 +186,7 @@ static void walk(struct walk *w, uint32_t node, int id, int unc) {
                 push_id(&w->acc, &w->n_acc, &w->cap_acc, tok);
                 if (unc || touched) push_jump(&w->bnd, &w->n_bnd, &w->cap_bnd, tok, d);
                 push_id(&w->acc_d, &w->n_acc_d, &w->cap_acc_d, unc || touched ? BND_DELTA : d);
-            } else if (unc) {
+            } else if (unc || touched) { /* touched unmatched: a unique quote held */
                 push_id(&w->unc, &w->n_unc, &w->cap_unc, tok);
             }
         }

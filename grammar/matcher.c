@@ -51,6 +51,7 @@ void grammar_matcher_free(struct grammar_matcher *m) {
     sset_free(&m->a);
     sset_free(&m->b);
     sset_free(&m->one);
+    free(m->text);
     free(m->clr);
     free(m->plain);
     grammar_unref(m->g);
@@ -75,10 +76,12 @@ int grammar_matcher_done(const struct grammar_matcher *m) {
  * Returns 0, or -1 when some byte is refused or the meter is hit. */
 static int run_bytes(struct grammar_matcher *m, const struct sset *in, const char *s, size_t n) {
     sset_copy(&m->a, in);
+    struct gtext tx = {m->text, m->tlen, s, 0};
     for (size_t i = 0; i < n; i++) {
         sset_clear(&m->b);
         m->b.overflow = 0;
-        sset_advance(&m->g->g, &m->a, (uint8_t)s[i], &m->b, 0, NULL, &m->meter);
+        tx.nb = i + 1;
+        sset_advance(&m->g->g, &m->a, (uint8_t)s[i], &m->b, 0, &tx, NULL, &m->meter);
         struct sset t = m->a;
         m->a = m->b;
         m->b = t;
@@ -161,6 +164,7 @@ static void save_history(struct grammar_matcher *m) {
     int slot = m->h_head;
     sset_copy(&m->hist[slot], &m->cur);
     m->hist_ended[slot] = m->ended;
+    m->hist_tlen[slot] = m->tlen;
     m->h_head = (m->h_head + 1) % GRAM_HISTORY;
     if (m->h_n < GRAM_HISTORY) m->h_n++;
 }
@@ -175,6 +179,14 @@ int grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size_
     struct sset t = m->cur;
     m->cur = m->a;
     m->a = t;
+    if (m->g->g.uq_cls) { /* the unique quote's check reads the text */
+        if (m->tlen + n > m->tcap) {
+            m->tcap = (m->tlen + n) * 2 + 256;
+            m->text = xrealloc(m->text, m->tcap);
+        }
+        memcpy(m->text + m->tlen, s, n);
+        m->tlen += n;
+    }
     return 0;
 }
 
@@ -199,6 +211,7 @@ int grammar_matcher_rollback(struct grammar_matcher *m, int k) {
         m->h_n--;
         sset_copy(&m->cur, &m->hist[m->h_head]);
         m->ended = m->hist_ended[m->h_head];
+        m->tlen = m->hist_tlen[m->h_head];
     }
     return 0;
 }

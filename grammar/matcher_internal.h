@@ -20,6 +20,9 @@ struct grammar_matcher {
     struct sset hist[GRAM_HISTORY]; /* states before the last accepted tokens (a ring) */
     int hist_ended[GRAM_HISTORY];
     int h_head, h_n;
+    char *text; /* the accepted bytes, kept where the grammar has a unique quote (uniq.h) */
+    size_t tlen, tcap;
+    size_t hist_tlen[GRAM_HISTORY];
     struct sset a, b, one; /* scratch */
     int32_t *clr;          /* scratch of grammar_matcher_mask_budget */
     int n_clr, cap_clr;

@@ -21,6 +21,7 @@
 #include "schema_oneof.h"
 
 static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct sbuf *b);
+static int gen_unique_strings(struct sc *c, const cJSON *items, char *nm);
 static int gen_contains(struct sc *c, const cJSON *s, const cJSON *items, struct sbuf *b);
 
 /* ---- arrays ---- */
@@ -49,9 +50,12 @@ int sc_gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     long lo = 0, hi = -1;
     if (sc_read_count(c, s, "minItems", &lo) < 0 || sc_read_count(c, s, "maxItems", &hi) < 0)
         return -1;
+    char item0[RN], item[2 * RN];
+    int uq = 0; /* 1: items are strings told apart by the unique quote */
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems"))) {
         if (prefix) return sc_serr(c, "%s", "uniqueItems beside prefixItems is not supported");
-        return gen_unique(c, items, lo, hi, b);
+        if ((uq = gen_unique_strings(c, items, item0)) < 0) return -1;
+        if (!uq) return gen_unique(c, items, lo, hi, b);
     }
     int m = prefix ? cJSON_GetArraySize(prefix) : 0;
     int more = !(items && cJSON_IsFalse(items));
@@ -61,8 +65,8 @@ int sc_gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
                        "unsatisfiable schema: minItems is above maxItems (or the "
                        "items allowed)");
     if (m > GRAMMAR_MAX_REPEAT) return sc_serr(c, "%s", "more than 1000 prefixItems");
-    char item0[RN], item[2 * RN];
-    if (!more || !items || cJSON_IsTrue(items)) snprintf(item0, RN, "%s", c->j);
+    if (uq) { /* item0 written */
+    } else if (!more || !items || cJSON_IsTrue(items)) snprintf(item0, RN, "%s", c->j);
     else if (sc_gen(c, items, item0) < 0) return -1;
     snprintf(item, sizeof item, "%s %s-ws", item0, c->j); /* whitespace after each item */
     int K = (int)(lo > m ? lo : m);
@@ -100,6 +104,30 @@ int sc_gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     }
     sbuf_addf(b, "\"[\" %s-ws %s-0 \"]\"", c->j, base);
     return 0;
+}
+
+/* uniqueItems over strings that only a minLength bounds: any such string can be made
+ * longer, so the grammar writes them and the unique quote that closes each (uniq.h) turns
+ * away a repeat, exactly, and never leaves the array without a way on. Other strings (a
+ * pattern, a format, maxLength: one may be the last of its kind) go to gen_unique. 1 with
+ * the item's rule name in nm, 0 when items are not such strings, -1 on an error. */
+static int gen_unique_strings(struct sc *c, const cJSON *items, char *nm) {
+    const cJSON *f = items ? sc_flat(c, items, 1) : NULL;
+    if (!f) return items ? -1 : 0;
+    if (!cJSON_IsObject(f) || sc_branches_of(f) ||
+        sc_type_bits(cJSON_GetObjectItemCaseSensitive(f, "type")) != T_STR)
+        return 0;
+    for (const cJSON *k = f->child; k; k = k->next)
+        if (strcmp(k->string, "type") != 0 && strcmp(k->string, "minLength") != 0 &&
+            sc_is_validity(f, k->string))
+            return 0;
+    long lo = 0;
+    if (sc_read_count(c, f, "minLength", &lo) < 0) return -1;
+    sc_new_rule(c, nm);
+    char body[RN + 96];
+    snprintf(body, sizeof body, "\"\\\"\" %s-char{%ld,} %%unique-quote", c->j, lo);
+    sc_emit(c, nm, body);
+    return 1;
 }
 
 /* uniqueItems over items of a finite domain (an enum, a const, boolean, null): the sets of

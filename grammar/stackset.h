@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gram_ir.h"
+#include "uniq.h"
 
 /* n stacks, stack i at pool[off[i] .. off[i] + len[i]), its top last, hash[i] its hash;
  * tab indexes them by hash (i + 1, 0: empty; tcap a power of two, at least 2n), so that
@@ -93,8 +94,11 @@ void sset_start(const struct gram *g, struct sset *out, struct gmeter *m);
 /* Adds to out the stacks of in after byte c. opaque: the stacks are cache keys cut from
  * deeper ones, so a path that pops the last entry leads below the cut, where nothing is
  * known: it adds nothing and sets *touched instead (touched may be NULL otherwise).
- * Returns 1 when some stack consumed c. Spends from m (on a hit out is partial). */
+ * tx: the text up to and including c, which the unique quote's check reads (uniq.h); NULL
+ * where it is not known (a cached walk): a stack whose top is the unique quote then does not
+ * consume c and sets *touched instead. Returns 1 when some stack consumed c. Spends from m
+ * (on a hit out is partial). */
 int sset_advance(const struct gram *g, const struct sset *in, uint8_t c, struct sset *out,
-                 int opaque, int *touched, struct gmeter *m);
+                 int opaque, const struct gtext *tx, int *touched, struct gmeter *m);
 
 #endif

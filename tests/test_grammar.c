@@ -293,6 +293,55 @@ static void test_refused(void **state) {
     grammar_vocab_free(v);
 }
 
+static int accepts(struct grammar_matcher *m, const char *s) {
+    return grammar_matcher_accept_bytes(m, s, strlen(s)) == 0;
+}
+
+/* uniqueItems over strings: the unique quote refuses a repeat (decoded: an escape equals its
+ * character), the masks agree with acceptance around it, and rollback restores the text its
+ * check reads. */
+static void test_unique_strings(void **state) {
+    (void)state;
+    struct grammar_vocab *v = vocab();
+    struct grammar *g = compile(
+        v, GRAMMAR_JSON_SCHEMA,
+        "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}");
+    static const char *const prefixes[] = {
+        "[\"a\",\"ab\",\"a", "[\"a\",\"ab\",\"",    "[\"ab\",\"a",      "[\"\\u0061\",\"",
+        "[\"\",\"",          "[\"x\\\\\", \"x\\\\", "[\"é\",\"\\u00e9", "[\"\\\"}\",\"\\\""};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        check_mask_consistent(g, prefixes[i]);
+    struct grammar_matcher *m = grammar_matcher_new(g);
+    assert_true(accepts(m, "[\"a\",\"ab\""));
+    assert_false(accepts(m, ",\"a\"\"")); /* nothing of a refused text is taken */
+    assert_true(accepts(m, ",\"ab"));
+    assert_false(accepts(m, "\""));
+    assert_true(accepts(m, "c\""));                      /* "abc" */
+    assert_int_equal(grammar_matcher_rollback(m, 2), 0); /* back to ["a","ab" */
+    assert_true(accepts(m, ",\"\\u0061"));
+    assert_false(accepts(m, "\""));
+    assert_true(accepts(m, "\\n\""));
+    assert_true(accepts(m, "]"));
+    assert_true(grammar_matcher_done(m));
+    grammar_matcher_free(m);
+    m = grammar_matcher_new(g); /* whitespace and a ',' or '"' inside an item */
+    assert_true(accepts(m, "[ \"a,\\\"b\" ,\n \"a\", \"a,\\\""));
+    assert_false(accepts(m, "b\""));
+    assert_true(accepts(m, "\""));
+    grammar_matcher_free(m);
+    grammar_unref(g);
+    /* in GBNF: an item of no array differs from nothing; an unknown %-item is refused */
+    g = compile(v, GRAMMAR_GBNF, "root ::= \"[\\\"\" [a-z]* %unique-quote \"]\"\n");
+    m = grammar_matcher_new(g);
+    assert_true(accepts(m, "[\"ab\"]"));
+    grammar_matcher_free(m);
+    grammar_unref(g);
+    char err[ERR_LEN] = "";
+    assert_null(grammar_compile(v, GRAMMAR_GBNF, "root ::= %unique\n", 17, err));
+    assert_non_null(strstr(err, "%unique-quote"));
+    grammar_vocab_free(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gbnf_accept_and_end),
@@ -301,6 +350,7 @@ int main(void) {
         cmocka_unit_test(test_cache_bytes_bound),
         cmocka_unit_test(test_cache_bytes_threads),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_unique_strings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

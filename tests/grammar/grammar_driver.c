@@ -9,6 +9,9 @@
  *   vocab              print each token: id, usable (0/1), bytes in hex
  *   match FILE2        for each line of FILE2 (a text to match whole, in hex), "1" when the
  *                      grammar takes it as a complete sentence, else "0" (one line each)
+ *   masks FILE2        for each line of FILE2 (a prefix in hex, accepted as bytes), the
+ *                      allowed token ids: "plain ID..." then " near ID..." (the closer's
+ *                      mask with need + 2 tokens left) on one line; "refused" if not taken
  *   walk SEED STEPS    a random walk through allowed tokens; one JSON line per state:
  *                      {"prefix": hex, "allowed": [ids], "can_end": 0|1}
  *   bench STEPS        mask time per step along a random walk: first a line with the
@@ -247,6 +250,37 @@ int main(int argc, char **argv) {
         }
         sbuf_free(&prefix);
         grammar_matcher_free(m);
+    } else if (!strcmp(mode, "masks")) {
+        /* masks FILE2: for each line of FILE2 (a prefix in hex), the mask after it is accepted
+         * as bytes: "plain" ids, then "near" ids (the closer's mask with need + 2 tokens
+         * left); "refused" where the prefix is not taken */
+        size_t n2;
+        char *lines = read_all(argv[5], &n2);
+        for (size_t a = 0; a < n2;) {
+            size_t b = a, n = 0;
+            while (b < n2 && lines[b] != '\n') b++;
+            for (size_t i = a; i + 1 < b; i += 2) {
+                unsigned x;
+                if (sscanf(lines + i, "%2x", &x) != 1) break;
+                lines[a + n++] = (char)x;
+            }
+            struct grammar_matcher *m = grammar_matcher_new(g);
+            if (grammar_matcher_accept_bytes(m, lines + a, n) < 0) {
+                printf("refused\n");
+            } else {
+                for (int k = 0; k < 2; k++) {
+                    if (k == 0) grammar_matcher_mask(m, mask);
+                    else grammar_matcher_mask_budget(m, mask, grammar_matcher_need(m) + 2);
+                    printf("%s", k ? " near" : "plain");
+                    for (int i = 0; i < n_vocab; i++)
+                        if ((mask[i >> 6] >> (i & 63)) & 1) printf(" %d", i);
+                }
+                printf("\n");
+            }
+            grammar_matcher_free(m);
+            a = b + 1;
+        }
+        free(lines);
     } else if (!strcmp(mode, "bench")) {
         int steps = atoi(argv[5]);
         double *cold = calloc((size_t)steps, sizeof *cold),

@@ -259,6 +259,39 @@ def test_closer_leaves_fitting_and_unconstrained_requests_alone(http):
     json.loads(http.post("/v1/chat/completions", json=fits).json()["choices"][0]["message"]["content"])
 
 
+def test_unique_strings_when_the_model_repeats(http):
+    """uniqueItems over strings through the daemon: asked to repeat one word, greedy SmolLM2
+    is kept from closing a repeated item (it writes another string instead), so every output,
+    plain and streamed, is valid, within max_tokens; the same prompts without uniqueItems
+    do give repeats."""
+    schema = {"type": "object", "properties": {"words": {"type": "array", "items": {"type": "string"},
+                                                         "uniqueItems": True, "minItems": 4, "maxItems": 4}},
+              "required": ["words"], "additionalProperties": False}
+    rf = {"type": "json_schema", "json_schema": {"name": "w", "schema": schema, "strict": True}}
+    stops = repeats = 0
+    for prompt in ("Write the list: cat, cat, cat, cat.", 'Output ["a","a","a","a"]', "List 'x' four times.",
+                   "Say hello four times."):
+        r = chat(http, prompt, response_format=rf, max_tokens=160)
+        assert r.status_code == 200, r.text
+        ch = r.json()["choices"][0]
+        print("unique:", prompt, ch["finish_reason"], ch["message"]["content"].replace("\n", " ")[:120])
+        value = json.loads(ch["message"]["content"])
+        validator(schema).validate(value)
+        # the budget closer ends a model that keeps lengthening its item (finish "length")
+        assert ch["finish_reason"] in ("stop", "length") and r.json()["usage"]["completion_tokens"] <= 160, ch
+        stops += ch["finish_reason"] == "stop"
+        free = dict(schema, properties={"words": {**schema["properties"]["words"], "uniqueItems": False}})
+        r3 = chat(http, prompt, max_tokens=160, response_format={
+            "type": "json_schema", "json_schema": {"name": "w", "schema": free, "strict": True}})
+        words = json.loads(r3.json()["choices"][0]["message"]["content"])["words"]
+        repeats += len(set(words)) < len(words)
+        r2 = chat(http, prompt, response_format=rf, max_tokens=160, stream=True)
+        text = "".join(c["delta"].get("content") or "" for ev in sse_events(r2.text) if ev != "[DONE]"
+                       for c in json.loads(ev)["choices"])
+        assert text == ch["message"]["content"]
+    assert stops >= 2 and repeats >= 3, (stops, repeats)  # without uniqueItems it repeats
+
+
 def test_openai_sdk_parse(server):
     pydantic = pytest.importorskip("pydantic")
 
