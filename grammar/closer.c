@@ -78,6 +78,12 @@ static int mask_stack_budget(struct grammar_matcher *m, const struct mentry *e, 
             }
         }
     }
+    for (int k = 0; k < e->n_held; k++) { /* exact need: only the unique quote's check */
+        const struct held *h = &e->held[k];
+        if (bit_get(mask, h->id)) continue;
+        if (h->d > fit) removed++;
+        else if (held_ok(m, h)) bit_set(mask, h->id), *any = 1;
+    }
     for (int k = 0; k < e->n_unc; k++) {
         int32_t id = e->unc[k];
         uint32_t need;

@@ -17,6 +17,7 @@ void mentry_free(struct mentry *e) {
     free(e->bits);
     free(e->ids);
     free(e->unc);
+    free(e->held);
     free(e->jmp);
     free(e->bnd);
     free(e);
@@ -45,6 +46,8 @@ struct dstate {
     uint64_t h;
     uint32_t need; /* sset_need of s (relative to the key's cut when opaque) */
     uint32_t *tr;  /* transitions by byte (see transition) */
+    int32_t *held; /* by byte: the set a unique quote leads to if its check passes, + 1 (0:
+                      none; NULL: none on any byte so far) */
 };
 
 struct walk {
@@ -56,9 +59,11 @@ struct walk {
     int n_st, cap_st;
     int32_t *stab; /* set hash table: id + 1, 0 empty */
     size_t stab_cap;
-    struct sset tmp;
+    struct sset tmp, tmp_held;
     int32_t *acc, *unc;
     int n_acc, cap_acc, n_unc, cap_unc;
+    struct held *held;
+    int n_held, cap_held;
     uint32_t need0; /* the key stack's need */
     int32_t *acc_d; /* by acc: each token's delta (BND_DELTA: it went to bnd) */
     int n_acc_d, cap_acc_d;
@@ -153,14 +158,21 @@ static int intern(struct walk *w, const struct sset *s) {
 }
 
 /* The transition of interned set id on byte c: next id (-1: empty), matched, touched;
- * a row of 256 per set, filled as the walk needs them (bit 31: known). */
+ * a row of 256 per set, filled as the walk needs them (bit 31: known). The held set (a
+ * unique quote's, sset_advance) goes to the set's held row. */
 static uint32_t transition(struct walk *w, int id, uint8_t c) {
     uint32_t *row = w->st[id].tr;
     if (row && (row[c] >> 31)) return row[c];
     sset_clear(&w->tmp);
-    int touched = 0,
-        matched = sset_advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, NULL, &touched, w->m);
+    sset_clear(&w->tmp_held);
+    int touched = 0, matched = sset_advance(w->g, &w->st[id].s, c, &w->tmp, w->opaque, NULL,
+                                            &w->tmp_held, &touched, w->m);
     int next = w->tmp.n ? intern(w, &w->tmp) : -1;
+    if (w->tmp_held.n) {
+        int h = intern(w, &w->tmp_held); /* after intern: st may have moved */
+        if (!w->st[id].held) w->st[id].held = xcalloc(256, sizeof(int32_t));
+        w->st[id].held[c] = h + 1;
+    }
     if (!w->st[id].tr) gmeter_spend(w->m, 64); /* the row: 1 KiB */
     uint32_t val = 1u << 31 | (uint32_t)(next + 1) << 2 | (uint32_t)matched << 1 |
                    (uint32_t)touched;
@@ -170,27 +182,71 @@ static uint32_t transition(struct walk *w, int id, uint8_t c) {
     return val;
 }
 
-/* Stops where the meter is hit (the entry is then dropped). */
-static void walk(struct walk *w, uint32_t node, int id, int unc) {
+static void push_held(struct walk *w, int32_t id, int32_t at, int32_t d) {
+    if (w->n_held == w->cap_held) {
+        w->cap_held = w->cap_held ? 2 * w->cap_held : 256;
+        w->held = xrealloc(w->held, sizeof *w->held * (size_t)w->cap_held);
+    }
+    w->held[w->n_held++] = (struct held){id, at, d};
+}
+
+/* The need after a token: the least over the sets it leads to (none: a limit was hit, the
+ * token leads nowhere, so it never fits a budget), less the key's. */
+static int32_t need_delta(const struct walk *w, int next) {
+    return (int32_t)(next >= 0 ? w->st[next].need : GRAM_NEED_INF) - (int32_t)w->need0;
+}
+
+static int held_of(const struct walk *w, int id, uint8_t c) {
+    return id >= 0 && w->st[id].held ? w->st[id].held[c] - 1 : -1;
+}
+
+/* The tokens below node that the walk from set id takes only if a unique quote met on the
+ * way passes its check: where that quote is the only doubt (at: its byte), in held, to be
+ * checked on the text alone; else (cond: unknown below the cut too, or at -1: a second
+ * unique quote) uncertain, checked against the full stack. */
+static void walk_held(struct walk *w, uint32_t node, int id, int cond, int at) {
     const struct tnode *t = w->v->t;
     for (uint32_t c = t[node].child; c; c = t[c].sib) {
         if (gmeter_spend(w->m, 1 + t[c].n_tok)) return;
         uint32_t tr = id >= 0 ? transition(w, id, t[c].byte) : 0;
-        int next = (int)((tr & 0x7fffffffu) >> 2) - 1, matched = (tr >> 1) & 1, touched = tr & 1;
-        /* the need after a token: the least over the sets it leads to (none: a limit was hit,
-         * the token leads nowhere, so it never fits a budget) */
-        int32_t d = (int32_t)(next >= 0 ? w->st[next].need : GRAM_NEED_INF) - (int32_t)w->need0;
+        int next = (int)((tr & 0x7fffffffu) >> 2) - 1, touched = tr & 1, matched = (tr >> 1) & 1,
+            held = held_of(w, id, t[c].byte);
+        for (uint32_t k = 0; k < t[c].n_tok; k++) {
+            int32_t tok = w->v->sorted[t[c].tok + k];
+            if (matched && !cond && at >= 0) push_held(w, tok, at, need_delta(w, next));
+            else if (matched || cond || touched || held >= 0)
+                push_id(&w->unc, &w->n_unc, &w->cap_unc, tok);
+        }
+        if (t[c].child && (next >= 0 || cond || touched))
+            walk_held(w, c, next, cond || touched, at);
+        if (t[c].child && held >= 0) walk_held(w, c, held, cond, -1);
+    }
+}
+
+/* Stops where the meter is hit (the entry is then dropped). */
+static void walk(struct walk *w, uint32_t node, int id, int unc, int depth) {
+    const struct tnode *t = w->v->t;
+    for (uint32_t c = t[node].child; c; c = t[c].sib) {
+        if (gmeter_spend(w->m, 1 + t[c].n_tok)) return;
+        uint32_t tr = id >= 0 ? transition(w, id, t[c].byte) : 0;
+        int next = (int)((tr & 0x7fffffffu) >> 2) - 1, matched = (tr >> 1) & 1, touched = tr & 1,
+            held = held_of(w, id, t[c].byte);
+        int32_t d = need_delta(w, next);
         for (uint32_t k = 0; k < t[c].n_tok; k++) {
             int32_t tok = w->v->sorted[t[c].tok + k];
             if (matched) {
                 push_id(&w->acc, &w->n_acc, &w->cap_acc, tok);
                 if (unc || touched) push_jump(&w->bnd, &w->n_bnd, &w->cap_bnd, tok, d);
                 push_id(&w->acc_d, &w->n_acc_d, &w->cap_acc_d, unc || touched ? BND_DELTA : d);
-            } else if (unc || touched) { /* touched unmatched: a unique quote held */
+            } else if (unc) {
                 push_id(&w->unc, &w->n_unc, &w->cap_unc, tok);
+            } else if (held >= 0) {
+                push_held(w, tok, depth, need_delta(w, held));
             }
         }
-        if (t[c].child && (next >= 0 || unc || touched)) walk(w, c, next, unc || touched);
+        if (t[c].child && (next >= 0 || unc || touched))
+            walk(w, c, next, unc || touched, depth + 1);
+        if (t[c].child && held >= 0) walk_held(w, c, held, unc, depth);
     }
 }
 
@@ -237,17 +293,20 @@ static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key,
     sset_add(&w.tmp, key, klen);
     int root = intern(&w, &w.tmp);
     w.need0 = w.st[root].need;
-    walk(&w, 0, root, 0);
+    walk(&w, 0, root, 0, 0);
     for (int i = 0; i < w.n_st; i++) {
         sset_free(&w.st[i].s);
         free(w.st[i].tr);
+        free(w.st[i].held);
     }
     free(w.st);
     free(w.stab);
     sset_free(&w.tmp);
+    sset_free(&w.tmp_held);
     if (m->hit) {
         free(w.acc);
         free(w.unc);
+        free(w.held);
         free(w.acc_d);
         free(w.bnd);
         return NULL;
@@ -273,11 +332,13 @@ static struct mentry *mask_compute(const struct grammar *gr, const int32_t *key,
     e->n_acc = w.n_acc;
     e->unc = w.unc;
     e->n_unc = w.n_unc;
+    e->held = w.held;
+    e->n_held = w.n_held;
     sort_jumps(w.bnd, w.n_bnd);
     e->bnd = w.bnd;
     e->n_bnd = w.n_bnd;
-    e->bytes += (size_t)w.n_unc * 4 + (size_t)(e->n_jmp + w.n_bnd) * sizeof(struct jump) +
-                (size_t)klen * 4 + sizeof *e;
+    e->bytes += (size_t)w.n_unc * 4 + (size_t)w.n_held * sizeof *w.held +
+                (size_t)(e->n_jmp + w.n_bnd) * sizeof(struct jump) + (size_t)klen * 4 + sizeof *e;
     return e;
 }
 

@@ -28,6 +28,15 @@ struct jump {
     int32_t d;
 };
 
+/* A token allowed exactly when the unique quote at its byte `at` passes its check (uniq.h):
+ * the rest of its bytes are certain either way, and the need after it is the key stack's
+ * + d, exactly (as in jmp). */
+struct held {
+    int32_t id;
+    int32_t at;
+    int32_t d;
+};
+
 struct mentry {
     uint64_t hash;
     int32_t *key;
@@ -36,8 +45,10 @@ struct mentry {
     int32_t *ids;   /* sparse accepted set */
     int n_ids;
     int n_acc;    /* tokens in the accepted set */
-    int32_t *unc; /* uncertain tokens (only when trunc) */
+    int32_t *unc; /* uncertain tokens (a cut key, or more than one unique quote) */
     int n_unc;
+    struct held *held; /* tokens that hang on one unique quote */
+    int n_held;
     int32_t base;           /* the delta of every allowed token not in jmp or bnd */
     struct jump *jmp, *bnd; /* sorted by d, ascending (see struct jump); bnd only when trunc */
     int n_jmp, n_bnd;

@@ -38,6 +38,7 @@ struct grammar_matcher *grammar_matcher_new(struct grammar *g) {
     struct grammar_matcher *m = xcalloc(1, sizeof *m);
     grammar_ref(g);
     m->g = g;
+    m->tgen = 1;
     matcher_begin(m);
     sset_start(&g->g, &m->cur, &m->meter);
     matcher_end(m);
@@ -52,6 +53,7 @@ void grammar_matcher_free(struct grammar_matcher *m) {
     sset_free(&m->b);
     sset_free(&m->one);
     free(m->text);
+    uniq_cache_free(&m->uc);
     free(m->clr);
     free(m->plain);
     grammar_unref(m->g);
@@ -76,12 +78,12 @@ int grammar_matcher_done(const struct grammar_matcher *m) {
  * Returns 0, or -1 when some byte is refused or the meter is hit. */
 static int run_bytes(struct grammar_matcher *m, const struct sset *in, const char *s, size_t n) {
     sset_copy(&m->a, in);
-    struct gtext tx = {m->text, m->tlen, s, 0};
+    struct gtext tx = {m->text, m->tlen, s, 0, &m->uc, m->tgen};
     for (size_t i = 0; i < n; i++) {
         sset_clear(&m->b);
         m->b.overflow = 0;
         tx.nb = i + 1;
-        sset_advance(&m->g->g, &m->a, (uint8_t)s[i], &m->b, 0, &tx, NULL, &m->meter);
+        sset_advance(&m->g->g, &m->a, (uint8_t)s[i], &m->b, 0, &tx, NULL, NULL, &m->meter);
         struct sset t = m->a;
         m->a = m->b;
         m->b = t;
@@ -97,6 +99,13 @@ static int token_ok(struct grammar_matcher *m, const int32_t *stk, int len, int3
     sset_clear(&m->one);
     sset_add(&m->one, stk, len);
     return run_bytes(m, &m->one, m->g->v->bytes[id], m->g->v->lens[id]) == 0;
+}
+
+int held_ok(struct grammar_matcher *m, const struct held *h) {
+    struct gtext tx = {m->text, m->tlen, m->g->v->bytes[h->id], (size_t)h->at + 1, &m->uc, m->tgen};
+    long cost = 0;
+    int ok = uniq_string_ok(&tx, &cost);
+    return gmeter_spend(&m->meter, 1 + cost / 4) == 0 && ok;
 }
 
 int matcher_token_need(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id,
@@ -130,6 +139,14 @@ void matcher_mask_plain(struct grammar_matcher *m, uint64_t *mask) {
                 int32_t id = e->unc[k];
                 if ((mask[id >> 6] >> (id & 63)) & 1) continue;
                 if (token_ok(m, stk, len, id)) {
+                    mask[id >> 6] |= 1ull << (id & 63);
+                    any = 1;
+                }
+            }
+            for (int k = 0; k < e->n_held && !m->meter.hit; k++) {
+                int32_t id = e->held[k].id;
+                if ((mask[id >> 6] >> (id & 63)) & 1) continue;
+                if (held_ok(m, &e->held[k])) {
                     mask[id >> 6] |= 1ull << (id & 63);
                     any = 1;
                 }
@@ -186,6 +203,7 @@ int grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size_
         }
         memcpy(m->text + m->tlen, s, n);
         m->tlen += n;
+        m->tgen++;
     }
     return 0;
 }
@@ -212,6 +230,7 @@ int grammar_matcher_rollback(struct grammar_matcher *m, int k) {
         sset_copy(&m->cur, &m->hist[m->h_head]);
         m->ended = m->hist_ended[m->h_head];
         m->tlen = m->hist_tlen[m->h_head];
+        m->tgen++;
     }
     return 0;
 }

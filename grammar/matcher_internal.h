@@ -23,6 +23,8 @@ struct grammar_matcher {
     char *text; /* the accepted bytes, kept where the grammar has a unique quote (uniq.h) */
     size_t tlen, tcap;
     size_t hist_tlen[GRAM_HISTORY];
+    unsigned long tgen;    /* the text's generation: a new number at each change */
+    struct uniq_cache uc;  /* the unique quote's checks of this text */
     struct sset a, b, one; /* scratch */
     int32_t *clr;          /* scratch of grammar_matcher_mask_budget */
     int n_clr, cap_clr;
@@ -49,6 +51,10 @@ void matcher_mask_end(const struct grammar_matcher *m, uint64_t *mask);
  * and meter (0 on a hit). */
 int matcher_token_need(struct grammar_matcher *m, const int32_t *stk, int len, int32_t id,
                        uint32_t *need);
+
+/* Whether token h->id, which hangs on one unique quote (mask_cache.h), may follow: that
+ * quote's check on the text (uses m's meter; 0 on a hit). */
+int held_ok(struct grammar_matcher *m, const struct held *h);
 
 /* Writes -inf into logits[id] for every token not in mask (n = the logits row's length).
  * restrict (the mask is never the logits row) and inline (here, so that both apply

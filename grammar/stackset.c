@@ -216,35 +216,36 @@ static int class_has(const struct gram *g, int32_t pos, uint8_t c) {
     return (int)((g->cls[g->el[pos].arg][c >> 6] >> (c & 63)) & 1);
 }
 
-/* Whether the unique quote on top of a stack may consume the byte that ends tx (NULL: not
- * known, *touched set). */
-static int unique_quote_ok(const struct gtext *tx, int *touched, struct gmeter *m) {
-    if (!tx) {
-        *touched = 1;
-        return 0;
-    }
+/* Whether the unique quote on top of a stack may consume the byte that ends tx. */
+static int unique_quote_ok(const struct gtext *tx, struct gmeter *m) {
     long cost = 0;
     int ok = uniq_string_ok(tx, &cost);
     return gmeter_spend(m, 1 + cost / 4) == 0 && ok;
 }
 
 int sset_advance(const struct gram *g, const struct sset *in, uint8_t c, struct sset *out,
-                 int opaque, const struct gtext *tx, int *touched, struct gmeter *m) {
-    struct xctx x;
+                 int opaque, const struct gtext *tx, struct sset *held, int *touched,
+                 struct gmeter *m) {
+    struct xctx x, xh;
     xctx_init(&x, g, out, opaque, m);
-    int matched = 0, held = 0;
+    xctx_init(&xh, g, held, opaque, m);
+    int matched = 0;
     for (int i = 0; i < in->n && !m->hit; i++) {
         int len = in->len[i];
         if (len == 0) continue;
         const int32_t *s = sset_stack(in, i);
         if (!class_has(g, s[len - 1], c)) continue;
-        if (g->uq_cls && g->el[s[len - 1]].arg == g->uq_cls - 1 && !unique_quote_ok(tx, &held, m))
-            continue;
-        matched = 1;
-        memcpy(x.buf, s, sizeof *s * (size_t)len);
-        x.buf[len - 1]++;
-        expand(&x, len);
+        struct xctx *to = &x;
+        if (g->uq_cls && g->el[s[len - 1]].arg == g->uq_cls - 1) {
+            if (!tx && !held) continue;
+            if (!tx) to = &xh; /* what passing its check would lead to */
+            else if (!unique_quote_ok(tx, m)) continue;
+        }
+        matched |= to == &x;
+        memcpy(to->buf, s, sizeof *s * (size_t)len);
+        to->buf[len - 1]++;
+        expand(to, len);
     }
-    if (touched) *touched = x.touched || held;
+    if (touched) *touched = x.touched || xh.touched;
     return matched;
 }

@@ -95,10 +95,11 @@ void sset_start(const struct gram *g, struct sset *out, struct gmeter *m);
  * deeper ones, so a path that pops the last entry leads below the cut, where nothing is
  * known: it adds nothing and sets *touched instead (touched may be NULL otherwise).
  * tx: the text up to and including c, which the unique quote's check reads (uniq.h); NULL
- * where it is not known (a cached walk): a stack whose top is the unique quote then does not
- * consume c and sets *touched instead. Returns 1 when some stack consumed c. Spends from m
- * (on a hit out is partial). */
+ * where it is not known (a cached walk): a stack whose top is the unique quote then leaves
+ * what it would lead to, were the check to pass, in held instead of out. Returns 1 when
+ * some stack consumed c into out. Spends from m (on a hit out is partial). */
 int sset_advance(const struct gram *g, const struct sset *in, uint8_t c, struct sset *out,
-                 int opaque, const struct gtext *tx, int *touched, struct gmeter *m);
+                 int opaque, const struct gtext *tx, struct sset *held, int *touched,
+                 struct gmeter *m);
 
 #endif

@@ -1,6 +1,8 @@
 /* uniqueItems over strings, checked on the text (uniq.h). */
 #include <stdint.h>
+#include <stdlib.h>
 
+#include "../util/fatal.h"
 #include "../util/hex.h"
 #include "uniq.h"
 
@@ -85,7 +87,75 @@ static int same(const struct gtext *t, size_t i, size_t ie, size_t j, size_t je,
     return eq && i == ie && j == je;
 }
 
+/* FNV-1a over the code points of the body [i, end), from h; *i moved to end. */
+static uint64_t hash_cps(const struct gtext *t, size_t *i, size_t end, uint64_t h) {
+    while (*i < end) h = (h ^ next_cp(t, i, end)) * 0x100000001b3ull;
+    return h;
+}
+
+#define FNV0 0xcbf29ce484222325ull
+#define PENDING 12 /* the longest escape, a surrogate pair: \uXXXX\uXXXX */
+
+static int cmp_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* uc for the accepted text alone (t->a): its last unescaped quote taken as the current
+ * item's opening one, the earlier items before it. */
+static void cache_build(const struct gtext *t, struct uniq_cache *uc, long *cost) {
+    struct gtext a = {t->a, t->na, NULL, 0, NULL, 0};
+    uc->gen = t->gen;
+    uc->n = 0;
+    long o = open_quote(&a, a.na, cost);
+    uc->usable = o >= 0;
+    if (!uc->usable) return;
+    size_t i = (size_t)o + 1, stop = a.na > PENDING ? a.na - PENDING : 0;
+    uc->h = FNV0;
+    while (i < stop) uc->h = (uc->h ^ next_cp(&a, &i, a.na)) * 0x100000001b3ull;
+    uc->safe = i;
+    *cost += (long)(i - (size_t)o);
+    for (long p = skip_ws_back(&a, (size_t)o, cost); p >= 0 && at(&a, (size_t)p) == ',';) {
+        long q = skip_ws_back(&a, (size_t)p, cost);
+        long po = q >= 0 && at(&a, (size_t)q) == '"' ? open_quote(&a, (size_t)q, cost) : -1;
+        if (po < 0) break;
+        if (uc->n == uc->cap) {
+            uc->cap = uc->cap ? 2 * uc->cap : 16;
+            uc->items = xrealloc(uc->items, sizeof *uc->items * (size_t)uc->cap);
+        }
+        size_t j = (size_t)po + 1;
+        uc->items[uc->n++] = hash_cps(&a, &j, (size_t)q, FNV0);
+        *cost += q - po;
+        p = skip_ws_back(&a, (size_t)po, cost);
+    }
+    qsort(uc->items, (size_t)uc->n, sizeof *uc->items, cmp_u64);
+}
+
+/* The check where the item opened in the accepted text (no quote in the token before its
+ * last byte): the item's hash looked up among the earlier ones'. -1: not this case. */
+static int cached_check(const struct gtext *t, long *cost) {
+    struct uniq_cache *uc = t->uc;
+    if (!uc || !t->gen) return -1;
+    for (size_t k = 0; k + 1 < t->nb; k++)
+        if (t->b[k] == '"') return -1;
+    if (uc->gen != t->gen) cache_build(t, uc, cost);
+    if (!uc->usable) return -1;
+    size_t i = uc->safe, end = t->na + t->nb - 1;
+    uint64_t h = hash_cps(t, &i, end, uc->h);
+    *cost += (long)(end - uc->safe);
+    return bsearch(&h, uc->items, (size_t)uc->n, sizeof h, cmp_u64) ? -1 : 1; /* a hit: confirm */
+}
+
+void uniq_cache_free(struct uniq_cache *uc) {
+    free(uc->items);
+    uc->items = NULL;
+    uc->n = uc->cap = 0;
+    uc->gen = 0;
+}
+
 int uniq_string_ok(const struct gtext *t, long *cost) {
+    int fast = cached_check(t, cost);
+    if (fast >= 0) return fast;
     size_t n = t->na + t->nb;
     if (n < 2) return 1;
     long o = open_quote(t, n - 1, cost);

@@ -195,3 +195,27 @@ def test_random_walks_valid(tmp_path):
                 assert v.is_valid(json.loads(text)), text
                 seen += 1
     assert seen >= 3
+
+
+def test_masks_equal_acceptance_on_every_token(smol_tokens, tmp_path):
+    """Over the vocabulary (every token with a quote or a backslash, every 40th other: UTF-8
+    pieces and whitespace included): a token is in
+    the plain mask after a prefix exactly when the grammar takes the prefix and the token's
+    bytes one by one (`where` mode), the path the mask's shortcuts must agree with."""
+    out = driver(MODEL, "schema-open", STRINGS, "vocab", tmp=str(tmp_path))
+    toks = {}
+    for line in out.splitlines():
+        p = line.split()
+        if p[1] == "1" and len(p) > 3:
+            toks[int(p[0])] = bytes.fromhex(p[3])
+    masks = driver(MODEL, "schema-open", STRINGS, "masks", lines_file(str(tmp_path), PREFIXES),
+                   tmp=str(tmp_path)).splitlines()
+    ids = [i for i in sorted(toks) if b'"' in toks[i] or b"\\" in toks[i] or i % 40 == 0]
+    for prefix, line in zip(PREFIXES, masks):
+        plain = set(map(int, line.split(" near")[0].split()[1:]))
+        p = os.path.join(str(tmp_path), "w.txt")
+        with open(p, "w") as f:
+            f.write("".join((prefix.encode() + toks[i]).hex() + "\n" for i in ids))
+        where = driver("-", "schema-open", STRINGS, "where", p, tmp=str(tmp_path)).split()
+        taken = {i for i, w in zip(ids, where) if int(w) in (-1, len(prefix.encode()) + len(toks[i]))}
+        assert plain & set(ids) == taken, (prefix, [toks[i] for i in sorted(plain ^ taken)[:10]])
