@@ -106,27 +106,88 @@ int sc_gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
     return 0;
 }
 
-/* uniqueItems over strings that only a minLength bounds: any such string can be made
- * longer, so the grammar writes them and the unique quote that closes each (uniq.h) turns
- * away a repeat, exactly, and never leaves the array without a way on. Other strings (a
- * pattern, a format, maxLength: one may be the last of its kind) go to gen_unique. 1 with
- * the item's rule name in nm, 0 when items are not such strings, -1 on an error. */
+/* Whether every string pattern p matches can be made longer and still match, so that an
+ * item it writes can always turn into one not written before: p is unanchored at its end,
+ * or it ends with a one-character atom (a class, '.', an escape, a character) repeated
+ * without bound ('*', '+', '{n,}') and has no '|' outside groups, no lookaround and no
+ * word boundary (which could bound that repetition). */
+static int pattern_anchored_end(const char *p) {
+    size_t n = strlen(p), bs = 0;
+    while (bs + 1 < n && p[n - 2 - bs] == '\\') bs++;
+    return n > 0 && p[n - 1] == '$' && bs % 2 == 0;
+}
+
+static int pattern_extendable(const char *p) {
+    size_t n = strlen(p);
+    if (!pattern_anchored_end(p)) return 1;
+    long atom = -1, depth = 0; /* where the last atom at depth 0 starts */
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i] == '\\') {
+            if (i + 1 < n && (p[i + 1] == 'b' || p[i + 1] == 'B')) return 0;
+            if (!depth) atom = (long)i;
+            i++;
+        } else if (p[i] == '[') {
+            if (!depth) atom = (long)i;
+            for (i++; i + 1 < n && p[i] != ']'; i++) /* to the class's end */
+                if (p[i] == '\\') i++;
+        } else if (p[i] == '(') {
+            if (i + 1 < n && p[i + 1] == '?') return 0;
+            if (!depth++) atom = -1; /* a group: not one character */
+        } else if (p[i] == ')') {
+            depth--;
+        } else if (p[i] == '|' && !depth) {
+            return 0;
+        } else if (!depth && !strchr("*+?{}0123456789,^", p[i])) {
+            atom = (long)i;
+        }
+    }
+    size_t e = n - 1; /* the quantifier before '$', less a lazy '?' */
+    if (e > 1 && p[e - 1] == '?') e--;
+    if (atom < 0 || e < 2) return 0;
+    char q = p[e - 1];
+    return q == '*' || q == '+' || (q == '}' && p[e - 2] == ',');
+}
+
+/* uniqueItems over strings that only a minLength or an extendable pattern (not both) bound:
+ * any such string can be made longer, so the grammar writes them with the unique quote closing each
+ * (uniq.h), which turns away a repeat, exactly, and never leaves the array without a way
+ * on. Other strings (a format, maxLength: one may be the last of its kind) go to
+ * gen_unique. 1 with the item's rule name in nm, 0 when items are not such strings, -1 on
+ * an error. */
 static int gen_unique_strings(struct sc *c, const cJSON *items, char *nm) {
     const cJSON *f = items ? sc_flat(c, items, 1) : NULL;
     if (!f) return items ? -1 : 0;
     if (!cJSON_IsObject(f) || sc_branches_of(f) ||
         sc_type_bits(cJSON_GetObjectItemCaseSensitive(f, "type")) != T_STR)
         return 0;
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(f, "pattern");
+    if (pat && (!cJSON_IsString(pat) || !pattern_extendable(pat->valuestring))) return 0;
     for (const cJSON *k = f->child; k; k = k->next)
         if (strcmp(k->string, "type") != 0 && strcmp(k->string, "minLength") != 0 &&
-            sc_is_validity(f, k->string))
+            strcmp(k->string, "pattern") != 0 && sc_is_validity(f, k->string))
             return 0;
     long lo = 0;
     if (sc_read_count(c, f, "minLength", &lo) < 0) return -1;
+    struct sbuf b = {0};
+    char e[ERR_LEN];
+    sbuf_adds(&b, "\"\\\"\" ");
+    if (!pat) {
+        sbuf_addf(&b, "%s-char{%ld,}", c->j, lo);
+    } else { /* as sc_gen_string writes a pattern searched for (no lengths beside it) */
+        const char *p = pat->valuestring;
+        size_t n = strlen(p);
+        int start = n > 0 && p[0] == '^', end = pattern_anchored_end(p);
+        if (!start) sbuf_addf(&b, "%s-char* ", c->j);
+        if (lo > 0 || regex_to_gbnf(p, n, 1, &b, e) < 0) {
+            sbuf_free(&b);
+            return 0;
+        }
+        if (!end) sbuf_addf(&b, " %s-char*", c->j);
+    }
+    sbuf_adds(&b, " %unique-quote");
     sc_new_rule(c, nm);
-    char body[RN + 96];
-    snprintf(body, sizeof body, "\"\\\"\" %s-char{%ld,} %%unique-quote", c->j, lo);
-    sc_emit(c, nm, body);
+    sc_emit(c, nm, b.p);
+    sbuf_free(&b);
     return 1;
 }
 
@@ -159,7 +220,9 @@ static int gen_unique(struct sc *c, const cJSON *items, long lo, long hi, struct
     } else {
         return sc_serr(
             c, "%s",
-            "uniqueItems is supported over items of an enum, a const, boolean or null only");
+            "uniqueItems is supported over items of an enum, a const, boolean or null, and "
+            "strings that only a minLength or a pattern whose matches can all be made longer "
+            "bound");
     }
     int k = cJSON_GetArraySize(dom);
     if (k > UNIQUE_MAX_VALUES)

@@ -66,6 +66,12 @@ CASES = [
      ['{"tags":["ab","cd"]}', '{"tags":["ab","abc","abcd"]}'],
      ['{"tags":["ab","ab"]}', '{"tags":["ab"]}', '{"tags":["a","bc"]}', '{"tags":["ab","cd","ef","gh"]}',
       '{"tags":["ab","cd","ab"]}']),
+    # a pattern every match of which can be made longer (JSONSchemaStore chisel-slices)
+    ({**STRINGS, "items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9+\\-\\._]+$"}},
+     ['["libc6_libs","ca-certificates_data"]', '["ab","ab1","ab.1"]'],
+     ['["ab","ab"]', '["ab","cd","ab"]', '["a"]', '["Ab"]']),
+    ({**STRINGS, "items": {"type": "string", "pattern": "x"}},
+     ['["x","ax","xa"]'], ['["x","x"]', '["a"]']),
     # arrays of such arrays: each inner array on its own
     ({"type": "array", "items": STRINGS},
      ['[["a","b"],["a","b"]]', '[["a"],[],["a"]]'],
@@ -90,10 +96,15 @@ def test_instances(k, kind, tmp_path):
 
 
 def test_still_refused_where_not_exact(tmp_path):
-    """Strings with a pattern, a format or a maxLength may run out of distinct values (a dead
-    end): still refused, naming uniqueItems."""
+    """Strings with a format or a maxLength, or a pattern some match of which cannot be made
+    longer (or that a lookaround or word boundary could bound), may run out of distinct
+    values (a dead end): still refused, naming uniqueItems."""
     for items in ({"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^[ab]$"},
-                  {"type": "string", "format": "date"}, {"type": ["string", "number"]}):
+                  {"type": "string", "format": "date"}, {"type": ["string", "number"]},
+                  {"type": "string", "pattern": "^a|b+$"}, {"type": "string", "pattern": "^(ab)+$"},
+                  {"type": "string", "pattern": "^(?!.{4})[a-z]+$"}, {"type": "string", "pattern": "x$"},
+                  {"type": "string", "pattern": "^[a-z]{2,5}$"}, {"type": "string", "pattern": "^\\w+\\b$"},
+                  {"type": "string", "pattern": "^a+$", "minLength": 2}):
         out = subprocess.run([DRIVER, "-", "schema-open", "/dev/stdin", "compile"], capture_output=True, text=True,
                              input=json.dumps({**STRINGS, "items": items}), timeout=60)
         assert out.returncode == 1 and "uniqueItems" in out.stdout, (items, out.stdout)
