@@ -91,9 +91,10 @@ def meets(root, s, v):
         return True
 
 
-def branch_parts(root, s, v):
+def branch_parts(root, s, v, else_first=False):
     """The anyOf/oneOf branches of s (given the value v, only those v meets: the grammar
-    writes v through one of them) and the sides of its if/then/else (the one v takes)."""
+    writes v through one of them) and the sides of its if/then/else (the one v takes; on the
+    else side with `if`'s names, before or after else's: two readings)."""
     out = []
     for k in ("anyOf", "oneOf"):
         xs = s.get(k, []) if isinstance(s.get(k), list) else []
@@ -101,12 +102,13 @@ def branch_parts(root, s, v):
             xs = [x for x in xs if meets(root, x, v)]
         out += xs
     ks = ("if", "then", "else")
-    if v is not None and isinstance(s.get("if"), (dict, bool)):  # the branch v takes
-        ks = ("if", "then") if meets(root, s["if"], v) else ("else",)
+    if v is not None and isinstance(s.get("if"), (dict, bool)):  # the branch v takes; on the
+        # else side tpd writes the names `if` constrains too (a `not` of them: present, failing)
+        ks = ("if", "then") if meets(root, s["if"], v) else ("else", "if") if else_first else ("if", "else")
     return out + [s[k] for k in ks if isinstance(s.get(k), dict)]
 
 
-def parts(root, s, depth=0, v=None, bfs=False):
+def parts(root, s, depth=0, v=None, bfs=False, ef=False):
     """s and the subschemas whose properties tpd merges into it (allOf, $ref, anyOf/oneOf
     branches, if/then/else), in the order it merges them: depth first, or with bfs each
     level of allOf before the allOfs inside it (as grammar/schema_merge.c's sc_flat merges a
@@ -117,9 +119,9 @@ def parts(root, s, depth=0, v=None, bfs=False):
     if not bfs:
         out = [s]
         for x in s.get("allOf", []) if isinstance(s.get("allOf"), list) else []:
-            out += parts(root, x, depth + 1, v)
-        for x in branch_parts(root, s, v):
-            out += parts(root, x, depth + 1, v)
+            out += parts(root, x, depth + 1, v, False, ef)
+        for x in branch_parts(root, s, v, ef):
+            out += parts(root, x, depth + 1, v, False, ef)
         return out
     out, level = [], [s]
     while level and depth <= 16:
@@ -131,16 +133,16 @@ def parts(root, s, depth=0, v=None, bfs=False):
                 nxt += x["allOf"] if isinstance(x.get("allOf"), list) else []
         level, depth = nxt, depth + 1
     for x in list(out):
-        for b in branch_parts(root, x, v):
-            out += parts(root, b, depth + 1, v, bfs)
+        for b in branch_parts(root, x, v, ef):
+            out += parts(root, b, depth + 1, v, bfs, ef)
     return out
 
 
-def schema_order(schema, v, root=None, bfs=False):
+def schema_order(schema, v, root=None, bfs=False, ef=False):
     """v with every object's keys in the order of its schema's properties (best effort:
     through $ref, allOf/anyOf/oneOf, patternProperties, additionalProperties and items)."""
     root = schema if root is None else root
-    ps = parts(root, schema, 0, v, bfs)
+    ps = parts(root, schema, 0, v, bfs, ef)
     if isinstance(v, dict):
         names = []
         for p in ps:
@@ -164,14 +166,14 @@ def schema_order(schema, v, root=None, bfs=False):
                     return p["additionalProperties"]
             return {}
         keys = [k for k in names if k in v] + [k for k in v if k not in names]
-        return {k: schema_order(sub(k), v[k], root, bfs) for k in keys}
+        return {k: schema_order(sub(k), v[k], root, bfs, ef) for k in keys}
     if isinstance(v, list):
         items = next((p["items"] for p in ps if isinstance(p.get("items"), (dict, list))), {})
         prefix = next((p["prefixItems"] for p in ps if isinstance(p.get("prefixItems"), list)), None)
         if isinstance(items, list):
             prefix, items = items, {}
         prefix = prefix or []
-        return [schema_order(prefix[i] if i < len(prefix) else items, x, root, bfs) for i, x in enumerate(v)]
+        return [schema_order(prefix[i] if i < len(prefix) else items, x, root, bfs, ef) for i, x in enumerate(v)]
     return v
 
 
@@ -239,8 +241,10 @@ def check(job):
     c["unlabelled"] = len(valid) + len(invalid) - len(keep_v) - len(keep_i)
     valid, invalid = keep_v, keep_i
     texts = [text_of(x) for x in valid + invalid]
-    # two readings of the order tpd merges allOf in (depth first, level by level)
-    reordered = [text_of(schema_order(schema, json.loads(t), bfs=b)) for b in (False, True)
+    # readings of the order tpd merges allOf in (depth first, level by level) and an else
+    # side's names (if's before or after else's)
+    readings = [(False, False), (True, False), (False, True), (True, True)]
+    reordered = [text_of(schema_order(schema, json.loads(t), bfs=b, ef=e)) for b, e in readings
                  for t in texts[:len(valid)]]
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -256,7 +260,7 @@ def check(job):
         ok = got[i]
         if i < len(valid) and not ok:
             c["valid_rejected"] += 1
-            order_only = got[len(texts) + i] or got[len(texts) + len(valid) + i]
+            order_only = any(got[len(texts) + r * len(valid) + i] for r in range(len(readings)))
             c["order_only"] += order_only
             if verbose and not order_only:
                 msgs.append(f"valid rejected {name}: {t[:200]}")
