@@ -196,7 +196,7 @@ int grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size_
     struct sset t = m->cur;
     m->cur = m->a;
     m->a = t;
-    if (m->g->g.uq_cls) { /* the unique quote's check reads the text */
+    if (m->g->g.uq_cls && n) { /* the unique quote's check reads the text */
         if (m->tlen + n > m->tcap) {
             m->tcap = (m->tlen + n) * 2 + 256;
             m->text = xrealloc(m->text, m->tcap);

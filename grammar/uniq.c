@@ -128,7 +128,7 @@ static void cache_build(const struct gtext *t, struct uniq_cache *uc, long *cost
         *cost += q - po;
         p = skip_ws_back(&a, (size_t)po, cost);
     }
-    qsort(uc->items, (size_t)uc->n, sizeof *uc->items, cmp_u64);
+    if (uc->n > 1) qsort(uc->items, (size_t)uc->n, sizeof *uc->items, cmp_u64);
 }
 
 /* The check where the item opened in the accepted text (no quote in the token before its
@@ -143,7 +143,8 @@ static int cached_check(const struct gtext *t, long *cost) {
     size_t i = uc->safe, end = t->na + t->nb - 1;
     uint64_t h = hash_cps(t, &i, end, uc->h);
     *cost += (long)(end - uc->safe);
-    return bsearch(&h, uc->items, (size_t)uc->n, sizeof h, cmp_u64) ? -1 : 1; /* a hit: confirm */
+    if (uc->n && bsearch(&h, uc->items, (size_t)uc->n, sizeof h, cmp_u64)) return -1; /* confirm */
+    return 1;
 }
 
 void uniq_cache_free(struct uniq_cache *uc) {
