@@ -507,7 +507,7 @@ static void sort_ev(struct ev *ev, struct ev *tmp, size_t n, int *by, int n_iv) 
     for (size_t i = 0; i < n; i++) by[ev[i].at + 1]++;
     for (int k = 0; k <= n_iv; k++) by[k + 1] += by[k];
     for (size_t i = 0; i < n; i++) tmp[by[ev[i].at]++] = ev[i];
-    memcpy(ev, tmp, sizeof *ev * n);
+    if (n) memcpy(ev, tmp, sizeof *ev * n);
 }
 
 /* The active states' multiset (cnt) changed by v; 1 when the set itself changed. */
