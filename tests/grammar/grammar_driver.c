@@ -155,6 +155,9 @@ int main(int argc, char **argv) {
             else if (!tok && i < 256) printf("%02x", i);
             printf("\n");
         }
+        free(text);
+        grammar_vocab_free(v);
+        tokenizer_free(tok);
         return 0;
     }
     /* the checks here are about what a grammar matches: a loaded machine or a sanitizer
@@ -212,6 +215,7 @@ int main(int argc, char **argv) {
         free(text);
         grammar_unref(g);
         grammar_vocab_free(v);
+        tokenizer_free(tok);
         return 0;
     }
     uint8_t *is_end = calloc((size_t)n_vocab, 1);
