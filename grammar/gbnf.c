@@ -228,6 +228,15 @@ static int read_int(struct gp *p, int *out) {
     return 0;
 }
 
+/* %unique-quote (gb_unique_quote), the one %-item, onto alternative a. */
+static int parse_percent(struct gp *p, struct galt *a) {
+    static const char kw[] = "%unique-quote";
+    if (p->n - p->i < sizeof kw - 1 || memcmp(p->s + p->i, kw, sizeof kw - 1) != 0)
+        return perr(p, "unknown %-item (only %unique-quote)");
+    p->i += sizeof kw - 1;
+    return gb_unique_quote(p->b, a) < 0 ? limit(p) : 0;
+}
+
 static int parse_sequence(struct gp *p, int rule, int nested) {
     int alt = p->b->r[rule].n_alts;
     gb_alt(p->b, rule);
@@ -312,13 +321,9 @@ static int parse_sequence(struct gp *p, int rule, int nested) {
             p->depth--;
             last = p->b->r[rule].alts[alt].n;
             if (gb_ref(p->b, &p->b->r[rule].alts[alt], r) < 0) return limit(p);
-        } else if (c == '%') { /* %unique-quote (gb_unique_quote) */
-            static const char kw[] = "%unique-quote";
-            if (p->n - p->i < sizeof kw - 1 || memcmp(p->s + p->i, kw, sizeof kw - 1) != 0)
-                return perr(p, "unknown %-item (only %unique-quote)");
-            p->i += sizeof kw - 1;
+        } else if (c == '%') {
             last = p->b->r[rule].alts[alt].n;
-            if (gb_unique_quote(p->b, &p->b->r[rule].alts[alt]) < 0) return limit(p);
+            if (parse_percent(p, &p->b->r[rule].alts[alt]) < 0) return -1;
         } else if (c == '*' || c == '+' || c == '?' || c == '{') {
             if (last < 0) return perr(p, "repetition operator without an item before it");
             p->i++;
