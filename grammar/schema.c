@@ -371,6 +371,34 @@ static void put_zeros(struct sbuf *b, const char *t, int frac) {
     sbuf_adds(b, strchr(t, '.') ? " \"0\"{0,15}" : " " INT_FRAC);
 }
 
+/* Value x as GBNF literals, compact, its numbers inside arrays and objects also with the
+ * zeros that keep their value where frac ({"a": 0.0} is {"a": 0}). */
+static void put_value(struct sbuf *b, const cJSON *x, int frac) {
+    int obj = cJSON_IsObject(x);
+    if (!obj && !cJSON_IsArray(x)) {
+        char *t = cJSON_PrintUnformatted(x);
+        if (!t) FATAL("out of memory");
+        gbnf_put_literal(b, t, strlen(t));
+        if (cJSON_IsNumber(x)) put_zeros(b, t, frac);
+        free(t);
+        return;
+    }
+    sbuf_adds(b, obj ? "\"{\"" : "\"[\"");
+    for (const cJSON *y = x->child; y; y = y->next) {
+        if (y != x->child) sbuf_adds(b, " \",\"");
+        if (obj) {
+            cJSON *k = cJSON_CreateString(y->string);
+            sbuf_adds(b, " ");
+            put_value(b, k, 0);
+            cJSON_Delete(k);
+            sbuf_adds(b, " \":\"");
+        }
+        sbuf_adds(b, " ");
+        put_value(b, y, frac);
+    }
+    sbuf_adds(b, obj ? " \"}\"" : " \"]\"");
+}
+
 /* const / enum: each value once, those that meet the sibling keywords, into b (more than
  * 16: as a trie of their texts). */
 static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
@@ -381,6 +409,7 @@ static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
         rc = sc_serr(c, "%s", "'enum' must be a non-empty array");
     int k = 0, cap = 0;
     char **texts = NULL;
+    const cJSON **vals = NULL;
     for (const cJSON *x = rc < 0 ? NULL : k1 ? k1 : e->child; x; x = k1 ? NULL : x->next) {
         int dup = 0; /* each value once (an enum may repeat one) */
         for (const cJSON *y = k1 ? x : e->child; y != x && !dup; y = y->next)
@@ -391,7 +420,12 @@ static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
             break;
         }
         if (!ok) continue;
-        if (k == cap) texts = xrealloc(texts, sizeof *texts * (size_t)(cap = cap ? 2 * cap : 16));
+        if (k == cap) {
+            cap = cap ? 2 * cap : 16;
+            texts = xrealloc(texts, sizeof *texts * (size_t)cap);
+            vals = xrealloc(vals, sizeof *vals * (size_t)cap);
+        }
+        vals[k] = x;
         texts[k] = cJSON_PrintUnformatted(x);
         if (!texts[k++]) FATAL("out of memory");
     }
@@ -407,12 +441,14 @@ static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
     for (int i = 0; i < k; i++) {
         if (rc == 0 && k <= 16) {
             sbuf_adds(b, i ? " | " : "");
-            gbnf_put_literal(b, texts[i], strlen(texts[i]));
-            put_zeros(b, texts[i], frac);
+            if (cJSON_IsObject(vals[i]) || cJSON_IsArray(vals[i]))
+                put_value(b, vals[i], c->int_frac);
+            else gbnf_put_literal(b, texts[i], strlen(texts[i])), put_zeros(b, texts[i], frac);
         }
         free(texts[i]);
     }
     free(texts);
+    free(vals);
     return rc;
 }
 

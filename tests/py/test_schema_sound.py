@@ -557,6 +557,11 @@ KEYWORDS = [
      ["a"], [1, None, "bcd"]),
     ("const-beside-type", {"type": ["integer", "null"], "enum": [1, 2.5, None], "minimum": 1},
      [1, None], [2.5]),
+    # numbers inside an enum's objects and arrays with zeros after their digits: equal values
+    # (JSONSchemaBench Synthesized's {"a": 0.0}, written by cJSON as {"a":0})
+    ("enum-nested-numbers", {"enum": [{"a": 0.0, "b": [1.5, 2, "x", {"c": None}]}, [3]]},
+     [R('{"a":0.0,"b":[1.5,2,"x",{"c":null}]}'), R('{"a":0,"b":[1.50,2.0,"x",{"c":null}]}'), R('[3.0]'), [3]],
+     [R('{"a":0.1,"b":[1.5,2,"x",{"c":null}]}'), R('[3.01]'), R('{"a":0,"b":[1.5,2,"x",{"c":0}]}')]),
     ("uniqueItems-enum", {"type": "array", "items": {"enum": ["a", "b", "c", "a"]}, "uniqueItems": True,
                           "minItems": 1},
      [["a"], ["a", "c"], ["a", "b", "c"]], [["a", "a"], [], ["a", "b", "c", "a"]]),
