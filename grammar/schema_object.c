@@ -103,29 +103,39 @@ int sc_forbid(struct sc *c, cJSON *m, const char *name, const char *why) {
     return 0;
 }
 
+/* Declares name, an extra key of m, with the schema it has as one (true where a pattern
+ * matches it: those schemas join declared names later; else additionalProperties). 1, 0
+ * when additionalProperties rules it out, -1 with err. */
+static int declare_extra(struct sc *c, cJSON *m, const char *name) {
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(m, "patternProperties");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+    int matched = 0;
+    for (const cJSON *x = cJSON_IsObject(pp) ? pp->child : NULL; x && !matched; x = x->next) {
+        int k = sc_name_matches(c, x->string, name);
+        if (k < 0) return -1;
+        matched = k;
+    }
+    if (!matched && cJSON_IsFalse(addl)) return 0;
+    cJSON_AddItemToObject(props_of(m), name,
+                          !matched && addl ? cJSON_Duplicate(addl, 1) : cJSON_CreateTrue());
+    return 1;
+}
+
 /* Declares every required name (its schema: the pattern schemas it matches, else
  * additionalProperties) and writes no other key. */
 static int close_extras(struct sc *c, cJSON *m) {
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(m, "required");
-    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(m, "patternProperties");
-    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
     cJSON *p = props_of(m);
     for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next) {
         if (!cJSON_IsString(r) || cJSON_GetObjectItemCaseSensitive(p, r->valuestring)) continue;
-        int matched = 0;
-        for (const cJSON *x = cJSON_IsObject(pp) ? pp->child : NULL; x && !matched; x = x->next) {
-            int k = sc_name_matches(c, x->string, r->valuestring);
-            if (k < 0) return -1;
-            matched = k;
-        }
-        if (!matched && cJSON_IsFalse(addl))
+        int k = declare_extra(c, m, r->valuestring);
+        if (k < 0) return -1;
+        if (k == 0)
             return err_set(
                 c->err,
                 "JSON Schema: unsatisfiable schema: required property '%s' is not allowed by "
                 "additionalProperties",
                 r->valuestring);
-        cJSON_AddItemToObject(p, r->valuestring,
-                              !matched && addl ? cJSON_Duplicate(addl, 1) : cJSON_CreateTrue());
     }
     cJSON_DeleteItemFromObjectCaseSensitive(m, "additionalProperties");
     cJSON_AddFalseToObject(m, "additionalProperties");
@@ -164,10 +174,11 @@ static void add_depends(const cJSON *m, cJSON *out) {
     }
 }
 
-/* Dependencies on names (dependentRequired, array-valued dependencies) of m: their names
- * made required, or the property left out where they cannot all be written or it could
- * only come as an extra key; those between optional declared properties are left to
- * gen_object (DEPENDS). 0, or -1 with err. */
+/* Dependencies on names (dependentRequired, array-valued dependencies) of m: those of a
+ * required property made required; an optional property left out where they cannot all be
+ * written or it could only come as an extra key; names of an optional property that are
+ * extra keys declared (with the schema they have as such), so that gen_object writes them
+ * beside it and only there (DEPENDS), as for declared names. 0, or -1 with err. */
 static int lower_depends(struct sc *c, cJSON *m) {
     for (int changed = 1, rounds = 0; changed && rounds < 1000; rounds++) {
         changed = 0;
@@ -185,7 +196,15 @@ static int lower_depends(struct sc *c, cJSON *m) {
                     continue;
                 }
                 if (!sc_is_required(m, d->string) && all_declared(m, d))
-                    continue; /* written exactly by gen_object (DEPENDS) */
+                    continue;                        /* written exactly by gen_object (DEPENDS) */
+                if (!sc_is_required(m, d->string)) { /* its names declared, DEPENDS then */
+                    for (const cJSON *n = d->child; n; n = n->next)
+                        if (!sc_prop_schema(m, n->valuestring) &&
+                            declare_extra(c, m, n->valuestring) < 0)
+                            return -1;
+                    changed = 1;
+                    continue;
+                }
                 for (const cJSON *n = d->child; n; n = n->next)
                     if (!sc_is_required(m, n->valuestring))
                         add_required(m, n->valuestring), changed = 1;

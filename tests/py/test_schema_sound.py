@@ -536,6 +536,14 @@ KEYWORDS = [
                                       "dependentRequired": {"a": ["b"]}, "if": {"required": ["a"]},
                                       "then": {"properties": {"a": {"minimum": 2}}}},
      [{"a": 2}], [{"a": 1}, {"a": "x"}]),
+    # an optional property's dependency on a name no property declares: that name is written
+    # beside it (and may come alone), other objects need not carry it (Glaiveai2K
+    # calculate_area: every object was made to carry "triangle")
+    ("dependency-on-undeclared", {"$schema": D7, "type": "object", "required": ["length"],
+                                  "properties": {"base": {"type": "number"}, "length": {"type": "number"}},
+                                  "dependencies": {"base": ["triangle"]}},
+     [{"length": 1}, {"base": 1, "length": 2, "triangle": 3}, {"length": 1, "triangle": 0}],
+     [{"base": 1, "length": 2}, {"base": 1}]),
     ("draft2020-ignores-dependencies", {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
                                         "properties": {"a": {"type": "integer"}}, "dependencies": {"a": ["b"]},
                                         "dependentRequired": {"a": ["c"]}},
