@@ -148,6 +148,9 @@ def schema_order(schema, v, root=None, bfs=False, ef=False):
         for p in ps:
             props = p.get("properties") if isinstance(p.get("properties"), dict) else {}
             names += [k for k in props if k not in names]
+        for p in ps:  # then required names no properties declare (grammar/schema_object.c)
+            req = p.get("required") if isinstance(p.get("required"), list) else []
+            names += [k for k in req if isinstance(k, str) and k not in names]
 
         def sub(k):
             for p in ps:
