@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "comm/gpu_comm.h"
 #include "kernels/backend.h"
+#include "kernels/profile.h"
 #include "parallel/forward.h"
 #include "parallel/kvcache.h"
 #include "parallel/plan.h"
@@ -92,6 +93,7 @@ int main(int argc, char **argv) {
     char err[ERR_LEN] = "";
     struct backend be;
     if (backend_open(&be, backend, 0, c.local_rank, &dbg, err)) FATAL("backend: %s", err);
+    if (dbg.profile_ops) backend_profile_wrap(&be);
     const struct comm_opts co = {.mode = comm_mode};
     struct monitor *mon = monitor_start(c.rank, c.size);
     if (gpu_comm_init(&c, &be, &co, mon, err)) FATAL("communicator: %s", err);

@@ -6,7 +6,6 @@
 
 #include "../util/err.h"
 #include "cpu/backend_cpu.h"
-#include "profile.h"
 #if TPD_HAVE_CUDA
 #include "cuda/backend_cuda.h"
 #endif
@@ -100,7 +99,6 @@ int backend_gpu_memory(const char *kind, int local_rank, struct backend_gpu_memo
 #endif
 }
 
-/* debug.profile_ops: every op timed (kernels/profile.h), a table at exit */
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank,
                  const struct backend_debug *dbg, char *err) {
     const struct backend_debug dflt = backend_debug_defaults();
@@ -111,7 +109,6 @@ int backend_open(struct backend *b, const char *kind, int threads, int local_ran
         backend_close(b);
         return -1;
     }
-    if (!rc && dbg->profile_ops) backend_profile_wrap(b);
     return rc;
 }
 

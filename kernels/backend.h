@@ -220,7 +220,8 @@ int backend_check(const struct backend *b, char *err);
 
 /* The [debug] section's switches (docs/configuration.md): paths proven on the GPU that are on
  * by default and can be turned off for A/B checks (tests/gpu/run's bench controls), and aids
- * for debugging, off by default. The CPU backend reads none but profile_ops.
+ * for debugging, off by default. The CPU backend reads none (profile_ops: the engine
+ * wraps either backend with kernels/profile.h).
  * X(name, default, help): the one list, from which struct backend_debug, its defaults, the
  * configuration's [debug] rows (daemon/config.c) and the benchmarks' flags come. */
 #define BACKEND_DEBUG_SWITCHES(X) \
@@ -264,7 +265,8 @@ static inline struct backend_debug backend_debug_defaults(void) {
 
 /* Opens the backend a config names: "cpu", "cuda" (device = local_rank % devices) or
  * "auto" (CUDA when this build has it and a GPU is visible, else CPU), its table checked
- * (backend_check). dbg NULL: every switch at its default. Returns 0, or -1 with err. */
+ * (backend_check). dbg NULL: every switch at its default (profile_ops is the caller's:
+ * kernels/profile.h wraps an open backend). Returns 0, or -1 with err. */
 int backend_open(struct backend *b, const char *kind, int threads, int local_rank,
                  const struct backend_debug *dbg, char *err);
 void backend_close(struct backend *b);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "../comm/monitor.h"
+#include "../kernels/profile.h"
 #include "../comm/gpu_comm.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
@@ -312,6 +313,7 @@ int engine_open(struct engine **out, struct comm *c, const struct engine_opts *o
     /* the same options on every rank: every rank reaches the same verdict */
     if (comm_groups_init(c, o->tp, o->pp > 0 ? o->pp : 1, err)) goto fail;
     if (backend_open(&e->be, o->backend, o->threads, o->local_rank, o->debug, err)) ok = 0;
+    else if (o->debug && o->debug->profile_ops) backend_profile_wrap(&e->be); /* a table at exit */
     if (!comm_all_ok(c, ok)) {
         if (ok) err_set(err, "another rank failed to open its backend");
         goto fail;

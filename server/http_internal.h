@@ -1,5 +1,6 @@
 /* What http.c and the endpoints (endpoints.c) share: the server, one request, a stream, a
- * route, and the replies. Internal to server/; http.h is the module's interface. */
+ * route, and the replies (http_internal.c). Internal to server/; http.h is the module's
+ * interface. */
 #ifndef TPD_HTTP_INTERNAL_H
 #define TPD_HTTP_INTERNAL_H
 

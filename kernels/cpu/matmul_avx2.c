@@ -885,12 +885,13 @@ INLINE float q8_block(const float *x, int8_t *qs, int *sum) {
     return d;
 }
 
-INLINE float f16_round(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
+/* fp16 rounding through F16C (quant.c rounds the same way in plain C) */
+INLINE float f16c_round(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
 
 void quant_row_q8_0_avx2(const float *x, int n, int8_t *qs, float *d) {
     for (int b = 0; b < n / QK; b++) {
         int sum;
-        d[b] = f16_round(q8_block(x + QK * b, qs + QK * b, &sum));
+        d[b] = f16c_round(q8_block(x + QK * b, qs + QK * b, &sum));
     }
 }
 
@@ -898,8 +899,8 @@ void quant_row_q8_1_avx2(const float *x, int n, int8_t *qs, float *ds) {
     for (int b = 0; b < n / QK; b++) {
         int sum;
         const float d = q8_block(x + QK * b, qs + QK * b, &sum);
-        ds[2 * b] = f16_round(d);
-        ds[2 * b + 1] = f16_round(d * (float)sum);
+        ds[2 * b] = f16c_round(d);
+        ds[2 * b + 1] = f16c_round(d * (float)sum);
     }
 }
 
@@ -908,6 +909,6 @@ void round_row_f16_avx2(const float *x, int n, float *out) {
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
                                                                   _MM_FROUND_TO_NEAREST_INT)));
-    for (; i < n; i++) out[i] = f16_round(x[i]);
+    for (; i < n; i++) out[i] = f16c_round(x[i]);
 }
 #endif

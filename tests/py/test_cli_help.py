@@ -144,3 +144,17 @@ def test_version():
     if os.path.exists(tpctl):
         q = subprocess.run([tpctl, "--version"], capture_output=True, text=True, timeout=30)
         assert q.returncode == 0 and re.match(pat % "tpctl", q.stdout.strip()), q.stdout
+
+
+def test_profile_ops_table_at_exit():
+    """`--debug.profile_ops true` (the engine wraps the backend with kernels/profile.h): the
+    op table comes to stderr at exit, with the ops a forward runs; without it, no table."""
+    model = os.path.join(SRC, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not os.path.exists(model):
+        pytest.skip("SmolLM2 model absent")
+    on = tpd("generate", "--model", model, "--prompt", "Hi", "--debug.profile_ops", "true", timeout=300)
+    off = tpd("generate", "--model", model, "--prompt", "Hi", timeout=300)
+    assert on.returncode == 0 and off.returncode == 0, on.stderr[-2000:] + off.stderr[-2000:]
+    rows = [l for l in on.stderr.splitlines() if "calls" in l and "ms/step" in l]
+    assert any(l.split()[0] == "rmsnorm" for l in rows) and len(rows) >= 5, on.stderr[-2000:]
+    assert not any("ms/step" in l for l in off.stderr.splitlines()), off.stderr[-2000:]
