@@ -8,7 +8,7 @@
 
 #include "../comm/comm.h"
 #include "../kernels/backend.h"
-#include "../model/modelfile.h"
+#include "../model/checkpoint.h"
 #include "../parallel/kvcache.h"
 #include "../parallel/model.h"
 #include "../server/access_log.h"
@@ -127,7 +127,7 @@ int preflight_serve(struct comm *c, const struct config *cfg, enum dtype kv_type
     if (c->rank == 0 && check_listeners(cfg, err)) ok = 0;
     if (ok && cfg->model_path) {
         struct model_file mf;
-        if (modelfile_open(&mf, cfg->model_path, err)) {
+        if (checkpoint_open(&mf, cfg->model_path, err)) {
             ok = 0;
         } else {
             if (check_model(c, cfg, &mf, err) || check_memory(c, cfg, &mf, kv_type, err)) ok = 0;

@@ -645,8 +645,6 @@ int modelfile_open(struct model_file *m, const char *path, char *err) {
     else rc = err_set(err, "%s: neither a GGUF file nor a model directory", path);
     if (!rc) rc = build_index(m, path, err);
     if (!rc) rc = validate(m, path, err);
-    if (!rc && m->hf_dir) rc = fp8w_check(m, err);
-    if (!rc && m->hf_dir) rc = int4w_check(m, err);
     if (rc) modelfile_close(m);
     return rc;
 }

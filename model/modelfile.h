@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #include "../util/dtype.h"
-#include "fp8w.h"
-#include "int4w.h"
+#include "fp8cfg.h"
+#include "int4cfg.h"
 #include "hparams.h"
 #include "tensors.h"
 

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/modelfile.h"
+#include "../model/checkpoint.h"
+#include "../model/fp8w.h"
+#include "../model/int4w.h"
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/half.h"
@@ -502,7 +504,7 @@ static int load(struct model *m, const char *path, struct backend *be, int tp, i
     memset(m, 0, sizeof *m);
     m->be = be;
     struct loader L = {.m = m, .err = err, .dry = dry};
-    if (modelfile_open(&L.mf, path, err)) return -1;
+    if (checkpoint_open(&L.mf, path, err)) return -1;
     m->hp = L.mf.hp;
     const struct model_hparams *hp = &m->hp;
     int rc = -1;

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "model/gguf.h"
-#include "model/modelfile.h"
+#include "model/checkpoint.h"
 #include "testutil.h"
 #include "util/err.h"
 
@@ -269,7 +269,7 @@ void tm_check_tensors(const struct model_file *m, const struct tm_tensor *t, int
 void tm_expect_open_fails(const char *path, const char *msg) {
     struct model_file m;
     char err[ERR_LEN] = "";
-    if (modelfile_open(&m, path, err) != -1) fail_msg("%s: accepted (want \"%s\")", path, msg);
+    if (checkpoint_open(&m, path, err) != -1) fail_msg("%s: accepted (want \"%s\")", path, msg);
     if (!strstr(err, msg)) fail_msg("message \"%s\" lacks \"%s\"", err, msg);
     print_message("  -> %s\n", err);
     assert_int_equal(m.n_tensors, 0);

@@ -75,7 +75,8 @@ void tm_check_default_shape(const struct model_hparams *hp);
 /* Every listed tensor is found under its GGUF name with its type, shape and bytes, and the
  * model has no others. */
 void tm_check_tensors(const struct model_file *m, const struct tm_tensor *t, int nt);
-/* modelfile_open(path) fails with a message containing msg and leaves m empty. */
+/* checkpoint_open(path) (modelfile_open and the quantized weights checks) fails with a message
+ * containing msg and leaves m empty. */
 void tm_expect_open_fails(const char *path, const char *msg);
 
 #endif
