@@ -21,6 +21,7 @@
 #include "../util/err.h"
 #include "../util/fatal.h"
 #include "../util/hex.h"
+#include "../util/parse.h"
 #include "gram_ir.h"
 #include "grammar.h"
 #include "regex.h"
@@ -603,6 +604,9 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
         return err_set(err, "JSON Schema of %zu bytes is longer than the limit of %u", len,
                        GRAMMAR_MAX_TEXT);
     if (strlen(name) > 40) return err_set(err, "grammar rule name longer than 40 characters");
+    if (json_has_nul_escape(schema, len))
+        return err_set(err, "JSON Schema holds \\u0000: NUL characters in strings are not "
+                            "supported");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
     if (!root)

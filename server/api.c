@@ -14,6 +14,7 @@
 #include "../sched/scheduler.h"
 #include "../util/fatal.h"
 #include "../util/log.h"
+#include "../util/parse.h"
 #include "../util/utf8.h"
 #include "../tokenizer/chat.h"
 #include "toolcall.h"
@@ -219,20 +220,6 @@ static int check_model(const struct api_ctx *c, const cJSON *o, struct api_error
     return 0;
 }
 
-/* Body -> root object; the JSON and UTF-8 checks every endpoint shares. */
-/* 1 if a JSON text holds the escape \u0000 (a NUL character in a string). Strings reach
- * the tokenizer, stop matching and templates as C strings, which would silently end at
- * the NUL, so such a request is refused instead. Every backslash starts an escape whose
- * next character is skipped, so an escaped backslash followed by "u0000" is not one. */
-static int has_nul_escape(const char *s, size_t n) {
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (s[i] != '\\') continue;
-        if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) return 1;
-        i++;
-    }
-    return 0;
-}
-
 /* JSON values a request may hold beyond its context length: 4096 messages of a few keys
  * each, logit_bias, stop and the scalars, with room to spare. */
 #define API_JSON_VALUES_SLACK 32768
@@ -293,6 +280,7 @@ static int check_json_values(const struct api_ctx *c, const char *s, size_t n,
                    API_JSON_VALUES_SLACK);
 }
 
+/* Body -> root object; the JSON and UTF-8 checks every endpoint shares. */
 static cJSON *parse_body(const struct api_ctx *c, const char *body, size_t len,
                          struct api_error *e) {
     if (!utf8_valid(body, len)) {
@@ -303,7 +291,7 @@ static cJSON *parse_body(const struct api_ctx *c, const char *body, size_t len,
         api_err(e, 400, "", "request body holds a NUL byte");
         return NULL;
     }
-    if (has_nul_escape(body, len)) {
+    if (json_has_nul_escape(body, len)) {
         api_err(e, 400, "",
                 "request body holds \\u0000: NUL characters in strings are not supported");
         return NULL;

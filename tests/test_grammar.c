@@ -278,6 +278,11 @@ static void test_refused(void **state) {
     expect_error(v, GRAMMAR_JSON_SCHEMA,
                  "{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}",
                  "no value meets both 'type'");
+    /* cJSON's strings end at a NUL: a pattern or const holding \u0000 would be cut short */
+    expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"pattern\":\"^[^/\\u0000]+$\"}",
+                 "NUL characters");
+    expect_error(v, GRAMMAR_JSON_SCHEMA, "{\"const\":\"a\\u0000b\"}", "\\u0000");
+    grammar_unref(compile(v, GRAMMAR_JSON_SCHEMA, "{\"const\":\"a\\\\u0000b\"}")); /* text \u0000 */
     expect_error(v, GRAMMAR_REGEX, "a{5,2}", "n < m");
     expect_error(v, GRAMMAR_REGEX, "[z-a]", "bad character range");
     expect_error(v, GRAMMAR_REGEX, "a**", "multiple repeat");

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "err.h"
 #include "fatal.h"
@@ -48,5 +49,14 @@ int parse_ids(const char *s, int max_n, int32_t **ids, int *n, char *err) {
     }
     *ids = out;
     *n = count;
+    return 0;
+}
+
+int json_has_nul_escape(const char *s, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) return 1;
+        i++;
+    }
     return 0;
 }
