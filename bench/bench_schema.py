@@ -27,9 +27,12 @@ the data is there). Fetching it where the hub is reachable, for example:
 
 
 The grammar is matched through tests/grammar/grammar_driver (compile and match modes, a
-vocabulary of single bytes), so no model is needed. Objects without additionalProperties are
-read as the specification reads them (kind schema-open, the daemon's grammar.open_objects =
-true): the valid instances need it; the daemon's default closed reading takes a subset."""
+vocabulary of single bytes), so no model is needed. Schemas are read as the specification
+reads them (kind schema-spec, the daemon's grammar.open_objects = true and grammar.infer_types
+= false): objects without additionalProperties take other keys, a schema without type takes
+every type; the valid instances need both. The daemon's default reading (--closed: kind
+schema, closed objects, a typeless schema written as the one type its keywords imply) takes a
+subset."""
 import argparse
 import collections
 import glob
@@ -180,7 +183,7 @@ def schema_order(schema, v, root=None, bfs=False, ef=False):
     return v
 
 
-def run(driver, schema, texts, tmp, limit, kind="schema-open"):
+def run(driver, schema, texts, tmp, limit, kind="schema-spec"):
     sp, ip = os.path.join(tmp, "s.json"), os.path.join(tmp, "i.txt")
     with open(sp, "w") as f:
         json.dump(schema, f)
@@ -303,7 +306,7 @@ def main():
                   "corpus bench/schema_corpus.py instead\n")
         entries = [e for e in schema_corpus.CORPUS if not only or e[0] in only]
     stats, reasons = {}, collections.Counter()
-    jobs = [(e, driver, a.v, a.timeout, "schema" if a.closed else "schema-open") for e in entries]
+    jobs = [(e, driver, a.v, a.timeout, "schema" if a.closed else "schema-spec") for e in entries]
     with multiprocessing.Pool(a.jobs) as pool:
         for subset, name, ok, ms, err, c, msgs in pool.imap(check, jobs, chunksize=4):
             s = stats.setdefault(subset, {"tried": 0, "compiled": 0, "ms": [],

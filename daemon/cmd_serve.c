@@ -268,7 +268,10 @@ static int serve_rank0(struct engine *e, const struct config *cfg, struct tokeni
                                                                       cfg->grammar_max_token_work,
                                                                       cfg->grammar_max_compile_ms});
     if (api.gvocab) grammar_vocab_set_cache_bytes(api.gvocab, (size_t)cfg->grammar_cache_bytes);
-    if (api.gvocab) grammar_vocab_set_open_objects(api.gvocab, cfg->grammar_open_objects);
+    if (api.gvocab)
+        grammar_vocab_set_schema_reading(
+            api.gvocab, (cfg->grammar_open_objects ? GRAMMAR_SCHEMA_OPEN_OBJECTS : 0) |
+                            (cfg->grammar_infer_types ? 0 : GRAMMAR_SCHEMA_EVERY_TYPE));
     unsigned uids[CONFIG_MAX_UIDS];
     for (int i = 0; i < cfg->n_allowed_uids; i++) uids[i] = (unsigned)cfg->allowed_uids[i];
     sc.allowed_uids = uids;

@@ -187,6 +187,10 @@ static const struct config_key keys[] = {
              "structured output: an object schema with properties and no additionalProperties "
              "also takes undeclared keys (the JSON Schema reading); false: only its declared "
              "keys are generated (llama.cpp, XGrammar, OpenAI strict)"),
+    KEY_BOOL("grammar", "infer_types", grammar_infer_types, NULL, S, "true",
+             "structured output: a schema without type whose keywords belong to one type "
+             "(properties, items, minLength, ...) is written as that type; false: every type, "
+             "those keywords constraining theirs (the JSON Schema reading)"),
     /* clang-format off: the rows this macro expands to end in their own commas */
     BACKEND_DEBUG_SWITCHES(DEBUG_SWITCH)
     /* clang-format on */

@@ -77,6 +77,7 @@ struct config {
     long grammar_max_stacks, grammar_max_token_work;
     double grammar_max_compile_ms;
     int grammar_open_objects;
+    int grammar_infer_types;
     /* [debug]: A/B switches for GPU paths not yet the default, and debugging aids */
     struct backend_debug debug;
     /* [log] */

@@ -105,14 +105,14 @@ static void need_tables(struct gram *g, const struct grammar_vocab *v) {
 }
 
 static int compile_text(struct gram *out, enum grammar_kind kind, const char *text, size_t len,
-                        int open_objects, char *err) {
+                        unsigned reading, char *err) {
     struct sbuf gb = {0};
     const char *src = text;
     size_t n = len;
     int rc = 0;
     if (kind == GRAMMAR_REGEX) rc = grammar_gbnf_from_regex(text, len, "root", &gb, err);
     else if (kind == GRAMMAR_JSON_SCHEMA)
-        rc = grammar_gbnf_from_json_schema(text, len, "root", open_objects, &gb, err);
+        rc = grammar_gbnf_from_json_schema(text, len, "root", reading, &gb, err);
     else if (kind == GRAMMAR_JSON_OBJECT) {
         grammar_gbnf_json_value("json", &gb);
         sbuf_adds(&gb, "root ::= json-object\n");
@@ -203,7 +203,7 @@ struct grammar *grammar_compile(struct grammar_vocab *v, enum grammar_kind kind,
     pthread_mutex_unlock(&v->mu);
     double deadline = clock_now() + v->lim.max_compile_ms / 1e3;
     struct grammar *g = xcalloc(1, sizeof *g);
-    if (compile_text(&g->g, kind, text, len, v->open_objects, err) < 0) {
+    if (compile_text(&g->g, kind, text, len, v->schema_reading, err) < 0) {
         free(g);
         return NULL;
     }

@@ -78,12 +78,17 @@ void grammar_vocab_free(struct grammar_vocab *v);
  * then). Before v is shared: not thread-safe. */
 void grammar_vocab_set_limits(struct grammar_vocab *v, const struct grammar_limits *lim);
 int grammar_vocab_size(const struct grammar_vocab *v);
-/* How JSON Schemas compiled against v from now on read an object schema with properties and
- * no additionalProperties: 0 (the default) closed, only its declared keys (and the required
- * ones) are written, as llama.cpp's converter, XGrammar (vLLM's default) and OpenAI's
- * strict mode generate; 1 open, any other key too, as the JSON Schema specification reads
- * it. Before v is shared: not thread-safe. */
-void grammar_vocab_set_open_objects(struct grammar_vocab *v, int open);
+/* How JSON Schemas compiled against v from now on are read, GRAMMAR_SCHEMA_* flags (0, the
+ * default: the generation reading). OPEN_OBJECTS: an object schema with properties and no
+ * additionalProperties takes any other key too, as the JSON Schema specification reads it;
+ * without it only its declared keys (and the required ones) are written, as llama.cpp's
+ * converter, XGrammar (vLLM's default) and OpenAI's strict mode generate. EVERY_TYPE: a
+ * schema without type whose keywords belong to one type (properties, items, minLength,
+ * minimum, ...) takes values of every type, those keywords constraining theirs, as the
+ * specification reads it; without it it is written as values of that type only (a model
+ * asked for {"minLength": 1} means a string). Before v is shared: not thread-safe. */
+enum { GRAMMAR_SCHEMA_OPEN_OBJECTS = 1, GRAMMAR_SCHEMA_EVERY_TYPE = 2 };
+void grammar_vocab_set_schema_reading(struct grammar_vocab *v, unsigned flags);
 /* The memory the grammars compiled against v may keep: their compiled form and cached
  * token masks together (default GRAMMAR_CACHE_BYTES). Past it the least recently used
  * grammars leave the cache, and a mask that does not fit is computed each time it is
@@ -111,9 +116,9 @@ void grammar_unref(struct grammar *g);
 /* Converters to GBNF. Each appends rules to out: `name ::= ...` and helpers named
  * `name-...`, so several can share one text under distinct names (names: [A-Za-z0-9-]).
  * Return 0, or -1 with err. */
-/* open_objects: grammar_vocab_set_open_objects's choice. */
+/* reading: GRAMMAR_SCHEMA_* flags, as grammar_vocab_set_schema_reading's. */
 int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *name,
-                                  int open_objects, struct sbuf *out, char *err);
+                                  unsigned reading, struct sbuf *out, char *err);
 int grammar_gbnf_from_regex(const char *re, size_t len, const char *name, struct sbuf *out,
                             char *err);
 /* Any JSON value (`name`) and any JSON object (`name-object`), with the whitespace above. */

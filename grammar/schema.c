@@ -248,43 +248,87 @@ static int trivial(const char *kw, const cJSON *v) {
            strcmp(kw, "minimum") != 0;
 }
 
+/* The keywords that constrain values of one type only: a value of another type ignores them */
+static const struct {
+    const char *kw, *type;
+    int bits;
+} one_type[] = {
+    {"properties", "object", T_OBJ},
+    {"additionalProperties", "object", T_OBJ},
+    {"required", "object", T_OBJ},
+    {"items", "array", T_ARR},
+    {"prefixItems", "array", T_ARR},
+    {"minItems", "array", T_ARR},
+    {"maxItems", "array", T_ARR},
+    {"minLength", "string", T_STR},
+    {"maxLength", "string", T_STR},
+    {"pattern", "string", T_STR},
+    {"format", "string", T_STR},
+    {"minimum", "number", T_INT | T_FRAC},
+    {"maximum", "number", T_INT | T_FRAC},
+    {"exclusiveMinimum", "number", T_INT | T_FRAC},
+    {"exclusiveMaximum", "number", T_INT | T_FRAC},
+    {"contains", "array", T_ARR},
+    /* the other keywords of one type: a value of another type ignores them, and tpd
+     * writes values of their type (a subset) so that they apply */
+    {"patternProperties", "object", T_OBJ},
+    {"propertyNames", "object", T_OBJ},
+    {"minProperties", "object", T_OBJ},
+    {"maxProperties", "object", T_OBJ},
+    {"dependentRequired", "object", T_OBJ},
+    {"dependentSchemas", "object", T_OBJ},
+    {"dependencies", "object", T_OBJ},
+    {"uniqueItems", "array", T_ARR},
+    {"multipleOf", "number", T_INT | T_FRAC},
+};
+
 const char *sc_infer_type(const cJSON *s) {
-    static const struct {
-        const char *kw, *type;
-    } t[] = {
-        {"properties", "object"},
-        {"additionalProperties", "object"},
-        {"required", "object"},
-        {"items", "array"},
-        {"prefixItems", "array"},
-        {"minItems", "array"},
-        {"maxItems", "array"},
-        {"minLength", "string"},
-        {"maxLength", "string"},
-        {"pattern", "string"},
-        {"format", "string"},
-        {"minimum", "number"},
-        {"maximum", "number"},
-        {"exclusiveMinimum", "number"},
-        {"exclusiveMaximum", "number"},
-        {"contains", "array"},
-        /* the other keywords of one type: a value of another type ignores them, and tpd
-         * writes values of their type (a subset) so that they apply */
-        {"patternProperties", "object"},
-        {"propertyNames", "object"},
-        {"minProperties", "object"},
-        {"maxProperties", "object"},
-        {"dependentRequired", "object"},
-        {"dependentSchemas", "object"},
-        {"dependencies", "object"},
-        {"uniqueItems", "array"},
-        {"multipleOf", "number"},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, t[i].kw);
-        if (v && !trivial(t[i].kw, v)) return t[i].type;
+    for (size_t i = 0; i < sizeof one_type / sizeof one_type[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, one_type[i].kw);
+        if (v && !trivial(one_type[i].kw, v)) return one_type[i].type;
     }
     return NULL;
+}
+
+int sc_free_types(const cJSON *s) {
+    if (cJSON_IsTrue(s)) return T_ANY;
+    if (!cJSON_IsObject(s)) return 0;
+    int bound = 0;
+    for (const cJSON *k = s->child; k; k = k->next) {
+        if (!sc_is_validity(s, k->string)) continue;
+        size_t i = 0;
+        while (i < sizeof one_type / sizeof one_type[0] && strcmp(one_type[i].kw, k->string)) i++;
+        if (i == sizeof one_type / sizeof one_type[0]) return 0; /* type, enum, anyOf, ... */
+        if (!trivial(k->string, k)) bound |= one_type[i].bits;
+    }
+    return T_ANY & ~bound;
+}
+
+const char *sc_implied_type(const struct sc *c, const cJSON *s) {
+    return c->every_type ? NULL : sc_infer_type(s);
+}
+
+/* A schema without type whose keywords constrain some types, read as the specification
+ * does: values of every type, each type's keywords constraining it, into b; a type no value
+ * of which meets them (minLength above maxLength) is left out. */
+static int gen_every_type(struct sc *c, const cJSON *s, struct sbuf *b) {
+    static const char *const types[] = {"object", "array", "string", "number", "boolean", "null"};
+    char why[ERR_LEN] = "";
+    int alts = 0;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        cJSON *one = cJSON_CreateObject(); /* s's keywords (shared, not copied) and one type */
+        cJSON_AddItemToArray(c->owned, one);
+        for (cJSON *k = s->child; k; k = k->next)
+            if (strcmp(k->string, "type") && !cJSON_AddItemReferenceToObject(one, k->string, k))
+                FATAL("out of memory");
+        cJSON_AddStringToObject(one, "type", types[i]);
+        char nm[RN], w[ERR_LEN] = "";
+        int r = sc_try_gen(c, one, nm, 0, w);
+        if (r < 0) return -1;
+        if (r) sbuf_addf(b, "%s%s", alts++ ? " | " : "", nm);
+        else if (!why[0]) snprintf(why, sizeof why, "%s", w);
+    }
+    return alts ? 0 : err_set(c->err, "%s", why);
 }
 
 /* anyOf (oneOf when one: made exclusive first) as the union of its branches, each with the
@@ -536,7 +580,8 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
         if (!t) {
             const char *it = sc_infer_type(s);
-            if (it) rc = gen_typed(c, s, it, &b);
+            if (it && c->every_type) rc = gen_every_type(c, s, &b);
+            else if (it) rc = gen_typed(c, s, it, &b);
             else sbuf_adds(&b, c->j);
         } else if (cJSON_IsString(t)) {
             rc = gen_typed(c, s, t->valuestring, &b);
@@ -599,7 +644,7 @@ int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep, char *why) {
 }
 
 int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *name,
-                                  int open_objects, struct sbuf *out, char *err) {
+                                  unsigned reading, struct sbuf *out, char *err) {
     if (len > GRAMMAR_MAX_TEXT)
         return err_set(err, "JSON Schema of %zu bytes is longer than the limit of %u", len,
                        GRAMMAR_MAX_TEXT);
@@ -620,7 +665,8 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     c.out = out;
     c.err = err;
     c.owned = cJSON_CreateArray();
-    c.closed = !open_objects;
+    c.closed = !(reading & GRAMMAR_SCHEMA_OPEN_OBJECTS);
+    c.every_type = (reading & GRAMMAR_SCHEMA_EVERY_TYPE) != 0;
     int draft = schema_draft(root);
     schema_draft_strip(root, draft); /* what that draft's validators ignore */
     c.ref_alone = draft >= 3 && draft <= 7;

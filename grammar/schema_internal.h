@@ -31,6 +31,7 @@ struct sc {
     cJSON *owned;                              /* merged schemas, freed at the end */
     unsigned char key_rules[2][KEY_OTHER + 1]; /* shared key rules written (schema_object) */
     int closed; /* objects with properties and no additionalProperties closed (sc_lower_object) */
+    int every_type;   /* a schema without type takes every type (else the one its keywords imply) */
     int ref_alone;    /* drafts 3-7 (the root's $schema): keywords beside $ref are ignored */
     int int_frac;     /* drafts 6 on, or no $schema: an integer may have a zero fraction (2.0) */
     int not_branches; /* written by not_union, each lowered again: at most NOT_BRANCHES_MAX */
@@ -83,6 +84,12 @@ void sc_put_json_literal(struct sbuf *b, const cJSON *v);
 const cJSON *sc_resolve_pointer(struct sc *c, const char *ref);
 int sc_only_ref(const struct sc *c, const cJSON *s);
 const char *sc_infer_type(const cJSON *s);
+/* The types whose every value s accepts where s is a schema without type all of whose
+ * keywords constrain one type each (properties, minLength, ...; true: all types), else 0
+ * (s has a type, an enum, branches ...: none known). */
+int sc_free_types(const cJSON *s);
+/* sc_infer_type unless c reads every type (c->every_type): NULL then. */
+const char *sc_implied_type(const struct sc *c, const cJSON *s);
 int sc_gen(struct sc *c, const cJSON *s, char *nm);
 int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep, char *why);
 

@@ -31,12 +31,12 @@
  * NOT_STRINGS beside type string, without other string keywords), numbers outside one the
  * open intervals between them. What cannot be written exactly is refused. */
 /* The types m's grammar may write (its type, else the one its keywords imply). */
-static int gen_type_bits(const cJSON *m) {
+static int gen_type_bits(const struct sc *c, const cJSON *m) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "type");
     if (t || cJSON_GetObjectItemCaseSensitive(m, "enum") ||
         cJSON_GetObjectItemCaseSensitive(m, "const"))
         return sc_type_bits(t);
-    const char *it = sc_infer_type(m);
+    const char *it = sc_implied_type(c, m);
     if (!it) return T_ANY;
     cJSON *tmp = cJSON_CreateString(it);
     int bits = sc_type_bits(tmp);
@@ -124,7 +124,7 @@ static int not_values(struct sc *c, cJSON *m, const cJSON *v, int tbits) {
         return left->child ? 0
                            : sc_serr(c, "%s", "unsatisfiable schema: 'not' rules out every value");
     }
-    int bits = gen_type_bits(m), bools = 0;
+    int bits = gen_type_bits(c, m), bools = 0;
     cJSON *strs = cJSON_CreateArray(), *nums = cJSON_CreateArray();
     cJSON_AddItemToArray(c->owned, strs);
     cJSON_AddItemToArray(c->owned, nums);
@@ -181,7 +181,7 @@ static int not_values(struct sc *c, cJSON *m, const cJSON *v, int tbits) {
 
 /* m's objects never hold all of the names (non-objects ruled out unless objects_only). */
 static int not_required(struct sc *c, cJSON *m, const cJSON *names, int objects_only) {
-    int bits = gen_type_bits(m);
+    int bits = gen_type_bits(c, m);
     if (set_type_bits(c, m, objects_only ? bits : bits & T_OBJ, 1) < 0) return -1;
     if (!(bits & T_OBJ)) return 0;
     const char *pick = NULL;
@@ -239,7 +239,7 @@ static int not_shape(struct sc *c, const cJSON *x, int depth);
 static cJSON *branch_of(struct not_union *u, int bits) {
     cJSON *b = cJSON_Duplicate(u->m, 1);
     if (!b) FATAL("out of memory");
-    if (bits != T_ANY && set_type_bits(u->c, b, gen_type_bits(b) & bits & u->tbits, 1) < 0) {
+    if (bits != T_ANY && set_type_bits(u->c, b, gen_type_bits(u->c, b) & bits & u->tbits, 1) < 0) {
         cJSON_Delete(b);
         u->c->err[0] = 0; /* no value of those types: the branch is empty */
         return NULL;
@@ -339,7 +339,7 @@ static void not_keyword(struct not_union *u, const cJSON *k) {
                  cJSON_GetObjectItemCaseSensitive(u->m, "enum");
     if (!strcmp(kw, "type")) {
         cJSON *b = branch_of(u, T_ANY);
-        branch_add(u, b, set_type_bits(c, b, gen_type_bits(b) & ~u->tbits, 0));
+        branch_add(u, b, set_type_bits(c, b, gen_type_bits(c, b) & ~u->tbits, 0));
     } else if (!strcmp(kw, "const") || !strcmp(kw, "enum")) {
         const cJSON *vals = k;
         if (!strcmp(kw, "const")) { /* one value as a list of one */
@@ -485,7 +485,7 @@ static const cJSON *not_piece(struct sc *c, cJSON *m, const cJSON *p) {
     for (const cJSON *k = p->child; k; k = k->next) n_kw += sc_is_validity(p, k->string);
     int tb = sc_type_bits(t);
     if (t && !tb) return sc_serr(c, "%s", "not: 'type' must name JSON types"), NULL;
-    if (n_kw == 1 && t) return set_type_bits(c, m, gen_type_bits(m) & ~tb, 0) < 0 ? NULL : m;
+    if (n_kw == 1 && t) return set_type_bits(c, m, gen_type_bits(c, m) & ~tb, 0) < 0 ? NULL : m;
     if (vals && n_kw == 1 + (t != NULL)) return not_values(c, m, vals, tb) < 0 ? NULL : m;
     if (cJSON_IsArray(req) && n_kw == 1 + (t != NULL) && (!t || tb == T_OBJ))
         return not_required(c, m, req, t != NULL) < 0 ? NULL : m;

@@ -308,6 +308,120 @@ static const cJSON *split_on(struct sc *c, const cJSON *m, const char *name) {
     return sc_forbid(c, without, name, "dependentSchemas") < 0 ? NULL : u;
 }
 
+/* The dependency schema d's one property and its values when d is {"properties": {P:
+ * {"enum": [...]}}} (or a const), nothing else; NULL if not. */
+static const cJSON *narrowed(const cJSON *d, const char **p) {
+    const cJSON *props = NULL, *vals = NULL;
+    for (const cJSON *k = cJSON_IsObject(d) ? d->child : NULL; k; k = k->next) {
+        if (!sc_is_validity(d, k->string)) continue;
+        if (props || strcmp(k->string, "properties")) return NULL;
+        props = k;
+    }
+    const cJSON *q = cJSON_IsObject(props) ? props->child : NULL;
+    if (!q || q->next || !cJSON_IsObject(q)) return NULL;
+    for (const cJSON *k = q->child; k; k = k->next) {
+        if (!sc_is_validity(q, k->string)) continue;
+        int is_vals = !strcmp(k->string, "const") ||
+                      (!strcmp(k->string, "enum") && cJSON_IsArray(k));
+        if (vals || !is_vals) return NULL;
+        vals = k;
+    }
+    *p = q->string;
+    return vals;
+}
+
+/* 1 when v is among vals (an enum's array, or a const) */
+static int among(const cJSON *vals, const cJSON *v) {
+    for (const cJSON *x = cJSON_IsArray(vals) ? vals->child : vals; x;
+         x = cJSON_IsArray(vals) ? x->next : NULL)
+        if (cJSON_Compare(x, v, 1)) return 1;
+    return 0;
+}
+
+/* The property P that every optional dependency schema of m narrows to some of its values
+ * (narrowed), P's own schema an enum or const of at most 64 values, and those values (the
+ * enum's array or the const) in *vals; NULL where m's dependency schemas are not all so. */
+static const char *shared_enum_dep(struct sc *c, const cJSON *m, const cJSON **vals) {
+    const char *p = NULL;
+    for (int round = 0; round < 2; round++) {
+        const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
+                                                                    : "dependentSchemas");
+        for (const cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL; d; d = d->next) {
+            const char *q = NULL;
+            if (cJSON_IsArray(d) || cJSON_IsTrue(d) || sc_is_required(m, d->string) ||
+                !sc_writable(m, d->string))
+                continue;
+            if (!narrowed(d, &q) || (p && strcmp(p, q)) || !strcmp(q, d->string)) return NULL;
+            p = q;
+        }
+    }
+    const cJSON *ps = p && sc_writable(m, p) ? sc_prop_schema(m, p) : NULL;
+    if (ps && !(ps = sc_flat(c, ps, 0))) c->err[0] = 0;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(ps, "const");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(ps, "enum");
+    *vals = k ? k : e;
+    if (!k && !(cJSON_IsArray(e) && cJSON_GetArraySize(e) <= 64)) return NULL;
+    return p;
+}
+
+/* m with its optional dependency schemas taken out (shared_enum_dep's; each branch of
+ * split_by_value meets them in its own way) */
+static cJSON *without_deps(const cJSON *m) {
+    cJSON *b = cJSON_Duplicate(m, 1);
+    for (int round = 0; round < 2; round++) {
+        cJSON *ds = cJSON_GetObjectItemCaseSensitive(b,
+                                                     round ? "dependencies" : "dependentSchemas");
+        for (cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL, *nx; d; d = nx) {
+            nx = d->next;
+            if (!cJSON_IsArray(d) && !cJSON_IsTrue(d) && !sc_is_required(m, d->string))
+                cJSON_DeleteItemFromObjectCaseSensitive(ds, d->string);
+        }
+    }
+    return b;
+}
+
+/* More optional dependency schemas than split_on takes, each of which narrows one shared
+ * property P to some of its values (shared_enum_dep): m as the union of its objects without
+ * P, and for each value v of P, those with P = v, where the properties whose dependency
+ * does not admit v are left out. The branches exclude each other and are exact. m itself
+ * where its dependencies are not of that form. */
+static const cJSON *split_by_value(struct sc *c, const cJSON *m) {
+    const cJSON *vals = NULL;
+    const char *p = shared_enum_dep(c, m, &vals);
+    if (!p) return m;
+    cJSON *u = cJSON_CreateObject(), *any = cJSON_AddArrayToObject(u, "anyOf");
+    cJSON_AddItemToArray(c->owned, u);
+    cJSON_AddStringToObject(u, "type", "object");
+    for (const cJSON *v = cJSON_IsArray(vals) ? vals->child : vals; v;
+         v = cJSON_IsArray(vals) ? v->next : NULL) {
+        cJSON *b = without_deps(m), *one = cJSON_CreateObject();
+        cJSON_AddItemToArray(any, b);
+        cJSON *all = cJSON_AddArrayToObject(one, "allOf"), *is = cJSON_CreateObject();
+        cJSON_AddItemToArray(all, cJSON_Duplicate(sc_prop_schema(m, p), 1));
+        cJSON_AddItemToObject(is, "const", cJSON_Duplicate(v, 1));
+        cJSON_AddItemToArray(all, is);
+        cJSON_ReplaceItemInObjectCaseSensitive(props_of(b), p, one);
+        add_required(b, p);
+        for (int round = 0; round < 2; round++) {
+            const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
+                                                                        : "dependentSchemas");
+            for (const cJSON *d = cJSON_IsObject(ds) ? ds->child : NULL; d; d = d->next) {
+                const char *q;
+                const cJSON *admit = narrowed(d, &q);
+                if (admit && !sc_is_required(m, d->string) && sc_writable(m, d->string) &&
+                    !among(admit, v) && sc_forbid(c, b, d->string, "dependencies") < 0)
+                    return NULL;
+            }
+        }
+    }
+    if (!sc_is_required(m, p)) {
+        cJSON *b = without_deps(m);
+        cJSON_AddItemToArray(any, b);
+        if (sc_forbid(c, b, p, "dependencies") < 0) return NULL;
+    }
+    return u;
+}
+
 /* c->closed: an object with properties and no additionalProperties is written as if it had
  * additionalProperties false, its required names declared (close_extras), before anything
  * else is lowered, so that every keyword below sees the keys it may write. A subset of what
@@ -342,7 +456,10 @@ const cJSON *sc_lower_object(struct sc *c, const cJSON *s) {
     /* dependentSchemas (and schema-valued dependencies): joined where required; an optional
      * property's written both ways (split_on) while there are few, else left out */
     const char *opt = NULL;
-    if (optional_schema_deps(m, &opt) <= SPLIT_DEPS && opt) return split_on(c, m, opt);
+    int n_opt = optional_schema_deps(m, &opt);
+    if (n_opt <= SPLIT_DEPS && opt) return split_on(c, m, opt);
+    const cJSON *by_value = n_opt > SPLIT_DEPS ? split_by_value(c, m) : m;
+    if (by_value != m) return by_value;
     for (int round = 0; round < 2; round++) {
         const cJSON *ds = cJSON_GetObjectItemCaseSensitive(m, round ? "dependencies"
                                                                     : "dependentSchemas");

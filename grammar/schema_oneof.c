@@ -70,7 +70,7 @@ static int gen_types(struct sc *c, const cJSON *s, int depth) {
         return m;
     }
     if (t) return sc_type_bits(t);
-    const char *it = sc_infer_type(s);
+    const char *it = sc_implied_type(c, s);
     if (!it) return T_ANY;
     cJSON *tmp = cJSON_CreateString(it);
     m = sc_type_bits(tmp);
@@ -388,11 +388,45 @@ static const cJSON *sharpen(struct sc *c, const cJSON *a, const cJSON *b) {
     return NULL;
 }
 
+/* Where the schema without type of more than one oneOf branch takes every value of one type
+ * (every_type: {"required": ["a"]} takes any string), those values match two branches, so
+ * none of them is valid: that type leaves every branch (a branch left with none is false). */
+static int drop_shared_types(struct sc *c, const cJSON **br, int n) {
+    int once = 0, twice = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *f = sc_flat(c, br[i], 0);
+        if (!f) return -1;
+        int t = sc_free_types(f);
+        twice |= once & t;
+        once |= t;
+    }
+    if ((twice & (T_INT | T_FRAC)) != (T_INT | T_FRAC)) twice &= ~(T_INT | T_FRAC);
+    if (!twice) return 0;
+    static const char *const names[] = {"null", "boolean", "object", "array", "string"};
+    cJSON *keep = cJSON_CreateObject(), *t = cJSON_AddArrayToObject(keep, "type");
+    cJSON_AddItemToArray(c->owned, keep);
+    for (int i = 0; i < 5; i++)
+        if (!(twice & (1 << i))) cJSON_AddItemToArray(t, cJSON_CreateString(names[i]));
+    if (!(twice & T_INT)) cJSON_AddItemToArray(t, cJSON_CreateString("number"));
+    for (int i = 0; i < n; i++) {
+        const cJSON *m = t->child ? sc_merge(c, br[i], keep) : NULL;
+        if (!m && c->err[0] && !strstr(c->err, "unsatisfiable schema")) return -1;
+        if (!m) { /* no type left to it */
+            c->err[0] = 0;
+            cJSON *no = cJSON_CreateFalse();
+            cJSON_AddItemToArray(c->owned, no);
+            m = no;
+        }
+        br[i] = m;
+    }
+    return 0;
+}
+
 /* br[0..n): oneOf's branches (siblings merged in); narrows them where that makes them
  * exclusive (br[i] replaced), or refuses. 0, or -1 with err. */
 int sc_one_of_exclusive(struct sc *c, const cJSON **br, int n) {
     const cJSON **acc = xmalloc(sizeof *acc * (size_t)n);
-    int rc = 0;
+    int rc = c->every_type ? drop_shared_types(c, br, n) : 0;
     for (int i = 0; i < n && rc == 0; i++)
         if (!(acc[i] = sc_flat(c, br[i], 0))) rc = -1;
     for (int i = 0; i < n && rc == 0; i++)

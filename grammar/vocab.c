@@ -96,8 +96,8 @@ void grammar_vocab_set_limits(struct grammar_vocab *v, const struct grammar_limi
     v->lim = *lim;
 }
 
-void grammar_vocab_set_open_objects(struct grammar_vocab *v, int open) {
-    v->open_objects = open != 0;
+void grammar_vocab_set_schema_reading(struct grammar_vocab *v, unsigned flags) {
+    v->schema_reading = flags & (GRAMMAR_SCHEMA_OPEN_OBJECTS | GRAMMAR_SCHEMA_EVERY_TYPE);
 }
 
 int grammar_vocab_size(const struct grammar_vocab *v) { return v->n; }

@@ -41,7 +41,7 @@ struct grammar_vocab {
     atomic_ullong cache_bytes; /* every live grammar's bytes and its cached masks' */
     size_t cache_limit;        /* grammar_vocab_set_cache_bytes */
     struct grammar_limits lim; /* of the grammars compiled from now on (grammar_vocab_set_limits) */
-    int open_objects;          /* grammar_vocab_set_open_objects */
+    unsigned schema_reading;   /* grammar_vocab_set_schema_reading */
 };
 
 /* Drops least recently used grammars (never keep) from the LRU until cache_bytes + need fits

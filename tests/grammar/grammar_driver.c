@@ -2,7 +2,8 @@
  *   grammar_driver TOKENIZER KIND FILE MODE [args]
  * TOKENIZER: a GGUF or tokenizer.json ("-": none, for gbnf/compile modes that need no vocabulary:
  * a 256-token vocabulary of single bytes is used). KIND: gbnf | regex | schema | schema-open
- * (objects without additionalProperties open: grammar_vocab_set_open_objects) | json.
+ * (objects without additionalProperties open: GRAMMAR_SCHEMA_OPEN_OBJECTS) | schema-spec (the
+ * specification's reading: GRAMMAR_SCHEMA_OPEN_OBJECTS | GRAMMAR_SCHEMA_EVERY_TYPE) | json.
  * MODE:
  *   gbnf               print the GBNF the converters make of FILE
  *   compile            print "ok" or "error: ..." and the milliseconds taken
@@ -51,7 +52,7 @@ static char *read_all(const char *path, size_t *n) {
 static enum grammar_kind kind_of(const char *k) {
     if (!strcmp(k, "gbnf")) return GRAMMAR_GBNF;
     if (!strcmp(k, "regex")) return GRAMMAR_REGEX;
-    if (!strcmp(k, "schema") || !strcmp(k, "schema-open")) return GRAMMAR_JSON_SCHEMA;
+    if (!strncmp(k, "schema", 6)) return GRAMMAR_JSON_SCHEMA;
     return GRAMMAR_JSON_OBJECT;
 }
 
@@ -93,13 +94,16 @@ int main(int argc, char **argv) {
     char *text = read_all(argv[3], &len);
     enum grammar_kind kind = kind_of(argv[2]);
     const char *mode = argv[4];
-    const int open = !strcmp(argv[2], "schema-open");
+    const unsigned reading = !strcmp(argv[2], "schema-open") ? GRAMMAR_SCHEMA_OPEN_OBJECTS
+                             : !strcmp(argv[2], "schema-spec")
+                                 ? GRAMMAR_SCHEMA_OPEN_OBJECTS | GRAMMAR_SCHEMA_EVERY_TYPE
+                                 : 0;
     char err[ERR_LEN];
     if (!strcmp(mode, "gbnf")) {
         struct sbuf out = {0};
         int rc = 0;
         if (kind == GRAMMAR_JSON_SCHEMA)
-            rc = grammar_gbnf_from_json_schema(text, len, "root", open, &out, err);
+            rc = grammar_gbnf_from_json_schema(text, len, "root", reading, &out, err);
         else if (kind == GRAMMAR_REGEX) rc = grammar_gbnf_from_regex(text, len, "root", &out, err);
         else if (kind == GRAMMAR_JSON_OBJECT) {
             grammar_gbnf_json_value("json", &out);
@@ -165,7 +169,7 @@ int main(int argc, char **argv) {
     struct grammar_limits lim = {GRAMMAR_DEFAULT_MAX_STACKS, GRAMMAR_DEFAULT_MAX_TOKEN_WORK,
                                  60000.0};
     grammar_vocab_set_limits(v, &lim);
-    grammar_vocab_set_open_objects(v, open);
+    grammar_vocab_set_schema_reading(v, reading);
     double t0 = clock_now();
     struct grammar *g = grammar_compile(v, kind, text, len, err);
     double ms = (clock_now() - t0) * 1e3;

@@ -310,6 +310,35 @@ def test_openai_sdk_parse(server):
     assert isinstance(parsed, Cities) and all(isinstance(x, City) for x in parsed.cities)
 
 
+def test_schema_reading_keys(http, tmp_path):
+    """grammar.open_objects and grammar.infer_types through the daemon: two schemas the
+    default reading cannot write (closed objects: the second key minProperties asks for has no
+    name; the string a typeless minLength > maxLength implies does not exist) are a 400 there,
+    and with the specification's reading (both keys flipped) give output that jsonschema
+    accepts: an object with an undeclared key, a value of another type than string."""
+    schemas = [{"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"], "minProperties": 2,
+                "maxProperties": 2},
+               {"minLength": 5, "maxLength": 2}]
+    rf = [{"type": "json_schema", "json_schema": {"name": "x", "schema": s}} for s in schemas]
+    for f, needle in zip(rf, ["minProperties/maxProperties", "unsatisfiable"]):
+        r = chat(http, "hi", response_format=f, max_tokens=8)
+        assert r.status_code == 400 and needle in r.json()["error"]["message"], r.text
+    spec = Server(str(tmp_path / "run" / "tpd.sock"),
+                  extra=["--grammar.open_objects", "true", "--grammar.infer_types", "false"])
+    try:
+        with client(spec.sock, timeout=600) as c:
+            for s, f in zip(schemas, rf):
+                r = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "Write JSON."}],
+                                                          "temperature": 0, "max_tokens": 64, "response_format": f})
+                assert r.status_code == 200, r.text
+                ch = r.json()["choices"][0]  # complete within max_tokens (the closer), if not "stop"
+                v = json.loads(ch["message"]["content"])
+                validator(s).validate(v)
+                assert (len(v) >= 2 and "a" in v) if "properties" in s else not isinstance(v, str), v
+    finally:
+        assert spec.stop() == 0
+
+
 BAD = [
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "contains": {"const": 1},
                                                                       "maxItems": 3}}}, "contains beside"),

@@ -70,6 +70,11 @@ def check(schema, ok, bad, tmp_path):
     wrong = [(t, "refused" if i < len(ok) else "accepted") for i, (t, g) in enumerate(zip(texts, got))
              if g != (i < len(ok))]
     assert not wrong, wrong
+    # the specification's reading (a schema without type takes every type too): exact as well
+    got = matches(schema, texts, tmp_path, kind="schema-spec")
+    wrong = [(t, "refused" if i < len(ok) else "accepted") for i, (t, g) in enumerate(zip(texts, got))
+             if g != (i < len(ok))]
+    assert not wrong, ("schema-spec", wrong)
     if bad:  # closed objects: a subset of the open reading, so every invalid instance is refused too
         r = run_driver(schema, texts[len(ok):], tmp_path, kind="schema")
         if r.returncode == 0:
@@ -260,6 +265,24 @@ SOUNDNESS = [
       "dependentSchemas": {"k": {"oneOf": [{"properties": {"k": {"const": "a"}, "v": {"type": "integer"}}},
                                            {"properties": {"k": {"const": "b"}, "v": {"type": "string"}}}]}}},
      [{"k": "a", "v": 1}, {"k": "b", "v": "s"}], [{"k": "a", "v": "s"}, {"k": "b", "v": 1}]),
+    # more dependency schemas than are split both ways, each narrowing one shared enum
+    # property: one branch per value of it, and one without it (JsonSchemaStore's mongodb-atlas)
+    ("dependency-schemas-by-value",
+     {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": False,
+      "properties": {"t": {"type": "string", "enum": ["a", "b", "c"]}, "w": {"type": "integer"},
+                     "x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"}},
+      "dependencies": {"w": {"properties": {"t": {"enum": ["a"]}}}, "x": {"properties": {"t": {"enum": ["a", "b"]}}},
+                       "y": {"properties": {"t": {"const": "b"}}}, "z": {"properties": {"t": {"enum": ["c"]}}}}},
+     [{"t": "a", "w": 1, "x": 2}, {"w": 1, "x": 1, "y": 1, "z": 1}, {"t": "b", "x": 1, "y": 2}, {"t": "c", "z": 1},
+      {}, {"t": "c"}],
+     [{"t": "a", "y": 1}, {"t": "c", "x": 1}, {"t": "d"}, {"t": "b", "w": 1}, {"t": "a", "w": "s"}]),
+    ("dependent-schemas-by-value-required",
+     {"type": "object", "required": ["t"],
+      "properties": {"t": {"enum": [1, 2]}, "w": {}, "x": {}, "y": {}, "z": {}},
+      "dependentSchemas": {"w": {"properties": {"t": {"const": 1}}}, "x": {"properties": {"t": {"const": 1}}},
+                           "y": {"properties": {"t": {"const": 2}}}, "z": {"properties": {"t": {"const": 2}}}}},
+     [{"t": 1, "w": 0, "x": "s"}, {"t": 2, "y": None, "z": []}, {"t": 2, "q": 1}],
+     [{"t": 1, "y": 0}, {"t": 2, "w": 0}, {"w": 0}, {"t": 3}]),
     # keywords of one type without "type": their type is written (JSONSchemaBench o82151)
     ("untyped-patternProperties",
      {"type": "object", "properties": {"m": {"patternProperties": {".*": {"type": "integer"}}}}},
@@ -878,15 +901,64 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
            "minProperties": 2, "maxProperties": 3},
           {"type": "object", "properties": {"ab": {"type": "integer"}},
            "patternProperties": {"^a": {"minimum": 0}, "b$": {"type": "string"}, "(^x)|(^y)": {"type": "boolean"}},
-           "additionalProperties": {"type": "null"}}]
+           "additionalProperties": {"type": "null"}},
+          {"oneOf": [{"required": ["a"], "properties": {"a": {"type": "integer"}}}, {"required": ["b"]}]},
+          {"type": "array", "items": {"minLength": 2, "maximum": 5}}]
 
 
 @pytest.mark.parametrize("k", range(len(WALKED)))
-@pytest.mark.parametrize("kind", ["schema-open", "schema"])
+@pytest.mark.parametrize("kind", ["schema-open", "schema", "schema-spec"])
 def test_random_sentences_valid(k, kind, tmp_path):
     """Random walks through the grammar (random allowed bytes): every complete sentence met
     on the way is valid for jsonschema, with objects open and closed."""
     assert walked_valid(WALKED[k], 24, 60, tmp_path, kind) >= 5
+
+
+# (name, schema, what both readings take, what only the specification's takes, invalid)
+EVERY_TYPE = [
+    ("properties", {"properties": {"a": {"type": "string"}}, "required": ["a"]},
+     [{"a": "x"}], ["x", 5, 2.5, None, True, [1]], [{"a": 1}, {}]),
+    ("minLength", {"minLength": 2}, ["ab"], [5, {}, [], False, None], ["a", ""]),
+    ("items", {"items": {"type": "integer"}, "minItems": 1}, [[1], [1, 2]], ["s", {"a": 1}, 0], [[], ["x"]]),
+    ("two-types", {"minLength": 2, "minimum": 3}, ["ab"], [3, 4.5, {}, None], ["a", 2, 2.9]),
+    # oneOf: a type two branches leave free matches both, so no value of it is valid
+    ("oneof-free-types", {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+     [{"a": 1}, {"b": 2}], [], [5, "s", None, [], {"a": 1, "b": 2}, {}]),
+    ("oneof-free-in-one", {"oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"type": "string"}]},
+     [{"a": 1}, {"b": 2}], [], [5, "s", None, {"a": 1, "b": 2}]),
+    ("not", {"not": {"minLength": 2}}, ["a", ""], [], ["ab", 5, {}]),
+    # drafts 3-7: the keywords beside $ref are ignored, so the referenced schema alone applies
+    ("ref-siblings", {"$schema": "http://json-schema.org/draft-07/schema#",
+                      "properties": {"c": {"type": ["boolean", "object"], "$ref": "#/definitions/p"}},
+                      "definitions": {"p": {"properties": {"d": {"type": "string"}}}}, "type": "object"},
+     [{"c": {"d": "x"}}], [{"c": True}, {"c": 5}, {"c": "s"}], [{"c": {"d": 1}}]),
+]
+
+
+@pytest.mark.parametrize("name,schema,both,spec_only,bad", EVERY_TYPE, ids=[c[0] for c in EVERY_TYPE])
+def test_every_type(name, schema, both, spec_only, bad, tmp_path):
+    """A schema without type whose keywords belong to one type: the default writes values of
+    that type only (grammar.infer_types true; a subset), the specification's reading
+    (infer_types false, kind schema-spec) takes every type, those keywords constraining
+    theirs; neither takes an invalid value. jsonschema labels every instance."""
+    v = validator(schema)
+    texts = [compact(x) for x in both + spec_only + bad]
+    assert [v.is_valid(json.loads(t)) for t in texts] == [True] * (len(both) + len(spec_only)) + [False] * len(bad)
+    assert matches(schema, texts, tmp_path, kind="schema-spec") == [True] * (len(both) + len(spec_only)) + \
+        [False] * len(bad)
+    if name == "oneof-free-in-one":  # the default reading cannot tell the string branch from the others
+        r = run_driver(schema, [], tmp_path, mode="compile")
+        assert r.returncode == 1 and "oneOf: branches" in r.stdout, r.stdout + r.stderr
+        return
+    assert matches(schema, texts, tmp_path) == [True] * len(both) + [False] * (len(spec_only) + len(bad))
+
+
+def test_every_type_oneof_refused(tmp_path):
+    """Where one branch leaves a type free and another constrains it, some of its values
+    match both: the specification's reading refuses what it cannot make exclusive."""
+    r = run_driver({"oneOf": [{"required": ["a"]}, {"type": "string", "minLength": 2}]}, [], tmp_path,
+                   mode="compile", kind="schema-spec")
+    assert r.returncode == 1 and "oneOf: branches" in r.stdout, r.stdout + r.stderr
 
 
 CLOSED = [  # (schema, what only the open reading takes, what both take)
