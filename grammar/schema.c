@@ -180,6 +180,24 @@ int sc_only_ref(const struct sc *c, const cJSON *s) {
 }
 
 /* The rule of a $ref, queued for generation the first time it is seen. */
+/* Queues target's rule under key (a $ref, or a merged schema's text: sc_gen), unless it is
+ * queued already; its name to nm. The queue frees key. */
+static void queue_ref(struct sc *c, char *key, const cJSON *target, char *nm) {
+    for (int i = 0; i < c->n_refs; i++)
+        if (strcmp(c->refs[i].ref, key) == 0) {
+            snprintf(nm, RN, "%s-r%d", c->name, c->refs[i].id);
+            free(key);
+            return;
+        }
+    if (c->n_refs == c->cap_refs) {
+        c->cap_refs = c->cap_refs ? 2 * c->cap_refs : 8;
+        c->refs = xrealloc(c->refs, sizeof *c->refs * (size_t)c->cap_refs);
+    }
+    c->refs[c->n_refs] = (struct sref){key, c->n_refs, target, 0};
+    snprintf(nm, RN, "%s-r%d", c->name, c->n_refs);
+    c->n_refs++;
+}
+
 static int ref_rule(struct sc *c, const char *ref, char *nm) {
     for (int i = 0; i < c->n_refs; i++)
         if (strcmp(c->refs[i].ref, ref) == 0) {
@@ -203,14 +221,52 @@ static int ref_rule(struct sc *c, const char *ref, char *nm) {
         x = sc_resolve_pointer(c, r2);
         if (!x) return sc_serr(c, "$ref '%s' does not resolve", r2);
     }
-    if (c->n_refs == c->cap_refs) {
-        c->cap_refs = c->cap_refs ? 2 * c->cap_refs : 8;
-        c->refs = xrealloc(c->refs, sizeof *c->refs * (size_t)c->cap_refs);
-    }
-    c->refs[c->n_refs] = (struct sref){xstrdup(ref), c->n_refs, t, 0};
-    snprintf(nm, RN, "%s-r%d", c->name, c->n_refs);
-    c->n_refs++;
+    queue_ref(c, xstrdup(ref), t, nm);
     return 0;
+}
+
+/* 1 when sc_gen merges parts of s into one schema (allOf; $ref, anyOf or oneOf beside other
+ * keywords), which inlines what a $ref names: through a $ref back to s, without end. */
+static int merges(const struct sc *c, const cJSON *s) {
+    if (!cJSON_IsObject(s) || (c->ref_alone && cJSON_GetObjectItemCaseSensitive(s, "$ref")))
+        return 0;
+    int parts = 0, other = 0;
+    for (const cJSON *k = s->child; k; k = k->next) {
+        if (!strcmp(k->string, "allOf")) return 1;
+        if (!strcmp(k->string, "$ref") || !strcmp(k->string, "anyOf") ||
+            !strcmp(k->string, "oneOf"))
+            parts++;
+        else other |= sc_is_validity(s, k->string);
+    }
+    return parts && (other || parts > 1);
+}
+
+static int gen_node(struct sc *c, const cJSON *s, char *nm);
+
+/* Generates the rule for schema s; its name goes to nm. A schema that merges (merges) met
+ * again while its own rule is being written, through a $ref, is a rule of its own (queued
+ * like a $ref's, under its text), so that a recursive schema has a recursive rule. */
+int sc_gen(struct sc *c, const cJSON *s, char *nm) {
+    if (!merges(c, s)) return gen_node(c, s, nm);
+    char *key = cJSON_PrintUnformatted(s);
+    if (!key) FATAL("out of memory");
+    for (int i = 0; i < c->n_busy; i++)
+        if (strcmp(c->busy[i], key) == 0) {
+            size_t n = strlen(key) + 2;
+            char *r = xmalloc(n);
+            snprintf(r, n, "\x01%s", key); /* no $ref of a written schema starts so */
+            free(key);
+            queue_ref(c, r, s, nm);
+            return 0;
+        }
+    if (c->n_busy == c->cap_busy) {
+        c->cap_busy = c->cap_busy ? 2 * c->cap_busy : 8;
+        c->busy = xrealloc(c->busy, sizeof *c->busy * (size_t)c->cap_busy);
+    }
+    c->busy[c->n_busy++] = key;
+    int rc = gen_node(c, s, nm);
+    free(c->busy[--c->n_busy]);
+    return rc;
 }
 
 static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf *b) {
@@ -497,8 +553,7 @@ static int gen_values(struct sc *c, const cJSON *s, struct sbuf *b) {
     return rc;
 }
 
-/* Generates the rule for schema s; its name goes to nm. */
-int sc_gen(struct sc *c, const cJSON *s, char *nm) {
+static int gen_node(struct sc *c, const cJSON *s, char *nm) {
     if (cJSON_IsTrue(s) || (cJSON_IsObject(s) && !sc_has_constraints(s))) {
         snprintf(nm, RN, "%s", c->j);
         return 0;
@@ -690,6 +745,7 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
         rc = sc_serr(&c, "%s", "the schema's grammar is too large");
     for (int i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
     free(c.refs);
+    free(c.busy);
     cJSON_Delete(c.owned);
     cJSON_Delete(root);
     return rc;

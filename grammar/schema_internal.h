@@ -27,6 +27,8 @@ struct sc {
     int n_rules;
     struct sref *refs;
     int n_refs, cap_refs;
+    char **busy; /* the texts of the merging schemas being written (sc_gen) */
+    int n_busy, cap_busy;
     int depth;
     cJSON *owned;                              /* merged schemas, freed at the end */
     unsigned char key_rules[2][KEY_OTHER + 1]; /* shared key rules written (schema_object) */

@@ -283,6 +283,27 @@ SOUNDNESS = [
                            "y": {"properties": {"t": {"const": 2}}}, "z": {"properties": {"t": {"const": 2}}}}},
      [{"t": 1, "w": 0, "x": "s"}, {"t": 2, "y": None, "z": []}, {"t": 2, "q": 1}],
      [{"t": 1, "y": 0}, {"t": 2, "w": 0}, {"w": 0}, {"t": 3}]),
+    # a schema that merges ($ref inside allOf, or beside anyOf/other keywords) met again inside
+    # itself through its $ref is a recursive rule, not an endless merge (Github_medium o13135,
+    # JsonSchemaStore resjson)
+    ("recursive-allof-ref",
+     {"$schema": "http://json-schema.org/draft-04/schema#", "type": "array", "items": {"allOf": [{"$ref": "#/d/i"}]},
+      "d": {"i": {"type": "object", "additionalProperties": False, "required": ["v", "c"],
+                  "properties": {"v": {"type": "string"}, "c": {"type": "array", "items": {"allOf": [
+                      {"$ref": "#/d/i"}]}}}}}},
+     [[{"v": "a", "c": [{"v": "b", "c": [{"v": "c", "c": []}]}]}], []],
+     [[{"v": "a", "c": [{"v": "b", "c": [{"v": "c"}]}]}], [{"v": "a", "c": [{"v": 1, "c": []}]}]]),
+    ("recursive-anyof-siblings",
+     {"type": "object", "additionalProperties": {"minProperties": 1, "anyOf": [{"type": "string"}, {"$ref": "#/$defs/r"}]},
+      "$defs": {"r": {"type": "object", "additionalProperties": {
+          "minProperties": 1, "anyOf": [{"type": "string"}, {"$ref": "#/$defs/r"}]}}}},
+     [{"a": "s", "b": {"c": "t", "d": {"e": "u"}}}, {}],
+     [{"a": {}}, {"a": {"b": {}}}, {"a": 5}, {"a": {"b": {"c": 1}}}]),
+    ("recursive-ref-beside-type",
+     {"$ref": "#/$defs/p", "$defs": {"p": {"properties": {"c": {"type": ["array", "object"],
+      "additionalProperties": {"type": ["boolean", "object"], "$ref": "#/$defs/p"}}}}}},
+     [{"c": {"x": True, "y": {"c": {"z": False}}}}, {"c": []}],
+     [{"c": {"x": True, "y": {"c": {"z": 3}}}}, {"c": {"x": "s"}}]),
     # keywords of one type without "type": their type is written (JSONSchemaBench o82151)
     ("untyped-patternProperties",
      {"type": "object", "properties": {"m": {"patternProperties": {".*": {"type": "integer"}}}}},
