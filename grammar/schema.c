@@ -243,6 +243,18 @@ static int merges(const struct sc *c, const cJSON *s) {
 
 static int gen_node(struct sc *c, const cJSON *s, char *nm);
 
+/* gen_node for s, whose text key (freed here) is busy meanwhile. */
+static int gen_busy(struct sc *c, const cJSON *s, char *key, char *nm) {
+    if (c->n_busy == c->cap_busy) {
+        c->cap_busy = c->cap_busy ? 2 * c->cap_busy : 8;
+        c->busy = xrealloc(c->busy, sizeof *c->busy * (size_t)c->cap_busy);
+    }
+    c->busy[c->n_busy++] = key;
+    int rc = gen_node(c, s, nm);
+    free(c->busy[--c->n_busy]);
+    return rc;
+}
+
 /* Generates the rule for schema s; its name goes to nm. A schema that merges (merges) met
  * again while its own rule is being written, through a $ref, is a rule of its own (queued
  * like a $ref's, under its text), so that a recursive schema has a recursive rule. */
@@ -259,14 +271,15 @@ int sc_gen(struct sc *c, const cJSON *s, char *nm) {
             queue_ref(c, r, s, nm);
             return 0;
         }
-    if (c->n_busy == c->cap_busy) {
-        c->cap_busy = c->cap_busy ? 2 * c->cap_busy : 8;
-        c->busy = xrealloc(c->busy, sizeof *c->busy * (size_t)c->cap_busy);
-    }
-    c->busy[c->n_busy++] = key;
-    int rc = gen_node(c, s, nm);
-    free(c->busy[--c->n_busy]);
-    return rc;
+    return gen_busy(c, s, key, nm);
+}
+
+/* The body of queued rule i: its $ref's target, or the merged schema queued (sc_gen), which
+ * is written here even while an outer rule writes it (where its recursion was met). */
+static int gen_queued(struct sc *c, int i, char *body) {
+    const cJSON *t = c->refs[i].target; /* c->refs may move while t is written */
+    if (c->refs[i].ref[0] != '\x01') return sc_gen(c, t, body);
+    return gen_busy(c, t, xstrdup(c->refs[i].ref + 1), body);
 }
 
 static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf *b) {
@@ -679,7 +692,7 @@ int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep, char *why) {
     for (int i = n_refs; deep && ok && i < c->n_refs; i++) { /* the list grows while we go */
         char body[RN], rn[RN];
         if (c->refs[i].done) continue; /* by a try inside this one */
-        ok = sc_gen(c, c->refs[i].target, body) == 0;
+        ok = gen_queued(c, i, body) == 0;
         if (ok) {
             snprintf(rn, RN, "%s-r%d", c->name, c->refs[i].id);
             sc_emit(c, rn, body);
@@ -732,7 +745,7 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     for (int i = 0; rc == 0 && i < c.n_refs; i++) { /* the work list grows while we go */
         char body[RN], nm[RN];
         if (c.refs[i].done) continue;
-        rc = sc_gen(&c, c.refs[i].target, body);
+        rc = gen_queued(&c, i, body);
         if (rc == 0) {
             snprintf(nm, RN, "%s-r%d", c.name, c.refs[i].id);
             sc_emit(&c, nm, body);

@@ -304,6 +304,17 @@ SOUNDNESS = [
       "additionalProperties": {"type": ["boolean", "object"], "$ref": "#/$defs/p"}}}}}},
      [{"c": {"x": True, "y": {"c": {"z": False}}}}, {"c": []}],
      [{"c": {"x": True, "y": {"c": {"z": 3}}}}, {"c": {"x": "s"}}]),
+    # such a schema's own rule written while an outer one is (an anyOf branch written at once,
+    # the if/then lowering): its body, not a rule that is only itself (JsonSchemaStore pulumi)
+    ("recursive-merge-in-branch",
+     {"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "#/$defs/c", "$defs": {
+         "s": {"enum": ["string", "integer", "array"]},
+         "c": {"type": "object", "required": ["type"], "properties": {
+             "type": {"oneOf": [{"$ref": "#/$defs/s"}, {"$ref": "#/$defs/c"}]}, "items": {"$ref": "#/$defs/c"}},
+             "if": {"properties": {"type": {"const": "array"}}}, "then": {}}}},
+     [{"type": "string"}, {"type": {"type": "integer"}}, {"type": "array", "items": {"type": "string"}},
+      {"type": {"type": {"type": "array"}}}],
+     [{"type": "object"}, {}, {"type": {}}, {"type": 5}, {"type": "array", "items": {"type": 1}}]),
     # keywords of one type without "type": their type is written (JSONSchemaBench o82151)
     ("untyped-patternProperties",
      {"type": "object", "properties": {"m": {"patternProperties": {".*": {"type": "integer"}}}}},
