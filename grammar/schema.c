@@ -26,6 +26,7 @@
 #include "grammar.h"
 #include "regex.h"
 #include "schema_internal.h"
+#include "schema_types.h"
 #include "schema_array.h"
 #include "schema_draft.h"
 #include "schema_merge.h"
@@ -304,77 +305,6 @@ static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf
     if (strcmp(type, "object") == 0) return sc_gen_object(c, s, b);
     if (strcmp(type, "array") == 0) return sc_gen_array(c, s, b);
     return sc_serr(c, "unknown type '%s'", type);
-}
-
-/* 1 when keyword kw's value v says nothing of any value, such as `additionalProperties:
- * true`, `properties: {}` or `minLength: 0`: no type is inferred from it. */
-static int trivial(const char *kw, const cJSON *v) {
-    if (strcmp(kw, "contains") == 0) return 0; /* contains {} asks for an item */
-    if (strcmp(kw, "uniqueItems") == 0) return cJSON_IsFalse(v);
-    if (cJSON_IsTrue(v)) return 1; /* a schema that takes anything */
-    if (cJSON_IsObject(v) || cJSON_IsArray(v)) return v->child == NULL;
-    return cJSON_IsNumber(v) && v->valuedouble == 0 && strncmp(kw, "min", 3) == 0 &&
-           strcmp(kw, "minimum") != 0;
-}
-
-/* The keywords that constrain values of one type only: a value of another type ignores them */
-static const struct {
-    const char *kw, *type;
-    int bits;
-} one_type[] = {
-    {"properties", "object", T_OBJ},
-    {"additionalProperties", "object", T_OBJ},
-    {"required", "object", T_OBJ},
-    {"items", "array", T_ARR},
-    {"prefixItems", "array", T_ARR},
-    {"minItems", "array", T_ARR},
-    {"maxItems", "array", T_ARR},
-    {"minLength", "string", T_STR},
-    {"maxLength", "string", T_STR},
-    {"pattern", "string", T_STR},
-    {"format", "string", T_STR},
-    {"minimum", "number", T_INT | T_FRAC},
-    {"maximum", "number", T_INT | T_FRAC},
-    {"exclusiveMinimum", "number", T_INT | T_FRAC},
-    {"exclusiveMaximum", "number", T_INT | T_FRAC},
-    {"contains", "array", T_ARR},
-    /* the other keywords of one type: a value of another type ignores them, and tpd
-     * writes values of their type (a subset) so that they apply */
-    {"patternProperties", "object", T_OBJ},
-    {"propertyNames", "object", T_OBJ},
-    {"minProperties", "object", T_OBJ},
-    {"maxProperties", "object", T_OBJ},
-    {"dependentRequired", "object", T_OBJ},
-    {"dependentSchemas", "object", T_OBJ},
-    {"dependencies", "object", T_OBJ},
-    {"uniqueItems", "array", T_ARR},
-    {"multipleOf", "number", T_INT | T_FRAC},
-};
-
-const char *sc_infer_type(const cJSON *s) {
-    for (size_t i = 0; i < sizeof one_type / sizeof one_type[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, one_type[i].kw);
-        if (v && !trivial(one_type[i].kw, v)) return one_type[i].type;
-    }
-    return NULL;
-}
-
-int sc_free_types(const cJSON *s) {
-    if (cJSON_IsTrue(s)) return T_ANY;
-    if (!cJSON_IsObject(s)) return 0;
-    int bound = 0;
-    for (const cJSON *k = s->child; k; k = k->next) {
-        if (!sc_is_validity(s, k->string)) continue;
-        size_t i = 0;
-        while (i < sizeof one_type / sizeof one_type[0] && strcmp(one_type[i].kw, k->string)) i++;
-        if (i == sizeof one_type / sizeof one_type[0]) return 0; /* type, enum, anyOf, ... */
-        if (!trivial(k->string, k)) bound |= one_type[i].bits;
-    }
-    return T_ANY & ~bound;
-}
-
-const char *sc_implied_type(const struct sc *c, const cJSON *s) {
-    return c->every_type ? NULL : sc_infer_type(s);
 }
 
 /* A schema without type whose keywords constrain some types, read as the specification

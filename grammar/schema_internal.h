@@ -85,13 +85,6 @@ void sc_emit(struct sc *c, const char *nm, const char *body);
 void sc_put_json_literal(struct sbuf *b, const cJSON *v);
 const cJSON *sc_resolve_pointer(struct sc *c, const char *ref);
 int sc_only_ref(const struct sc *c, const cJSON *s);
-const char *sc_infer_type(const cJSON *s);
-/* The types whose every value s accepts where s is a schema without type all of whose
- * keywords constrain one type each (properties, minLength, ...; true: all types), else 0
- * (s has a type, an enum, branches ...: none known). */
-int sc_free_types(const cJSON *s);
-/* sc_infer_type unless c reads every type (c->every_type): NULL then. */
-const char *sc_implied_type(const struct sc *c, const cJSON *s);
 int sc_gen(struct sc *c, const cJSON *s, char *nm);
 int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep, char *why);
 

@@ -17,6 +17,7 @@
 #include "schema_num.h"
 
 #include "schema_internal.h"
+#include "schema_types.h"
 #include "schema_oneof.h"
 #include "schema_merge.h"
 #include "schema_object.h"
