@@ -49,16 +49,16 @@
     "\"//\" (" HOST " | " IPV4 " | \"[\" " IPV6 " \"]\")? (\":\" [0-9]{1,5})? (\"/\" " PCHAR \
     "{0,64}){0,16}"
 #define URI \
-    "([a-zA-Z] [a-zA-Z0-9+.\\-]{0,15} \":\" (" AUTH_PATH " | \"/\" (" PCHAR "{1,64} " SEGS \
+    "([a-zA-Z] [a-zA-Z0-9+.\\-]{0,31} \":\" (" AUTH_PATH " | \"/\" (" PCHAR "{1,64} " SEGS \
     ")? | " PCHAR "{1,64} " SEGS ")? " URI_TAIL ")"
 /* a relative reference: as hier-part, the first segment of a relative path without ':' */
 #define NCCHAR "([a-zA-Z0-9._~!$&'()*+,;=@\\-] | \"%\" [0-9a-fA-F] [0-9a-fA-F])"
 #define URI_REF \
     "(" URI " | (" AUTH_PATH " | \"/\" (" PCHAR "{1,64} " SEGS ")? | " NCCHAR "{1,64} " SEGS \
     ")? " URI_TAIL ")"
-/* the longest: scheme 16, ":" and "//", a host of 209, a port of 6, 16 segments of 64
+/* the longest: scheme 32, ":" and "//", a host of 209, a port of 6, 16 segments of 64
  * percent-encoded octets, a query of 256 and a fragment of 128 of them */
-#define URI_MAX (16 + 3 + 209 + 6 + 16 * (1 + 64 * 3) + 1 + 256 * 3 + 1 + 128 * 3)
+#define URI_MAX (32 + 3 + 209 + 6 + 16 * (1 + 64 * 3) + 1 + 256 * 3 + 1 + 128 * 3)
 /* RFC 6570 URI templates: literals (unreserved, reserved but ' and percent-encoded) and
  * expressions of an operator of levels 2-3 and up to 4 variables (names of letters, digits
  * and _ joined by dots, a prefix length of 1-999 or an explode): the RFC's and the checker's
@@ -73,6 +73,19 @@
 #define DUR_TIME \
     "(\"T\" (" DUR_N " \"H\" (" DUR_N " \"M\" (" DUR_N " \"S\")?)? | " DUR_N " \"M\" (" DUR_N \
     " \"S\")? | " DUR_N " \"S\"))"
+/* Regular expressions that both ECMA-262 (with and without the u flag) and Python's re read:
+ * literals (no character that needs a JSON escape, none that a u-flag pattern must escape),
+ * ".", classes of up to 4 letters, digits, a few signs or the ranges a-z, A-Z, 0-9 (none that
+ * Python reads as a set operation), each with a quantifier (greedy or lazy; counts n <= 9 < m),
+ * up to 12 of them or groups of up to 2 alternatives of 3, between optional anchors */
+#define RX_QUANT "([*+?] | \"{\" [1-9] \"}\" | \"{\" [0-9] \",\" ([1-9] [0-9])? \"}\") \"?\"?"
+#define RX_CLASS \
+    "\"[\" \"^\"? (\"a-z\" | \"A-Z\" | \"0-9\" | [a-zA-Z0-9_ .,:;@#%=<>'!`/]){1,4} \"]\""
+#define RX_ITEM "(([a-zA-Z0-9 _,:;@#%&=<>'!~`/\\-] | \".\" | " RX_CLASS ") (" RX_QUANT ")?)"
+#define RX_GROUP "(\"(\" " RX_ITEM "{1,3} (\"|\" " RX_ITEM "{1,3})? \")\" (" RX_QUANT ")?)"
+#define REGEX "\"^\"? (" RX_ITEM " | " RX_GROUP "){0,12} \"$\"?"
+/* an item: a class of 15 and a quantifier of 7; a group: 2 x 3 items, 3 signs, a quantifier */
+#define REGEX_MAX (1 + 12 * (1 + 6 * 22 + 2 + 7) + 1)
 #define JSON_POINTER "(\"/\" ([^/~\"\\\\\\x7F\\x00-\\x1F] | \"~\" [01]){0,64}){0,16}"
 
 static const struct fmt {
@@ -103,7 +116,7 @@ static const struct fmt {
     {"json-pointer", JSON_POINTER, 0, 1040},
     {"uri-template", TEMPLATE, 0, TEMPLATE_MAX},
     {"relative-json-pointer", "(\"0\" | [1-9] [0-9]{0,8}) (\"#\" | " JSON_POINTER ")", 1, 1049},
-    {"regex", "[a-zA-Z0-9 _]{0,64}", 0, 64},
+    {"regex", REGEX, 0, REGEX_MAX},
 };
 
 const char *schema_format(const char *name, long *min_len, long *max_len) {

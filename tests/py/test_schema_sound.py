@@ -1098,6 +1098,23 @@ def test_format_sentences_valid(fmt, tmp_path):
     assert seen >= 3, fmt
 
 
+def test_regex_format_reads_in_ecma262(tmp_path):
+    """Every regex the format's grammar writes (random walks) also compiles in ECMA-262, with
+    and without the u flag (node's RegExp), as JSON Schema validators in JavaScript read it;
+    Python's re reads them too (test_format_sentences_valid, jsonschema's checker)."""
+    import shutil
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node absent (launch/setup installs nodejs)")
+    texts = [json.loads(t) for t in sentences({"type": "string", "format": "regex"}, 48, 80, tmp_path)]
+    assert len(texts) >= 20 and any(len(t) > 8 for t in texts), texts
+    js = ("const xs = JSON.parse(require('fs').readFileSync(0, 'utf8')); const bad = [];"
+          "for (const x of xs) for (const f of ['', 'u']) { try { new RegExp(x, f); } catch (e) { bad.push([x, f]); } }"
+          "console.log(JSON.stringify(bad));")
+    r = subprocess.run([node, "-e", js], input=json.dumps(texts), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout) == [], r.stdout + r.stderr
+
+
 FORMAT_CASES = [
     ("date", ["2024-02-29", "2023-01-31", "2000-02-29", "0001-12-30", "2023-11-30"],
      ["2023-02-29", "1900-02-29", "2023-04-31", "0000-01-01", "2023-13-01"]),
@@ -1107,7 +1124,8 @@ FORMAT_CASES = [
     ("hostname", ["localhost", "a.b.c", "my-host.example.com", "a.b.c.d.example.com"], []),
     ("uri", ["https://example.com/a/b?x=1#f", "ftp://10.0.0.1:21/", "urn1://h", "http://maps.wien.gv.at/wmts",
              "http://www.ebi.ac.uk/cellline/CL:0002222", "s:", "file:///C:/Users/x", "mailto:a@b.c",
-             "urn:isbn:0451450523", "http://[::1]:8080/x", "a:/b", "x://:80"],
+             "urn:isbn:0451450523", "http://[::1]:8080/x", "a:/b", "x://:80",
+             "ecdsa-koblitz-pubkey:14RZvYazz9H2DC2skBfpPVxax54g4yabxe"],
      ["a", "//h", "1a:b", "/a", "a b:c"]),
     ("uri-reference", ["#", "#/definitions/Person", "/a/b?x=1", "https://example.com/a", "", "./src", "a/b",
                        "../x?y#z", "//host/p", "a:b:c", "?q"], ["a b", "%zz", "//h h"]),
@@ -1116,6 +1134,9 @@ FORMAT_CASES = [
     ("uri-template", ["", "http://x/{a}", "{+path}/x{?q,r*}", "{a.b:3}", "%41{b}", "{#a}{.b}{/c,d}{;e}{&f}"],
      ["http://example.com/resource/{", "{=a}", "{}", "{a:1000}", "{a:3*}", "a}"]),
     ("byte", ["", "QUJD", "QUI=", "QQ=="], []),
+    # Github_easy o66309, Github_hard o53084
+    ("regex", ["^[a-zA-Z0-9_]{3,16}$", "^[a-zA-Z0-9]+$", "^example$", "", "(ab|c)*x", "a.b??", "[^A-Z0-9]{0,12}"],
+     ["[z-a]", "(", "*a", "a**", "[", "a)"]),
     ("unknown-format", ["anything at all"], []),
 ]
 
