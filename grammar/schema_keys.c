@@ -206,6 +206,52 @@ int sc_gen_pattern_string(struct sc *c, const char *pattern, struct sbuf *b) {
     return rc;
 }
 
+int sc_gen_pattern_lengths(struct sc *c, const char *pattern, long lo, long hi, struct sbuf *b) {
+    struct rdfa d, p = {0};
+    char err[ERR_LEN], nm[RN], quote[] = "\"\\\"\"", *ends[1] = {quote};
+    if (rdfa_build(&d, &pattern, 1, NULL, 0, PATTERN_STATES, err) < 0)
+        return err_set(c->err, "JSON Schema: pattern: %s", err + strlen("patternProperties: "));
+    long cap = hi >= 0 ? hi : lo; /* counts past it are alike: too long, or long enough */
+    if (d.unknown || (double)d.n_states * (double)(cap + 1) + 1 > PATTERN_LENGTH_STATES) {
+        rdfa_free(&d);
+        return 0;
+    }
+    /* state (q, k): the pattern's automaton at q after k characters (k = cap: cap or more);
+     * the last state: past hi, a dead end */
+    size_t w = (size_t)d.n_iv;
+    p.n_states = d.n_states * (int)(cap + 1) + 1, p.n_iv = d.n_iv;
+    p.iv = xmalloc(sizeof *p.iv * w);
+    memcpy(p.iv, d.iv, sizeof *p.iv * w);
+    p.next = xmalloc(sizeof *p.next * w * (size_t)p.n_states);
+    p.acc = xcalloc((size_t)p.n_states, sizeof *p.acc);
+    p.name = xcalloc((size_t)p.n_states, 1);
+    int dead = p.n_states - 1, *out = xmalloc(sizeof *out * (size_t)p.n_states);
+    for (int q = 0; q < d.n_states; q++)
+        for (long k = 0; k <= cap; k++) {
+            int s = q * (int)(cap + 1) + (int)k;
+            for (size_t j = 0; j < w; j++) {
+                long k2 = k + 1 > cap ? cap : k + 1;
+                p.next[(size_t)s * w + j] = hi >= 0 && k + 1 > hi
+                                                ? dead
+                                                : d.next[(size_t)q * w + j] * (int)(cap + 1) +
+                                                      (int)k2;
+            }
+            p.acc[s] = k >= lo ? d.acc[q] : 0;
+        }
+    for (size_t j = 0; j < w; j++) p.next[(size_t)dead * w + j] = dead;
+    for (int q = 0; q < p.n_states; q++) out[q] = p.acc[q] ? 0 : -1;
+    int rc = put_automaton(c, &p, out, ends, nm);
+    if (rc) sbuf_adds(b, nm);
+    else
+        rc = sc_serr(c, "%s",
+                     "unsatisfiable schema: no string of its minLength/maxLength "
+                     "matches the pattern");
+    free(out);
+    rdfa_free(&p);
+    rdfa_free(&d);
+    return rc;
+}
+
 void sc_key_node(struct sc *c, const char *base, int k, struct sbuf *r) {
     char rn[RN + 16];
     snprintf(rn, sizeof rn, "%s-%d", base, k);

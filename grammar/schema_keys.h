@@ -21,6 +21,13 @@ int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const 
  * 1; 0 (nothing appended) when the pattern is outside the subset the automaton reads; -1
  * with c->err (too many states, or no string matches). */
 int sc_gen_pattern_string(struct sc *c, const char *pattern, struct sbuf *b);
+/* sc_gen_pattern_string for the strings of lo to hi characters (hi -1: no bound) that pattern
+ * matches: its automaton read beside a count of the characters (up to hi, or to lo where
+ * there is no hi), exact. 1; 0 (nothing appended) when the pattern is outside the subset
+ * the automaton reads or the two together need more than PATTERN_LENGTH_STATES states; -1
+ * with c->err (no string meets both). */
+#define PATTERN_LENGTH_STATES 8192
+int sc_gen_pattern_lengths(struct sc *c, const char *pattern, long lo, long hi, struct sbuf *b);
 /* The rule nm: a JSON string (quotes included, no whitespace after) whose decoded value is
  * none of names[0..n) (one_line: non-empty, without a newline), as a trie of the names; raw
  * characters and the short escapes only (no \\u). */

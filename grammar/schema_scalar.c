@@ -120,15 +120,23 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         k = regex_to_gbnf_range(p, n, 1, &t, &pmin, &pmax, e);
         sbuf_free(&t);
         /* lengths that bound nothing (minLength 0): the pattern alone, below */
-        if (k < 0 && (lo > 0 || hi >= 0)) return err_set(c->err, "JSON Schema: pattern: %s", e);
+        if (k < 0 && (lo > 0 || hi >= 0)) { /* anchors inside: the automaton may read it */
+            k = sc_gen_pattern_lengths(c, p, lo, hi, b);
+            return k ? (k < 0 ? -1 : 0) : err_set(c->err, "JSON Schema: pattern: %s", e);
+        }
         if (!(n > 0 && p[0] == '^' && p[n - 1] == '$' && bs % 2 == 0)) pmax = -1; /* a search */
         if (k == 0 && ((pmax >= 0 && pmax < lo) || (hi >= 0 && pmin > hi)))
             return sc_serr(c, "%s", "unsatisfiable schema: pattern and minLength/maxLength");
-        if (k == 0 && !(pmin >= lo && (hi < 0 || (pmax >= 0 && pmax <= hi))))
-            return sc_serr(
-                c, "%s",
-                "combining pattern and minLength/maxLength is supported for patterns of single "
-                "characters with counts, or patterns whose strings all meet the lengths");
+        if (k == 0 && !(pmin >= lo && (hi < 0 || (pmax >= 0 && pmax <= hi)))) {
+            k = sc_gen_pattern_lengths(c, p, lo, hi, b); /* the automaton and a count */
+            if (k != 0) return k < 0 ? -1 : 0;
+            return err_set(c->err,
+                           "JSON Schema: combining pattern and minLength/maxLength is supported "
+                           "for patterns the automaton reads (its states x (maxLength, else "
+                           "minLength, + 1) <= %d), patterns of single characters with counts, "
+                           "or patterns whose strings all meet the lengths",
+                           PATTERN_LENGTH_STATES);
+        }
     }
     if (fg) {
         sbuf_addf(b, "\"\\\"\" %s \"\\\"\"", fg);

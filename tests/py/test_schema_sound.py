@@ -636,6 +636,19 @@ KEYWORDS = [
      ["Abc12", "Abcde12"], ["Ab12", "Abcdefg12", "abc12"]),
     ("pattern-search-length", {"type": "string", "pattern": "x", "minLength": 2, "maxLength": 3},
      ["xb", "xbc"], ["x", "abcd", "ab"]),
+    # any other pattern the automaton reads, with a count of the characters beside it
+    # (JSONSchemaBench: 39 Github_hard, 22 Github_medium, 19 Snowplow schemas; ui5.yaml)
+    ("pattern-automaton-lengths",
+     {"type": "string", "minLength": 3, "maxLength": 8, "pattern": "^(?:@[0-9a-z-_.]+\\/)?[a-z][0-9a-z-_.]*$"},
+     ["abc", "abcdefgh", "@x/abcd", "@x/a"], ["ab", "abcdefghi", "Abc", "@x/", "@xyzw/abc"]),
+    ("pattern-group-length", {"type": "string", "pattern": "^(ab)+$", "maxLength": 4}, ["ab", "abab"],
+     ["ababab", "", "a", "aba"]),
+    ("pattern-group-minLength", {"type": "string", "pattern": "^(ab)+$", "minLength": 5}, ["ababab", "abababab"],
+     ["abab", "ab", "ababa"]),
+    ("pattern-anchors-inside-lengths", {"type": "string", "pattern": "^a$|^bc+$", "minLength": 2, "maxLength": 3},
+     ["bc", "bcc"], ["a", "b", "bcccc", "xbc"]),
+    ("pattern-search-automaton-lengths", {"type": "string", "pattern": "(ab|cd)e", "minLength": 4, "maxLength": 5},
+     ["xabe", "cdexy", "abe!"], ["abe", "xxxxxx", "abcde!", "xxxx"]),
     # an optional property no value meets is left out, not the whole schema refused (88
     # JSONSchemaBench Github schemas: an enum of strings under type array)
     ("optional-unsatisfiable-property", {"type": "object", "properties": {
@@ -834,7 +847,7 @@ NUMBERS = [
 
 REFUSED = [
     ("allof-disjoint-types", {"allOf": [{"type": "string"}, {"type": "integer"}]}, "unsatisfiable"),
-    ("pattern-group-length", {"type": "string", "pattern": "^(ab)+$", "maxLength": 4}, "single characters"),
+    ("pattern-group-length-large", {"type": "string", "pattern": "^(ab)+$", "maxLength": 5000}, "8192"),
     ("pattern-lengths-unsat", {"type": "string", "pattern": "^(ab|c)$", "minLength": 3}, "unsatisfiable"),
     ("oneof-if-accepts-all", {"oneOf": [{"type": "integer"}, {"if": {"type": "string"}, "then": {"type": "string"}}]},
      "oneOf"),
@@ -935,7 +948,8 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
            "patternProperties": {"^a": {"minimum": 0}, "b$": {"type": "string"}, "(^x)|(^y)": {"type": "boolean"}},
            "additionalProperties": {"type": "null"}},
           {"oneOf": [{"required": ["a"], "properties": {"a": {"type": "integer"}}}, {"required": ["b"]}]},
-          {"type": "array", "items": {"minLength": 2, "maximum": 5}}]
+          {"type": "array", "items": {"minLength": 2, "maximum": 5}},
+          {"type": "array", "items": {"type": "string", "pattern": "(ab|c)+x?$", "minLength": 3, "maxLength": 6}}]
 
 
 @pytest.mark.parametrize("k", range(len(WALKED)))
