@@ -291,7 +291,7 @@ static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf
                       cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") ||
                       cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum");
         const cJSON *mul = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
-        if (mul) return sc_gen_multiple(c, mul, bounded, b);
+        if (mul) return sc_gen_multiple(c, s, mul, bounded, b);
         if (bounded) return sc_gen_num_range(c, s, strcmp(type, "integer") == 0, b);
         if (c->int_frac && strcmp(type, "integer") == 0)
             sbuf_addf(b, "(%s-integer %s)", c->j, INT_FRAC);

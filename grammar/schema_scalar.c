@@ -183,18 +183,51 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
 /* multipleOf an integer k (up to 1000), without bounds: the integers divisible by k, by the
  * remainder automaton over their decimal digits (M_r: the digits so far leave r). Integers
  * only, also for a number (a subset there): a validator checks them exactly. */
-int sc_gen_multiple(struct sc *c, const cJSON *mul, int bounded, struct sbuf *b) {
+/* An integer multipleOf k between s's two finite bounds: its multiples there (at most 1024),
+ * as an enum, into b. 1; 0 (nothing written) where there are more or a bound is missing. */
+static int multiples_between(struct sc *c, const cJSON *s, double k, struct sbuf *b) {
+    double lo, hi;
+    int lox, hix;
+    sc_num_range(s, &lo, &lox, &hi, &hix);
+    if (!isfinite(lo) || !isfinite(hi) || fabs(lo) > 1e15 || fabs(hi) > 1e15) return 0;
+    double first = ceil(lo / k) * k, last = floor(hi / k) * k;
+    if (lox && first == lo) first += k;
+    if (hix && last == hi) last -= k;
+    if (last < first)
+        return sc_serr(c, "%s",
+                       "unsatisfiable schema: no multiple of multipleOf within the bounds");
+    if ((last - first) / k >= 1024) return 0;
+    cJSON *e = cJSON_CreateObject(), *vals = cJSON_AddArrayToObject(e, "enum");
+    cJSON_AddItemToArray(c->owned, e);
+    for (double v = first; v <= last; v += k) cJSON_AddItemToArray(vals, cJSON_CreateNumber(v));
+    char nm[RN];
+    if (sc_gen(c, e, nm) < 0) return -1;
+    sbuf_adds(b, nm);
+    return 1;
+}
+
+int sc_gen_multiple(struct sc *c, const cJSON *s, const cJSON *mul, int bounded, struct sbuf *b) {
     if (!cJSON_IsNumber(mul) || mul->valuedouble <= 0)
         return sc_serr(c, "%s", "'multipleOf' must be a positive number");
     double k = mul->valuedouble;
+    /* every integer is a multiple of 1 and of 0.1 ... 0.000001, and a validator's floating
+     * division of an integer by those is whole (of 0.07 by 0.01 it is not): the integers */
+    static const double whole[] = {1, 0.1, 0.01, 0.001, 0.0001, 0.00001, 0.000001};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (k == whole[i]) {
+            if (bounded) return sc_gen_num_range(c, s, 1, b);
+            if (c->int_frac) sbuf_addf(b, "(%s-integer %s)", c->j, INT_FRAC);
+            else sbuf_addf(b, "%s-integer", c->j);
+            return 0;
+        }
+    int between = bounded && k == floor(k) ? multiples_between(c, s, k, b) : 0;
+    if (between) return between < 0 ? -1 : 0;
     if (k != floor(k) || k > 1000 || bounded)
         return sc_serr(c, "%s",
-                       "multipleOf is supported for integers up to 1000 without minimum/maximum");
+                       "multipleOf is supported for 1 and 0.1 ... 0.000001 (integers are written), "
+                       "integers up to 1000 without minimum/maximum, and integers between "
+                       "minimum and maximum with at most 1024 multiples there");
     int n = (int)k;
-    if (n == 1) {
-        sbuf_addf(b, "%s-integer", c->j);
-        return 0;
-    }
     char base[RN];
     sc_new_rule(c, base);
     for (int r = 0; r < n; r++) {

@@ -8,6 +8,8 @@
 
 int sc_gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf *b);
 int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b);
-int sc_gen_multiple(struct sc *c, const cJSON *mul, int bounded, struct sbuf *b);
+/* The numbers of s (type number or integer; bounded: it has minimum/maximum) that are
+ * multiples of mul, into b: exact, or integers only where mul is 0.1 ... 0.000001. */
+int sc_gen_multiple(struct sc *c, const cJSON *s, const cJSON *mul, int bounded, struct sbuf *b);
 
 #endif

@@ -663,6 +663,17 @@ KEYWORDS = [
                                 "maxLength": 7}, ["2024-01", "1999-12"], ["2024-13", "2024-1", "12024-01"]),
     ("multipleOf-7", {"type": "integer", "multipleOf": 7}, [0, 7, -14, 700, 7 * 123456789], [1, -8, 701, 3.5]),
     ("multipleOf-number-10", {"type": "number", "multipleOf": 10}, [0, 10, -20, 1000], [5, 15.5]),
+    # multipleOf 1 or 0.1 ... 0.000001 beside bounds: integers (exact for 1; for 0.01 a subset:
+    # jsonschema's float division calls 0.07 no multiple of 0.01); an integer multipleOf
+    # between two bounds: its multiples there (JSONSchemaBench: 41 schemas)
+    ("multipleOf-1-bounds", {"type": "number", "multipleOf": 1, "minimum": 0, "maximum": 100000},
+     [0, 5, 100000, R("5.0")], [5.5, -3, 100001]),
+    ("multipleOf-cents", {"type": "number", "multipleOf": 0.01, "minimum": 0.5}, [1, 12, 99999], [0.001, -1, 0.4]),
+    ("multipleOf-cents-open", {"type": ["number", "null"], "multipleOf": 0.01}, [1, -12, None], [0.001, "1"]),
+    ("multipleOf-between", {"type": "integer", "multipleOf": 16, "minimum": 0, "maximum": 4096},
+     [0, 16, 4096], [20, 4112, -16]),
+    ("multipleOf-between-exclusive", {"type": "number", "multipleOf": 10, "exclusiveMaximum": 100, "minimum": -10},
+     [90, 0, -10], [100, 95, -20]),
     ("propertyNames", {"type": "object", "properties": {"ab": {"type": "integer"}, "ABC": {"type": "integer"}},
                        "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 5}},
      [{"ab": 1}], [{"ABC": 1}]),
@@ -853,6 +864,8 @@ REFUSED = [
      "oneOf"),
     ("enum-beside-properties", {"enum": [{"a": 1}], "properties": {"a": {"type": "string"}}}, "enum/const beside"),
     ("multipleOf-bounded", {"type": "integer", "multipleOf": 3, "minimum": 0}, "multipleOf"),
+    ("multipleOf-between-none", {"type": "integer", "multipleOf": 7, "minimum": 1, "maximum": 6}, "unsatisfiable"),
+    ("multipleOf-between-many", {"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 4000}, "1024"),
     ("not-integer-of-number", {"type": "number", "not": {"type": "integer"}}, "not integers"),
     ("not-strings-pattern", {"type": "string", "pattern": "^a", "not": {"const": "ab"}},
      "not: excluding strings"),
@@ -949,7 +962,8 @@ WALKED = [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "number", "ex
            "additionalProperties": {"type": "null"}},
           {"oneOf": [{"required": ["a"], "properties": {"a": {"type": "integer"}}}, {"required": ["b"]}]},
           {"type": "array", "items": {"minLength": 2, "maximum": 5}},
-          {"type": "array", "items": {"type": "string", "pattern": "(ab|c)+x?$", "minLength": 3, "maxLength": 6}}]
+          {"type": "array", "items": {"type": "string", "pattern": "(ab|c)+x?$", "minLength": 3, "maxLength": 6}},
+          {"type": "array", "items": {"type": "number", "multipleOf": 0.01, "minimum": -5, "maximum": 20}}]
 
 
 @pytest.mark.parametrize("k", range(len(WALKED)))
