@@ -115,6 +115,31 @@ static void count_range(const cJSON *s, const char *mn, const char *mx, double *
     *hi = num_kw(s, mx, -1);
 }
 
+/* [lo, hi] of the lengths of s's strings (hi < 0: none) narrowed by its pattern (the least
+ * and, where anchored at both ends, the most characters of a match) and, where gen (the
+ * strings tpd writes), by its format (schema_format's lengths: tpd writes a subset of it). */
+static void string_lengths(const cJSON *s, int gen, double *lo, double *hi) {
+    count_range(s, "minLength", "maxLength", lo, hi);
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(s, "format");
+    long l = 0, h = -1;
+    if (cJSON_IsString(p)) {
+        const char *r = p->valuestring;
+        size_t n = strlen(r), bs = 0;
+        while (bs + 1 < n && r[n - 2 - bs] == '\\') bs++;
+        struct sbuf t = {0};
+        char e[ERR_LEN];
+        int k = regex_to_gbnf_range(r, n, 1, &t, &l, &h, e);
+        sbuf_free(&t);
+        if (k < 0) l = 0, h = -1;
+        if (!(n > 0 && r[0] == '^' && r[n - 1] == '$' && bs % 2 == 0)) h = -1; /* a search */
+    } else if (gen && cJSON_IsString(f) && !schema_format(f->valuestring, &l, &h)) {
+        l = 0, h = -1; /* an annotation */
+    }
+    if (l > *lo) *lo = (double)l;
+    if (h >= 0 && (*hi < 0 || h < *hi)) *hi = (double)h;
+}
+
 /* The numbers s admits, as [lo, hi] with exclusive ends flagged (draft-4 boolean
  * exclusiveMinimum/Maximum too). */
 void sc_num_range(const cJSON *s, double *lo, int *lo_x, double *hi, int *hi_x) {
@@ -306,11 +331,8 @@ static int disjoint(struct sc *c, const cJSON *a, const cJSON *b, int depth) {
             }
         } else if (bit == T_STR) {
             double la, ha, lb, hb;
-            if (cJSON_GetObjectItemCaseSensitive(a, "format") ||
-                cJSON_GetObjectItemCaseSensitive(a, "pattern"))
-                return 0;
-            count_range(a, "minLength", "maxLength", &la, &ha);
-            count_range(b, "minLength", "maxLength", &lb, &hb);
+            string_lengths(a, 1, &la, &ha);
+            string_lengths(b, 0, &lb, &hb);
             if (kb || cJSON_IsArray(eb)) {
                 const cJSON *out = cJSON_GetObjectItemCaseSensitive(a, NOT_STRINGS);
                 for (const cJSON *x = kb ? kb : eb->child; x; x = kb ? NULL : x->next) {

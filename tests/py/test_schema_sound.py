@@ -649,6 +649,14 @@ KEYWORDS = [
      ["bc", "bcc"], ["a", "b", "bcccc", "xbc"]),
     ("pattern-search-automaton-lengths", {"type": "string", "pattern": "(ab|cd)e", "minLength": 4, "maxLength": 5},
      ["xabe", "cdexy", "abe!"], ["abe", "xxxxxx", "abcde!", "xxxx"]),
+    # oneOf told apart by lengths that a pattern narrows (its least, and anchored, most
+    # characters; Github_medium o64878, o59664); a format only on the side tpd writes
+    ("oneof-lengths-unknown-format", {"type": "string", "oneOf": [{"maxLength": 0},
+                                                                 {"format": "html-selector", "minLength": 1}]},
+     ["", "x", "a b"], [5]),
+    ("oneof-lengths-pattern", {"type": "string", "oneOf": [{"pattern": "^[0-9]+\\.[0-9]+\\.[0-9]+$"},
+                                                          {"maxLength": 0}]},
+     ["1.2.3", "", "10.20.30"], ["1.2", "x", "1.2.3x"]),
     # an optional property no value meets is left out, not the whole schema refused (88
     # JSONSchemaBench Github schemas: an enum of strings under type array)
     ("optional-unsatisfiable-property", {"type": "object", "properties": {
@@ -864,6 +872,7 @@ REFUSED = [
      "oneOf"),
     ("enum-beside-properties", {"enum": [{"a": 1}], "properties": {"a": {"type": "string"}}}, "enum/const beside"),
     ("multipleOf-bounded", {"type": "integer", "multipleOf": 3, "minimum": 0}, "multipleOf"),
+    ("oneof-format-accepting-side", {"type": "string", "oneOf": [{"maxLength": 3}, {"format": "date"}]}, "oneOf"),
     ("multipleOf-between-none", {"type": "integer", "multipleOf": 7, "minimum": 1, "maximum": 6}, "unsatisfiable"),
     ("multipleOf-between-many", {"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 4000}, "1024"),
     ("not-integer-of-number", {"type": "number", "not": {"type": "integer"}}, "not integers"),
