@@ -342,6 +342,12 @@ static int gen_branches(struct sc *c, const cJSON *s, const cJSON *any, int one,
     const cJSON **br = xcalloc((size_t)n + 1, sizeof *br);
     for (const cJSON *x = rc == 0 ? any->child : NULL; x; x = x->next, k++) {
         br[k] = sc_has_constraints(sib) ? sc_merge(c, sib, x) : x;
+        if (!br[k] && strstr(c->err, "unsatisfiable schema")) { /* no value: a branch left out */
+            cJSON *no = cJSON_CreateFalse();
+            cJSON_AddItemToArray(c->owned, no);
+            br[k] = no;
+            c->err[0] = 0;
+        }
         if (!br[k]) rc = -1;
     }
     if (rc == 0 && one && n > 1) rc = sc_one_of_exclusive(c, br, n);

@@ -77,15 +77,17 @@
  * literals (no character that needs a JSON escape, none that a u-flag pattern must escape),
  * ".", classes of up to 4 letters, digits, a few signs or the ranges a-z, A-Z, 0-9 (none that
  * Python reads as a set operation), each with a quantifier (greedy or lazy; counts n <= 9 < m),
- * up to 12 of them or groups of up to 2 alternatives of 3, between optional anchors */
+ * up to 12 of them or groups of up to 2 alternatives of 3, between optional anchors; up to 3
+ * such alternatives */
 #define RX_QUANT "([*+?] | \"{\" [1-9] \"}\" | \"{\" [0-9] \",\" ([1-9] [0-9])? \"}\") \"?\"?"
 #define RX_CLASS \
     "\"[\" \"^\"? (\"a-z\" | \"A-Z\" | \"0-9\" | [a-zA-Z0-9_ .,:;@#%=<>'!`/]){1,4} \"]\""
 #define RX_ITEM "(([a-zA-Z0-9 _,:;@#%&=<>'!~`/\\-] | \".\" | " RX_CLASS ") (" RX_QUANT ")?)"
 #define RX_GROUP "(\"(\" " RX_ITEM "{1,3} (\"|\" " RX_ITEM "{1,3})? \")\" (" RX_QUANT ")?)"
-#define REGEX "\"^\"? (" RX_ITEM " | " RX_GROUP "){0,12} \"$\"?"
+#define RX_BRANCH "(\"^\"? (" RX_ITEM " | " RX_GROUP "){0,12} \"$\"?)"
+#define REGEX RX_BRANCH " (\"|\" " RX_BRANCH "){0,2}"
 /* an item: a class of 15 and a quantifier of 7; a group: 2 x 3 items, 3 signs, a quantifier */
-#define REGEX_MAX (1 + 12 * (1 + 6 * 22 + 2 + 7) + 1)
+#define REGEX_MAX (3 * (1 + 12 * (1 + 6 * 22 + 2 + 7) + 1) + 2)
 #define JSON_POINTER "(\"/\" ([^/~\"\\\\\\x7F\\x00-\\x1F] | \"~\" [01]){0,64}){0,16}"
 
 static const struct fmt {

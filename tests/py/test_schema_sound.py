@@ -657,6 +657,16 @@ KEYWORDS = [
     ("oneof-lengths-pattern", {"type": "string", "oneOf": [{"pattern": "^[0-9]+\\.[0-9]+\\.[0-9]+$"},
                                                           {"maxLength": 0}]},
      ["1.2.3", "", "10.20.30"], ["1.2", "x", "1.2.3x"]),
+    # an anyOf branch its siblings rule out (two different consts) is left out, not the whole
+    # schema refused (JsonSchemaStore accelerator's dataType)
+    ("anyof-branch-sibling-unsat", {"allOf": [{"anyOf": [{"const": "string"}, {"const": "number"},
+                                                         {"type": "array", "items": {"const": "string"}}]},
+                                              {"const": "string"}]},
+     ["string"], ["number", ["string"], "x"]),
+    ("anyof-branch-sibling-unsat-property",
+     {"type": "object", "properties": {"d": {"anyOf": [{"const": "a"}, {"const": "b"}]}},
+      "anyOf": [{"properties": {"d": {"const": "a"}}}]},
+     [{"d": "a"}, {}], [{"d": "b"}, {"d": "c"}]),
     # an optional property no value meets is left out, not the whole schema refused (88
     # JSONSchemaBench Github schemas: an enum of strings under type array)
     ("optional-unsatisfiable-property", {"type": "object", "properties": {
@@ -1172,7 +1182,8 @@ FORMAT_CASES = [
      ["http://example.com/resource/{", "{=a}", "{}", "{a:1000}", "{a:3*}", "a}"]),
     ("byte", ["", "QUJD", "QUI=", "QQ=="], []),
     # Github_easy o66309, Github_hard o53084
-    ("regex", ["^[a-zA-Z0-9_]{3,16}$", "^[a-zA-Z0-9]+$", "^example$", "", "(ab|c)*x", "a.b??", "[^A-Z0-9]{0,12}"],
+    ("regex", ["^[a-zA-Z0-9_]{3,16}$", "^[a-zA-Z0-9]+$", "^example$", "", "(ab|c)*x", "a.b??", "[^A-Z0-9]{0,12}",
+               "^value1|value2$", "a|"],
      ["[z-a]", "(", "*a", "a**", "[", "a)"]),
     ("unknown-format", ["anything at all"], []),
 ]
