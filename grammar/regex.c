@@ -48,6 +48,20 @@ static void put_cp(struct sbuf *o, uint32_t c) {
     }
 }
 
+int regex_anchored_end(const char *re, size_t n) {
+    size_t bs = 0;
+    while (bs + 1 < n && re[n - 2 - bs] == '\\') bs++;
+    return n > 0 && re[n - 1] == '$' && bs % 2 == 0;
+}
+
+int regex_search_lengths(const char *re, size_t n, long *lmin, long *lmax, char *err) {
+    struct sbuf t = {0};
+    int k = regex_to_gbnf_range(re, n, 1, &t, lmin, lmax, err);
+    sbuf_free(&t);
+    if (!(n > 0 && re[0] == '^' && regex_anchored_end(re, n))) *lmax = -1; /* a search */
+    return k;
+}
+
 void gbnf_put_literal(struct sbuf *o, const char *s, size_t n) {
     sbuf_adds(o, "\"");
     for (size_t i = 0; i < n;) {

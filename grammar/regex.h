@@ -33,6 +33,12 @@ int regex_atom_set(const char *re, size_t len, size_t *i, struct cpset *s, char 
 /* A quantifier {m}, {m,}, {m,n} or {,n} at re[*i]: 1 with its bounds (*hi -1: none) and *i
  * past it; 0 (*i unchanged) when the brace is a literal one. */
 int regex_braces(const char *re, size_t len, size_t *i, long *lo, long *hi);
+/* 1 when re[0..n) ends with an anchor '$' (not an escaped '\\$'). */
+int regex_anchored_end(const char *re, size_t n);
+/* The least and most characters of the strings that contain a match of re (searched, as
+ * JSON Schema's pattern: *lmax -1 unless anchored at both ends, or unbounded); 0, or -1 with
+ * err where regex_to_gbnf_range cannot read re. */
+int regex_search_lengths(const char *re, size_t n, long *lmin, long *lmax, char *err);
 /* Appends s[0..n) as a GBNF literal. */
 void gbnf_put_literal(struct sbuf *o, const char *s, size_t n);
 

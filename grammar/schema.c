@@ -180,16 +180,23 @@ int sc_only_ref(const struct sc *c, const cJSON *s) {
     return 1;
 }
 
-/* The rule of a $ref, queued for generation the first time it is seen. */
-/* Queues target's rule under key (a $ref, or a merged schema's text: sc_gen), unless it is
- * queued already; its name to nm. The queue frees key. */
-static void queue_ref(struct sc *c, char *key, const cJSON *target, char *nm) {
+/* 1 with the rule's name in nm when a rule is queued under key (queue_ref), else 0. */
+static int queued(const struct sc *c, const char *key, char *nm) {
     for (int i = 0; i < c->n_refs; i++)
         if (strcmp(c->refs[i].ref, key) == 0) {
             snprintf(nm, RN, "%s-r%d", c->name, c->refs[i].id);
-            free(key);
-            return;
+            return 1;
         }
+    return 0;
+}
+
+/* Queues target's rule under key (a $ref, or a merged schema's text: sc_gen), unless it is
+ * queued already; its name to nm. The queue frees key. */
+static void queue_ref(struct sc *c, char *key, const cJSON *target, char *nm) {
+    if (queued(c, key, nm)) {
+        free(key);
+        return;
+    }
     if (c->n_refs == c->cap_refs) {
         c->cap_refs = c->cap_refs ? 2 * c->cap_refs : 8;
         c->refs = xrealloc(c->refs, sizeof *c->refs * (size_t)c->cap_refs);
@@ -199,12 +206,9 @@ static void queue_ref(struct sc *c, char *key, const cJSON *target, char *nm) {
     c->n_refs++;
 }
 
+/* The rule of a $ref, queued for generation the first time it is seen. */
 static int ref_rule(struct sc *c, const char *ref, char *nm) {
-    for (int i = 0; i < c->n_refs; i++)
-        if (strcmp(c->refs[i].ref, ref) == 0) {
-            snprintf(nm, RN, "%s-r%d", c->name, c->refs[i].id);
-            return 0;
-        }
+    if (queued(c, ref, nm)) return 0;
     const cJSON *t = sc_resolve_pointer(c, ref);
     if (!t)
         return sc_serr(c,
@@ -283,6 +287,16 @@ static int gen_queued(struct sc *c, int i, char *body) {
     return gen_busy(c, t, xstrdup(c->refs[i].ref + 1), body);
 }
 
+/* Writes queued rule i (name-rID ::= its body) and marks it done; 0, or -1 with err. */
+static int write_queued(struct sc *c, int i) {
+    char body[RN], rn[RN];
+    if (gen_queued(c, i, body) < 0) return -1;
+    snprintf(rn, RN, "%s-r%d", c->name, c->refs[i].id);
+    sc_emit(c, rn, body);
+    c->refs[i].done = 1;
+    return 0;
+}
+
 static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf *b) {
     if (strcmp(type, "string") == 0) return sc_gen_string(c, s, b);
     if (strcmp(type, "integer") == 0 || strcmp(type, "number") == 0) {
@@ -293,9 +307,8 @@ static int gen_typed(struct sc *c, const cJSON *s, const char *type, struct sbuf
         const cJSON *mul = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
         if (mul) return sc_gen_multiple(c, s, mul, bounded, b);
         if (bounded) return sc_gen_num_range(c, s, strcmp(type, "integer") == 0, b);
-        if (c->int_frac && strcmp(type, "integer") == 0)
-            sbuf_addf(b, "(%s-integer %s)", c->j, INT_FRAC);
-        else sbuf_addf(b, "%s-%s", c->j, type);
+        if (strcmp(type, "integer") == 0) sc_put_integers(c, b);
+        else sbuf_addf(b, "%s-number", c->j);
         return 0;
     }
     if (strcmp(type, "boolean") == 0 || strcmp(type, "null") == 0) {
@@ -625,16 +638,8 @@ int sc_try_gen(struct sc *c, const cJSON *s, char *nm, int deep, char *why) {
     memcpy(keys, c->key_rules, sizeof keys);
     int ok = sc_gen(c, s, nm) == 0;
     if (!ok && !deep && !strstr(c->err, "unsatisfiable schema")) return -1;
-    for (int i = n_refs; deep && ok && i < c->n_refs; i++) { /* the list grows while we go */
-        char body[RN], rn[RN];
-        if (c->refs[i].done) continue; /* by a try inside this one */
-        ok = gen_queued(c, i, body) == 0;
-        if (ok) {
-            snprintf(rn, RN, "%s-r%d", c->name, c->refs[i].id);
-            sc_emit(c, rn, body);
-            c->refs[i].done = 1;
-        }
-    }
+    for (int i = n_refs; deep && ok && i < c->n_refs; i++)  /* the list grows while we go */
+        if (!c->refs[i].done) ok = write_queued(c, i) == 0; /* done: by a try inside this one */
     if (ok) return 1;
     c->out->len = len;
     if (c->out->p) c->out->p[len] = 0;
@@ -679,13 +684,7 @@ int grammar_gbnf_from_json_schema(const char *schema, size_t len, const char *na
     char top[RN];
     int rc = sc_gen(&c, root, top);
     for (int i = 0; rc == 0 && i < c.n_refs; i++) { /* the work list grows while we go */
-        char body[RN], nm[RN];
-        if (c.refs[i].done) continue;
-        rc = gen_queued(&c, i, body);
-        if (rc == 0) {
-            snprintf(nm, RN, "%s-r%d", c.name, c.refs[i].id);
-            sc_emit(&c, nm, body);
-        }
+        if (!c.refs[i].done) rc = write_queued(&c, i);
         if (out->len > (size_t)GRAMMAR_MAX_GBNF)
             rc = sc_serr(&c, "%s", "the schema's grammar is too large");
     }

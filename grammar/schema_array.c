@@ -111,15 +111,9 @@ int sc_gen_array(struct sc *c, const cJSON *s, struct sbuf *b) {
  * or it ends with a one-character atom (a class, '.', an escape, a character) repeated
  * without bound ('*', '+', '{n,}') and has no '|' outside groups, no lookaround and no
  * word boundary (which could bound that repetition). */
-static int pattern_anchored_end(const char *p) {
-    size_t n = strlen(p), bs = 0;
-    while (bs + 1 < n && p[n - 2 - bs] == '\\') bs++;
-    return n > 0 && p[n - 1] == '$' && bs % 2 == 0;
-}
-
 static int pattern_extendable(const char *p) {
     size_t n = strlen(p);
-    if (!pattern_anchored_end(p)) return 1;
+    if (!regex_anchored_end(p, strlen(p))) return 1;
     long atom = -1, depth = 0; /* where the last atom at depth 0 starts */
     for (size_t i = 0; i + 1 < n; i++) {
         if (p[i] == '\\') {
@@ -176,7 +170,7 @@ static int gen_unique_strings(struct sc *c, const cJSON *items, char *nm) {
     } else { /* as sc_gen_string writes a pattern searched for (no lengths beside it) */
         const char *p = pat->valuestring;
         size_t n = strlen(p);
-        int start = n > 0 && p[0] == '^', end = pattern_anchored_end(p);
+        int start = n > 0 && p[0] == '^', end = regex_anchored_end(p, strlen(p));
         if (!start) sbuf_addf(&b, "%s-char* ", c->j);
         if (lo > 0 || regex_to_gbnf(p, n, 1, &b, e) < 0) {
             sbuf_free(&b);

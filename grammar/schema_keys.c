@@ -191,26 +191,38 @@ int sc_gen_pattern_keys(struct sc *c, const cJSON *pe, const cJSON *addl, const 
     return any;
 }
 
-int sc_gen_pattern_string(struct sc *c, const char *pattern, struct sbuf *b) {
-    struct rdfa d;
-    char err[ERR_LEN], nm[RN], quote[] = "\"\\\"\"", *ends[1] = {quote};
-    if (rdfa_build(&d, &pattern, 1, NULL, 0, PATTERN_STATES, err) < 0)
+/* d: the automaton of one pattern (a string's); 0, or -1 with c->err. */
+static int pattern_automaton(struct sc *c, const char *pattern, struct rdfa *d) {
+    char err[ERR_LEN];
+    if (rdfa_build(d, &pattern, 1, NULL, 0, PATTERN_STATES, err) < 0)
         return err_set(c->err, "JSON Schema: pattern: %s", err + strlen("patternProperties: "));
-    int rc = d.unknown ? 0 : 1, *out = xmalloc(sizeof *out * (size_t)d.n_states);
-    for (int q = 0; q < d.n_states; q++) out[q] = d.acc[q] ? 0 : -1;
-    if (rc && !put_automaton(c, &d, out, ends, nm))
-        rc = sc_serr(c, "%s", "unsatisfiable schema: no string matches the pattern");
+    return 0;
+}
+
+/* The rule of the JSON strings (quotes included) that d accepts, appended to b; 1, or -1
+ * with c->err naming unsat where it accepts none. */
+static int put_string_automaton(struct sc *c, const struct rdfa *d, const char *unsat,
+                                struct sbuf *b) {
+    char nm[RN], quote[] = "\"\\\"\"", *ends[1] = {quote};
+    int *out = xmalloc(sizeof *out * (size_t)d->n_states);
+    for (int q = 0; q < d->n_states; q++) out[q] = d->acc[q] ? 0 : -1;
+    int rc = put_automaton(c, d, out, ends, nm) ? 1 : sc_serr(c, "unsatisfiable schema: %s", unsat);
     if (rc > 0) sbuf_adds(b, nm);
     free(out);
+    return rc;
+}
+
+int sc_gen_pattern_string(struct sc *c, const char *pattern, struct sbuf *b) {
+    struct rdfa d;
+    if (pattern_automaton(c, pattern, &d) < 0) return -1;
+    int rc = d.unknown ? 0 : put_string_automaton(c, &d, "no string matches the pattern", b);
     rdfa_free(&d);
     return rc;
 }
 
 int sc_gen_pattern_lengths(struct sc *c, const char *pattern, long lo, long hi, struct sbuf *b) {
     struct rdfa d, p = {0};
-    char err[ERR_LEN], nm[RN], quote[] = "\"\\\"\"", *ends[1] = {quote};
-    if (rdfa_build(&d, &pattern, 1, NULL, 0, PATTERN_STATES, err) < 0)
-        return err_set(c->err, "JSON Schema: pattern: %s", err + strlen("patternProperties: "));
+    if (pattern_automaton(c, pattern, &d) < 0) return -1;
     long cap = hi >= 0 ? hi : lo; /* counts past it are alike: too long, or long enough */
     if (d.unknown || (double)d.n_states * (double)(cap + 1) + 1 > PATTERN_LENGTH_STATES) {
         rdfa_free(&d);
@@ -225,7 +237,7 @@ int sc_gen_pattern_lengths(struct sc *c, const char *pattern, long lo, long hi, 
     p.next = xmalloc(sizeof *p.next * w * (size_t)p.n_states);
     p.acc = xcalloc((size_t)p.n_states, sizeof *p.acc);
     p.name = xcalloc((size_t)p.n_states, 1);
-    int dead = p.n_states - 1, *out = xmalloc(sizeof *out * (size_t)p.n_states);
+    int dead = p.n_states - 1;
     for (int q = 0; q < d.n_states; q++)
         for (long k = 0; k <= cap; k++) {
             int s = q * (int)(cap + 1) + (int)k;
@@ -239,14 +251,8 @@ int sc_gen_pattern_lengths(struct sc *c, const char *pattern, long lo, long hi, 
             p.acc[s] = k >= lo ? d.acc[q] : 0;
         }
     for (size_t j = 0; j < w; j++) p.next[(size_t)dead * w + j] = dead;
-    for (int q = 0; q < p.n_states; q++) out[q] = p.acc[q] ? 0 : -1;
-    int rc = put_automaton(c, &p, out, ends, nm);
-    if (rc) sbuf_adds(b, nm);
-    else
-        rc = sc_serr(c, "%s",
-                     "unsatisfiable schema: no string of its minLength/maxLength "
-                     "matches the pattern");
-    free(out);
+    int rc = put_string_automaton(c, &p, "no string of its minLength/maxLength matches the pattern",
+                                  b);
     rdfa_free(&p);
     rdfa_free(&d);
     return rc;

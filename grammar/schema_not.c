@@ -37,17 +37,11 @@ static int gen_type_bits(const struct sc *c, const cJSON *m) {
     if (t || cJSON_GetObjectItemCaseSensitive(m, "enum") ||
         cJSON_GetObjectItemCaseSensitive(m, "const"))
         return sc_type_bits(t);
-    const char *it = sc_implied_type(c, m);
-    if (!it) return T_ANY;
-    cJSON *tmp = cJSON_CreateString(it);
-    int bits = sc_type_bits(tmp);
-    cJSON_Delete(tmp);
-    return bits;
+    return sc_implied_bits(c, m);
 }
 
 /* m's type set to the types of bits. */
 static int set_type_bits(struct sc *c, cJSON *m, int bits, int force) {
-    static const char *const names[] = {"null", "boolean", "object", "array", "string"};
     if ((bits & (T_INT | T_FRAC)) == T_FRAC) { /* no fractions only: other types, a subset */
         if (bits == T_FRAC)
             return sc_serr(c, "%s", "not: numbers that are not integers are not supported");
@@ -55,13 +49,8 @@ static int set_type_bits(struct sc *c, cJSON *m, int bits, int force) {
     }
     if (!bits) return sc_serr(c, "%s", "unsatisfiable schema: 'not' rules out every type left");
     if (bits == T_ANY && !cJSON_GetObjectItemCaseSensitive(m, "type") && !force) return 0;
-    cJSON *t = cJSON_CreateArray();
-    for (int i = 0; i < 5; i++)
-        if (bits & (1 << i)) cJSON_AddItemToArray(t, cJSON_CreateString(names[i]));
-    if (bits & T_INT)
-        cJSON_AddItemToArray(t, cJSON_CreateString(bits & T_FRAC ? "number" : "integer"));
     cJSON_DeleteItemFromObjectCaseSensitive(m, "type");
-    cJSON_AddItemToObject(m, "type", t);
+    cJSON_AddItemToObject(m, "type", sc_type_list(bits));
     return 0;
 }
 

@@ -71,12 +71,7 @@ static int gen_types(struct sc *c, const cJSON *s, int depth) {
         return m;
     }
     if (t) return sc_type_bits(t);
-    const char *it = sc_implied_type(c, s);
-    if (!it) return T_ANY;
-    cJSON *tmp = cJSON_CreateString(it);
-    m = sc_type_bits(tmp);
-    cJSON_Delete(tmp);
-    return m;
+    return sc_implied_bits(c, s);
 }
 
 /* The types s accepts, or more (s flat). */
@@ -123,16 +118,10 @@ static void string_lengths(const cJSON *s, int gen, double *lo, double *hi) {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(s, "format");
     long l = 0, h = -1;
+    char e[ERR_LEN];
     if (cJSON_IsString(p)) {
-        const char *r = p->valuestring;
-        size_t n = strlen(r), bs = 0;
-        while (bs + 1 < n && r[n - 2 - bs] == '\\') bs++;
-        struct sbuf t = {0};
-        char e[ERR_LEN];
-        int k = regex_to_gbnf_range(r, n, 1, &t, &l, &h, e);
-        sbuf_free(&t);
-        if (k < 0) l = 0, h = -1;
-        if (!(n > 0 && r[0] == '^' && r[n - 1] == '$' && bs % 2 == 0)) h = -1; /* a search */
+        if (regex_search_lengths(p->valuestring, strlen(p->valuestring), &l, &h, e) < 0)
+            l = 0, h = -1;
     } else if (gen && cJSON_IsString(f) && !schema_format(f->valuestring, &l, &h)) {
         l = 0, h = -1; /* an annotation */
     }
@@ -425,12 +414,9 @@ static int drop_shared_types(struct sc *c, const cJSON **br, int n) {
     }
     if ((twice & (T_INT | T_FRAC)) != (T_INT | T_FRAC)) twice &= ~(T_INT | T_FRAC);
     if (!twice) return 0;
-    static const char *const names[] = {"null", "boolean", "object", "array", "string"};
-    cJSON *keep = cJSON_CreateObject(), *t = cJSON_AddArrayToObject(keep, "type");
+    cJSON *keep = cJSON_CreateObject(), *t = sc_type_list(T_ANY & ~twice);
+    cJSON_AddItemToObject(keep, "type", t);
     cJSON_AddItemToArray(c->owned, keep);
-    for (int i = 0; i < 5; i++)
-        if (!(twice & (1 << i))) cJSON_AddItemToArray(t, cJSON_CreateString(names[i]));
-    if (!(twice & T_INT)) cJSON_AddItemToArray(t, cJSON_CreateString("number"));
     for (int i = 0; i < n; i++) {
         const cJSON *m = t->child ? sc_merge(c, br[i], keep) : NULL;
         if (!m && c->err[0] && !strstr(c->err, "unsatisfiable schema")) return -1;

@@ -47,9 +47,8 @@ int sc_gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf *b) 
 /* The JSON strings whose text pattern p matches (searched: unanchored ends take any text),
  * through regex.c, else (anchors inside) the pattern automaton. */
 static int gen_pattern(struct sc *c, const char *p, struct sbuf *b) {
-    size_t n = strlen(p), bs = 0;
-    while (bs + 1 < n && p[n - 2 - bs] == '\\') bs++;
-    int start = n > 0 && p[0] == '^', end = n > 0 && p[n - 1] == '$' && bs % 2 == 0;
+    size_t n = strlen(p);
+    int start = n > 0 && p[0] == '^', end = regex_anchored_end(p, n);
     size_t at = b->len;
     sbuf_adds(b, "\"\\\"\" ");
     if (!start) sbuf_addf(b, "%s-char* ", c->j);
@@ -113,18 +112,13 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
         if (k > 0) return 0;
         /* any other pattern: exact when every string it matches meets the lengths */
         const char *p = pat->valuestring;
-        size_t n = strlen(p), bs = 0;
-        while (bs + 1 < n && p[n - 2 - bs] == '\\') bs++;
         long pmin, pmax;
-        t = (struct sbuf){0};
-        k = regex_to_gbnf_range(p, n, 1, &t, &pmin, &pmax, e);
-        sbuf_free(&t);
+        k = regex_search_lengths(p, strlen(p), &pmin, &pmax, e);
         /* lengths that bound nothing (minLength 0): the pattern alone, below */
         if (k < 0 && (lo > 0 || hi >= 0)) { /* anchors inside: the automaton may read it */
             k = sc_gen_pattern_lengths(c, p, lo, hi, b);
             return k ? (k < 0 ? -1 : 0) : err_set(c->err, "JSON Schema: pattern: %s", e);
         }
-        if (!(n > 0 && p[0] == '^' && p[n - 1] == '$' && bs % 2 == 0)) pmax = -1; /* a search */
         if (k == 0 && ((pmax >= 0 && pmax < lo) || (hi >= 0 && pmin > hi)))
             return sc_serr(c, "%s", "unsatisfiable schema: pattern and minLength/maxLength");
         if (k == 0 && !(pmin >= lo && (hi < 0 || (pmax >= 0 && pmax <= hi)))) {
@@ -180,9 +174,11 @@ int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b) {
 
 /* ---- dispatch ---- */
 
-/* multipleOf an integer k (up to 1000), without bounds: the integers divisible by k, by the
- * remainder automaton over their decimal digits (M_r: the digits so far leave r). Integers
- * only, also for a number (a subset there): a validator checks them exactly. */
+void sc_put_integers(const struct sc *c, struct sbuf *b) {
+    if (c->int_frac) sbuf_addf(b, "(%s-integer %s)", c->j, INT_FRAC);
+    else sbuf_addf(b, "%s-integer", c->j);
+}
+
 /* An integer multipleOf k between s's two finite bounds: its multiples there (at most 1024),
  * as an enum, into b. 1; 0 (nothing written) where there are more or a bound is missing. */
 static int multiples_between(struct sc *c, const cJSON *s, double k, struct sbuf *b) {
@@ -206,6 +202,9 @@ static int multiples_between(struct sc *c, const cJSON *s, double k, struct sbuf
     return 1;
 }
 
+/* multipleOf an integer k (up to 1000), without bounds: the integers divisible by k, by the
+ * remainder automaton over their decimal digits (M_r: the digits so far leave r). Integers
+ * only, also for a number (a subset there): a validator checks them exactly. */
 int sc_gen_multiple(struct sc *c, const cJSON *s, const cJSON *mul, int bounded, struct sbuf *b) {
     if (!cJSON_IsNumber(mul) || mul->valuedouble <= 0)
         return sc_serr(c, "%s", "'multipleOf' must be a positive number");
@@ -216,8 +215,7 @@ int sc_gen_multiple(struct sc *c, const cJSON *s, const cJSON *mul, int bounded,
     for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
         if (k == whole[i]) {
             if (bounded) return sc_gen_num_range(c, s, 1, b);
-            if (c->int_frac) sbuf_addf(b, "(%s-integer %s)", c->j, INT_FRAC);
-            else sbuf_addf(b, "%s-integer", c->j);
+            sc_put_integers(c, b);
             return 0;
         }
     int between = bounded && k == floor(k) ? multiples_between(c, s, k, b) : 0;

@@ -7,6 +7,8 @@
 #include "schema_internal.h"
 
 int sc_gen_num_range(struct sc *c, const cJSON *s, int integer, struct sbuf *b);
+/* Any integer, into b (with a zero fraction where c->int_frac: "2.0"). */
+void sc_put_integers(const struct sc *c, struct sbuf *b);
 int sc_gen_string(struct sc *c, const cJSON *s, struct sbuf *b);
 /* The numbers of s (type number or integer; bounded: it has minimum/maximum) that are
  * multiples of mul, into b: exact, or integers only where mul is 0.1 ... 0.000001. */

@@ -49,12 +49,18 @@ static const struct {
     {"multipleOf", "number", T_INT | T_FRAC},
 };
 
-const char *sc_infer_type(const cJSON *s) {
+/* The entry of one_type of s's first keyword of one type whose value says something, or -1. */
+static int first_one_type(const cJSON *s) {
     for (size_t i = 0; i < sizeof one_type / sizeof one_type[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, one_type[i].kw);
-        if (v && !trivial(one_type[i].kw, v)) return one_type[i].type;
+        if (v && !trivial(one_type[i].kw, v)) return (int)i;
     }
-    return NULL;
+    return -1;
+}
+
+const char *sc_infer_type(const cJSON *s) {
+    int i = first_one_type(s);
+    return i < 0 ? NULL : one_type[i].type;
 }
 
 int sc_free_types(const cJSON *s) {
@@ -71,6 +77,17 @@ int sc_free_types(const cJSON *s) {
     return T_ANY & ~bound;
 }
 
-const char *sc_implied_type(const struct sc *c, const cJSON *s) {
-    return c->every_type ? NULL : sc_infer_type(s);
+int sc_implied_bits(const struct sc *c, const cJSON *s) {
+    int i = c->every_type ? -1 : first_one_type(s);
+    return i < 0 ? T_ANY : one_type[i].bits;
+}
+
+cJSON *sc_type_list(int bits) {
+    static const char *const names[] = {"null", "boolean", "object", "array", "string"};
+    cJSON *t = cJSON_CreateArray();
+    for (int i = 0; i < 5; i++)
+        if (bits & (1 << i)) cJSON_AddItemToArray(t, cJSON_CreateString(names[i]));
+    if (bits & T_INT)
+        cJSON_AddItemToArray(t, cJSON_CreateString(bits & T_FRAC ? "number" : "integer"));
+    return t;
 }

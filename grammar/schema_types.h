@@ -15,7 +15,10 @@ const char *sc_infer_type(const cJSON *s);
  * keywords constrain one type each (properties, minLength, ...; true: all types), else 0
  * (s has a type, an enum, branches ...: none known). T_* bits (schema_internal.h). */
 int sc_free_types(const cJSON *s);
-/* sc_infer_type unless c reads every type (c->every_type): NULL then. */
-const char *sc_implied_type(const struct sc *c, const cJSON *s);
+/* The T_* bits of sc_infer_type's type, T_ANY where there is none or c reads every type
+ * (c->every_type). */
+int sc_implied_bits(const struct sc *c, const cJSON *s);
+/* A "type" array of the types of bits (T_* bits, T_FRAC only beside T_INT: "number"). */
+cJSON *sc_type_list(int bits);
 
 #endif
